@@ -1,0 +1,16 @@
+# jaxpp_module(<name> <link args...>): one folder = one library, sources = <folder>/*.cc.
+# A folder without sources yet becomes an INTERFACE library so the tree always configures.
+function(jaxpp_module name)
+  file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  if(_srcs)
+    add_library(${name} STATIC ${_srcs})
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name} ${ARGN})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    string(REPLACE "PUBLIC" "INTERFACE" _args "${ARGN}")
+    list(FILTER _args EXCLUDE REGEX "^PRIVATE$")
+    target_link_libraries(${name} ${_args})
+  endif()
+endfunction()

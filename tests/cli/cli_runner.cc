@@ -1,0 +1,50 @@
+#include "tests/cli/cli_runner.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace jaxpp::testing {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string make_temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "jaxpp-test-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  const std::string path = make_temp_dir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+CliResult run_cli(const std::string& args) {
+  const std::string dir = make_temp_dir();
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const std::string cmd = std::string(JAXPP_SIM_BINARY) + " " + args + " >" + out + " 2>" + err +
+                          " </dev/null";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+}  // namespace jaxpp::testing

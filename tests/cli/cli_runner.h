@@ -1,0 +1,23 @@
+// Runs the jaxpp-sim binary for CLI tests and captures exit code, stdout and stderr.
+//   CliResult r = run_cli("graph --model gpt3-13b --pp 4 --json");
+//   EXPECT_EQ(r.exit_code, 0) << r.err;
+#pragma once
+
+#include <string>
+
+namespace jaxpp::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// `args` is passed through /bin/sh after the binary path; quote as in a shell.
+CliResult run_cli(const std::string& args);
+// Writes `text` to a fresh file under the test's temporary directory and returns its path.
+std::string write_temp_file(const std::string& name, const std::string& text);
+// A fresh, empty temporary directory for one test.
+std::string make_temp_dir();
+
+}  // namespace jaxpp::testing

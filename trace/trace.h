@@ -1,0 +1,57 @@
+// Trace: timed events of one executed (simulated or measured) program.
+//
+// The simulator and the runtime both produce a Trace in this one format, so every writer
+// (Chrome/Perfetto JSON, Graphviz timeline, text Gantt) and the calibration fit work on either.
+// Times are in seconds from the start of the run; memory samples are bytes held by an actor
+// (parameters, gradients, optimizer state and stashed activations) from `time_s` on.
+//
+// Usage:
+//   Trace t = ...;                       // from simulate() or a runtime run
+//   nlohmann::json j = trace_to_json(t); // round-trips with trace_from_json
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/program.h"
+
+namespace jaxpp {
+
+struct TraceEvent {
+  int actor = 0;
+  int instruction = 0;  // index into program.actors[actor]
+  int step = 0;         // training step (0 for a simulation of one iteration)
+  OpKind op = OpKind::kCompute;
+  StreamId stream;
+  std::vector<TaskRef> tasks;  // as in the instruction
+  int stage = -1;
+  int peer = -1;
+  int64_t bytes = 0;
+  int64_t tag = -1;
+  double start_s = 0;
+  double end_s = 0;
+  double duration_s() const { return end_s - start_s; }
+  std::string name() const;  // "F3@s2", "send F3@s2 ->2", ...
+};
+
+struct MemorySample {
+  int actor = 0;
+  double time_s = 0;
+  int64_t bytes = 0;
+};
+
+struct Trace {
+  std::string source;  // "simulated" or "measured:<backend>"
+  int num_actors = 0;
+  int num_steps = 1;
+  std::vector<TraceEvent> events;  // sorted by (start_s, actor, instruction)
+  std::vector<MemorySample> memory;  // sorted by (time_s, actor)
+};
+
+nlohmann::json trace_to_json(const Trace& trace);
+Trace trace_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace jaxpp
