@@ -1,0 +1,38 @@
+// CostProvider: how long each instruction of a Program takes. The simulator asks it for every
+// instruction; the runtime's emulated compute sleeps for compute_s(). Two implementations:
+//   AnalyticCost     model + cluster + parallel configuration (roofline, alpha-beta, ring)
+//   StageTimesCost   measured T_F, T_B, T_W, T_comm per stage (the Zero Bubble paper's model)
+// All durations are in seconds; bandwidths in bytes per second.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/program.h"
+
+namespace jaxpp {
+
+class CostProvider {
+ public:
+  virtual ~CostProvider() = default;
+
+  // Duration of a kCompute (a fused group: the sum of its tasks plus one launch overhead) or
+  // kOptimizer instruction on `actor`.
+  virtual double compute_s(int actor, const Instruction& ins) const = 0;
+
+  // Point-to-point link between two actors, alpha-beta: a transfer of n bytes alone on the link
+  // takes latency_s + n / bandwidth_bytes_per_s. Transfers in flight on the same link_id share
+  // its bandwidth equally (the simulator's documented sharing policy).
+  virtual double p2p_latency_s(int from, int to) const = 0;
+  virtual double p2p_bandwidth_bytes_per_s(int from, int to) const = 0;
+  virtual int link_id(int from, int to) const = 0;
+  // Convenience: the time of a lone transfer of `bytes`.
+  double p2p_s(int from, int to, int64_t bytes) const {
+    return p2p_latency_s(from, to) + static_cast<double>(bytes) / p2p_bandwidth_bytes_per_s(from, to);
+  }
+
+  // Duration of a kAllReduce instruction (gradient reduction of a stage across dp replicas);
+  // 0 when there is a single replica.
+  virtual double allreduce_s(int actor, const Instruction& ins) const = 0;
+};
+
+}  // namespace jaxpp
