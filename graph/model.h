@@ -41,7 +41,8 @@ std::string_view to_string(Recompute r);
 Recompute parse_recompute(std::string_view s, const std::string& where);
 
 enum class LayerKind { kEmbedding, kTransformer, kLogits, kCustom };
-std::string_view to_string(LayerKind k);
+std::string_view to_string(LayerKind k);  // "embedding", "transformer", "logits", "custom"
+LayerKind parse_layer_kind(std::string_view s, const std::string& where);
 
 // Work of one layer for one sequence, without tensor parallelism.
 struct LayerWork {

@@ -32,5 +32,7 @@ struct TaskRef {
 std::string to_string(const TaskRef& t);  // "F3@s2"
 std::optional<TaskRef> parse_task_ref(std::string_view token);
 std::string to_string(const std::vector<TaskRef>& fused);  // "F0@s3+B0@s3"
+// Inverse of the above: one or more task tokens joined by '+'; nullopt if any token is malformed.
+std::optional<std::vector<TaskRef>> parse_fused_tasks(std::string_view text);
 
 }  // namespace jaxpp

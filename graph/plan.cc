@@ -1,0 +1,103 @@
+#include "graph/plan.h"
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr const char* kPlanFormat = "jaxpp-sim-plan";
+
+}  // namespace
+
+nlohmann::json config_to_json(const ParallelConfig& c) {
+  return {{"gpus", c.gpus},
+          {"pp", c.pp},
+          {"tp", c.tp},
+          {"dp", c.dp},
+          {"virtual_stages", c.virtual_stages},
+          {"microbatch_size", c.microbatch_size},
+          {"num_microbatches", c.num_microbatches},
+          {"global_batch", c.global_batch},
+          {"schedule", c.schedule},
+          {"recompute", std::string(to_string(c.recompute))},
+          {"sequence_parallel", c.sequence_parallel},
+          {"zero1", c.zero1}};
+}
+
+ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
+  const JsonObject obj(j, where);
+  obj.reject_unknown({"gpus", "pp", "tp", "dp", "virtual_stages", "microbatch_size",
+                      "num_microbatches", "global_batch", "schedule", "recompute",
+                      "sequence_parallel", "zero1"});
+  ParallelConfig c;
+  c.gpus = obj.positive_int_or("gpus", c.gpus);
+  c.pp = obj.positive_int_or("pp", c.pp);
+  c.tp = obj.positive_int_or("tp", c.tp);
+  c.dp = obj.positive_int_or("dp", c.dp);
+  c.virtual_stages = obj.positive_int_or("virtual_stages", c.virtual_stages);
+  c.microbatch_size = obj.positive_int_or("microbatch_size", c.microbatch_size);
+  c.num_microbatches = obj.positive_int_or("num_microbatches", c.num_microbatches);
+  c.global_batch = obj.positive_int_or("global_batch", c.global_batch);
+  c.schedule = obj.string_or("schedule", c.schedule);
+  if (obj.has("recompute")) c.recompute = parse_recompute(obj.string("recompute"), obj.field("recompute"));
+  c.sequence_parallel = obj.boolean_or("sequence_parallel", c.sequence_parallel);
+  c.zero1 = obj.boolean_or("zero1", c.zero1);
+  return c;
+}
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  return {{"format", kPlanFormat},
+          {"version", kPlanVersion},
+          {"model", model_to_json(plan.model)},
+          {"cluster", plan.cluster},
+          {"config", config_to_json(plan.config)},
+          {"partition", partition_to_json(plan.partition)},
+          {"placement", placement_to_json(plan.placement)},
+          {"program", program_to_json(plan.program)},
+          {"predicted", plan.predicted}};
+}
+
+Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
+  const JsonObject obj(j, source);
+  if (!obj.has("format") || !obj.at("format").is_string() ||
+      obj.at("format").get<std::string>() != kPlanFormat)
+    throw_input_error(obj.field("format"),
+                      std::string("not a jaxpp-sim plan (expected \"format\": \"") + kPlanFormat +
+                          "\", got " + (obj.has("format") ? obj.at("format").dump() : "nothing") +
+                          ")");
+  const int64_t version = obj.integer("version");
+  if (version != kPlanVersion)
+    throw_input_error(obj.field("version"), "unsupported plan version " + std::to_string(version) +
+                                                " (this build reads version " +
+                                                std::to_string(kPlanVersion) + ")");
+  obj.reject_unknown({"format", "version", "model", "cluster", "config", "partition", "placement",
+                      "program", "predicted"});
+  Plan plan;
+  plan.model = model_from_json(obj.at("model"), obj.field("model"));
+  plan.cluster = obj.has("cluster") ? obj.at("cluster") : nlohmann::json();
+  plan.config = config_from_json(obj.at("config"), obj.field("config"));
+  plan.partition = partition_from_json(obj.at("partition"), obj.field("partition"));
+  plan.placement = placement_from_json(obj.at("placement"), obj.field("placement"));
+  plan.program = program_from_json(obj.at("program"), obj.field("program"));
+  plan.predicted = obj.has("predicted") ? obj.at("predicted") : nlohmann::json();
+  if (plan.partition.num_layers != plan.model.num_layers())
+    throw_input_error(obj.field("partition"), "covers " +
+                                                  std::to_string(plan.partition.num_layers) +
+                                                  " layers but the model has " +
+                                                  std::to_string(plan.model.num_layers()));
+  if (plan.placement.num_stages() != plan.partition.num_stages())
+    throw_input_error(obj.field("placement"), "has " +
+                                                  std::to_string(plan.placement.num_stages()) +
+                                                  " stages but the partition has " +
+                                                  std::to_string(plan.partition.num_stages()));
+  return plan;
+}
+
+Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
+
+void save_plan(const Plan& plan, const std::string& path) {
+  write_text_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
+}
+
+}  // namespace jaxpp

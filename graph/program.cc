@@ -1,0 +1,283 @@
+#include "graph/program.h"
+
+#include <map>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr const char* kProgramFormat = "jaxpp-sim-program";
+constexpr int kProgramVersion = 1;
+
+std::string at(int actor, size_t index) {
+  return "program: actor " + std::to_string(actor) + ", instruction " + std::to_string(index);
+}
+
+OpKind parse_op(const std::string& s, const std::string& where) {
+  for (OpKind k : kAllOpKinds)
+    if (s == to_string(k)) return k;
+  throw_input_error(where, "unknown op \"" + s +
+                               "\" (expected compute, send, recv, allreduce or optimizer)");
+}
+
+std::vector<int> int_list(const JsonObject& obj, const std::string& key) {
+  std::vector<int> out;
+  const nlohmann::json& arr = obj.array(key);
+  for (size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is_number_integer())
+      throw_input_error(obj.field(key) + "[" + std::to_string(i) + "]",
+                        "expected an integer, got " + arr[i].dump());
+    out.push_back(arr[i].get<int>());
+  }
+  return out;
+}
+
+nlohmann::json instruction_to_json(const Instruction& ins) {
+  nlohmann::json j;
+  j["op"] = std::string(to_string(ins.op));
+  if (!ins.tasks.empty()) j["tasks"] = to_string(ins.tasks);
+  j["stage"] = ins.stage;
+  if (ins.peer != -1) j["peer"] = ins.peer;
+  if (ins.bytes != 0) j["bytes"] = ins.bytes;
+  if (ins.tag != -1) j["tag"] = ins.tag;
+  if (!ins.deps.empty()) j["deps"] = ins.deps;
+  return j;
+}
+
+Instruction instruction_from_json(const JsonObject& obj) {
+  obj.reject_unknown({"op", "tasks", "stage", "peer", "bytes", "tag", "deps"});
+  Instruction ins;
+  ins.op = parse_op(obj.string("op"), obj.field("op"));
+  if (obj.has("tasks")) {
+    const std::string text = obj.string("tasks");
+    auto tasks = parse_fused_tasks(text);
+    if (!tasks)
+      throw_input_error(obj.field("tasks"), "malformed task list \"" + text +
+                                                "\" (expected e.g. \"F3@s2\" or \"F0@s3+B0@s3\")");
+    ins.tasks = std::move(*tasks);
+  }
+  ins.stage = static_cast<int>(obj.integer("stage"));
+  if (obj.has("peer")) ins.peer = static_cast<int>(obj.integer("peer"));
+  if (obj.has("bytes")) ins.bytes = obj.non_negative_integer("bytes");
+  if (obj.has("tag")) ins.tag = obj.integer("tag");
+  if (obj.has("deps")) ins.deps = int_list(obj, "deps");
+  return ins;
+}
+
+}  // namespace
+
+std::string_view to_string(OpKind k) {
+  switch (k) {
+    case OpKind::kCompute: return "compute";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kAllReduce: return "allreduce";
+    case OpKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view to_string(StreamKind k) {
+  switch (k) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kSend: return "send";
+    case StreamKind::kRecv: return "recv";
+    case StreamKind::kCollective: return "collective";
+  }
+  return "?";
+}
+
+std::string to_string(const StreamId& s) {
+  switch (s.kind) {
+    case StreamKind::kSend: return "send->" + std::to_string(s.peer);
+    case StreamKind::kRecv: return "recv<-" + std::to_string(s.peer);
+    default: return std::string(to_string(s.kind));
+  }
+}
+
+StreamId stream_of(const Instruction& ins) {
+  switch (ins.op) {
+    case OpKind::kCompute:
+    case OpKind::kOptimizer: return {StreamKind::kCompute, -1};
+    case OpKind::kSend: return {StreamKind::kSend, ins.peer};
+    case OpKind::kRecv: return {StreamKind::kRecv, ins.peer};
+    case OpKind::kAllReduce: return {StreamKind::kCollective, -1};
+  }
+  return {};
+}
+
+std::string to_string(const Instruction& ins) {
+  switch (ins.op) {
+    case OpKind::kCompute: return to_string(ins.tasks);
+    case OpKind::kSend: return "send " + to_string(ins.tasks) + " ->" + std::to_string(ins.peer);
+    case OpKind::kRecv: return "recv " + to_string(ins.tasks) + " <-" + std::to_string(ins.peer);
+    case OpKind::kAllReduce: return "allreduce s" + std::to_string(ins.stage);
+    case OpKind::kOptimizer: return "optimizer s" + std::to_string(ins.stage);
+  }
+  return "?";
+}
+
+int64_t Program::num_instructions() const {
+  int64_t n = 0;
+  for (const auto& list : actors) n += static_cast<int64_t>(list.size());
+  return n;
+}
+
+void check_program(const Program& p) {
+  if (p.num_actors < 1) throw_input_error("program", "expected at least 1 actor");
+  if (static_cast<int>(p.actors.size()) != p.num_actors)
+    throw_input_error("program", "num_actors is " + std::to_string(p.num_actors) + " but " +
+                                     std::to_string(p.actors.size()) + " instruction lists given");
+  if (static_cast<int>(p.stage_to_actor.size()) != p.num_stages)
+    throw_input_error("program", "num_stages is " + std::to_string(p.num_stages) + " but " +
+                                     "stage_to_actor has " +
+                                     std::to_string(p.stage_to_actor.size()) + " entries");
+  for (int s = 0; s < p.num_stages; ++s)
+    if (p.stage_to_actor[s] < 0 || p.stage_to_actor[s] >= p.num_actors)
+      throw_input_error("program", "stage " + std::to_string(s) + " placed on actor " +
+                                       std::to_string(p.stage_to_actor[s]) + ", out of range");
+  struct Endpoint {
+    int actor;
+    size_t index;
+  };
+  std::map<int64_t, Endpoint> sends, recvs;
+  // Tags in program order per (sender, receiver) pair, as seen by each side.
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, Endpoint>>> send_order, recv_order;
+  for (int r = 0; r < p.num_actors; ++r) {
+    const auto& list = p.actors[r];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Instruction& ins = list[i];
+      const std::string where = at(r, i) + " (" + to_string(ins) + ")";
+      for (int d : ins.deps)
+        if (d < 0 || static_cast<size_t>(d) >= i)
+          throw_input_error(where, "dependency " + std::to_string(d) +
+                                       " does not point to an earlier instruction");
+      if (ins.stage < 0 || ins.stage >= p.num_stages)
+        throw_input_error(where, "stage " + std::to_string(ins.stage) + " out of range");
+      for (const TaskRef& t : ins.tasks) {
+        if (t.stage < 0 || t.stage >= p.num_stages)
+          throw_input_error(where, "task stage " + std::to_string(t.stage) + " out of range");
+        if (t.microbatch < 0 || t.microbatch >= p.num_microbatches)
+          throw_input_error(where, "microbatch " + std::to_string(t.microbatch) + " out of range");
+      }
+      switch (ins.op) {
+        case OpKind::kCompute:
+          if (ins.tasks.empty()) throw_input_error(where, "compute without tasks");
+          for (const TaskRef& t : ins.tasks)
+            if (p.stage_to_actor[t.stage] != r)
+              throw_input_error(where, "task " + to_string(t) + " belongs to actor " +
+                                           std::to_string(p.stage_to_actor[t.stage]));
+          if (ins.stage != ins.tasks[0].stage)
+            throw_input_error(where, "stage field differs from the stage of its first task");
+          break;
+        case OpKind::kAllReduce:
+        case OpKind::kOptimizer:
+          if (p.stage_to_actor[ins.stage] != r)
+            throw_input_error(where, "stage " + std::to_string(ins.stage) + " belongs to actor " +
+                                         std::to_string(p.stage_to_actor[ins.stage]));
+          break;
+        case OpKind::kSend:
+        case OpKind::kRecv: {
+          if (ins.tasks.size() != 1)
+            throw_input_error(where, "a send/recv carries exactly one task's output");
+          if (ins.peer < 0 || ins.peer >= p.num_actors || ins.peer == r)
+            throw_input_error(where, "peer " + std::to_string(ins.peer) + " invalid");
+          if (ins.tag < 0) throw_input_error(where, "missing tag");
+          const bool send = ins.op == OpKind::kSend;
+          auto& table = send ? sends : recvs;
+          if (table.count(ins.tag))
+            throw_input_error(where, "tag " + std::to_string(ins.tag) + " used by two " +
+                                         (send ? "sends" : "recvs"));
+          table[ins.tag] = {r, i};
+          const auto pair = send ? std::make_pair(r, ins.peer) : std::make_pair(ins.peer, r);
+          (send ? send_order : recv_order)[pair].push_back({ins.tag, {r, i}});
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& [tag, s] : sends) {
+    const Instruction& snd = p.actors[s.actor][s.index];
+    const std::string where = at(s.actor, s.index) + " (" + to_string(snd) + ")";
+    auto it = recvs.find(tag);
+    if (it == recvs.end())
+      throw_input_error(where, "send with tag " + std::to_string(tag) + " has no matching recv");
+    const Instruction& rcv = p.actors[it->second.actor][it->second.index];
+    if (it->second.actor != snd.peer || rcv.peer != s.actor)
+      throw_input_error(where, "tag " + std::to_string(tag) + " is received by actor " +
+                                   std::to_string(it->second.actor) + " from actor " +
+                                   std::to_string(rcv.peer));
+    if (rcv.bytes != snd.bytes)
+      throw_input_error(where, "sends " + std::to_string(snd.bytes) + " bytes but the recv expects " +
+                                   std::to_string(rcv.bytes));
+    if (rcv.tasks != snd.tasks)
+      throw_input_error(where, "the matching recv carries " + to_string(rcv.tasks));
+  }
+  for (const auto& [tag, r] : recvs)
+    if (!sends.count(tag))
+      throw_input_error(at(r.actor, r.index) + " (" + to_string(p.actors[r.actor][r.index]) + ")",
+                        "recv with tag " + std::to_string(tag) + " has no matching send");
+  for (const auto& [pair, order] : send_order) {
+    const auto& other = recv_order[pair];
+    for (size_t k = 0; k < order.size() && k < other.size(); ++k) {
+      if (order[k].first != other[k].first) {
+        const Endpoint& e = other[k].second;
+        throw_input_error(at(e.actor, e.index) + " (" + to_string(p.actors[e.actor][e.index]) + ")",
+                          "recvs from actor " + std::to_string(pair.first) +
+                              " in a different order than they are sent (expected tag " +
+                              std::to_string(order[k].first) + ", got " +
+                              std::to_string(other[k].first) + ")");
+      }
+    }
+  }
+}
+
+nlohmann::json program_to_json(const Program& p) {
+  nlohmann::json actors = nlohmann::json::array();
+  for (const auto& list : p.actors) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const Instruction& ins : list) a.push_back(instruction_to_json(ins));
+    actors.push_back(std::move(a));
+  }
+  return {{"format", kProgramFormat},
+          {"version", kProgramVersion},
+          {"num_actors", p.num_actors},
+          {"num_stages", p.num_stages},
+          {"num_microbatches", p.num_microbatches},
+          {"stage_to_actor", p.stage_to_actor},
+          {"actors", std::move(actors)}};
+}
+
+Program program_from_json(const nlohmann::json& j, const std::string& where) {
+  const JsonObject obj(j, where);
+  obj.reject_unknown({"format", "version", "num_actors", "num_stages", "num_microbatches",
+                      "stage_to_actor", "actors"});
+  if (obj.string("format") != kProgramFormat)
+    throw_input_error(obj.field("format"), "expected \"" + std::string(kProgramFormat) +
+                                               "\", got \"" + obj.string("format") + "\"");
+  if (obj.integer("version") != kProgramVersion)
+    throw_input_error(obj.field("version"), "unsupported version " +
+                                                std::to_string(obj.integer("version")) +
+                                                " (this build reads version " +
+                                                std::to_string(kProgramVersion) + ")");
+  Program p;
+  p.num_actors = obj.positive_int("num_actors");
+  p.num_stages = obj.positive_int("num_stages");
+  p.num_microbatches = obj.positive_int("num_microbatches");
+  p.stage_to_actor = int_list(obj, "stage_to_actor");
+  const nlohmann::json& actors = obj.array("actors");
+  for (size_t r = 0; r < actors.size(); ++r) {
+    const std::string aw = obj.field("actors") + "[" + std::to_string(r) + "]";
+    if (!actors[r].is_array()) throw_input_error(aw, "expected an array of instructions");
+    std::vector<Instruction> list;
+    for (size_t i = 0; i < actors[r].size(); ++i)
+      list.push_back(instruction_from_json(JsonObject(actors[r][i], aw + "[" + std::to_string(i) + "]")));
+    p.actors.push_back(std::move(list));
+  }
+  return p;
+}
+
+}  // namespace jaxpp
