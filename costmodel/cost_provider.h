@@ -25,6 +25,12 @@ class CostProvider {
   virtual double p2p_latency_s(int from, int to) const = 0;
   virtual double p2p_bandwidth_bytes_per_s(int from, int to) const = 0;
   virtual int link_id(int from, int to) const = 0;
+  // Latency of one specific transfer (`ins` is the kSend). Defaults to p2p_latency_s(from, to);
+  // StageTimesCost overrides it to charge T_comm of the producing stage.
+  virtual double transfer_latency_s(int from, int to, const Instruction& ins) const {
+    (void)ins;
+    return p2p_latency_s(from, to);
+  }
   // Convenience: the time of a lone transfer of `bytes`.
   double p2p_s(int from, int to, int64_t bytes) const {
     return p2p_latency_s(from, to) + static_cast<double>(bytes) / p2p_bandwidth_bytes_per_s(from, to);

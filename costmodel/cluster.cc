@@ -1,0 +1,248 @@
+#include "costmodel/cluster.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr double kUs = 1e-6;
+constexpr double kMs = 1e-3;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Efficiency constants shared by all presets. a100-80g's were calibrated once against Megatron-LM
+// Table 1 (tests/validation/megatron_table1_test.cc); H100/H200 reuse them (not calibrated).
+ClusterSpec common_defaults() {
+  ClusterSpec c;
+  c.gemm_efficiency_max = 0.62;
+  c.gemm_half_saturation_flops = 4.0e10;
+  c.devices_per_node = 8;
+  c.allreduce_bus_efficiency = 0.72;
+  c.launch_overhead_s = 20 * kUs;
+  c.iteration_overhead_s = 0;
+  c.p2p_overhead_s = 20 * kUs;
+  return c;
+}
+
+ClusterSpec a100_80g() {
+  ClusterSpec c = common_defaults();
+  c.name = "a100-80g";
+  c.peak_flops_per_s = {312 * kTera, 312 * kTera, 19.5 * kTera, 0};
+  c.hbm_bytes = static_cast<int64_t>(80 * kGiB);
+  c.hbm_bandwidth_bytes_per_s = 2039 * kGB;
+  c.intra_node = {300 * kGB, 7 * kUs, 0.8};
+  c.inter_node = {24 * kGB, 20 * kUs, 1.0};  // HDR 200 Gb/s per GPU, ~24 GB/s achieved
+  c.allreduce_bus_efficiency = 0.72;         // 8x A100 NCCL busbw ~215 GB/s of 300
+  return c;
+}
+
+ClusterSpec h100_sxm() {
+  ClusterSpec c = common_defaults();
+  c.name = "h100-sxm";
+  c.peak_flops_per_s = {989 * kTera, 989 * kTera, 67 * kTera, 1979 * kTera};
+  c.hbm_bytes = static_cast<int64_t>(80 * kGiB);
+  c.hbm_bandwidth_bytes_per_s = 3350 * kGB;
+  c.intra_node = {450 * kGB, 7 * kUs, 0.8};
+  c.inter_node = {48 * kGB, 20 * kUs, 1.0};  // NDR 400 Gb/s per GPU, ~48 GB/s achieved
+  c.allreduce_bus_efficiency = 0.82;         // 8x H100 NCCL ring busbw ~370 GB/s of 450
+  return c;
+}
+
+ClusterSpec h200() {
+  ClusterSpec c = h100_sxm();
+  c.name = "h200";
+  c.hbm_bytes = static_cast<int64_t>(141 * kGB);
+  c.hbm_bandwidth_bytes_per_s = 4800 * kGB;
+  return c;
+}
+
+// Reads `key` scaled by `scale` into `out`; required when there is no base preset.
+class Reader {
+ public:
+  Reader(const JsonObject& obj, bool required) : obj_(obj), required_(required) {}
+  void positive(const std::string& key, double scale, double& out) const {
+    if (obj_.has(key)) {
+      out = obj_.positive_number(key) * scale;
+    } else if (required_) {
+      obj_.at(key);  // throws "missing (required)"
+    }
+  }
+  void non_negative(const std::string& key, double scale, double& out) const {
+    if (obj_.has(key)) {
+      out = obj_.non_negative_number(key) * scale;
+    } else if (required_) {
+      obj_.at(key);
+    }
+  }
+  void fraction(const std::string& key, double& out) const {
+    positive(key, 1.0, out);
+    if (obj_.has(key) && out > 1.0)
+      throw_input_error(obj_.field(key), "expected a fraction in (0, 1], got " +
+                                            obj_.at(key).dump());
+  }
+
+ private:
+  const JsonObject& obj_;
+  bool required_;
+};
+
+void read_link(const JsonObject& parent, const std::string& key, bool required, LinkSpec& link) {
+  if (!parent.has(key)) {
+    if (required) parent.at(key);
+    return;
+  }
+  JsonObject obj = parent.object(key);
+  obj.reject_unknown({"bandwidth_gb_per_s", "latency_us", "efficiency"});
+  Reader r(obj, required);
+  r.positive("bandwidth_gb_per_s", kGB, link.bandwidth_bytes_per_s);
+  r.non_negative("latency_us", kUs, link.latency_s);
+  r.fraction("efficiency", link.efficiency);
+}
+
+nlohmann::json link_to_json(const LinkSpec& l) {
+  return {{"bandwidth_gb_per_s", l.bandwidth_bytes_per_s / kGB},
+          {"latency_us", l.latency_s / kUs},
+          {"efficiency", l.efficiency}};
+}
+
+}  // namespace
+
+double ClusterSpec::peak_flops(Dtype dtype) const {
+  const double p = peak_flops_per_s[static_cast<int>(dtype)];
+  if (!(p > 0))
+    throw_input_error("cluster '" + name + "'",
+                      "no peak FLOP/s for dtype " + std::string(to_string(dtype)));
+  return p;
+}
+
+double ClusterSpec::gemm_efficiency(double layer_pass_flops) const {
+  if (layer_pass_flops <= 0) return gemm_efficiency_max;
+  return gemm_efficiency_max * layer_pass_flops / (layer_pass_flops + gemm_half_saturation_flops);
+}
+
+std::vector<std::string> cluster_preset_names() { return {"a100-80g", "h100-sxm", "h200"}; }
+
+ClusterSpec cluster_preset(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "a100-80g") return a100_80g();
+  if (n == "h100-sxm") return h100_sxm();
+  if (n == "h200") return h200();
+  std::string list;
+  for (const auto& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
+  throw_input_error("cluster '" + name + "'", "unknown preset (expected one of: " + list +
+                                                  ", or a path to a JSON file)");
+}
+
+ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source) {
+  JsonObject obj(doc, source);
+  obj.reject_unknown({"name", "base", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s",
+                      "gemm_efficiency", "devices_per_node", "intra_node", "inter_node",
+                      "allreduce_bus_efficiency", "launch_overhead_us", "iteration_overhead_ms",
+                      "p2p_overhead_us", "weight_bytes_per_param", "grad_bytes_per_param",
+                      "optimizer_state_bytes_per_param", "optimizer_traffic_bytes_per_param"});
+  const bool has_base = obj.has("base");
+  ClusterSpec c;
+  if (has_base) {
+    try {
+      c = cluster_preset(obj.string("base"));
+    } catch (const InputError& e) {
+      throw_input_error(obj.field("base"), e.what());
+    }
+  }
+  c.name = obj.string_or("name", has_base ? c.name : "");
+  if (c.name.empty()) obj.at("name");
+  const bool required = !has_base;
+  Reader r(obj, required);
+
+  if (obj.has("peak_tflops")) {
+    JsonObject peak = obj.object("peak_tflops");
+    peak.reject_unknown({"bf16", "fp16", "fp32", "fp8"});
+    for (Dtype d : kAllDtypes) {
+      const std::string key(to_string(d));
+      if (peak.has(key))
+        c.peak_flops_per_s[static_cast<int>(d)] = peak.non_negative_number(key) * kTera;
+    }
+  } else if (required) {
+    obj.at("peak_tflops");
+  }
+  double hbm = static_cast<double>(c.hbm_bytes);
+  r.positive("hbm_gib", kGiB, hbm);
+  c.hbm_bytes = static_cast<int64_t>(hbm + 0.5);
+  r.positive("hbm_bandwidth_gb_per_s", kGB, c.hbm_bandwidth_bytes_per_s);
+  if (obj.has("gemm_efficiency")) {
+    JsonObject g = obj.object("gemm_efficiency");
+    g.reject_unknown({"max", "half_saturation_gflops"});
+    Reader gr(g, required);
+    gr.fraction("max", c.gemm_efficiency_max);
+    gr.non_negative("half_saturation_gflops", kGiga, c.gemm_half_saturation_flops);
+  } else if (required) {
+    obj.at("gemm_efficiency");
+  }
+  if (obj.has("devices_per_node")) {
+    c.devices_per_node = obj.positive_int("devices_per_node");
+  } else if (required) {
+    obj.at("devices_per_node");
+  }
+  read_link(obj, "intra_node", required, c.intra_node);
+  read_link(obj, "inter_node", required, c.inter_node);
+  r.fraction("allreduce_bus_efficiency", c.allreduce_bus_efficiency);
+  r.non_negative("launch_overhead_us", kUs, c.launch_overhead_s);
+  r.non_negative("iteration_overhead_ms", kMs, c.iteration_overhead_s);
+  r.non_negative("p2p_overhead_us", kUs, c.p2p_overhead_s);
+  r.non_negative("weight_bytes_per_param", 1.0, c.weight_bytes_per_param);
+  r.non_negative("grad_bytes_per_param", 1.0, c.grad_bytes_per_param);
+  r.non_negative("optimizer_state_bytes_per_param", 1.0, c.optimizer_state_bytes_per_param);
+  r.non_negative("optimizer_traffic_bytes_per_param", 1.0, c.optimizer_traffic_bytes_per_param);
+  return c;
+}
+
+nlohmann::json cluster_to_json(const ClusterSpec& c) {
+  nlohmann::json peak = nlohmann::json::object();
+  for (Dtype d : kAllDtypes) {
+    peak[std::string(to_string(d))] = c.peak_flops_per_s[static_cast<int>(d)] / kTera;
+  }
+  return {{"name", c.name},
+          {"peak_tflops", peak},
+          {"hbm_gib", static_cast<double>(c.hbm_bytes) / kGiB},
+          {"hbm_bandwidth_gb_per_s", c.hbm_bandwidth_bytes_per_s / kGB},
+          {"gemm_efficiency",
+           {{"max", c.gemm_efficiency_max},
+            {"half_saturation_gflops", c.gemm_half_saturation_flops / kGiga}}},
+          {"devices_per_node", c.devices_per_node},
+          {"intra_node", link_to_json(c.intra_node)},
+          {"inter_node", link_to_json(c.inter_node)},
+          {"allreduce_bus_efficiency", c.allreduce_bus_efficiency},
+          {"launch_overhead_us", c.launch_overhead_s / kUs},
+          {"iteration_overhead_ms", c.iteration_overhead_s / kMs},
+          {"p2p_overhead_us", c.p2p_overhead_s / kUs},
+          {"weight_bytes_per_param", c.weight_bytes_per_param},
+          {"grad_bytes_per_param", c.grad_bytes_per_param},
+          {"optimizer_state_bytes_per_param", c.optimizer_state_bytes_per_param},
+          {"optimizer_traffic_bytes_per_param", c.optimizer_traffic_bytes_per_param}};
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path) {
+  for (const auto& p : cluster_preset_names()) {
+    if (lower(name_or_path) == p) return cluster_preset(p);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name_or_path, ec)) {
+    return cluster_from_json(read_json_file(name_or_path), name_or_path);
+  }
+  return cluster_preset(name_or_path);  // throws: unknown preset, not a file either
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,96 @@
+// ClusterSpec: the hardware a plan runs on, as data (a built-in preset or a JSON file).
+//
+// Units: every field carries its unit in its name. In JSON, GB = 1e9 bytes, GiB = 2^30 bytes,
+// TFLOP/s = 1e12 FLOP/s, us = microseconds, ms = milliseconds. In C++ all values are SI:
+// bytes, seconds, FLOP/s, bytes per second.
+//
+// GEMM efficiency model (fittable, two parameters):
+//   eff(x) = gemm_efficiency_max · x / (x + gemm_half_saturation_flops)
+// where x is the work of one layer pass on one device (FLOPs of one transformer layer's forward,
+// or input/weight backward, for one microbatch divided by tp). Small layer passes (small GEMMs)
+// run far below peak; large ones approach gemm_efficiency_max. The achieved compute rate of a
+// pass is peak_flops(dtype) · eff(x). Non-GEMM work (layer norms, softmax, dropout, kernel
+// launches inside a layer) is folded into the two constants, so they are "model" efficiencies,
+// not cuBLAS GEMM efficiencies.
+//
+// Links are alpha-beta: a transfer of n bytes alone on a link takes
+//   latency_s + n / (bandwidth_bytes_per_s · efficiency).
+// intra_node = NVLink (per GPU, per direction), inter_node = the network (per GPU). Collectives
+// use the same links with allreduce_bus_efficiency applied to the bandwidth.
+//
+// JSON form (every key optional when "base" names a preset; unknown keys are errors):
+//   { "name": "my-a100", "base": "a100-80g",
+//     "peak_tflops": {"bf16": 312, "fp16": 312, "fp8": 0, "fp32": 19.5},
+//     "hbm_gib": 80, "hbm_bandwidth_gb_per_s": 2039,
+//     "gemm_efficiency": {"max": 0.6, "half_saturation_gflops": 40},
+//     "devices_per_node": 8,
+//     "intra_node": {"bandwidth_gb_per_s": 300, "latency_us": 7, "efficiency": 0.8},
+//     "inter_node": {"bandwidth_gb_per_s": 24, "latency_us": 20, "efficiency": 1.0},
+//     "allreduce_bus_efficiency": 0.75, "launch_overhead_us": 10, "iteration_overhead_ms": 0,
+//     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
+//     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36 }
+//
+// Usage:
+//   ClusterSpec c = load_cluster("h100-sxm");          // preset, or a path to a JSON file
+//   double peak = c.peak_flops(Dtype::kBf16);          // FLOP/s
+//   nlohmann::json j = cluster_to_json(c);             // cluster_from_json(j) == c
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/model.h"
+
+namespace jaxpp {
+
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;  // per GPU, per direction
+  double latency_s = 0;
+  double efficiency = 1.0;  // achieved fraction of bandwidth_bytes_per_s for point-to-point
+  double effective_bandwidth_bytes_per_s() const { return bandwidth_bytes_per_s * efficiency; }
+  bool operator==(const LinkSpec&) const = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  // Peak dense tensor FLOP/s indexed by Dtype (kBf16, kFp16, kFp32, kFp8); 0 = unsupported.
+  std::array<double, 4> peak_flops_per_s = {0, 0, 0, 0};
+  int64_t hbm_bytes = 0;
+  double hbm_bandwidth_bytes_per_s = 0;
+  double gemm_efficiency_max = 0.6;
+  double gemm_half_saturation_flops = 4e10;
+  int devices_per_node = 8;
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+  double allreduce_bus_efficiency = 0.75;  // applied to link bandwidth in collectives
+  double launch_overhead_s = 0;            // per compute instruction (fused group)
+  double iteration_overhead_s = 0;         // added once to every step (data loading, etc.)
+  double p2p_overhead_s = 0;               // added to every point-to-point transfer
+  // Training state per parameter (mixed-precision Adam by default).
+  double weight_bytes_per_param = 2;
+  double grad_bytes_per_param = 4;
+  double optimizer_state_bytes_per_param = 12;  // fp32 master, m, v; sharded by ZeRO-1
+  double optimizer_traffic_bytes_per_param = 36;  // HBM bytes read+written by one Adam step
+
+  // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
+  double peak_flops(Dtype dtype) const;
+  // eff(x) above, x in FLOPs of one layer pass on one device.
+  double gemm_efficiency(double layer_pass_flops) const;
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+// A preset name (case-insensitive: a100-80g, h100-sxm, h200) or a path to a JSON file.
+ClusterSpec load_cluster(const std::string& name_or_path);
+// Parses the JSON form; "base" (a preset) supplies defaults, otherwise every field is required.
+// `source` names the document in errors.
+ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source);
+// Full JSON form (no "base"), which cluster_from_json reads back to an equal ClusterSpec.
+nlohmann::json cluster_to_json(const ClusterSpec& cluster);
+std::vector<std::string> cluster_preset_names();
+ClusterSpec cluster_preset(const std::string& name);  // InputError if unknown
+
+}  // namespace jaxpp

@@ -1,0 +1,56 @@
+// Memory model: bytes one device of each actor holds (Megatron-style mixed-precision Adam).
+//
+// Static (for the whole iteration), per device of actor r, P_r = Σ params of r's stages / tp:
+//   weights    P_r · weight_bytes_per_param            (2, bf16)
+//   gradients  P_r · grad_bytes_per_param              (4, fp32 main grads)
+//   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v) / dp with ZeRO-1
+// Activations: one stashed microbatch of stage s holds stash_bytes(s) per device, from the
+// stage's StageWork (recompute policy applied) scaled for tensor parallelism
+// (Korthikanti et al. 2022):
+//   sequence parallel            stash / tp
+//   no SP, none or selective     stash · (10 + 24/tp) / 34   (layer norm/dropout inputs replicated)
+//   no SP, full recompute        stash                       (the layer input is replicated)
+// The simulator adds stash_bytes(s) when an F of stage s starts and frees it when the stage's
+// backward for inputs (B or I) ends, so peak memory = static + the peak of that sum over time.
+//
+// Usage:
+//   MemoryModel mem = build_memory_model(model, partition, placement, config, cluster);
+//   check_memory_fits(peak_bytes_per_actor, cluster);   // InputError "does not fit: ..."
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "graph/model.h"
+#include "graph/partition.h"
+#include "graph/placement.h"
+#include "graph/plan.h"
+
+namespace jaxpp {
+
+struct ActorMemory {
+  int64_t params = 0;  // per device
+  int64_t weight_bytes = 0;
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t static_bytes() const { return weight_bytes + grad_bytes + optimizer_bytes; }
+};
+
+struct MemoryModel {
+  std::vector<ActorMemory> actors;         // per actor, per device
+  std::vector<int64_t> stash_bytes_per_stage;  // one stashed microbatch, per device
+
+  std::vector<int64_t> static_bytes_per_actor() const;
+};
+
+MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
+                               const Placement& placement, const ParallelConfig& config,
+                               const ClusterSpec& cluster);
+
+// InputError "does not fit: actor r needs X GiB, has Y GiB" for the first actor whose peak
+// exceeds the device memory.
+void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
+                       const ClusterSpec& cluster);
+
+}  // namespace jaxpp

@@ -1,0 +1,113 @@
+#include "costmodel/stage_times_cost.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr double kMs = 1e-3;
+
+void read_entry(const JsonObject& obj, StageTimes& t) {
+  obj.reject_unknown({"t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms"});
+  t.t_f_s.push_back(obj.non_negative_number("t_f_ms") * kMs);
+  t.t_b_s.push_back(obj.non_negative_number("t_b_ms") * kMs);
+  t.t_w_s.push_back(obj.has("t_w_ms") ? obj.non_negative_number("t_w_ms") * kMs : 0.0);
+  t.t_comm_s.push_back(obj.has("t_comm_ms") ? obj.non_negative_number("t_comm_ms") * kMs : 0.0);
+}
+
+}  // namespace
+
+StageTimes uniform_stage_times(int num_stages, double t_f_s, double t_b_s, double t_w_s,
+                               double t_comm_s) {
+  if (num_stages < 1) throw_input_error("stage times", "need at least one stage");
+  for (double v : {t_f_s, t_b_s, t_w_s, t_comm_s}) {
+    if (!(v >= 0)) throw_input_error("stage times", "times must be >= 0");
+  }
+  StageTimes t;
+  t.t_f_s.assign(num_stages, t_f_s);
+  t.t_b_s.assign(num_stages, t_b_s);
+  t.t_w_s.assign(num_stages, t_w_s);
+  t.t_comm_s.assign(num_stages, t_comm_s);
+  return t;
+}
+
+StageTimes stage_times_from_json(const nlohmann::json& doc, const std::string& source,
+                                 int num_stages) {
+  JsonObject obj(doc, source);
+  StageTimes t;
+  if (!obj.has("stages")) {
+    read_entry(obj, t);
+    return uniform_stage_times(num_stages, t.t_f_s[0], t.t_b_s[0], t.t_w_s[0], t.t_comm_s[0]);
+  }
+  obj.reject_unknown({"stages"});
+  const auto& stages = obj.array("stages");
+  if (static_cast<int>(stages.size()) != num_stages) {
+    throw_input_error(obj.field("stages"), "expected " + std::to_string(num_stages) +
+                                               " entries (one per stage), got " +
+                                               std::to_string(stages.size()));
+  }
+  for (size_t i = 0; i < stages.size(); ++i) {
+    read_entry(JsonObject(stages[i], obj.field("stages") + "[" + std::to_string(i) + "]"), t);
+  }
+  return t;
+}
+
+StageTimes load_stage_times(const std::string& path, int num_stages) {
+  return stage_times_from_json(read_json_file(path), path, num_stages);
+}
+
+StageTimesCost::StageTimesCost(StageTimes times) : times_(std::move(times)) {
+  assert(times_.t_b_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
+  assert(times_.t_w_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
+  assert(times_.t_comm_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
+}
+
+double StageTimesCost::task_s(TaskKind kind, int stage) const {
+  if (stage < 0 || stage >= times_.num_stages()) {
+    throw_input_error("stage times", "no times for stage " + std::to_string(stage) + " (have " +
+                                         std::to_string(times_.num_stages()) + " stages)");
+  }
+  switch (kind) {
+    case TaskKind::kF:
+      return times_.t_f_s[stage];
+    case TaskKind::kB:
+      return times_.t_b_s[stage] + times_.t_w_s[stage];
+    case TaskKind::kI:
+      return times_.t_b_s[stage];
+    case TaskKind::kW:
+      return times_.t_w_s[stage];
+  }
+  return 0;
+}
+
+double StageTimesCost::compute_s(int /*actor*/, const Instruction& ins) const {
+  if (ins.op != OpKind::kCompute) return 0;
+  double total = 0;
+  for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
+  return total;
+}
+
+double StageTimesCost::p2p_latency_s(int /*from*/, int /*to*/) const {
+  return *std::max_element(times_.t_comm_s.begin(), times_.t_comm_s.end());
+}
+
+double StageTimesCost::p2p_bandwidth_bytes_per_s(int /*from*/, int /*to*/) const {
+  return std::numeric_limits<double>::infinity();
+}
+
+int StageTimesCost::link_id(int from, int to) const { return from * 65536 + to; }
+
+double StageTimesCost::transfer_latency_s(int /*from*/, int /*to*/, const Instruction& ins) const {
+  const int stage = ins.tasks.empty() ? ins.stage : ins.tasks[0].stage;
+  if (stage < 0 || stage >= times_.num_stages()) return p2p_latency_s(0, 0);
+  return times_.t_comm_s[stage];
+}
+
+double StageTimesCost::allreduce_s(int /*actor*/, const Instruction& /*ins*/) const { return 0; }
+
+}  // namespace jaxpp

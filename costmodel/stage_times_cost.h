@@ -1,0 +1,72 @@
+// StageTimesCost: measured per-stage task times instead of a model and a cluster (the Zero
+// Bubble paper's model, Qi et al. 2024).
+//
+// Notation (per stage s, one microbatch, in seconds here, milliseconds on the command line and in
+// files):
+//   T_F   forward
+//   T_B   backward for inputs (the activation gradient; task I). This is the Zero Bubble paper's
+//         "B", NOT a full backward.
+//   T_W   backward for weights (task W)
+//   T_comm the time of one pipeline transfer (activation F->F or gradient B->B between actors)
+// Task durations: F = T_F, I = T_B, W = T_W, and a full backward B = T_B + T_W (schedules that do
+// not split the backward). A fused group lasts the sum of its tasks (no launch overhead in this
+// mode); kOptimizer and kAllReduce instructions take 0. Every cross-actor transfer takes exactly
+// T_comm of the producing stage, independent of its bytes (infinite bandwidth, latency T_comm), so
+// T_comm is added on every cross-actor F->F and B->B dependency.
+// Check against ../shared/SCHEDULES.md: T_F = T_B = T_W = 1 (so F=1, B=2, I=W=1), T_comm = 0 gives
+// makespans 33 (Std1F1B(4), m=8) and 27 (ZeroBubble(4), m=8).
+//
+// Stage-times file (JSON, milliseconds), either uniform or per stage:
+//   {"t_f_ms": 1.0, "t_b_ms": 1.0, "t_w_ms": 1.0, "t_comm_ms": 0.05}
+//   {"stages": [{"t_f_ms": 1.0, "t_b_ms": 1.1, "t_w_ms": 0.9, "t_comm_ms": 0.05}, ...]}
+// In the per-stage form the list must have one entry per stage of the program.
+//
+// Usage:
+//   StageTimes t = uniform_stage_times(4, 1e-3, 1e-3, 1e-3, 0);
+//   StageTimesCost cost(t);
+//   double d = cost.compute_s(0, ins);
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/cost_provider.h"
+
+namespace jaxpp {
+
+struct StageTimes {
+  std::vector<double> t_f_s;  // one entry per stage
+  std::vector<double> t_b_s;
+  std::vector<double> t_w_s;
+  std::vector<double> t_comm_s;
+  int num_stages() const { return static_cast<int>(t_f_s.size()); }
+};
+
+StageTimes uniform_stage_times(int num_stages, double t_f_s, double t_b_s, double t_w_s,
+                               double t_comm_s);
+// Reads the JSON file above. A uniform file is expanded to `num_stages`; a per-stage file must
+// have exactly `num_stages` entries. InputError naming the file and field otherwise.
+StageTimes load_stage_times(const std::string& path, int num_stages);
+StageTimes stage_times_from_json(const nlohmann::json& doc, const std::string& source,
+                                 int num_stages);
+
+class StageTimesCost : public CostProvider {
+ public:
+  explicit StageTimesCost(StageTimes times);
+
+  double compute_s(int actor, const Instruction& ins) const override;
+  double p2p_latency_s(int from, int to) const override;  // max T_comm over stages
+  double p2p_bandwidth_bytes_per_s(int from, int to) const override;  // +infinity
+  int link_id(int from, int to) const override;
+  double transfer_latency_s(int from, int to, const Instruction& ins) const override;
+  double allreduce_s(int actor, const Instruction& ins) const override;  // 0
+
+  // Duration of one task of stage `stage`.
+  double task_s(TaskKind kind, int stage) const;
+  const StageTimes& times() const { return times_; }
+
+ private:
+  StageTimes times_;
+};
+
+}  // namespace jaxpp
