@@ -1,0 +1,74 @@
+// jaxpp-sim graph: a model's pipeline stages and task graph (see docs/graph.md).
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "cli/graph_report.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp::cli {
+namespace {
+
+int run_graph(int argc, char** argv) {
+  cxxopts::Options options("jaxpp-sim graph",
+                           "Partition a model into pipeline stages, place them on actors and "
+                           "summarise the task graph of one iteration");
+  GraphRequest req;
+  // clang-format off
+  options.add_options()
+      ("model", "preset name or model JSON file", cxxopts::value<std::string>())
+      ("pp", "pipeline actors (ranks)", cxxopts::value<int>())
+      ("virtual", "stages per actor (S = pp x virtual)", cxxopts::value<int>()->default_value("1"))
+      ("microbatches", "microbatches per iteration", cxxopts::value<int>()->default_value("8"))
+      ("microbatch-size", "sequences per microbatch", cxxopts::value<int>()->default_value("1"))
+      ("partition", "auto, or the first layer of each stage: 0,12,24", cxxopts::value<std::string>()->default_value("auto"))
+      ("first-stage-fewer", "auto partition: transformer layers fewer on the first stage", cxxopts::value<int>()->default_value("0"))
+      ("last-stage-fewer", "auto partition: transformer layers fewer on the last stage", cxxopts::value<int>()->default_value("0"))
+      ("placement", "linear | loop | v (default: linear, or loop when --virtual > 1)", cxxopts::value<std::string>()->default_value(""))
+      ("split-backward", "split every backward into I and W tasks")
+      ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
+      ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
+      ("json", "print JSON instead of tables")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty())
+    throw_input_error("graph", "unexpected argument '" + args.unmatched()[0] + "'");
+  if (!args.count("model")) throw_input_error("--model", "required (a preset name or a JSON file)");
+  if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
+  req.model = args["model"].as<std::string>();
+  req.pp = args["pp"].as<int>();
+  req.virtual_stages = args["virtual"].as<int>();
+  req.num_microbatches = args["microbatches"].as<int>();
+  req.microbatch_size = args["microbatch-size"].as<int>();
+  req.partition = args["partition"].as<std::string>();
+  req.first_stage_fewer = args["first-stage-fewer"].as<int>();
+  req.last_stage_fewer = args["last-stage-fewer"].as<int>();
+  req.placement = args["placement"].as<std::string>();
+  req.split_backward = args.count("split-backward") > 0;
+  req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+
+  const GraphReport report = build_graph_report(req);
+  if (args.count("dot")) write_text_file_atomic(args["dot"].as<std::string>(), report.graph.to_dot());
+  if (args.count("json")) {
+    std::cout << graph_report_json(report).dump(2) << "\n";
+    return kExitOk;
+  }
+  print_model_summary(std::cout, report.model);
+  print_stage_table(std::cout, report);
+  print_task_counts(std::cout, report);
+  if (args.count("dot")) std::cout << "wrote " << args["dot"].as<std::string>() << "\n";
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"graph", "Summarise a model's pipeline stages and task graph",
+                               run_graph};
+
+}  // namespace
+}  // namespace jaxpp::cli

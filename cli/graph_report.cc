@@ -1,0 +1,211 @@
+#include "cli/graph_report.h"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "graph/error.h"
+
+namespace jaxpp::cli {
+namespace {
+
+std::vector<int> parse_starts(const std::string& text) {
+  std::vector<int> starts;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int value = -1;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw_input_error("--partition", "entry '" + item +
+                                           "' is not an integer (expected 'auto' or a list of "
+                                           "stage start layers like 0,12,24)");
+    starts.push_back(value);
+  }
+  if (!text.empty() && text.back() == ',')
+    throw_input_error("--partition", "trailing ',' in '" + text + "'");
+  return starts;
+}
+
+// 12.85B style counts (K, M, B = 1e9, T = 1e12).
+std::string human(double value, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "B", "T", "P", "E"};
+  int i = 0;
+  while (value >= 1000 && i < 6) {
+    value /= 1000;
+    ++i;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f%s%s", value, prefixes[i], unit);
+  return buf;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string gflop(double flops) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", flops / 1e9);
+  return buf;
+}
+
+std::map<std::string, int> count_tasks(const TaskGraph& g) {
+  std::map<std::string, int> counts = {{"F", 0},        {"B", 0},           {"I", 0},
+                                       {"W", 0},        {"transfer", 0},    {"grad_reduce", 0},
+                                       {"optimizer", 0}};
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const TaskNode& n = g.node(id);
+    if (n.kind == NodeKind::kCompute)
+      ++counts[std::string(to_string(n.task.kind))];
+    else
+      ++counts[std::string(to_string(n.kind))];
+  }
+  return counts;
+}
+
+bool any_split(const GraphReport& r) {
+  for (int s = 0; s < r.graph.num_stages(); ++s)
+    if (r.graph.is_split(s)) return true;
+  return false;
+}
+
+}  // namespace
+
+GraphReport build_graph_report(const GraphRequest& req) {
+  if (req.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(req.pp));
+  if (req.virtual_stages < 1)
+    throw_input_error("--virtual", "expected at least 1, got " + std::to_string(req.virtual_stages));
+  if (req.num_microbatches < 1)
+    throw_input_error("--microbatches",
+                      "expected at least 1, got " + std::to_string(req.num_microbatches));
+  if (req.microbatch_size < 1)
+    throw_input_error("--microbatch-size",
+                      "expected at least 1, got " + std::to_string(req.microbatch_size));
+  ModelSpec model = load_model(req.model);
+  const int stages = req.pp * req.virtual_stages;
+  if (stages > model.num_layers())
+    throw_input_error("--pp", std::to_string(stages) + " stages (pp " + std::to_string(req.pp) +
+                                  " x virtual " + std::to_string(req.virtual_stages) +
+                                  ") but model '" + model.name + "' has only " +
+                                  std::to_string(model.num_layers()) + " layers");
+  Partition partition;
+  if (req.partition == "auto") {
+    partition = auto_partition(model, {stages, req.first_stage_fewer, req.last_stage_fewer});
+  } else {
+    const std::vector<int> starts = parse_starts(req.partition);
+    if (static_cast<int>(starts.size()) != stages)
+      throw_input_error("--partition", std::to_string(starts.size()) +
+                                           " stage starts given but pp x virtual = " +
+                                           std::to_string(stages) + " stages");
+    partition = partition_from_starts(starts, model.num_layers());
+  }
+  PlacementKind kind = req.virtual_stages == 1 ? PlacementKind::kLinear : PlacementKind::kLoop;
+  if (!req.placement.empty()) kind = parse_placement_kind(req.placement, "--placement");
+  if (kind == PlacementKind::kExplicit)
+    throw_input_error("--placement", "explicit placements are read from plan files, not flags");
+  Placement placement = make_placement(kind, stages, req.pp);
+  TaskGraphOptions options;
+  options.num_microbatches = req.num_microbatches;
+  options.microbatch_size = req.microbatch_size;
+  options.recompute = req.recompute;
+  if (req.split_backward) options.split_backward.assign(stages, true);
+  TaskGraph graph = TaskGraph::build(model, partition, placement, options);
+  return GraphReport{std::move(model), std::move(partition), std::move(placement),
+                     std::move(graph)};
+}
+
+void print_model_summary(std::ostream& out, const ModelSpec& m) {
+  out << "model " << m.name << ": " << m.num_layers() << " layers (" << m.num_transformer_layers
+      << " transformer), " << human(static_cast<double>(m.total_params()), "") << " params, "
+      << to_string(m.dtype);
+  if (m.hidden > 0)
+    out << ", hidden " << m.hidden << ", heads " << m.heads << " (kv " << m.kv_heads << "), ffn "
+        << m.ffn_hidden << (m.gated_mlp ? " swiglu" : " gelu") << ", seq " << m.seq_len
+        << ", vocab " << m.vocab << (m.tied_embeddings ? ", tied" : ", untied");
+  out << "\n";
+}
+
+void print_stage_table(std::ostream& out, const GraphReport& r) {
+  const TaskGraphOptions& o = r.graph.options();
+  out << "pp " << r.placement.num_actors << ", " << r.partition.num_stages() << " stages, placement "
+      << to_string(r.placement.kind) << ", " << o.num_microbatches << " microbatches of "
+      << o.microbatch_size << " sequence(s), recompute " << to_string(o.recompute) << "\n";
+  const bool split = any_split(r);
+  char line[256];
+  std::snprintf(line, sizeof line, "%5s %5s %11s %10s %10s %10s %10s %10s %10s\n", "stage",
+                "actor", "layers", "params", "F GFLOP", split ? "I GFLOP" : "B GFLOP",
+                split ? "W GFLOP" : "", "act MiB", "stash MiB");
+  out << line;
+  for (int s = 0; s < r.partition.num_stages(); ++s) {
+    const StageWork& w = r.graph.stage_work()[s];
+    std::string layers = "[";
+    layers.append(std::to_string(w.first_layer)).append(", ");
+    layers.append(std::to_string(w.first_layer + w.num_layers)).append(")");
+    const double b = split ? w.bwd_input_flops + w.recompute_flops
+                           : w.bwd_input_flops + w.bwd_weight_flops + w.recompute_flops;
+    std::snprintf(line, sizeof line, "%5d %5d %11s %10s %10s %10s %10s %10s %10s\n", s,
+                  r.placement.actor_of(s), layers.c_str(),
+                  human(static_cast<double>(w.params), "").c_str(), gflop(w.fwd_flops).c_str(),
+                  gflop(b).c_str(), split ? gflop(w.bwd_weight_flops).c_str() : "",
+                  mib(w.output_bytes).c_str(), mib(w.stash_bytes).c_str());
+    out << line;
+  }
+}
+
+void print_task_counts(std::ostream& out, const GraphReport& r) {
+  const auto c = count_tasks(r.graph);
+  out << "tasks: " << r.graph.num_nodes() << " (F " << c.at("F");
+  if (c.at("B") > 0) out << ", B " << c.at("B");
+  if (c.at("I") > 0) out << ", I " << c.at("I") << ", W " << c.at("W");
+  out << ", transfer " << c.at("transfer") << ", grad_reduce " << c.at("grad_reduce")
+      << ", optimizer " << c.at("optimizer") << "), edges " << r.graph.num_edges() << "\n";
+}
+
+nlohmann::json graph_report_json(const GraphReport& r) {
+  const TaskGraphOptions& o = r.graph.options();
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < r.partition.num_stages(); ++s) {
+    const StageWork& w = r.graph.stage_work()[s];
+    stages.push_back({{"stage", s},
+                      {"actor", r.placement.actor_of(s)},
+                      {"layers", {w.first_layer, w.first_layer + w.num_layers}},
+                      {"num_layers", w.num_layers},
+                      {"params", w.params},
+                      {"fwd_flops", w.fwd_flops},
+                      {"bwd_flops", w.bwd_input_flops + w.bwd_weight_flops + w.recompute_flops},
+                      {"bwd_input_flops", w.bwd_input_flops},
+                      {"bwd_weight_flops", w.bwd_weight_flops},
+                      {"recompute_flops", w.recompute_flops},
+                      {"split_backward", r.graph.is_split(s)},
+                      {"output_bytes", w.output_bytes},
+                      {"stash_bytes", w.stash_bytes},
+                      {"tp_allreduce_bytes", w.tp_allreduce_bytes}});
+  }
+  const auto counts = count_tasks(r.graph);
+  return {{"model", r.model.name},
+          {"params", r.model.total_params()},
+          {"num_layers", r.model.num_layers()},
+          {"pp", r.placement.num_actors},
+          {"num_stages", r.partition.num_stages()},
+          {"placement", std::string(to_string(r.placement.kind))},
+          {"microbatches", o.num_microbatches},
+          {"microbatch_size", o.microbatch_size},
+          {"recompute", std::string(to_string(o.recompute))},
+          {"model_flops_per_iteration", r.model.model_flops_per_sequence() *
+                                            o.microbatch_size * o.num_microbatches},
+          {"partition", r.partition.stage_begin},
+          {"stages", std::move(stages)},
+          {"tasks", r.graph.num_nodes()},
+          {"edges", r.graph.num_edges()},
+          {"task_counts", counts}};
+}
+
+}  // namespace jaxpp::cli

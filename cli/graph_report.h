@@ -1,0 +1,54 @@
+// Builds and reports the task graph of one pipeline configuration; shared by `jaxpp-sim graph`
+// and `jaxpp-sim demo`.
+//
+// GraphRequest holds what the flags say (model name or file, pp, virtual stages, partition and
+// placement choice, ...); build_graph_report() resolves it into a model, partition, placement and
+// TaskGraph, throwing jaxpp::InputError with a one-line message for impossible requests (more
+// stages than layers, a malformed --partition list, pp < 1, ...). The printers write the
+// human-readable stage table or the JSON object documented in docs/graph.md.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/model.h"
+#include "graph/partition.h"
+#include "graph/placement.h"
+#include "graph/task_graph.h"
+
+namespace jaxpp::cli {
+
+struct GraphRequest {
+  std::string model = "gpt3-13b";
+  int pp = 4;
+  int virtual_stages = 1;
+  int num_microbatches = 8;
+  int microbatch_size = 1;
+  std::string partition = "auto";  // "auto" or stage starts "0,12,24"
+  std::string placement;           // "" = linear for v = 1, loop otherwise
+  bool split_backward = false;
+  Recompute recompute = Recompute::kNone;
+  int first_stage_fewer = 0;
+  int last_stage_fewer = 0;
+};
+
+struct GraphReport {
+  ModelSpec model;
+  Partition partition;
+  Placement placement;
+  TaskGraph graph;
+};
+
+GraphReport build_graph_report(const GraphRequest& request);
+
+// One line about the model: name, layers, parameters, shape.
+void print_model_summary(std::ostream& out, const ModelSpec& model);
+// The stage table (stage, actor, layers, params, GFLOPs per task kind, activation/stash bytes).
+void print_stage_table(std::ostream& out, const GraphReport& report);
+// Node counts by kind and the edge count.
+void print_task_counts(std::ostream& out, const GraphReport& report);
+nlohmann::json graph_report_json(const GraphReport& report);
+
+}  // namespace jaxpp::cli
