@@ -54,4 +54,25 @@ struct Trace {
 nlohmann::json trace_to_json(const Trace& trace);
 Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 
+// --- Added by the trace/ module (file format helpers) ---------------------------------------
+//
+// trace.json = { "format": "jaxpp-sim-trace", "version": 1, "source": "simulated",
+//   "num_actors": 4, "num_steps": 1,
+//   "events": [ { "actor": 0, "instruction": 3, "step": 0, "op": "send", "stream": "send->1",
+//                 "tasks": ["F0@s0"], "stage": 0, "peer": 1, "bytes": 1048576, "tag": 7,
+//                 "start_s": 0.0012, "end_s": 0.0015 }, ... ],
+//   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ] }
+// trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors),
+// end_s >= start_s >= 0) and throws InputError naming the field, e.g.
+//   trace.json: events[3]: field 'end_s': expected a number >= start_s (0.5), got 0.25
+// Events and memory samples are re-sorted into the documented order on load.
+inline constexpr int kTraceVersion = 1;
+inline constexpr const char* kTraceFormat = "jaxpp-sim-trace";
+
+Trace load_trace(const std::string& path);                  // read_json_file + trace_from_json
+void save_trace(const Trace& trace, const std::string& path);  // atomic write, indented JSON
+
+// Sorts events by (start_s, actor, instruction, step) and memory by (time_s, actor).
+void sort_trace(Trace& trace);
+
 }  // namespace jaxpp

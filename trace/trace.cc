@@ -1,0 +1,220 @@
+#include "trace/trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <tuple>
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+std::string describe(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::optional<int> parse_int(std::string_view s) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
+  return value;
+}
+
+// Inverse of to_string(StreamId): "compute", "collective", "send->3", "recv<-1".
+std::optional<StreamId> parse_stream(std::string_view s) {
+  if (s == "compute") return StreamId{StreamKind::kCompute, -1};
+  if (s == "collective") return StreamId{StreamKind::kCollective, -1};
+  for (const auto& [prefix, kind] : {std::pair<std::string_view, StreamKind>{"send->", StreamKind::kSend},
+                                     {"recv<-", StreamKind::kRecv}}) {
+    if (s.substr(0, prefix.size()) != prefix) continue;
+    const auto peer = parse_int(s.substr(prefix.size()));
+    if (!peer || *peer < 0) return std::nullopt;
+    return StreamId{kind, *peer};
+  }
+  return std::nullopt;
+}
+
+std::optional<OpKind> parse_op(std::string_view s) {
+  for (OpKind k : kAllOpKinds) {
+    if (to_string(k) == s) return k;
+  }
+  return std::nullopt;
+}
+
+int int_in_range(const JsonObject& obj, const std::string& key, int lo, int hi) {
+  const int64_t v = obj.integer(key);
+  if (v < lo || v > hi) {
+    throw_input_error(obj.field(key), "expected an integer in [" + std::to_string(lo) + ", " +
+                                          std::to_string(hi) + "], got " + std::to_string(v));
+  }
+  return static_cast<int>(v);
+}
+
+TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, int num_actors) {
+  JsonObject obj(j, where);
+  TraceEvent e;
+  e.actor = int_in_range(obj, "actor", 0, num_actors - 1);
+  e.instruction = static_cast<int>(obj.non_negative_integer("instruction"));
+  e.step = obj.has("step") ? static_cast<int>(obj.non_negative_integer("step")) : 0;
+  const std::string op = obj.string("op");
+  const auto parsed_op = parse_op(op);
+  if (!parsed_op) {
+    throw_input_error(obj.field("op"),
+                      "expected one of compute, send, recv, allreduce, optimizer, got \"" + op +
+                          "\"");
+  }
+  e.op = *parsed_op;
+  if (obj.has("stream")) {
+    const std::string stream = obj.string("stream");
+    const auto parsed = parse_stream(stream);
+    if (!parsed || (parsed->peer >= num_actors)) {
+      throw_input_error(obj.field("stream"),
+                        "expected compute, collective, send-><actor> or recv<-<actor>, got \"" +
+                            stream + "\"");
+    }
+    e.stream = *parsed;
+  }
+  if (obj.has("tasks")) {
+    const nlohmann::json& tasks = obj.array("tasks");
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const std::string field = obj.field("tasks") + "[" + std::to_string(i) + "]";
+      if (!tasks[i].is_string()) throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
+      const auto t = parse_task_ref(tasks[i].get<std::string>());
+      if (!t) throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
+      e.tasks.push_back(*t);
+    }
+  }
+  e.stage = obj.has("stage") ? static_cast<int>(obj.integer("stage")) : -1;
+  if (e.stage < -1) throw_input_error(obj.field("stage"), "expected -1 or a stage index >= 0");
+  e.peer = obj.has("peer") ? static_cast<int>(obj.integer("peer")) : -1;
+  if (e.peer < -1 || e.peer >= num_actors) {
+    throw_input_error(obj.field("peer"), "expected -1 or an actor in [0, " +
+                                             std::to_string(num_actors - 1) + "], got " +
+                                             std::to_string(e.peer));
+  }
+  e.bytes = obj.has("bytes") ? obj.non_negative_integer("bytes") : 0;
+  e.tag = obj.has("tag") ? obj.integer("tag") : -1;
+  e.start_s = obj.non_negative_number("start_s");
+  e.end_s = obj.number("end_s");
+  if (!(e.end_s >= e.start_s)) {
+    throw_input_error(obj.field("end_s"), "expected a number >= start_s (" +
+                                              describe(obj.at("start_s")) + "), got " +
+                                              describe(obj.at("end_s")));
+  }
+  if (!obj.has("stream")) {
+    Instruction ins;
+    ins.op = e.op;
+    ins.peer = e.peer;
+    e.stream = stream_of(ins);
+  }
+  obj.reject_unknown({"actor", "instruction", "step", "op", "stream", "tasks", "stage", "peer",
+                      "bytes", "tag", "start_s", "end_s"});
+  return e;
+}
+
+}  // namespace
+
+std::string TraceEvent::name() const {
+  Instruction ins;
+  ins.op = op;
+  ins.tasks = tasks;
+  ins.stage = stage;
+  ins.peer = peer;
+  ins.bytes = bytes;
+  ins.tag = tag;
+  return to_string(ins);
+}
+
+void sort_trace(Trace& trace) {
+  std::stable_sort(trace.events.begin(), trace.events.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) {
+                     return std::tie(a.start_s, a.actor, a.instruction, a.step) <
+                            std::tie(b.start_s, b.actor, b.instruction, b.step);
+                   });
+  std::stable_sort(trace.memory.begin(), trace.memory.end(),
+                   [](const MemorySample& a, const MemorySample& b) {
+                     return std::tie(a.time_s, a.actor) < std::tie(b.time_s, b.actor);
+                   });
+}
+
+nlohmann::json trace_to_json(const Trace& trace) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceEvent& e : trace.events) {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const TaskRef& t : e.tasks) tasks.push_back(to_string(t));
+    events.push_back({{"actor", e.actor},
+                      {"instruction", e.instruction},
+                      {"step", e.step},
+                      {"op", std::string(to_string(e.op))},
+                      {"stream", to_string(e.stream)},
+                      {"tasks", std::move(tasks)},
+                      {"stage", e.stage},
+                      {"peer", e.peer},
+                      {"bytes", e.bytes},
+                      {"tag", e.tag},
+                      {"start_s", e.start_s},
+                      {"end_s", e.end_s}});
+  }
+  nlohmann::json memory = nlohmann::json::array();
+  for (const MemorySample& m : trace.memory) {
+    memory.push_back({{"actor", m.actor}, {"time_s", m.time_s}, {"bytes", m.bytes}});
+  }
+  return {{"format", kTraceFormat},     {"version", kTraceVersion},
+          {"source", trace.source},     {"num_actors", trace.num_actors},
+          {"num_steps", trace.num_steps}, {"events", std::move(events)},
+          {"memory", std::move(memory)}};
+}
+
+Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw_input_error(where, "expected a JSON object (a jaxpp-sim trace), got " + describe(j));
+  JsonObject obj(j, where);
+  const std::string format = obj.string("format");
+  if (format != kTraceFormat) {
+    throw_input_error(obj.field("format"),
+                      std::string("expected \"") + kTraceFormat + "\", got \"" + format + "\"");
+  }
+  const int64_t version = obj.integer("version");
+  if (version != kTraceVersion) {
+    throw_input_error(obj.field("version"), "unsupported trace version " +
+                                                std::to_string(version) + " (this build reads " +
+                                                std::to_string(kTraceVersion) + ")");
+  }
+  Trace t;
+  t.source = obj.string_or("source", "");
+  t.num_actors = obj.positive_int("num_actors");
+  t.num_steps = obj.positive_int_or("num_steps", 1);
+  const nlohmann::json& events = obj.array("events");
+  t.events.reserve(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    t.events.push_back(
+        event_from_json(events[i], where + ": events[" + std::to_string(i) + "]", t.num_actors));
+  }
+  if (obj.has("memory")) {
+    const nlohmann::json& memory = obj.array("memory");
+    for (size_t i = 0; i < memory.size(); ++i) {
+      JsonObject m(memory[i], where + ": memory[" + std::to_string(i) + "]");
+      MemorySample s;
+      s.actor = int_in_range(m, "actor", 0, t.num_actors - 1);
+      s.time_s = m.non_negative_number("time_s");
+      s.bytes = m.non_negative_integer("bytes");
+      m.reject_unknown({"actor", "time_s", "bytes"});
+      t.memory.push_back(s);
+    }
+  }
+  obj.reject_unknown(
+      {"format", "version", "source", "num_actors", "num_steps", "events", "memory"});
+  sort_trace(t);
+  return t;
+}
+
+Trace load_trace(const std::string& path) { return trace_from_json(read_json_file(path), path); }
+
+void save_trace(const Trace& trace, const std::string& path) {
+  write_text_file_atomic(path, trace_to_json(trace).dump(1) + "\n");
+}
+
+}  // namespace jaxpp
