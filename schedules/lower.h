@@ -1,0 +1,48 @@
+// Lowering: Schedule -> Program (graph/program.h), the per-actor instruction streams that the
+// simulator and the runtime execute.
+//
+// Rules:
+//   - each schedule item becomes one kCompute instruction (a fused group = one instruction);
+//   - every cross-actor data dependency (F(s,k) -> F(s+1,k) when stage s+1 lives on another
+//     actor; B|I(s+1,k) -> B|I(s,k), the input gradient, likewise) becomes a kSend on the
+//     producer right after the producing compute (deps = that compute) and a kRecv on the
+//     consumer; the consuming compute lists the recv in its deps;
+//   - deadlock freedom with FIFO streams: the items are visited in ONE global order (the unit-cost
+//     dependency replay of replay.h, sorted by start time), each actor's list is the projection of
+//     that order, and a recv is appended to the consumer's list at the moment the producer emits
+//     the send. So every actor posts the sends and the recvs of a (sender, receiver) pair in the
+//     same order, and a recv always precedes the compute that needs it (recvs have their own
+//     stream, so posting them early costs nothing);
+//   - tags: a running counter over that global order, unique in the program;
+//   - after the compute holding a stage's last backward (its last B, or its last W when the stage
+//     is split) comes kAllReduce(stage) on the collective stream (deps = that compute); a
+//     kOptimizer(stage) (deps = the allreduce) is appended at the end of the actor's list, on the
+//     compute stream. With emit_grad_reduce = false the allreduce is left out and the optimizer
+//     depends on the compute directly;
+//   - the result passes check_program (graph/program.h), which lower() calls.
+// Bytes: activation_bytes[s] is stage s's output for one microbatch, in bytes, and also the size
+// of the gradient sent back from stage s+1 to stage s; grad_bytes[s] is stage s's gradient for
+// the allreduce. Empty vectors mean 1 byte everywhere (unit mode).
+//
+// Usage:
+//   Program prog = lower(generate_schedule("1f1b", {.num_actors = 4, .num_microbatches = 8}), {});
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/program.h"
+#include "schedules/schedule.h"
+
+namespace jaxpp {
+
+struct LoweringOptions {
+  std::vector<int64_t> activation_bytes;  // per stage; empty = 1 byte each
+  std::vector<int64_t> grad_bytes;        // per stage; empty = 1 byte each
+  bool emit_grad_reduce = true;
+};
+
+// InputError when the schedule is invalid (validate.h) or the byte vectors have the wrong size.
+Program lower(const Schedule& schedule, const LoweringOptions& options = {});
+
+}  // namespace jaxpp

@@ -1,0 +1,175 @@
+#include "schedules/replay.h"
+
+#include <algorithm>
+#include <cassert>
+#include <tuple>
+
+namespace jaxpp {
+namespace {
+
+// Dense index of a task: ((stage * m) + microbatch) * 4 + kind.
+size_t task_index(const TaskRef& t, int num_microbatches) {
+  return (static_cast<size_t>(t.stage) * static_cast<size_t>(num_microbatches) +
+          static_cast<size_t>(t.microbatch)) *
+             4 +
+         static_cast<size_t>(t.kind);
+}
+
+}  // namespace
+
+std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
+                                       const std::vector<bool>& split_backward) {
+  const int s = task.stage;
+  const int k = task.microbatch;
+  switch (task.kind) {
+    case TaskKind::kF:
+      if (s > 0) return {TaskRef{TaskKind::kF, s - 1, k}};
+      return {};
+    case TaskKind::kB:
+    case TaskKind::kI: {
+      std::vector<TaskRef> deps = {TaskRef{TaskKind::kF, s, k}};
+      if (s + 1 < num_stages) {
+        const bool next_split = s + 1 < static_cast<int>(split_backward.size()) &&
+                                split_backward[s + 1];
+        deps.push_back(TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k});
+      }
+      return deps;
+    }
+    case TaskKind::kW:
+      return {TaskRef{TaskKind::kI, s, k}};
+  }
+  return {};
+}
+
+int64_t UnitCosts::of(TaskKind kind) const {
+  switch (kind) {
+    case TaskKind::kF: return f;
+    case TaskKind::kB: return b;
+    case TaskKind::kI: return i;
+    case TaskKind::kW: return w;
+  }
+  return 0;
+}
+
+int64_t UnitCosts::of(const ScheduleItem& item) const {
+  int64_t total = 0;
+  for (const TaskRef& t : item) total += of(t.kind);
+  return total;
+}
+
+ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
+  const int p = schedule.num_actors();
+  const int S = schedule.num_stages;
+  const int m = schedule.num_microbatches;
+  const size_t num_ids = static_cast<size_t>(S) * static_cast<size_t>(m) * 4;
+  std::vector<int64_t> finish(num_ids, -1);
+  std::vector<ItemPosition> where(num_ids);
+  for (int r = 0; r < p; ++r) {
+    for (size_t i = 0; i < schedule.actors[r].size(); ++i) {
+      for (const TaskRef& t : schedule.actors[r][i]) {
+        assert(t.stage >= 0 && t.stage < S && t.microbatch >= 0 && t.microbatch < m &&
+               "replay_schedule: task out of range; validate the structure first");
+        where[task_index(t, m)] = {r, static_cast<int>(i)};
+      }
+    }
+  }
+
+  ReplayResult res;
+  res.start.resize(p);
+  res.end.resize(p);
+  for (int r = 0; r < p; ++r) {
+    res.start[r].assign(schedule.actors[r].size(), -1);
+    res.end[r].assign(schedule.actors[r].size(), -1);
+  }
+  std::vector<size_t> next(p, 0);
+  std::vector<int64_t> free_at(p, 0);
+  res.blocked_item.assign(p, -1);
+  res.blocked_on.assign(p, TaskRef{});
+  res.blocked_on_position.assign(p, ItemPosition{});
+
+  // Returns the earliest start of `item` on an actor free at `free`, or -1 when a dependency has
+  // not run yet (its TaskRef stored in *missing).
+  auto ready_time = [&](const ScheduleItem& item, int64_t free, TaskRef* missing) -> int64_t {
+    int64_t t0 = free;
+    for (const TaskRef& task : item) {
+      for (const TaskRef& dep : task_dependencies(task, S, schedule.split_backward)) {
+        if (std::find(item.begin(), item.end(), dep) != item.end()) continue;
+        const int64_t f = finish[task_index(dep, m)];
+        if (f < 0) {
+          *missing = dep;
+          return -1;
+        }
+        t0 = std::max(t0, f);
+      }
+    }
+    return t0;
+  };
+
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < p; ++r) {
+      const auto& items = schedule.actors[r];
+      while (next[r] < items.size()) {
+        TaskRef missing;
+        const int64_t t0 = ready_time(items[next[r]], free_at[r], &missing);
+        if (t0 < 0) break;
+        const int64_t c = cost(items[next[r]]);
+        assert(c >= 1 && "replay_schedule: item costs must be >= 1");
+        const int64_t t1 = t0 + c;
+        for (const TaskRef& task : items[next[r]]) finish[task_index(task, m)] = t1;
+        res.start[r][next[r]] = t0;
+        res.end[r][next[r]] = t1;
+        free_at[r] = t1;
+        res.makespan = std::max(res.makespan, t1);
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+
+  res.completed = true;
+  for (int r = 0; r < p; ++r) {
+    if (next[r] < schedule.actors[r].size()) {
+      res.completed = false;
+      res.blocked_item[r] = static_cast<int>(next[r]);
+      TaskRef missing;
+      ready_time(schedule.actors[r][next[r]], free_at[r], &missing);
+      res.blocked_on[r] = missing;
+      res.blocked_on_position[r] = where[task_index(missing, m)];
+    }
+  }
+
+  std::vector<std::tuple<int64_t, int, int>> ran;
+  for (int r = 0; r < p; ++r) {
+    for (size_t i = 0; i < next[r]; ++i) ran.emplace_back(res.start[r][i], r, static_cast<int>(i));
+  }
+  std::sort(ran.begin(), ran.end());
+  res.order.reserve(ran.size());
+  for (const auto& [t, r, i] : ran) res.order.push_back({r, i});
+  return res;
+}
+
+std::vector<std::string> describe_deadlock(const Schedule& schedule, const ReplayResult& result) {
+  std::vector<std::string> lines;
+  for (int r = 0; r < schedule.num_actors(); ++r) {
+    const int i = result.blocked_item[r];
+    if (i < 0) {
+      lines.push_back("actor " + std::to_string(r) + ": finished");
+      continue;
+    }
+    const ItemPosition& at = result.blocked_on_position[r];
+    std::string line = "actor " + std::to_string(r) + ": position " + std::to_string(i) + " " +
+                       item_to_string(schedule.actors[r][i]) + " waits for " +
+                       to_string(result.blocked_on[r]);
+    if (at.actor >= 0) {
+      line += " (actor " + std::to_string(at.actor) + ", position " + std::to_string(at.item) + ")";
+    } else {
+      line += " (not in the schedule)";
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace jaxpp
