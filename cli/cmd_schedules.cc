@@ -1,0 +1,66 @@
+// jaxpp-sim schedules: the built-in pipeline schedules (see docs/schedules.md).
+#include <algorithm>
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "graph/error.h"
+#include "schedules/registry.h"
+
+namespace jaxpp::cli {
+namespace {
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+int run_schedules(int argc, char** argv) {
+  cxxopts::Options options("jaxpp-sim schedules",
+                           "List the built-in pipeline schedules: names, aliases, description "
+                           "and constraints (p actors, S stages, m microbatches)");
+  // clang-format off
+  options.add_options()
+      ("json", "print JSON instead of a table")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty()) {
+    throw_input_error("schedules", "unexpected argument '" + args.unmatched()[0] + "'");
+  }
+  if (args.count("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ScheduleInfo& info : all_schedules()) {
+      out.push_back({{"name", info.name},
+                     {"aliases", info.aliases},
+                     {"description", info.description},
+                     {"constraints", info.constraints}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  size_t name_width = 4;
+  for (const ScheduleInfo& info : all_schedules()) name_width = std::max(name_width, info.name.size());
+  for (const ScheduleInfo& info : all_schedules()) {
+    std::cout << info.name << std::string(name_width + 2 - info.name.size(), ' ')
+              << info.description << "\n";
+    const std::string pad(name_width + 2, ' ');
+    if (!info.aliases.empty()) std::cout << pad << "aliases: " << join(info.aliases, ", ") << "\n";
+    std::cout << pad << "constraints: " << info.constraints << "\n";
+  }
+  std::cout << "\nNames are case-insensitive; '-', '_' and spaces are ignored. "
+               "Show one: jaxpp-sim show --schedule NAME --pp P --microbatches M\n";
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"schedules", "List the built-in pipeline schedules",
+                               run_schedules};
+
+}  // namespace
+}  // namespace jaxpp::cli

@@ -1,0 +1,122 @@
+// jaxpp-sim show: a schedule's per-actor order and its unit-cost timeline (docs/schedules.md).
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "schedules/custom.h"
+#include "schedules/registry.h"
+#include "schedules/timeline.h"
+#include "schedules/validate.h"
+
+namespace jaxpp::cli {
+namespace {
+
+int run_show(int argc, char** argv) {
+  cxxopts::Options options("jaxpp-sim show",
+                           "Print a schedule's per-actor order (built-in or from a file) and "
+                           "its timeline under unit costs F=1, B=2, I=W=1");
+  // clang-format off
+  options.add_options()
+      ("schedule", "built-in schedule name (see jaxpp-sim schedules)", cxxopts::value<std::string>())
+      ("schedule-file", "custom schedule file (JSON or PyTorch pipelining CSV)", cxxopts::value<std::string>())
+      ("pp", "pipeline actors p", cxxopts::value<int>())
+      ("microbatches", "microbatches m", cxxopts::value<int>())
+      ("stages", "stages S (default p, or 2p for DualPipeV / ZB-V)", cxxopts::value<int>()->default_value("0"))
+      ("fuse-steady-state", "Interleaved1F1B / KimiK2: fuse the steady (F, B) pairs")
+      ("group-size", "MegatronInterleaved: microbatch group size g (default p)", cxxopts::value<int>()->default_value("0"))
+      ("no-timeline", "do not print the unit-cost timeline")
+      ("export-csv", "also write the schedule as PyTorch pipelining CSV to FILE", cxxopts::value<std::string>())
+      ("export-json", "also write the schedule as JSON to FILE", cxxopts::value<std::string>())
+      ("json", "print JSON instead of text")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty()) {
+    throw_input_error("show", "unexpected argument '" + args.unmatched()[0] + "'");
+  }
+  const bool from_file = args.count("schedule-file") > 0;
+  if (from_file == (args.count("schedule") > 0)) {
+    throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");
+  }
+
+  Schedule schedule;
+  if (from_file) {
+    for (const char* flag : {"pp", "microbatches", "fuse-steady-state"}) {
+      if (args.count(flag)) {
+        throw_input_error(std::string("--") + flag,
+                          "not used with --schedule-file (the file fixes the schedule)");
+      }
+    }
+    schedule = load_schedule_file(args["schedule-file"].as<std::string>());
+  } else {
+    if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
+    if (!args.count("microbatches")) throw_input_error("--microbatches", "required");
+    ScheduleParams params;
+    params.num_actors = args["pp"].as<int>();
+    params.num_microbatches = args["microbatches"].as<int>();
+    params.num_stages = args["stages"].as<int>();
+    params.fuse_steady_state = args.count("fuse-steady-state") > 0;
+    params.group_size = args["group-size"].as<int>();
+    schedule = generate_schedule(args["schedule"].as<std::string>(), params);
+  }
+
+  const ValidationReport report = validate_schedule(schedule);
+  if (!report.ok()) {
+    std::cerr << "jaxpp-sim show: " << schedule.name << " is not a valid schedule:\n";
+    for (const std::string& e : report.errors) std::cerr << "  " << e << "\n";
+    return kExitFailure;
+  }
+  if (args.count("export-csv")) save_schedule_file(schedule, args["export-csv"].as<std::string>());
+  if (args.count("export-json")) {
+    write_text_file_atomic(args["export-json"].as<std::string>(), schedule_to_json_text(schedule));
+  }
+  const Timeline timeline = unit_cost_timeline(schedule);
+
+  if (args.count("json")) {
+    nlohmann::json actors = nlohmann::json::array();
+    for (const auto& items : schedule.actors) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const ScheduleItem& item : items) list.push_back(item_to_string(item));
+      actors.push_back(std::move(list));
+    }
+    const nlohmann::ordered_json out = {
+        {"schedule", schedule.name},
+        {"num_actors", schedule.num_actors()},
+        {"num_stages", schedule.num_stages},
+        {"num_microbatches", schedule.num_microbatches},
+        {"placement", std::string(to_string(schedule.placement.kind))},
+        {"stage_to_actor", schedule.placement.stage_to_actor},
+        {"split_backward", schedule.split_backward},
+        {"actors", std::move(actors)},
+        {"makespan_unit", timeline.makespan},
+        {"peak_in_flight", report.peak_in_flight}};
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+
+  std::cout << schedule.name << ": p=" << schedule.num_actors() << " actors, S="
+            << schedule.num_stages << " stages (" << to_string(schedule.placement.kind)
+            << " placement), m=" << schedule.num_microbatches << " microbatches\n\n";
+  std::cout << to_text(schedule);
+  std::cout << "\npeak in-flight activations per actor (stage-microbatches):";
+  for (int v : report.peak_in_flight) std::cout << " " << v;
+  std::cout << "\n";
+  if (!args.count("no-timeline")) std::cout << "\n" << timeline_to_text(schedule, timeline);
+  for (const char* flag : {"export-csv", "export-json"}) {
+    if (args.count(flag)) std::cout << "wrote " << args[flag].as<std::string>() << "\n";
+  }
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"show", "Print a schedule's per-actor order and unit-cost timeline",
+                               run_show};
+
+}  // namespace
+}  // namespace jaxpp::cli
