@@ -1,0 +1,175 @@
+// CLI tests of `jaxpp-sim graph` and `jaxpp-sim demo`: output fields and one-line errors.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/model.h"
+#include "graph/partition.h"
+#include "graph/task_graph.h"
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp {
+namespace {
+
+using testing::run_cli;
+using testing::write_temp_file;
+
+const std::string kData = std::string(JAXPP_TEST_DATA_DIR) + "/graph/";
+
+// Bad input: exit code 2 and exactly one line on stderr that contains every `needle`.
+void expect_one_line_error(const testing::CliResult& r, const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("jaxpp-sim graph: error: ", 0), 0u) << r.err;
+  for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
+}
+
+TEST(GraphCliTest, JsonHasParamsStagesAndTaskCount) {
+  const auto r = run_cli("graph --model gpt3-13b --pp 4 --microbatches 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const ModelSpec m = load_model("gpt3-13b");
+  EXPECT_EQ(j["model"], "gpt3-13b");
+  EXPECT_EQ(j["params"].get<int64_t>(), m.total_params());
+  ASSERT_EQ(j["stages"].size(), 4u);
+  int64_t params = 0;
+  int next_layer = 0;
+  for (const auto& s : j["stages"]) {
+    EXPECT_EQ(s["layers"][0].get<int>(), next_layer);
+    next_layer = s["layers"][1].get<int>();
+    params += s["params"].get<int64_t>();
+    EXPECT_GT(s["fwd_flops"].get<double>(), 0);
+  }
+  EXPECT_EQ(next_layer, m.num_layers());
+  EXPECT_EQ(params, m.total_params());
+  const Partition p = auto_partition(m, {.num_stages = 4});
+  TaskGraphOptions o;
+  o.num_microbatches = 8;
+  const TaskGraph g = TaskGraph::build(m, p, make_placement(PlacementKind::kLinear, 4, 4), o);
+  EXPECT_EQ(j["tasks"].get<int>(), g.num_nodes());
+  EXPECT_EQ(j["edges"].get<int>(), g.num_edges());
+  EXPECT_EQ(j["task_counts"]["F"].get<int>(), 32);
+}
+
+TEST(GraphCliTest, VirtualStagesWithVPlacementAndSplitBackward) {
+  const auto r = run_cli(
+      "graph --model megatron-1.7b --pp 2 --virtual 2 --placement v --split-backward "
+      "--microbatches 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["stages"].size(), 4u);
+  std::vector<int> actors;
+  for (const auto& s : j["stages"]) actors.push_back(s["actor"].get<int>());
+  EXPECT_EQ(actors, (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(j["task_counts"]["I"].get<int>(), 16);
+  EXPECT_EQ(j["task_counts"]["W"].get<int>(), 16);
+  EXPECT_EQ(j["task_counts"]["B"].get<int>(), 0);
+  EXPECT_EQ(j["task_counts"]["transfer"].get<int>(), 2 * 2 * 4);
+}
+
+TEST(GraphCliTest, ExplicitPartitionIsUsed) {
+  const auto r = run_cli("graph --model " + kData + "tiny_transformer.json --pp 3 --partition 0,2,4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["partition"], nlohmann::json({0, 2, 4}));
+  EXPECT_EQ(j["stages"][2]["layers"], nlohmann::json({4, 6}));
+}
+
+TEST(GraphCliTest, TableNamesStagesAndTaskCounts) {
+  const auto r = run_cli("graph --model llama3-8b --pp 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("llama3-8b"), std::string::npos);
+  EXPECT_NE(r.out.find("F GFLOP"), std::string::npos);
+  EXPECT_NE(r.out.find("tasks: "), std::string::npos);
+}
+
+TEST(GraphCliTest, DotFileIsWritten) {
+  const std::string dir = testing::make_temp_dir();
+  const auto r = run_cli("graph --model bert-large --pp 2 --microbatches 2 --dot " + dir + "/g.dot");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir + "/g.dot");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str().rfind("digraph", 0), 0u);
+  EXPECT_NE(ss.str().find("xfer F0@s0 a0->a1"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GraphCliTest, UnwritableDotPathIsAnError) {
+  expect_one_line_error(run_cli("graph --model bert-large --pp 2 --dot /nonexistent-dir/g.dot"),
+                        {"/nonexistent-dir/g.dot", "cannot write"});
+}
+
+TEST(GraphCliTest, MalformedJsonNamesFileAndLine) {
+  const std::string path = write_temp_file("bad.json", "{\n  \"name\": \"x\",\n  \"layers\": 4,,\n}\n");
+  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path + ":3:", "malformed JSON"});
+}
+
+TEST(GraphCliTest, MissingFieldIsNamed) {
+  const std::string path = write_temp_file(
+      "m.json", R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})");
+  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path, "'seq_len'", "missing"});
+}
+
+TEST(GraphCliTest, NegativeFieldIsNamed) {
+  const std::string path = write_temp_file(
+      "m.json", R"({"name": "x", "layers": -3, "hidden": 64, "heads": 4, "seq_len": 8, "vocab": 100})");
+  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path, "'layers'", "-3"});
+}
+
+TEST(GraphCliTest, MoreStagesThanLayersIsAnError) {
+  // tiny_transformer.json: 4 transformer layers + embedding + logits = 6 layers.
+  expect_one_line_error(run_cli("graph --model " + kData + "tiny_transformer.json --pp 7"),
+                        {"7 stages", "only 6 layers"});
+}
+
+TEST(GraphCliTest, UnknownPresetIsAnError) {
+  expect_one_line_error(run_cli("graph --model gpt5-10t --pp 2"),
+                        {"gpt5-10t", "unknown model", "gpt3-175b"});
+}
+
+TEST(GraphCliTest, UnreadableFileIsAnError) {
+  const std::string dir = testing::make_temp_dir();
+  expect_one_line_error(run_cli("graph --model " + dir + " --pp 2"), {dir, "directory"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GraphCliTest, BadPartitionListsAreErrors) {
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9,5"),
+                        {"partition entry 2", "strictly increasing"});
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9"),
+                        {"--partition", "2 stage starts"});
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --partition 0,x"),
+                        {"--partition", "'x'"});
+}
+
+TEST(GraphCliTest, BadParallelShapesAreErrors) {
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 0"), {"--pp"});
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --virtual 3 --placement v"),
+                        {"placement v", "6 stages on 2 actors"});
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --recompute most"), {"--recompute"});
+  expect_one_line_error(run_cli("graph --pp 2"), {"--model"});
+}
+
+TEST(GraphCliTest, HelpExitsZero) {
+  const auto r = run_cli("graph --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--partition"), std::string::npos);
+}
+
+TEST(DemoCliTest, DemoPrintsModelPartitionAndTaskGraph) {
+  const auto r = run_cli("demo");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt3-13b"), std::string::npos);
+  EXPECT_NE(r.out.find("partition"), std::string::npos);
+  EXPECT_NE(r.out.find("tasks: "), std::string::npos);
+  const auto j = nlohmann::json::parse(run_cli("demo --json").out);
+  EXPECT_EQ(j["graph"]["stages"].size(), 4u);
+}
+
+}  // namespace
+}  // namespace jaxpp
