@@ -1,0 +1,179 @@
+#include "runtime/mpi_backend.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "graph/error.h"
+
+namespace jaxpp {
+
+struct MpiBackend::PendingSend {
+  MPI_Request request;
+  std::vector<char> payload;
+};
+
+namespace {
+// Polls `request` until done or the deadline; false on timeout.
+bool poll_until(MPI_Request* request, const MpiBackend& b, double deadline_s) {
+  while (true) {
+    int flag = 0;
+    MPI_Test(request, &flag, MPI_STATUS_IGNORE);
+    if (flag) return true;
+    if (b.now_s() > deadline_s) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+}  // namespace
+
+MpiSession& MpiSession::get() {
+  static MpiSession session;
+  return session;
+}
+
+MpiSession::MpiSession() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void mpi_abort(const std::string& message, int code) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+std::vector<std::vector<char>> mpi_gather_bytes(const std::vector<char>& mine) {
+  MpiSession& s = MpiSession::get();
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(s.size());
+  MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> displs(s.size(), 0);
+  int total = 0;
+  for (int r = 0; r < s.size(); ++r) {
+    displs[r] = total;
+    total += sizes[r];
+  }
+  std::vector<char> all(s.rank() == 0 ? total : 0);
+  MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::vector<char>> out;
+  if (s.rank() != 0) return out;
+  for (int r = 0; r < s.size(); ++r)
+    out.emplace_back(all.begin() + displs[r], all.begin() + displs[r] + sizes[r]);
+  return out;
+}
+
+MpiBackend::MpiBackend(int num_actors, int num_replicas)
+    : num_actors_(num_actors), num_replicas_(num_replicas), sends_(new std::list<PendingSend>) {
+  MpiSession& s = MpiSession::get();
+  if (s.size() != num_actors * num_replicas)
+    throw InputError("--backend mpi: the program needs " + std::to_string(num_actors) +
+                     " actors x " + std::to_string(num_replicas) + " replicas = " +
+                     std::to_string(num_actors * num_replicas) +
+                     " processes, but mpirun started " + std::to_string(s.size()));
+  actor_ = s.rank() % num_actors;
+  replica_ = s.rank() / num_actors;
+  void* attr = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+  if (flag && attr) tag_ub_ = *static_cast<int*>(attr);
+  MPI_Comm_split(MPI_COMM_WORLD, actor_, replica_, &actor_comm_);
+  int64_t origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  MPI_Bcast(&origin_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  origin_ = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(origin_ns));
+}
+
+MpiBackend::~MpiBackend() {
+  reap_sends();
+  for (auto& s : *sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+  delete sends_;
+  MPI_Comm_free(&actor_comm_);
+}
+
+int MpiBackend::tag_of(int64_t key) const { return static_cast<int>(key % (tag_ub_ + 1)); }
+
+void MpiBackend::reap_sends() {
+  for (auto it = sends_->begin(); it != sends_->end();) {
+    int flag = 0;
+    MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE);
+    it = flag ? sends_->erase(it) : std::next(it);
+  }
+}
+
+void MpiBackend::post_send(int peer, int64_t key, std::vector<char> payload) {
+  reap_sends();
+  sends_->push_back({MPI_REQUEST_NULL, std::move(payload)});
+  PendingSend& s = sends_->back();
+  MPI_Isend(s.payload.data(), static_cast<int>(s.payload.size()), MPI_CHAR,
+            replica_ * num_actors_ + peer, tag_of(key), MPI_COMM_WORLD, &s.request);
+}
+
+int MpiBackend::post_recv(int peer, int64_t key) {
+  recvs_.push_back({replica_ * num_actors_ + peer, tag_of(key)});
+  return static_cast<int>(recvs_.size()) - 1;
+}
+
+bool MpiBackend::test_recv(int handle, std::vector<char>* payload) {
+  auto [source, tag] = recvs_.at(handle);
+  int flag = 0;
+  MPI_Status status;
+  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &status);
+  if (!flag) return false;
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  payload->resize(count);
+  MPI_Recv(payload->data(), count, MPI_CHAR, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return true;
+}
+
+bool MpiBackend::wait_recv(int handle, double deadline_s, std::vector<char>* payload) {
+  while (true) {
+    reap_sends();
+    if (test_recv(handle, payload)) return true;
+    if (now_s() > deadline_s) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void MpiBackend::allreduce_sum(std::span<double> data, double timeout_s) {
+  MPI_Request req;
+  MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
+                 actor_comm_, &req);
+  if (!poll_until(&req, *this, now_s() + timeout_s))
+    throw RuntimeFailure("allreduce: timed out after " + std::to_string(timeout_s) +
+                         " s waiting for the other replicas");
+}
+
+void MpiBackend::barrier(double timeout_s) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  if (!poll_until(&req, *this, now_s() + timeout_s))
+    throw RuntimeFailure("barrier: timed out after " + std::to_string(timeout_s) +
+                         " s waiting for the other ranks");
+}
+
+double MpiBackend::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+}
+
+void MpiBackend::abort(const std::string& why) {
+  if (abort_reason_.empty()) abort_reason_ = why;
+}
+
+}  // namespace jaxpp

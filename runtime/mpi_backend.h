@@ -1,0 +1,83 @@
+// MPI backend: one process per worker under mpirun. World rank = replica * num_actors + actor.
+//
+//   post_send     MPI_Isend (the payload is kept until the request completes)
+//   post_recv     remembers (source, tag); test/wait use MPI_Iprobe + MPI_Recv, so payloads of
+//                 any size are received; wait polls until its deadline
+//   allreduce_sum MPI_Iallreduce(MPI_SUM) on a sub-communicator of the replicas of one actor
+//                 (MPI_Comm_split by actor), polled until the deadline
+//   barrier       MPI_Ibarrier on MPI_COMM_WORLD, polled until the deadline
+// MPI tags are key mod (MPI_TAG_UB + 1). The clock is steady_clock (CLOCK_MONOTONIC) minus an
+// origin broadcast by rank 0, so traces of the processes of one host share a time axis (across
+// hosts the offsets are not corrected). abort() only records the reason locally; the caller
+// reports it and calls mpi_abort() so mpirun stops the other ranks.
+//
+// Usage (once per process):
+//   MpiSession& mpi = MpiSession::get();            // MPI_Init on first use, finalize at exit
+//   MpiBackend backend(num_actors, num_replicas);  // InputError if the world size differs
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace jaxpp {
+
+class MpiSession {
+ public:
+  static MpiSession& get();
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  ~MpiSession();
+
+ private:
+  MpiSession();
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// Ends every process of the job (MPI_Abort) after printing `message` on stderr.
+[[noreturn]] void mpi_abort(const std::string& message, int code);
+
+// Gathers every rank's bytes at rank 0 (in rank order); other ranks get an empty vector.
+std::vector<std::vector<char>> mpi_gather_bytes(const std::vector<char>& mine);
+
+class MpiBackend : public Backend {
+ public:
+  MpiBackend(int num_actors, int num_replicas);
+  ~MpiBackend() override;
+  BackendKind kind() const override { return BackendKind::kMpi; }
+  int actor() const override { return actor_; }
+  int replica() const override { return replica_; }
+  int num_actors() const override { return num_actors_; }
+  int num_replicas() const override { return num_replicas_; }
+  void post_send(int peer, int64_t key, std::vector<char> payload) override;
+  int post_recv(int peer, int64_t key) override;
+  bool test_recv(int handle, std::vector<char>* payload) override;
+  bool wait_recv(int handle, double deadline_s, std::vector<char>* payload) override;
+  void allreduce_sum(std::span<double> data, double timeout_s) override;
+  void barrier(double timeout_s) override;
+  double now_s() const override;
+  void abort(const std::string& why) override;
+  std::string abort_reason() const override { return abort_reason_; }
+
+ private:
+  int tag_of(int64_t key) const;
+  void reap_sends();
+  int num_actors_, num_replicas_, actor_, replica_;
+  int64_t tag_ub_ = 32767;
+  MPI_Comm actor_comm_ = MPI_COMM_NULL;  // the replicas of this actor
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<std::pair<int, int>> recvs_;  // (source rank, tag)
+  struct PendingSend;
+  std::list<PendingSend>* sends_;
+  std::string abort_reason_;
+};
+
+}  // namespace jaxpp

@@ -1,0 +1,294 @@
+#include "runtime/run.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "graph/error.h"
+#include "runtime/mpi_backend.h"
+#include "runtime/threads_backend.h"
+#ifdef JAXPP_HAVE_CUDA
+#include "runtime/cuda/cuda_run.h"
+#endif
+
+namespace jaxpp {
+
+std::string_view to_string(BackendKind k) {
+  switch (k) {
+    case BackendKind::kThreads:
+      return "threads";
+    case BackendKind::kMpi:
+      return "mpi";
+    case BackendKind::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+BackendKind parse_backend_kind(std::string_view s, const std::string& where) {
+  if (s == "threads") return BackendKind::kThreads;
+  if (s == "mpi") return BackendKind::kMpi;
+  if (s == "cuda") return BackendKind::kCuda;
+  throw_input_error(where, "expected threads, mpi or cuda, got '" + std::string(s) + "'");
+}
+
+namespace {
+
+// What one worker brings back.
+struct WorkerOutput {
+  WorkerRecord record;
+  std::map<int, std::vector<double>> params;          // stage -> weights
+  std::map<int, std::map<int, double>> losses;        // step -> microbatch -> loss
+};
+
+nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
+  Trace t;
+  t.num_actors = num_actors;
+  t.events = o.record.events;
+  t.memory = o.record.memory;
+  nlohmann::json j;
+  j["actor"] = o.record.actor;
+  j["replica"] = o.record.replica;
+  j["step_begin_s"] = o.record.step_begin_s;
+  j["step_end_s"] = o.record.step_end_s;
+  j["trace"] = trace_to_json(t);
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& [s, p] : o.params) params.push_back({{"stage", s}, {"weights", p}});
+  j["params"] = params;
+  nlohmann::json losses = nlohmann::json::array();
+  for (const auto& [step, per_mb] : o.losses)
+    for (const auto& [mb, l] : per_mb) losses.push_back({step, mb, l});
+  j["losses"] = losses;
+  return j;
+}
+
+WorkerOutput output_from_json(const nlohmann::json& j) {
+  WorkerOutput o;
+  o.record.actor = j.at("actor").get<int>();
+  o.record.replica = j.at("replica").get<int>();
+  o.record.step_begin_s = j.at("step_begin_s").get<std::vector<double>>();
+  o.record.step_end_s = j.at("step_end_s").get<std::vector<double>>();
+  Trace t = trace_from_json(j.at("trace"), "mpi worker record");
+  o.record.events = std::move(t.events);
+  o.record.memory = std::move(t.memory);
+  for (const auto& p : j.at("params"))
+    o.params[p.at("stage").get<int>()] = p.at("weights").get<std::vector<double>>();
+  for (const auto& l : j.at("losses"))
+    o.losses[l.at(0).get<int>()][l.at(1).get<int>()] = l.at(2).get<double>();
+  return o;
+}
+
+std::unique_ptr<Workload> make_workload(const Program& program, const CostProvider* cost,
+                                        const RunOptions& o, const MlpConfig& mlp, int actor,
+                                        int replica) {
+  if (o.emulated) return std::make_unique<EmulatedWorkload>(*cost, actor, o.time_scale);
+  return std::make_unique<MlpWorkload>(mlp, actor, replica, program.stage_to_actor);
+}
+
+WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool emulated,
+                     int num_stages) {
+  WorkerOutput out;
+  out.record = record;
+  if (emulated) return out;
+  const auto& mlp = dynamic_cast<const MlpWorkload&>(workload);
+  for (int s = 0; s < num_stages; ++s)
+    if (mlp.holds_stage(s)) out.params[s] = mlp.params(s);
+  out.losses = mlp.losses();
+  return out;
+}
+
+std::vector<WorkerOutput> run_threads(const Program& program, const CostProvider* cost,
+                                      const RunOptions& o, const MlpConfig& mlp,
+                                      const ExecutorOptions& eo) {
+  int P = program.num_actors;
+  ThreadsWorld world(P, o.dp);
+  std::vector<WorkerOutput> outputs(static_cast<size_t>(P) * o.dp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.dp; ++r) {
+    for (int a = 0; a < P; ++a) {
+      threads.emplace_back([&, a, r] {
+        std::unique_ptr<Backend> backend = world.backend(a, r);
+        try {
+          std::unique_ptr<Workload> workload = make_workload(program, cost, o, mlp, a, r);
+          WorkerRecord rec = run_worker(program, *backend, *workload, eo);
+          outputs[static_cast<size_t>(r) * P + a] = collect(rec, *workload, o.emulated, program.num_stages);
+        } catch (const std::exception& e) {
+          world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) +
+                      "): " + e.what());
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  std::string why = world.abort_reason();
+  if (!why.empty()) throw RuntimeFailure(why);
+  return outputs;
+}
+
+std::vector<WorkerOutput> run_mpi(const Program& program, const CostProvider* cost,
+                                  const RunOptions& o, const MlpConfig& mlp,
+                                  const ExecutorOptions& eo, bool* root) {
+  MpiBackend backend(program.num_actors, o.dp);
+  WorkerOutput mine;
+  try {
+    std::unique_ptr<Workload> workload =
+        make_workload(program, cost, o, mlp, backend.actor(), backend.replica());
+    WorkerRecord rec = run_worker(program, backend, *workload, eo);
+    mine = collect(rec, *workload, o.emulated, program.num_stages);
+  } catch (const std::exception& e) {
+    mpi_abort("jaxpp-sim run: error: rank " + std::to_string(MpiSession::get().rank()) + ": " +
+                  e.what(),
+              1);
+  }
+  std::string text = output_to_json(mine, program.num_actors).dump();
+  std::vector<std::vector<char>> all = mpi_gather_bytes(std::vector<char>(text.begin(), text.end()));
+  *root = MpiSession::get().rank() == 0;
+  std::vector<WorkerOutput> outputs;
+  for (const auto& bytes : all)
+    outputs.push_back(output_from_json(nlohmann::json::parse(bytes.begin(), bytes.end())));
+  return outputs;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks) {
+  if (op != OpKind::kCompute) return std::string(to_string(op));
+  if (tasks.size() == 1) return std::string(to_string(tasks[0].kind));
+  return "fused";
+}
+
+std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step) {
+  std::map<std::string, std::pair<double, int>> acc;
+  for (const TraceEvent& e : trace.events) {
+    if (e.step < first_step) continue;
+    auto& [sum, n] = acc[kind_label(e.op, e.tasks)];
+    sum += e.duration_s();
+    ++n;
+  }
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : acc) out[k] = v.first / v.second;
+  return out;
+}
+
+RunResult run_program(const Program& program, const CostProvider* emulation_cost,
+                      const RunOptions& o) {
+  check_program(program);
+  if (o.steps < 1) throw InputError("--steps: expected >= 1, got " + std::to_string(o.steps));
+  if (o.warmup < 0) throw InputError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
+  if (o.dp < 1) throw InputError("--dp: expected >= 1, got " + std::to_string(o.dp));
+  if (o.timeout_s <= 0) throw InputError("--timeout-s: expected > 0");
+  if (o.emulated && emulation_cost == nullptr)
+    throw InputError("--compute emulated needs a cost model (a plan file or stage times)");
+  if (o.emulated && o.check)
+    throw InputError("--check needs --compute real (emulated compute has no numerics)");
+  if (!o.emulated && (o.mlp.hidden < 1 || o.mlp.seq < 1 || o.mlp.layers_per_stage < 1))
+    throw InputError("--hidden, --seq and --layers-per-stage must be >= 1");
+  openblas_set_num_threads(1);
+
+  MlpConfig mlp = o.mlp;
+  mlp.num_stages = program.num_stages;
+  mlp.num_microbatches = program.num_microbatches;
+  mlp.num_replicas = o.dp;
+  ExecutorOptions eo;
+  eo.num_steps = o.warmup + o.steps;
+  eo.timeout_s = o.timeout_s;
+  eo.drop_tag = o.drop_tag;
+  eo.kill_actor = o.kill_actor;
+  eo.kill_at_instruction = o.kill_at_instruction;
+
+  RunResult result;
+  std::vector<WorkerOutput> outputs;
+  switch (o.backend) {
+    case BackendKind::kThreads:
+      outputs = run_threads(program, emulation_cost, o, mlp, eo);
+      break;
+    case BackendKind::kMpi:
+      outputs = run_mpi(program, emulation_cost, o, mlp, eo, &result.root);
+      break;
+    case BackendKind::kCuda:
+#ifdef JAXPP_HAVE_CUDA
+      cuda::require_device();
+      throw RuntimeFailure("--backend cuda: device found, but see docs/runtime.md");
+#else
+      throw RuntimeFailure(
+          "--backend cuda: this jaxpp-sim was built without the CUDA backend "
+          "(configure with -DJAXPP_WITH_CUDA=ON on a machine with CUDA and NCCL)");
+#endif
+  }
+  if (!result.root) return result;
+
+  // Trace (replica 0) and step times (all workers).
+  int total_steps = o.warmup + o.steps;
+  result.trace.source = "measured:" + std::string(to_string(o.backend));
+  result.trace.num_actors = program.num_actors;
+  result.trace.num_steps = total_steps;
+  std::vector<double> begin(total_steps, 1e300), end(total_steps, 0);
+  for (const WorkerOutput& w : outputs) {
+    for (int s = 0; s < total_steps && s < static_cast<int>(w.record.step_begin_s.size()); ++s) {
+      begin[s] = std::min(begin[s], w.record.step_begin_s[s]);
+      end[s] = std::max(end[s], w.record.step_end_s[s]);
+    }
+    if (w.record.replica != 0) continue;
+    result.trace.events.insert(result.trace.events.end(), w.record.events.begin(),
+                               w.record.events.end());
+    result.trace.memory.insert(result.trace.memory.end(), w.record.memory.begin(),
+                               w.record.memory.end());
+  }
+  sort_trace(result.trace);
+  for (int s = o.warmup; s < total_steps; ++s) result.step_times_s.push_back(end[s] - begin[s]);
+  result.step_time_s = median(result.step_times_s);
+  if (o.emulated) return result;
+
+  // Losses: the workers holding the last stage, summed replica-major, microbatch order.
+  int last_actor = program.stage_to_actor.at(program.num_stages - 1);
+  std::vector<double> all_losses(total_steps, 0.0);
+  for (int r = 0; r < o.dp; ++r) {
+    for (const WorkerOutput& w : outputs) {
+      if (w.record.actor != last_actor || w.record.replica != r) continue;
+      for (const auto& [step, per_mb] : w.losses)
+        for (const auto& [mb, l] : per_mb) all_losses.at(step) += l;
+    }
+  }
+  for (double& l : all_losses) l /= static_cast<double>(mlp.num_microbatches) * o.dp;
+  result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());
+  if (!o.check) return result;
+
+  ReferenceResult ref = run_reference(mlp, total_steps);
+  result.checked = true;
+  result.reference_losses.assign(ref.losses.begin() + o.warmup, ref.losses.end());
+  for (int s = 0; s < total_steps; ++s)
+    result.max_abs_diff_loss =
+        std::max(result.max_abs_diff_loss, std::abs(all_losses[s] - ref.losses[s]));
+  std::vector<int> seen(program.num_stages, 0);
+  for (const WorkerOutput& w : outputs) {
+    for (const auto& [s, p] : w.params) {
+      const std::vector<double>& q = ref.stage_params.at(s);
+      if (p.size() != q.size()) throw RuntimeFailure("check: stage weights differ in size");
+      ++seen[s];
+      for (size_t i = 0; i < p.size(); ++i) {
+        result.max_abs_diff_weights = std::max(result.max_abs_diff_weights, std::abs(p[i] - q[i]));
+        result.max_abs_weight = std::max(result.max_abs_weight, std::abs(q[i]));
+      }
+    }
+  }
+  for (int s = 0; s < program.num_stages; ++s)
+    if (seen[s] != o.dp)
+      throw RuntimeFailure("check: stage " + std::to_string(s) + " came back from " +
+                           std::to_string(seen[s]) + " replicas, expected " +
+                           std::to_string(o.dp));
+  return result;
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,75 @@
+// Running a Program: the driver behind `jaxpp-sim run`. It creates one worker per (actor,
+// replica) on the chosen backend, runs the executor (runtime/executor.h) for warm-up + measured
+// steps, gathers the measured Trace, the losses and the final weights, and with `check` compares
+// them to the sequential reference (runtime/workload.h run_reference).
+//
+//   threads  workers are threads of this process (runtime/threads_backend.h)
+//   mpi      this process is one worker; the program needs num_actors * dp processes under
+//            mpirun; rank 0 gathers everything and returns a RunResult with root = true, the
+//            other ranks return root = false (and print nothing)
+//   cuda     one GPU per worker, bootstrap through MPI (runtime/cuda/); fails with
+//            RuntimeFailure "no CUDA device visible" on a machine without a GPU
+//
+// Step time of step s = (latest end of any worker's last instruction of s) - (earliest start of
+// s after its barrier); step_time_s is the median over the measured (non-warm-up) steps.
+// The trace holds replica 0's events of every step (warm-up included; TraceEvent::step) and its
+// memory samples; its time axis starts at the run's origin.
+// Errors: InputError for bad options, RuntimeFailure when the run fails (timeout, dead peer).
+//
+// Usage:
+//   RunOptions o; o.steps = 2; o.dp = 2; o.check = true;
+//   RunResult r = run_program(program, /*emulation_cost=*/nullptr, o);
+//   r.max_abs_diff_weights  // ~1e-16
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "costmodel/cost_provider.h"
+#include "graph/program.h"
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+#include "runtime/workload.h"
+#include "trace/trace.h"
+
+namespace jaxpp {
+
+struct RunOptions {
+  BackendKind backend = BackendKind::kThreads;
+  bool emulated = false;     // sleep for cost-model durations instead of real compute
+  double time_scale = 1;     // emulation: durations are multiplied by this
+  int steps = 3;             // measured steps
+  int warmup = 1;            // steps run before the measured ones (they train too)
+  int dp = 1;                // data-parallel replicas of the whole pipeline
+  double timeout_s = 30;     // per blocking wait
+  bool check = false;        // compare with the sequential reference (real compute only)
+  MlpConfig mlp;             // sizes and optimizer; stages/microbatches/replicas are filled in
+  int64_t drop_tag = -1;     // fault injection, see ExecutorOptions
+  int kill_actor = -1;
+  int kill_at_instruction = 0;
+};
+
+struct RunResult {
+  bool root = true;                 // false on mpi ranks other than 0
+  std::vector<double> losses;       // per measured step (real compute), mean over microbatches
+  std::vector<double> step_times_s;  // per measured step
+  double step_time_s = 0;           // median of step_times_s
+  Trace trace;
+  bool checked = false;
+  std::vector<double> reference_losses;  // per measured step
+  double max_abs_diff_loss = 0;
+  double max_abs_diff_weights = 0;  // over all stages, all replicas
+  double max_abs_weight = 0;        // largest |weight| of the reference, for relative figures
+};
+
+RunResult run_program(const Program& program, const CostProvider* emulation_cost,
+                      const RunOptions& options);
+
+// Mean measured duration per task-kind label of the measured steps of a trace: "F", "B", "I",
+// "W" (single-task computes), "fused", "send", "recv", "allreduce", "optimizer".
+std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step);
+// Label of an instruction for the above ("F", ..., "fused", "send", ...).
+std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks);
+
+}  // namespace jaxpp

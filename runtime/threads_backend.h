@@ -1,0 +1,68 @@
+// Threads backend: every worker (actor, replica) is a thread of one process.
+//
+// ThreadsWorld is the shared state of one run: a mailbox per worker (mutex + condition variable,
+// messages keyed by (source actor, key), payloads copied in and moved out), a barrier-based
+// reduction per actor for the gradient all-reduce across replicas (the last replica to arrive
+// sums the contributions in replica order and writes the sum into every contributor's buffer, so
+// every replica holds bit-identical gradients), a barrier over all workers, and an abort flag
+// that wakes every waiter. The clock is steady_clock from the world's creation.
+//
+// Usage:
+//   ThreadsWorld world(num_actors, num_replicas);
+//   std::unique_ptr<Backend> b = world.backend(actor, replica);   // one per worker thread
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace jaxpp {
+
+class ThreadsWorld {
+ public:
+  ThreadsWorld(int num_actors, int num_replicas);
+  std::unique_ptr<Backend> backend(int actor, int replica);
+  int num_actors() const { return num_actors_; }
+  int num_replicas() const { return num_replicas_; }
+  void abort(const std::string& why);
+  std::string abort_reason() const;
+  double now_s() const;
+
+ private:
+  friend class ThreadsBackend;
+  struct Mailbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::pair<int, int64_t>, std::vector<char>> messages;  // (source actor, key)
+  };
+  struct Rendezvous {  // reduction or barrier
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    uint64_t generation = 0;
+    std::vector<std::span<double>> parts;  // by replica (reductions only)
+  };
+  int worker(int actor, int replica) const { return replica * num_actors_ + actor; }
+  void notify_all();
+
+  int num_actors_;
+  int num_replicas_;
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<std::unique_ptr<Mailbox>> boxes_;        // per worker
+  std::vector<std::unique_ptr<Rendezvous>> reductions_;  // per actor
+  Rendezvous barrier_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  std::string abort_reason_;
+};
+
+}  // namespace jaxpp

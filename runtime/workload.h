@@ -1,0 +1,151 @@
+// Workload: what the compute instructions of a Program do on one worker (actor, replica).
+//
+// The executor (runtime/executor.h) decides WHEN; a Workload decides WHAT:
+//   run_task(F|B|I|W of (stage, microbatch))   the numerics of one task
+//   take_output(producer)                      the bytes a kSend carries (activation or gradient)
+//   put_input(producer, bytes)                 what a kRecv delivers
+//   grads(stage)                               the buffer a kAllReduce sums across replicas
+//   optimizer_step(stage)                      the kOptimizer instruction
+//   emulated_s(ins)                            how long an instruction must last in emulation
+//
+// MlpWorkload: real numerics in fp64 (OpenBLAS cblas_dgemm). Every stage holds
+// `layers_per_stage` transformer-like MLP blocks  y = GeLU(x W1) W2 + x  with W1: hidden x ffn and
+// W2: ffn x hidden (no biases), on microbatches of `seq` tokens x `hidden` features.
+//   F  forward; the last stage's F also computes the loss, mean squared error against a
+//      deterministic target: loss_k = sum((y - t)^2) / (seq * hidden), and seeds the backward
+//      with dL/dy = 2 (y - t) / (seq * hidden) / (m * dp), so that the all-reduced (summed)
+//      gradient is the gradient of the mean loss over all microbatches of all replicas.
+//   I  input gradient: per layer da = dy W2^T, du = da * GeLU'(u), dx = du W1^T + dy
+//   W  weight gradient: dW2 += a^T dy, dW1 += x^T du (accumulated over microbatches)
+//   B  = I followed by W, layer by layer.
+// Stashed tensors (layer inputs x, pre-activations u, activations a; per-layer dy, du between I
+// and W) are freed at their last use: u after I (or B), everything after W (or B).
+// Inputs of stage 0 and targets of the last stage are drawn from a seeded generator keyed by
+// (seed, step, replica, microbatch); weights from (seed, stage, layer), identical in every
+// replica. SGD: w -= lr g. Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected.
+//
+// run_reference() executes the same model and data sequentially (one worker, all stages, all
+// microbatches in order, replica gradients summed in replica order) for the --check comparison.
+//
+// EmulatedWorkload: no numerics; every compute / optimizer instruction lasts
+// cost.compute_s(actor, ins) * time_scale, a kAllReduce cost.allreduce_s * time_scale and a
+// transfer (transfer latency + bytes / bandwidth) * time_scale (sharing of links not modelled).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "costmodel/cost_provider.h"
+#include "graph/program.h"
+
+namespace jaxpp {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual void run_task(const TaskRef& task, int step) = 0;
+  virtual std::vector<char> take_output(const TaskRef& producer, int step) = 0;
+  virtual void put_input(const TaskRef& producer, int step, std::vector<char> payload) = 0;
+  virtual std::span<double> grads(int stage) = 0;
+  virtual void optimizer_step(int stage, int step) = 0;
+  // Bytes held: parameters, gradients, optimizer state, stashed and in-flight tensors.
+  virtual int64_t bytes_held() const = 0;
+  // Minimum duration of an instruction in seconds (emulation); 0 for real work.
+  virtual double emulated_s(const Instruction& ins) const {
+    (void)ins;
+    return 0;
+  }
+};
+
+enum class OptimizerKind { kSgd, kAdam };
+std::string_view to_string(OptimizerKind k);  // "sgd", "adam"
+OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where);
+
+struct MlpConfig {
+  int hidden = 32;           // features per token
+  int ffn = 0;               // 0 = 4 * hidden
+  int seq = 8;               // tokens per microbatch
+  int layers_per_stage = 2;
+  int num_stages = 1;
+  int num_microbatches = 1;
+  int num_replicas = 1;      // dp
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double learning_rate = 0;  // 0 = 0.05 for SGD, 1e-3 for Adam
+  uint64_t seed = 1234;
+  int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
+  double lr() const;
+  int64_t params_per_stage() const;  // 2 * hidden * ffn * layers_per_stage
+};
+
+class MlpWorkload : public Workload {
+ public:
+  // Holds the stages `stage_to_actor` places on `actor`.
+  MlpWorkload(const MlpConfig& config, int actor, int replica,
+              const std::vector<int>& stage_to_actor);
+  void run_task(const TaskRef& task, int step) override;
+  std::vector<char> take_output(const TaskRef& producer, int step) override;
+  void put_input(const TaskRef& producer, int step, std::vector<char> payload) override;
+  std::span<double> grads(int stage) override;
+  void optimizer_step(int stage, int step) override;
+  int64_t bytes_held() const override;
+
+  bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
+  const std::vector<double>& params(int stage) const;
+  // Losses of the last stage's forwards, [step][microbatch]; empty if this actor lacks it.
+  const std::map<int, std::map<int, double>>& losses() const { return losses_; }
+
+ private:
+  struct StageState {
+    std::vector<double> params, grads, adam_m, adam_v;
+  };
+  struct Stash {
+    std::vector<std::vector<double>> x, u, a, dy, du;  // per layer
+  };
+  using Key = std::pair<int, int>;  // (stage, microbatch)
+  void forward(int stage, int mb, int step);
+  void backward_input(int stage, int mb, bool also_weights);
+  void backward_weights(int stage, int mb);
+  StageState& stage(int s);
+
+  MlpConfig config_;
+  int actor_ = 0;
+  int replica_ = 0;
+  std::map<int, StageState> stages_;
+  std::map<Key, Stash> stash_;
+  std::map<Key, std::vector<double>> activation_;  // output of stage s, microbatch k
+  std::map<Key, std::vector<double>> gradient_;    // d loss / d output of stage s
+  std::map<int, std::map<int, double>> losses_;
+};
+
+struct ReferenceResult {
+  std::vector<double> losses;                    // per step: mean over microbatches and replicas
+  std::vector<std::vector<double>> stage_params;  // after the last step
+};
+ReferenceResult run_reference(const MlpConfig& config, int num_steps);
+
+// Deterministic initial parameters of a stage (what every replica starts from).
+std::vector<double> initial_stage_params(const MlpConfig& config, int stage);
+
+class EmulatedWorkload : public Workload {
+ public:
+  EmulatedWorkload(const CostProvider& cost, int actor, double time_scale);
+  void run_task(const TaskRef&, int) override {}
+  std::vector<char> take_output(const TaskRef&, int) override { return {}; }
+  void put_input(const TaskRef&, int, std::vector<char>) override {}
+  std::span<double> grads(int) override { return std::span<double>(token_); }
+  void optimizer_step(int, int) override {}
+  int64_t bytes_held() const override { return 0; }
+  double emulated_s(const Instruction& ins) const override;
+
+ private:
+  const CostProvider& cost_;
+  int actor_ = 0;
+  double time_scale_ = 1;
+  std::vector<double> token_ = {0.0};
+};
+
+}  // namespace jaxpp
