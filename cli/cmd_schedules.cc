@@ -46,7 +46,8 @@ int run_schedules(int argc, char** argv) {
     return kExitOk;
   }
   size_t name_width = 4;
-  for (const ScheduleInfo& info : all_schedules()) name_width = std::max(name_width, info.name.size());
+  for (const ScheduleInfo& info : all_schedules())
+    name_width = std::max(name_width, info.name.size());
   for (const ScheduleInfo& info : all_schedules()) {
     std::cout << info.name << std::string(name_width + 2 - info.name.size(), ' ')
               << info.description << "\n";
@@ -59,8 +60,7 @@ int run_schedules(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"schedules", "List the built-in pipeline schedules",
-                               run_schedules};
+const CommandRegistration kReg{"schedules", "List the built-in pipeline schedules", run_schedules};
 
 }  // namespace
 }  // namespace jaxpp::cli

@@ -101,9 +101,10 @@ int run_show(int argc, char** argv) {
     return kExitOk;
   }
 
-  std::cout << schedule.name << ": p=" << schedule.num_actors() << " actors, S="
-            << schedule.num_stages << " stages (" << to_string(schedule.placement.kind)
-            << " placement), m=" << schedule.num_microbatches << " microbatches\n\n";
+  std::cout << schedule.name << ": p=" << schedule.num_actors()
+            << " actors, S=" << schedule.num_stages << " stages ("
+            << to_string(schedule.placement.kind) << " placement), m=" << schedule.num_microbatches
+            << " microbatches\n\n";
   std::cout << to_text(schedule);
   std::cout << "\npeak in-flight activations per actor (stage-microbatches):";
   for (int v : report.peak_in_flight) std::cout << " " << v;

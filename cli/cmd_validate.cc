@@ -36,21 +36,21 @@ int validate_plan(const std::string& path, bool json) {
     error = e.what();
   }
   if (json) {
-    nlohmann::ordered_json out = {{"file", path},
-                          {"kind", "plan"},
-                          {"ok", error.empty()},
-                          {"errors", error.empty() ? nlohmann::json::array()
-                                                   : nlohmann::json::array({error})},
-                          {"num_actors", plan.program.num_actors},
-                          {"num_stages", plan.program.num_stages},
-                          {"num_microbatches", plan.program.num_microbatches},
-                          {"num_instructions", plan.program.num_instructions()}};
+    nlohmann::ordered_json out = {
+        {"file", path},
+        {"kind", "plan"},
+        {"ok", error.empty()},
+        {"errors", error.empty() ? nlohmann::json::array() : nlohmann::json::array({error})},
+        {"num_actors", plan.program.num_actors},
+        {"num_stages", plan.program.num_stages},
+        {"num_microbatches", plan.program.num_microbatches},
+        {"num_instructions", plan.program.num_instructions()}};
     std::cout << out.dump(2) << "\n";
   } else if (error.empty()) {
-    std::cout << "OK: " << path << ": plan, program with " << plan.program.num_actors
-              << " actors, " << plan.program.num_stages << " stages, "
-              << plan.program.num_microbatches << " microbatches, "
-              << plan.program.num_instructions() << " instructions; every send has its recv\n";
+    std::cout << "OK: " << path << ": plan, program with " << plan.program.num_actors << " actors, "
+              << plan.program.num_stages << " stages, " << plan.program.num_microbatches
+              << " microbatches, " << plan.program.num_instructions()
+              << " instructions; every send has its recv\n";
   } else {
     std::cout << "INVALID: " << path << ": plan program: " << error << "\n";
   }
@@ -88,15 +88,15 @@ int run_validate(int argc, char** argv) {
   if (report.ok()) makespan = unit_cost_timeline(schedule).makespan;
   if (json) {
     nlohmann::ordered_json out = {{"file", path},
-                          {"kind", "schedule"},
-                          {"schedule", schedule.name},
-                          {"ok", report.ok()},
-                          {"errors", report.errors},
-                          {"num_actors", schedule.num_actors()},
-                          {"num_stages", schedule.num_stages},
-                          {"num_microbatches", schedule.num_microbatches},
-                          {"stage_to_actor", schedule.placement.stage_to_actor},
-                          {"peak_in_flight", report.peak_in_flight}};
+                                  {"kind", "schedule"},
+                                  {"schedule", schedule.name},
+                                  {"ok", report.ok()},
+                                  {"errors", report.errors},
+                                  {"num_actors", schedule.num_actors()},
+                                  {"num_stages", schedule.num_stages},
+                                  {"num_microbatches", schedule.num_microbatches},
+                                  {"stage_to_actor", schedule.placement.stage_to_actor},
+                                  {"peak_in_flight", report.peak_in_flight}};
     if (report.ok()) out["makespan_unit"] = makespan;
     std::cout << out.dump(2) << "\n";
     return report.ok() ? kExitOk : kExitFailure;
@@ -107,18 +107,16 @@ int run_validate(int argc, char** argv) {
     for (const std::string& e : report.errors) std::cout << "  " << e << "\n";
     return kExitFailure;
   }
-  std::cout << "OK: " << path << ": " << schedule.num_actors() << " actors, "
-            << schedule.num_stages << " stages (" << to_string(schedule.placement.kind)
-            << " placement), " << schedule.num_microbatches << " microbatches, "
-            << schedule.num_tasks() << " tasks\n";
+  std::cout << "OK: " << path << ": " << schedule.num_actors() << " actors, " << schedule.num_stages
+            << " stages (" << to_string(schedule.placement.kind) << " placement), "
+            << schedule.num_microbatches << " microbatches, " << schedule.num_tasks() << " tasks\n";
   std::cout << "peak in-flight activations per actor (stage-microbatches):";
   for (int v : report.peak_in_flight) std::cout << " " << v;
   std::cout << "\nunit-cost makespan (F=1, B=2, I=W=1): " << makespan << "\n";
   return kExitOk;
 }
 
-const CommandRegistration kReg{"validate", "Check a custom schedule or a plan file",
-                               run_validate};
+const CommandRegistration kReg{"validate", "Check a custom schedule or a plan file", run_validate};
 
 }  // namespace
 }  // namespace jaxpp::cli

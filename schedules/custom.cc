@@ -69,8 +69,10 @@ std::string read_text_file(const std::string& path) {
 
 std::string_view to_string(ScheduleFileFormat f) {
   switch (f) {
-    case ScheduleFileFormat::kJson: return "json";
-    case ScheduleFileFormat::kCsv: return "csv";
+    case ScheduleFileFormat::kJson:
+      return "json";
+    case ScheduleFileFormat::kCsv:
+      return "csv";
   }
   return "?";
 }
@@ -97,8 +99,8 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& where) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const int actor = static_cast<int>(actors.size());
-    const std::string line_where = where + ": line " + std::to_string(line_no) + " (actor " +
-                                   std::to_string(actor) + ")";
+    const std::string line_where =
+        where + ": line " + std::to_string(line_no) + " (actor " + std::to_string(actor) + ")";
     std::vector<ScheduleItem> items;
     size_t cell_begin = 0;
     int cell_no = 0;

@@ -77,8 +77,8 @@ Shape check_shape(const std::string& name, const ScheduleParams& params, Layout 
     case Layout::kLinear:
       s.num_stages = params.num_stages == 0 ? s.p : params.num_stages;
       if (s.num_stages != s.p) {
-        fail(name, "places stage r on actor r: needs S = p" +
-                       got({{"S", s.num_stages}, {"p", s.p}}));
+        fail(name,
+             "places stage r on actor r: needs S = p" + got({{"S", s.num_stages}, {"p", s.p}}));
       }
       break;
     case Layout::kLoop:
@@ -483,7 +483,8 @@ Schedule make_looped_bfs(const ScheduleParams& params) {
 
 // Megatron-LM interleaved 1F1B with microbatch group size g (SCHEDULES.md): the virtual
 // microbatch table walks microbatches in groups of g (the last group may be smaller, as in
-// Megatron's get_schedule_table; with v > 1 we require m % g == 0, see below); within a group all its microbatches of chunk 0, then chunk 1,
+// Megatron's get_schedule_table; with v > 1 we require m % g == 0, see below); within a group all
+// its microbatches of chunk 0, then chunk 1,
 // ... Forward k runs table[k] on chunk c; backward k runs table[k] on chunk v-1-c.
 // Warm-up min(2(p-r-1) + (v-1)·g, m·v) forwards, then (F, B) pairs, then the remaining B.
 Schedule make_megatron_interleaved(const ScheduleParams& params) {

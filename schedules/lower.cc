@@ -20,9 +20,9 @@ std::vector<int64_t> per_stage_bytes(const std::vector<int64_t>& bytes, int num_
   }
   for (size_t s = 0; s < bytes.size(); ++s) {
     if (bytes[s] < 0) {
-      throw_input_error(std::string("lowering option '") + field + "'",
-                        "stage " + std::to_string(s) + ": bytes must be >= 0, got " +
-                            std::to_string(bytes[s]));
+      throw_input_error(
+          std::string("lowering option '") + field + "'",
+          "stage " + std::to_string(s) + ": bytes must be >= 0, got " + std::to_string(bytes[s]));
     }
   }
   return bytes;

@@ -26,9 +26,9 @@
 namespace jaxpp {
 
 struct ScheduleParams {
-  int num_actors = 0;        // p, >= 1
-  int num_stages = 0;        // S; 0 = the schedule's default (p, or 2p for V schedules)
-  int num_microbatches = 0;  // m, >= 1
+  int num_actors = 0;              // p, >= 1
+  int num_stages = 0;              // S; 0 = the schedule's default (p, or 2p for V schedules)
+  int num_microbatches = 0;        // m, >= 1
   bool fuse_steady_state = false;  // Interleaved1F1B / KimiK2 only
   int group_size = 0;              // g, MegatronInterleaved only; 0 = p
 };

@@ -29,8 +29,8 @@ std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
     case TaskKind::kI: {
       std::vector<TaskRef> deps = {TaskRef{TaskKind::kF, s, k}};
       if (s + 1 < num_stages) {
-        const bool next_split = s + 1 < static_cast<int>(split_backward.size()) &&
-                                split_backward[s + 1];
+        const bool next_split =
+            s + 1 < static_cast<int>(split_backward.size()) && split_backward[s + 1];
         deps.push_back(TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k});
       }
       return deps;
@@ -43,10 +43,14 @@ std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
 
 int64_t UnitCosts::of(TaskKind kind) const {
   switch (kind) {
-    case TaskKind::kF: return f;
-    case TaskKind::kB: return b;
-    case TaskKind::kI: return i;
-    case TaskKind::kW: return w;
+    case TaskKind::kF:
+      return f;
+    case TaskKind::kB:
+      return b;
+    case TaskKind::kI:
+      return i;
+    case TaskKind::kW:
+      return w;
   }
   return 0;
 }

@@ -165,8 +165,8 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& where) {
     for (size_t i = 0; i < actors[r].size(); ++i) {
       const std::string pos_where = actor_where + ", position " + std::to_string(i);
       if (!actors[r][i].is_string()) {
-        throw_input_error(pos_where, "expected a task string such as \"F3@s2\", got " +
-                                         actors[r][i].dump());
+        throw_input_error(pos_where,
+                          "expected a task string such as \"F3@s2\", got " + actors[r][i].dump());
       }
       ScheduleItem item = parse_item(actors[r][i].get<std::string>(), pos_where);
       for (const TaskRef& t : item) {
@@ -179,9 +179,9 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& where) {
   }
   const int num_actors = static_cast<int>(s.actors.size());
   if (obj.has("num_actors") && obj.positive_int("num_actors") != num_actors) {
-    throw_input_error(obj.field("num_actors"), "says " + std::to_string(obj.positive_int("num_actors")) +
-                                                   " but 'actors' has " +
-                                                   std::to_string(num_actors) + " lists");
+    throw_input_error(obj.field("num_actors"),
+                      "says " + std::to_string(obj.positive_int("num_actors")) +
+                          " but 'actors' has " + std::to_string(num_actors) + " lists");
   }
   s.num_stages = obj.positive_int_or("num_stages", max_stage + 1);
   s.num_microbatches = obj.positive_int_or("num_microbatches", max_microbatch + 1);
@@ -189,14 +189,14 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& where) {
   if (obj.has("placement")) {
     s.placement = placement_from_json(obj.at("placement"), obj.field("placement"));
     if (s.placement.num_actors != num_actors) {
-      throw_input_error(obj.field("placement"),
-                        "has " + std::to_string(s.placement.num_actors) + " actors but 'actors' has " +
-                            std::to_string(num_actors) + " lists");
+      throw_input_error(obj.field("placement"), "has " + std::to_string(s.placement.num_actors) +
+                                                    " actors but 'actors' has " +
+                                                    std::to_string(num_actors) + " lists");
     }
     if (s.placement.num_stages() != s.num_stages) {
-      throw_input_error(obj.field("placement"),
-                        "has " + std::to_string(s.placement.num_stages()) +
-                            " stages but the schedule has " + std::to_string(s.num_stages));
+      throw_input_error(obj.field("placement"), "has " + std::to_string(s.placement.num_stages()) +
+                                                    " stages but the schedule has " +
+                                                    std::to_string(s.num_stages));
     }
   } else {
     s.placement = infer_placement(s.num_stages, num_actors, s.actors, where);

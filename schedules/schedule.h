@@ -46,7 +46,7 @@ struct Schedule {
   int num_stages = 0;
   int num_microbatches = 0;
   std::vector<std::vector<ScheduleItem>> actors;  // actors[r] = ordered items of actor r
-  std::vector<bool> split_backward;  // per stage: true = I and W, false = B
+  std::vector<bool> split_backward;               // per stage: true = I and W, false = B
 
   int num_actors() const { return static_cast<int>(actors.size()); }
   int64_t num_tasks() const;

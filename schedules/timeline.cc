@@ -47,10 +47,11 @@ std::string timeline_to_text(const Schedule& schedule, const Timeline& timeline)
   int64_t total_busy = 0;
   for (int64_t b : timeline.busy) total_busy += b;
   const int64_t capacity = timeline.makespan * schedule.num_actors();
-  out += "makespan " + std::to_string(timeline.makespan) + " (unit costs F=" +
-         std::to_string(timeline.costs.f) + " B=" + std::to_string(timeline.costs.b) +
-         " I=" + std::to_string(timeline.costs.i) + " W=" + std::to_string(timeline.costs.w) +
-         "), idle " + std::to_string(capacity - total_busy) + " of " + std::to_string(capacity) +
+  out += "makespan " + std::to_string(timeline.makespan) +
+         " (unit costs F=" + std::to_string(timeline.costs.f) +
+         " B=" + std::to_string(timeline.costs.b) + " I=" + std::to_string(timeline.costs.i) +
+         " W=" + std::to_string(timeline.costs.w) + "), idle " +
+         std::to_string(capacity - total_busy) + " of " + std::to_string(capacity) +
          " actor-units\n";
   return out;
 }

@@ -30,8 +30,8 @@
 namespace jaxpp {
 
 struct ValidationReport {
-  std::vector<std::string> errors;   // empty when valid
-  std::vector<int> peak_in_flight;   // per actor, in stage-microbatch activation units
+  std::vector<std::string> errors;  // empty when valid
+  std::vector<int> peak_in_flight;  // per actor, in stage-microbatch activation units
   bool ok() const { return errors.empty(); }
 };
 

@@ -40,8 +40,11 @@ TEST(CustomSchedules, JsonRoundTripKeepsEveryBuiltinExactly) {
     const bool loop = info.name == "Interleaved1F1B" || info.name == "KimiK2" ||
                       info.name == "InterleavedGPipe" || info.name == "LoopedBFS" ||
                       info.name == "MegatronInterleaved";
-    const Schedule s = info.generate(
-        {.num_actors = 3, .num_stages = v_shape ? 6 : loop ? 6 : 3, .num_microbatches = 6});
+    const Schedule s = info.generate({.num_actors = 3,
+                                      .num_stages = v_shape ? 6
+                                                    : loop  ? 6
+                                                            : 3,
+                                      .num_microbatches = 6});
     const Schedule back = parse_schedule_json(schedule_to_json_text(s), "roundtrip.json");
     EXPECT_EQ(back, s) << info.name;
   }
@@ -70,8 +73,8 @@ TEST(CustomSchedules, CsvWithIdleCellsLoadsAndValidates) {
   EXPECT_EQ(s.num_stages, 2);
   EXPECT_EQ(s.num_microbatches, 4);
   EXPECT_EQ(s.placement.kind, PlacementKind::kLinear);
-  EXPECT_EQ(to_text(s), to_text(generate_schedule("1f1b", {.num_actors = 2,
-                                                           .num_microbatches = 4})));
+  EXPECT_EQ(to_text(s),
+            to_text(generate_schedule("1f1b", {.num_actors = 2, .num_microbatches = 4})));
   EXPECT_TRUE(validate_schedule(s).ok());
 }
 
@@ -90,8 +93,8 @@ TEST(CustomSchedules, CsvFusedExtensionKeepsTheGroup) {
 }
 
 TEST(CustomSchedules, LoopPlacementIsInferredFromRows) {
-  const Schedule s = generate_schedule("interleaved", {.num_actors = 2, .num_stages = 4,
-                                                       .num_microbatches = 4});
+  const Schedule s =
+      generate_schedule("interleaved", {.num_actors = 2, .num_stages = 4, .num_microbatches = 4});
   const Schedule back = parse_schedule_csv(schedule_to_csv(s), "i.csv");
   EXPECT_EQ(back.placement.kind, PlacementKind::kLoop);
 }
@@ -117,18 +120,16 @@ TEST(CustomSchedules, MalformedJsonNamesTheFileAndPosition) {
 }
 
 TEST(CustomSchedules, BadJsonTokenNamesActorAndPosition) {
-  const std::string e = error_of([] {
-    parse_schedule_json(R"({"actors": [["F0@s0", "X1@s0"]]})", "t.json");
-  });
+  const std::string e =
+      error_of([] { parse_schedule_json(R"({"actors": [["F0@s0", "X1@s0"]]})", "t.json"); });
   EXPECT_EQ(e,
             "t.json: field 'actors': actor 0, position 1: bad task token 'X1@s0' (expected "
             "<F|B|I|W><microbatch>@s<stage>, e.g. F3@s2; fused groups joined by '+')");
 }
 
 TEST(CustomSchedules, StageOnTwoActorsIsRejectedWithoutExplicitPlacement) {
-  const std::string e = error_of([] {
-    parse_schedule_json(R"({"actors": [["F0@s0", "B0@s0"], ["F0@s0"]]})", "t.json");
-  });
+  const std::string e = error_of(
+      [] { parse_schedule_json(R"({"actors": [["F0@s0", "B0@s0"], ["F0@s0"]]})", "t.json"); });
   EXPECT_NE(e.find("stage 0 appears on two actors (actor 0 position 0 and actor 1 position 0"),
             std::string::npos)
       << e;

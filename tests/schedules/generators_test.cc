@@ -41,8 +41,8 @@ TEST(SchedulesExamples, ZeroBubbleFourActorsEightMicrobatchesMatchesJaxPP) {
 }
 
 TEST(SchedulesExamples, Interleaved1F1BFourStagesTwoActorsMatchesJaxPP) {
-  const Schedule s = generate_schedule(
-      "Interleaved1F1B", {.num_actors = 2, .num_stages = 4, .num_microbatches = 4});
+  const Schedule s = generate_schedule("Interleaved1F1B",
+                                       {.num_actors = 2, .num_stages = 4, .num_microbatches = 4});
   EXPECT_EQ(to_text(s),
             "actor0: F0@s0 F1@s0 F0@s2 F1@s2 F2@s0 B0@s2 F3@s0 B1@s2 F2@s2 B0@s0 F3@s2 B1@s0 "
             "B2@s2 B3@s2 B2@s0 B3@s0\n"
@@ -52,9 +52,9 @@ TEST(SchedulesExamples, Interleaved1F1BFourStagesTwoActorsMatchesJaxPP) {
 }
 
 TEST(SchedulesExamples, FuseSteadyStateFusesEverySteadyPair) {
-  const Schedule s =
-      generate_schedule("interleaved", {.num_actors = 2, .num_stages = 4, .num_microbatches = 4,
-                                        .fuse_steady_state = true});
+  const Schedule s = generate_schedule(
+      "interleaved",
+      {.num_actors = 2, .num_stages = 4, .num_microbatches = 4, .fuse_steady_state = true});
   EXPECT_EQ(actor_to_text(s, 0),
             "F0@s0 F1@s0 F0@s2 F1@s2 [F2@s0+B0@s2] [F3@s0+B1@s2] [F2@s2+B0@s0] [F3@s2+B1@s0] "
             "B2@s2 B3@s2 B2@s0 B3@s0");
@@ -194,9 +194,9 @@ TEST(SchedulesConstraints, DualPipeVRejectsFewerThanTwoPMicrobatches) {
 TEST(SchedulesConstraints, LinearSchedulesRejectOtherStageCounts) {
   EXPECT_THROW(generate_schedule("1f1b", {.num_actors = 4, .num_stages = 8, .num_microbatches = 8}),
                InputError);
-  EXPECT_THROW(generate_schedule("interleaved",
-                                 {.num_actors = 4, .num_stages = 6, .num_microbatches = 8}),
-               InputError);
+  EXPECT_THROW(
+      generate_schedule("interleaved", {.num_actors = 4, .num_stages = 6, .num_microbatches = 8}),
+      InputError);
   EXPECT_THROW(generate_schedule("zb-v", {.num_actors = 4, .num_stages = 4, .num_microbatches = 8}),
                InputError);
 }
@@ -211,12 +211,14 @@ TEST(SchedulesConstraints, InterleavedRejectsMicrobatchesNotDivisibleByRounds) {
 }
 
 TEST(SchedulesConstraints, MegatronRejectsGroupSizeOutsidePToM) {
-  EXPECT_THROW(generate_schedule("megatron", {.num_actors = 4, .num_stages = 8,
-                                              .num_microbatches = 8, .group_size = 3}),
-               InputError);
-  EXPECT_THROW(generate_schedule("megatron", {.num_actors = 4, .num_stages = 8,
-                                              .num_microbatches = 8, .group_size = 9}),
-               InputError);
+  EXPECT_THROW(
+      generate_schedule("megatron",
+                        {.num_actors = 4, .num_stages = 8, .num_microbatches = 8, .group_size = 3}),
+      InputError);
+  EXPECT_THROW(
+      generate_schedule("megatron",
+                        {.num_actors = 4, .num_stages = 8, .num_microbatches = 8, .group_size = 9}),
+      InputError);
 }
 
 TEST(SchedulesRegistry, NamesAreCaseInsensitiveWithAliases) {

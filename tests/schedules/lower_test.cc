@@ -25,10 +25,10 @@ TEST(LowerSchedule, OneFOneBOnTwoActorsHasSendsRecvsReduceAndOptimizer) {
   // actor 0: F0, send, F1, send, recv(grad 0), B0, recv(grad 1), B1, allreduce, optimizer.
   std::vector<OpKind> ops0;
   for (const Instruction& ins : prog.actors[0]) ops0.push_back(ins.op);
-  EXPECT_EQ(ops0, (std::vector<OpKind>{OpKind::kCompute, OpKind::kSend, OpKind::kCompute,
-                                       OpKind::kSend, OpKind::kRecv, OpKind::kCompute,
-                                       OpKind::kRecv, OpKind::kCompute, OpKind::kAllReduce,
-                                       OpKind::kOptimizer}));
+  EXPECT_EQ(ops0,
+            (std::vector<OpKind>{OpKind::kCompute, OpKind::kSend, OpKind::kCompute, OpKind::kSend,
+                                 OpKind::kRecv, OpKind::kCompute, OpKind::kRecv, OpKind::kCompute,
+                                 OpKind::kAllReduce, OpKind::kOptimizer}));
   // The backward of microbatch 0 on actor 0 waits for the gradient recv and its own F.
   const Instruction& b0 = prog.actors[0][5];
   EXPECT_EQ(b0.tasks, (std::vector<TaskRef>{{TaskKind::kB, 0, 0}}));
@@ -87,8 +87,8 @@ TEST(LowerSchedule, WithoutGradReduceTheOptimizerFollowsTheLastBackward) {
 }
 
 TEST(LowerSchedule, FusedGroupIsOneComputeInstruction) {
-  const Schedule s = generate_schedule("interleaved", {.num_actors = 2, .num_stages = 4,
-                                                       .num_microbatches = 4});
+  const Schedule s =
+      generate_schedule("interleaved", {.num_actors = 2, .num_stages = 4, .num_microbatches = 4});
   const Program prog = lower(s, {});
   int fused = 0;
   for (const Instruction& ins : prog.actors[1]) {

@@ -42,11 +42,10 @@ int stages_for(const std::string& name, const Case& c) {
   return c.p;
 }
 
-bool uses_v(const std::string& name) { return name == "DualPipeV" || name == "ZB-V" ||
-                                               name == "Interleaved1F1B" || name == "KimiK2" ||
-                                               name == "InterleavedGPipe" ||
-                                               name == "LoopedBFS" ||
-                                               name == "MegatronInterleaved"; }
+bool uses_v(const std::string& name) {
+  return name == "DualPipeV" || name == "ZB-V" || name == "Interleaved1F1B" || name == "KimiK2" ||
+         name == "InterleavedGPipe" || name == "LoopedBFS" || name == "MegatronInterleaved";
+}
 
 TEST(SchedulesProperty, EveryBuiltinValidatesAndLowersOverTheGrid) {
   std::map<std::string, int> checked;

@@ -39,8 +39,7 @@ TEST(ValidateSchedule, DeadlockListsTheBlockedTaskOnEveryActor) {
 TEST(ValidateSchedule, MissingTaskIsNamed) {
   const ValidationReport r = validate_schedule(load_schedule_file(data("missing_task.json")));
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0],
-            "actor 1: task B1@s1 is missing (every stage-microbatch needs F and B)");
+  EXPECT_EQ(r.errors[0], "actor 1: task B1@s1 is missing (every stage-microbatch needs F and B)");
 }
 
 TEST(ValidateSchedule, DuplicatedTaskNamesBothPositions) {
@@ -54,8 +53,7 @@ TEST(ValidateSchedule, TaskOnTheWrongActorIsRejected) {
   std::swap(s.actors[0][0], s.actors[1][0]);  // F0@s1 now on actor 0
   const ValidationReport r = validate_schedule(s);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.errors[0],
-            "actor 0, position 0: F0@s1 runs stage 1, which is placed on actor 1");
+  EXPECT_EQ(r.errors[0], "actor 0, position 0: F0@s1 runs stage 1, which is placed on actor 1");
 }
 
 TEST(ValidateSchedule, WeightGradientBeforeItsInputGradientIsRejected) {
