@@ -55,7 +55,8 @@ int run_graph(int argc, char** argv) {
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
 
   const GraphReport report = build_graph_report(req);
-  if (args.count("dot")) write_text_file_atomic(args["dot"].as<std::string>(), report.graph.to_dot());
+  if (args.count("dot"))
+    write_text_file_atomic(args["dot"].as<std::string>(), report.graph.to_dot());
   if (args.count("json")) {
     std::cout << graph_report_json(report).dump(2) << "\n";
     return kExitOk;

@@ -58,8 +58,8 @@ std::string gflop(double flops) {
 }
 
 std::map<std::string, int> count_tasks(const TaskGraph& g) {
-  std::map<std::string, int> counts = {{"F", 0},        {"B", 0},           {"I", 0},
-                                       {"W", 0},        {"transfer", 0},    {"grad_reduce", 0},
+  std::map<std::string, int> counts = {{"F", 0},        {"B", 0},        {"I", 0},
+                                       {"W", 0},        {"transfer", 0}, {"grad_reduce", 0},
                                        {"optimizer", 0}};
   for (int id = 0; id < g.num_nodes(); ++id) {
     const TaskNode& n = g.node(id);
@@ -82,7 +82,8 @@ bool any_split(const GraphReport& r) {
 GraphReport build_graph_report(const GraphRequest& req) {
   if (req.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(req.pp));
   if (req.virtual_stages < 1)
-    throw_input_error("--virtual", "expected at least 1, got " + std::to_string(req.virtual_stages));
+    throw_input_error("--virtual",
+                      "expected at least 1, got " + std::to_string(req.virtual_stages));
   if (req.num_microbatches < 1)
     throw_input_error("--microbatches",
                       "expected at least 1, got " + std::to_string(req.num_microbatches));
@@ -135,13 +136,14 @@ void print_model_summary(std::ostream& out, const ModelSpec& m) {
 
 void print_stage_table(std::ostream& out, const GraphReport& r) {
   const TaskGraphOptions& o = r.graph.options();
-  out << "pp " << r.placement.num_actors << ", " << r.partition.num_stages() << " stages, placement "
-      << to_string(r.placement.kind) << ", " << o.num_microbatches << " microbatches of "
-      << o.microbatch_size << " sequence(s), recompute " << to_string(o.recompute) << "\n";
+  out << "pp " << r.placement.num_actors << ", " << r.partition.num_stages()
+      << " stages, placement " << to_string(r.placement.kind) << ", " << o.num_microbatches
+      << " microbatches of " << o.microbatch_size << " sequence(s), recompute "
+      << to_string(o.recompute) << "\n";
   const bool split = any_split(r);
   char line[256];
-  std::snprintf(line, sizeof line, "%5s %5s %11s %10s %10s %10s %10s %10s %10s\n", "stage",
-                "actor", "layers", "params", "F GFLOP", split ? "I GFLOP" : "B GFLOP",
+  std::snprintf(line, sizeof line, "%5s %5s %11s %10s %10s %10s %10s %10s %10s\n", "stage", "actor",
+                "layers", "params", "F GFLOP", split ? "I GFLOP" : "B GFLOP",
                 split ? "W GFLOP" : "", "act MiB", "stash MiB");
   out << line;
   for (int s = 0; s < r.partition.num_stages(); ++s) {
@@ -199,8 +201,8 @@ nlohmann::json graph_report_json(const GraphReport& r) {
           {"microbatches", o.num_microbatches},
           {"microbatch_size", o.microbatch_size},
           {"recompute", std::string(to_string(o.recompute))},
-          {"model_flops_per_iteration", r.model.model_flops_per_sequence() *
-                                            o.microbatch_size * o.num_microbatches},
+          {"model_flops_per_iteration",
+           r.model.model_flops_per_sequence() * o.microbatch_size * o.num_microbatches},
           {"partition", r.partition.stage_begin},
           {"stages", std::move(stages)},
           {"tasks", r.graph.num_nodes()},

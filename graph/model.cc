@@ -100,8 +100,8 @@ LayerWork logits_layer(const TransformerShape& t) {
   w.params = t.tied_embeddings ? 0 : static_cast<int64_t>(t.vocab) * t.hidden;
   w.output_bytes = 4;  // the fp32 loss
   // Its input and the logits are kept for the backward whatever the recompute policy.
-  const int64_t stash = (static_cast<int64_t>(t.seq_len) * t.hidden +
-                         static_cast<int64_t>(t.seq_len) * t.vocab) * db;
+  const int64_t stash =
+      (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
   w.stash_bytes = {stash, stash, stash};
   return w;
 }
@@ -114,8 +114,8 @@ ModelSpec build_transformer_model(TransformerShape t, const std::string& where) 
                                  ") must be a multiple of heads (" + std::to_string(t.heads) + ")");
   if (t.heads % t.kv_heads != 0)
     throw_input_error(where, "heads (" + std::to_string(t.heads) +
-                                 ") must be a multiple of kv_heads (" +
-                                 std::to_string(t.kv_heads) + ")");
+                                 ") must be a multiple of kv_heads (" + std::to_string(t.kv_heads) +
+                                 ")");
   ModelSpec m;
   m.name = t.name;
   m.dtype = t.dtype;
@@ -194,17 +194,15 @@ const std::vector<TransformerShape>& presets() {
 
 // ---- JSON. ----------------------------------------------------------------------------------
 
-const std::set<std::string> kTransformerKeys = {"name",  "layers",   "hidden",
-                                                "heads", "kv_heads", "ffn_hidden",
-                                                "seq_len", "vocab",  "dtype",
-                                                "tied_embeddings", "mlp"};
-const std::set<std::string> kExplicitKeys = {"name",    "dtype",      "layers_list", "hidden",
-                                             "heads",   "kv_heads",   "ffn_hidden",  "seq_len",
-                                             "vocab",   "tied_embeddings", "mlp"};
-const std::set<std::string> kLayerKeys = {"name",          "kind",          "fwd_flops",
-                                          "bwd_input_flops", "bwd_weight_flops", "params",
-                                          "output_bytes",  "stash_bytes",   "recompute_flops",
-                                          "tp_allreduce_bytes"};
+const std::set<std::string> kTransformerKeys = {"name",     "layers",          "hidden",  "heads",
+                                                "kv_heads", "ffn_hidden",      "seq_len", "vocab",
+                                                "dtype",    "tied_embeddings", "mlp"};
+const std::set<std::string> kExplicitKeys = {"name",  "dtype",           "layers_list", "hidden",
+                                             "heads", "kv_heads",        "ffn_hidden",  "seq_len",
+                                             "vocab", "tied_embeddings", "mlp"};
+const std::set<std::string> kLayerKeys = {
+    "name",   "kind",         "fwd_flops",   "bwd_input_flops", "bwd_weight_flops",
+    "params", "output_bytes", "stash_bytes", "recompute_flops", "tp_allreduce_bytes"};
 
 bool parse_mlp_gated(const JsonObject& obj) {
   const std::string mlp = lower(obj.string_or("mlp", "gelu"));
@@ -269,7 +267,8 @@ LayerWork layer_from_json(const JsonObject& obj) {
       w.recompute_flops = {0, 0, obj.non_negative_number("recompute_flops")};
     }
   }
-  if (obj.has("tp_allreduce_bytes")) w.tp_allreduce_bytes = obj.non_negative_integer("tp_allreduce_bytes");
+  if (obj.has("tp_allreduce_bytes"))
+    w.tp_allreduce_bytes = obj.non_negative_integer("tp_allreduce_bytes");
   return w;
 }
 
@@ -289,8 +288,8 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
   for (size_t i = 0; i < list.size(); ++i) {
-    m.layers.push_back(
-        layer_from_json(JsonObject(list[i], obj.where() + ": layers_list[" + std::to_string(i) + "]")));
+    m.layers.push_back(layer_from_json(
+        JsonObject(list[i], obj.where() + ": layers_list[" + std::to_string(i) + "]")));
     if (m.layers.back().kind == LayerKind::kTransformer) ++m.num_transformer_layers;
   }
   return m;
@@ -300,20 +299,28 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
 
 std::string_view to_string(Dtype d) {
   switch (d) {
-    case Dtype::kBf16: return "bf16";
-    case Dtype::kFp16: return "fp16";
-    case Dtype::kFp32: return "fp32";
-    case Dtype::kFp8: return "fp8";
+    case Dtype::kBf16:
+      return "bf16";
+    case Dtype::kFp16:
+      return "fp16";
+    case Dtype::kFp32:
+      return "fp32";
+    case Dtype::kFp8:
+      return "fp8";
   }
   return "?";
 }
 
 int dtype_bytes(Dtype d) {
   switch (d) {
-    case Dtype::kBf16: return 2;
-    case Dtype::kFp16: return 2;
-    case Dtype::kFp32: return 4;
-    case Dtype::kFp8: return 1;
+    case Dtype::kBf16:
+      return 2;
+    case Dtype::kFp16:
+      return 2;
+    case Dtype::kFp32:
+      return 4;
+    case Dtype::kFp8:
+      return 1;
   }
   return 2;
 }
@@ -322,14 +329,18 @@ Dtype parse_dtype(std::string_view s, const std::string& where) {
   const std::string l = lower(s);
   for (Dtype d : kAllDtypes)
     if (l == to_string(d)) return d;
-  throw_input_error(where, "unknown dtype \"" + std::string(s) + "\" (expected bf16, fp16, fp32 or fp8)");
+  throw_input_error(where,
+                    "unknown dtype \"" + std::string(s) + "\" (expected bf16, fp16, fp32 or fp8)");
 }
 
 std::string_view to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -344,18 +355,22 @@ Recompute parse_recompute(std::string_view s, const std::string& where) {
 
 std::string_view to_string(LayerKind k) {
   switch (k) {
-    case LayerKind::kEmbedding: return "embedding";
-    case LayerKind::kTransformer: return "transformer";
-    case LayerKind::kLogits: return "logits";
-    case LayerKind::kCustom: return "custom";
+    case LayerKind::kEmbedding:
+      return "embedding";
+    case LayerKind::kTransformer:
+      return "transformer";
+    case LayerKind::kLogits:
+      return "logits";
+    case LayerKind::kCustom:
+      return "custom";
   }
   return "?";
 }
 
 LayerKind parse_layer_kind(std::string_view s, const std::string& where) {
   const std::string l = lower(s);
-  for (LayerKind k : {LayerKind::kEmbedding, LayerKind::kTransformer, LayerKind::kLogits,
-                      LayerKind::kCustom})
+  for (LayerKind k :
+       {LayerKind::kEmbedding, LayerKind::kTransformer, LayerKind::kLogits, LayerKind::kCustom})
     if (l == to_string(k)) return k;
   throw_input_error(where, "unknown layer kind \"" + std::string(s) +
                                "\" (expected embedding, transformer, logits or custom)");
@@ -422,9 +437,8 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     lj["bwd_weight_flops"] = l.bwd_weight_flops;
     lj["params"] = l.params;
     lj["output_bytes"] = l.output_bytes;
-    lj["stash_bytes"] = {{"none", l.stash_bytes[0]},
-                         {"selective", l.stash_bytes[1]},
-                         {"full", l.stash_bytes[2]}};
+    lj["stash_bytes"] = {
+        {"none", l.stash_bytes[0]}, {"selective", l.stash_bytes[1]}, {"full", l.stash_bytes[2]}};
     lj["recompute_flops"] = {{"selective", l.recompute_flops[1]}, {"full", l.recompute_flops[2]}};
     lj["tp_allreduce_bytes"] = l.tp_allreduce_bytes;
     list.push_back(std::move(lj));

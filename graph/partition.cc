@@ -24,7 +24,8 @@ std::vector<int> min_max_partition(const std::vector<double>& costs, int k) {
   for (int p = 1; p <= k; ++p) {
     for (int i = n - p; i >= 0; --i) {
       double b = kInf;
-      for (int j = i + 1; j <= n - (p - 1); ++j) b = std::min(b, std::max(seg(i, j), best[p - 1][j]));
+      for (int j = i + 1; j <= n - (p - 1); ++j)
+        b = std::min(b, std::max(seg(i, j), best[p - 1][j]));
       best[p][i] = b;
     }
   }
@@ -49,7 +50,8 @@ Partition partition_from_starts(const std::vector<int>& starts, int num_layers) 
   for (size_t s = 0; s < starts.size(); ++s) {
     const std::string where = "partition entry " + std::to_string(s);
     if (s == 0 && starts[0] != 0)
-      throw_input_error(where, "the first stage must start at layer 0, got " + std::to_string(starts[0]));
+      throw_input_error(where,
+                        "the first stage must start at layer 0, got " + std::to_string(starts[0]));
     if (starts[s] < 0 || starts[s] >= num_layers)
       throw_input_error(where, "layer " + std::to_string(starts[s]) + " out of range [0, " +
                                    std::to_string(num_layers) + ")");

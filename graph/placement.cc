@@ -10,10 +10,14 @@ namespace jaxpp {
 
 std::string_view to_string(PlacementKind k) {
   switch (k) {
-    case PlacementKind::kLinear: return "linear";
-    case PlacementKind::kLoop: return "loop";
-    case PlacementKind::kV: return "v";
-    case PlacementKind::kExplicit: return "explicit";
+    case PlacementKind::kLinear:
+      return "linear";
+    case PlacementKind::kLoop:
+      return "loop";
+    case PlacementKind::kV:
+      return "v";
+    case PlacementKind::kExplicit:
+      return "explicit";
   }
   return "?";
 }
@@ -25,8 +29,8 @@ PlacementKind parse_placement_kind(std::string_view s, const std::string& where)
   if (l == "circular" || l == "interleaved") return PlacementKind::kLoop;
   for (PlacementKind k : kAllPlacementKinds)
     if (l == to_string(k)) return k;
-  throw_input_error(where, "unknown placement \"" + std::string(s) +
-                               "\" (expected linear, loop, v or explicit)");
+  throw_input_error(
+      where, "unknown placement \"" + std::string(s) + "\" (expected linear, loop, v or explicit)");
 }
 
 std::vector<int> Placement::stages_of(int actor) const {
@@ -40,8 +44,10 @@ Placement make_placement(PlacementKind kind, int num_stages, int num_actors) {
   const std::string where = "placement " + std::string(to_string(kind));
   const std::string shape =
       std::to_string(num_stages) + " stages on " + std::to_string(num_actors) + " actors";
-  if (num_actors < 1) throw_input_error(where, "expected at least 1 actor, got " + std::to_string(num_actors));
-  if (num_stages < 1) throw_input_error(where, "expected at least 1 stage, got " + std::to_string(num_stages));
+  if (num_actors < 1)
+    throw_input_error(where, "expected at least 1 actor, got " + std::to_string(num_actors));
+  if (num_stages < 1)
+    throw_input_error(where, "expected at least 1 stage, got " + std::to_string(num_stages));
   Placement p;
   p.kind = kind;
   p.num_actors = num_actors;
@@ -70,15 +76,16 @@ Placement make_placement(PlacementKind kind, int num_stages, int num_actors) {
 }
 
 Placement explicit_placement(const std::vector<int>& stage_to_actor, int num_actors) {
-  if (num_actors < 1) throw_input_error("placement", "expected at least 1 actor, got " + std::to_string(num_actors));
+  if (num_actors < 1)
+    throw_input_error("placement", "expected at least 1 actor, got " + std::to_string(num_actors));
   if (stage_to_actor.empty()) throw_input_error("placement", "expected at least one stage");
   std::vector<bool> used(num_actors, false);
   for (size_t s = 0; s < stage_to_actor.size(); ++s) {
     const int a = stage_to_actor[s];
     if (a < 0 || a >= num_actors)
-      throw_input_error("placement entry " + std::to_string(s),
-                        "actor " + std::to_string(a) + " out of range [0, " +
-                            std::to_string(num_actors) + ")");
+      throw_input_error(
+          "placement entry " + std::to_string(s),
+          "actor " + std::to_string(a) + " out of range [0, " + std::to_string(num_actors) + ")");
     used[a] = true;
   }
   for (int a = 0; a < num_actors; ++a)
@@ -110,8 +117,8 @@ Placement placement_from_json(const nlohmann::json& j, const std::string& where)
     if (kind != PlacementKind::kExplicit) {
       Placement expected = make_placement(kind, static_cast<int>(map.size()), actors);
       if (expected.stage_to_actor != map)
-        throw_input_error("stage_to_actor", "does not match a " + std::string(to_string(kind)) +
-                                                " placement");
+        throw_input_error("stage_to_actor",
+                          "does not match a " + std::string(to_string(kind)) + " placement");
       return expected;
     }
     return p;

@@ -40,7 +40,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   c.num_microbatches = obj.positive_int_or("num_microbatches", c.num_microbatches);
   c.global_batch = obj.positive_int_or("global_batch", c.global_batch);
   c.schedule = obj.string_or("schedule", c.schedule);
-  if (obj.has("recompute")) c.recompute = parse_recompute(obj.string("recompute"), obj.field("recompute"));
+  if (obj.has("recompute"))
+    c.recompute = parse_recompute(obj.string("recompute"), obj.field("recompute"));
   c.sequence_parallel = obj.boolean_or("sequence_parallel", c.sequence_parallel);
   c.zero1 = obj.boolean_or("zero1", c.zero1);
   return c;
@@ -82,13 +83,11 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
   plan.program = program_from_json(obj.at("program"), obj.field("program"));
   plan.predicted = obj.has("predicted") ? obj.at("predicted") : nlohmann::json();
   if (plan.partition.num_layers != plan.model.num_layers())
-    throw_input_error(obj.field("partition"), "covers " +
-                                                  std::to_string(plan.partition.num_layers) +
-                                                  " layers but the model has " +
-                                                  std::to_string(plan.model.num_layers()));
+    throw_input_error(obj.field("partition"),
+                      "covers " + std::to_string(plan.partition.num_layers) +
+                          " layers but the model has " + std::to_string(plan.model.num_layers()));
   if (plan.placement.num_stages() != plan.partition.num_stages())
-    throw_input_error(obj.field("placement"), "has " +
-                                                  std::to_string(plan.placement.num_stages()) +
+    throw_input_error(obj.field("placement"), "has " + std::to_string(plan.placement.num_stages()) +
                                                   " stages but the partition has " +
                                                   std::to_string(plan.partition.num_stages()));
   return plan;

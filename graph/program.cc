@@ -19,8 +19,8 @@ std::string at(int actor, size_t index) {
 OpKind parse_op(const std::string& s, const std::string& where) {
   for (OpKind k : kAllOpKinds)
     if (s == to_string(k)) return k;
-  throw_input_error(where, "unknown op \"" + s +
-                               "\" (expected compute, send, recv, allreduce or optimizer)");
+  throw_input_error(
+      where, "unknown op \"" + s + "\" (expected compute, send, recv, allreduce or optimizer)");
 }
 
 std::vector<int> int_list(const JsonObject& obj, const std::string& key) {
@@ -71,51 +71,72 @@ Instruction instruction_from_json(const JsonObject& obj) {
 
 std::string_view to_string(OpKind k) {
   switch (k) {
-    case OpKind::kCompute: return "compute";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kOptimizer: return "optimizer";
+    case OpKind::kCompute:
+      return "compute";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kAllReduce:
+      return "allreduce";
+    case OpKind::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 std::string_view to_string(StreamKind k) {
   switch (k) {
-    case StreamKind::kCompute: return "compute";
-    case StreamKind::kSend: return "send";
-    case StreamKind::kRecv: return "recv";
-    case StreamKind::kCollective: return "collective";
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kSend:
+      return "send";
+    case StreamKind::kRecv:
+      return "recv";
+    case StreamKind::kCollective:
+      return "collective";
   }
   return "?";
 }
 
 std::string to_string(const StreamId& s) {
   switch (s.kind) {
-    case StreamKind::kSend: return "send->" + std::to_string(s.peer);
-    case StreamKind::kRecv: return "recv<-" + std::to_string(s.peer);
-    default: return std::string(to_string(s.kind));
+    case StreamKind::kSend:
+      return "send->" + std::to_string(s.peer);
+    case StreamKind::kRecv:
+      return "recv<-" + std::to_string(s.peer);
+    default:
+      return std::string(to_string(s.kind));
   }
 }
 
 StreamId stream_of(const Instruction& ins) {
   switch (ins.op) {
     case OpKind::kCompute:
-    case OpKind::kOptimizer: return {StreamKind::kCompute, -1};
-    case OpKind::kSend: return {StreamKind::kSend, ins.peer};
-    case OpKind::kRecv: return {StreamKind::kRecv, ins.peer};
-    case OpKind::kAllReduce: return {StreamKind::kCollective, -1};
+    case OpKind::kOptimizer:
+      return {StreamKind::kCompute, -1};
+    case OpKind::kSend:
+      return {StreamKind::kSend, ins.peer};
+    case OpKind::kRecv:
+      return {StreamKind::kRecv, ins.peer};
+    case OpKind::kAllReduce:
+      return {StreamKind::kCollective, -1};
   }
   return {};
 }
 
 std::string to_string(const Instruction& ins) {
   switch (ins.op) {
-    case OpKind::kCompute: return to_string(ins.tasks);
-    case OpKind::kSend: return "send " + to_string(ins.tasks) + " ->" + std::to_string(ins.peer);
-    case OpKind::kRecv: return "recv " + to_string(ins.tasks) + " <-" + std::to_string(ins.peer);
-    case OpKind::kAllReduce: return "allreduce s" + std::to_string(ins.stage);
-    case OpKind::kOptimizer: return "optimizer s" + std::to_string(ins.stage);
+    case OpKind::kCompute:
+      return to_string(ins.tasks);
+    case OpKind::kSend:
+      return "send " + to_string(ins.tasks) + " ->" + std::to_string(ins.peer);
+    case OpKind::kRecv:
+      return "recv " + to_string(ins.tasks) + " <-" + std::to_string(ins.peer);
+    case OpKind::kAllReduce:
+      return "allreduce s" + std::to_string(ins.stage);
+    case OpKind::kOptimizer:
+      return "optimizer s" + std::to_string(ins.stage);
   }
   return "?";
 }
@@ -211,8 +232,8 @@ void check_program(const Program& p) {
                                    std::to_string(it->second.actor) + " from actor " +
                                    std::to_string(rcv.peer));
     if (rcv.bytes != snd.bytes)
-      throw_input_error(where, "sends " + std::to_string(snd.bytes) + " bytes but the recv expects " +
-                                   std::to_string(rcv.bytes));
+      throw_input_error(where, "sends " + std::to_string(snd.bytes) +
+                                   " bytes but the recv expects " + std::to_string(rcv.bytes));
     if (rcv.tasks != snd.tasks)
       throw_input_error(where, "the matching recv carries " + to_string(rcv.tasks));
   }
@@ -259,10 +280,9 @@ Program program_from_json(const nlohmann::json& j, const std::string& where) {
     throw_input_error(obj.field("format"), "expected \"" + std::string(kProgramFormat) +
                                                "\", got \"" + obj.string("format") + "\"");
   if (obj.integer("version") != kProgramVersion)
-    throw_input_error(obj.field("version"), "unsupported version " +
-                                                std::to_string(obj.integer("version")) +
-                                                " (this build reads version " +
-                                                std::to_string(kProgramVersion) + ")");
+    throw_input_error(obj.field("version"),
+                      "unsupported version " + std::to_string(obj.integer("version")) +
+                          " (this build reads version " + std::to_string(kProgramVersion) + ")");
   Program p;
   p.num_actors = obj.positive_int("num_actors");
   p.num_stages = obj.positive_int("num_stages");
@@ -274,7 +294,8 @@ Program program_from_json(const nlohmann::json& j, const std::string& where) {
     if (!actors[r].is_array()) throw_input_error(aw, "expected an array of instructions");
     std::vector<Instruction> list;
     for (size_t i = 0; i < actors[r].size(); ++i)
-      list.push_back(instruction_from_json(JsonObject(actors[r][i], aw + "[" + std::to_string(i) + "]")));
+      list.push_back(
+          instruction_from_json(JsonObject(actors[r][i], aw + "[" + std::to_string(i) + "]")));
     p.actors.push_back(std::move(list));
   }
   return p;

@@ -18,21 +18,30 @@ bool consume_int(std::string_view& s, int& out) {
 
 std::string_view to_string(TaskKind k) {
   switch (k) {
-    case TaskKind::kF: return "F";
-    case TaskKind::kB: return "B";
-    case TaskKind::kI: return "I";
-    case TaskKind::kW: return "W";
+    case TaskKind::kF:
+      return "F";
+    case TaskKind::kB:
+      return "B";
+    case TaskKind::kI:
+      return "I";
+    case TaskKind::kW:
+      return "W";
   }
   return "?";
 }
 
 std::optional<TaskKind> parse_task_kind(char c) {
   switch (c) {
-    case 'F': return TaskKind::kF;
-    case 'B': return TaskKind::kB;
-    case 'I': return TaskKind::kI;
-    case 'W': return TaskKind::kW;
-    default: return std::nullopt;
+    case 'F':
+      return TaskKind::kF;
+    case 'B':
+      return TaskKind::kB;
+    case 'I':
+      return TaskKind::kI;
+    case 'W':
+      return TaskKind::kW;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -17,21 +17,29 @@ using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirection
 
 std::string_view to_string(NodeKind k) {
   switch (k) {
-    case NodeKind::kCompute: return "compute";
-    case NodeKind::kTransfer: return "transfer";
-    case NodeKind::kGradReduce: return "grad_reduce";
-    case NodeKind::kOptimizer: return "optimizer";
+    case NodeKind::kCompute:
+      return "compute";
+    case NodeKind::kTransfer:
+      return "transfer";
+    case NodeKind::kGradReduce:
+      return "grad_reduce";
+    case NodeKind::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 std::string TaskNode::label() const {
   switch (kind) {
-    case NodeKind::kCompute: return to_string(task);
+    case NodeKind::kCompute:
+      return to_string(task);
     case NodeKind::kTransfer:
-      return "xfer " + to_string(task) + " a" + std::to_string(actor) + "->a" + std::to_string(peer);
-    case NodeKind::kGradReduce: return "reduce s" + std::to_string(task.stage);
-    case NodeKind::kOptimizer: return "optimizer s" + std::to_string(task.stage);
+      return "xfer " + to_string(task) + " a" + std::to_string(actor) + "->a" +
+             std::to_string(peer);
+    case NodeKind::kGradReduce:
+      return "reduce s" + std::to_string(task.stage);
+    case NodeKind::kOptimizer:
+      return "optimizer s" + std::to_string(task.stage);
   }
   return "?";
 }
@@ -95,8 +103,7 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   if (options.microbatch_size < 1)
     throw_input_error("task graph", "expected a microbatch size >= 1, got " +
                                         std::to_string(options.microbatch_size));
-  if (!options.split_backward.empty() &&
-      static_cast<int>(options.split_backward.size()) != stages)
+  if (!options.split_backward.empty() && static_cast<int>(options.split_backward.size()) != stages)
     throw_input_error("task graph", "split_backward has " +
                                         std::to_string(options.split_backward.size()) +
                                         " entries for " + std::to_string(stages) + " stages");
@@ -104,7 +111,8 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   auto impl = std::make_unique<Impl>();
   impl->placement = placement;
   impl->options = options;
-  impl->stage_work = compute_stage_work(model, partition, options.microbatch_size, options.recompute);
+  impl->stage_work =
+      compute_stage_work(model, partition, options.microbatch_size, options.recompute);
   const auto& work = impl->stage_work;
   const int m = options.num_microbatches;
   const int64_t grad_bytes_per_param = dtype_bytes(model.dtype);
@@ -319,8 +327,8 @@ std::string TaskGraph::to_dot() const {
   for (int v = 0; v < n; ++v) {
     const TaskNode& t = node(v);
     if (t.kind != NodeKind::kTransfer) continue;
-    out << "  n" << v << " [label=\"" << t.label() << "\\n" << t.bytes
-        << " B\", shape=ellipse, fontsize=8];\n";
+    out << "  n" << v << " [label=\"" << t.label() << "\\n"
+        << t.bytes << " B\", shape=ellipse, fontsize=8];\n";
   }
   for (int v = 0; v < n; ++v)
     for (int w : successors(v)) out << "  n" << v << " -> n" << w << ";\n";

@@ -25,7 +25,8 @@ void expect_one_line_error(const testing::CliResult& r, const std::vector<std::s
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.err.rfind("jaxpp-sim graph: error: ", 0), 0u) << r.err;
-  for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
+  for (const std::string& n : needles)
+    EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
 }
 
 TEST(GraphCliTest, JsonHasParamsStagesAndTaskCount) {
@@ -72,7 +73,8 @@ TEST(GraphCliTest, VirtualStagesWithVPlacementAndSplitBackward) {
 }
 
 TEST(GraphCliTest, ExplicitPartitionIsUsed) {
-  const auto r = run_cli("graph --model " + kData + "tiny_transformer.json --pp 3 --partition 0,2,4 --json");
+  const auto r =
+      run_cli("graph --model " + kData + "tiny_transformer.json --pp 3 --partition 0,2,4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["partition"], nlohmann::json({0, 2, 4}));
@@ -89,7 +91,8 @@ TEST(GraphCliTest, TableNamesStagesAndTaskCounts) {
 
 TEST(GraphCliTest, DotFileIsWritten) {
   const std::string dir = testing::make_temp_dir();
-  const auto r = run_cli("graph --model bert-large --pp 2 --microbatches 2 --dot " + dir + "/g.dot");
+  const auto r =
+      run_cli("graph --model bert-large --pp 2 --microbatches 2 --dot " + dir + "/g.dot");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(dir + "/g.dot");
   std::stringstream ss;
@@ -105,19 +108,23 @@ TEST(GraphCliTest, UnwritableDotPathIsAnError) {
 }
 
 TEST(GraphCliTest, MalformedJsonNamesFileAndLine) {
-  const std::string path = write_temp_file("bad.json", "{\n  \"name\": \"x\",\n  \"layers\": 4,,\n}\n");
-  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path + ":3:", "malformed JSON"});
+  const std::string path =
+      write_temp_file("bad.json", "{\n  \"name\": \"x\",\n  \"layers\": 4,,\n}\n");
+  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"),
+                        {path + ":3:", "malformed JSON"});
 }
 
 TEST(GraphCliTest, MissingFieldIsNamed) {
   const std::string path = write_temp_file(
       "m.json", R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})");
-  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path, "'seq_len'", "missing"});
+  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"),
+                        {path, "'seq_len'", "missing"});
 }
 
 TEST(GraphCliTest, NegativeFieldIsNamed) {
   const std::string path = write_temp_file(
-      "m.json", R"({"name": "x", "layers": -3, "hidden": 64, "heads": 4, "seq_len": 8, "vocab": 100})");
+      "m.json",
+      R"({"name": "x", "layers": -3, "hidden": 64, "heads": 4, "seq_len": 8, "vocab": 100})");
   expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path, "'layers'", "-3"});
 }
 
@@ -151,7 +158,8 @@ TEST(GraphCliTest, BadParallelShapesAreErrors) {
   expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 0"), {"--pp"});
   expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --virtual 3 --placement v"),
                         {"placement v", "6 stages on 2 actors"});
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --recompute most"), {"--recompute"});
+  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --recompute most"),
+                        {"--recompute"});
   expect_one_line_error(run_cli("graph --pp 2"), {"--model"});
 }
 

@@ -21,10 +21,10 @@ struct MegatronRow {
 
 // Narayanan et al. 2021, Table 1 (VALIDATION.md).
 const MegatronRow kTable1[] = {
-    {"megatron-1.7b", 1.7e9, 24, 2304, 24},       {"megatron-3.6b", 3.6e9, 32, 3072, 30},
-    {"megatron-7.5b", 7.5e9, 32, 4096, 36},       {"megatron-18.4b", 18.4e9, 48, 6144, 40},
-    {"megatron-39.1b", 39.1e9, 64, 8192, 48},     {"megatron-76.1b", 76.1e9, 80, 10240, 60},
-    {"megatron-145.6b", 145.6e9, 96, 12288, 80},  {"megatron-310.1b", 310.1e9, 128, 16384, 96},
+    {"megatron-1.7b", 1.7e9, 24, 2304, 24},        {"megatron-3.6b", 3.6e9, 32, 3072, 30},
+    {"megatron-7.5b", 7.5e9, 32, 4096, 36},        {"megatron-18.4b", 18.4e9, 48, 6144, 40},
+    {"megatron-39.1b", 39.1e9, 64, 8192, 48},      {"megatron-76.1b", 76.1e9, 80, 10240, 60},
+    {"megatron-145.6b", 145.6e9, 96, 12288, 80},   {"megatron-310.1b", 310.1e9, 128, 16384, 96},
     {"megatron-529.6b", 529.6e9, 128, 20480, 105}, {"megatron-1t", 1008e9, 160, 25600, 128},
 };
 
@@ -126,11 +126,12 @@ TEST(ModelTest, TransformerLayerWorkFollowsMegatronPerLayerFormulas) {
 
 TEST(ModelTest, LlamaPresetsHavePublishedParameterCounts) {
   const std::pair<const char*, double> expected[] = {
-      {"llama2-7b", 6.74e9}, {"llama2-70b", 68.98e9}, {"llama3-8b", 8.03e9},
+      {"llama2-7b", 6.74e9},   {"llama2-70b", 68.98e9},  {"llama3-8b", 8.03e9},
       {"llama3-70b", 70.55e9}, {"llama3-405b", 405.0e9}, {"gpt3-175b", 175e9},
       {"bert-large", 335e6}};
   for (const auto& [name, params] : expected)
-    EXPECT_NEAR(static_cast<double>(load_model(name).total_params()), params, 0.01 * params) << name;
+    EXPECT_NEAR(static_cast<double>(load_model(name).total_params()), params, 0.01 * params)
+        << name;
 }
 
 TEST(ModelTest, Llama3UsesGroupedQueryAttentionAndUntiedEmbeddings) {
@@ -185,7 +186,8 @@ TEST(ModelTest, ExplicitFormFileLoadsLayersAsGiven) {
 }
 
 TEST(ModelTest, MissingFieldIsNamed) {
-  const auto doc = nlohmann::json::parse(R"({"name":"x","layers":2,"hidden":8,"heads":2,"vocab":10})");
+  const auto doc =
+      nlohmann::json::parse(R"({"name":"x","layers":2,"hidden":8,"heads":2,"vocab":10})");
   const std::string msg = error_of([&] { model_from_json(doc, "m.json"); });
   EXPECT_NE(msg.find("m.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'seq_len'"), std::string::npos) << msg;

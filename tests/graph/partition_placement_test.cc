@@ -85,11 +85,17 @@ TEST(PartitionTest, AutoPartitionRejectsMoreStagesThanLayers) {
 TEST(PartitionTest, FromStartsNamesTheOffendingEntry) {
   EXPECT_EQ(partition_from_starts({0, 3, 5}, 8).size(2), 3);
   EXPECT_NE(error_of([] { partition_from_starts({1, 3}, 8); }).find("entry 0"), std::string::npos);
-  EXPECT_NE(error_of([] { partition_from_starts({0, 5, 3}, 8); }).find("entry 2"),
+  EXPECT_NE(error_of([] {
+              partition_from_starts({0, 5, 3}, 8);
+            }).find("entry 2"),
             std::string::npos);
-  EXPECT_NE(error_of([] { partition_from_starts({0, 3, 8}, 8); }).find("entry 2"),
+  EXPECT_NE(error_of([] {
+              partition_from_starts({0, 3, 8}, 8);
+            }).find("entry 2"),
             std::string::npos);
-  EXPECT_NE(error_of([] { partition_from_starts({0, 3, 3}, 8); }).find("strictly increasing"),
+  EXPECT_NE(error_of([] {
+              partition_from_starts({0, 3, 3}, 8);
+            }).find("strictly increasing"),
             std::string::npos);
 }
 
@@ -105,7 +111,8 @@ TEST(PartitionTest, ModelPartitionBalancesTransformerLayers) {
 
 TEST(PartitionTest, Llama405bStyleFirstAndLastStageGetOneLayerFewer) {
   const ModelSpec m = load_model("llama3-405b");
-  const Partition p = auto_partition(m, {.num_stages = 16, .first_stage_fewer = 1, .last_stage_fewer = 1});
+  const Partition p =
+      auto_partition(m, {.num_stages = 16, .first_stage_fewer = 1, .last_stage_fewer = 1});
   ASSERT_EQ(p.num_stages(), 16);
   EXPECT_EQ(p.size(0), 1 + 7);   // embedding + 7 layers
   EXPECT_EQ(p.size(15), 7 + 1);  // 7 layers + logits
@@ -142,14 +149,18 @@ TEST(PlacementTest, ImpossibleShapesAreRejected) {
 TEST(PlacementTest, ExplicitPlacementChecksRangeAndCoverage) {
   EXPECT_EQ(explicit_placement({1, 0, 1}, 2).stages_of(1), (std::vector<int>{0, 2}));
   EXPECT_NE(error_of([] { explicit_placement({0, 2}, 2); }).find("entry 1"), std::string::npos);
-  EXPECT_NE(error_of([] { explicit_placement({0, 0}, 2); }).find("actor 1 owns no stage"),
+  EXPECT_NE(error_of([] {
+              explicit_placement({0, 0}, 2);
+            }).find("actor 1 owns no stage"),
             std::string::npos);
 }
 
 TEST(PlacementTest, JsonRoundTripAndKindParsing) {
-  for (const Placement& p : {make_placement(PlacementKind::kV, 4, 2), explicit_placement({1, 0}, 2)})
+  for (const Placement& p :
+       {make_placement(PlacementKind::kV, 4, 2), explicit_placement({1, 0}, 2)})
     EXPECT_EQ(placement_from_json(placement_to_json(p), "x"), p);
-  const auto lie = nlohmann::json::parse(R"({"kind":"loop","num_actors":2,"stage_to_actor":[0,1,1,0]})");
+  const auto lie =
+      nlohmann::json::parse(R"({"kind":"loop","num_actors":2,"stage_to_actor":[0,1,1,0]})");
   EXPECT_THROW(placement_from_json(lie, "x"), InputError);
   EXPECT_EQ(parse_placement_kind("V", "x"), PlacementKind::kV);
   EXPECT_THROW(parse_placement_kind("zigzag", "x"), InputError);

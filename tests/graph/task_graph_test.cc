@@ -187,10 +187,14 @@ TEST(TaskGraphTest, CriticalPathOfATinyGraph) {
   const TaskGraph g = build(2, PlacementKind::kLinear, 2, 1);
   const CriticalPath cp = g.critical_path([](const TaskNode& n) {
     switch (n.kind) {
-      case NodeKind::kCompute: return n.task.kind == TaskKind::kF ? 1.0 : 2.0;
-      case NodeKind::kTransfer: return 0.5;
-      case NodeKind::kGradReduce: return 0.25;
-      case NodeKind::kOptimizer: return 0.125;
+      case NodeKind::kCompute:
+        return n.task.kind == TaskKind::kF ? 1.0 : 2.0;
+      case NodeKind::kTransfer:
+        return 0.5;
+      case NodeKind::kGradReduce:
+        return 0.25;
+      case NodeKind::kOptimizer:
+        return 0.125;
     }
     return 0.0;
   });
@@ -198,9 +202,9 @@ TEST(TaskGraphTest, CriticalPathOfATinyGraph) {
   EXPECT_DOUBLE_EQ(cp.length_s, 7.375);
   std::vector<std::string> labels;
   for (int v : cp.nodes) labels.push_back(g.node(v).label());
-  EXPECT_EQ(labels, (std::vector<std::string>{"F0@s0", "xfer F0@s0 a0->a1", "F0@s1", "B0@s1",
-                                               "xfer B0@s1 a1->a0", "B0@s0", "reduce s0",
-                                               "optimizer s0"}));
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{"F0@s0", "xfer F0@s0 a0->a1", "F0@s1", "B0@s1",
+                                      "xfer B0@s1 a1->a0", "B0@s0", "reduce s0", "optimizer s0"}));
 }
 
 TEST(TaskGraphTest, MismatchedPartitionAndPlacementIsAnInputError) {
