@@ -1,0 +1,203 @@
+// jaxpp-sim simulate: simulate one pipeline schedule, either from a model + cluster + parallel
+// configuration (analytic cost model) or from measured stage times (see docs/simulate.md).
+#include <cstdio>
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "costmodel/cluster.h"
+#include "costmodel/stage_times_cost.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "graph/plan.h"
+#include "simulator/plan_builder.h"
+#include "trace/trace.h"
+
+namespace jaxpp::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+void print_summary(std::ostream& out, const nlohmann::json& m) {
+  char line[256];
+  auto row = [&](const char* label, const std::string& value) {
+    std::snprintf(line, sizeof line, "  %-22s %s\n", label, value.c_str());
+    out << line;
+  };
+  auto num = [](double v, const char* fmt) {
+    char b[64];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  if (m.contains("model")) {
+    row("model", m["model"].get<std::string>() + " on " + m["cluster"].get<std::string>());
+    const auto& c = m["config"];
+    row("config", "gpus " + std::to_string(c["gpus"].get<int>()) + ", pp " +
+                      std::to_string(c["pp"].get<int>()) + ", tp " +
+                      std::to_string(c["tp"].get<int>()) + ", dp " +
+                      std::to_string(c["dp"].get<int>()) + ", v " +
+                      std::to_string(c["virtual_stages"].get<int>()) + ", m " +
+                      std::to_string(c["num_microbatches"].get<int>()) + ", " +
+                      c["schedule"].get<std::string>());
+  } else {
+    row("schedule", m["schedule"].get<std::string>() + " (pp " + std::to_string(m["pp"].get<int>()) +
+                        ", stages " + std::to_string(m["num_stages"].get<int>()) + ", m " +
+                        std::to_string(m["num_microbatches"].get<int>()) + ")");
+  }
+  row("step time", num(m["step_time_s"].get<double>() * 1e3, "%.3f ms"));
+  row("bubble rate", num(m["bubble_rate"].get<double>() * 100, "%.2f %%") + " (actor " +
+                         std::to_string(m["bubble_actor"].get<int>()) + ")");
+  row("instructions", std::to_string(m["tasks"].get<int64_t>()));
+  if (m.contains("tflops_per_gpu")) {
+    row("TFLOP/s per GPU", num(m["tflops_per_gpu"].get<double>(), "%.1f"));
+    row("MFU", num(m["mfu"].get<double>() * 100, "%.1f %%"));
+    row("tokens/s", num(m["tokens_per_s"].get<double>(), "%.0f"));
+    double peak = 0;
+    for (const auto& p : m["peak_memory_bytes"]) peak = std::max(peak, p.get<double>());
+    row("peak memory", num(peak / kGiB, "%.2f GiB (worst actor)"));
+  }
+  out << "  actor  busy_ms    span_ms    idle_ms    peak_stash\n";
+  for (const auto& a : m["actors"]) {
+    std::snprintf(line, sizeof line, "  %5d  %-9.3f  %-9.3f  %-9.3f  %d\n", a["actor"].get<int>(),
+                  a["busy_s"].get<double>() * 1e3, a["span_s"].get<double>() * 1e3,
+                  a["idle_s"].get<double>() * 1e3, a["peak_stashed_microbatches"].get<int>());
+    out << line;
+  }
+}
+
+int run_simulate(int argc, char** argv) {
+  cxxopts::Options options(
+      "jaxpp-sim simulate",
+      "Simulate one training iteration of a pipeline schedule.\n"
+      "  model mode:    --model M --cluster C --gpus N --pp P --tp T --dp D --global-batch B\n"
+      "                 --microbatch-size b --schedule S|--schedule-file F\n"
+      "  measured mode: --schedule S --pp P --microbatches M --t-f .. --t-b .. [--t-w ..]\n"
+      "                 [--t-comm ..] | --stage-times FILE   (milliseconds; T_B = input-gradient\n"
+      "                 backward, a full backward B takes T_B + T_W)");
+  // clang-format off
+  options.add_options()
+      ("model", "model preset or JSON file", cxxopts::value<std::string>())
+      ("cluster", "cluster preset (a100-80g, h100-sxm, h200) or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("gpus", "total GPUs", cxxopts::value<int>())
+      ("pp", "pipeline actors", cxxopts::value<int>())
+      ("tp", "tensor parallelism", cxxopts::value<int>()->default_value("1"))
+      ("dp", "data parallelism", cxxopts::value<int>()->default_value("1"))
+      ("virtual", "stages per actor", cxxopts::value<int>()->default_value("1"))
+      ("global-batch", "sequences per iteration", cxxopts::value<int>())
+      ("microbatch-size", "sequences per microbatch", cxxopts::value<int>()->default_value("1"))
+      ("schedule", "schedule name (see jaxpp-sim schedules)", cxxopts::value<std::string>())
+      ("schedule-file", "custom schedule file (JSON or PyTorch CSV)", cxxopts::value<std::string>())
+      ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
+      ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
+      ("sequence-parallel", "Megatron sequence parallelism")
+      ("zero1", "shard optimizer state over dp (ZeRO-1)")
+      ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work")
+      ("partition", "auto | even | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
+      ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
+      ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
+      ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
+      ("t-w", "measured mode: weight-gradient backward time, ms", cxxopts::value<double>()->default_value("0"))
+      ("t-comm", "measured mode: P2P transfer time, ms", cxxopts::value<double>()->default_value("0"))
+      ("stage-times", "measured mode: per-stage times JSON file", cxxopts::value<std::string>())
+      ("no-memory-check", "report plans that do not fit instead of failing")
+      ("json", "print metrics as JSON")
+      ("trace", "write the simulated trace JSON to FILE", cxxopts::value<std::string>())
+      ("plan", "write plan.json (with predicted metrics) to FILE", cxxopts::value<std::string>())
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty()) {
+    throw_input_error("simulate", "unexpected argument '" + args.unmatched()[0] + "'");
+  }
+  const bool measured = !args.count("model");
+  PlanSimOptions sim_options;
+  sim_options.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  sim_options.check_memory = args.count("no-memory-check") == 0;
+  sim_options.record_trace = true;
+  auto require = [&](const char* flag, const char* what) {
+    if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
+  };
+  SimulatedPlan sim;
+  if (measured) {
+    if (args.count("plan")) throw_input_error("--plan", "needs --model (a plan holds a model)");
+    require("pp", "required (pipeline actors)");
+    require("microbatches", "required in measured mode (or give --model for model mode)");
+    if (!args.count("schedule") && !args.count("schedule-file")) {
+      throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
+    }
+    const int pp = args["pp"].as<int>();
+    const int m = args["microbatches"].as<int>();
+    if (pp < 1 || m < 1) throw_input_error("--pp/--microbatches", "must be >= 1");
+    const int v = args["virtual"].as<int>();
+    const Schedule schedule = make_schedule(
+        args.count("schedule") ? args["schedule"].as<std::string>() : "",
+        args.count("schedule-file") ? args["schedule-file"].as<std::string>() : "", pp,
+        v > 1 ? pp * v : 0, m, args.count("fuse-steady-state") > 0);
+    StageTimes times;
+    if (args.count("stage-times")) {
+      times = load_stage_times(args["stage-times"].as<std::string>(), schedule.num_stages);
+    } else {
+      require("t-f", "required in measured mode (or --stage-times FILE)");
+      require("t-b", "required in measured mode (or --stage-times FILE)");
+      times = uniform_stage_times(schedule.num_stages, args["t-f"].as<double>() * 1e-3,
+                                  args["t-b"].as<double>() * 1e-3, args["t-w"].as<double>() * 1e-3,
+                                  args["t-comm"].as<double>() * 1e-3);
+    }
+    sim = simulate_stage_times(schedule, times, sim_options);
+  } else {
+    PlanRequest req;
+    req.model = load_model(args["model"].as<std::string>());
+    req.cluster = load_cluster(args["cluster"].as<std::string>());
+    require("gpus", "required (total GPUs)");
+    require("pp", "required (pipeline actors)");
+    require("global-batch", "required (sequences per iteration)");
+    if (!args.count("schedule") && !args.count("schedule-file")) {
+      throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
+    }
+    ParallelConfig& c = req.config;
+    c.gpus = args["gpus"].as<int>();
+    c.pp = args["pp"].as<int>();
+    c.tp = args["tp"].as<int>();
+    c.dp = args["dp"].as<int>();
+    c.virtual_stages = args["virtual"].as<int>();
+    c.global_batch = args["global-batch"].as<int>();
+    c.microbatch_size = args["microbatch-size"].as<int>();
+    c.schedule = args.count("schedule") ? args["schedule"].as<std::string>() : "custom";
+    c.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+    c.sequence_parallel = args.count("sequence-parallel") > 0;
+    c.zero1 = args.count("zero1") > 0;
+    if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
+    req.fuse_steady_state = args.count("fuse-steady-state") > 0;
+    parse_partition_flag(args["partition"].as<std::string>(), req);
+    Plan plan = build_plan(req);
+    sim = simulate_plan(plan, sim_options);
+    if (args.count("plan")) {
+      plan.predicted = sim.metrics;
+      save_plan(plan, args["plan"].as<std::string>());
+    }
+  }
+  if (args.count("trace")) {
+    write_text_file_atomic(args["trace"].as<std::string>(),
+                           trace_to_json(sim.result.trace).dump(1) + "\n");
+  }
+  if (args.count("json")) {
+    std::cout << sim.metrics.dump(2) << "\n";
+    return kExitOk;
+  }
+  print_summary(std::cout, sim.metrics);
+  if (args.count("trace")) std::cout << "wrote " << args["trace"].as<std::string>() << "\n";
+  if (args.count("plan")) std::cout << "wrote " << args["plan"].as<std::string>() << "\n";
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"simulate",
+                               "Simulate a pipeline schedule (model + cluster, or stage times)",
+                               run_simulate};
+
+}  // namespace
+}  // namespace jaxpp::cli

@@ -1,0 +1,229 @@
+#include "simulator/plan_builder.h"
+
+#include <sstream>
+
+#include "costmodel/analytic_cost.h"
+#include "costmodel/memory.h"
+#include "graph/error.h"
+#include "graph/partition.h"
+#include "schedules/custom.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace jaxpp {
+namespace {
+
+Partition even_partition(const ModelSpec& model, int num_stages) {
+  int first = -1, count = 0;
+  for (int i = 0; i < model.num_layers(); ++i) {
+    if (model.layers[i].kind != LayerKind::kTransformer) continue;
+    if (first < 0) first = i;
+    ++count;
+  }
+  if (count < num_stages) {
+    throw_input_error("--partition even", "the model has " + std::to_string(count) +
+                                              " transformer layers, fewer than the " +
+                                              std::to_string(num_stages) + " stages");
+  }
+  std::vector<int> starts = {0};
+  for (int s = 1; s < num_stages; ++s) {
+    starts.push_back(first + static_cast<int>(static_cast<int64_t>(s) * count / num_stages));
+  }
+  return partition_from_starts(starts, model.num_layers());
+}
+
+nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, double step_s) {
+  const ParallelConfig& c = plan.config;
+  const double batch = c.global_batch;
+  const double model_flops = plan.model.model_flops_per_sequence() * batch;
+  const double hw_flops = plan.model.hardware_flops_per_sequence(c.recompute) * batch;
+  const double peak = cluster.peak_flops(plan.model.dtype);
+  const double tokens = batch * plan.model.tokens_per_sequence();
+  return {{"tokens_per_s", tokens / step_s},
+          {"tflops_per_gpu", hw_flops / step_s / c.gpus / 1e12},
+          {"mfu", model_flops / step_s / (c.gpus * peak)},
+          {"hfu", hw_flops / step_s / (c.gpus * peak)},
+          {"model_flops_per_iteration", model_flops},
+          {"hardware_flops_per_iteration", hw_flops},
+          {"gpus", c.gpus}};
+}
+
+}  // namespace
+
+int check_parallel_config(const ParallelConfig& c) {
+  if (c.pp < 1 || c.tp < 1 || c.dp < 1 || c.gpus < 1 || c.microbatch_size < 1 ||
+      c.global_batch < 1 || c.virtual_stages < 1) {
+    throw_input_error("configuration",
+                      "gpus, pp, tp, dp, virtual stages, global batch and microbatch size must "
+                      "all be >= 1");
+  }
+  if (static_cast<int64_t>(c.pp) * c.tp * c.dp != c.gpus) {
+    throw_input_error("configuration", "pp·tp·dp = " + std::to_string(c.pp) + "·" +
+                                           std::to_string(c.tp) + "·" + std::to_string(c.dp) +
+                                           " = " + std::to_string(int64_t{c.pp} * c.tp * c.dp) +
+                                           " does not equal --gpus " + std::to_string(c.gpus));
+  }
+  const int64_t per_step = static_cast<int64_t>(c.dp) * c.microbatch_size;
+  if (c.global_batch % per_step != 0) {
+    throw_input_error("configuration",
+                      "global batch " + std::to_string(c.global_batch) +
+                          " is not divisible by dp·microbatch_size = " + std::to_string(c.dp) +
+                          "·" + std::to_string(c.microbatch_size) + " = " +
+                          std::to_string(per_step));
+  }
+  return static_cast<int>(c.global_batch / per_step);
+}
+
+void parse_partition_flag(const std::string& text, PlanRequest& request) {
+  if (text == "auto" || text.empty()) {
+    request.partition = PartitionMode::kAuto;
+    return;
+  }
+  if (text == "even") {
+    request.partition = PartitionMode::kEven;
+    return;
+  }
+  request.partition = PartitionMode::kExplicit;
+  request.partition_starts.clear();
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t pos = 0;
+      const int v = std::stoi(item, &pos);
+      if (pos != item.size()) throw std::invalid_argument(item);
+      request.partition_starts.push_back(v);
+    } catch (const std::exception&) {
+      throw_input_error("--partition", "expected auto, even or a comma-separated list of stage "
+                                       "start layers, got '" + text + "'");
+    }
+  }
+}
+
+Schedule make_schedule(const std::string& name, const std::string& file, int pp, int num_stages,
+                       int num_microbatches, bool fuse_steady_state) {
+  if (!file.empty()) {
+    Schedule s = load_schedule_file(file);
+    if (s.num_actors() != pp) {
+      throw_input_error(file, "the schedule has " + std::to_string(s.num_actors()) +
+                                  " actors but --pp is " + std::to_string(pp));
+    }
+    if (num_microbatches > 0 && s.num_microbatches != num_microbatches) {
+      throw_input_error(file, "the schedule has " + std::to_string(s.num_microbatches) +
+                                  " microbatches but the configuration needs " +
+                                  std::to_string(num_microbatches));
+    }
+    return s;
+  }
+  ScheduleParams params;
+  params.num_actors = pp;
+  params.num_stages = num_stages;
+  params.num_microbatches = num_microbatches;
+  params.fuse_steady_state = fuse_steady_state;
+  return generate_schedule(name, params);
+}
+
+Plan build_plan(const PlanRequest& req) {
+  ParallelConfig config = req.config;
+  const int m = check_parallel_config(config);
+  config.num_microbatches = m;
+  const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
+  const Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp,
+                                          requested_stages, m, req.fuse_steady_state);
+  const int num_stages = schedule.num_stages;
+  if (num_stages % config.pp != 0) {
+    throw_input_error("schedule", std::to_string(num_stages) + " stages on " +
+                                      std::to_string(config.pp) + " actors");
+  }
+  config.virtual_stages = num_stages / config.pp;
+  if (!req.schedule_file.empty()) config.schedule = schedule.name;
+
+  Plan plan;
+  plan.model = req.model;
+  plan.cluster = cluster_to_json(req.cluster);
+  plan.placement = schedule.placement;
+  switch (req.partition) {
+    case PartitionMode::kAuto: {
+      AutoPartitionOptions o;
+      o.num_stages = num_stages;
+      plan.partition = auto_partition(req.model, o);
+      break;
+    }
+    case PartitionMode::kEven:
+      plan.partition = even_partition(req.model, num_stages);
+      break;
+    case PartitionMode::kExplicit:
+      plan.partition = partition_from_starts(req.partition_starts, req.model.num_layers());
+      if (plan.partition.num_stages() != num_stages) {
+        throw_input_error("--partition", "gives " + std::to_string(plan.partition.num_stages()) +
+                                             " stages but the schedule has " +
+                                             std::to_string(num_stages));
+      }
+      break;
+  }
+  plan.config = config;
+  const AnalyticCost cost(plan.model, plan.partition, plan.placement, config, req.cluster);
+  LoweringOptions lo;
+  for (int s = 0; s < num_stages; ++s) {
+    lo.activation_bytes.push_back(cost.activation_bytes(s));
+    lo.grad_bytes.push_back(cost.grad_bytes(s));
+  }
+  lo.emit_grad_reduce = true;
+  plan.program = lower(schedule, lo);
+  return plan;
+}
+
+SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
+  const ClusterSpec cluster = cluster_from_json(plan.cluster, "plan: field 'cluster'");
+  const AnalyticCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster);
+  const MemoryModel mem =
+      build_memory_model(plan.model, plan.partition, plan.placement, plan.config, cluster);
+  SimOptions so;
+  so.record_trace = options.record_trace;
+  so.overlap_grad_reduce = options.overlap_grad_reduce;
+  so.iteration_overhead_s = cluster.iteration_overhead_s;
+  so.static_bytes_per_actor = mem.static_bytes_per_actor();
+  so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
+  SimulatedPlan out;
+  out.program = plan.program;
+  out.result = simulate(plan.program, cost, so);
+  out.metrics = sim_result_to_json(out.result, plan.program);
+  const nlohmann::json extra = model_metrics(plan, cluster, out.result.step_time_s);
+  for (const auto& [key, value] : extra.items()) out.metrics[key] = value;
+  out.metrics["cluster"] = cluster.name;
+  out.metrics["model"] = plan.model.name;
+  out.metrics["config"] = config_to_json(plan.config);
+  if (options.check_memory) {
+    std::vector<int64_t> peak;
+    for (const ActorStats& a : out.result.actors) peak.push_back(a.peak_memory_bytes);
+    check_memory_fits(peak, cluster);
+  }
+  return out;
+}
+
+SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& times,
+                                   const PlanSimOptions& options) {
+  if (times.num_stages() != schedule.num_stages) {
+    throw_input_error("stage times", "given for " + std::to_string(times.num_stages()) +
+                                         " stages but the schedule has " +
+                                         std::to_string(schedule.num_stages));
+  }
+  LoweringOptions lo;
+  lo.emit_grad_reduce = false;
+  SimulatedPlan out;
+  out.program = lower(schedule, lo);
+  const Program& program = out.program;
+  const StageTimesCost cost(times);
+  SimOptions so;
+  so.record_trace = options.record_trace;
+  so.overlap_grad_reduce = options.overlap_grad_reduce;
+  out.result = simulate(program, cost, so);
+  out.metrics = sim_result_to_json(out.result, program);
+  out.metrics["schedule"] = schedule.name;
+  out.metrics["num_microbatches"] = schedule.num_microbatches;
+  out.metrics["num_stages"] = schedule.num_stages;
+  out.metrics["pp"] = schedule.num_actors();
+  return out;
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,91 @@
+// Building a plan from a model, a cluster and a parallel configuration, and simulating it.
+// Shared by `jaxpp-sim simulate`, the explorer and the runtime (which executes plan.program).
+//
+//   build_plan      validate the configuration (pp·tp·dp = gpus, global batch divisible by
+//                   dp·microbatch_size, m = global_batch / (dp·microbatch_size)), generate the
+//                   schedule (registry name or custom file) for p = pp actors and S = pp·v stages,
+//                   partition the model into S stages (auto: cost-balanced; even: transformer
+//                   layers split evenly, embedding on the first and logits on the last stage, as
+//                   Megatron-LM does; or explicit stage starts), lower it with per-device
+//                   activation bytes (stage output / tp) and gradient bytes (params / tp ·
+//                   grad_bytes_per_param).
+//   simulate_plan   AnalyticCost + memory model + the engine; returns the SimResult and the
+//                   metrics JSON (also stored as plan.predicted by the CLI):
+//     step_time_s      makespan + cluster.iteration_overhead_s
+//     tokens_per_s     global_batch · seq_len / step_time_s
+//     tflops_per_gpu   hardware FLOPs (forward + backward + recompute of the chosen policy, the
+//                      Megatron-LM convention) per iteration / step_time_s / gpus / 1e12
+//     mfu              model FLOPs (forward + backward, no recompute; the 6N-style count of
+//                      ModelSpec::model_flops_per_sequence) / step_time_s / (gpus · peak FLOP/s)
+//     hfu              as mfu with hardware FLOPs
+//     plus every schedule-level metric of sim_result_to_json (bubble_rate, tasks, peak memory
+//     per actor, volumes, critical path).
+//   simulate_stage_times  the measured-times mode: a schedule and T_F/T_B/T_W/T_comm, no model.
+//
+// Usage:
+//   PlanRequest req{.model = load_model("gpt3-13b"), .cluster = load_cluster("a100-80g"), ...};
+//   Plan plan = build_plan(req);
+//   SimulatedPlan sim = simulate_plan(plan, {});
+//   plan.predicted = sim.metrics;
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cluster.h"
+#include "costmodel/stage_times_cost.h"
+#include "graph/model.h"
+#include "graph/plan.h"
+#include "schedules/schedule.h"
+#include "simulator/engine.h"
+
+namespace jaxpp {
+
+enum class PartitionMode { kAuto, kEven, kExplicit };
+
+struct PlanRequest {
+  ModelSpec model;
+  ClusterSpec cluster;
+  // gpus, pp, tp, dp, virtual_stages, microbatch_size, global_batch, schedule, recompute,
+  // sequence_parallel, zero1 are read; num_microbatches is derived.
+  ParallelConfig config;
+  std::string schedule_file;  // non-empty: a custom schedule file instead of config.schedule
+  PartitionMode partition = PartitionMode::kAuto;
+  std::vector<int> partition_starts;  // kExplicit: first layer of each stage
+  bool fuse_steady_state = false;
+};
+
+// InputError on pp·tp·dp != gpus, a batch not divisible by dp·microbatch_size, non-positive
+// sizes. Returns the number of microbatches.
+int check_parallel_config(const ParallelConfig& config);
+
+// Parses "auto", "even" or a comma-separated list of stage starts ("0,13,26").
+void parse_partition_flag(const std::string& text, PlanRequest& request);
+
+// The schedule for a request (registry or file), checked against pp and m.
+Schedule make_schedule(const std::string& name, const std::string& file, int pp, int num_stages,
+                       int num_microbatches, bool fuse_steady_state);
+
+Plan build_plan(const PlanRequest& request);
+
+struct SimulatedPlan {
+  Program program;  // what was simulated
+  SimResult result;
+  nlohmann::json metrics;
+};
+
+struct PlanSimOptions {
+  bool record_trace = true;
+  bool overlap_grad_reduce = false;
+  bool check_memory = true;  // InputError "does not fit: ..." when a device is too small
+};
+
+SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options);
+
+// Measured-times mode: simulate `schedule` (p actors, its own S and m) with StageTimesCost.
+SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& times,
+                                   const PlanSimOptions& options);
+
+}  // namespace jaxpp
