@@ -130,6 +130,7 @@ class WorkerRun {
 
   void do_send(int i) {
     const Instruction& ins = list_[i];
+    maybe_kill(i);
     double start = backend_.now_s();
     std::vector<char> data = workload_.take_output(ins.tasks.at(0), step_);
     double ready_at = start + workload_.emulated_s(ins);
@@ -139,6 +140,7 @@ class WorkerRun {
   }
 
   void post_recv(int i) {
+    maybe_kill(i);
     handle_[i] = backend_.post_recv(list_[i].peer, key(i));
     recv_start_[i] = backend_.now_s();
     pending_.push_back(i);
@@ -200,6 +202,7 @@ class WorkerRun {
 
   void run_allreduce(int i) {
     const Instruction& ins = list_[i];
+    maybe_kill(i);
     double start = backend_.now_s();
     if (backend_.num_replicas() > 1) {
       try {

@@ -95,6 +95,7 @@ class MlpWorkload : public Workload {
 
   bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
   const std::vector<double>& params(int stage) const;
+  std::vector<double>& mutable_params(int s) { return stage(s).params; }
   // Losses of the last stage's forwards, [step][microbatch]; empty if this actor lacks it.
   const std::map<int, std::map<int, double>>& losses() const { return losses_; }
 

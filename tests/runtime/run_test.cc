@@ -1,0 +1,173 @@
+// The runtime on the threads backend: numerical equivalence with the sequential reference for
+// every schedule family, emulated runs that respect the program's dependencies, and faults.
+#include "runtime/run.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include <thread>
+#include <tuple>
+
+#include "costmodel/stage_times_cost.h"
+#include "graph/error.h"
+#include "runtime/threads_backend.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace jaxpp {
+namespace {
+
+Program lowered(const std::string& name, int p, int m, int stages = 0) {
+  ScheduleParams params;
+  params.num_actors = p;
+  params.num_microbatches = m;
+  params.num_stages = stages;
+  return lower(generate_schedule(name, params), {});
+}
+
+RunOptions small_real_run(int dp) {
+  RunOptions o;
+  o.steps = 2;
+  o.warmup = 1;
+  o.dp = dp;
+  o.check = true;
+  o.timeout_s = 20;
+  o.mlp.hidden = 8;
+  o.mlp.seq = 4;
+  o.mlp.layers_per_stage = 2;
+  return o;
+}
+
+struct Case {
+  std::string schedule;
+  int p, m, stages;
+};
+
+class EquivalenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EquivalenceTest, PipelinedTrainingEqualsSequentialReferenceWithDp2) {
+  const Case& c = GetParam();
+  Program prog = lowered(c.schedule, c.p, c.m, c.stages);
+  RunResult r = run_program(prog, nullptr, small_real_run(2));
+  ASSERT_TRUE(r.checked);
+  ASSERT_EQ(r.losses.size(), 2u);
+  EXPECT_EQ(r.losses, r.reference_losses);
+  EXPECT_LE(r.max_abs_diff_loss, 1e-12);
+  EXPECT_LE(r.max_abs_diff_weights, 1e-12 * std::max(1.0, r.max_abs_weight));
+  EXPECT_LT(r.losses.back(), r.losses.front()) << "training should lower the loss";
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, EquivalenceTest,
+                         ::testing::Values(Case{"GPipe", 3, 4, 0}, Case{"Std1F1B", 4, 6, 0},
+                                           Case{"ZeroBubble", 3, 4, 0},
+                                           Case{"Interleaved1F1B", 2, 4, 4},
+                                           Case{"DualPipeV", 2, 4, 0}),
+                         [](const auto& info) { return info.param.schedule; });
+
+TEST(Run, AdamMatchesTheReference) {
+  RunOptions o = small_real_run(2);
+  o.mlp.optimizer = OptimizerKind::kAdam;
+  RunResult r = run_program(lowered("ZeroBubble", 2, 4), nullptr, o);
+  EXPECT_LE(r.max_abs_diff_loss, 1e-12);
+  EXPECT_LE(r.max_abs_diff_weights, 1e-10);
+}
+
+TEST(Run, WrongWeightsAreCaughtByTheCheck) {
+  // Different seeds for run and reference cannot agree; guards against a vacuous check.
+  RunOptions o = small_real_run(1);
+  Program prog = lowered("GPipe", 2, 2);
+  RunResult a = run_program(prog, nullptr, o);
+  o.mlp.seed = 99;
+  RunResult b = run_program(prog, nullptr, o);
+  EXPECT_NE(a.losses, b.losses);
+}
+
+TEST(Run, TraceHasEveryInstructionOfEveryStepAndRespectsDeps) {
+  Program prog = lowered("Std1F1B", 3, 5);
+  StageTimesCost cost(uniform_stage_times(prog.num_stages, 1e-4, 2e-4, 1e-4, 5e-5));
+  RunOptions o;
+  o.emulated = true;
+  o.steps = 2;
+  o.warmup = 0;
+  RunResult r = run_program(prog, &cost, o);
+  ASSERT_EQ(static_cast<int64_t>(r.trace.events.size()), 2 * prog.num_instructions());
+  std::map<std::tuple<int, int, int>, const TraceEvent*> by_key;
+  for (const TraceEvent& e : r.trace.events) by_key[{e.step, e.actor, e.instruction}] = &e;
+  const double slack = 1e-9;
+  for (const TraceEvent& e : r.trace.events) {
+    const Instruction& ins = prog.actors[e.actor][e.instruction];
+    for (int d : ins.deps)
+      EXPECT_GE(e.start_s + slack, by_key.at({e.step, e.actor, d})->end_s) << e.name();
+    if (ins.op == OpKind::kCompute) {
+      EXPECT_GE(e.duration_s(), cost.compute_s(e.actor, ins));
+    }
+    if (ins.op == OpKind::kRecv) {
+      // The message cannot arrive before its send was posted plus the emulated transfer time.
+      for (const TraceEvent& s : r.trace.events)
+        if (s.step == e.step && s.op == OpKind::kSend && s.tag == e.tag) {
+          EXPECT_GE(e.end_s + slack, s.start_s + 5e-5) << e.name();
+        }
+    }
+  }
+  ASSERT_EQ(r.step_times_s.size(), 2u);
+  EXPECT_GT(r.step_time_s, 0);
+}
+
+TEST(Run, DroppedMessageEndsTheRunWithAnErrorNamingActorAndInstruction) {
+  Program prog = lowered("Std1F1B", 3, 3);
+  RunOptions o = small_real_run(1);
+  o.check = false;
+  o.timeout_s = 1;
+  o.drop_tag = 2;
+  try {
+    run_program(prog, nullptr, o);
+    FAIL() << "expected a RuntimeFailure";
+  } catch (const RuntimeFailure& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("timed out after 1 s"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("instruction"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("recv"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tag 2"), std::string::npos) << msg;
+  }
+}
+
+TEST(Run, EmulatedRunNeedsACostModelAndCheckNeedsRealCompute) {
+  Program prog = lowered("GPipe", 2, 2);
+  RunOptions o;
+  o.emulated = true;
+  EXPECT_THROW(run_program(prog, nullptr, o), InputError);
+  StageTimesCost cost(uniform_stage_times(2, 0, 0, 0, 0));
+  o.check = true;
+  EXPECT_THROW(run_program(prog, &cost, o), InputError);
+}
+
+TEST(ThreadsBackend, AllreduceSumsInReplicaOrderOnEveryReplica) {
+  ThreadsWorld world(1, 3);
+  std::vector<std::vector<double>> data = {{1, 2}, {10, 20}, {100, 200}};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] { world.backend(0, r)->allreduce_sum(data[r], 5); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r], (std::vector<double>{111, 222}));
+}
+
+TEST(ThreadsBackend, ReceiveTimesOutWithoutAMessageAndAbortWakesWaiters) {
+  ThreadsWorld world(2, 1);
+  auto b = world.backend(1, 0);
+  std::vector<char> payload;
+  int h = b->post_recv(0, 7);
+  EXPECT_FALSE(b->wait_recv(h, b->now_s() + 0.05, &payload));
+  world.backend(0, 0)->post_send(1, 7, {'x'});
+  EXPECT_TRUE(b->wait_recv(h, b->now_s() + 1, &payload));
+  EXPECT_EQ(payload, std::vector<char>{'x'});
+  int h2 = b->post_recv(0, 8);
+  std::thread aborter([&] { world.abort("test abort"); });
+  EXPECT_FALSE(b->wait_recv(h2, b->now_s() + 30, &payload));
+  aborter.join();
+  EXPECT_EQ(b->abort_reason(), "test abort");
+}
+
+}  // namespace
+}  // namespace jaxpp
