@@ -89,6 +89,29 @@ TEST(GraphCliTest, TableNamesStagesAndTaskCounts) {
   EXPECT_NE(r.out.find("tasks: "), std::string::npos);
 }
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Golden files pin the human-readable table; regenerate with the command in the test when the
+// format changes on purpose.
+TEST(GraphCliTest, TableMatchesGoldenFileForLinearPlacement) {
+  const auto r = run_cli("graph --model gpt3-13b --pp 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, slurp(kData + "gpt3-13b_pp4.txt"));
+}
+
+TEST(GraphCliTest, TableMatchesGoldenFileForVPlacementWithSplitBackward) {
+  const auto r = run_cli(
+      "graph --model megatron-1.7b --pp 2 --virtual 2 --placement v --split-backward "
+      "--recompute selective --microbatches 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, slurp(kData + "megatron-1.7b_pp2_v.txt"));
+}
+
 TEST(GraphCliTest, DotFileIsWritten) {
   const std::string dir = testing::make_temp_dir();
   const auto r =

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 
@@ -114,7 +116,6 @@ TEST(ProgramTest, CheckCatchesAnUnmatchedSend) {
 TEST(ProgramTest, CheckCatchesAWrongTagOrder) {
   Program p = two_stage_program();
   std::swap(p.actors[1][0], p.actors[1][2]);  // receive microbatch 1 before microbatch 0
-  p.actors[1][1].deps = {2};
   p.actors[1][1].deps = {0};
   p.actors[1][3].deps = {2};
   const std::string msg = error_of([&] { check_program(p); });
@@ -174,7 +175,8 @@ Plan small_plan() {
 
 TEST(PlanTest, SaveAndLoadRoundTrip) {
   const Plan plan = small_plan();
-  const std::string dir = std::filesystem::temp_directory_path() / "jaxpp-plan-test";
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("jaxpp-plan-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/plan.json";
   save_plan(plan, path);
