@@ -113,6 +113,24 @@ TEST(SchedulesCli, ExportedCsvAndJsonValidateAndShowTheSameGrid) {
   EXPECT_NE(shown.out.find(r.out.substr(grid, grid_end - grid)), std::string::npos) << shown.out;
 }
 
+TEST(SchedulesCli, ShowOfAnInvalidCustomScheduleExitsOneWithTheErrors) {
+  const auto r = run_cli("show --schedule-file " + data("deadlock.json"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("crossed-1f1b is not a valid schedule"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("deadlock: no actor can make progress"), std::string::npos) << r.err;
+}
+
+TEST(SchedulesCli, ShowNeedsExactlyOneScheduleSource) {
+  const auto both = run_cli("show --schedule 1f1b --schedule-file " + data("deadlock.json"));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("give exactly one of --schedule NAME or --schedule-file FILE"),
+            std::string::npos)
+      << both.err;
+  const auto no_pp = run_cli("show --schedule 1f1b --microbatches 4");
+  EXPECT_EQ(no_pp.exit_code, 2);
+  EXPECT_NE(no_pp.err.find("--pp: required"), std::string::npos) << no_pp.err;
+}
+
 TEST(SchedulesCli, ValidateCsvPrintsOkAndPeakInFlight) {
   const auto r = run_cli("validate " + data("1f1b_p2_m4.csv"));
   EXPECT_EQ(r.exit_code, 0) << r.err;

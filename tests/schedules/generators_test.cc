@@ -144,6 +144,61 @@ TEST(SchedulesClosedForms, BubbleFormulasOverAGridOfPAndM) {
   }
 }
 
+// Bubble as in the Zero Bubble paper: idle time inside the span (first start to last end) of
+// the actor with the longest span.
+int64_t span_bubble(const Schedule& s, const UnitCosts& costs) {
+  const Timeline t = unit_cost_timeline(s, costs);
+  int64_t worst_span = -1, bubble = 0;
+  for (int r = 0; r < s.num_actors(); ++r) {
+    const int64_t span = t.end[r].back() - t.start[r].front();
+    if (span > worst_span) {
+      worst_span = span;
+      bubble = span - t.busy[r];
+    }
+  }
+  return bubble;
+}
+
+TEST(SchedulesClosedForms, ZeroBubblePaperBubblesUnderTwoCostSets) {
+  // T_B here is the input-gradient backward I; a full backward costs I + W.
+  for (const UnitCosts c :
+       {UnitCosts{.f = 1, .b = 2, .i = 1, .w = 1}, UnitCosts{.f = 2, .b = 3, .i = 2, .w = 1}}) {
+    for (int p = 2; p <= 6; ++p) {
+      for (int m = 2 * p; m <= 4 * p; m += p) {
+        const ScheduleParams params{.num_actors = p, .num_microbatches = m};
+        const std::string at = " p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                               " F=" + std::to_string(c.f) + " I=" + std::to_string(c.i) +
+                               " W=" + std::to_string(c.w);
+        EXPECT_EQ(span_bubble(make_std_1f1b(params), c), (p - 1) * (c.f + c.i + c.w))
+            << "1F1B" << at;
+        EXPECT_EQ(span_bubble(make_gpipe(params), c), (p - 1) * (c.f + c.i + c.w)) << "GPipe" << at;
+        EXPECT_EQ(span_bubble(make_zero_bubble(params), c), (p - 1) * (c.f + c.i - c.w))
+            << "ZB-H1" << at;
+        EXPECT_EQ(span_bubble(make_zb_h2(params), c), (p - 1) * (c.f + c.i - 2 * c.w))
+            << "ZB-H2" << at;
+      }
+    }
+  }
+}
+
+TEST(SchedulesClosedForms, InterleavedBubbleShrinksByV) {
+  // (p-1)(T_F+T_B)/v with T per actor's whole layer set (v stages): 3(p-1) in unit costs, so the
+  // makespan is v·m·(F+B) + 3(p-1).
+  for (int p = 2; p <= 4; ++p) {
+    for (int v = 2; v <= 4; ++v) {
+      for (int m : {2 * p, 4 * p}) {
+        const ScheduleParams params{.num_actors = p, .num_stages = v * p, .num_microbatches = m};
+        EXPECT_EQ(unit_cost_timeline(make_interleaved_1f1b(params)).makespan,
+                  3 * v * m + 3 * (p - 1))
+            << "Interleaved1F1B p=" << p << " v=" << v << " m=" << m;
+        EXPECT_EQ(unit_cost_timeline(make_megatron_interleaved(params)).makespan,
+                  3 * v * m + 3 * (p - 1))
+            << "MegatronInterleaved p=" << p << " v=" << v << " m=" << m;
+      }
+    }
+  }
+}
+
 TEST(SchedulesClosedForms, PeakInFlightOverAGridOfPAndM) {
   for (int p = 1; p <= 6; ++p) {
     for (int m = p; m <= 3 * p; ++m) {
