@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "graph/error.h"
 
@@ -140,25 +142,45 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
       << " stages, placement " << to_string(r.placement.kind) << ", " << o.num_microbatches
       << " microbatches of " << o.microbatch_size << " sequence(s), recompute "
       << to_string(o.recompute) << "\n";
+  // With split backwards the B column becomes I (incl. recompute) and W.
   const bool split = any_split(r);
-  char line[256];
-  std::snprintf(line, sizeof line, "%5s %5s %11s %10s %10s %10s %10s %10s %10s\n", "stage", "actor",
-                "layers", "params", "F GFLOP", split ? "I GFLOP" : "B GFLOP",
-                split ? "W GFLOP" : "", "act MiB", "stash MiB");
-  out << line;
+  std::vector<std::string> header = {"stage", "actor", "layers", "params", "F GFLOP"};
+  if (split) {
+    header.insert(header.end(), {"I GFLOP", "W GFLOP"});
+  } else {
+    header.push_back("B GFLOP");
+  }
+  header.insert(header.end(), {"act MiB", "stash MiB"});
+  std::vector<std::vector<std::string>> rows = {header};
   for (int s = 0; s < r.partition.num_stages(); ++s) {
     const StageWork& w = r.graph.stage_work()[s];
     std::string layers = "[";
     layers.append(std::to_string(w.first_layer)).append(", ");
     layers.append(std::to_string(w.first_layer + w.num_layers)).append(")");
-    const double b = split ? w.bwd_input_flops + w.recompute_flops
-                           : w.bwd_input_flops + w.bwd_weight_flops + w.recompute_flops;
-    std::snprintf(line, sizeof line, "%5d %5d %11s %10s %10s %10s %10s %10s %10s\n", s,
-                  r.placement.actor_of(s), layers.c_str(),
-                  human(static_cast<double>(w.params), "").c_str(), gflop(w.fwd_flops).c_str(),
-                  gflop(b).c_str(), split ? gflop(w.bwd_weight_flops).c_str() : "",
-                  mib(w.output_bytes).c_str(), mib(w.stash_bytes).c_str());
-    out << line;
+    std::vector<std::string> row = {std::to_string(s), std::to_string(r.placement.actor_of(s)),
+                                    layers, human(static_cast<double>(w.params), ""),
+                                    gflop(w.fwd_flops)};
+    if (split) {
+      const bool stage_split = r.graph.is_split(s);
+      row.push_back(
+          gflop(w.bwd_input_flops + w.recompute_flops + (stage_split ? 0.0 : w.bwd_weight_flops)));
+      row.push_back(stage_split ? gflop(w.bwd_weight_flops) : "-");
+    } else {
+      row.push_back(gflop(w.bwd_input_flops + w.bwd_weight_flops + w.recompute_flops));
+    }
+    row.insert(row.end(), {mib(w.output_bytes), mib(w.stash_bytes)});
+    rows.push_back(std::move(row));
+  }
+  const std::vector<int> min_width = {5, 5, 11};  // then 10 for the numeric columns
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const size_t width = c < min_width.size() ? min_width[c] : 10;
+      if (c > 0) line += ' ';
+      if (row[c].size() < width) line.append(width - row[c].size(), ' ');
+      line += row[c];
+    }
+    out << line << "\n";
   }
 }
 
