@@ -119,6 +119,18 @@ TEST(PartitionTest, Llama405bStyleFirstAndLastStageGetOneLayerFewer) {
   for (int s = 1; s < 15; ++s) EXPECT_EQ(p.size(s), 8) << s;
 }
 
+TEST(PartitionTest, FewerLayersOnTwoStagesAndImpossibleRequests) {
+  const ModelSpec m = load_model("gpt3-1.3b");  // 24 transformer layers
+  const Partition p = auto_partition(m, {.num_stages = 2, .first_stage_fewer = 2});
+  EXPECT_EQ(p.size(0), 1 + 11);  // embedding + 11 layers
+  EXPECT_EQ(p.size(1), 13 + 1);  // 13 layers + logits
+  EXPECT_NE(error_of([&] {
+              auto_partition(m, {.num_stages = 4, .first_stage_fewer = 7});
+            }).find("stage 0 would get"),
+            std::string::npos);
+  EXPECT_THROW(auto_partition(m, {.num_stages = 1, .last_stage_fewer = 1}), InputError);
+}
+
 TEST(PartitionTest, JsonRoundTripAndValidation) {
   const Partition p = partition_from_starts({0, 4, 9}, 12);
   EXPECT_EQ(partition_from_json(partition_to_json(p), "p"), p);
