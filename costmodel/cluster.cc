@@ -27,7 +27,7 @@ std::string lower(std::string s) {
 // Table 1 (tests/validation/megatron_table1_test.cc); H100/H200 reuse them (not calibrated).
 ClusterSpec common_defaults() {
   ClusterSpec c;
-  c.gemm_efficiency_max = 0.62;
+  c.gemm_efficiency_max = 0.63;
   c.gemm_half_saturation_flops = 4.0e10;
   c.devices_per_node = 8;
   c.allreduce_bus_efficiency = 0.72;

@@ -53,13 +53,13 @@ TEST(StageTimesCost, PerStageFileIsReadInMilliseconds) {
                InputError);
 }
 
-struct Setup {
+struct CostSetup {
   ModelSpec model = load_model("gpt3-1.3b");
   Partition partition;
   Placement placement;
   ParallelConfig config;
   ClusterSpec cluster = cluster_preset("a100-80g");
-  Setup(int pp, int tp, int dp) {
+  CostSetup(int pp, int tp, int dp) {
     partition = auto_partition(model, {.num_stages = pp});
     placement = make_placement(PlacementKind::kLinear, pp, pp);
     config.pp = pp;
@@ -71,7 +71,7 @@ struct Setup {
 };
 
 TEST(AnalyticCost, ComputeFollowsTheRooflineWithEfficiency) {
-  Setup s(2, 1, 1);
+  CostSetup s(2, 1, 1);
   s.cluster.gemm_half_saturation_flops = 0;  // constant efficiency = max
   const AnalyticCost c = s.cost();
   const StageWork& w = c.stage_work()[0];
@@ -87,7 +87,7 @@ TEST(AnalyticCost, ComputeFollowsTheRooflineWithEfficiency) {
 }
 
 TEST(AnalyticCost, TensorParallelismSplitsComputeAndAddsAllReduces) {
-  Setup one(2, 1, 1), eight(2, 8, 1);
+  CostSetup one(2, 1, 1), eight(2, 8, 1);
   const AnalyticCost c1 = one.cost(), c8 = eight.cost();
   EXPECT_DOUBLE_EQ(c1.tp_comm_s(0), 0.0);
   EXPECT_GT(c8.tp_comm_s(0), 0.0);
@@ -96,7 +96,7 @@ TEST(AnalyticCost, TensorParallelismSplitsComputeAndAddsAllReduces) {
 }
 
 TEST(AnalyticCost, FullRecomputeAddsAForwardToTheInputBackward) {
-  Setup none(2, 1, 1), full(2, 1, 1);
+  CostSetup none(2, 1, 1), full(2, 1, 1);
   full.config.recompute = Recompute::kFull;
   const double extra =
       full.cost().task_s(TaskKind::kI, 0) - none.cost().task_s(TaskKind::kI, 0);
@@ -105,7 +105,7 @@ TEST(AnalyticCost, FullRecomputeAddsAForwardToTheInputBackward) {
 
 TEST(AnalyticCost, LinksFollowTheRankLayout) {
   // tp innermost, then dp, then pp; 8 devices per node.
-  Setup a(4, 2, 2);  // 4 devices per actor: actors 0,1 share node 0, actors 2,3 node 1
+  CostSetup a(4, 2, 2);  // 4 devices per actor: actors 0,1 share node 0, actors 2,3 node 1
   const AnalyticCost c = a.cost();
   EXPECT_TRUE(c.same_node(0, 1));
   EXPECT_FALSE(c.same_node(1, 2));
@@ -119,7 +119,7 @@ TEST(AnalyticCost, LinksFollowTheRankLayout) {
 }
 
 TEST(AnalyticCost, DataParallelAllReduceIsHierarchical) {
-  Setup d1(1, 1, 1), d8(1, 1, 8), d16(1, 1, 16);
+  CostSetup d1(1, 1, 1), d8(1, 1, 8), d16(1, 1, 16);
   const int64_t bytes = 1'000'000'000;
   EXPECT_DOUBLE_EQ(d1.cost().dp_allreduce_s(bytes), 0.0);
   const double t8 = d8.cost().dp_allreduce_s(bytes);
@@ -139,13 +139,13 @@ TEST(AnalyticCost, DataParallelAllReduceIsHierarchical) {
 }
 
 TEST(AnalyticCost, ZeroOneShrinksTheOptimizerStep) {
-  Setup plain(1, 1, 4), zero(1, 1, 4);
+  CostSetup plain(1, 1, 4), zero(1, 1, 4);
   zero.config.zero1 = true;
   EXPECT_NEAR(zero.cost().optimizer_s(0) * 4, plain.cost().optimizer_s(0), 1e-12);
 }
 
 TEST(MemoryModel, StaticBytesFollowMixedPrecisionAdam) {
-  Setup s(2, 2, 4);
+  CostSetup s(2, 2, 4);
   const MemoryModel m = build_memory_model(s.model, s.partition, s.placement, s.config, s.cluster);
   const int64_t params = m.actors[0].params;
   EXPECT_NEAR(static_cast<double>(params),
@@ -159,10 +159,10 @@ TEST(MemoryModel, StaticBytesFollowMixedPrecisionAdam) {
 }
 
 TEST(MemoryModel, RecomputeAndSequenceParallelismShrinkTheStash) {
-  Setup none(2, 4, 1), full(2, 4, 1), sp(2, 4, 1);
+  CostSetup none(2, 4, 1), full(2, 4, 1), sp(2, 4, 1);
   full.config.recompute = Recompute::kFull;
   sp.config.sequence_parallel = true;
-  auto stash = [](const Setup& s) {
+  auto stash = [](const CostSetup& s) {
     return build_memory_model(s.model, s.partition, s.placement, s.config, s.cluster)
         .stash_bytes_per_stage[0];
   };

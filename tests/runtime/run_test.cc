@@ -96,12 +96,18 @@ TEST(Run, TraceHasEveryInstructionOfEveryStepAndRespectsDeps) {
   std::map<std::tuple<int, int, int>, const TraceEvent*> by_key;
   for (const TraceEvent& e : r.trace.events) by_key[{e.step, e.actor, e.instruction}] = &e;
   const double slack = 1e-9;
+  // Emulated computes pay back earlier sleep overshoot, so one task may be a little shorter than
+  // predicted, but an actor's compute stream never runs for less than the model says in total.
+  std::vector<double> measured_compute_s(prog.num_actors, 0.0);
+  std::vector<double> predicted_compute_s(prog.num_actors, 0.0);
   for (const TraceEvent& e : r.trace.events) {
     const Instruction& ins = prog.actors[e.actor][e.instruction];
     for (int d : ins.deps)
       EXPECT_GE(e.start_s + slack, by_key.at({e.step, e.actor, d})->end_s) << e.name();
     if (ins.op == OpKind::kCompute) {
-      EXPECT_GE(e.duration_s(), cost.compute_s(e.actor, ins));
+      EXPECT_GT(e.duration_s(), 0.0) << e.name();
+      measured_compute_s[e.actor] += e.duration_s();
+      predicted_compute_s[e.actor] += cost.compute_s(e.actor, ins);
     }
     if (ins.op == OpKind::kRecv) {
       // The message cannot arrive before its send was posted plus the emulated transfer time.
@@ -110,6 +116,10 @@ TEST(Run, TraceHasEveryInstructionOfEveryStepAndRespectsDeps) {
           EXPECT_GE(e.end_s + slack, s.start_s + 5e-5) << e.name();
         }
     }
+  }
+  for (int a = 0; a < prog.num_actors; ++a) {
+    EXPECT_GT(predicted_compute_s[a], 0.0);
+    EXPECT_GE(measured_compute_s[a] + slack, predicted_compute_s[a]) << "actor " << a;
   }
   ASSERT_EQ(r.step_times_s.size(), 2u);
   EXPECT_GT(r.step_time_s, 0);

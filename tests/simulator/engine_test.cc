@@ -52,8 +52,11 @@ std::map<std::string, std::pair<double, double>> times_by_name(const Program& p,
   std::map<std::string, std::pair<double, double>> out;
   for (int a = 0; a < p.num_actors; ++a) {
     for (size_t i = 0; i < p.actors[a].size(); ++i) {
-      out["a" + std::to_string(a) + " " + to_string(p.actors[a][i])] = {r.start_s[a][i],
-                                                                        r.end_s[a][i]};
+      std::string key = "a";
+      key += std::to_string(a);
+      key += ' ';
+      key += to_string(p.actors[a][i]);
+      out[key] = {r.start_s[a][i], r.end_s[a][i]};
     }
   }
   return out;

@@ -1,0 +1,161 @@
+// jaxpp-sim export: turn a trace (or a plan, simulated first) into a timeline file:
+// Chrome/Perfetto JSON, Graphviz SVG/PNG/DOT, or a text Gantt; or a plan's task graph as
+// DOT/SVG/PNG. See docs/export.md.
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "graph/plan.h"
+#include "graph/task_graph.h"
+#include "simulator/plan_builder.h"
+#include "trace/export.h"
+#include "trace/graphviz_render.h"
+#include "trace/trace.h"
+
+namespace jaxpp::cli {
+namespace {
+
+// The task graph of a plan, with the backward split exactly where the plan's program has I tasks.
+TaskGraph task_graph_of(const Plan& plan) {
+  TaskGraphOptions options;
+  options.num_microbatches = plan.config.num_microbatches;
+  options.microbatch_size = plan.config.microbatch_size;
+  options.recompute = plan.config.recompute;
+  options.split_backward.assign(plan.partition.num_stages(), false);
+  for (const auto& actor : plan.program.actors) {
+    for (const Instruction& ins : actor) {
+      for (const TaskRef& t : ins.tasks) {
+        if (t.kind == TaskKind::kI && t.stage >= 0 && t.stage < plan.partition.num_stages()) {
+          options.split_backward[t.stage] = true;
+        }
+      }
+    }
+  }
+  return TaskGraph::build(plan.model, plan.partition, plan.placement, options);
+}
+
+std::string export_task_graph(const Plan& plan, ExportFormat format) {
+  const std::string dot = task_graph_of(plan).to_dot();
+  switch (format) {
+    case ExportFormat::kDot: return dot;
+    case ExportFormat::kSvg: return render_dot(dot, "svg", "dot");
+    case ExportFormat::kPng: return render_dot(dot, "png", "dot");
+    default:
+      throw_input_error("--view taskgraph", "supports --format dot, svg or png, not '" +
+                                                std::string(to_string(format)) + "'");
+  }
+}
+
+int run_export(int argc, char** argv) {
+  cxxopts::Options options(
+      "jaxpp-sim export",
+      "Export a timeline of a trace or of a simulated plan.\n"
+      "  jaxpp-sim export --trace trace.json --format perfetto -o trace.perfetto.json\n"
+      "  jaxpp-sim export --plan plan.json --format svg -o timeline.svg\n"
+      "  jaxpp-sim export --plan plan.json --format text -o -          (Gantt on stdout)\n"
+      "  jaxpp-sim export --plan plan.json --view taskgraph --format svg -o graph.svg\n"
+      "Formats: perfetto, chrome (Chrome trace-event JSON), svg, png (Graphviz timeline),\n"
+      "dot (its DOT text), text (Gantt chart), json (the trace itself).");
+  // clang-format off
+  options.add_options()
+      ("trace", "trace JSON file (from simulate --trace or run)", cxxopts::value<std::string>())
+      ("plan", "plan JSON file: simulated first (analytic cost model)", cxxopts::value<std::string>())
+      ("format", "perfetto | chrome | svg | png | dot | text | json (default: from the -o extension)", cxxopts::value<std::string>())
+      ("o,output", "output file ('-' = stdout, text formats only)", cxxopts::value<std::string>())
+      ("width", "text: columns (100); svg/png/dot: points (1000)", cxxopts::value<int>())
+      ("per-stream", "one row per (actor, stream) instead of per actor")
+      ("title", "picture title (svg/png/dot)", cxxopts::value<std::string>())
+      ("view", "timeline | taskgraph (taskgraph needs --plan; dot, svg or png)", cxxopts::value<std::string>()->default_value("timeline"))
+      ("json", "print a JSON summary of what was written")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty()) {
+    throw_input_error("export", "unexpected argument '" + args.unmatched()[0] + "'");
+  }
+  if (args.count("trace") == args.count("plan")) {
+    throw_input_error("export", "give exactly one input: --trace FILE or --plan FILE");
+  }
+  if (!args.count("output")) throw_input_error("-o", "required (output file, or '-' for stdout)");
+  const std::string output = args["output"].as<std::string>();
+  if (output.empty()) throw_input_error("-o", "empty output path");
+  const ExportFormat format = args.count("format")
+                                  ? parse_export_format(args["format"].as<std::string>(), "--format")
+                                  : export_format_from_path(output);
+  if (output == "-" && is_binary(format)) {
+    throw_input_error("-o", "cannot write " + std::string(to_string(format)) +
+                                " to stdout; give a file name");
+  }
+  const std::string view = args["view"].as<std::string>();
+  if (view != "timeline" && view != "taskgraph") {
+    throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
+  }
+  ExportOptions export_options;
+  if (args.count("width")) {
+    export_options.width = args["width"].as<int>();
+    if (export_options.width < 10) throw_input_error("--width", "must be >= 10");
+  }
+  export_options.per_stream = args.count("per-stream") > 0;
+  if (args.count("title")) export_options.title = args["title"].as<std::string>();
+
+  // Input -> bytes, all in memory.
+  std::string bytes;
+  std::string source;
+  size_t num_events = 0;
+  if (view == "taskgraph") {
+    if (!args.count("plan")) throw_input_error("--view taskgraph", "needs --plan FILE");
+    const Plan plan = load_plan(args["plan"].as<std::string>());
+    bytes = export_task_graph(plan, format);
+    source = "plan task graph";
+  } else {
+    Trace trace;
+    if (args.count("trace")) {
+      trace = load_trace(args["trace"].as<std::string>());
+    } else {
+      const Plan plan = load_plan(args["plan"].as<std::string>());
+      PlanSimOptions sim_options;
+      sim_options.record_trace = true;
+      sim_options.check_memory = false;  // a timeline of a plan that does not fit is still useful
+      trace = simulate_plan(plan, sim_options).result.trace;
+    }
+    bytes = export_trace(trace, format, export_options);
+    source = trace.source;
+    num_events = trace.events.size();
+  }
+
+  if (output == "-") {
+    std::cout << bytes;
+    return kExitOk;
+  }
+  write_text_file_atomic(output, bytes);
+  if (args.count("json")) {
+    nlohmann::json summary = {{"output", output},
+                              {"format", std::string(to_string(format))},
+                              {"view", view},
+                              {"bytes", bytes.size()},
+                              {"events", num_events},
+                              {"source", source}};
+    std::cout << summary.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "wrote " << output << " (" << to_string(format) << ", " << bytes.size()
+            << " bytes";
+  if (view == "timeline") std::cout << ", " << num_events << " events";
+  std::cout << ")\n";
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"export",
+                               "Export a trace or simulated plan: Perfetto/Chrome JSON, SVG, PNG, "
+                               "DOT, text Gantt",
+                               run_export};
+
+}  // namespace
+}  // namespace jaxpp::cli
