@@ -16,6 +16,7 @@ constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
 constexpr double kUs = 1e-6;
 constexpr double kMs = 1e-3;
+constexpr double kNs = 1e-9;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -152,7 +153,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
                       "gemm_efficiency", "devices_per_node", "intra_node", "inter_node",
                       "allreduce_bus_efficiency", "launch_overhead_us", "iteration_overhead_ms",
                       "p2p_overhead_us", "weight_bytes_per_param", "grad_bytes_per_param",
-                      "optimizer_state_bytes_per_param", "optimizer_traffic_bytes_per_param"});
+                      "optimizer_state_bytes_per_param", "optimizer_traffic_bytes_per_param",
+                      "elementwise"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
   if (has_base) {
@@ -180,6 +182,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   }
   double hbm = static_cast<double>(c.hbm_bytes);
   r.positive("hbm_gib", kGiB, hbm);
+  if (!(hbm >= 1 && hbm < 0x1p62))  // a whole number of bytes that fits in int64
+    throw_input_error(obj.field("hbm_gib"), "out of range (expected 1 byte to 2^32 GiB)");
   c.hbm_bytes = static_cast<int64_t>(hbm + 0.5);
   r.positive("hbm_bandwidth_gb_per_s", kGB, c.hbm_bandwidth_bytes_per_s);
   if (obj.has("gemm_efficiency")) {
@@ -206,6 +210,13 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   r.non_negative("grad_bytes_per_param", 1.0, c.grad_bytes_per_param);
   r.non_negative("optimizer_state_bytes_per_param", 1.0, c.optimizer_state_bytes_per_param);
   r.non_negative("optimizer_traffic_bytes_per_param", 1.0, c.optimizer_traffic_bytes_per_param);
+  if (obj.has("elementwise")) {  // optional in every form
+    JsonObject e = obj.object("elementwise");
+    e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element"});
+    Reader er(e, /*required=*/false);
+    er.non_negative("gelu_ns_per_element", kNs, c.gelu_s_per_element);
+    er.non_negative("gelu_backward_ns_per_element", kNs, c.gelu_backward_s_per_element);
+  }
   return c;
 }
 
@@ -214,24 +225,29 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   for (Dtype d : kAllDtypes) {
     peak[std::string(to_string(d))] = c.peak_flops_per_s[static_cast<int>(d)] / kTera;
   }
-  return {{"name", c.name},
-          {"peak_tflops", peak},
-          {"hbm_gib", static_cast<double>(c.hbm_bytes) / kGiB},
-          {"hbm_bandwidth_gb_per_s", c.hbm_bandwidth_bytes_per_s / kGB},
-          {"gemm_efficiency",
-           {{"max", c.gemm_efficiency_max},
-            {"half_saturation_gflops", c.gemm_half_saturation_flops / kGiga}}},
-          {"devices_per_node", c.devices_per_node},
-          {"intra_node", link_to_json(c.intra_node)},
-          {"inter_node", link_to_json(c.inter_node)},
-          {"allreduce_bus_efficiency", c.allreduce_bus_efficiency},
-          {"launch_overhead_us", c.launch_overhead_s / kUs},
-          {"iteration_overhead_ms", c.iteration_overhead_s / kMs},
-          {"p2p_overhead_us", c.p2p_overhead_s / kUs},
-          {"weight_bytes_per_param", c.weight_bytes_per_param},
-          {"grad_bytes_per_param", c.grad_bytes_per_param},
-          {"optimizer_state_bytes_per_param", c.optimizer_state_bytes_per_param},
-          {"optimizer_traffic_bytes_per_param", c.optimizer_traffic_bytes_per_param}};
+  nlohmann::json j = {{"name", c.name},
+                      {"peak_tflops", peak},
+                      {"hbm_gib", static_cast<double>(c.hbm_bytes) / kGiB},
+                      {"hbm_bandwidth_gb_per_s", c.hbm_bandwidth_bytes_per_s / kGB},
+                      {"gemm_efficiency",
+                       {{"max", c.gemm_efficiency_max},
+                        {"half_saturation_gflops", c.gemm_half_saturation_flops / kGiga}}},
+                      {"devices_per_node", c.devices_per_node},
+                      {"intra_node", link_to_json(c.intra_node)},
+                      {"inter_node", link_to_json(c.inter_node)},
+                      {"allreduce_bus_efficiency", c.allreduce_bus_efficiency},
+                      {"launch_overhead_us", c.launch_overhead_s / kUs},
+                      {"iteration_overhead_ms", c.iteration_overhead_s / kMs},
+                      {"p2p_overhead_us", c.p2p_overhead_s / kUs},
+                      {"weight_bytes_per_param", c.weight_bytes_per_param},
+                      {"grad_bytes_per_param", c.grad_bytes_per_param},
+                      {"optimizer_state_bytes_per_param", c.optimizer_state_bytes_per_param},
+                      {"optimizer_traffic_bytes_per_param", c.optimizer_traffic_bytes_per_param}};
+  if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0) {
+    j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
+                        {"gelu_backward_ns_per_element", c.gelu_backward_s_per_element / kNs}};
+  }
+  return j;
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {

@@ -18,6 +18,12 @@
 // intra_node = NVLink (per GPU, per direction), inter_node = the network (per GPU). Collectives
 // use the same links with allreduce_bus_efficiency applied to the bandwidth.
 //
+// Element-wise kernels (optional, 0 = not modelled): the measured cost per element of the GeLU
+// activation and of its gradient as the runtime's MLP workload runs them (runtime/device.h).
+// On a GPU these are memory bound and folded into the GEMM efficiency constants; on a CPU they
+// are transcendental-bound and a calibration (`jaxpp-sim calibrate`, costmodel/calibration.h)
+// fits them, together with hbm_bandwidth_bytes_per_s for streaming copies and optimizer steps.
+//
 // JSON form (every key optional when "base" names a preset; unknown keys are errors):
 //   { "name": "my-a100", "base": "a100-80g",
 //     "peak_tflops": {"bf16": 312, "fp16": 312, "fp8": 0, "fp32": 19.5},
@@ -28,7 +34,10 @@
 //     "inter_node": {"bandwidth_gb_per_s": 24, "latency_us": 20, "efficiency": 1.0},
 //     "allreduce_bus_efficiency": 0.75, "launch_overhead_us": 10, "iteration_overhead_ms": 0,
 //     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
-//     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36 }
+//     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
+//     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2} }
+// "elementwise" is optional even without a base (absent = 0) and written only when non-zero, so
+// files written before it existed still load and still round-trip.
 //
 // Usage:
 //   ClusterSpec c = load_cluster("h100-sxm");          // preset, or a path to a JSON file
@@ -73,8 +82,11 @@ struct ClusterSpec {
   // Training state per parameter (mixed-precision Adam by default).
   double weight_bytes_per_param = 2;
   double grad_bytes_per_param = 4;
-  double optimizer_state_bytes_per_param = 12;  // fp32 master, m, v; sharded by ZeRO-1
+  double optimizer_state_bytes_per_param = 12;    // fp32 master, m, v; sharded by ZeRO-1
   double optimizer_traffic_bytes_per_param = 36;  // HBM bytes read+written by one Adam step
+  // Element-wise kernels (see above); 0 = not modelled.
+  double gelu_s_per_element = 0;
+  double gelu_backward_s_per_element = 0;
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;

@@ -1,0 +1,315 @@
+// Calibration: turning measurements into a ClusterSpec, and predicting what a runtime really
+// runs from a calibrated ClusterSpec. Pure maths: no clocks, no threads, no files; the
+// measurements come from runtime/microbench.h (microbenchmarks on a backend, or observations of
+// a measured run trace) and `jaxpp-sim calibrate` writes the result (docs/calibrate.md).
+//
+// Fits (all weighted least squares on RELATIVE residuals: a point counts by (measured − model) /
+// measured, so microsecond and second measurements weigh the same; coefficients are
+// constrained to be >= 0 by dropping a negative one and refitting):
+//   GEMM curve       t(x) = t0 + x / R for one GEMM call of x FLOPs. This is exactly the
+//                    ClusterSpec efficiency curve eff(x) = emax·x / (x + x_half) with
+//                    peak·emax = R and x_half = t0·R (t = x / (peak·eff(x)) = (x + x_half) / R).
+//                    A calibrated cluster stores peak = R and emax = 1.
+//   alpha-beta       t(n) = latency + n / bandwidth for a message (or a copy) of n bytes.
+//   all-reduce       t(r, n) = 2(r−1)·latency + 2(r−1)/r · n / bus_bandwidth for r ranks and n
+//                    bytes (ring), with `latency` fixed to the point-to-point fit, so that the
+//                    stored model (link latency, allreduce_bus_efficiency) is the fitted one.
+//   per element      t(n) = t0 + n · s_per_element (GeLU and its gradient).
+// Residuals are reported per point as (measured − fitted) / fitted (signed, so + means the
+// model is optimistic).
+//
+// Units: seconds, bytes, FLOPs, bytes per second, FLOP/s; sizes are counts of elements or bytes
+// as the names say.
+//
+// Usage:
+//   Measurements m = ...;                        // runtime/microbench.h
+//   Calibration cal = calibrate(m, cluster_preset("a100-80g"), "calibrated-threads");
+//   save cluster_to_json(cal.cluster);           // loads with load_cluster(path)
+//   KernelCost cost(stage_kernels, stage_to_actor, cal.cluster, Dtype::kFp32, /*dp=*/1);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cluster.h"
+#include "costmodel/cost_provider.h"
+#include "graph/model.h"
+#include "graph/program.h"
+
+namespace jaxpp {
+
+// ---- Statistics of repeated timings ------------------------------------------------------------
+
+// Median of `values` (mean of the two middle values for an even count); 0 for none.
+double median_of(std::vector<double> values);
+// Linear-interpolated quantile q in [0, 1] of `values`; 0 for none.
+double quantile_of(std::vector<double> values, double q);
+
+// ---- Least squares -----------------------------------------------------------------------------
+
+// y ≈ Σ_j coefficients[j] · rows[i][j], coefficients >= 0, minimising Σ ((y_i − ŷ_i) / y_i)².
+struct LinearFit {
+  std::vector<double> coefficients;
+  std::vector<double> fitted;     // ŷ_i
+  std::vector<double> residuals;  // (y_i − ŷ_i) / ŷ_i
+  double rms_residual = 0;        // root mean square of `residuals`
+  double max_abs_residual = 0;
+};
+// InputError ("<what>: ...") when there are fewer points than coefficients, a y is not > 0, or
+// the points cannot determine the coefficients (e.g. every x equal).
+LinearFit fit_nonnegative_relative(const std::vector<std::vector<double>>& rows,
+                                   std::span<const double> y, const std::string& what);
+
+struct GemmCurveFit {
+  double rate_flops_per_s = 0;       // R: the asymptotic rate (peak · emax)
+  double half_saturation_flops = 0;  // x_half = t0 · R
+  double call_overhead_s = 0;        // t0
+  LinearFit fit;
+  // Time of one GEMM call of `flops` under the fit.
+  double time_s(double flops) const { return call_overhead_s + flops / rate_flops_per_s; }
+};
+GemmCurveFit fit_gemm_curve(std::span<const double> flops, std::span<const double> seconds);
+
+struct AlphaBetaFit {
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = 0;
+  LinearFit fit;
+  double time_s(double bytes) const { return latency_s + bytes / bandwidth_bytes_per_s; }
+};
+AlphaBetaFit fit_alpha_beta(std::span<const double> bytes, std::span<const double> seconds,
+                            const std::string& what);
+
+struct AllReduceFit {
+  double latency_s = 0;  // per ring step (fixed, from the point-to-point fit)
+  double bus_bandwidth_bytes_per_s = 0;
+  LinearFit fit;  // residuals of the complete model (latency term included)
+  double time_s(int ranks, double bytes) const;
+};
+AllReduceFit fit_allreduce(std::span<const int> ranks, std::span<const double> bytes,
+                           std::span<const double> seconds, double latency_s);
+
+struct PerElementFit {
+  double call_overhead_s = 0;
+  double s_per_element = 0;
+  LinearFit fit;
+};
+PerElementFit fit_per_element(std::span<const double> elements, std::span<const double> seconds,
+                              const std::string& what);
+
+// ---- From microbenchmark measurements to a ClusterSpec -----------------------------------------
+
+// One point of a microbenchmark: the median over the timed repetitions.
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double seconds = 0;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
+};
+struct SizeSample {  // per-element kernels (elements) and copies / messages (bytes)
+  double size = 0;
+  double seconds = 0;
+};
+struct AllReduceSample {
+  int ranks = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct Measurements {
+  std::string backend;                // "threads", "mpi", "cuda"
+  std::string device;                 // "host" or the GPU's name
+  int ranks = 1;                      // workers that took part in the communication benchmarks
+  int ranks_per_host = 1;             // devices_per_node of the result
+  int64_t memory_bytes_per_rank = 0;  // hbm_bytes of the result (0: keep the base's)
+  std::vector<GemmSample> gemm;
+  std::vector<SizeSample> gelu;           // size = elements
+  std::vector<SizeSample> gelu_backward;  // size = elements
+  std::vector<SizeSample> copy;           // size = bytes of the array (2x moved: read + write)
+  std::vector<SizeSample> p2p;            // size = payload bytes; seconds = one-way time
+  std::vector<AllReduceSample> allreduce;
+  std::vector<double> launch_overhead_s;  // per compute instruction, one value per repetition
+};
+
+struct Calibration {
+  ClusterSpec cluster;
+  GemmCurveFit gemm;
+  PerElementFit gelu, gelu_backward;
+  AlphaBetaFit copy;  // bandwidth = bytes moved (read + written) per second
+  AlphaBetaFit p2p;  // valid when has_p2p
+  bool has_p2p = false;
+  AllReduceFit allreduce;  // valid when has_allreduce
+  bool has_allreduce = false;
+  double launch_overhead_s = 0;
+};
+
+// Fits every microbenchmark and builds the cluster: peak (bf16, fp16, fp32) = the GEMM rate of
+// the measured (fp64) GEMMs, gemm_efficiency max 1 and the fitted half saturation; GeLU costs;
+// hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
+// both links are the one measured) with efficiency 1 and p2p_overhead 0;
+// allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1];
+// launch_overhead = median of the samples; iteration_overhead 0; training-state bytes per
+// parameter of the fp64 workload with Adam (8 weights, 8 gradients, 16 moments, 64 bytes of
+// optimizer traffic). What was not measured (no point-to-point samples: the links and the
+// all-reduce efficiency; no all-reduce samples: its efficiency; memory_bytes_per_rank 0: the
+// memory size) keeps `base`'s value. InputError naming the benchmark when one has too few points.
+Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std::string& name);
+
+// The fitted parameters of a cluster by name ("gemm_rate_flops_per_s", "p2p_latency_s", ...), in
+// a fixed order, for reports and for comparing two calibrations.
+std::vector<std::pair<std::string, double>> fitted_parameters(const ClusterSpec& c);
+// Fits, parameters and residuals as JSON (what `calibrate --json` prints).
+nlohmann::json calibration_to_json(const Calibration& cal);
+
+// ---- Kernel-level prediction -------------------------------------------------------------------
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
+};
+
+// What one task (or optimizer step) of a runtime workload launches.
+struct KernelWork {
+  std::vector<GemmShape> gemms;
+  int64_t gelu_elements = 0;
+  int64_t gelu_backward_elements = 0;
+  int64_t memory_bytes = 0;  // streaming traffic (read + written): copies, loss, optimizer
+  KernelWork& operator+=(const KernelWork& other);
+  double gemm_flops() const;
+};
+
+// Σ_gemm flops / (peak(dtype) · eff(flops)) + gelu and gelu-gradient elements · their costs +
+// memory_bytes / hbm_bandwidth. No launch overhead.
+double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
+
+// Ring all-reduce of `bytes` per device over `ranks` data-parallel replicas, hierarchical as in
+// AnalyticCost (tp = 1): g = min(devices_per_node, ranks) peers inside a node, ranks / g nodes.
+double ring_allreduce_time_s(const ClusterSpec& cluster, int ranks, double bytes);
+
+// Whether two actors (pipeline ranks of dp devices each) share a node: (a·dp)/devices_per_node.
+bool actors_share_node(const ClusterSpec& cluster, int dp, int actor_a, int actor_b);
+
+// CostProvider of a workload described kernel by kernel, per stage:
+//   kCompute   launch_overhead + Σ tasks kernel_time_s(task kernels of its stage)
+//   kOptimizer launch_overhead + kernel_time_s(optimizer kernels of its stage)
+//   transfers  link latency + p2p_overhead, link bandwidth · efficiency (link by actors_share_node)
+//   kAllReduce ring_allreduce_time_s(dp, ins.bytes)
+struct StageKernels {
+  std::array<KernelWork, 4> task;  // indexed by TaskKind (F, B, I, W)
+  KernelWork optimizer;
+};
+class KernelCost : public CostProvider {
+ public:
+  KernelCost(std::vector<StageKernels> stages, int num_actors, const ClusterSpec& cluster,
+             Dtype dtype, int dp);
+  double compute_s(int actor, const Instruction& ins) const override;
+  double p2p_latency_s(int from, int to) const override;
+  double p2p_bandwidth_bytes_per_s(int from, int to) const override;
+  int link_id(int from, int to) const override;
+  double allreduce_s(int actor, const Instruction& ins) const override;
+  double task_s(TaskKind kind, int stage) const;  // without launch overhead
+
+ private:
+  std::vector<StageKernels> stages_;
+  int num_actors_;
+  ClusterSpec cluster_;
+  Dtype dtype_;
+  int dp_;
+};
+
+// Prediction of an EMULATED run: the emulation cost (what the workers sleep, times time_scale)
+// plus what the backend itself costs, from a cluster calibrated on that backend:
+//   compute/optimizer  time_scale · emulated + launch_overhead
+//   transfer           max(time_scale · emulated transfer, backend latency + 8 bytes / bandwidth)
+//                      (a message carries its ready time and no payload; the receiver finishes
+//                      at the later of the two), infinite bandwidth
+//   kAllReduce         max(time_scale · emulated, backend all-reduce of one double over dp)
+// `emulated` must outlive this object.
+class EmulationPredictionCost : public CostProvider {
+ public:
+  EmulationPredictionCost(const CostProvider& emulated, double time_scale,
+                          const ClusterSpec& backend_cluster, int num_actors, int dp);
+  double compute_s(int actor, const Instruction& ins) const override;
+  double p2p_latency_s(int from, int to) const override;
+  double p2p_bandwidth_bytes_per_s(int from, int to) const override;  // +infinity
+  int link_id(int from, int to) const override;
+  double transfer_latency_s(int from, int to, const Instruction& ins) const override;
+  double allreduce_s(int actor, const Instruction& ins) const override;
+
+ private:
+  const CostProvider& emulated_;
+  double time_scale_;
+  ClusterSpec cluster_;
+  int num_actors_;
+  int dp_;
+};
+
+// ---- From a measured run trace -----------------------------------------------------------------
+
+// A compute instruction of a measured run with what a base cluster predicts for its kernels
+// (kernel_time_s, no launch overhead). kind: "F", "B", "I", "W", "fused" or "optimizer".
+struct ComputeObservation {
+  std::string kind;
+  double measured_s = 0;
+  double predicted_s = 0;
+};
+// A transfer: send start to the matching receive's end.
+struct TransferObservation {
+  int from = 0, to = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+struct TraceObservations {
+  int num_actors = 0;
+  int dp = 1;
+  std::vector<ComputeObservation> computes;
+  std::vector<TransferObservation> transfers;
+  std::vector<AllReduceSample> allreduces;  // ranks = dp
+};
+
+struct KindSummary {
+  int count = 0;
+  double measured_s = 0;          // median
+  double predicted_before_s = 0;  // median, base cluster, launch overhead included
+  double predicted_after_s = 0;   // median, fitted cluster
+};
+struct TraceCalibration {
+  ClusterSpec cluster;
+  double compute_slowdown = 1;  // measured ≈ launch + slowdown · base kernel time
+  double launch_overhead_s = 0;
+  LinearFit compute_fit;
+  bool fitted_transfers = false;
+  bool fitted_allreduce = false;
+  std::map<std::string, KindSummary> kinds;  // compute kinds and "transfer", "allreduce"
+};
+
+// A neutral starting point for calibrate_from_trace when no calibrated cluster is at hand:
+// 1e10 FLOP/s for every GEMM (no efficiency curve), element-wise kernels not modelled (0 s),
+// memory traffic at 1e11 bytes/s, no launch overhead, links of 1e10 bytes/s and 0 latency, one
+// node of 1024 devices. A fit on top of it yields an effective FLOP rate and a launch overhead.
+ClusterSpec reference_host_cluster();
+
+// Fits a trace's observations on top of `base`:
+//   compute    measured = launch + slowdown · predicted over all compute observations; when every
+//              prediction is the same (one kind of work), launch stays the base's and only the
+//              slowdown is fitted. The cluster's rates (peaks, GeLU costs, hbm bandwidth) are
+//              divided by the slowdown, so its kernel times scale by it exactly.
+//   transfers  per link class (same node or not, by actors_share_node) and payload size, the
+//              lower quartile of the observed times (a transfer observed late because its receiver
+//              was busy is not a slow transfer); an alpha-beta fit over two or more sizes, else
+//              the latency with the base's bandwidth. p2p_overhead becomes 0 (folded into the
+//              link latency).
+//   allreduce  (dp > 1) per size, the lower quartile; the bus efficiency that fits them best with
+//              the link latency fixed, clamped to (0, 1].
+// InputError when there is no compute observation.
+TraceCalibration calibrate_from_trace(const TraceObservations& obs, const ClusterSpec& base,
+                                      const std::string& name);
+nlohmann::json trace_calibration_to_json(const TraceCalibration& cal);
+
+}  // namespace jaxpp
