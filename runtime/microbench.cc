@@ -1,0 +1,586 @@
+#include "runtime/microbench.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "graph/error.h"
+#include "runtime/executor.h"
+#include "runtime/mpi_backend.h"
+#include "runtime/run.h"
+#include "runtime/threads_backend.h"
+#ifdef JAXPP_HAVE_CUDA
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_run.h"
+#endif
+
+namespace jaxpp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Per-call time of `op`: calls per repetition chosen so that a repetition lasts at least
+// min_repetition_s, warm-up repetitions, then the median of the timed ones.
+template <class Op>
+double time_per_call_s(Device& device, const Timing& timing, Op&& op) {
+  auto t0 = Clock::now();
+  op();
+  device.synchronize();
+  const double first = std::max(seconds_since(t0), 1e-9);
+  const int calls =
+      static_cast<int>(std::clamp(std::ceil(timing.min_repetition_s / first), 1.0, 1e6));
+  auto repetition = [&] {
+    auto start = Clock::now();
+    for (int c = 0; c < calls; ++c) op();
+    device.synchronize();
+    return seconds_since(start) / calls;
+  };
+  for (int w = 0; w < timing.warmup; ++w) repetition();
+  std::vector<double> per_call;
+  for (int r = 0; r < std::max(1, timing.repeats); ++r) per_call.push_back(repetition());
+  return median_of(per_call);
+}
+
+// Deterministic values in [-1, 1) (no denormals, no NaNs).
+DeviceArray filled(Device& device, size_t n, uint64_t seed) {
+  std::vector<double> v(std::max<size_t>(n, 1));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (double& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = static_cast<double>(s >> 11) * 0x1.0p-52 - 1.0;
+  }
+  return device.upload(v);
+}
+
+// A CostProvider under which every instruction takes no time (the launch-overhead benchmark).
+class ZeroCost : public CostProvider {
+ public:
+  double compute_s(int, const Instruction&) const override { return 0; }
+  double p2p_latency_s(int, int) const override { return 0; }
+  double p2p_bandwidth_bytes_per_s(int, int) const override { return 1; }
+  int link_id(int from, int to) const override { return from * 1024 + to; }
+  double allreduce_s(int, const Instruction&) const override { return 0; }
+};
+
+// Compute part of the suite on one device.
+Measurements compute_suite(Device& device, bool quick, const Timing& timing) {
+  Measurements m;
+  m.gemm = bench_gemm(device, default_gemm_shapes(quick), timing);
+  m.gelu = bench_gelu(device, default_elementwise_sizes(quick), false, timing);
+  m.gelu_backward = bench_gelu(device, default_elementwise_sizes(quick), true, timing);
+  m.copy = bench_copy(device, default_copy_sizes_bytes(quick), timing);
+  return m;
+}
+
+// Point-wise median of the compute suites of several concurrent workers.
+Measurements median_of_suites(const std::vector<Measurements>& suites) {
+  Measurements out = suites.at(0);
+  auto merge = [&](auto member) {
+    auto& dst = out.*member;
+    for (size_t i = 0; i < dst.size(); ++i) {
+      std::vector<double> v;
+      for (const Measurements& s : suites) v.push_back((s.*member)[i].seconds);
+      dst[i].seconds = median_of(v);
+    }
+  };
+  merge(&Measurements::gemm);
+  merge(&Measurements::gelu);
+  merge(&Measurements::gelu_backward);
+  merge(&Measurements::copy);
+  return out;
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+std::vector<int> allreduce_rank_counts(int ranks) {
+  std::vector<int> counts;
+  for (int r = 2; r <= ranks; ++r)
+    if (ranks % r == 0) counts.push_back(r);
+  return counts;
+}
+
+void say(const std::function<void(const std::string&)>& progress, const std::string& line) {
+  if (progress) progress(line);
+}
+
+// Runs `fn(backend)` on every worker of a threads world, one thread each; rethrows the first
+// failure as a RuntimeFailure.
+template <class Fn>
+void on_threads_world(int actors, int replicas, Fn&& fn) {
+  ThreadsWorld world(actors, replicas);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < replicas; ++r)
+    for (int a = 0; a < actors; ++a)
+      threads.emplace_back([&, a, r] {
+        std::unique_ptr<Backend> backend = world.backend(a, r);
+        try {
+          fn(*backend);
+        } catch (const std::exception& e) {
+          world.abort("worker " + std::to_string(a) + "/" + std::to_string(r) + ": " + e.what());
+        }
+      });
+  for (auto& t : threads) t.join();
+  const std::string why = world.abort_reason();
+  if (!why.empty()) throw RuntimeFailure("calibrate: " + why);
+}
+
+MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
+                                   const std::function<void(const std::string&)>& progress) {
+  MicrobenchResult result;
+  Measurements& m = result.measurements;
+  const int workers = std::min(o.ranks, hardware_threads());
+  say(progress, "compute: GEMM, GeLU, copy on " + std::to_string(workers) + " thread(s) at once");
+  std::vector<Measurements> suites(workers);
+  std::barrier start(workers);
+  std::vector<std::thread> threads;
+  std::mutex error_mu;
+  std::string error;
+  for (int w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      start.arrive_and_wait();
+      try {
+        suites[w] = compute_suite(host_device(), o.quick, o.timing);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(error_mu);
+        if (error.empty()) error = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw RuntimeFailure("calibrate: " + error);
+  m = median_of_suites(suites);
+
+  say(progress, "point-to-point: ping-pong between 2 of " + std::to_string(o.ranks) + " threads");
+  on_threads_world(o.ranks, 1, [&](Backend& b) {
+    auto samples = bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+    if (b.actor() == 0) m.p2p = std::move(samples);
+  });
+  for (int r : allreduce_rank_counts(o.ranks)) {
+    say(progress,
+        "all-reduce: " + std::to_string(o.ranks / r) + " x " + std::to_string(r) + " ranks");
+    on_threads_world(o.ranks / r, r, [&](Backend& b) {
+      auto samples =
+          bench_allreduce(b, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+      if (b.actor() == 0 && b.replica() == 0)
+        m.allreduce.insert(m.allreduce.end(), samples.begin(), samples.end());
+    });
+  }
+  say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
+  on_threads_world(o.ranks, 1, [&](Backend& b) {
+    auto samples = bench_launch_overhead(b, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    if (b.actor() == 0) m.launch_overhead_s = std::move(samples);
+  });
+  m.backend = "threads";
+  m.device = "host";
+  m.ranks = o.ranks;
+  m.ranks_per_host = o.ranks;
+  m.memory_bytes_per_rank = host_memory_bytes() / o.ranks;
+  return result;
+}
+
+MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
+                               const std::function<void(const std::string&)>& progress) {
+  MpiSession& session = MpiSession::get();
+  if (session.size() < 2)
+    throw InputError(
+        "--backend mpi: the communication benchmarks need at least 2 processes (run under "
+        "mpirun -n K with K >= 2)");
+  if (o.ranks != session.size())
+    throw InputError("--ranks: " + std::to_string(o.ranks) + " but mpirun started " +
+                     std::to_string(session.size()) + " processes");
+  const int rank = session.rank();
+  MicrobenchResult result;
+  result.root = rank == 0;
+  Measurements& m = result.measurements;
+  auto root_say = [&](const std::string& line) {
+    if (rank == 0) say(progress, line);
+  };
+  // Barriers that wait for a whole benchmark section get a generous deadline.
+  const double section_timeout_s = std::max(o.timeout_s, 3600.0);
+
+  int ranks_per_host = 1;
+  {
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &ranks_per_host);
+    MPI_Comm_free(&local);
+  }
+  {
+    MpiBackend world(session.size(), 1);
+    const int workers = std::min(ranks_per_host, hardware_threads());
+    root_say("compute: GEMM, GeLU, copy on " + std::to_string(workers) + " rank(s) at once");
+    world.barrier(section_timeout_s);
+    if (rank < workers) {
+      Measurements suite = compute_suite(host_device(), o.quick, o.timing);
+      if (rank == 0) m = std::move(suite);
+    }
+    world.barrier(section_timeout_s);
+    root_say("point-to-point: ping-pong between ranks 0 and 1 of " +
+             std::to_string(session.size()));
+    auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+    if (rank == 0) m.p2p = std::move(p2p);
+    root_say("launch overhead: executor on " + std::to_string(session.size()) + " ranks");
+    auto launch = bench_launch_overhead(world, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    if (rank == 0) m.launch_overhead_s = std::move(launch);
+  }
+  for (int r : allreduce_rank_counts(session.size())) {
+    root_say("all-reduce: " + std::to_string(session.size() / r) + " x " + std::to_string(r) +
+             " ranks");
+    MpiBackend world(session.size() / r, r);
+    auto samples =
+        bench_allreduce(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+    if (rank == 0) m.allreduce.insert(m.allreduce.end(), samples.begin(), samples.end());
+  }
+  m.backend = "mpi";
+  m.device = "host";
+  m.ranks = session.size();
+  m.ranks_per_host = ranks_per_host;
+  m.memory_bytes_per_rank = host_memory_bytes() / ranks_per_host;
+  return result;
+}
+
+MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
+                                const std::function<void(const std::string&)>& progress) {
+#ifdef JAXPP_HAVE_CUDA
+  cuda::require_device();
+  MicrobenchResult result;
+  say(progress, "compute: GEMM, GeLU, copy on GPU 0 (communication is not benchmarked on cuda)");
+  {
+    cuda::CudaDevice device(0);
+    result.measurements = compute_suite(device, o.quick, o.timing);
+  }
+  say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
+  on_threads_world(o.ranks, 1, [&](Backend& b) {
+    auto samples = bench_launch_overhead(b, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    if (b.actor() == 0) result.measurements.launch_overhead_s = std::move(samples);
+  });
+  result.measurements.backend = "cuda";
+  result.measurements.device = "cuda:0";
+  result.measurements.ranks = 1;
+  result.measurements.ranks_per_host = 0;  // keep the base's devices_per_node
+  return result;
+#else
+  (void)o;
+  (void)progress;
+  throw RuntimeFailure(
+      "--backend cuda: this jaxpp-sim was built without the CUDA backend (configure with "
+      "-DJAXPP_WITH_CUDA=ON on a machine with CUDA and NCCL)");
+#endif
+}
+
+}  // namespace
+
+std::vector<GemmSpec> default_gemm_shapes(bool quick) {
+  // Square GEMMs and the MLP workload's aspect ratios (tokens x 4h x h and its transposes, as the
+  // forward, input-gradient and weight-gradient GEMMs run them).
+  const std::vector<int64_t> sides = quick
+                                         ? std::vector<int64_t>{16, 48, 96, 160, 256}
+                                         : std::vector<int64_t>{16, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<GemmSpec> shapes;
+  for (int64_t a : sides) {
+    shapes.push_back({a, a, a, false, false});
+    shapes.push_back({a, 4 * a, a, false, false});
+    shapes.push_back({a, a, 4 * a, false, true});
+    shapes.push_back({4 * a, a, a, true, false});
+  }
+  return shapes;
+}
+
+std::vector<int64_t> default_elementwise_sizes(bool quick) {
+  if (quick) return {1 << 10, 1 << 14, 1 << 18};
+  return {1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20};
+}
+
+std::vector<int64_t> default_copy_sizes_bytes(bool quick) {
+  if (quick) return {8 << 10, 128 << 10, 2 << 20};
+  return {8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20};
+}
+
+std::vector<int64_t> default_message_sizes_bytes(bool quick) {
+  if (quick) return {8, 4 << 10, 256 << 10, 2 << 20};
+  return {8, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 8 << 20};
+}
+
+std::vector<GemmSample> bench_gemm(Device& device, const std::vector<GemmSpec>& shapes,
+                                   const Timing& timing) {
+  std::vector<GemmSample> out;
+  uint64_t seed = 1;
+  for (const GemmSpec& s : shapes) {
+    if (s.m < 1 || s.n < 1 || s.k < 1)
+      throw InputError("GEMM benchmark: shape " + std::to_string(s.m) + "x" + std::to_string(s.n) +
+                       "x" + std::to_string(s.k) + " is empty");
+    DeviceArray a = filled(device, static_cast<size_t>(s.m * s.k), seed++);
+    DeviceArray b = filled(device, static_cast<size_t>(s.k * s.n), seed++);
+    DeviceArray c = device.zeros(static_cast<size_t>(s.m * s.n));
+    const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+    const int lda = s.trans_a ? m : k;
+    const int ldb = s.trans_b ? k : n;
+    const double t = time_per_call_s(device, timing, [&] {
+      device.gemm(s.trans_a, s.trans_b, m, n, k, a.data(), lda, b.data(), ldb, 0.0, c.data(), n);
+    });
+    out.push_back({s.m, s.n, s.k, s.trans_a, s.trans_b, t});
+  }
+  return out;
+}
+
+std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& elements,
+                                   bool backward, const Timing& timing) {
+  std::vector<SizeSample> out;
+  for (int64_t n : elements) {
+    const size_t size = static_cast<size_t>(std::max<int64_t>(n, 1));
+    DeviceArray u = filled(device, size, 11);
+    DeviceArray da = filled(device, size, 12);
+    DeviceArray result = device.alloc(size);
+    const double t = time_per_call_s(device, timing, [&] {
+      if (backward)
+        device.gelu_backward(da, u, result);
+      else
+        device.gelu(u, result);
+    });
+    out.push_back({static_cast<double>(size), t});
+  }
+  return out;
+}
+
+std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
+                                   const Timing& timing) {
+  std::vector<SizeSample> out;
+  for (int64_t b : bytes) {
+    const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
+    DeviceArray src = filled(device, n, 21);
+    const double t = time_per_call_s(device, timing, [&] { DeviceArray c = device.copy(src); });
+    out.push_back({static_cast<double>(n * sizeof(double)), t});
+  }
+  return out;
+}
+
+std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
+                                  const Timing& timing, double timeout_s) {
+  if (backend.num_actors() < 2)
+    throw InputError("point-to-point benchmark: needs at least 2 actors");
+  std::vector<SizeSample> out;
+  backend.barrier(timeout_s);
+  const int me = backend.actor();
+  if (backend.replica() == 0 && me <= 1) {
+    const int peer = 1 - me;
+    const int reps = std::max(15, timing.repeats);  // cheap, and latency is noisy
+    int64_t key = 0;
+    auto receive = [&](int64_t k) {
+      Message msg;
+      const int handle = backend.post_message_recv(peer, k);
+      if (!backend.wait_message(handle, backend.now_s() + timeout_s, &msg))
+        throw RuntimeFailure("point-to-point benchmark: no message from actor " +
+                             std::to_string(peer) + " within " + std::to_string(timeout_s) + " s");
+      return msg;
+    };
+    for (int64_t b : bytes) {
+      const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
+      DeviceArray payload = host_device().zeros(n);
+      std::vector<double> one_way;
+      for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
+        if (me == 0) {
+          Message msg;
+          msg.data = host_device().copy(payload);
+          const double t0 = backend.now_s();
+          backend.send_message(peer, key, std::move(msg));
+          receive(key + 1);
+          if (r >= timing.warmup) one_way.push_back((backend.now_s() - t0) / 2);
+        } else {
+          Message msg = receive(key);
+          backend.send_message(peer, key + 1, std::move(msg));
+        }
+      }
+      if (me == 0) out.push_back({static_cast<double>(n * sizeof(double)), median_of(one_way)});
+    }
+  }
+  backend.barrier(timeout_s);
+  return out;
+}
+
+std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
+                                             const Timing& timing, double timeout_s) {
+  const int ranks = backend.num_replicas();
+  if (ranks < 2) throw InputError("all-reduce benchmark: needs at least 2 replicas");
+  const bool measuring = backend.actor() == 0 && backend.replica() == 0;
+  std::vector<AllReduceSample> out;
+  for (int64_t b : bytes) {
+    const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
+    DeviceArray buffer = host_device().zeros(n);
+    std::vector<double> times;
+    for (int r = 0; r < timing.warmup + timing.repeats; ++r) {
+      backend.barrier(timeout_s);
+      const double t0 = backend.now_s();
+      backend.allreduce_tensor(buffer, timeout_s);
+      if (r >= timing.warmup) times.push_back(backend.now_s() - t0);
+    }
+    if (measuring)
+      out.push_back({ranks, static_cast<double>(n * sizeof(double)), median_of(times)});
+  }
+  backend.barrier(timeout_s);
+  return out;
+}
+
+std::vector<double> bench_launch_overhead(Backend& backend, int instructions, const Timing& timing,
+                                          double timeout_s) {
+  if (instructions < 1) throw InputError("launch-overhead benchmark: needs >= 1 instruction");
+  Program program;
+  program.num_actors = backend.num_actors();
+  program.num_stages = backend.num_actors();
+  program.num_microbatches = instructions;
+  program.actors.resize(program.num_actors);
+  for (int a = 0; a < program.num_actors; ++a) {
+    program.stage_to_actor.push_back(a);
+    for (int i = 0; i < instructions; ++i) {
+      Instruction ins;
+      ins.op = OpKind::kCompute;
+      ins.tasks = {TaskRef{TaskKind::kF, a, i}};
+      ins.stage = a;
+      program.actors[a].push_back(ins);
+    }
+  }
+  ZeroCost zero;
+  EmulatedWorkload workload(zero, backend.actor(), 1.0);
+  ExecutorOptions eo;
+  eo.num_steps = timing.warmup + std::max(1, timing.repeats);
+  eo.timeout_s = timeout_s;
+  WorkerRecord record = run_worker(program, backend, workload, eo);
+  std::vector<double> per_instruction;
+  for (int s = timing.warmup; s < eo.num_steps; ++s)
+    per_instruction.push_back((record.step_end_s.at(s) - record.step_begin_s.at(s)) / instructions);
+  return per_instruction;
+}
+
+MicrobenchResult run_microbenchmarks(const MicrobenchOptions& o,
+                                     const std::function<void(const std::string&)>& progress) {
+  if (o.timing.repeats < 1) throw InputError("--repeats: expected >= 1");
+  if (o.timing.warmup < 0) throw InputError("--warmup: expected >= 0");
+  if (o.timeout_s <= 0) throw InputError("--timeout-s: expected > 0");
+  openblas_set_num_threads(1);  // one BLAS thread per worker, as run_program does
+  switch (o.backend) {
+    case BackendKind::kThreads:
+      if (o.ranks < 2) throw InputError("--ranks: expected >= 2, got " + std::to_string(o.ranks));
+      return run_threads_suite(o, progress);
+    case BackendKind::kMpi:
+      return run_mpi_suite(o, progress);
+    case BackendKind::kCuda:
+      return run_cuda_suite(o, progress);
+  }
+  throw InputError("--backend: unknown backend");
+}
+
+// ---- MLP kernels and trace observations --------------------------------------------------------
+
+std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages) {
+  const int64_t t = mlp.seq, h = mlp.hidden, f = mlp.ffn_size();
+  const int64_t th_bytes = t * h * static_cast<int64_t>(sizeof(double));
+  const int layers = mlp.layers_per_stage;
+  KernelWork fwd, input, weight;
+  for (int l = 0; l < layers; ++l) {
+    // Forward: u = x W1, a = gelu(u), y = x + a W2 (the residual is a copy of x).
+    fwd.gemms.push_back({t, f, h});
+    fwd.gemms.push_back({t, h, f});
+    fwd.gelu_elements += t * f;
+    fwd.memory_bytes += 2 * th_bytes;
+    // Input gradient: da = dy W2^T, du = da gelu'(u), dx = dy + du W1^T.
+    input.gemms.push_back({t, f, h});
+    input.gemms.push_back({t, h, f});
+    input.gelu_backward_elements += t * f;
+    input.memory_bytes += 2 * th_bytes;
+    // Weight gradient: dW2 += a^T dy, dW1 += x^T du.
+    weight.gemms.push_back({f, h, t});
+    weight.gemms.push_back({h, f, t});
+  }
+  const int64_t params = mlp.params_per_stage();
+  const int64_t optimizer_bytes_per_param = mlp.optimizer == OptimizerKind::kSgd ? 32 : 64;
+  std::vector<StageKernels> stages(num_stages);
+  for (int s = 0; s < num_stages; ++s) {
+    StageKernels& k = stages[s];
+    KernelWork f_s = fwd;
+    if (s == 0) f_s.memory_bytes += 2 * th_bytes;  // upload of the input
+    if (s == num_stages - 1) f_s.memory_bytes += 2 * th_bytes + 3 * th_bytes;  // target, loss
+    k.task[static_cast<int>(TaskKind::kF)] = f_s;
+    k.task[static_cast<int>(TaskKind::kI)] = input;
+    k.task[static_cast<int>(TaskKind::kW)] = weight;
+    KernelWork b = input;
+    b += weight;
+    k.task[static_cast<int>(TaskKind::kB)] = b;
+    k.optimizer.memory_bytes = params * optimizer_bytes_per_param;
+  }
+  return stages;
+}
+
+int64_t mlp_transfer_bytes(const MlpConfig& mlp) {
+  return static_cast<int64_t>(mlp.seq) * mlp.hidden * static_cast<int64_t>(sizeof(double));
+}
+
+TraceObservations observe_trace(const Trace& trace, const std::vector<StageKernels>& kernels,
+                                const ClusterSpec& base, int dp, int first_step) {
+  TraceObservations obs;
+  obs.num_actors = trace.num_actors;
+  obs.dp = std::max(1, dp);
+  std::map<std::pair<int, int64_t>, const TraceEvent*> sends;  // (step, tag)
+  std::vector<const TraceEvent*> recvs;
+  auto stage_kernels = [&](int stage) -> const StageKernels& {
+    if (stage < 0 || stage >= static_cast<int>(kernels.size()))
+      throw InputError("trace: an instruction of stage " + std::to_string(stage) +
+                       ", but the workload has " + std::to_string(kernels.size()) + " stages");
+    return kernels[stage];
+  };
+  for (const TraceEvent& e : trace.events) {
+    if (e.step < first_step) continue;
+    switch (e.op) {
+      case OpKind::kCompute: {
+        double predicted = 0;
+        for (const TaskRef& task : e.tasks)
+          predicted += kernel_time_s(stage_kernels(task.stage).task[static_cast<int>(task.kind)],
+                                     base, Dtype::kFp32);
+        obs.computes.push_back({kind_label(e.op, e.tasks), e.duration_s(), predicted});
+        break;
+      }
+      case OpKind::kOptimizer:
+        obs.computes.push_back(
+            {"optimizer", e.duration_s(),
+             kernel_time_s(stage_kernels(e.stage).optimizer, base, Dtype::kFp32)});
+        break;
+      case OpKind::kSend:
+        sends[{e.step, e.tag}] = &e;
+        break;
+      case OpKind::kRecv:
+        recvs.push_back(&e);
+        break;
+      case OpKind::kAllReduce:
+        obs.allreduces.push_back({obs.dp, static_cast<double>(e.bytes), e.duration_s()});
+        break;
+    }
+  }
+  for (const TraceEvent* r : recvs) {
+    auto it = sends.find({r->step, r->tag});
+    if (it == sends.end()) continue;  // the sender's events are not in this trace
+    const TraceEvent& s = *it->second;
+    obs.transfers.push_back(
+        {s.actor, r->actor, static_cast<double>(s.bytes), std::max(0.0, r->end_s - s.start_s)});
+  }
+  return obs;
+}
+
+}  // namespace jaxpp

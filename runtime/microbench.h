@@ -1,0 +1,118 @@
+// Microbenchmarks for calibration (`jaxpp-sim calibrate`): they time, on a real backend, the
+// operations a run is made of, and hand the medians to the fitting in costmodel/calibration.h.
+//
+//   GEMM          Device::gemm over a range of shapes and transpositions (the MLP workload's
+//                 GEMMs are such shapes), one call per timed loop iteration
+//   GeLU          Device::gelu and Device::gelu_backward over a range of element counts
+//   copy          Device::copy (allocation + copy, as the workload's residual copies) over sizes
+//   P2P           ping-pong of Backend::send_message / wait_message between actors 0 and 1 over
+//                 message sizes (one-way time = round trip / 2), the executor's transfer path
+//   all-reduce    Backend::allreduce_tensor over sizes, for every rank count r that divides the
+//                 number of ranks (a world of ranks/r actors x r replicas: ranks/r all-reduces of
+//                 r ranks run at once, as the data-parallel reductions of a run do)
+//   launch        the executor (run_worker) on a program of empty compute instructions with a
+//                 zero-cost emulated workload: time per instruction
+// Measurement: every point is run `warmup` times untimed, then `repeats` timed repetitions; a
+// repetition loops the operation until it lasts at least min_repetition_s (per-call time =
+// elapsed / calls); the point's value is the median of the repetitions.
+//
+// Backends: threads (the compute benchmarks run on min(ranks, hardware threads) threads at once,
+// as the actors of a run compute at once; values are the median over the threads), mpi (call on
+// every rank of mpirun; the compute benchmarks run on the first min(ranks, hardware threads)
+// ranks at once, rank 0 keeps its values; P2P between ranks 0 and 1; only rank 0 returns
+// root = true with the measurements), cuda (the compute benchmarks on GPU 0 through the same
+// Device interface; no communication benchmarks: RuntimeFailure without a CUDA build or device).
+//
+// Also here, because they describe what the runtime runs:
+//   mlp_stage_kernels   the kernels of each task of the MLP workload (runtime/workload.h), for
+//                       KernelCost predictions from a calibrated cluster
+//   observe_trace       the observations of a measured run trace that calibrate_from_trace fits
+//
+// Units: seconds, bytes, elements, FLOPs.
+//
+// Usage:
+//   MicrobenchOptions o; o.backend = BackendKind::kThreads; o.quick = true;
+//   MicrobenchResult r = run_microbenchmarks(o, nullptr);
+//   Calibration cal = calibrate(r.measurements, cluster_preset("a100-80g"), "host");
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "costmodel/calibration.h"
+#include "graph/program.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/workload.h"
+#include "trace/trace.h"
+
+namespace jaxpp {
+
+struct Timing {
+  int warmup = 2;                  // untimed repetitions
+  int repeats = 7;                 // timed repetitions (median)
+  double min_repetition_s = 2e-4;  // a repetition loops the operation at least this long
+};
+
+// Shapes and sizes of the default suite (quick: fewer points, same range).
+struct GemmSpec {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+std::vector<GemmSpec> default_gemm_shapes(bool quick);
+std::vector<int64_t> default_elementwise_sizes(bool quick);  // elements
+std::vector<int64_t> default_copy_sizes_bytes(bool quick);
+std::vector<int64_t> default_message_sizes_bytes(bool quick);  // P2P and all-reduce
+
+// Compute benchmarks on one device (the calling thread).
+std::vector<GemmSample> bench_gemm(Device& device, const std::vector<GemmSpec>& shapes,
+                                   const Timing& timing);
+std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& elements,
+                                   bool backward, const Timing& timing);
+std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
+                                   const Timing& timing);
+
+// Communication benchmarks: every worker of the backend's world calls them (they synchronise with
+// Backend::barrier); the samples come back on the measuring worker (actor 0, replica 0) and are
+// empty elsewhere. bench_p2p needs >= 2 actors; bench_allreduce >= 2 replicas.
+std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
+                                  const Timing& timing, double timeout_s);
+std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
+                                             const Timing& timing, double timeout_s);
+// Per-instruction time of the executor on this worker, one value per timed repetition.
+std::vector<double> bench_launch_overhead(Backend& backend, int instructions, const Timing& timing,
+                                          double timeout_s);
+
+struct MicrobenchOptions {
+  BackendKind backend = BackendKind::kThreads;
+  int ranks = 2;  // threads: workers of the communication benchmarks (>= 2); mpi: the world size
+  bool quick = false;
+  Timing timing;
+  double timeout_s = 60;  // per blocking wait
+};
+struct MicrobenchResult {
+  bool root = true;  // false on mpi ranks other than 0 (their measurements are empty)
+  Measurements measurements;
+};
+// Runs the whole suite. `progress` (may be empty) receives one line per benchmark on the root.
+// InputError for bad options (ranks < 2; mpi: ranks != world size), RuntimeFailure when a
+// backend fails (cuda without a device, a timeout).
+MicrobenchResult run_microbenchmarks(const MicrobenchOptions& options,
+                                     const std::function<void(const std::string&)>& progress);
+
+// The kernels of every stage's tasks and optimizer step in the MLP workload, for a program of
+// `num_stages` stages (the first stage uploads its input, the last computes the loss).
+std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages);
+// Bytes of the tensor one MLP transfer carries (activation or input gradient).
+int64_t mlp_transfer_bytes(const MlpConfig& mlp);
+
+// Observations of a measured trace's steps >= first_step (replica 0): every compute and optimizer
+// instruction with kernel_time_s of its kernels under `base` (dtype kFp32: the host calibration
+// stores its fp64 GEMM rate there), every transfer (send start to the matching receive's end,
+// matched by step and tag) and every all-reduce (ranks = dp).
+TraceObservations observe_trace(const Trace& trace, const std::vector<StageKernels>& kernels,
+                                const ClusterSpec& base, int dp, int first_step);
+
+}  // namespace jaxpp

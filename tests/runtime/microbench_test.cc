@@ -1,0 +1,193 @@
+// Microbenchmarks on tiny sizes (what they return, never how fast), the MLP workload's kernel
+// description, and observations of a real run's trace.
+#include "runtime/microbench.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "graph/error.h"
+#include "runtime/run.h"
+#include "runtime/threads_backend.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace jaxpp {
+namespace {
+
+Timing tiny_timing() {
+  Timing t;
+  t.warmup = 0;
+  t.repeats = 2;
+  t.min_repetition_s = 0;
+  return t;
+}
+
+// Runs `fn(backend)` on every worker of a threads world and returns actor 0 / replica 0's result.
+template <class Fn>
+auto on_world(int actors, int replicas, Fn fn) {
+  ThreadsWorld world(actors, replicas);
+  decltype(fn(std::declval<Backend&>())) result{};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < replicas; ++r)
+    for (int a = 0; a < actors; ++a)
+      threads.emplace_back([&, a, r] {
+        std::unique_ptr<Backend> b = world.backend(a, r);
+        auto mine = fn(*b);
+        if (a == 0 && r == 0) result = std::move(mine);
+      });
+  for (auto& t : threads) t.join();
+  return result;
+}
+
+TEST(Microbench, GemmReturnsOnePositiveSamplePerShape) {
+  std::vector<GemmSpec> shapes = {
+      {2, 3, 4, false, false}, {5, 4, 3, true, false}, {3, 3, 6, false, true}};
+  std::vector<GemmSample> s = bench_gemm(host_device(), shapes, tiny_timing());
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[1].m, 5);
+  EXPECT_TRUE(s[1].trans_a);
+  EXPECT_DOUBLE_EQ(s[0].flops(), 2.0 * 2 * 3 * 4);
+  for (const GemmSample& g : s) EXPECT_GT(g.seconds, 0);
+}
+
+TEST(Microbench, EmptyGemmShapeIsAnInputError) {
+  EXPECT_THROW(bench_gemm(host_device(), {{0, 3, 4, false, false}}, tiny_timing()), InputError);
+}
+
+TEST(Microbench, ElementwiseAndCopyReportTheirSizes) {
+  auto g = bench_gelu(host_device(), {16, 64}, /*backward=*/true, tiny_timing());
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[1].size, 64);
+  auto c = bench_copy(host_device(), {64, 100}, tiny_timing());
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[1].size, 96) << "sizes are whole doubles";
+  EXPECT_GT(c[0].seconds, 0);
+}
+
+TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
+  auto samples = on_world(3, 1, [](Backend& b) {
+    auto s = bench_p2p(b, {8, 4096}, tiny_timing(), 10);
+    if (b.actor() != 0) {
+      EXPECT_TRUE(s.empty());
+    }
+    return s;
+  });
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[1].size, 4096);
+  EXPECT_GT(samples[0].seconds, 0);
+}
+
+TEST(Microbench, AllReduceRecordsTheReplicaCount) {
+  auto samples = on_world(2, 2, [](Backend& b) {
+    return bench_allreduce(b, {8, 1024}, tiny_timing(), 10);
+  });
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].ranks, 2);
+  EXPECT_EQ(samples[1].bytes, 1024);
+}
+
+TEST(Microbench, LaunchOverheadGivesOneValuePerTimedRepetition) {
+  auto samples =
+      on_world(2, 1, [](Backend& b) { return bench_launch_overhead(b, 20, tiny_timing(), 10); });
+  ASSERT_EQ(samples.size(), 2u);
+  for (double s : samples) EXPECT_GT(s, 0);
+}
+
+TEST(Microbench, CommunicationNeedsPeers) {
+  ThreadsWorld world(1, 1);
+  std::unique_ptr<Backend> b = world.backend(0, 0);
+  EXPECT_THROW(bench_p2p(*b, {8}, tiny_timing(), 1), InputError);
+  EXPECT_THROW(bench_allreduce(*b, {8}, tiny_timing(), 1), InputError);
+}
+
+TEST(Microbench, SuiteRejectsTooFewThreadRanks) {
+  MicrobenchOptions o;
+  o.ranks = 1;
+  EXPECT_THROW(run_microbenchmarks(o, nullptr), InputError);
+}
+
+TEST(Microbench, DefaultSuitesCoverTheirRangesQuickOrNot) {
+  EXPECT_LT(default_gemm_shapes(true).size(), default_gemm_shapes(false).size());
+  EXPECT_EQ(default_message_sizes_bytes(true).front(), default_message_sizes_bytes(false).front());
+  EXPECT_GE(default_elementwise_sizes(true).size(), 2u);
+  EXPECT_GE(default_copy_sizes_bytes(true).size(), 2u);
+}
+
+TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
+  MlpConfig mlp;
+  mlp.hidden = 4;
+  mlp.seq = 3;
+  mlp.layers_per_stage = 2;  // ffn = 16
+  std::vector<StageKernels> k = mlp_stage_kernels(mlp, 3);
+  ASSERT_EQ(k.size(), 3u);
+  const KernelWork& f = k[1].task[static_cast<int>(TaskKind::kF)];
+  EXPECT_DOUBLE_EQ(f.gemm_flops(), 2 * 2 * (2.0 * 3 * 4 * 16));
+  EXPECT_EQ(f.gelu_elements, 2 * 3 * 16);
+  const KernelWork& b = k[1].task[static_cast<int>(TaskKind::kB)];
+  const KernelWork& i = k[1].task[static_cast<int>(TaskKind::kI)];
+  const KernelWork& w = k[1].task[static_cast<int>(TaskKind::kW)];
+  EXPECT_DOUBLE_EQ(b.gemm_flops(), i.gemm_flops() + w.gemm_flops());
+  EXPECT_EQ(i.gelu_backward_elements, 2 * 3 * 16);
+  EXPECT_EQ(w.gelu_elements + w.gelu_backward_elements, 0);
+  // The first stage uploads its input; the last one also computes the loss.
+  EXPECT_GT(k[0].task[0].memory_bytes, f.memory_bytes);
+  EXPECT_GT(k[2].task[0].memory_bytes, k[0].task[0].memory_bytes);
+  EXPECT_EQ(k[1].optimizer.memory_bytes, mlp.params_per_stage() * 32);  // SGD
+  EXPECT_EQ(mlp_transfer_bytes(mlp), 3 * 4 * 8);
+}
+
+TEST(ObserveTrace, FindsEveryComputeAndMatchesEveryTransferOfARun) {
+  ScheduleParams params;
+  params.num_actors = 2;
+  params.num_microbatches = 3;
+  MlpConfig mlp;
+  mlp.hidden = 4;
+  mlp.seq = 2;
+  mlp.layers_per_stage = 1;
+  LoweringOptions lo;
+  lo.activation_bytes.assign(2, mlp_transfer_bytes(mlp));
+  lo.grad_bytes.assign(2, mlp.params_per_stage() * 8);
+  Program program = lower(generate_schedule("1f1b", params), lo);
+  RunOptions ro;
+  ro.steps = 2;
+  ro.warmup = 1;
+  ro.mlp = mlp;
+  RunResult run = run_program(program, nullptr, ro);
+  int computes = 0, recvs = 0;
+  for (const TraceEvent& e : run.trace.events) {
+    if (e.step < 1) continue;
+    computes += e.op == OpKind::kCompute || e.op == OpKind::kOptimizer;
+    recvs += e.op == OpKind::kRecv;
+  }
+  TraceObservations obs =
+      observe_trace(run.trace, mlp_stage_kernels(mlp, 2), reference_host_cluster(), 1, 1);
+  EXPECT_EQ(static_cast<int>(obs.computes.size()), computes);
+  EXPECT_EQ(static_cast<int>(obs.transfers.size()), recvs);
+  for (const ComputeObservation& c : obs.computes) EXPECT_GT(c.predicted_s, 0) << c.kind;
+  for (const TransferObservation& t : obs.transfers) {
+    EXPECT_NE(t.from, t.to);
+    EXPECT_EQ(t.bytes, mlp_transfer_bytes(mlp));
+  }
+  // And the fit on top of them gives a loadable cluster.
+  TraceCalibration cal = calibrate_from_trace(obs, reference_host_cluster(), "from-run");
+  EXPECT_NO_THROW(cluster_from_json(cluster_to_json(cal.cluster), "from-run.json"));
+}
+
+TEST(ObserveTrace, AStageBeyondTheWorkloadIsAnInputError) {
+  Trace t;
+  t.num_actors = 1;
+  TraceEvent e;
+  e.op = OpKind::kCompute;
+  e.tasks = {{TaskKind::kF, 5, 0}};
+  e.stage = 5;
+  e.end_s = 1e-3;
+  t.events.push_back(e);
+  MlpConfig mlp;
+  EXPECT_THROW(observe_trace(t, mlp_stage_kernels(mlp, 2), reference_host_cluster(), 1, 0),
+               InputError);
+}
+
+}  // namespace
+}  // namespace jaxpp
