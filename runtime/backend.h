@@ -17,6 +17,14 @@
 //
 // Times: now_s() is seconds since the run's common origin (the same clock on every worker of a
 // run: steady_clock in one process, CLOCK_MONOTONIC shared by the processes of one host for mpi).
+//
+// Two planes. The byte-level calls (post_send, post_recv, test_recv, wait_recv, allreduce_sum of
+// host memory, barrier) are the host control plane. The executor moves tensors through the
+// message-level calls (send_message, post_message_recv, test_message, wait_message,
+// allreduce_tensor), which carry a DeviceArray (runtime/device.h) and the emulated ready time.
+// Their defaults serve host-memory backends (threads, mpi): a message travels as the bytes
+// [double ready_at_s][payload] over the byte-level calls and arrives as a host DeviceArray. A
+// backend whose tensors live in GPU memory (cuda) overrides them and keeps the bytes on the GPU.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +34,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/device.h"
+
 namespace jaxpp {
 
 // A run that started and then failed (timeout, dead peer, injected fault, no device). Distinct
@@ -33,6 +43,12 @@ namespace jaxpp {
 class RuntimeFailure : public std::runtime_error {
  public:
   explicit RuntimeFailure(const std::string& m) : std::runtime_error(m) {}
+};
+
+// What one kSend hands over and the matching kRecv gets back.
+struct Message {
+  double ready_at_s = 0;  // emulation: the receiver may not consume it before this time
+  DeviceArray data;       // the tensor (activation or input gradient); empty in emulation
 };
 
 enum class BackendKind { kThreads, kMpi, kCuda };
@@ -62,6 +78,16 @@ class Backend {
   virtual void allreduce_sum(std::span<double> data, double timeout_s) = 0;
   // Waits for every worker of the run (all actors, all replicas); RuntimeFailure after timeout_s.
   virtual void barrier(double timeout_s) = 0;
+
+  // Message-level calls (see the header comment); handles of post_message_recv are completed
+  // with test_message / wait_message only.
+  virtual void send_message(int peer, int64_t key, Message message);
+  virtual int post_message_recv(int peer, int64_t key);
+  virtual bool test_message(int handle, Message* message);
+  virtual bool wait_message(int handle, double deadline_s, Message* message);
+  // In-place sum of `data` over the replicas of this actor; the default needs host memory and
+  // calls allreduce_sum.
+  virtual void allreduce_tensor(DeviceArray& data, double timeout_s);
 
   virtual double now_s() const = 0;
   // Tells the other workers to give up (their waits fail with `why`).

@@ -8,32 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
 
 namespace jaxpp {
 namespace {
-
-// Payload framing: [double ready_at_s][bytes].
-std::vector<char> frame(double ready_at_s, const std::vector<char>& data) {
-  std::vector<char> out(sizeof(double) + data.size());
-  std::memcpy(out.data(), &ready_at_s, sizeof(double));
-  if (!data.empty()) std::memcpy(out.data() + sizeof(double), data.data(), data.size());
-  return out;
-}
-
-double ready_at_of(const std::vector<char>& framed) {
-  double t = 0;
-  if (framed.size() >= sizeof(double)) std::memcpy(&t, framed.data(), sizeof(double));
-  return t;
-}
-
-std::vector<char> unframe(const std::vector<char>& framed) {
-  if (framed.size() <= sizeof(double)) return {};
-  return std::vector<char>(framed.begin() + sizeof(double), framed.end());
-}
 
 // Sleeps until `target_s` on the backend clock (timer slack is set to 1 ns in run_worker, so the
 // overshoot is the scheduler's wake-up latency).
@@ -138,25 +118,45 @@ class WorkerRun {
     const Instruction& ins = list_[i];
     maybe_kill(i);
     double start = backend_.now_s();
-    std::vector<char> data = workload_.take_output(ins.tasks.at(0), step_);
-    double ready_at = start + workload_.emulated_s(ins);
-    if (ins.tag != options_.drop_tag)
-      backend_.post_send(ins.peer, key(i), frame(ready_at, data));
+    Message message;
+    message.data = workload_.take_output(ins.tasks.at(0), step_);
+    message.ready_at_s = start + workload_.emulated_s(ins);
+    if (ins.tag != options_.drop_tag) backend_.send_message(ins.peer, key(i), std::move(message));
     finish(i, start, backend_.now_s());
   }
 
   void post_recv(int i) {
     maybe_kill(i);
-    handle_[i] = backend_.post_recv(list_[i].peer, key(i));
+    handle_[i] = backend_.post_message_recv(list_[i].peer, key(i));
     recv_start_[i] = backend_.now_s();
     pending_.push_back(i);
   }
 
-  void complete_recv(int i, std::vector<char> framed) {
-    sleep_until_s(backend_, ready_at_of(framed));
-    workload_.put_input(list_[i].tasks.at(0), step_, unframe(framed));
+  void complete_recv(int i, Message message) {
+    sleep_until_s(backend_, message.ready_at_s);
+    workload_.put_input(list_[i].tasks.at(0), step_, std::move(message.data));
     pending_.erase(std::find(pending_.begin(), pending_.end(), i));
     finish(i, recv_start_[i], backend_.now_s());
+  }
+
+  // Backend::test_message / wait_message with the instruction named in a failure they report (a
+  // device backend checks what arrives).
+  bool test_message(int i, Message* message) {
+    try {
+      return backend_.test_message(handle_[i], message);
+    } catch (const RuntimeFailure& e) {
+      check_abort();
+      throw RuntimeFailure(where(i) + ": " + e.what());
+    }
+  }
+
+  bool wait_message(int i, double deadline_s, Message* message) {
+    try {
+      return backend_.wait_message(handle_[i], deadline_s, message);
+    } catch (const RuntimeFailure& e) {
+      check_abort();
+      throw RuntimeFailure(where(i) + ": " + e.what());
+    }
   }
 
   // Non-blocking: completes every pending receive whose message is there and ready.
@@ -164,13 +164,13 @@ class WorkerRun {
     bool progress = false;
     std::vector<int> snapshot = pending_;
     for (int i : snapshot) {
-      std::vector<char>& buf = arrived_[i];
+      Message& message = arrived_[i];
       if (!has_arrived_[i]) {
-        if (!backend_.test_recv(handle_[i], &buf)) continue;
+        if (!test_message(i, &message)) continue;
         has_arrived_[i] = true;
       }
-      if (ready_at_of(buf) > backend_.now_s()) continue;
-      complete_recv(i, std::move(buf));
+      if (message.ready_at_s > backend_.now_s()) continue;
+      complete_recv(i, std::move(message));
       progress = true;
     }
     return progress;
@@ -179,14 +179,13 @@ class WorkerRun {
   void wait_recv(int i) {
     if (!has_arrived_[i]) {
       double deadline = backend_.now_s() + options_.timeout_s;
-      if (!backend_.wait_recv(handle_[i], deadline, &arrived_[i])) {
+      if (!wait_message(i, deadline, &arrived_[i])) {
         check_abort();
         char buf[64];
         std::snprintf(buf, sizeof buf, "%g", options_.timeout_s);
         throw RuntimeFailure(where(i) + ": timed out after " + buf + " s waiting for tag " +
                              std::to_string(list_[i].tag) + " from actor " +
-                             std::to_string(list_[i].peer) +
-                             " (message lost or peer dead)");
+                             std::to_string(list_[i].peer) + " (message lost or peer dead)");
       }
       has_arrived_[i] = true;
     }
@@ -220,7 +219,7 @@ class WorkerRun {
     double start = backend_.now_s();
     if (backend_.num_replicas() > 1) {
       try {
-        backend_.allreduce_sum(workload_.grads(ins.stage), options_.timeout_s);
+        backend_.allreduce_tensor(workload_.grad_buffer(ins.stage), options_.timeout_s);
       } catch (const RuntimeFailure& e) {
         check_abort();
         throw RuntimeFailure(where(i) + ": " + e.what());
@@ -245,7 +244,8 @@ class WorkerRun {
     done_.assign(n, false);
     handle_.assign(n, -1);
     has_arrived_.assign(n, false);
-    arrived_.assign(n, {});
+    arrived_.clear();
+    arrived_.resize(n);
     recv_start_.assign(n, 0.0);
     pending_.clear();
     num_done_ = 0;
@@ -332,7 +332,7 @@ class WorkerRun {
   std::vector<bool> done_;
   std::vector<int> handle_;
   std::vector<bool> has_arrived_;
-  std::vector<std::vector<char>> arrived_;
+  std::vector<Message> arrived_;
   std::vector<double> recv_start_;
   std::vector<int> pending_;
   size_t num_done_ = 0;

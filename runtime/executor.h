@@ -6,14 +6,15 @@
 // a recv stream per peer and a collective stream (kAllReduce). An instruction is issued when the
 // previous instruction of its stream has been issued (streams are FIFO), and every one of its
 // `deps` has finished. Then:
-//   kSend      the payload (Workload::take_output of tasks[0]) is handed to the backend at once
-//              (buffered send; the send ends when it is posted). In emulation the message
-//              carries a ready time = now + the transfer's predicted duration.
+//   kSend      the tensor (Workload::take_output of tasks[0]) is handed to the backend at once
+//              (Backend::send_message; buffered send, the send ends when it is posted). In
+//              emulation the message carries a ready time = now + the transfer's predicted
+//              duration.
 //   kRecv      is posted as soon as it is issued (recvs of one stream are matched in order, by
 //              tag); it finishes when its message has arrived (and its ready time has passed).
 //   kCompute   the fused tasks run one after another on the worker's thread; the instruction
 //              lasts at least Workload::emulated_s (sleep).
-//   kAllReduce Backend::allreduce_sum of Workload::grads(stage) across replicas. As in the
+//   kAllReduce Backend::allreduce_tensor of Workload::grad_buffer(stage) across replicas. As in the
 //              simulator's default (no overlap of gradient reduction), an all-reduce also waits
 //              until every kCompute of the actor has finished.
 //   kOptimizer Workload::optimizer_step(stage).
@@ -23,6 +24,9 @@
 // fails the run with a RuntimeFailure naming the actor, replica, step and instruction; the
 // executor then calls Backend::abort so every other worker stops too.
 //
+// Tensors stay wherever the workload keeps them (runtime/device.h): the executor only moves
+// DeviceArrays between Workload and Backend, so the same control flow drives host memory (threads,
+// mpi) and GPU memory (cuda).
 // Each training step starts with a barrier of all workers. Message keys are
 // step * (max tag + 1) + tag.
 // Trace: one TraceEvent per instruction per step (start/end in the backend's clock, seconds);
@@ -40,8 +44,8 @@
 namespace jaxpp {
 
 struct ExecutorOptions {
-  int num_steps = 1;       // training steps to run (warm-up included)
-  double timeout_s = 30;   // per blocking wait
+  int num_steps = 1;      // training steps to run (warm-up included)
+  double timeout_s = 30;  // per blocking wait
   // Fault injection (tests): drop every send with this tag (-1 = none) ...
   int64_t drop_tag = -1;
   // ... or make this actor (replica 0) exit the process abruptly when it reaches instruction

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "runtime/mpi_backend.h"
 #include "runtime/threads_backend.h"
 #ifdef JAXPP_HAVE_CUDA
+#include "runtime/comm_plan.h"
 #include "runtime/cuda/cuda_run.h"
 #endif
 
@@ -42,8 +44,8 @@ namespace {
 // What one worker brings back.
 struct WorkerOutput {
   WorkerRecord record;
-  std::map<int, std::vector<double>> params;          // stage -> weights
-  std::map<int, std::map<int, double>> losses;        // step -> microbatch -> loss
+  std::map<int, std::vector<double>> params;    // stage -> weights
+  std::map<int, std::map<int, double>> losses;  // step -> microbatch -> loss
 };
 
 nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
@@ -85,9 +87,9 @@ WorkerOutput output_from_json(const nlohmann::json& j) {
 
 std::unique_ptr<Workload> make_workload(const Program& program, const CostProvider* cost,
                                         const RunOptions& o, const MlpConfig& mlp, int actor,
-                                        int replica) {
+                                        int replica, Device& device) {
   if (o.emulated) return std::make_unique<EmulatedWorkload>(*cost, actor, o.time_scale);
-  return std::make_unique<MlpWorkload>(mlp, actor, replica, program.stage_to_actor);
+  return std::make_unique<MlpWorkload>(mlp, actor, replica, program.stage_to_actor, device);
 }
 
 WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool emulated,
@@ -102,21 +104,31 @@ WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool 
   return out;
 }
 
-std::vector<WorkerOutput> run_threads(const Program& program, const CostProvider* cost,
-                                      const RunOptions& o, const MlpConfig& mlp,
-                                      const ExecutorOptions& eo) {
-  int P = program.num_actors;
-  ThreadsWorld world(P, o.dp);
-  std::vector<WorkerOutput> outputs(static_cast<size_t>(P) * o.dp);
+// What one worker does once its backend exists: build the workload on `device`, run the
+// executor, collect the results.
+WorkerOutput run_one(const Program& program, const CostProvider* cost, const RunOptions& o,
+                     const MlpConfig& mlp, const ExecutorOptions& eo, Backend& backend,
+                     Device& device) {
+  std::unique_ptr<Workload> workload =
+      make_workload(program, cost, o, mlp, backend.actor(), backend.replica(), device);
+  WorkerRecord rec = run_worker(program, backend, *workload, eo);
+  return collect(rec, *workload, o.emulated, program.num_stages);
+}
+
+// The body of one worker, given its host backend (threads or mpi).
+using WorkerBody = std::function<WorkerOutput(Backend& host)>;
+
+// One thread per worker; the first failure aborts the world and is rethrown.
+std::vector<WorkerOutput> run_threads(int num_actors, int dp, const WorkerBody& body) {
+  ThreadsWorld world(num_actors, dp);
+  std::vector<WorkerOutput> outputs(static_cast<size_t>(num_actors) * dp);
   std::vector<std::thread> threads;
-  for (int r = 0; r < o.dp; ++r) {
-    for (int a = 0; a < P; ++a) {
+  for (int r = 0; r < dp; ++r) {
+    for (int a = 0; a < num_actors; ++a) {
       threads.emplace_back([&, a, r] {
         std::unique_ptr<Backend> backend = world.backend(a, r);
         try {
-          std::unique_ptr<Workload> workload = make_workload(program, cost, o, mlp, a, r);
-          WorkerRecord rec = run_worker(program, *backend, *workload, eo);
-          outputs[static_cast<size_t>(r) * P + a] = collect(rec, *workload, o.emulated, program.num_stages);
+          outputs[static_cast<size_t>(r) * num_actors + a] = body(*backend);
         } catch (const std::exception& e) {
           world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) +
                       "): " + e.what());
@@ -130,29 +142,75 @@ std::vector<WorkerOutput> run_threads(const Program& program, const CostProvider
   return outputs;
 }
 
-std::vector<WorkerOutput> run_mpi(const Program& program, const CostProvider* cost,
-                                  const RunOptions& o, const MlpConfig& mlp,
-                                  const ExecutorOptions& eo, bool* root) {
-  MpiBackend backend(program.num_actors, o.dp);
+// This process is one worker; rank 0 gathers every worker's output (*root = true there).
+std::vector<WorkerOutput> run_mpi(int num_actors, int dp, const WorkerBody& body, bool* root) {
+  MpiBackend backend(num_actors, dp);
   WorkerOutput mine;
   try {
-    std::unique_ptr<Workload> workload =
-        make_workload(program, cost, o, mlp, backend.actor(), backend.replica());
-    WorkerRecord rec = run_worker(program, backend, *workload, eo);
-    mine = collect(rec, *workload, o.emulated, program.num_stages);
+    mine = body(backend);
   } catch (const std::exception& e) {
-    mpi_abort("jaxpp-sim run: error: rank " + std::to_string(MpiSession::get().rank()) + ": " +
-                  e.what(),
-              1);
+    mpi_abort(
+        "jaxpp-sim run: error: rank " + std::to_string(MpiSession::get().rank()) + ": " + e.what(),
+        1);
   }
-  std::string text = output_to_json(mine, program.num_actors).dump();
-  std::vector<std::vector<char>> all = mpi_gather_bytes(std::vector<char>(text.begin(), text.end()));
+  std::string text = output_to_json(mine, num_actors).dump();
+  std::vector<std::vector<char>> all =
+      mpi_gather_bytes(std::vector<char>(text.begin(), text.end()));
   *root = MpiSession::get().rank() == 0;
   std::vector<WorkerOutput> outputs;
   for (const auto& bytes : all)
     outputs.push_back(output_from_json(nlohmann::json::parse(bytes.begin(), bytes.end())));
   return outputs;
 }
+
+#ifdef JAXPP_HAVE_CUDA
+// Host-local rank and size of this MPI process (the processes sharing its memory).
+std::pair<int, int> mpi_local_rank_and_size() {
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(local, &rank);
+  MPI_Comm_size(local, &size);
+  MPI_Comm_free(&local);
+  return {rank, size};
+}
+
+// One GPU per worker: one process per worker under an MPI launcher (NCCL ids made on rank 0 and
+// broadcast), otherwise one thread per worker of this process on as many GPUs.
+std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* cost,
+                                   const RunOptions& o, const MlpConfig& mlp,
+                                   const ExecutorOptions& eo, bool* root) {
+  int devices = cuda::prepare_process();
+  int P = program.num_actors;
+  int workers = P * o.dp;
+  CommPlan plan = make_comm_plan(program, o.dp);
+  auto body = [&](Backend& host, int device, const std::vector<cuda::NcclId>& ids) {
+    int worker = plan.worker(host.actor(), host.replica());
+    cuda::Worker w(host, device, worker, plan, ids, o.timeout_s);
+    return run_one(program, cost, o, mlp, eo, w.backend(), w.device());
+  };
+  if (!launched_by_mpi_launcher()) {
+    assign_device(0, workers, devices);  // RuntimeFailure when there are too few GPUs
+    std::vector<cuda::NcclId> ids = cuda::make_nccl_ids(plan.comms.size());
+    return run_threads(P, o.dp, [&](Backend& host) {
+      int worker = plan.worker(host.actor(), host.replica());
+      return body(host, assign_device(worker, workers, devices), ids);
+    });
+  }
+  return run_mpi(
+      P, o.dp,
+      [&](Backend& host) {
+        auto [local_rank, local_size] = mpi_local_rank_and_size();
+        int device = assign_device(local_rank, local_size, devices);
+        std::vector<cuda::NcclId> ids(plan.comms.size());
+        if (MpiSession::get().rank() == 0) ids = cuda::make_nccl_ids(plan.comms.size());
+        MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(cuda::NcclId)), MPI_BYTE, 0,
+                  MPI_COMM_WORLD);
+        return body(host, device, ids);
+      },
+      root);
+}
+#endif
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -212,15 +270,22 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   std::vector<WorkerOutput> outputs;
   switch (o.backend) {
     case BackendKind::kThreads:
-      outputs = run_threads(program, emulation_cost, o, mlp, eo);
+      outputs = run_threads(program.num_actors, o.dp, [&](Backend& host) {
+        return run_one(program, emulation_cost, o, mlp, eo, host, host_device());
+      });
       break;
     case BackendKind::kMpi:
-      outputs = run_mpi(program, emulation_cost, o, mlp, eo, &result.root);
+      outputs = run_mpi(
+          program.num_actors, o.dp,
+          [&](Backend& host) {
+            return run_one(program, emulation_cost, o, mlp, eo, host, host_device());
+          },
+          &result.root);
       break;
     case BackendKind::kCuda:
 #ifdef JAXPP_HAVE_CUDA
-      cuda::require_device();
-      throw RuntimeFailure("--backend cuda: device found, but see docs/runtime.md");
+      outputs = run_cuda(program, emulation_cost, o, mlp, eo, &result.root);
+      break;
 #else
       throw RuntimeFailure(
           "--backend cuda: this jaxpp-sim was built without the CUDA backend "
@@ -286,8 +351,7 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   for (int s = 0; s < program.num_stages; ++s)
     if (seen[s] != o.dp)
       throw RuntimeFailure("check: stage " + std::to_string(s) + " came back from " +
-                           std::to_string(seen[s]) + " replicas, expected " +
-                           std::to_string(o.dp));
+                           std::to_string(seen[s]) + " replicas, expected " + std::to_string(o.dp));
   return result;
 }
 

@@ -7,8 +7,11 @@
 //   mpi      this process is one worker; the program needs num_actors * dp processes under
 //            mpirun; rank 0 gathers everything and returns a RunResult with root = true, the
 //            other ranks return root = false (and print nothing)
-//   cuda     one GPU per worker, bootstrap through MPI (runtime/cuda/); fails with
-//            RuntimeFailure "no CUDA device visible" on a machine without a GPU
+//   cuda     one GPU per worker (runtime/cuda/, docs/runtime.md): under an MPI launcher one
+//            process per worker as for mpi, otherwise one thread per worker of this process on
+//            as many GPUs; tensors stay on the GPUs and move with NCCL. RuntimeFailure
+//            "--backend cuda: no CUDA device visible" on a machine without a GPU, and "... built
+//            without the CUDA backend" from a binary configured without it
 //
 // Step time of step s = (latest end of any worker's last instruction of s) - (earliest start of
 // s after its barrier); step_time_s is the median over the measured (non-warm-up) steps.
@@ -37,24 +40,24 @@ namespace jaxpp {
 
 struct RunOptions {
   BackendKind backend = BackendKind::kThreads;
-  bool emulated = false;     // sleep for cost-model durations instead of real compute
-  double time_scale = 1;     // emulation: durations are multiplied by this
-  int steps = 3;             // measured steps
-  int warmup = 1;            // steps run before the measured ones (they train too)
-  int dp = 1;                // data-parallel replicas of the whole pipeline
-  double timeout_s = 30;     // per blocking wait
-  bool check = false;        // compare with the sequential reference (real compute only)
-  MlpConfig mlp;             // sizes and optimizer; stages/microbatches/replicas are filled in
-  int64_t drop_tag = -1;     // fault injection, see ExecutorOptions
+  bool emulated = false;  // sleep for cost-model durations instead of real compute
+  double time_scale = 1;  // emulation: durations are multiplied by this
+  int steps = 3;          // measured steps
+  int warmup = 1;         // steps run before the measured ones (they train too)
+  int dp = 1;             // data-parallel replicas of the whole pipeline
+  double timeout_s = 30;  // per blocking wait
+  bool check = false;     // compare with the sequential reference (real compute only)
+  MlpConfig mlp;          // sizes and optimizer; stages/microbatches/replicas are filled in
+  int64_t drop_tag = -1;  // fault injection, see ExecutorOptions
   int kill_actor = -1;
   int kill_at_instruction = 0;
 };
 
 struct RunResult {
-  bool root = true;                 // false on mpi ranks other than 0
-  std::vector<double> losses;       // per measured step (real compute), mean over microbatches
+  bool root = true;                  // false on mpi ranks other than 0
+  std::vector<double> losses;        // per measured step (real compute), mean over microbatches
   std::vector<double> step_times_s;  // per measured step
-  double step_time_s = 0;           // median of step_times_s
+  double step_time_s = 0;            // median of step_times_s
   Trace trace;
   bool checked = false;
   std::vector<double> reference_losses;  // per measured step

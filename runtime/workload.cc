@@ -1,13 +1,9 @@
 #include "runtime/workload.h"
 
-#include <cblas.h>
-
-#include <cassert>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "graph/error.h"
 #include "runtime/backend.h"
@@ -57,63 +53,37 @@ std::vector<double> target_of(const MlpConfig& c, int step, int replica, int mb)
   return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
 }
 
-// C (m x n) = alpha * op(A) op(B) + beta * C, row-major.
-void gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b,
-          int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, 1.0, a, lda, b, ldb, beta, c, ldc);
-}
-
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-
-double gelu(double u) { return 0.5 * u * (1 + std::tanh(kGeluC * (u + 0.044715 * u * u * u))); }
-
-double gelu_grad(double u) {
-  double inner = kGeluC * (u + 0.044715 * u * u * u);
-  double t = std::tanh(inner);
-  return 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * kGeluC * (1 + 3 * 0.044715 * u * u);
-}
-
-std::vector<char> to_bytes(const std::vector<double>& v) {
-  std::vector<char> out(v.size() * sizeof(double));
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-std::vector<double> from_bytes(const std::vector<char>& b) {
-  std::vector<double> v(b.size() / sizeof(double));
-  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(double));
-  return v;
-}
-
-// The numerics of one stage, shared by MlpWorkload and run_reference so both compute exactly
-// the same arithmetic.
+// The numerics of one stage on a Device, shared by MlpWorkload and run_reference so both compute
+// exactly the same arithmetic.
 struct StageMath {
   const MlpConfig& c;
+  Device& dev;
   int h() const { return c.hidden; }
   int f() const { return c.ffn_size(); }
   int t() const { return c.seq; }
   size_t w1_offset(int l) const { return static_cast<size_t>(l) * 2 * h() * f(); }
   size_t w2_offset(int l) const { return w1_offset(l) + static_cast<size_t>(h()) * f(); }
+  size_t tf() const { return static_cast<size_t>(t()) * f(); }
 
   // x: stage input; fills stash x/u/a; returns the output.
-  std::vector<double> forward(const std::vector<double>& params, std::vector<double> x,
-                              std::vector<std::vector<double>>& xs,
-                              std::vector<std::vector<double>>& us,
-                              std::vector<std::vector<double>>& as) const {
+  DeviceArray forward(const DeviceArray& params, DeviceArray x, std::vector<DeviceArray>& xs,
+                      std::vector<DeviceArray>& us, std::vector<DeviceArray>& as) const {
     int L = c.layers_per_stage;
-    xs.assign(L, {});
-    us.assign(L, {});
-    as.assign(L, {});
+    xs.clear();
+    us.clear();
+    as.clear();
+    xs.resize(L);
+    us.resize(L);
+    as.resize(L);
     for (int l = 0; l < L; ++l) {
-      std::vector<double> u(static_cast<size_t>(t()) * f());
-      gemm(false, false, t(), f(), h(), x.data(), h(), params.data() + w1_offset(l), f(), 0.0,
-           u.data(), f());
-      std::vector<double> a(u.size());
-      for (size_t i = 0; i < u.size(); ++i) a[i] = gelu(u[i]);
-      std::vector<double> y = x;  // residual
-      gemm(false, false, t(), h(), f(), a.data(), f(), params.data() + w2_offset(l), h(), 1.0,
-           y.data(), h());
+      DeviceArray u = dev.alloc(tf());
+      dev.gemm(false, false, t(), f(), h(), x.data(), h(), params.data() + w1_offset(l), f(), 0.0,
+               u.data(), f());
+      DeviceArray a = dev.alloc(u.size());
+      dev.gelu(u, a);
+      DeviceArray y = dev.copy(x);  // residual
+      dev.gemm(false, false, t(), h(), f(), a.data(), f(), params.data() + w2_offset(l), h(), 1.0,
+               y.data(), h());
       xs[l] = std::move(x);
       us[l] = std::move(u);
       as[l] = std::move(a);
@@ -123,68 +93,54 @@ struct StageMath {
   }
 
   // Input gradient of layer l: returns dx, sets du.
-  std::vector<double> backward_input_layer(const std::vector<double>& params, int l,
-                                           const std::vector<double>& dy,
-                                           const std::vector<double>& u,
-                                           std::vector<double>& du) const {
-    std::vector<double> da(static_cast<size_t>(t()) * f());
-    gemm(false, true, t(), f(), h(), dy.data(), h(), params.data() + w2_offset(l), h(), 0.0,
-         da.data(), f());
-    du.resize(da.size());
-    for (size_t i = 0; i < da.size(); ++i) du[i] = da[i] * gelu_grad(u[i]);
-    std::vector<double> dx = dy;  // residual
-    gemm(false, true, t(), h(), f(), du.data(), f(), params.data() + w1_offset(l), f(), 1.0,
-         dx.data(), h());
+  DeviceArray backward_input_layer(const DeviceArray& params, int l, const DeviceArray& dy,
+                                   const DeviceArray& u, DeviceArray& du) const {
+    DeviceArray da = dev.alloc(tf());
+    dev.gemm(false, true, t(), f(), h(), dy.data(), h(), params.data() + w2_offset(l), h(), 0.0,
+             da.data(), f());
+    du = dev.alloc(da.size());
+    dev.gelu_backward(da, u, du);
+    DeviceArray dx = dev.copy(dy);  // residual
+    dev.gemm(false, true, t(), h(), f(), du.data(), f(), params.data() + w1_offset(l), f(), 1.0,
+             dx.data(), h());
     return dx;
   }
 
-  void backward_weight_layer(std::vector<double>& grads, int l, const std::vector<double>& x,
-                             const std::vector<double>& a, const std::vector<double>& dy,
-                             const std::vector<double>& du) const {
-    gemm(true, false, f(), h(), t(), a.data(), f(), dy.data(), h(), 1.0,
-         grads.data() + w2_offset(l), h());
-    gemm(true, false, h(), f(), t(), x.data(), h(), du.data(), f(), 1.0,
-         grads.data() + w1_offset(l), f());
+  void backward_weight_layer(DeviceArray& grads, int l, const DeviceArray& x, const DeviceArray& a,
+                             const DeviceArray& dy, const DeviceArray& du) const {
+    dev.gemm(true, false, f(), h(), t(), a.data(), f(), dy.data(), h(), 1.0,
+             grads.data() + w2_offset(l), h());
+    dev.gemm(true, false, h(), f(), t(), x.data(), h(), du.data(), f(), 1.0,
+             grads.data() + w1_offset(l), f());
   }
 
   // Loss of one microbatch and dL/dy.
-  double loss(const std::vector<double>& y, const std::vector<double>& target,
-              std::vector<double>& dy) const {
+  double loss(const DeviceArray& y, const DeviceArray& target, DeviceArray& dy) const {
     double n = static_cast<double>(y.size());
     double scale = 2.0 / n / (static_cast<double>(c.num_microbatches) * c.num_replicas);
-    double sum = 0;
-    dy.resize(y.size());
-    for (size_t i = 0; i < y.size(); ++i) {
-      double d = y[i] - target[i];
-      sum += d * d;
-      dy[i] = scale * d;
-    }
-    return sum / n;
+    dy = dev.alloc(y.size());
+    return dev.mse_loss(y, target, scale, dy);
   }
 
-  void optimizer(std::vector<double>& p, std::vector<double>& g, std::vector<double>& m,
-                 std::vector<double>& v, int step) const {
+  void optimizer(DeviceArray& p, DeviceArray& g, DeviceArray& m, DeviceArray& v, int step) const {
     double lr = c.lr();
     if (c.optimizer == OptimizerKind::kSgd) {
-      for (size_t i = 0; i < p.size(); ++i) p[i] -= lr * g[i];
+      dev.sgd_step(p, g, lr);
     } else {
-      if (m.empty()) m.assign(p.size(), 0.0);
-      if (v.empty()) v.assign(p.size(), 0.0);
-      double bc1 = 1 - std::pow(kAdamBeta1, step + 1);
-      double bc2 = 1 - std::pow(kAdamBeta2, step + 1);
-      for (size_t i = 0; i < p.size(); ++i) {
-        m[i] = kAdamBeta1 * m[i] + (1 - kAdamBeta1) * g[i];
-        v[i] = kAdamBeta2 * v[i] + (1 - kAdamBeta2) * g[i] * g[i];
-        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + kAdamEps);
-      }
+      if (m.empty()) m = dev.zeros(p.size());
+      if (v.empty()) v = dev.zeros(p.size());
+      AdamStep s;
+      s.lr = lr;
+      s.beta1 = kAdamBeta1;
+      s.beta2 = kAdamBeta2;
+      s.eps = kAdamEps;
+      s.bias_correction1 = 1 - std::pow(kAdamBeta1, step + 1);
+      s.bias_correction2 = 1 - std::pow(kAdamBeta2, step + 1);
+      dev.adam_step(p, g, m, v, s);
     }
-    std::fill(g.begin(), g.end(), 0.0);
+    dev.fill_zero(g);
   }
 };
-
-int64_t vec_bytes(const std::vector<double>& v) {
-  return static_cast<int64_t>(v.size() * sizeof(double));
-}
 
 }  // namespace
 
@@ -209,9 +165,7 @@ double MlpConfig::lr() const {
   return optimizer == OptimizerKind::kSgd ? 0.05 : 1e-3;
 }
 
-int64_t MlpConfig::params_per_stage() const {
-  return 2LL * hidden * ffn_size() * layers_per_stage;
-}
+int64_t MlpConfig::params_per_stage() const { return 2LL * hidden * ffn_size() * layers_per_stage; }
 
 std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
   std::vector<double> p;
@@ -228,18 +182,19 @@ std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
 }
 
 MlpWorkload::MlpWorkload(const MlpConfig& config, int actor, int replica,
-                         const std::vector<int>& stage_to_actor)
-    : config_(config), actor_(actor), replica_(replica) {
+                         const std::vector<int>& stage_to_actor, Device& device)
+    : config_(config), actor_(actor), replica_(replica), device_(device) {
   for (int s = 0; s < static_cast<int>(stage_to_actor.size()); ++s) {
     if (stage_to_actor[s] != actor) continue;
     StageState st;
-    st.params = initial_stage_params(config_, s);
-    st.grads.assign(st.params.size(), 0.0);
+    st.params = device_.upload(initial_stage_params(config_, s));
+    st.grads = device_.zeros(st.params.size());
     stages_.emplace(s, std::move(st));
   }
+  device_.synchronize();
 }
 
-MlpWorkload::StageState& MlpWorkload::stage(int s) {
+const MlpWorkload::StageState& MlpWorkload::stage(int s) const {
   auto it = stages_.find(s);
   if (it == stages_.end())
     throw std::logic_error("MlpWorkload: actor " + std::to_string(actor_) +
@@ -247,47 +202,70 @@ MlpWorkload::StageState& MlpWorkload::stage(int s) {
   return it->second;
 }
 
-const std::vector<double>& MlpWorkload::params(int s) const { return stages_.at(s).params; }
+MlpWorkload::StageState& MlpWorkload::stage(int s) {
+  return const_cast<StageState&>(std::as_const(*this).stage(s));
+}
+
+std::vector<double> MlpWorkload::params(int s) const { return device_.download(stage(s).params); }
+
+void MlpWorkload::set_params(int s, std::span<const double> weights) {
+  StageState& st = stage(s);
+  if (weights.size() != st.params.size())
+    throw std::logic_error("MlpWorkload::set_params: stage " + std::to_string(s) + " has " +
+                           std::to_string(st.params.size()) + " weights, got " +
+                           std::to_string(weights.size()));
+  st.params = device_.upload(weights);
+  device_.synchronize();
+}
+
+std::span<double> MlpWorkload::grads(int s) {
+  DeviceArray& g = stage(s).grads;
+  if (!g.on_host())
+    throw std::logic_error("MlpWorkload::grads: the gradients live in " +
+                           std::string(to_string(device_.space())) + " memory");
+  return std::span<double>(g.data(), g.size());
+}
 
 void MlpWorkload::run_task(const TaskRef& task, int step) {
   switch (task.kind) {
     case TaskKind::kF:
       forward(task.stage, task.microbatch, step);
-      return;
+      break;
     case TaskKind::kB:
       backward_input(task.stage, task.microbatch, /*also_weights=*/true);
-      return;
+      break;
     case TaskKind::kI:
       backward_input(task.stage, task.microbatch, /*also_weights=*/false);
-      return;
+      break;
     case TaskKind::kW:
       backward_weights(task.stage, task.microbatch);
-      return;
+      break;
   }
+  device_.synchronize();
 }
 
-template <typename M>
-static std::vector<double> take(M& map, const std::pair<int, int>& key, const char* what,
-                                int actor) {
+static DeviceArray take(std::map<std::pair<int, int>, DeviceArray>& map,
+                        const std::pair<int, int>& key, const char* what, int actor) {
   auto it = map.find(key);
   if (it == map.end())
     throw RuntimeFailure(std::string("actor ") + std::to_string(actor) + ": missing " + what +
-                             " of stage " + std::to_string(key.first) + " microbatch " +
-                             std::to_string(key.second));
-  std::vector<double> v = std::move(it->second);
+                         " of stage " + std::to_string(key.first) + " microbatch " +
+                         std::to_string(key.second));
+  DeviceArray v = std::move(it->second);
   map.erase(it);
   return v;
 }
 
 void MlpWorkload::forward(int s, int mb, int step) {
-  StageMath math{config_};
-  std::vector<double> x = s == 0 ? input_of(config_, step, replica_, mb)
-                                 : take(activation_, {s - 1, mb}, "activation", actor_);
+  StageMath math{config_, device_};
+  DeviceArray x = s == 0 ? device_.upload(input_of(config_, step, replica_, mb))
+                         : take(activation_, {s - 1, mb}, "activation", actor_);
   Stash& st = stash_[{s, mb}];
-  std::vector<double> y = math.forward(stage(s).params, std::move(x), st.x, st.u, st.a);
+  DeviceArray y = math.forward(stage(s).params, std::move(x), st.x, st.u, st.a);
   if (s == config_.num_stages - 1) {
-    std::vector<double> dy;
-    losses_[step][mb] = math.loss(y, target_of(config_, step, replica_, mb), dy);
+    DeviceArray dy;
+    DeviceArray target = device_.upload(target_of(config_, step, replica_, mb));
+    losses_[step][mb] = math.loss(y, target, dy);
     gradient_[{s, mb}] = std::move(dy);
   } else {
     activation_[{s, mb}] = std::move(y);
@@ -295,23 +273,24 @@ void MlpWorkload::forward(int s, int mb, int step) {
 }
 
 void MlpWorkload::backward_input(int s, int mb, bool also_weights) {
-  StageMath math{config_};
+  StageMath math{config_, device_};
   StageState& state = stage(s);
-  std::vector<double> dy = take(gradient_, {s, mb}, "gradient", actor_);
+  DeviceArray dy = take(gradient_, {s, mb}, "gradient", actor_);
   auto it = stash_.find({s, mb});
   if (it == stash_.end())
     throw RuntimeFailure("actor " + std::to_string(actor_) + ": backward of stage " +
-                             std::to_string(s) + " microbatch " + std::to_string(mb) +
-                             " before its forward");
+                         std::to_string(s) + " microbatch " + std::to_string(mb) +
+                         " before its forward");
   Stash& st = it->second;
   int L = config_.layers_per_stage;
-  st.dy.assign(L, {});
-  st.du.assign(L, {});
+  st.dy.clear();
+  st.du.clear();
+  st.dy.resize(L);
+  st.du.resize(L);
   for (int l = L - 1; l >= 0; --l) {
-    std::vector<double> du;
-    std::vector<double> dx = math.backward_input_layer(state.params, l, dy, st.u[l], du);
-    st.u[l].clear();
-    st.u[l].shrink_to_fit();
+    DeviceArray du;
+    DeviceArray dx = math.backward_input_layer(state.params, l, dy, st.u[l], du);
+    st.u[l].reset();
     if (also_weights) {
       math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], dy, du);
     } else {
@@ -325,88 +304,99 @@ void MlpWorkload::backward_input(int s, int mb, bool also_weights) {
 }
 
 void MlpWorkload::backward_weights(int s, int mb) {
-  StageMath math{config_};
+  StageMath math{config_, device_};
   StageState& state = stage(s);
   auto it = stash_.find({s, mb});
   if (it == stash_.end() || it->second.dy.empty())
-    throw RuntimeFailure("actor " + std::to_string(actor_) + ": W of stage " +
-                             std::to_string(s) + " microbatch " + std::to_string(mb) +
-                             " before its I");
+    throw RuntimeFailure("actor " + std::to_string(actor_) + ": W of stage " + std::to_string(s) +
+                         " microbatch " + std::to_string(mb) + " before its I");
   Stash& st = it->second;
   for (int l = config_.layers_per_stage - 1; l >= 0; --l)
     math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], st.dy[l], st.du[l]);
   stash_.erase(it);
 }
 
-std::vector<char> MlpWorkload::take_output(const TaskRef& producer, int step) {
+DeviceArray MlpWorkload::take_output(const TaskRef& producer, int step) {
   (void)step;
   if (producer.kind == TaskKind::kF)
-    return to_bytes(take(activation_, {producer.stage, producer.microbatch}, "activation", actor_));
-  return to_bytes(
-      take(gradient_, {producer.stage - 1, producer.microbatch}, "input gradient", actor_));
+    return take(activation_, {producer.stage, producer.microbatch}, "activation", actor_);
+  return take(gradient_, {producer.stage - 1, producer.microbatch}, "input gradient", actor_);
 }
 
-void MlpWorkload::put_input(const TaskRef& producer, int step, std::vector<char> payload) {
+void MlpWorkload::put_input(const TaskRef& producer, int step, DeviceArray tensor) {
   (void)step;
+  size_t expected = static_cast<size_t>(config_.seq) * config_.hidden;
+  if (tensor.size() != expected)
+    throw RuntimeFailure("actor " + std::to_string(actor_) + ": received " +
+                         std::to_string(tensor.size()) + " values for " + to_string(producer) +
+                         ", expected " + std::to_string(expected));
+  if (!tensor.on_host() && tensor.device() != &device_)
+    throw std::logic_error("MlpWorkload::put_input: tensor of another device");
+  if (tensor.on_host() && device_.space() != MemorySpace::kHost)
+    tensor = device_.upload(std::span<const double>(tensor.data(), tensor.size()));
   if (producer.kind == TaskKind::kF)
-    activation_[{producer.stage, producer.microbatch}] = from_bytes(payload);
+    activation_[{producer.stage, producer.microbatch}] = std::move(tensor);
   else
-    gradient_[{producer.stage - 1, producer.microbatch}] = from_bytes(payload);
+    gradient_[{producer.stage - 1, producer.microbatch}] = std::move(tensor);
 }
 
-std::span<double> MlpWorkload::grads(int s) { return std::span<double>(stage(s).grads); }
+DeviceArray& MlpWorkload::grad_buffer(int s) { return stage(s).grads; }
 
 void MlpWorkload::optimizer_step(int s, int step) {
   StageState& st = stage(s);
-  StageMath{config_}.optimizer(st.params, st.grads, st.adam_m, st.adam_v, step);
+  StageMath{config_, device_}.optimizer(st.params, st.grads, st.adam_m, st.adam_v, step);
+  device_.synchronize();
 }
 
 int64_t MlpWorkload::bytes_held() const {
   int64_t total = 0;
   for (const auto& [s, st] : stages_)
-    total += vec_bytes(st.params) + vec_bytes(st.grads) + vec_bytes(st.adam_m) +
-             vec_bytes(st.adam_v);
+    total += st.params.bytes() + st.grads.bytes() + st.adam_m.bytes() + st.adam_v.bytes();
   for (const auto& [k, st] : stash_)
     for (const auto* group : {&st.x, &st.u, &st.a, &st.dy, &st.du})
-      for (const auto& v : *group) total += vec_bytes(v);
-  for (const auto& [k, v] : activation_) total += vec_bytes(v);
-  for (const auto& [k, v] : gradient_) total += vec_bytes(v);
+      for (const auto& v : *group) total += v.bytes();
+  for (const auto& [k, v] : activation_) total += v.bytes();
+  for (const auto& [k, v] : gradient_) total += v.bytes();
   return total;
 }
 
 ReferenceResult run_reference(const MlpConfig& c, int num_steps) {
-  StageMath math{c};
+  HostDevice& dev = host_device();
+  StageMath math{c, dev};
   int S = c.num_stages;
-  std::vector<std::vector<double>> params(S), m(S), v(S);
-  for (int s = 0; s < S; ++s) params[s] = initial_stage_params(c, s);
+  std::vector<DeviceArray> params(S), m(S), v(S);
+  for (int s = 0; s < S; ++s) params[s] = dev.upload(initial_stage_params(c, s));
   ReferenceResult result;
   for (int step = 0; step < num_steps; ++step) {
-    std::vector<std::vector<double>> total(S, std::vector<double>(params[0].size(), 0.0));
+    std::vector<DeviceArray> total(S);
+    for (int s = 0; s < S; ++s) total[s] = dev.zeros(params[0].size());
     double loss_sum = 0;
     for (int r = 0; r < c.num_replicas; ++r) {
-      std::vector<std::vector<double>> grads(S, std::vector<double>(params[0].size(), 0.0));
+      std::vector<DeviceArray> grads(S);
+      for (int s = 0; s < S; ++s) grads[s] = dev.zeros(params[0].size());
       for (int mb = 0; mb < c.num_microbatches; ++mb) {
-        std::vector<std::vector<std::vector<double>>> xs(S), us(S), as(S);
-        std::vector<double> x = input_of(c, step, r, mb);
+        std::vector<std::vector<DeviceArray>> xs(S), us(S), as(S);
+        DeviceArray x = dev.upload(input_of(c, step, r, mb));
         for (int s = 0; s < S; ++s) x = math.forward(params[s], std::move(x), xs[s], us[s], as[s]);
-        std::vector<double> dy;
-        loss_sum += math.loss(x, target_of(c, step, r, mb), dy);
+        DeviceArray dy;
+        DeviceArray target = dev.upload(target_of(c, step, r, mb));
+        loss_sum += math.loss(x, target, dy);
         for (int s = S - 1; s >= 0; --s) {
           for (int l = c.layers_per_stage - 1; l >= 0; --l) {
-            std::vector<double> du;
-            std::vector<double> dx = math.backward_input_layer(params[s], l, dy, us[s][l], du);
+            DeviceArray du;
+            DeviceArray dx = math.backward_input_layer(params[s], l, dy, us[s][l], du);
             math.backward_weight_layer(grads[s], l, xs[s][l], as[s][l], dy, du);
             dy = std::move(dx);
           }
         }
       }
       for (int s = 0; s < S; ++s)
-        for (size_t i = 0; i < total[s].size(); ++i) total[s][i] += grads[s][i];
+        for (size_t i = 0; i < total[s].size(); ++i) total[s].data()[i] += grads[s].data()[i];
     }
     for (int s = 0; s < S; ++s) math.optimizer(params[s], total[s], m[s], v[s], step);
     result.losses.push_back(loss_sum / (static_cast<double>(c.num_microbatches) * c.num_replicas));
   }
-  result.stage_params = std::move(params);
+  for (int s = 0; s < S; ++s) result.stage_params.push_back(dev.download(params[s]));
   return result;
 }
 

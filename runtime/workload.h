@@ -2,13 +2,17 @@
 //
 // The executor (runtime/executor.h) decides WHEN; a Workload decides WHAT:
 //   run_task(F|B|I|W of (stage, microbatch))   the numerics of one task
-//   take_output(producer)                      the bytes a kSend carries (activation or gradient)
-//   put_input(producer, bytes)                 what a kRecv delivers
-//   grads(stage)                               the buffer a kAllReduce sums across replicas
+//   take_output(producer)                      the tensor a kSend carries (activation or gradient)
+//   put_input(producer, tensor)                what a kRecv delivers
+//   grad_buffer(stage)                         the buffer a kAllReduce sums across replicas
 //   optimizer_step(stage)                      the kOptimizer instruction
 //   emulated_s(ins)                            how long an instruction must last in emulation
+// Tensors are DeviceArrays (runtime/device.h): host memory on the CPU backends, GPU memory on the
+// cuda backend, which moves them with NCCL without staging through the host.
 //
-// MlpWorkload: real numerics in fp64 (OpenBLAS cblas_dgemm). Every stage holds
+// MlpWorkload: real numerics in fp64 on a Device: OpenBLAS cblas_dgemm and host loops on the
+// HostDevice (the default), cuBLAS and CUDA kernels on a cuda::CudaDevice; the bookkeeping below
+// is the same code for both. Every stage holds
 // `layers_per_stage` transformer-like MLP blocks  y = GeLU(x W1) W2 + x  with W1: hidden x ffn and
 // W2: ffn x hidden (no biases), on microbatches of `seq` tokens x `hidden` features.
 //   F  forward; the last stage's F also computes the loss, mean squared error against a
@@ -23,6 +27,8 @@
 // Inputs of stage 0 and targets of the last stage are drawn from a seeded generator keyed by
 // (seed, step, replica, microbatch); weights from (seed, stage, layer), identical in every
 // replica. SGD: w -= lr g. Adam: beta1 0.9, beta2 0.999, eps 1e-8, bias-corrected.
+// Every run_task and optimizer_step ends with Device::synchronize(), so an instruction's host
+// timestamps include its device work.
 //
 // run_reference() executes the same model and data sequentially (one worker, all stages, all
 // microbatches in order, replica gradients summed in replica order) for the --check comparison.
@@ -41,6 +47,7 @@
 
 #include "costmodel/cost_provider.h"
 #include "graph/program.h"
+#include "runtime/device.h"
 
 namespace jaxpp {
 
@@ -48,9 +55,9 @@ class Workload {
  public:
   virtual ~Workload() = default;
   virtual void run_task(const TaskRef& task, int step) = 0;
-  virtual std::vector<char> take_output(const TaskRef& producer, int step) = 0;
-  virtual void put_input(const TaskRef& producer, int step, std::vector<char> payload) = 0;
-  virtual std::span<double> grads(int stage) = 0;
+  virtual DeviceArray take_output(const TaskRef& producer, int step) = 0;
+  virtual void put_input(const TaskRef& producer, int step, DeviceArray tensor) = 0;
+  virtual DeviceArray& grad_buffer(int stage) = 0;
   virtual void optimizer_step(int stage, int step) = 0;
   // Bytes held: parameters, gradients, optimizer state, stashed and in-flight tensors.
   virtual int64_t bytes_held() const = 0;
@@ -66,13 +73,13 @@ std::string_view to_string(OptimizerKind k);  // "sgd", "adam"
 OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where);
 
 struct MlpConfig {
-  int hidden = 32;           // features per token
-  int ffn = 0;               // 0 = 4 * hidden
-  int seq = 8;               // tokens per microbatch
+  int hidden = 32;  // features per token
+  int ffn = 0;      // 0 = 4 * hidden
+  int seq = 8;      // tokens per microbatch
   int layers_per_stage = 2;
   int num_stages = 1;
   int num_microbatches = 1;
-  int num_replicas = 1;      // dp
+  int num_replicas = 1;  // dp
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0;  // 0 = 0.05 for SGD, 1e-3 for Adam
   uint64_t seed = 1234;
@@ -83,47 +90,68 @@ struct MlpConfig {
 
 class MlpWorkload : public Workload {
  public:
-  // Holds the stages `stage_to_actor` places on `actor`.
+  // Holds the stages `stage_to_actor` places on `actor`; tensors live on `device` (not owned,
+  // must outlive the workload), by default the host.
   MlpWorkload(const MlpConfig& config, int actor, int replica,
-              const std::vector<int>& stage_to_actor);
+              const std::vector<int>& stage_to_actor, Device& device = host_device());
   void run_task(const TaskRef& task, int step) override;
-  std::vector<char> take_output(const TaskRef& producer, int step) override;
-  void put_input(const TaskRef& producer, int step, std::vector<char> payload) override;
-  std::span<double> grads(int stage) override;
+  DeviceArray take_output(const TaskRef& producer, int step) override;
+  void put_input(const TaskRef& producer, int step, DeviceArray tensor) override;
+  DeviceArray& grad_buffer(int stage) override;
   void optimizer_step(int stage, int step) override;
   int64_t bytes_held() const override;
 
   bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
-  const std::vector<double>& params(int stage) const;
-  std::vector<double>& mutable_params(int s) { return stage(s).params; }
+  // Weights of a stage, copied to the host.
+  std::vector<double> params(int stage) const;
+  void set_params(int stage, std::span<const double> weights);
+  // `mutable_params(s) = weights` replaces the weights of stage s (set_params).
+  class ParamsSlot {
+   public:
+    ParamsSlot& operator=(std::span<const double> weights) {
+      owner_.set_params(stage_, weights);
+      return *this;
+    }
+
+   private:
+    friend class MlpWorkload;
+    ParamsSlot(MlpWorkload& owner, int stage) : owner_(owner), stage_(stage) {}
+    MlpWorkload& owner_;
+    int stage_;
+  };
+  ParamsSlot mutable_params(int s) { return ParamsSlot(*this, s); }
+  // The accumulated gradient of a stage in place; only for a workload on host memory.
+  std::span<double> grads(int stage);
   // Losses of the last stage's forwards, [step][microbatch]; empty if this actor lacks it.
   const std::map<int, std::map<int, double>>& losses() const { return losses_; }
 
  private:
   struct StageState {
-    std::vector<double> params, grads, adam_m, adam_v;
+    DeviceArray params, grads, adam_m, adam_v;
   };
   struct Stash {
-    std::vector<std::vector<double>> x, u, a, dy, du;  // per layer
+    std::vector<DeviceArray> x, u, a, dy, du;  // per layer
   };
   using Key = std::pair<int, int>;  // (stage, microbatch)
   void forward(int stage, int mb, int step);
   void backward_input(int stage, int mb, bool also_weights);
   void backward_weights(int stage, int mb);
   StageState& stage(int s);
+  const StageState& stage(int s) const;
 
   MlpConfig config_;
   int actor_ = 0;
   int replica_ = 0;
+  Device& device_;
   std::map<int, StageState> stages_;
   std::map<Key, Stash> stash_;
-  std::map<Key, std::vector<double>> activation_;  // output of stage s, microbatch k
-  std::map<Key, std::vector<double>> gradient_;    // d loss / d output of stage s
+  std::map<Key, DeviceArray> activation_;  // output of stage s, microbatch k
+  std::map<Key, DeviceArray> gradient_;    // d loss / d output of stage s
   std::map<int, std::map<int, double>> losses_;
 };
 
 struct ReferenceResult {
-  std::vector<double> losses;                    // per step: mean over microbatches and replicas
+  std::vector<double> losses;                     // per step: mean over microbatches and replicas
   std::vector<std::vector<double>> stage_params;  // after the last step
 };
 ReferenceResult run_reference(const MlpConfig& config, int num_steps);
@@ -135,9 +163,9 @@ class EmulatedWorkload : public Workload {
  public:
   EmulatedWorkload(const CostProvider& cost, int actor, double time_scale);
   void run_task(const TaskRef&, int) override {}
-  std::vector<char> take_output(const TaskRef&, int) override { return {}; }
-  void put_input(const TaskRef&, int, std::vector<char>) override {}
-  std::span<double> grads(int) override { return std::span<double>(token_); }
+  DeviceArray take_output(const TaskRef&, int) override { return {}; }
+  void put_input(const TaskRef&, int, DeviceArray) override {}
+  DeviceArray& grad_buffer(int) override { return token_; }
   void optimizer_step(int, int) override {}
   int64_t bytes_held() const override { return 0; }
   double emulated_s(const Instruction& ins) const override;
@@ -146,7 +174,7 @@ class EmulatedWorkload : public Workload {
   const CostProvider& cost_;
   int actor_ = 0;
   double time_scale_ = 1;
-  std::vector<double> token_ = {0.0};
+  DeviceArray token_ = host_device().zeros(1);  // what an emulated all-reduce sums
 };
 
 }  // namespace jaxpp

@@ -1,0 +1,483 @@
+#include "runtime/cuda/nccl_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/kernels.h"
+
+namespace jaxpp::cuda {
+namespace {
+
+constexpr int64_t kMaxMessageValues = int64_t{1} << 36;  // sanity bound on a received header
+constexpr auto kPollInterval = std::chrono::microseconds(20);
+constexpr int kSenderRank = 0;  // on a link communicator
+constexpr int kReceiverRank = 1;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+void pause() { std::this_thread::sleep_for(kPollInterval); }
+
+}  // namespace
+
+std::vector<NcclId> make_nccl_ids(size_t count) {
+  std::vector<NcclId> ids(count);
+  for (NcclId& id : ids) {
+    ncclUniqueId unique;
+    JAXPP_NCCL_CHECK(ncclGetUniqueId(&unique));
+    std::memcpy(id.data(), &unique, sizeof unique);
+  }
+  return ids;
+}
+
+NcclBackend::NcclBackend(Backend& control, CudaDevice& device, const CommPlan& plan,
+                         const std::vector<NcclId>& ids, double timeout_s)
+    : control_(control), device_(device), plan_(plan), timeout_s_(timeout_s) {
+  if (ids.size() != plan.comms.size())
+    throw std::logic_error("NcclBackend: " + std::to_string(ids.size()) + " ids for " +
+                           std::to_string(plan.comms.size()) + " communicators");
+  try {
+    create_communicators(ids);
+    connect_links();
+  } catch (...) {
+    abort_communicators();
+    release_resources();
+    throw;
+  }
+}
+
+void NcclBackend::create_communicators(const std::vector<NcclId>& ids) {
+  int me = plan_.worker(actor(), replica());
+  std::vector<int> mine = plan_.comms_of(me);
+  comms_.resize(mine.size());
+  JAXPP_NCCL_CHECK(ncclGroupStart());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const CommSpec& spec = plan_.comms[mine[i]];
+    int rank = static_cast<int>(std::find(spec.workers.begin(), spec.workers.end(), me) -
+                                spec.workers.begin());
+    ncclUniqueId id;
+    std::memcpy(&id, ids[mine[i]].data(), sizeof id);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // initialisation and every later call may answer ncclInProgress
+    comms_[i].plan_index = mine[i];
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommInitRankConfig(
+        &comms_[i].comm, static_cast<int>(spec.workers.size()), id, rank, &config));
+  }
+  JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
+  std::vector<ncclComm_t> all;
+  for (const Comm& c : comms_) all.push_back(c.comm);
+  wait_ready(all, "creating the NCCL communicators");
+
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    const CommSpec& spec = plan_.comms[comms_[i].plan_index];
+    if (spec.kind == CommSpec::Kind::kReplicas) {
+      replica_comm_ = static_cast<int>(i);
+      JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&allreduce_stream_, cudaStreamNonBlocking));
+      JAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&allreduce_done_, cudaEventDisableTiming));
+      continue;
+    }
+    if (spec.src == actor()) {
+      OutLink link;
+      link.comm = static_cast<int>(i);
+      link.peer = spec.dst;
+      JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
+      JAXPP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&link.header), sizeof(LinkHeader)));
+      out_links_.push_back(std::move(link));
+    } else {
+      InLink link;
+      link.comm = static_cast<int>(i);
+      link.peer = spec.src;
+      JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
+      JAXPP_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&link.header_device), sizeof(LinkHeader)));
+      JAXPP_CUDA_CHECK(
+          cudaMallocHost(reinterpret_cast<void**>(&link.header_host), sizeof(LinkHeader)));
+      JAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&link.header_arrived, cudaEventDisableTiming));
+      in_links_.push_back(std::move(link));
+    }
+  }
+}
+
+// One byte over every link and one value over the replica communicator, in one group: the
+// connections are made now, within the timeout, not by the first message.
+void NcclBackend::connect_links() {
+  connect_scratch_ = device_.zeros(1);
+  DeviceArray& scratch = connect_scratch_;
+  std::vector<cudaStream_t> streams;
+  JAXPP_NCCL_CHECK(ncclGroupStart());
+  for (OutLink& link : out_links_) {
+    JAXPP_NCCL_CHECK_NONBLOCKING(
+        ncclSend(link.header, 1, ncclUint8, kReceiverRank, comms_[link.comm].comm, link.stream));
+    streams.push_back(link.stream);
+  }
+  for (InLink& link : in_links_) {
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclRecv(link.header_device, 1, ncclUint8, kSenderRank,
+                                          comms_[link.comm].comm, link.stream));
+    streams.push_back(link.stream);
+  }
+  if (replica_comm_ >= 0) {
+    device_.order_before(allreduce_stream_);  // `scratch` was zeroed on the compute stream
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclAllReduce(scratch.data(), scratch.data(), 1, ncclFloat64,
+                                               ncclSum, comms_[replica_comm_].comm,
+                                               allreduce_stream_));
+    streams.push_back(allreduce_stream_);
+  }
+  JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
+  std::vector<ncclComm_t> all;
+  for (const Comm& c : comms_) all.push_back(c.comm);
+  wait_ready(all, "connecting the NCCL links");
+
+  std::vector<cudaEvent_t> done;
+  for (cudaStream_t s : streams) {
+    done.push_back(take_event());
+    JAXPP_CUDA_CHECK(cudaEventRecord(done.back(), s));
+  }
+  double deadline = now_s() + timeout_s_;
+  for (cudaEvent_t e : done) {
+    while (!event_done(e)) {
+      check_async_errors();
+      if (!abort_reason().empty())
+        throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
+      if (now_s() > deadline)
+        throw RuntimeFailure("connecting the NCCL links: timed out after " + seconds(timeout_s_) +
+                             " s (a peer did not connect)");
+      pause();
+    }
+    give_event(e);
+  }
+}
+
+void NcclBackend::wait_ready(const std::vector<ncclComm_t>& comms, const std::string& what) {
+  double deadline = now_s() + timeout_s_;
+  while (true) {
+    bool pending = false;
+    for (ncclComm_t c : comms) {
+      ncclResult_t state = ncclSuccess;
+      JAXPP_NCCL_CHECK(ncclCommGetAsyncError(c, &state));
+      if (state == ncclInProgress) {
+        pending = true;
+      } else if (state != ncclSuccess) {
+        fail(__FILE__, __LINE__, what.c_str(),
+             std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(c) + ")");
+      }
+    }
+    if (!pending) return;
+    if (!abort_reason().empty())
+      throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
+    if (now_s() > deadline)
+      throw RuntimeFailure(what + ": timed out after " + seconds(timeout_s_) +
+                           " s (a peer did not join or is stuck)");
+    pause();
+  }
+}
+
+void NcclBackend::check_async_errors() {
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    if (comms_[i].comm == nullptr) continue;
+    ncclResult_t state = ncclSuccess;
+    JAXPP_NCCL_CHECK(ncclCommGetAsyncError(comms_[i].comm, &state));
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail(__FILE__, __LINE__, ("NCCL " + comm_name(static_cast<int>(i))).c_str(),
+           std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(comms_[i].comm) + ")");
+  }
+}
+
+std::string NcclBackend::comm_name(int comm) const {
+  return plan_.comms[comms_[comm].plan_index].name();
+}
+
+bool NcclBackend::event_done(cudaEvent_t event) {
+  cudaError_t r = cudaEventQuery(event);
+  if (r == cudaErrorNotReady) return false;
+  JAXPP_CUDA_CHECK(r);
+  return true;
+}
+
+cudaEvent_t NcclBackend::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  JAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void NcclBackend::give_event(cudaEvent_t event) { free_events_.push_back(event); }
+
+NcclBackend::OutLink& NcclBackend::out_link(int peer) {
+  for (OutLink& link : out_links_)
+    if (link.peer == peer) return link;
+  throw std::logic_error("NcclBackend: actor " + std::to_string(actor()) +
+                         " has no link to actor " + std::to_string(peer));
+}
+
+NcclBackend::InLink& NcclBackend::in_link(int peer, int* index) {
+  for (size_t i = 0; i < in_links_.size(); ++i) {
+    if (in_links_[i].peer != peer) continue;
+    *index = static_cast<int>(i);
+    return in_links_[i];
+  }
+  throw std::logic_error("NcclBackend: actor " + std::to_string(actor()) +
+                         " has no link from actor " + std::to_string(peer));
+}
+
+// ---- byte-level plane: the control backend ----
+
+void NcclBackend::post_send(int peer, int64_t key, std::vector<char> payload) {
+  control_.post_send(peer, key, std::move(payload));
+}
+int NcclBackend::post_recv(int peer, int64_t key) { return control_.post_recv(peer, key); }
+bool NcclBackend::test_recv(int handle, std::vector<char>* payload) {
+  return control_.test_recv(handle, payload);
+}
+bool NcclBackend::wait_recv(int handle, double deadline_s, std::vector<char>* payload) {
+  return control_.wait_recv(handle, deadline_s, payload);
+}
+void NcclBackend::allreduce_sum(std::span<double> data, double timeout_s) {
+  control_.allreduce_sum(data, timeout_s);
+}
+void NcclBackend::barrier(double timeout_s) {
+  progress();
+  control_.barrier(timeout_s);
+}
+
+// ---- tensor plane: NCCL ----
+
+void NcclBackend::send_message(int peer, int64_t key, Message message) {
+  OutLink& link = out_link(peer);
+  ncclComm_t comm = comms_[link.comm].comm;
+  DeviceArray data = std::move(message.data);
+  if (data.on_host() && !data.empty())
+    data = device_.upload(std::span<const double>(data.data(), data.size()));
+  if (!data.on_host() && data.device() != &device_)
+    throw std::logic_error("NcclBackend::send_message: tensor of another device");
+  LinkHeader header{message.ready_at_s, key, static_cast<int64_t>(data.size())};
+  device_.order_before(link.stream);  // the tensor was produced on the compute stream
+  launch_write_link_header(link.header, header, link.stream);
+  JAXPP_NCCL_CHECK_NONBLOCKING(
+      ncclSend(link.header, sizeof(LinkHeader), ncclUint8, kReceiverRank, comm, link.stream));
+  wait_ready({comm}, "sending to actor " + std::to_string(peer));
+  if (!data.empty()) {
+    JAXPP_NCCL_CHECK_NONBLOCKING(
+        ncclSend(data.data(), data.size(), ncclFloat64, kReceiverRank, comm, link.stream));
+    wait_ready({comm}, "sending to actor " + std::to_string(peer));
+  }
+  Send send;
+  send.data = std::move(data);
+  send.done = take_event();
+  JAXPP_CUDA_CHECK(cudaEventRecord(send.done, link.stream));
+  link.in_flight.push_back(std::move(send));
+  progress();
+}
+
+int NcclBackend::post_message_recv(int peer, int64_t key) {
+  int index = -1;
+  InLink& link = in_link(peer, &index);
+  Recv recv;
+  recv.link = index;
+  recv.key = key;
+  recvs_.push_back(std::move(recv));
+  int handle = static_cast<int>(recvs_.size()) - 1;
+  link.queued.push_back(handle);
+  progress(link);
+  return handle;
+}
+
+void NcclBackend::progress() {
+  for (InLink& link : in_links_) progress(link);
+  reap_sends();
+}
+
+void NcclBackend::progress(InLink& link) {
+  ncclComm_t comm = comms_[link.comm].comm;
+  while (true) {
+    if (link.header_owner >= 0) {
+      if (!event_done(link.header_arrived)) return;
+      Recv& recv = recvs_[link.header_owner];
+      link.header_owner = -1;
+      LinkHeader header = *link.header_host;
+      check_link_header(header, recv.key, link.peer, kMaxMessageValues);
+      recv.message.ready_at_s = header.ready_at_s;
+      if (header.count == 0) {
+        recv.state = RecvState::kDone;
+      } else {
+        recv.message.data = device_.alloc(static_cast<size_t>(header.count));
+        device_.order_before(link.stream);  // the allocation is ordered on the compute stream
+        JAXPP_NCCL_CHECK_NONBLOCKING(ncclRecv(recv.message.data.data(),
+                                              static_cast<size_t>(header.count), ncclFloat64,
+                                              kSenderRank, comm, link.stream));
+        wait_ready({comm}, "receiving from actor " + std::to_string(link.peer));
+        recv.done = take_event();
+        JAXPP_CUDA_CHECK(cudaEventRecord(recv.done, link.stream));
+        recv.state = RecvState::kPayload;
+      }
+    }
+    if (link.queued.empty()) return;
+    int next = link.queued.front();
+    link.queued.pop_front();
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclRecv(link.header_device, sizeof(LinkHeader), ncclUint8,
+                                          kSenderRank, comm, link.stream));
+    wait_ready({comm}, "receiving from actor " + std::to_string(link.peer));
+    JAXPP_CUDA_CHECK(cudaMemcpyAsync(link.header_host, link.header_device, sizeof(LinkHeader),
+                                     cudaMemcpyDeviceToHost, link.stream));
+    JAXPP_CUDA_CHECK(cudaEventRecord(link.header_arrived, link.stream));
+    link.header_owner = next;
+    recvs_[next].state = RecvState::kHeader;
+  }
+}
+
+void NcclBackend::reap_sends() {
+  for (OutLink& link : out_links_) {
+    while (!link.in_flight.empty() && event_done(link.in_flight.front().done)) {
+      give_event(link.in_flight.front().done);
+      link.in_flight.pop_front();  // frees the tensor on the compute stream; its send is over
+    }
+  }
+}
+
+bool NcclBackend::test_message(int handle, Message* message) {
+  progress();
+  Recv& recv = recvs_.at(handle);
+  if (recv.state == RecvState::kPayload && event_done(recv.done)) {
+    give_event(recv.done);
+    recv.done = nullptr;
+    recv.state = RecvState::kDone;
+  }
+  if (recv.state != RecvState::kDone) return false;
+  *message = std::move(recv.message);
+  recv.state = RecvState::kTaken;
+  return true;
+}
+
+bool NcclBackend::wait_message(int handle, double deadline_s, Message* message) {
+  while (true) {
+    if (test_message(handle, message)) return true;
+    if (!abort_reason().empty()) return false;
+    check_async_errors();
+    if (now_s() > deadline_s) return false;
+    pause();
+  }
+}
+
+void NcclBackend::allreduce_tensor(DeviceArray& data, double timeout_s) {
+  if (data.on_host()) {
+    control_.allreduce_sum(std::span<double>(data.data(), data.size()), timeout_s);
+    return;
+  }
+  if (replica_comm_ < 0 || data.empty()) return;  // dp == 1: nothing to reduce
+  if (data.device() != &device_)
+    throw std::logic_error("NcclBackend::allreduce_tensor: tensor of another device");
+  ncclComm_t comm = comms_[replica_comm_].comm;
+  device_.order_before(allreduce_stream_);  // the gradients were accumulated on the compute stream
+  JAXPP_NCCL_CHECK_NONBLOCKING(ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat64,
+                                             ncclSum, comm, allreduce_stream_));
+  wait_ready({comm}, "allreduce");
+  JAXPP_CUDA_CHECK(cudaEventRecord(allreduce_done_, allreduce_stream_));
+  double deadline = now_s() + timeout_s;
+  while (!event_done(allreduce_done_)) {
+    progress();
+    if (!abort_reason().empty())
+      throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
+    check_async_errors();
+    if (now_s() > deadline)
+      throw RuntimeFailure("allreduce: timed out after " + seconds(timeout_s) +
+                           " s waiting for the other replicas");
+    pause();
+  }
+}
+
+void NcclBackend::abort(const std::string& why) {
+  control_.abort(why);
+  abort_communicators();
+}
+
+void NcclBackend::abort_communicators() {
+  if (aborted_) return;
+  aborted_ = true;
+  for (Comm& c : comms_) {
+    if (c.comm != nullptr) JAXPP_NCCL_CHECK_NOTHROW(ncclCommAbort(c.comm));
+    c.comm = nullptr;
+  }
+}
+
+NcclBackend::~NcclBackend() {
+  bool clean = !aborted_ && abort_reason().empty();
+  for (const Recv& r : recvs_)
+    if (r.state != RecvState::kTaken) clean = false;
+  if (clean) {
+    try {
+      double deadline = now_s() + timeout_s_;
+      auto sends_pending = [&] {
+        for (const OutLink& link : out_links_)
+          if (!link.in_flight.empty()) return true;
+        return false;
+      };
+      while (sends_pending()) {
+        reap_sends();
+        if (now_s() > deadline) throw RuntimeFailure("sends still in flight at the end of the run");
+        pause();
+      }
+      std::vector<ncclComm_t> all;
+      for (Comm& c : comms_) {
+        JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommFinalize(c.comm));
+        all.push_back(c.comm);
+      }
+      wait_ready(all, "finalizing the NCCL communicators");
+      for (Comm& c : comms_) {
+        JAXPP_NCCL_CHECK_NOTHROW(ncclCommDestroy(c.comm));
+        c.comm = nullptr;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "jaxpp-sim run: warning: %s; aborting the NCCL communicators\n",
+                   e.what());
+      clean = false;
+    }
+  }
+  if (!clean) abort_communicators();
+  release_resources();
+}
+
+// After the communicators are finalized or aborted no NCCL kernel can hold a stream any more.
+void NcclBackend::release_resources() {
+  for (OutLink& link : out_links_) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
+  for (InLink& link : in_links_) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
+  if (allreduce_stream_ != nullptr)
+    JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(allreduce_stream_));
+  connect_scratch_.reset();
+  for (OutLink& link : out_links_) {
+    for (Send& s : link.in_flight) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(s.done));
+    link.in_flight.clear();
+    JAXPP_CUDA_CHECK_NOTHROW(cudaFree(link.header));
+    JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
+  }
+  out_links_.clear();
+  for (InLink& link : in_links_) {
+    JAXPP_CUDA_CHECK_NOTHROW(cudaFree(link.header_device));
+    JAXPP_CUDA_CHECK_NOTHROW(cudaFreeHost(link.header_host));
+    JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(link.header_arrived));
+    JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
+  }
+  in_links_.clear();
+  for (Recv& r : recvs_)
+    if (r.done != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(r.done));
+  recvs_.clear();
+  for (cudaEvent_t e : free_events_) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
+  free_events_.clear();
+  if (allreduce_done_ != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(allreduce_done_));
+  if (allreduce_stream_ != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(allreduce_stream_));
+  allreduce_done_ = nullptr;
+  allreduce_stream_ = nullptr;
+}
+
+}  // namespace jaxpp::cuda

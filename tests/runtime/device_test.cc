@@ -1,0 +1,389 @@
+// The device abstraction the cuda backend is built on, exercised on the CPU: DeviceArray
+// ownership, the default message path of host backends, and whole pipelined training runs whose
+// tensors live in a fake device memory the host cannot read, moved by a backend that carries
+// DeviceArrays directly (as NCCL does) and refuses the byte-level plane.
+#include "runtime/device.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+#include "runtime/mlp_math.h"
+#include "runtime/threads_backend.h"
+#include "runtime/workload.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace jaxpp {
+namespace {
+
+// A Device whose pointers are not host addresses: data() is the real address shifted by 2^46
+// bytes, so any host dereference of a tensor by code under test crashes, while the device's own
+// operations (host maths underneath) translate back. Counts live allocations.
+class OffsetDevice : public Device {
+ public:
+  static constexpr uintptr_t kShift = uintptr_t{1} << 46;
+  MemorySpace space() const override { return MemorySpace::kCuda; }
+  DeviceArray alloc(size_t n) override {
+    if (n == 0) return {};
+    std::lock_guard lock(mu_);
+    ++live_;
+    return DeviceArray(this, shift(new double[n]), n);
+  }
+  void fill_zero(DeviceArray& a) override {
+    std::fill(real(a.data()), real(a.data()) + a.size(), 0.0);
+  }
+  DeviceArray upload(std::span<const double> host) override {
+    DeviceArray a = alloc(host.size());
+    std::copy(host.begin(), host.end(), real(a.data()));
+    return a;
+  }
+  std::vector<double> download(const DeviceArray& a) override {
+    return std::vector<double>(real(a.data()), real(a.data()) + a.size());
+  }
+  DeviceArray copy(const DeviceArray& a) override {
+    return upload(std::span<const double>(real(a.data()), a.size()));
+  }
+  void gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b,
+            int ldb, double beta, double* c, int ldc) override {
+    host_device().gemm(ta, tb, m, n, k, real(a), lda, real(b), ldb, beta, real(c), ldc);
+  }
+  // The loops below are HostDevice's, on translated pointers.
+  void gelu(const DeviceArray& u, DeviceArray& a) override {
+    for (size_t i = 0; i < u.size(); ++i) real(a.data())[i] = mlp_math::gelu(real(u.data())[i]);
+  }
+  void gelu_backward(const DeviceArray& da, const DeviceArray& u, DeviceArray& du) override {
+    for (size_t i = 0; i < da.size(); ++i)
+      real(du.data())[i] = real(da.data())[i] * mlp_math::gelu_grad(real(u.data())[i]);
+  }
+  double mse_loss(const DeviceArray& y, const DeviceArray& t, double scale,
+                  DeviceArray& dy) override {
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      double d = real(y.data())[i] - real(t.data())[i];
+      sum += d * d;
+      real(dy.data())[i] = scale * d;
+    }
+    return sum / static_cast<double>(y.size());
+  }
+  void sgd_step(DeviceArray& p, const DeviceArray& g, double lr) override {
+    for (size_t i = 0; i < p.size(); ++i) real(p.data())[i] -= lr * real(g.data())[i];
+  }
+  void adam_step(DeviceArray& p, const DeviceArray& g, DeviceArray& m, DeviceArray& v,
+                 const AdamStep& s) override {
+    for (size_t i = 0; i < p.size(); ++i)
+      mlp_math::adam_update(real(p.data())[i], real(g.data())[i], real(m.data())[i],
+                            real(v.data())[i], s.lr, s.beta1, s.beta2, s.eps, s.bias_correction1,
+                            s.bias_correction2);
+  }
+  void synchronize() override {}
+  int live() const {
+    std::lock_guard lock(mu_);
+    return live_;
+  }
+
+ protected:
+  void release(double* data, size_t) override {
+    std::lock_guard lock(mu_);
+    --live_;
+    delete[] real(data);
+  }
+
+ private:
+  static double* shift(double* p) {
+    return reinterpret_cast<double*>(reinterpret_cast<uintptr_t>(p) + kShift);
+  }
+  static double* real(const double* p) {
+    return reinterpret_cast<double*>(reinterpret_cast<uintptr_t>(p) - kShift);
+  }
+  mutable std::mutex mu_;
+  int live_ = 0;
+};
+
+// Moves Messages between the workers of one process without turning them into bytes, the way
+// the cuda backend moves GPU tensors; barrier, clock and abort come from a ThreadsBackend. The
+// byte-level P2P calls throw: the executor must not use them for tensors.
+class DirectWorld {
+ public:
+  DirectWorld(int actors, int replicas) : threads_(actors, replicas), actors_(actors) {}
+  std::unique_ptr<Backend> backend(int actor, int replica, OffsetDevice& device);
+
+ private:
+  friend class DirectBackend;
+  ThreadsWorld threads_;
+  int actors_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::tuple<int, int, int64_t>, Message> mail_;  // (dst worker, src actor, key)
+};
+
+class DirectBackend : public Backend {
+ public:
+  DirectBackend(DirectWorld& world, int actor, int replica, OffsetDevice& device)
+      : world_(world), control_(world.threads_.backend(actor, replica)), device_(device) {}
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  int actor() const override { return control_->actor(); }
+  int replica() const override { return control_->replica(); }
+  int num_actors() const override { return control_->num_actors(); }
+  int num_replicas() const override { return control_->num_replicas(); }
+  void post_send(int, int64_t, std::vector<char>) override { refuse(); }
+  int post_recv(int, int64_t) override { refuse(); }
+  bool test_recv(int, std::vector<char>*) override { refuse(); }
+  bool wait_recv(int, double, std::vector<char>*) override { refuse(); }
+  void allreduce_sum(std::span<double> data, double timeout_s) override {
+    control_->allreduce_sum(data, timeout_s);
+  }
+  void barrier(double timeout_s) override { control_->barrier(timeout_s); }
+  double now_s() const override { return control_->now_s(); }
+  void abort(const std::string& why) override { control_->abort(why); }
+  std::string abort_reason() const override { return control_->abort_reason(); }
+
+  void send_message(int peer, int64_t key, Message message) override {
+    if (!message.data.empty() && message.data.device() != &device_)
+      throw std::logic_error("a tensor of another device was sent");
+    {
+      std::lock_guard lock(world_.mu_);
+      world_.mail_[{replica() * world_.actors_ + peer, actor(), key}] = std::move(message);
+    }
+    world_.cv_.notify_all();
+  }
+  int post_message_recv(int peer, int64_t key) override {
+    recvs_.push_back({peer, key});
+    return static_cast<int>(recvs_.size()) - 1;
+  }
+  bool test_message(int handle, Message* message) override {
+    std::lock_guard lock(world_.mu_);
+    return take(handle, message);
+  }
+  bool wait_message(int handle, double deadline_s, Message* message) override {
+    std::unique_lock lock(world_.mu_);
+    while (!take(handle, message)) {
+      if (!abort_reason().empty() || now_s() > deadline_s) return false;
+      world_.cv_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+  // Device gradients are reduced through the host plane, as a stand-in for ncclAllReduce.
+  void allreduce_tensor(DeviceArray& data, double timeout_s) override {
+    std::vector<double> host = device_.download(data);
+    control_->allreduce_sum(host, timeout_s);
+    data = device_.upload(host);
+  }
+
+ private:
+  [[noreturn]] static void refuse() { throw std::logic_error("byte-level P2P used for a tensor"); }
+  bool take(int handle, Message* message) {
+    auto [peer, key] = recvs_.at(handle);
+    auto it = world_.mail_.find({replica() * world_.actors_ + actor(), peer, key});
+    if (it == world_.mail_.end()) return false;
+    *message = std::move(it->second);
+    world_.mail_.erase(it);
+    // Lands in this worker's memory, like an ncclRecv into a buffer of the receiving GPU.
+    if (!message->data.empty())
+      message->data = device_.upload(message->data.device()->download(message->data));
+    return true;
+  }
+  DirectWorld& world_;
+  std::unique_ptr<Backend> control_;
+  OffsetDevice& device_;
+  std::vector<std::pair<int, int64_t>> recvs_;
+};
+
+std::unique_ptr<Backend> DirectWorld::backend(int actor, int replica, OffsetDevice& device) {
+  return std::make_unique<DirectBackend>(*this, actor, replica, device);
+}
+
+Program lowered(const std::string& name, int p, int m, int stages = 0) {
+  ScheduleParams params;
+  params.num_actors = p;
+  params.num_microbatches = m;
+  params.num_stages = stages;
+  return lower(generate_schedule(name, params), {});
+}
+
+MlpConfig small_mlp(const Program& prog, int dp, OptimizerKind optimizer) {
+  MlpConfig c;
+  c.hidden = 8;
+  c.seq = 4;
+  c.layers_per_stage = 2;
+  c.num_stages = prog.num_stages;
+  c.num_microbatches = prog.num_microbatches;
+  c.num_replicas = dp;
+  c.optimizer = optimizer;
+  return c;
+}
+
+struct DeviceRun {
+  std::map<int, std::vector<double>> params;  // stage -> weights (one replica's copy)
+  std::vector<double> losses;                 // per step, mean over microbatches and replicas
+  int live_after = -1;                        // live device arrays once the workloads are gone
+};
+
+// Every worker's tensors on its own OffsetDevice, moved by DirectBackends.
+DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps) {
+  int workers = prog.num_actors * mlp.num_replicas;
+  DirectWorld world(prog.num_actors, mlp.num_replicas);
+  std::vector<OffsetDevice> devices(workers);
+  DeviceRun out;
+  std::map<int, std::map<int, std::map<int, double>>> losses;  // replica -> step -> mb -> loss
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  ExecutorOptions eo;
+  eo.num_steps = steps;
+  eo.timeout_s = 20;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      int a = w % prog.num_actors, r = w / prog.num_actors;
+      std::unique_ptr<Backend> backend = world.backend(a, r, devices[w]);
+      try {
+        MlpWorkload workload(mlp, a, r, prog.stage_to_actor, devices[w]);
+        run_worker(prog, *backend, workload, eo);
+        std::lock_guard lock(mu);
+        for (int s = 0; s < prog.num_stages; ++s)
+          if (workload.holds_stage(s) && r == 0) out.params[s] = workload.params(s);
+        if (!workload.losses().empty()) losses[r] = workload.losses();
+      } catch (const std::exception& e) {
+        backend->abort(e.what());
+        ADD_FAILURE() << "worker " << w << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Summed replica by replica in microbatch order, as runtime/run.cc does.
+  std::vector<double> loss_sum(steps, 0.0);
+  for (const auto& [r, per_step] : losses)
+    for (const auto& [step, per_mb] : per_step)
+      for (const auto& [mb, l] : per_mb) loss_sum.at(step) += l;
+  for (double l : loss_sum)
+    out.losses.push_back(l / (static_cast<double>(mlp.num_microbatches) * mlp.num_replicas));
+  out.live_after = 0;
+  for (const OffsetDevice& d : devices) out.live_after += d.live();
+  return out;
+}
+
+struct Case {
+  std::string schedule;
+  int p, m, stages;
+  OptimizerKind optimizer;
+};
+
+class DeviceResidentTraining : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeviceResidentTraining, EqualsTheSequentialReferenceBitForBit) {
+  const Case& c = GetParam();
+  Program prog = lowered(c.schedule, c.p, c.m, c.stages);
+  MlpConfig mlp = small_mlp(prog, /*dp=*/2, c.optimizer);
+  DeviceRun run = run_on_offset_devices(prog, mlp, /*steps=*/3);
+  ReferenceResult ref = run_reference(mlp, 3);
+  EXPECT_EQ(run.losses, ref.losses);
+  ASSERT_EQ(run.params.size(), static_cast<size_t>(prog.num_stages));
+  for (int s = 0; s < prog.num_stages; ++s) EXPECT_EQ(run.params[s], ref.stage_params[s]) << s;
+  EXPECT_EQ(run.live_after, 0) << "device arrays leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, DeviceResidentTraining,
+                         ::testing::Values(Case{"Std1F1B", 3, 4, 0, OptimizerKind::kSgd},
+                                           Case{"ZeroBubble", 2, 4, 0, OptimizerKind::kAdam},
+                                           Case{"Interleaved1F1B", 2, 4, 4, OptimizerKind::kSgd}),
+                         [](const auto& info) { return info.param.schedule; });
+
+TEST(DeviceArray, ReleasesThroughItsDeviceExactlyOnceAcrossMoves) {
+  OffsetDevice dev;
+  {
+    DeviceArray a = dev.zeros(5);
+    EXPECT_EQ(dev.live(), 1);
+    DeviceArray b = std::move(a);
+    EXPECT_TRUE(a.empty());
+    EXPECT_EQ(b.size(), 5u);
+    EXPECT_EQ(b.bytes(), 40);
+    EXPECT_FALSE(b.on_host());
+    DeviceArray c = dev.alloc(3);
+    c = std::move(b);  // c's old array is released
+    EXPECT_EQ(dev.live(), 1);
+  }
+  EXPECT_EQ(dev.live(), 0);
+}
+
+TEST(HostDevice, MatchesTheMathItDocuments) {
+  HostDevice& dev = host_device();
+  DeviceArray y = dev.upload(std::vector<double>{1, 2, 3, 4});
+  DeviceArray t = dev.upload(std::vector<double>{0, 2, 5, 4});
+  DeviceArray dy = dev.alloc(4);
+  EXPECT_DOUBLE_EQ(dev.mse_loss(y, t, 0.5, dy), (1.0 + 0 + 4 + 0) / 4);
+  EXPECT_EQ(dev.download(dy), (std::vector<double>{0.5, 0, -1, 0}));
+  // [1 2; 3 4] x [1 0; 0 1]^T + 1 * C
+  DeviceArray a = dev.upload(std::vector<double>{1, 2, 3, 4});
+  DeviceArray b = dev.upload(std::vector<double>{1, 0, 0, 1});
+  DeviceArray c = dev.upload(std::vector<double>{1, 1, 1, 1});
+  dev.gemm(false, true, 2, 2, 2, a.data(), 2, b.data(), 2, 1.0, c.data(), 2);
+  EXPECT_EQ(dev.download(c), (std::vector<double>{2, 3, 4, 5}));
+  DeviceArray g = dev.upload(std::vector<double>{1, -1, 0, 2});
+  dev.sgd_step(c, g, 0.5);
+  EXPECT_EQ(dev.download(c), (std::vector<double>{1.5, 3.5, 4, 4}));
+}
+
+TEST(BackendDefaults, HostMessagesKeepValuesAndReadyTimeOverTheBytePlane) {
+  ThreadsWorld world(2, 1);
+  auto a = world.backend(0, 0);
+  auto b = world.backend(1, 0);
+  Message m;
+  m.ready_at_s = 1.25;
+  m.data = host_device().upload(std::vector<double>{3, -4.5});
+  a->send_message(1, 9, std::move(m));
+  a->send_message(1, 10, Message{0.5, {}});
+  int h9 = b->post_message_recv(0, 9);
+  int h10 = b->post_message_recv(0, 10);
+  Message got;
+  ASSERT_TRUE(b->wait_message(h9, b->now_s() + 5, &got));
+  EXPECT_EQ(got.ready_at_s, 1.25);
+  EXPECT_TRUE(got.data.on_host());
+  EXPECT_EQ(host_device().download(got.data), (std::vector<double>{3, -4.5}));
+  ASSERT_TRUE(b->test_message(h10, &got));
+  EXPECT_EQ(got.ready_at_s, 0.5);
+  EXPECT_TRUE(got.data.empty());
+}
+
+TEST(BackendDefaults, RefuseDeviceMemory) {
+  ThreadsWorld world(2, 1);
+  auto a = world.backend(0, 0);
+  OffsetDevice dev;
+  Message m;
+  m.data = dev.zeros(2);
+  EXPECT_THROW(a->send_message(1, 1, std::move(m)), std::logic_error);
+  DeviceArray g = dev.zeros(2);
+  EXPECT_THROW(a->allreduce_tensor(g, 1), std::logic_error);
+}
+
+TEST(MlpWorkload, OnADeviceFreesEveryStashedTensorAtItsLastUse) {
+  Program prog = lowered("GPipe", 1, 2);
+  MlpConfig mlp = small_mlp(prog, 1, OptimizerKind::kAdam);
+  OffsetDevice dev;
+  {
+    MlpWorkload w(mlp, 0, 0, prog.stage_to_actor, dev);
+    int base = dev.live();  // parameters and gradients of the one stage
+    EXPECT_EQ(base, 2);
+    w.run_task({TaskKind::kF, 0, 0}, 0);
+    w.run_task({TaskKind::kF, 0, 1}, 0);
+    EXPECT_GT(dev.live(), base);
+    w.run_task({TaskKind::kI, 0, 0}, 0);
+    w.run_task({TaskKind::kW, 0, 0}, 0);
+    w.run_task({TaskKind::kB, 0, 1}, 0);
+    EXPECT_EQ(dev.live(), base);
+    w.optimizer_step(0, 0);
+    EXPECT_EQ(dev.live(), base + 2);  // Adam moments
+    EXPECT_THROW(w.grads(0), std::logic_error) << "no host view of device gradients";
+  }
+  EXPECT_EQ(dev.live(), 0);
+}
+
+}  // namespace
+}  // namespace jaxpp
