@@ -1,0 +1,382 @@
+// jaxpp-sim explore: search the parallel configurations of a model on a cluster, simulate the
+// feasible ones, print the ranking and the Pareto front, write the best plan (docs/explore.md).
+// Under mpirun the space is split across the ranks and gathered on rank 0 (runtime/explore_mpi.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "graph/plan.h"
+#include "runtime/explore_mpi.h"
+#include "simulator/explorer.h"
+
+namespace jaxpp::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+enum class OutputFormat { kTable, kJson, kCsv };
+
+OutputFormat parse_format(const std::string& text) {
+  if (text == "table") return OutputFormat::kTable;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "csv") return OutputFormat::kCsv;
+  throw_input_error("--format", "expected table, json or csv, got '" + text + "'");
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
+    try {
+      size_t pos = 0;
+      const int v = std::stoi(item, &pos);
+      if (pos != item.size() || v < 1) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw_input_error(flag,
+                        "expected a comma-separated list of positive integers, got '" + text + "'");
+    }
+  }
+  if (out.empty()) throw_input_error(flag, "expected at least one value");
+  return out;
+}
+
+std::vector<bool> parse_zero1(const std::string& text) {
+  if (text == "off") return {false};
+  if (text == "on") return {true};
+  if (text == "both") return {false, true};
+  throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
+}
+
+// Fails early (before exploring) on an output path that cannot be written.
+void check_output_path(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw_input_error(flag, "expected a file name");
+  std::error_code ec;
+  const fs::path target(path);
+  if (fs::is_directory(target, ec)) {
+    throw_input_error(flag, path + " is a directory, expected a file name");
+  }
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) {
+    throw_input_error(flag,
+                      "cannot write " + path + ": directory '" + dir.string() + "' does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw_input_error(
+        flag, "cannot write " + path + ": directory '" + dir.string() + "' is not writable");
+  }
+}
+
+// A one-line progress bar on stderr, redrawn at most ten times a second.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled), start_(Clock::now()) {}
+  ~ProgressBar() { clear(); }
+
+  void update(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\rexplore [%s%s] %lld/%lld configurations, %.1f s\033[K",
+                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total), elapsed);
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  void clear() {
+    if (!drawn_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool enabled_;
+  bool drawn_ = false;
+  Clock::time_point start_;
+  Clock::time_point last_{};
+};
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+void print_rows(std::ostream& out, const ExploreResult& res, const std::vector<int64_t>& ids,
+                bool with_rank) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "  %4s %4s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
+                "pp", "tp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
+                "MFU%", "mem_GiB", "bubble%", "id");
+  out << line;
+  std::map<int64_t, size_t> rank_of;
+  for (size_t i = 0; i < res.ranking.size(); ++i) rank_of[res.ranking[i]] = i + 1;
+  for (int64_t id : ids) {
+    const ConfigRecord& r = res.records[id];
+    const ParallelConfig& c = r.config;
+    const std::string rank = with_rank ? std::to_string(rank_of[id]) : "-";
+    std::snprintf(line, sizeof line,
+                  "  %4s %4d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
+                  rank.c_str(), c.pp, c.tp, c.dp, c.virtual_stages, c.microbatch_size,
+                  c.num_microbatches, c.schedule.c_str(),
+                  std::string(to_string(c.recompute)).c_str(), c.zero1 ? "on" : "off",
+                  r.step_time_s * 1e3, r.mfu * 100, static_cast<double>(r.peak_memory_bytes) / kGiB,
+                  r.bubble_rate * 100, static_cast<long long>(r.id));
+    out << line;
+  }
+}
+
+void print_table(std::ostream& out, const ExploreRequest& req, const ExploreResult& res, int top,
+                 double wall_s) {
+  out << "explore " << req.model.name << " on " << req.cluster.name << ": " << req.gpus
+      << " GPUs, global batch " << req.global_batch << ", memory limit "
+      << fmt("%.4g", static_cast<double>(res.max_memory_bytes) / kGiB) << " GiB\n";
+  std::string pruned;
+  for (ConfigStatus s : kAllConfigStatuses) {
+    if (s == ConfigStatus::kPending || s == ConfigStatus::kSimulated) continue;
+    const int64_t n = res.by_status[static_cast<size_t>(s)];
+    if (n > 0)
+      pruned += (pruned.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(to_string(s));
+  }
+  out << "  " << res.records.size() << " configurations, " << res.evaluated << " simulated, "
+      << res.feasible << " feasible" << (pruned.empty() ? "" : "; pruned: " + pruned) << "\n";
+  out << "  " << fmt("%.2f", wall_s) << " s, "
+      << fmt("%.0f", wall_s > 0 ? static_cast<double>(res.evaluated) / wall_s : 0.0)
+      << " configurations/s\n\n";
+  const std::vector<int64_t> top_ids(
+      res.ranking.begin(),
+      res.ranking.begin() + std::min<size_t>(res.ranking.size(), static_cast<size_t>(top)));
+  out << "Top " << top_ids.size() << " by step time:\n";
+  print_rows(out, res, top_ids, true);
+  out << "\nPareto front, step time vs peak memory (" << res.pareto.size() << " configurations):\n";
+  print_rows(out, res, res.pareto, true);
+}
+
+void print_explain(std::ostream& out, const ExploreResult& res) {
+  out << "\nPruned configurations (id: configuration: reason):\n";
+  for (const ConfigRecord& r : res.records) {
+    if (r.simulated() && r.fits) continue;
+    const std::string why = r.simulated() ? "simulated peak memory above the limit"
+                                          : std::string(to_string(r.status)) + ": " + r.reason;
+    out << "  " << r.id << ": " << describe_config(r.config) << ": " << why << "\n";
+  }
+}
+
+// Evaluates this process's share of the space; on rank 0 returns every record, evaluated.
+// Other ranks return std::nullopt after sending theirs.
+std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
+                                                        const ExploreMpiWorld& world) {
+  std::vector<ConfigRecord> records = enumerate_configs(req);
+  req.shard_index = world.rank;
+  req.shard_count = world.size;
+  std::vector<int64_t> pending;
+  for (const ConfigRecord& r : records) {
+    if (r.status == ConfigStatus::kPending) pending.push_back(r.id);
+  }
+  evaluate_configs(req, records);
+  if (!world.distributed()) return records;
+  nlohmann::json mine = nlohmann::json::array();
+  for (int64_t id : pending) {
+    if (records[id].status != ConfigStatus::kPending)
+      mine.push_back(config_record_to_json(records[id]));
+  }
+  const std::vector<std::string> parts = explore_mpi_gather(mine.dump());
+  if (world.rank != 0) return std::nullopt;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string where = "explore: records of rank " + std::to_string(k);
+    for (const nlohmann::json& j : nlohmann::json::parse(parts[k])) {
+      ConfigRecord rec = config_record_from_json(j, where);
+      if (rec.id < 0 || rec.id >= static_cast<int64_t>(records.size())) {
+        throw_input_error(where, "configuration id " + std::to_string(rec.id) + " out of range");
+      }
+      records[rec.id] = std::move(rec);
+    }
+  }
+  return records;
+}
+
+int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
+  cxxopts::Options options(
+      "jaxpp-sim explore",
+      "Search pipeline/tensor/data-parallel configurations of a model on a cluster, simulate the\n"
+      "feasible ones and rank them (docs/explore.md).\n"
+      "  jaxpp-sim explore --model M --cluster C --gpus N --global-batch B [--max-memory-gib G]\n"
+      "                    [--schedules a,b,c] [--top N] [--json] [--plan FILE]\n"
+      "Under mpirun -n K the space is split across the K processes; rank 0 prints.");
+  // clang-format off
+  options.add_options()
+      ("model", "model preset or JSON file", cxxopts::value<std::string>())
+      ("cluster", "cluster preset (a100-80g, h100-sxm, h200) or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("gpus", "total GPUs", cxxopts::value<int>())
+      ("global-batch", "sequences per iteration", cxxopts::value<int>())
+      ("max-memory-gib", "memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
+      ("schedules", "comma-separated schedule names (default: all, see jaxpp-sim schedules)", cxxopts::value<std::string>())
+      ("pp", "pipeline actors to try, e.g. 4,8 (default: divisors of --gpus)", cxxopts::value<std::string>())
+      ("tp", "tensor parallelism to try (default: 1,2,4,... up to GPUs per node)", cxxopts::value<std::string>())
+      ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
+      ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
+      ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
+      ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
+      ("sequence-parallel", "Megatron sequence parallelism in every configuration")
+      ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work")
+      ("top", "rows of the ranked table and of the JSON 'top' list", cxxopts::value<int>()->default_value("10"))
+      ("format", "stdout format: table, json or csv", cxxopts::value<std::string>()->default_value("table"))
+      ("json", "print JSON (same as --format json)")
+      ("csv", "write every simulated configuration as CSV to FILE", cxxopts::value<std::string>())
+      ("plan", "write the best configuration's plan.json to FILE", cxxopts::value<std::string>())
+      ("explain", "list every pruned configuration and why (JSON: 'pruned_configs')")
+      ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
+      ("quiet", "no progress bar")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    if (world.rank == 0) std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty()) {
+    throw_input_error("explore", "unexpected argument '" + args.unmatched()[0] + "'");
+  }
+  auto require = [&](const char* flag, const char* what) {
+    if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
+  };
+  require("model", "required (a model preset or JSON file)");
+  require("gpus", "required (total GPUs)");
+  require("global-batch", "required (sequences per iteration)");
+  OutputFormat format = parse_format(args["format"].as<std::string>());
+  if (args.count("json")) {
+    if (args.count("format") && format != OutputFormat::kJson) {
+      throw_input_error("--json", "conflicts with --format " + args["format"].as<std::string>());
+    }
+    format = OutputFormat::kJson;
+  }
+  const int top = args["top"].as<int>();
+  if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
+  const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
+  const std::string csv_path = args.count("csv") ? args["csv"].as<std::string>() : "";
+  if (args.count("plan")) check_output_path("--plan", plan_path);
+  if (args.count("csv")) check_output_path("--csv", csv_path);
+
+  ExploreRequest req;
+  req.model = load_model(args["model"].as<std::string>());
+  req.cluster = load_cluster(args["cluster"].as<std::string>());
+  req.gpus = args["gpus"].as<int>();
+  req.global_batch = args["global-batch"].as<int>();
+  if (args.count("max-memory-gib")) {
+    const double g = args["max-memory-gib"].as<double>();
+    if (!(g > 0)) throw_input_error("--max-memory-gib", "must be > 0, got " + fmt("%g", g));
+    req.max_memory_bytes = static_cast<int64_t>(g * kGiB);
+  }
+  ExploreSpace& space = req.space;
+  if (args.count("schedules")) {
+    space.schedules = split_list(args["schedules"].as<std::string>());
+    if (space.schedules.empty()) throw_input_error("--schedules", "expected at least one name");
+  }
+  if (args.count("pp")) space.pp = parse_int_list("--pp", args["pp"].as<std::string>());
+  if (args.count("tp")) space.tp = parse_int_list("--tp", args["tp"].as<std::string>());
+  if (args.count("microbatch-sizes")) {
+    space.microbatch_sizes =
+        parse_int_list("--microbatch-sizes", args["microbatch-sizes"].as<std::string>());
+  }
+  if (args.count("virtual")) {
+    space.virtual_stages = parse_int_list("--virtual", args["virtual"].as<std::string>());
+  }
+  if (args.count("recompute")) {
+    for (const std::string& item : split_list(args["recompute"].as<std::string>()))
+      space.recompute.push_back(parse_recompute(item, "--recompute"));
+  }
+  space.zero1 = parse_zero1(args["zero1"].as<std::string>());
+  space.sequence_parallel = args.count("sequence-parallel") > 0;
+  req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  if (args.count("threads")) {
+    req.threads = args["threads"].as<int>();
+    if (req.threads < 1) {
+      throw_input_error("--threads", "must be >= 1, got " + std::to_string(req.threads));
+    }
+  }
+
+  ProgressBar bar(world.rank == 0 && !args.count("quiet") && isatty(STDERR_FILENO));
+  req.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<std::vector<ConfigRecord>> records = evaluate_space(req, world);
+  bar.clear();
+  if (!records) return kExitOk;  // not rank 0: rank 0 reports
+  const ExploreResult res = finish_exploration(req, std::move(*records));
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const bool explain = args.count("explain") > 0;
+  if (!csv_path.empty()) write_text_file_atomic(csv_path, explore_result_to_csv(res));
+  if (res.ranking.empty()) {
+    if (format == OutputFormat::kJson) {
+      std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
+    }
+    if (explain && format == OutputFormat::kTable) print_explain(std::cout, res);
+    throw InputError(explain_empty(res));
+  }
+  const ConfigRecord& best = res.records[res.ranking.front()];
+  if (!plan_path.empty()) save_plan(build_config_plan(req, best.config), plan_path);
+  switch (format) {
+    case OutputFormat::kJson:
+      std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
+      return kExitOk;
+    case OutputFormat::kCsv:
+      std::cout << explore_result_to_csv(res);
+      return kExitOk;
+    case OutputFormat::kTable:
+      break;
+  }
+  print_table(std::cout, req, res, top, wall_s);
+  std::cout << "\nbest: " << describe_config(best.config) << ": step time "
+            << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
+            << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
+  if (explain) print_explain(std::cout, res);
+  if (!csv_path.empty()) std::cout << "wrote " << csv_path << "\n";
+  if (!plan_path.empty()) std::cout << "wrote " << plan_path << "\n";
+  return kExitOk;
+}
+
+int run_explore(int argc, char** argv) {
+  const ExploreMpiWorld world = explore_mpi_world();
+  try {
+    return run_explore_on(argc, argv, world);
+  } catch (const std::exception&) {
+    // Bad input is detected alike on every rank; let rank 0 alone report it.
+    if (world.rank != 0) return kExitBadInput;
+    throw;
+  }
+}
+
+const CommandRegistration kReg{
+    "explore", "Search parallel configurations, rank them, write the best plan", run_explore};
+
+}  // namespace
+}  // namespace jaxpp::cli

@@ -1,0 +1,769 @@
+#include "simulator/explorer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "costmodel/analytic_cost.h"
+#include "costmodel/memory.h"
+#include "graph/error.h"
+#include "graph/partition.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+#include "simulator/engine.h"
+#include "simulator/plan_builder.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string gib(int64_t bytes, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, static_cast<double>(bytes) / kGiB);
+  return buf;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Sorted, deduplicated, every value >= 1.
+std::vector<int> checked_list(std::vector<int> values, const char* flag) {
+  for (int v : values) {
+    if (v < 1) throw_input_error(flag, "values must be >= 1, got " + std::to_string(v));
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+// The stages-per-actor a schedule's placement allows: linear 1, V 2, loop any.
+enum class Layout { kLinear, kLoop, kV };
+
+struct ScheduleChoice {
+  std::string name;  // canonical
+  Layout layout = Layout::kLinear;
+};
+
+Layout probe_layout(const ScheduleInfo& info) {
+  const Schedule s = info.generate({.num_actors = 2, .num_stages = 0, .num_microbatches = 8});
+  switch (s.placement.kind) {
+    case PlacementKind::kLinear:
+      return Layout::kLinear;
+    case PlacementKind::kLoop:
+      return Layout::kLoop;
+    case PlacementKind::kV:
+      return Layout::kV;
+    case PlacementKind::kExplicit:
+      break;
+  }
+  assert(false && "registry schedules use linear, loop or V placement");
+  return Layout::kLinear;
+}
+
+std::vector<ScheduleChoice> schedule_choices(const std::vector<std::string>& names) {
+  std::vector<const ScheduleInfo*> infos;
+  if (names.empty()) {
+    for (const ScheduleInfo& info : all_schedules()) infos.push_back(&info);
+  } else {
+    for (const std::string& name : names) {
+      const ScheduleInfo* info = find_schedule(name);
+      if (info == nullptr) {
+        try {
+          schedule_or_throw(name);
+        } catch (const InputError& e) {
+          throw_input_error("--schedules", e.what());
+        }
+      }
+      if (std::find(infos.begin(), infos.end(), info) == infos.end()) infos.push_back(info);
+    }
+  }
+  std::vector<ScheduleChoice> out;
+  for (const ScheduleInfo* info : infos) out.push_back({info->name, probe_layout(*info)});
+  return out;
+}
+
+int64_t limit_bytes(const ExploreRequest& request) {
+  return request.max_memory_bytes > 0 ? request.max_memory_bytes : request.cluster.hbm_bytes;
+}
+
+// Peak bytes of one device of every actor, as the engine accounts it: static bytes, plus the
+// stash of each F from its start, minus the stash of each B or I from its end, along the
+// actor's compute order.
+std::vector<int64_t> peak_memory_per_actor(const Schedule& schedule, const MemoryModel& mem) {
+  std::vector<int64_t> peak;
+  peak.reserve(schedule.actors.size());
+  for (size_t r = 0; r < schedule.actors.size(); ++r) {
+    const int64_t base = mem.actors[r].static_bytes();
+    int64_t current = base, best = base;
+    for (const ScheduleItem& item : schedule.actors[r]) {
+      for (const TaskRef& t : item) {
+        if (t.kind == TaskKind::kF) current += mem.stash_bytes_per_stage[t.stage];
+      }
+      best = std::max(best, current);
+      for (const TaskRef& t : item) {
+        if (t.kind == TaskKind::kB || t.kind == TaskKind::kI)
+          current -= mem.stash_bytes_per_stage[t.stage];
+      }
+    }
+    peak.push_back(best);
+  }
+  return peak;
+}
+
+// Metrics of simulate_plan (plan_builder.cc), computed the same way.
+void fill_metrics(const ExploreRequest& request, const SimResult& sim, ConfigRecord& record) {
+  const ParallelConfig& c = record.config;
+  const double step_s = sim.step_time_s;
+  const double batch = c.global_batch;
+  const double model_flops = request.model.model_flops_per_sequence() * batch;
+  const double hw_flops = request.model.hardware_flops_per_sequence(c.recompute) * batch;
+  const double peak = request.cluster.peak_flops(request.model.dtype);
+  const double tokens = batch * request.model.tokens_per_sequence();
+  record.step_time_s = step_s;
+  record.bubble_rate = sim.bubble_rate;
+  record.tokens_per_s = tokens / step_s;
+  record.tflops_per_gpu = hw_flops / step_s / c.gpus / 1e12;
+  record.mfu = model_flops / step_s / (c.gpus * peak);
+  record.peak_memory_bytes = 0;
+  for (int r = 0; r < static_cast<int>(sim.actors.size()); ++r) {
+    if (sim.actors[r].peak_memory_bytes > record.peak_memory_bytes) {
+      record.peak_memory_bytes = sim.actors[r].peak_memory_bytes;
+      record.peak_memory_actor = r;
+    }
+  }
+}
+
+struct UnitTimings {
+  double schedule_s = 0, memory_s = 0, lower_s = 0, simulate_s = 0;
+  int64_t instructions = 0;
+  int64_t lowered = 0;
+};
+
+// A program lowered once with stage markers as byte sizes (activation_bytes[s] = grad_bytes[s] =
+// s + 1); lower() only copies those values into instructions, so real sizes are substituted
+// in place for each (tp, b) without lowering again.
+class ProgramTemplate {
+ public:
+  explicit ProgramTemplate(const Schedule& schedule) {
+    LoweringOptions lo;
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      lo.activation_bytes.push_back(s + 1);
+      lo.grad_bytes.push_back(s + 1);
+    }
+    lo.emit_grad_reduce = true;
+    program_ = lower(schedule, lo);
+    for (const std::vector<Instruction>& list : program_.actors) {
+      for (const Instruction& in : list) marker_.push_back(static_cast<int32_t>(in.bytes) - 1);
+    }
+  }
+
+  // The program with the byte sizes of `cost` (as build_plan lowers it).
+  const Program& with_bytes(const AnalyticCost& cost) {
+    const int stages = program_.num_stages;
+    std::vector<int64_t> act(stages), grad(stages);
+    for (int s = 0; s < stages; ++s) {
+      act[s] = cost.activation_bytes(s);
+      grad[s] = cost.grad_bytes(s);
+    }
+    size_t i = 0;
+    for (std::vector<Instruction>& list : program_.actors) {
+      for (Instruction& in : list) {
+        const int32_t m = marker_[i++];
+        if (in.op == OpKind::kSend || in.op == OpKind::kRecv) in.bytes = act[m];
+        if (in.op == OpKind::kAllReduce) in.bytes = grad[m];
+      }
+    }
+    return program_;
+  }
+
+ private:
+  Program program_;
+  std::vector<int32_t> marker_;  // per instruction (actors concatenated): stage index or -1
+};
+
+// Schedule check, memory check and simulation of one unit: records sharing pp, schedule, v and
+// m (so one schedule and one program), in sub-groups of equal (tp, b).
+void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+                   const std::vector<int64_t>& ids, UnitTimings& t) {
+  const ParallelConfig& base = records[ids.front()].config;
+  const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
+  auto t0 = Clock::now();
+  Schedule schedule;
+  try {
+    schedule = make_schedule(base.schedule, "", base.pp, requested_stages, base.num_microbatches,
+                             /*fuse_steady_state=*/false);
+  } catch (const InputError& e) {
+    for (int64_t id : ids) {
+      records[id].status = ConfigStatus::kSchedule;
+      records[id].reason = e.what();
+    }
+    t.schedule_s += seconds_since(t0);
+    return;
+  }
+  t.schedule_s += seconds_since(t0);
+
+  const Partition partition = auto_partition(request.model, {.num_stages = schedule.num_stages});
+  const int64_t limit = limit_bytes(request);
+  std::optional<ProgramTemplate> program;
+  for (size_t first = 0; first < ids.size();) {
+    size_t last = first + 1;
+    const ParallelConfig& head = records[ids[first]].config;
+    while (last < ids.size() && records[ids[last]].config.tp == head.tp &&
+           records[ids[last]].config.microbatch_size == head.microbatch_size) {
+      ++last;
+    }
+    t0 = Clock::now();
+    std::vector<int64_t> survivors;
+    std::vector<MemoryModel> memories;
+    for (size_t k = first; k < last; ++k) {
+      ConfigRecord& rec = records[ids[k]];
+      MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
+                                           request.cluster);
+      const std::vector<int64_t> peak = peak_memory_per_actor(schedule, mem);
+      const auto worst = std::max_element(peak.begin(), peak.end());
+      rec.peak_memory_bytes = *worst;
+      rec.peak_memory_actor = static_cast<int>(worst - peak.begin());
+      if (*worst > limit) {
+        const int64_t static_bytes = mem.actors[rec.peak_memory_actor].static_bytes();
+        rec.status = ConfigStatus::kMemory;
+        rec.reason = "needs " + gib(*worst, "%.2f") + " GiB on actor " +
+                     std::to_string(rec.peak_memory_actor) + " (static " +
+                     gib(static_bytes, "%.2f") + " GiB + stashed activations " +
+                     gib(*worst - static_bytes, "%.2f") + " GiB), limit " + gib(limit, "%.2f") +
+                     " GiB";
+        continue;
+      }
+      survivors.push_back(ids[k]);
+      memories.push_back(std::move(mem));
+    }
+    t.memory_s += seconds_since(t0);
+    first = last;
+    if (survivors.empty()) continue;
+
+    t0 = Clock::now();
+    if (!program) {
+      program.emplace(schedule);
+      ++t.lowered;
+    }
+    const Program& prog =
+        program->with_bytes(AnalyticCost(request.model, partition, schedule.placement,
+                                         records[survivors.front()].config, request.cluster));
+    t.lower_s += seconds_since(t0);
+
+    t0 = Clock::now();
+    for (size_t i = 0; i < survivors.size(); ++i) {
+      ConfigRecord& rec = records[survivors[i]];
+      const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
+                              request.cluster);
+      SimOptions so;
+      so.record_trace = false;
+      so.overlap_grad_reduce = request.overlap_grad_reduce;
+      so.iteration_overhead_s = request.cluster.iteration_overhead_s;
+      so.static_bytes_per_actor = memories[i].static_bytes_per_actor();
+      so.stash_bytes_per_stage = memories[i].stash_bytes_per_stage;
+      try {
+        const SimResult sim = simulate(prog, cost, so);
+        t.instructions += sim.num_instructions;
+        rec.status = ConfigStatus::kSimulated;
+        fill_metrics(request, sim, rec);
+        rec.fits = rec.peak_memory_bytes <= limit;
+      } catch (const InputError& e) {
+        rec.status = ConfigStatus::kFailed;
+        rec.reason = std::string("simulation failed: ") + e.what();
+      }
+    }
+    t.simulate_s += seconds_since(t0);
+  }
+}
+
+// Work estimate of a unit for load balancing: tasks per simulation times configurations.
+int64_t unit_cost(const std::vector<ConfigRecord>& records, const std::vector<int64_t>& ids) {
+  const ParallelConfig& c = records[ids.front()].config;
+  return static_cast<int64_t>(c.pp) * c.virtual_stages * c.num_microbatches *
+         static_cast<int64_t>(ids.size());
+}
+
+nlohmann::json entry_json(const ConfigRecord& r) {
+  return {{"id", r.id},
+          {"config", config_to_json(r.config)},
+          {"step_time_s", r.step_time_s},
+          {"bubble_rate", r.bubble_rate},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"peak_memory_actor", r.peak_memory_actor},
+          {"tokens_per_s", r.tokens_per_s},
+          {"tflops_per_gpu", r.tflops_per_gpu},
+          {"mfu", r.mfu},
+          {"fits", r.fits}};
+}
+
+// Simulated ids in output order: fitting ones by rank, then the others by id.
+std::vector<int64_t> output_order(const ExploreResult& result) {
+  std::vector<int64_t> order = result.ranking;
+  for (const ConfigRecord& r : result.records) {
+    if (r.simulated() && !r.fits) order.push_back(r.id);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::string_view to_string(ConfigStatus s) {
+  switch (s) {
+    case ConfigStatus::kPending:
+      return "pending";
+    case ConfigStatus::kSimulated:
+      return "simulated";
+    case ConfigStatus::kDivisibility:
+      return "divisibility";
+    case ConfigStatus::kDuplicate:
+      return "duplicate";
+    case ConfigStatus::kSchedule:
+      return "schedule";
+    case ConfigStatus::kMemory:
+      return "memory";
+    case ConfigStatus::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+ConfigStatus parse_config_status(std::string_view s, const std::string& where) {
+  for (ConfigStatus c : kAllConfigStatuses) {
+    if (to_string(c) == s) return c;
+  }
+  throw_input_error(where, "unknown configuration status '" + std::string(s) + "'");
+}
+
+nlohmann::json config_record_to_json(const ConfigRecord& r) {
+  nlohmann::json j = entry_json(r);
+  j["status"] = std::string(to_string(r.status));
+  j["reason"] = r.reason;
+  return j;
+}
+
+ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string& where) {
+  ConfigRecord r;
+  try {
+    r.id = j.at("id").get<int64_t>();
+    r.config = config_from_json(j.at("config"), where + ": field 'config'");
+    r.status = parse_config_status(j.at("status").get<std::string>(), where + ": field 'status'");
+    r.reason = j.at("reason").get<std::string>();
+    r.peak_memory_bytes = j.at("peak_memory_bytes").get<int64_t>();
+    r.peak_memory_actor = j.at("peak_memory_actor").get<int>();
+    r.step_time_s = j.at("step_time_s").get<double>();
+    r.bubble_rate = j.at("bubble_rate").get<double>();
+    r.tokens_per_s = j.at("tokens_per_s").get<double>();
+    r.tflops_per_gpu = j.at("tflops_per_gpu").get<double>();
+    r.mfu = j.at("mfu").get<double>();
+    r.fits = j.at("fits").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error(where, std::string("malformed configuration record: ") + e.what());
+  }
+  return r;
+}
+
+std::string describe_config(const ParallelConfig& c) {
+  std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp) + ", dp " +
+                  std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
+                  std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
+                  std::to_string(c.virtual_stages) + ", recompute " +
+                  std::string(to_string(c.recompute));
+  if (c.zero1) s += ", zero1";
+  if (c.sequence_parallel) s += ", sp";
+  return s;
+}
+
+std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
+  if (request.gpus < 1) {
+    throw_input_error("--gpus", "must be >= 1, got " + std::to_string(request.gpus));
+  }
+  if (request.global_batch < 1) {
+    throw_input_error("--global-batch",
+                      "must be >= 1, got " + std::to_string(request.global_batch));
+  }
+  if (request.max_memory_bytes < 0) throw_input_error("--max-memory-gib", "must be > 0");
+  if (limit_bytes(request) <= 0) {
+    throw_input_error("--max-memory-gib", "the cluster has no memory size; give a limit");
+  }
+  if (request.shard_count < 1 || request.shard_index < 0 ||
+      request.shard_index >= request.shard_count) {
+    throw_input_error("explore", "shard " + std::to_string(request.shard_index) + " of " +
+                                     std::to_string(request.shard_count));
+  }
+  const ExploreSpace& space = request.space;
+  const ModelSpec& model = request.model;
+  const std::vector<int> pps =
+      space.pp.empty() ? divisors(request.gpus) : checked_list(space.pp, "--pp");
+  std::vector<int> tps;
+  if (space.tp.empty()) {
+    for (int t = 1; t <= std::max(1, request.cluster.devices_per_node); t *= 2) tps.push_back(t);
+  } else {
+    tps = checked_list(space.tp, "--tp");
+  }
+  const std::vector<int> bs = space.microbatch_sizes.empty()
+                                  ? std::vector<int>{1, 2, 4, 8}
+                                  : checked_list(space.microbatch_sizes, "--microbatch-sizes");
+  const std::vector<int> loop_vs = space.virtual_stages.empty()
+                                       ? std::vector<int>{2, 4, 8}
+                                       : checked_list(space.virtual_stages, "--virtual");
+  const std::vector<ScheduleChoice> schedules = schedule_choices(space.schedules);
+  std::vector<Recompute> recomputes = space.recompute;
+  if (recomputes.empty()) recomputes.assign(kAllRecompute.begin(), kAllRecompute.end());
+  std::sort(recomputes.begin(), recomputes.end());
+  recomputes.erase(std::unique(recomputes.begin(), recomputes.end()), recomputes.end());
+  std::vector<bool> zero1s = space.zero1;
+  if (zero1s.empty()) zero1s = {false, true};
+  std::sort(zero1s.begin(), zero1s.end());
+  zero1s.erase(std::unique(zero1s.begin(), zero1s.end()), zero1s.end());
+
+  auto stage_counts = [&](Layout layout) -> std::vector<int> {
+    switch (layout) {
+      case Layout::kLinear:
+        return {1};
+      case Layout::kV:
+        return {2};
+      case Layout::kLoop:
+        return loop_vs;
+    }
+    return {};
+  };
+  auto v_allowed = [&](int v) {
+    return space.virtual_stages.empty() ||
+           std::find(loop_vs.begin(), loop_vs.end(), v) != loop_vs.end();
+  };
+
+  std::vector<ConfigRecord> records;
+  for (int pp : pps) {
+    for (int tp : tps) {
+      for (int b : bs) {
+        for (const ScheduleChoice& sc : schedules) {
+          for (int v : stage_counts(sc.layout)) {
+            if (!v_allowed(v)) continue;
+            for (Recompute rc : recomputes) {
+              for (bool z : zero1s) {
+                ConfigRecord rec;
+                rec.id = static_cast<int64_t>(records.size());
+                ParallelConfig& c = rec.config;
+                c.gpus = request.gpus;
+                c.pp = pp;
+                c.tp = tp;
+                c.virtual_stages = v;
+                c.microbatch_size = b;
+                c.global_batch = request.global_batch;
+                c.schedule = sc.name;
+                c.recompute = rc;
+                c.sequence_parallel = space.sequence_parallel;
+                c.zero1 = z;
+                const int64_t pptp = static_cast<int64_t>(pp) * tp;
+                rec.status = ConfigStatus::kDivisibility;
+                if (request.gpus % pptp != 0) {
+                  c.dp = 0;
+                  c.num_microbatches = 0;
+                  rec.reason = "pp·tp = " + std::to_string(pptp) + " does not divide " +
+                               std::to_string(request.gpus) + " GPUs";
+                  records.push_back(std::move(rec));
+                  continue;
+                }
+                c.dp = static_cast<int>(request.gpus / pptp);
+                const int64_t per_step = static_cast<int64_t>(c.dp) * b;
+                c.num_microbatches = static_cast<int>(request.global_batch / per_step);
+                const int stages = pp * v;
+                if (request.global_batch % per_step != 0) {
+                  rec.reason = "global batch " + std::to_string(request.global_batch) +
+                               " is not divisible by dp·b = " + std::to_string(per_step);
+                } else if (model.heads > 0 && model.heads % tp != 0) {
+                  rec.reason = "tp " + std::to_string(tp) + " does not divide the " +
+                               std::to_string(model.heads) + " attention heads";
+                } else if (stages > model.num_layers()) {
+                  rec.reason = std::to_string(stages) + " stages (pp·v) exceed the model's " +
+                               std::to_string(model.num_layers()) + " layers";
+                } else if (pp == 1 && v > 1) {
+                  rec.status = ConfigStatus::kDuplicate;
+                  rec.reason = "v > 1 on a single actor only splits its layers (as v = 1)";
+                } else if (z && c.dp == 1) {
+                  rec.status = ConfigStatus::kDuplicate;
+                  rec.reason = "ZeRO-1 with dp = 1 is the same as without";
+                } else {
+                  rec.status = ConfigStatus::kPending;
+                }
+                records.push_back(std::move(rec));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return records;
+}
+
+std::vector<std::vector<int64_t>> unit_configs(const std::vector<ConfigRecord>& records) {
+  using Key = std::tuple<int, std::string, int, int>;  // pp, schedule, v, m
+  std::map<Key, size_t> index;
+  std::vector<std::vector<int64_t>> groups;
+  for (const ConfigRecord& r : records) {
+    if (r.status != ConfigStatus::kPending) continue;
+    const ParallelConfig& c = r.config;
+    const Key key{c.pp, c.schedule, c.virtual_stages, c.num_microbatches};
+    const auto [it, inserted] = index.emplace(key, groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(r.id);
+  }
+  return groups;
+}
+
+std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
+                              const std::vector<std::vector<int64_t>>& groups, int shard_count) {
+  std::vector<size_t> order(groups.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> cost(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) cost[g] = unit_cost(records, groups[g]);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  std::vector<int64_t> load(std::max(1, shard_count), 0);
+  std::vector<int> shard(groups.size(), 0);
+  for (size_t g : order) {
+    const int k = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    shard[g] = k;
+    load[k] += cost[g];
+  }
+  return shard;
+}
+
+void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+                      ExploreTimings* timings) {
+  const std::vector<std::vector<int64_t>> groups = unit_configs(records);
+  const std::vector<int> shard = assign_units(records, groups, request.shard_count);
+  std::vector<size_t> mine;
+  int64_t total = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (shard[g] != request.shard_index) continue;
+    mine.push_back(g);
+    total += static_cast<int64_t>(groups[g].size());
+  }
+  // Largest first, so the last groups to finish are short.
+  std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
+    return unit_cost(records, groups[a]) > unit_cost(records, groups[b]);
+  });
+  int threads =
+      request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(mine.size())));
+
+  std::atomic<size_t> next{0};
+  std::mutex mutex;  // guards done, the progress callback and the timings
+  int64_t done = 0;
+  ExploreTimings sum;
+  auto worker = [&] {
+    UnitTimings local;
+    for (size_t i = next.fetch_add(1); i < mine.size(); i = next.fetch_add(1)) {
+      const std::vector<int64_t>& ids = groups[mine[i]];
+      // Groups touch disjoint records, so no lock is needed while evaluating.
+      evaluate_unit(request, records, ids, local);
+      std::lock_guard lock(mutex);
+      done += static_cast<int64_t>(ids.size());
+      if (request.progress) request.progress(done, total);
+    }
+    std::lock_guard lock(mutex);
+    sum.schedule_s += local.schedule_s;
+    sum.memory_s += local.memory_s;
+    sum.lower_s += local.lower_s;
+    sum.simulate_s += local.simulate_s;
+    sum.simulated_instructions += local.instructions;
+    sum.programs_lowered += local.lowered;
+  };
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(threads);
+    for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+  }
+  if (timings != nullptr) *timings = sum;
+}
+
+ExploreResult finish_exploration(const ExploreRequest& request, std::vector<ConfigRecord> records) {
+  ExploreResult res;
+  res.max_memory_bytes = limit_bytes(request);
+  res.records = std::move(records);
+  for (const ConfigRecord& r : res.records) {
+    assert(r.status != ConfigStatus::kPending && "finish_exploration needs evaluated records");
+    ++res.by_status[static_cast<size_t>(r.status)];
+    if (!r.simulated()) continue;
+    ++res.evaluated;
+    if (!r.fits) continue;
+    ++res.feasible;
+    res.ranking.push_back(r.id);
+  }
+  const auto& recs = res.records;
+  std::sort(res.ranking.begin(), res.ranking.end(), [&](int64_t a, int64_t b) {
+    if (recs[a].step_time_s != recs[b].step_time_s)
+      return recs[a].step_time_s < recs[b].step_time_s;
+    return a < b;
+  });
+  std::vector<int64_t> by_time_then_memory = res.ranking;
+  std::stable_sort(by_time_then_memory.begin(), by_time_then_memory.end(),
+                   [&](int64_t a, int64_t b) {
+                     if (recs[a].step_time_s != recs[b].step_time_s)
+                       return recs[a].step_time_s < recs[b].step_time_s;
+                     return recs[a].peak_memory_bytes < recs[b].peak_memory_bytes;
+                   });
+  for (int64_t id : by_time_then_memory) {
+    if (res.pareto.empty() ||
+        recs[id].peak_memory_bytes < recs[res.pareto.back()].peak_memory_bytes)
+      res.pareto.push_back(id);
+  }
+  return res;
+}
+
+ExploreResult explore(const ExploreRequest& request) {
+  std::vector<ConfigRecord> records = enumerate_configs(request);
+  ExploreRequest all = request;
+  all.shard_index = 0;
+  all.shard_count = 1;
+  ExploreTimings timings;
+  evaluate_configs(all, records, &timings);
+  ExploreResult res = finish_exploration(all, std::move(records));
+  res.timings = timings;
+  return res;
+}
+
+std::string explain_empty(const ExploreResult& result) {
+  const ConfigRecord* smallest = nullptr;
+  for (const ConfigRecord& r : result.records) {
+    const bool too_big = r.status == ConfigStatus::kMemory || (r.simulated() && !r.fits);
+    if (too_big && (smallest == nullptr || r.peak_memory_bytes < smallest->peak_memory_bytes))
+      smallest = &r;
+  }
+  if (smallest != nullptr) {
+    return "no configuration fits in " + gib(result.max_memory_bytes, "%.4g") +
+           " GiB; the smallest needs " + gib(smallest->peak_memory_bytes, "%.1f") + " GiB (" +
+           describe_config(smallest->config) + ")";
+  }
+  if (result.records.empty()) return "the space is empty (no value left for some dimension)";
+  std::string counts;
+  for (ConfigStatus s : kAllConfigStatuses) {
+    const int64_t n = result.by_status[static_cast<size_t>(s)];
+    if (n == 0) continue;
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(to_string(s));
+  }
+  return "no valid configuration among " + std::to_string(result.records.size()) + " (" + counts +
+         "); first: " + result.records.front().reason + " (" +
+         describe_config(result.records.front().config) + ")";
+}
+
+Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config) {
+  PlanRequest req;
+  req.model = request.model;
+  req.cluster = request.cluster;
+  req.config = config;
+  req.partition = PartitionMode::kAuto;
+  Plan plan = build_plan(req);
+  PlanSimOptions so;
+  so.record_trace = false;
+  so.check_memory = false;
+  so.overlap_grad_reduce = request.overlap_grad_reduce;
+  plan.predicted = simulate_plan(plan, so).metrics;
+  return plan;
+}
+
+nlohmann::json explore_result_to_json(const ExploreRequest& request, const ExploreResult& result,
+                                      int top, bool include_pruned) {
+  const auto& recs = result.records;
+  std::vector<char> on_front(recs.size(), 0);
+  for (int64_t id : result.pareto) on_front[id] = 1;
+  std::vector<int64_t> rank(recs.size(), 0);
+  for (size_t i = 0; i < result.ranking.size(); ++i) rank[result.ranking[i]] = i + 1;
+  auto entry = [&](int64_t id) {
+    nlohmann::json e = entry_json(recs[id]);
+    e["pareto"] = on_front[id] != 0;
+    if (rank[id] > 0) e["rank"] = rank[id];
+    return e;
+  };
+  nlohmann::json counts = nlohmann::json::object();
+  for (ConfigStatus s : kAllConfigStatuses) {
+    if (s == ConfigStatus::kPending || s == ConfigStatus::kSimulated) continue;
+    counts[std::string(to_string(s))] = result.by_status[static_cast<size_t>(s)];
+  }
+  nlohmann::json j = {{"model", request.model.name},
+                      {"cluster", request.cluster.name},
+                      {"gpus", request.gpus},
+                      {"global_batch", request.global_batch},
+                      {"max_memory_bytes", result.max_memory_bytes},
+                      {"enumerated", static_cast<int64_t>(recs.size())},
+                      {"evaluated", result.evaluated},
+                      {"feasible", result.feasible},
+                      {"pruned", counts}};
+  j["best"] = result.ranking.empty() ? nlohmann::json(nullptr) : entry(result.ranking.front());
+  nlohmann::json top_list = nlohmann::json::array();
+  for (size_t i = 0; i < result.ranking.size() && static_cast<int>(i) < top; ++i)
+    top_list.push_back(entry(result.ranking[i]));
+  j["top"] = top_list;
+  nlohmann::json front = nlohmann::json::array();
+  for (int64_t id : result.pareto) front.push_back(entry(id));
+  j["pareto"] = front;
+  nlohmann::json configs = nlohmann::json::array();
+  for (int64_t id : output_order(result)) configs.push_back(entry(id));
+  j["configs"] = configs;
+  if (include_pruned) {
+    nlohmann::json pruned = nlohmann::json::array();
+    for (const ConfigRecord& r : recs) {
+      if (r.simulated()) continue;
+      nlohmann::json p = {{"id", r.id},
+                          {"config", config_to_json(r.config)},
+                          {"status", std::string(to_string(r.status))},
+                          {"reason", r.reason}};
+      if (r.status == ConfigStatus::kMemory) p["peak_memory_bytes"] = r.peak_memory_bytes;
+      pruned.push_back(p);
+    }
+    j["pruned_configs"] = pruned;
+  }
+  return j;
+}
+
+std::string explore_result_to_csv(const ExploreResult& result) {
+  std::string out =
+      "rank,id,pp,tp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,zero1,"
+      "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
+      "mfu,fits,pareto\n";
+  std::vector<char> on_front(result.records.size(), 0);
+  for (int64_t id : result.pareto) on_front[id] = 1;
+  int64_t rank = 0;
+  for (int64_t id : output_order(result)) {
+    const ConfigRecord& r = result.records[id];
+    const ParallelConfig& c = r.config;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,%d\n",
+                  r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
+                  c.tp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
+                  c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
+                  c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
+                  static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
+                  r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,213 @@
+// Plan explorer: enumerate parallel configurations of a model on a cluster, prune the impossible
+// ones, simulate the rest, rank them.
+//
+// The space, for a model, a cluster, a GPU count N and a global batch B (sequences):
+//   pp                 pipeline actors: divisors of N with pp <= model layers      (--pp)
+//   tp                 tensor parallelism: 1, 2, 4, ... up to devices_per_node     (--tp)
+//   dp                 N / (pp·tp)
+//   microbatch_size    b: 1, 2, 4, 8 (--microbatch-sizes) num_microbatches   m = B / (dp·b)
+//   schedule           every registry schedule (schedules/registry.h)              (--schedules)
+//   virtual_stages     v: 1 for linear-placement schedules, 2 for V-placement ones, 2, 4, 8 for
+//                      loop-placement ones (at v = 1 a loop schedule repeats, up to fusion and
+//                      warm-up depth, a linear one: Interleaved1F1B is then Eager1F1B's order,
+//                      InterleavedGPipe and LoopedBFS GPipe's). A --virtual list restricts all
+//                      schedules: linear ones need 1 in it, V ones 2.            (--virtual)
+//   recompute          none, selective, full                                        (--recompute)
+//   zero1              off, on                                                      (--zero1)
+//   partition          automatic (cost-balanced, as `simulate --partition auto`)
+// The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
+// is generated once), so new registry entries need no change here.
+//
+// Enumeration order is the loop nest above (pp, tp, b, schedule, v, recompute, zero1, each
+// ascending / in the order given); a configuration's `id` is its position in that order and is
+// the stable key of every sorted output.
+//
+// Pruning, cheapest first; every pruned configuration keeps its reason:
+//   kDivisibility  pp·tp does not divide N; dp·b does not divide B; tp does not divide the
+//                  attention heads; S = pp·v stages exceed the model's layers
+//   kDuplicate     ZeRO-1 with dp = 1 (identical to ZeRO-1 off); v > 1 with pp = 1 (one actor
+//                  running its layers in v pieces: no pipeline to interleave)
+//   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
+//                  needs m >= S (got m=2, S=4)")
+//   kMemory        the peak memory is above the limit. The peak per actor is computed before
+//                  simulating, exactly as the simulator accounts it: the memory model's static
+//                  bytes (costmodel/memory.h) plus the largest sum of stashed microbatches along
+//                  the actor's compute order (an F adds its stage's stash when it starts, the B or
+//                  I of that stage frees it when it ends; compute runs in order on one stream).
+// What survives is simulated (record_trace = false) and is feasible when its simulated peak
+// memory fits the limit (it always does when the pre-check is exact, which the tests verify).
+//
+// Work is split into units sharing one schedule and one lowered program: (pp, schedule, v, m).
+// The program is lowered once per unit with stage markers as byte sizes, and the real sizes of
+// each (tp, b) are substituted in place (lowering only copies sizes, see schedules/lower.h); the
+// recompute and ZeRO-1 variants only change durations and memory. Units run on `threads` worker
+// threads, largest first; results do not depend on the thread count or the finishing order.
+//
+// Distributed use: the same enumeration runs everywhere; shard k of K evaluates the units that a
+// deterministic longest-first assignment of units gives it (assign_units); the caller gathers each
+// shard's records (config_record_to_json / config_record_from_json round-trip exactly) and calls
+// finish_exploration on the union. simulator/ knows nothing of MPI.
+//
+// Units: seconds (_s), bytes (_bytes).
+//
+// Usage:
+//   ExploreRequest req{.model = load_model("gpt3-13b"), .cluster = load_cluster("a100-80g"),
+//                      .gpus = 64, .global_batch = 512};
+//   ExploreResult res = explore(req);
+//   const ConfigRecord& best = res.records[res.ranking.front()];
+//   Plan plan = build_best_plan(req, best);     // plan.predicted filled, as `simulate --plan`
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cluster.h"
+#include "graph/model.h"
+#include "graph/plan.h"
+
+namespace jaxpp {
+
+// Restrictions of the space; an empty list means the default domain described above.
+struct ExploreSpace {
+  std::vector<int> pp;
+  std::vector<int> tp;
+  std::vector<int> microbatch_sizes;
+  std::vector<int> virtual_stages;     // loop-placement schedules only
+  std::vector<std::string> schedules;  // registry names or aliases
+  std::vector<Recompute> recompute;
+  std::vector<bool> zero1;
+  bool sequence_parallel = false;  // applied to every configuration
+};
+
+struct ExploreRequest {
+  ModelSpec model;
+  ClusterSpec cluster;
+  int gpus = 0;
+  int global_batch = 0;
+  int64_t max_memory_bytes = 0;  // 0 = cluster.hbm_bytes
+  ExploreSpace space;
+  bool overlap_grad_reduce = false;
+  int threads = 0;  // 0 = std::thread::hardware_concurrency()
+  // Evaluate only the units assign_units gives shard `shard_index` of `shard_count`.
+  int shard_index = 0;
+  int shard_count = 1;
+  // Called from worker threads (serialised by the explorer) after each unit with the number of
+  // configurations done and the total to evaluate in this shard.
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
+// kFailed: the simulator rejected the program (a deadlock); never expected of registry schedules,
+// kept as a record rather than aborting the whole exploration.
+enum class ConfigStatus {
+  kPending,
+  kSimulated,
+  kDivisibility,
+  kDuplicate,
+  kSchedule,
+  kMemory,
+  kFailed
+};
+inline constexpr std::array kAllConfigStatuses = {
+    ConfigStatus::kPending,   ConfigStatus::kSimulated, ConfigStatus::kDivisibility,
+    ConfigStatus::kDuplicate, ConfigStatus::kSchedule,  ConfigStatus::kMemory,
+    ConfigStatus::kFailed};
+// "pending", "simulated", "divisibility", "duplicate", "schedule", "memory", "failed"
+std::string_view to_string(ConfigStatus s);
+ConfigStatus parse_config_status(std::string_view s, const std::string& where);
+
+// One point of the space and what became of it.
+struct ConfigRecord {
+  int64_t id = 0;         // position in enumeration order
+  ParallelConfig config;  // num_microbatches and virtual_stages resolved
+  ConfigStatus status = ConfigStatus::kPending;
+  std::string reason;  // why it was pruned (empty when simulated)
+  // Peak memory of the worst actor, per device: from the pre-check (memory pruned or simulated
+  // configurations), then from the simulation (simulated ones).
+  int64_t peak_memory_bytes = 0;
+  int peak_memory_actor = 0;
+  // Simulated metrics (kSimulated only), as simulate_plan computes them.
+  double step_time_s = 0;
+  double bubble_rate = 0;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;
+  double mfu = 0;
+  bool fits = false;  // simulated and peak_memory_bytes <= the limit
+
+  bool simulated() const { return status == ConfigStatus::kSimulated; }
+};
+
+nlohmann::json config_record_to_json(const ConfigRecord& record);
+ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string& where);
+
+// Wall time spent per phase, summed over threads (not part of any deterministic output).
+struct ExploreTimings {
+  double schedule_s = 0;  // generating schedules
+  double memory_s = 0;    // partition + memory pre-check
+  double lower_s = 0;     // lowering to programs
+  double simulate_s = 0;  // the engine
+  int64_t simulated_instructions = 0;
+  int64_t programs_lowered = 0;
+};
+
+struct ExploreResult {
+  int64_t max_memory_bytes = 0;       // the limit used
+  std::vector<ConfigRecord> records;  // every enumerated configuration, by id
+  std::vector<int64_t> ranking;       // feasible ids, by (step_time_s, id)
+  std::vector<int64_t> pareto;        // feasible ids on the step time / peak memory front, by
+                                      // ascending step time (strictly decreasing memory)
+  int64_t evaluated = 0;              // simulated
+  int64_t feasible = 0;               // simulated and fitting
+  std::array<int64_t, kAllConfigStatuses.size()> by_status{};  // indexed by ConfigStatus
+  ExploreTimings timings;
+};
+
+// Checks the request (gpus, batch, limits, schedule names: InputError naming the flag) and
+// enumerates the space; every record is kPending or pruned by divisibility / duplicate.
+std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request);
+
+// Units of pending records that share a schedule and a program (pp, schedule, v, m), each a
+// list of ids ascending; units in ascending order of their first id.
+std::vector<std::vector<int64_t>> unit_configs(const std::vector<ConfigRecord>& records);
+
+// Deterministic longest-first assignment of units to `shard_count` shards: result[u] = shard.
+std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
+                              const std::vector<std::vector<int64_t>>& groups, int shard_count);
+
+// Evaluates this shard's units in place (schedule check, memory check, simulation). Records of
+// other shards stay kPending.
+void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+                      ExploreTimings* timings = nullptr);
+
+// Ranking, Pareto front and counts from fully evaluated records (no kPending left).
+ExploreResult finish_exploration(const ExploreRequest& request, std::vector<ConfigRecord> records);
+
+// enumerate + evaluate (all shards when shard_count == 1) + finish.
+ExploreResult explore(const ExploreRequest& request);
+
+// When nothing is feasible: one line saying why, e.g. "no configuration fits in 80 GiB; the
+// smallest needs 97.3 GiB (pp 8, tp 8, dp 16, b 1, Std1F1B, v 1, recompute full, zero1)".
+std::string explain_empty(const ExploreResult& result);
+
+// The plan of one simulated configuration, built with build_plan and simulated with
+// simulate_plan (record_trace off, no memory check); plan.predicted holds the metrics.
+Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config);
+
+// "pp 8, tp 8, dp 16, b 1, m 12, Std1F1B, v 1, recompute full, zero1" (zero1 only when on).
+std::string describe_config(const ParallelConfig& config);
+
+// The explorer's result as JSON: request summary, counts, best, top `top` configurations,
+// Pareto front, every simulated configuration ("configs", in ranking order then by id) and, with
+// `include_pruned`, every pruned one with its reason ("pruned", by id). Deterministic.
+nlohmann::json explore_result_to_json(const ExploreRequest& request, const ExploreResult& result,
+                                      int top, bool include_pruned);
+
+// CSV: a header and one row per simulated configuration, in the order of "configs".
+std::string explore_result_to_csv(const ExploreResult& result);
+
+}  // namespace jaxpp

@@ -1,0 +1,395 @@
+// Explorer: ranking equal to a brute-force loop over build_plan + simulate_plan, exact memory
+// pre-check, pruning reasons, Pareto front, determinism across threads and shards, best plan.
+#include "simulator/explorer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "graph/model.h"
+#include "simulator/plan_builder.h"
+
+namespace jaxpp {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+
+// GPT-3 6.7B on 8 A100-80GB: small enough to simulate everything quickly, large enough that
+// some configurations do not fit (pp·tp = 1 needs ~120 GB of state without ZeRO-1).
+ExploreRequest small_request() {
+  ExploreRequest req;
+  req.model = load_model("gpt3-6.7b");
+  req.cluster = load_cluster("a100-80g");
+  req.gpus = 8;
+  req.global_batch = 16;
+  req.space.pp = {1, 2, 4};
+  req.space.tp = {1, 2};
+  req.space.microbatch_sizes = {1, 2};
+  req.space.schedules = {"1f1b", "zb-h1", "interleaved", "dualpipev"};
+  req.space.virtual_stages = {1, 2};
+  req.threads = 2;
+  return req;
+}
+
+// The same space written out by hand: (schedule, v) pairs as their placements allow.
+std::vector<ParallelConfig> brute_force_space(const ExploreRequest& req) {
+  const std::vector<std::pair<std::string, int>> schedules = {{"Std1F1B", 1},
+                                                              {"ZeroBubble", 1},
+                                                              {"Interleaved1F1B", 1},
+                                                              {"Interleaved1F1B", 2},
+                                                              {"DualPipeV", 2}};
+  std::vector<ParallelConfig> out;
+  for (int pp : req.space.pp) {
+    for (int tp : req.space.tp) {
+      for (int b : req.space.microbatch_sizes) {
+        for (const auto& [name, v] : schedules) {
+          for (Recompute rc : kAllRecompute) {
+            for (bool z : {false, true}) {
+              ParallelConfig c;
+              c.gpus = req.gpus;
+              c.pp = pp;
+              c.tp = tp;
+              c.dp = req.gpus / (pp * tp);
+              c.microbatch_size = b;
+              c.global_batch = req.global_batch;
+              c.virtual_stages = v;
+              c.schedule = name;
+              c.recompute = rc;
+              c.zero1 = z;
+              // The explorer's documented duplicates: ZeRO-1 with dp = 1, v > 1 with pp = 1.
+              if (z && c.dp == 1) continue;
+              if (pp == 1 && v > 1) continue;
+              out.push_back(c);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Simulated {
+  ParallelConfig config;
+  double step_time_s = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+// Every configuration through build_plan + simulate_plan (with its memory check), as a user
+// looping over `jaxpp-sim simulate` would.
+std::vector<Simulated> brute_force(const ExploreRequest& req) {
+  std::vector<Simulated> out;
+  for (const ParallelConfig& c : brute_force_space(req)) {
+    PlanRequest pr;
+    pr.model = req.model;
+    pr.cluster = req.cluster;
+    pr.config = c;
+    try {
+      const Plan plan = build_plan(pr);
+      const SimulatedPlan sim = simulate_plan(plan, {.record_trace = false});
+      int64_t peak = 0;
+      for (const ActorStats& a : sim.result.actors) peak = std::max(peak, a.peak_memory_bytes);
+      out.push_back({plan.config, sim.result.step_time_s, peak});
+    } catch (const InputError&) {
+      // Invalid for the schedule, or does not fit.
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Simulated& a, const Simulated& b) {
+    return a.step_time_s < b.step_time_s;
+  });
+  return out;
+}
+
+// Exploring once per test binary keeps the suite fast.
+const ExploreResult& small_result() {
+  static const ExploreResult result = explore(small_request());
+  return result;
+}
+
+TEST(Explorer, RankingEqualsBruteForceLoopOverSimulate) {
+  const ExploreResult& res = small_result();
+  const std::vector<Simulated> expected = brute_force(small_request());
+  ASSERT_GT(expected.size(), 20u);
+  ASSERT_EQ(res.ranking.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const ConfigRecord& got = res.records[res.ranking[i]];
+    SCOPED_TRACE("rank " + std::to_string(i + 1) + ": " + describe_config(expected[i].config));
+    EXPECT_EQ(got.config, expected[i].config);
+    EXPECT_EQ(got.step_time_s, expected[i].step_time_s);
+    EXPECT_EQ(got.peak_memory_bytes, expected[i].peak_memory_bytes);
+  }
+}
+
+TEST(Explorer, SomeConfigurationsArePrunedForMemoryAndSomeForTheSchedule) {
+  const ExploreResult& res = small_result();
+  EXPECT_GT(res.by_status[static_cast<size_t>(ConfigStatus::kMemory)], 0);
+  EXPECT_GT(res.by_status[static_cast<size_t>(ConfigStatus::kSchedule)], 0);
+  EXPECT_EQ(res.by_status[static_cast<size_t>(ConfigStatus::kFailed)], 0);
+  EXPECT_EQ(res.by_status[static_cast<size_t>(ConfigStatus::kPending)], 0);
+  EXPECT_EQ(res.evaluated, res.feasible);
+}
+
+TEST(Explorer, MemoryPreCheckEqualsTheSimulatedPeak) {
+  const ExploreRequest req = small_request();
+  const ExploreResult& res = small_result();
+  int checked = 0;
+  for (const ConfigRecord& r : res.records) {
+    if (r.status != ConfigStatus::kMemory || ++checked > 12) continue;
+    PlanRequest pr;
+    pr.model = req.model;
+    pr.cluster = req.cluster;
+    pr.config = r.config;
+    const SimulatedPlan sim =
+        simulate_plan(build_plan(pr), {.record_trace = false, .check_memory = false});
+    int64_t peak = 0;
+    for (const ActorStats& a : sim.result.actors) peak = std::max(peak, a.peak_memory_bytes);
+    EXPECT_EQ(r.peak_memory_bytes, peak) << describe_config(r.config);
+    EXPECT_GT(peak, req.cluster.hbm_bytes) << describe_config(r.config);
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Explorer, PrunedConfigurationsSayWhy) {
+  const ExploreResult& res = small_result();
+  for (const ConfigRecord& r : res.records) {
+    if (r.simulated()) {
+      EXPECT_TRUE(r.reason.empty()) << r.reason;
+      continue;
+    }
+    EXPECT_FALSE(r.reason.empty()) << describe_config(r.config);
+    if (r.status == ConfigStatus::kMemory) {
+      EXPECT_THAT(r.reason, MatchesRegex("needs [0-9.]+ GiB on actor [0-9]+ .*limit 80.00 GiB"));
+    }
+    if (r.status == ConfigStatus::kSchedule && r.config.schedule == "DualPipeV") {
+      EXPECT_THAT(r.reason, HasSubstr("DualPipeV needs m >= 2p"));
+    }
+  }
+}
+
+TEST(Explorer, DivisibilityAndStageCountArePrunedBeforeSimulating) {
+  ExploreRequest req = small_request();
+  req.space.pp = {3};
+  for (const ConfigRecord& r : enumerate_configs(req)) {
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_THAT(r.reason, HasSubstr("does not divide 8 GPUs"));
+  }
+  req = small_request();
+  req.space.pp = {2};
+  req.global_batch = 9;  // dp = 4 or 2
+  for (const ConfigRecord& r : enumerate_configs(req)) {
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_THAT(r.reason, HasSubstr("global batch 9 is not divisible by dp·b"));
+  }
+  req = small_request();
+  req.space.pp = {8};
+  req.space.tp = {1};
+  req.space.schedules = {"interleaved"};
+  req.space.virtual_stages = {8};  // 64 stages, the model has 34 layers
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  ASSERT_FALSE(records.empty());
+  for (const ConfigRecord& r : records) {
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_THAT(r.reason, HasSubstr("64 stages (pp·v) exceed the model's 34 layers"));
+  }
+}
+
+TEST(Explorer, LinearSchedulesUseOneStagePerActorAndVSchedulesTwo) {
+  ExploreRequest req = small_request();
+  req.space.virtual_stages.clear();  // default domain
+  std::set<std::pair<std::string, int>> seen;
+  for (const ConfigRecord& r : enumerate_configs(req))
+    seen.insert({r.config.schedule, r.config.virtual_stages});
+  const std::set<std::pair<std::string, int>> expected = {
+      {"Std1F1B", 1},         {"ZeroBubble", 1},      {"DualPipeV", 2},
+      {"Interleaved1F1B", 2}, {"Interleaved1F1B", 4}, {"Interleaved1F1B", 8}};
+  EXPECT_EQ(seen, expected);
+}
+
+TEST(Explorer, RankingIsSortedAndParetoFrontIsNotDominated) {
+  const ExploreResult& res = small_result();
+  const auto& recs = res.records;
+  for (size_t i = 1; i < res.ranking.size(); ++i) {
+    const ConfigRecord& a = recs[res.ranking[i - 1]];
+    const ConfigRecord& b = recs[res.ranking[i]];
+    EXPECT_TRUE(a.step_time_s < b.step_time_s || (a.step_time_s == b.step_time_s && a.id < b.id));
+  }
+  ASSERT_FALSE(res.pareto.empty());
+  EXPECT_EQ(res.pareto.front(), res.ranking.front());
+  const std::set<int64_t> front(res.pareto.begin(), res.pareto.end());
+  for (int64_t id : res.ranking) {
+    const ConfigRecord& c = recs[id];
+    bool dominated = false, covered = false;
+    for (int64_t f : res.pareto) {
+      const ConfigRecord& p = recs[f];
+      if (p.step_time_s <= c.step_time_s && p.peak_memory_bytes <= c.peak_memory_bytes) {
+        covered = true;
+        if (f != id && (p.step_time_s < c.step_time_s || p.peak_memory_bytes < c.peak_memory_bytes))
+          dominated = true;
+      }
+    }
+    EXPECT_TRUE(covered) << describe_config(c.config);
+    if (front.count(id)) {
+      EXPECT_FALSE(dominated) << describe_config(c.config);
+    }
+  }
+}
+
+TEST(Explorer, JsonIsIdenticalAcrossThreadCounts) {
+  const std::string reference =
+      explore_result_to_json(small_request(), small_result(), 10, true).dump();
+  for (int threads : {1, 3}) {
+    ExploreRequest req = small_request();
+    req.threads = threads;
+    EXPECT_EQ(explore_result_to_json(req, explore(req), 10, true).dump(), reference)
+        << threads << " threads";
+  }
+}
+
+TEST(Explorer, ShardsMergedThroughJsonGiveTheSameResult) {
+  const ExploreRequest base = small_request();
+  std::vector<ConfigRecord> merged = enumerate_configs(base);
+  const int shards = 3;
+  std::vector<int> evaluated_by(merged.size(), 0);
+  for (int k = 0; k < shards; ++k) {
+    ExploreRequest req = base;
+    req.shard_index = k;
+    req.shard_count = shards;
+    std::vector<ConfigRecord> mine = enumerate_configs(req);
+    const std::vector<ConfigRecord> before = mine;
+    evaluate_configs(req, mine);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (before[i].status != ConfigStatus::kPending || mine[i].status == ConfigStatus::kPending)
+        continue;
+      ++evaluated_by[i];
+      merged[i] = config_record_from_json(
+          nlohmann::json::parse(config_record_to_json(mine[i]).dump()), "shard");
+    }
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (merged[i].status == ConfigStatus::kDivisibility ||
+        merged[i].status == ConfigStatus::kDuplicate)
+      continue;
+    EXPECT_EQ(evaluated_by[i], 1) << "configuration " << i;
+  }
+  const ExploreResult res = finish_exploration(base, merged);
+  EXPECT_EQ(explore_result_to_json(base, res, 10, true).dump(),
+            explore_result_to_json(base, small_result(), 10, true).dump());
+}
+
+TEST(Explorer, UnitsAreSplitAcrossShardsByWork) {
+  const ExploreRequest req = small_request();
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  const auto units = unit_configs(records);
+  const std::vector<int> shard = assign_units(records, units, 2);
+  ASSERT_EQ(shard.size(), units.size());
+  EXPECT_EQ(std::count(shard.begin(), shard.end(), 0) > 0, true);
+  EXPECT_EQ(std::count(shard.begin(), shard.end(), 1) > 0, true);
+  for (const auto& ids : units) {
+    for (int64_t id : ids) {
+      const ParallelConfig& a = records[ids.front()].config;
+      const ParallelConfig& b = records[id].config;
+      EXPECT_EQ(std::tie(a.pp, a.schedule, a.virtual_stages, a.num_microbatches),
+                std::tie(b.pp, b.schedule, b.virtual_stages, b.num_microbatches));
+    }
+  }
+}
+
+TEST(Explorer, RecordJsonRoundTrips) {
+  for (const ConfigRecord& r : small_result().records) {
+    const ConfigRecord back =
+        config_record_from_json(nlohmann::json::parse(config_record_to_json(r).dump()), "test");
+    EXPECT_EQ(config_record_to_json(back).dump(), config_record_to_json(r).dump());
+  }
+}
+
+TEST(Explorer, BestPlanPredictsTheExploredStepTime) {
+  const ExploreResult& res = small_result();
+  const ConfigRecord& best = res.records[res.ranking.front()];
+  const Plan plan = build_config_plan(small_request(), best.config);
+  EXPECT_EQ(plan.config, best.config);
+  EXPECT_EQ(plan.predicted.at("step_time_s").get<double>(), best.step_time_s);
+  EXPECT_EQ(plan.predicted.at("mfu").get<double>(), best.mfu);
+}
+
+TEST(Explorer, JsonCarriesCountsBestTopParetoAndConfigs) {
+  const nlohmann::json j = explore_result_to_json(small_request(), small_result(), 5, false);
+  EXPECT_EQ(j.at("evaluated").get<int64_t>(), small_result().evaluated);
+  EXPECT_EQ(j.at("feasible").get<int64_t>(), small_result().feasible);
+  EXPECT_EQ(j.at("configs").size(), static_cast<size_t>(small_result().evaluated));
+  EXPECT_EQ(j.at("top").size(), 5u);
+  EXPECT_EQ(j.at("best").at("rank"), 1);
+  EXPECT_EQ(j.at("best"), j.at("top").at(0));
+  EXPECT_EQ(j.at("best").at("step_time_s").get<double>(),
+            small_result().records[small_result().ranking.front()].step_time_s);
+  EXPECT_FALSE(j.contains("pruned_configs"));
+}
+
+TEST(Explorer, CsvHasOneRowPerSimulatedConfiguration) {
+  const std::string csv = explore_result_to_csv(small_result());
+  EXPECT_THAT(csv, StartsWith("rank,id,pp,tp,dp,"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), small_result().evaluated + 1);
+}
+
+TEST(Explorer, EmptySpaceSaysWhatTheSmallestConfigurationNeeds) {
+  ExploreRequest req;
+  req.model = load_model("gpt3-175b");
+  req.cluster = load_cluster("a100-80g");
+  req.gpus = 8;
+  req.global_batch = 8;
+  req.space.microbatch_sizes = {1};
+  req.space.schedules = {"1f1b"};
+  const ExploreResult res = explore(req);
+  EXPECT_EQ(res.feasible, 0);
+  EXPECT_THAT(explain_empty(res),
+              MatchesRegex("no configuration fits in 80 GiB; the smallest needs [0-9]+\\.[0-9] GiB "
+                           "\\(pp [0-9]+, .*\\)"));
+}
+
+TEST(Explorer, EmptySpaceWithoutMemoryPruningNamesTheFirstReason) {
+  ExploreRequest req = small_request();
+  req.space.pp = {3};
+  const ExploreResult res = explore(req);
+  EXPECT_THAT(explain_empty(res), StartsWith("no valid configuration among "));
+  EXPECT_THAT(explain_empty(res), HasSubstr("does not divide 8 GPUs"));
+}
+
+TEST(Explorer, BadRequestsNameTheFlag) {
+  ExploreRequest req = small_request();
+  req.space.schedules = {"1f1b", "nope"};
+  try {
+    enumerate_configs(req);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), StartsWith("--schedules: unknown schedule 'nope'"));
+  }
+  req = small_request();
+  req.space.pp = {0};
+  EXPECT_THROW(enumerate_configs(req), InputError);
+  req = small_request();
+  req.gpus = 0;
+  EXPECT_THROW(enumerate_configs(req), InputError);
+  req = small_request();
+  req.global_batch = -1;
+  EXPECT_THROW(enumerate_configs(req), InputError);
+}
+
+TEST(Explorer, MemoryLimitBelowTheDeviceTightensPruning) {
+  ExploreRequest req = small_request();
+  req.max_memory_bytes = int64_t{20} << 30;
+  const ExploreResult res = explore(req);
+  EXPECT_LT(res.feasible, small_result().feasible);
+  EXPECT_GT(res.feasible, 0);
+  for (int64_t id : res.ranking) EXPECT_LE(res.records[id].peak_memory_bytes, req.max_memory_bytes);
+}
+
+}  // namespace
+}  // namespace jaxpp
