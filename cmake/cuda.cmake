@@ -31,6 +31,11 @@ if(NOT JAXPP_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE} CACHE FILEPATH "nvcc")
     check_language(CUDA)
     if(CMAKE_CUDA_COMPILER)
+      # Before enable_language, which would otherwise pick nvcc's default. Turing (the oldest GPU
+      # CUDA 13 supports), Ampere and Hopper machine code, plus Hopper PTX for newer GPUs.
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+        set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90)
+      endif()
       enable_language(CUDA)
       # CMake before 3.26 does not know nvcc's C++20 flag (nvcc has it since CUDA 12.0).
       if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
@@ -39,9 +44,6 @@ if(NOT JAXPP_WITH_CUDA STREQUAL "OFF")
       endif()
       set(CMAKE_CUDA_STANDARD 20)
       set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
-        set(CMAKE_CUDA_ARCHITECTURES 80 90)
-      endif()
       add_library(jaxpp_nccl UNKNOWN IMPORTED)
       set_target_properties(jaxpp_nccl PROPERTIES IMPORTED_LOCATION ${JAXPP_NCCL_LIBRARY}
                                                   INTERFACE_INCLUDE_DIRECTORIES ${JAXPP_NCCL_INCLUDE_DIR})

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -59,18 +60,19 @@ void NcclBackend::create_communicators(const std::vector<NcclId>& ids) {
   int me = plan_.worker(actor(), replica());
   std::vector<int> mine = plan_.comms_of(me);
   comms_.resize(mine.size());
+  // Kept alive until ncclGroupEnd, which may still read them.
+  std::vector<ncclUniqueId> unique_ids(mine.size());
+  std::vector<ncclConfig_t> configs(mine.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
   JAXPP_NCCL_CHECK(ncclGroupStart());
   for (size_t i = 0; i < mine.size(); ++i) {
     const CommSpec& spec = plan_.comms[mine[i]];
     int rank = static_cast<int>(std::find(spec.workers.begin(), spec.workers.end(), me) -
                                 spec.workers.begin());
-    ncclUniqueId id;
-    std::memcpy(&id, ids[mine[i]].data(), sizeof id);
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // initialisation and every later call may answer ncclInProgress
+    std::memcpy(&unique_ids[i], ids[mine[i]].data(), sizeof(ncclUniqueId));
+    configs[i].blocking = 0;  // initialisation and every later call may answer ncclInProgress
     comms_[i].plan_index = mine[i];
     JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommInitRankConfig(
-        &comms_[i].comm, static_cast<int>(spec.workers.size()), id, rank, &config));
+        &comms_[i].comm, static_cast<int>(spec.workers.size()), unique_ids[i], rank, &configs[i]));
   }
   JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
   std::vector<ncclComm_t> all;
@@ -412,7 +414,8 @@ void NcclBackend::abort_communicators() {
 }
 
 NcclBackend::~NcclBackend() {
-  bool clean = !aborted_ && abort_reason().empty();
+  // Unwinding from a failure of this worker, or another worker failed: no finalize handshake.
+  bool clean = !aborted_ && abort_reason().empty() && std::uncaught_exceptions() == 0;
   for (const Recv& r : recvs_)
     if (r.state != RecvState::kTaken) clean = false;
   if (clean) {
