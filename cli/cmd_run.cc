@@ -1,9 +1,13 @@
 // jaxpp-sim run: execute a plan (or a named schedule) on threads, MPI processes or CUDA GPUs
 // and report losses, measured step time and, with --check, the difference to a sequential
-// reference (see docs/runtime.md).
+// reference (see docs/runtime.md). With --compare it also predicts the step time: with
+// --cluster (a calibrated cluster, docs/calibrate.md) from the cost model of what actually runs,
+// otherwise from the emulation cost or the task times the run measured.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -11,15 +15,20 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/report_output.h"
 #include "costmodel/analytic_cost.h"
+#include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 #include "graph/plan.h"
+#include "runtime/microbench.h"
 #include "runtime/run.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/engine.h"
+#include "trace/export.h"
+#include "trace/html_report.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -100,6 +109,66 @@ double err_pct(double predicted, double measured) {
   return predicted > 0 ? 100.0 * (measured - predicted) / predicted : 0.0;
 }
 
+struct Prediction {
+  SimResult sim;
+  double step_time_s = 0;
+  double time_scale = 1;  // sim times x time_scale = seconds of the run
+  std::string from;
+};
+
+// The program as the MLP workload runs it: transfers carry seq x hidden doubles, all-reduces a
+// stage's gradients (a plan's program carries its own model's sizes).
+Program with_mlp_sizes(Program program, const MlpConfig& mlp) {
+  for (auto& list : program.actors)
+    for (Instruction& ins : list) {
+      if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
+      if (ins.op == OpKind::kAllReduce)
+        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
+    }
+  return program;
+}
+
+// Real compute with a calibrated cluster: the MLP's kernels through the cluster's fitted curves.
+// Emulated compute with one: the emulation cost plus the backend's own costs. Otherwise the
+// emulation cost alone, or the task times this run measured.
+Prediction predict(const Setup& st, const RunOptions& ro, const RunResult& r,
+                   const std::optional<ClusterSpec>& cluster, bool stage_times) {
+  Prediction p;
+  SimOptions so;
+  if (cluster) so.iteration_overhead_s = cluster->iteration_overhead_s;
+  const std::string base_from = st.plan && !stage_times ? "plan cost model" : "stage times";
+  if (ro.emulated && cluster) {
+    EmulationPredictionCost cost(*st.cost, ro.time_scale, *cluster, st.program.num_actors, ro.dp);
+    p.sim = simulate(st.program, cost, so);
+    p.from = base_from + " + calibrated backend '" + cluster->name + "'";
+  } else if (ro.emulated) {
+    p.sim = simulate(st.program, *st.cost, so);
+    p.time_scale = ro.time_scale;
+    p.from = base_from;
+  } else if (cluster) {
+    KernelCost cost(mlp_stage_kernels(ro.mlp, st.program.num_stages), st.program.num_actors,
+                    *cluster, Dtype::kFp32, ro.dp);
+    p.sim = simulate(with_mlp_sizes(st.program, ro.mlp), cost, so);
+    p.from = "calibrated cluster '" + cluster->name + "'";
+  } else {
+    StageTimesCost measured = measured_stage_times(r.trace, st.program.num_stages, ro.warmup);
+    p.sim = simulate(st.program, measured, so);
+    p.from = "measured task times";
+  }
+  p.step_time_s = p.sim.step_time_s * p.time_scale;
+  return p;
+}
+
+// The measured step whose time is the median (the one the report shows).
+int median_step(const RunResult& r, int warmup) {
+  if (r.step_times_s.empty()) return warmup;
+  std::vector<size_t> order(r.step_times_s.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return r.step_times_s[a] < r.step_times_s[b]; });
+  return warmup + static_cast<int>(order[(order.size() - 1) / 2]);
+}
+
 int run_run(int argc, char** argv) {
   cxxopts::Options options("jaxpp-sim run",
                            "Execute a plan (or a named schedule) on threads, MPI processes or "
@@ -114,6 +183,9 @@ int run_run(int argc, char** argv) {
       ("check", "compare losses and weights with a sequential single-actor reference")
       ("trace", "write the measured trace (trace JSON) to FILE", cxxopts::value<std::string>())
       ("compare", "print predicted vs measured step time and per-kind task durations")
+      ("cluster", "calibrated cluster (JSON file or preset) that predicts the run (jaxpp-sim calibrate)", cxxopts::value<std::string>())
+      ("report", "write a predicted-vs-measured HTML page (timelines, per-kind errors) to FILE", cxxopts::value<std::string>())
+      ("timeline", "write the measured timeline to FILE (.svg, .png, .dot, .json, .txt)", cxxopts::value<std::string>())
       ("json", "print JSON")
       ("hidden", "features per token of the MLP blocks", cxxopts::value<int>()->default_value("32"))
       ("ffn", "inner size of the MLP blocks (0 = 4 x hidden)", cxxopts::value<int>()->default_value("0"))
@@ -171,27 +243,28 @@ int run_run(int argc, char** argv) {
   }
   if (ro.time_scale < 0) throw_input_error("--time-scale", "expected >= 0");
 
+  // Outputs are checked before the run, so a bad path costs nothing.
+  std::optional<ClusterSpec> cluster;
+  if (args.count("cluster")) cluster = load_cluster(args["cluster"].as<std::string>());
+  const std::string report_path = args.count("report") ? args["report"].as<std::string>() : "";
+  const std::string timeline_path =
+      args.count("timeline") ? args["timeline"].as<std::string>() : "";
+  if (!report_path.empty()) check_output_path(report_path, "--report");
+  std::optional<ExportFormat> timeline_format;
+  if (!timeline_path.empty()) {
+    timeline_format = export_format_from_path(timeline_path);
+    check_output_path(timeline_path, "--timeline");
+  }
+
   Setup st = setup_from_args(args, ro.mlp);
   RunResult r = run_program(st.program, st.cost.get(), ro);
   if (!r.root) return kExitOk;
 
-  // Prediction: the simulator on the emulation cost (scaled), or, for real compute, on the
-  // stage times this run measured.
-  std::string predicted_from;
-  double predicted_s = 0;
-  SimResult sim;
-  SimOptions so;
-  if (ro.emulated) {
-    sim = simulate(st.program, *st.cost, so);
-    predicted_s = sim.step_time_s * ro.time_scale;
-    predicted_from = st.plan && !args.count("stage-times") ? "plan cost model" : "stage times";
-  } else {
-    StageTimesCost measured = measured_stage_times(r.trace, st.program.num_stages, ro.warmup);
-    sim = simulate(st.program, measured, so);
-    predicted_s = sim.step_time_s;
-    predicted_from = "measured task times";
-  }
-  double pred_scale = ro.emulated ? ro.time_scale : 1.0;
+  const Prediction prediction = predict(st, ro, r, cluster, args.count("stage-times") > 0);
+  const SimResult& sim = prediction.sim;
+  const std::string& predicted_from = prediction.from;
+  const double predicted_s = prediction.step_time_s;
+  const double pred_scale = prediction.time_scale;
   std::map<std::string, double> pred_kinds = mean_durations_by_kind(sim.trace, 0);
   std::map<std::string, double> meas_kinds = mean_durations_by_kind(r.trace, ro.warmup);
 
@@ -203,6 +276,36 @@ int run_run(int argc, char** argv) {
                r.max_abs_diff_weights <= kCheckRelTolerance * std::max(1.0, r.max_abs_weight);
 
   if (args.count("trace")) save_trace(r.trace, args["trace"].as<std::string>());
+  if (timeline_format) write_trace_export(r.trace, *timeline_format, timeline_path, {});
+  if (!report_path.empty()) {
+    ComparisonReport rep;
+    const std::string what = st.plan ? "plan " + args["plan"].as<std::string>()
+                                     : "schedule " + args["schedule"].as<std::string>();
+    rep.title = "jaxpp-sim run: " + what + ", predicted vs measured";
+    char buf[64];
+    auto sec = [&](double v) {
+      std::snprintf(buf, sizeof buf, "%.6f s", v);
+      return std::string(buf);
+    };
+    std::snprintf(buf, sizeof buf, "%+.1f%%", err_pct(predicted_s, r.step_time_s));
+    const std::string err = buf;
+    rep.summary = {
+        {"backend", std::string(to_string(ro.backend)) + ", compute " + compute},
+        {"actors x replicas",
+         std::to_string(st.program.num_actors) + " x " + std::to_string(ro.dp)},
+        {"stages, microbatches", std::to_string(st.program.num_stages) + ", " +
+                                     std::to_string(st.program.num_microbatches)},
+        {"predicted from", predicted_from},
+        {"predicted step time", sec(predicted_s)},
+        {"measured step time (median of " + std::to_string(ro.steps) + ")", sec(r.step_time_s)},
+        {"error (measured - predicted) / predicted", err}};
+    rep.predicted = scale_trace_times(sim.trace, pred_scale);
+    rep.predicted.source = "predicted";
+    rep.measured = trace_step(r.trace, median_step(r, ro.warmup));
+    for (const auto& [k, m] : meas_kinds)
+      rep.kinds.push_back({k, pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0.0, m});
+    write_comparison_report(rep, report_path);
+  }
 
   if (args.count("json")) {
     nlohmann::json j;
@@ -219,6 +322,9 @@ int run_run(int argc, char** argv) {
     j["step_time_s"] = r.step_time_s;
     j["predicted_step_time_s"] = predicted_s;
     j["predicted_from"] = predicted_from;
+    // Relative and signed: + means the run was slower than predicted.
+    if (predicted_s > 0) j["prediction_error"] = (r.step_time_s - predicted_s) / predicted_s;
+    if (cluster) j["cluster"] = cluster->name;
     if (r.checked) {
       j["reference_losses"] = r.reference_losses;
       j["max_abs_diff_loss"] = r.max_abs_diff_loss;

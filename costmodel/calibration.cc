@@ -263,8 +263,13 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
       n.push_back(a.bytes);
       s.push_back(a.seconds);
     }
-    cal.allreduce = fit_allreduce(r, n, s, cal.p2p.latency_s);
-    cal.has_allreduce = true;
+    try {
+      cal.allreduce = fit_allreduce(r, n, s, cal.p2p.latency_s);
+      cal.has_allreduce = true;
+    } catch (const InputError&) {
+      // No time above the latency term: no bandwidth limit the points can show.
+      cal.allreduce_unbounded = true;
+    }
   }
   if (m.launch_overhead_s.empty())
     throw_input_error("launch-overhead benchmark", "no measured point");
@@ -288,6 +293,7 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   if (cal.has_allreduce)
     c.allreduce_bus_efficiency =
         clamp_fraction(cal.allreduce.bus_bandwidth_bytes_per_s / cal.p2p.bandwidth_bytes_per_s);
+  if (cal.allreduce_unbounded) c.allreduce_bus_efficiency = 1.0;
   c.launch_overhead_s = cal.launch_overhead_s;
   c.iteration_overhead_s = 0;
   // The runtime's workload trains in fp64 (weights, gradients, Adam moments).
@@ -338,6 +344,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                            {"bandwidth_bytes_per_s", cal.p2p.bandwidth_bytes_per_s},
                            {"fit", fit_json(cal.p2p.fit)}}},
                          {"launch_overhead_s", cal.launch_overhead_s}};
+  if (cal.allreduce_unbounded) fits["allreduce"] = {{"unbounded", true}};
   if (cal.has_allreduce)
     fits["allreduce"] = {{"latency_s", cal.allreduce.latency_s},
                          {"bus_bandwidth_bytes_per_s", cal.allreduce.bus_bandwidth_bytes_per_s},

@@ -142,10 +142,13 @@ struct Calibration {
   GemmCurveFit gemm;
   PerElementFit gelu, gelu_backward;
   AlphaBetaFit copy;  // bandwidth = bytes moved (read + written) per second
-  AlphaBetaFit p2p;  // valid when has_p2p
+  AlphaBetaFit p2p;   // valid when has_p2p
   bool has_p2p = false;
   AllReduceFit allreduce;  // valid when has_allreduce
   bool has_allreduce = false;
+  // All-reduce times never exceeded the latency term (no bandwidth limit visible): bus
+  // efficiency 1, the largest the model allows.
+  bool allreduce_unbounded = false;
   double launch_overhead_s = 0;
 };
 
@@ -153,7 +156,8 @@ struct Calibration {
 // the measured (fp64) GEMMs, gemm_efficiency max 1 and the fitted half saturation; GeLU costs;
 // hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
 // both links are the one measured) with efficiency 1 and p2p_overhead 0;
-// allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1];
+// allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when no
+// all-reduce time exceeds its latency term);
 // launch_overhead = median of the samples; iteration_overhead 0; training-state bytes per
 // parameter of the fp64 workload with Adam (8 weights, 8 gradients, 16 moments, 64 bytes of
 // optimizer traffic). What was not measured (no point-to-point samples: the links and the

@@ -179,6 +179,15 @@ TEST(Calibrate, WithoutCommunicationSamplesTheBaseLinksRemain) {
   EXPECT_EQ(cal.cluster.allreduce_bus_efficiency, base.allreduce_bus_efficiency);
 }
 
+TEST(Calibrate, AllReducesNoSlowerThanTheirLatencyGiveFullBusEfficiency) {
+  Measurements m = synthetic_measurements(6);
+  for (AllReduceSample& a : m.allreduce) a.seconds = 1e-7;  // far below 2(r-1) x 4 us
+  Calibration cal = calibrate(m, cluster_preset("a100-80g"), "host");
+  EXPECT_FALSE(cal.has_allreduce);
+  EXPECT_TRUE(cal.allreduce_unbounded);
+  EXPECT_EQ(cal.cluster.allreduce_bus_efficiency, 1.0);
+}
+
 TEST(Calibrate, ACalibratedClusterRoundTripsThroughJson) {
   const ClusterSpec c =
       calibrate(synthetic_measurements(9), cluster_preset("a100-80g"), "host").cluster;

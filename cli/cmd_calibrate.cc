@@ -1,0 +1,298 @@
+// jaxpp-sim calibrate: fit a ClusterSpec from microbenchmarks on a backend, or from a measured
+// run trace, and write it as a cluster JSON file that simulate, explore and run --compare load
+// with --cluster (see docs/calibrate.md).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "cli/command.h"
+#include "cli/report_output.h"
+#include "costmodel/calibration.h"
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "runtime/microbench.h"
+#include "runtime/mpi_backend.h"
+#include "runtime/run.h"
+#include "trace/trace.h"
+
+namespace jaxpp::cli {
+namespace {
+
+std::string fmt_time(double s) {
+  char buf[32];
+  const double a = std::abs(s);
+  if (a >= 1)
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (a >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else if (a >= 1e-6)
+    std::snprintf(buf, sizeof buf, "%.3f us", s * 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f ns", s * 1e9);
+  return buf;
+}
+
+std::string fmt_si(double v, const char* unit) {
+  char buf[32];
+  const char* prefix[] = {"", "k", "M", "G", "T"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefix[i], unit);
+  return buf;
+}
+
+std::string fmt_pct(double r) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * r);
+  return buf;
+}
+
+void write_cluster(const ClusterSpec& c, const std::string& path) {
+  write_text_file_atomic(path, cluster_to_json(c).dump(2) + "\n");
+}
+
+void print_fit_row(const std::string& fit, const std::string& parameter, const std::string& value,
+                   const LinearFit* residuals) {
+  std::printf("%-14s %-28s %16s", fit.c_str(), parameter.c_str(), value.c_str());
+  if (residuals)
+    std::printf("   rms %6s  max %6s", fmt_pct(residuals->rms_residual).c_str(),
+                fmt_pct(residuals->max_abs_residual).c_str());
+  std::printf("\n");
+}
+
+void print_residual(const std::string& point, double measured_s, const LinearFit& fit, size_t i) {
+  std::printf("  %-30s %12s %12s %8s\n", point.c_str(), fmt_time(measured_s).c_str(),
+              fmt_time(fit.fitted[i]).c_str(), fmt_pct(fit.residuals[i]).c_str());
+}
+
+void print_calibration(const Calibration& cal, const Measurements& m) {
+  std::printf("calibrate: backend %s, device %s, %d ranks (%d per host)\n", m.backend.c_str(),
+              m.device.c_str(), m.ranks, m.ranks_per_host);
+  std::printf("%-14s %-28s %16s   %s\n", "fit", "parameter", "value", "relative residuals");
+  print_fit_row("GEMM curve", "rate (peak x max eff)", fmt_si(cal.gemm.rate_flops_per_s, "FLOP/s"),
+                &cal.gemm.fit);
+  print_fit_row("", "half saturation", fmt_si(cal.gemm.half_saturation_flops, "FLOP"), nullptr);
+  print_fit_row("", "call overhead", fmt_time(cal.gemm.call_overhead_s), nullptr);
+  print_fit_row("GeLU", "per element", fmt_time(cal.gelu.s_per_element), &cal.gelu.fit);
+  print_fit_row("GeLU gradient", "per element", fmt_time(cal.gelu_backward.s_per_element),
+                &cal.gelu_backward.fit);
+  print_fit_row("copy", "memory bandwidth", fmt_si(cal.copy.bandwidth_bytes_per_s, "B/s"),
+                &cal.copy.fit);
+  if (cal.has_p2p) {
+    print_fit_row("point-to-point", "latency", fmt_time(cal.p2p.latency_s), &cal.p2p.fit);
+    print_fit_row("", "bandwidth", fmt_si(cal.p2p.bandwidth_bytes_per_s, "B/s"), nullptr);
+  } else {
+    print_fit_row("point-to-point", "(not measured: base cluster)", "", nullptr);
+  }
+  if (cal.has_allreduce) {
+    print_fit_row("all-reduce", "bus bandwidth",
+                  fmt_si(cal.allreduce.bus_bandwidth_bytes_per_s, "B/s"), &cal.allreduce.fit);
+    print_fit_row("", "bus efficiency", fmt_si(cal.cluster.allreduce_bus_efficiency, ""), nullptr);
+  }
+  if (cal.allreduce_unbounded)
+    print_fit_row("all-reduce", "no time above latency: eff.", "1", nullptr);
+  print_fit_row("launch", "per compute instruction", fmt_time(cal.launch_overhead_s), nullptr);
+
+  std::printf("\nresiduals per point (measured median, fitted, (measured - fitted) / fitted)\n");
+  for (size_t i = 0; i < m.gemm.size(); ++i) {
+    const GemmSample& g = m.gemm[i];
+    print_residual("GEMM " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+                       std::to_string(g.k) + (g.trans_a ? " T" : " N") + (g.trans_b ? "T" : "N"),
+                   g.seconds, cal.gemm.fit, i);
+  }
+  for (size_t i = 0; i < m.gelu.size(); ++i)
+    print_residual("GeLU " + fmt_si(m.gelu[i].size, ""), m.gelu[i].seconds, cal.gelu.fit, i);
+  for (size_t i = 0; i < m.gelu_backward.size(); ++i)
+    print_residual("GeLU gradient " + fmt_si(m.gelu_backward[i].size, ""),
+                   m.gelu_backward[i].seconds, cal.gelu_backward.fit, i);
+  for (size_t i = 0; i < m.copy.size(); ++i)
+    print_residual("copy " + fmt_si(m.copy[i].size, "B"), m.copy[i].seconds, cal.copy.fit, i);
+  if (cal.has_p2p)
+    for (size_t i = 0; i < m.p2p.size(); ++i)
+      print_residual("p2p " + fmt_si(m.p2p[i].size, "B"), m.p2p[i].seconds, cal.p2p.fit, i);
+  if (cal.has_allreduce)
+    for (size_t i = 0; i < m.allreduce.size(); ++i)
+      print_residual("all-reduce " + std::to_string(m.allreduce[i].ranks) + " ranks " +
+                         fmt_si(m.allreduce[i].bytes, "B"),
+                     m.allreduce[i].seconds, cal.allreduce.fit, i);
+}
+
+void print_trace_calibration(const TraceCalibration& cal, const std::string& trace_path) {
+  std::printf("calibrate: from trace %s\n", trace_path.c_str());
+  std::printf("compute: measured = launch %s + %.4g x base kernel time (rms residual %s)\n",
+              fmt_time(cal.launch_overhead_s).c_str(), cal.compute_slowdown,
+              fmt_pct(cal.compute_fit.rms_residual).c_str());
+  std::printf("%-10s %6s %14s %14s %14s %8s\n", "kind", "count", "measured", "base", "fitted",
+              "err");
+  for (const auto& [kind, s] : cal.kinds) {
+    const double err =
+        s.predicted_after_s > 0 ? (s.measured_s - s.predicted_after_s) / s.predicted_after_s : 0.0;
+    std::printf("%-10s %6d %14s %14s %14s %8s\n", kind.c_str(), s.count,
+                fmt_time(s.measured_s).c_str(), fmt_time(s.predicted_before_s).c_str(),
+                fmt_time(s.predicted_after_s).c_str(), fmt_pct(err).c_str());
+  }
+  if (!cal.fitted_transfers) std::printf("transfers: none matched; links kept from the base\n");
+}
+
+MlpConfig mlp_from_args(const cxxopts::ParseResult& args) {
+  MlpConfig mlp;
+  mlp.hidden = args["hidden"].as<int>();
+  mlp.ffn = args["ffn"].as<int>();
+  mlp.seq = args["seq"].as<int>();
+  mlp.layers_per_stage = args["layers-per-stage"].as<int>();
+  mlp.optimizer = parse_optimizer_kind(args["optimizer"].as<std::string>(), "--optimizer");
+  if (mlp.hidden < 1 || mlp.seq < 1 || mlp.layers_per_stage < 1 || mlp.ffn < 0)
+    throw_input_error("--hidden/--seq/--layers-per-stage", "must be >= 1 (--ffn >= 0)");
+  return mlp;
+}
+
+int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::string& output) {
+  const std::string path = args["from-trace"].as<std::string>();
+  Trace trace = load_trace(path);
+  if (!trace.source.starts_with("measured"))
+    throw_input_error(path,
+                      "field 'source': expected a measured trace (jaxpp-sim run --trace), "
+                      "got '" +
+                          trace.source + "'");
+  int num_stages = 0;
+  for (const TraceEvent& e : trace.events) {
+    num_stages = std::max(num_stages, e.stage + 1);
+    for (const TaskRef& t : e.tasks) num_stages = std::max(num_stages, t.stage + 1);
+  }
+  if (num_stages == 0) throw_input_error(path, "field 'events': no instruction with a stage");
+  const int dp = args["dp"].as<int>();
+  if (dp < 1) throw_input_error("--dp", "expected >= 1");
+  int first_step =
+      args.count("skip-steps") ? args["skip-steps"].as<int>() : (trace.num_steps > 1 ? 1 : 0);
+  if (first_step < 0 || first_step >= trace.num_steps)
+    throw_input_error("--skip-steps", "expected 0.." + std::to_string(trace.num_steps - 1));
+  ClusterSpec base =
+      args.count("base") ? load_cluster(args["base"].as<std::string>()) : reference_host_cluster();
+  const std::vector<StageKernels> kernels = mlp_stage_kernels(mlp_from_args(args), num_stages);
+  TraceObservations obs = observe_trace(trace, kernels, base, dp, first_step);
+  const std::string name =
+      args.count("name") ? args["name"].as<std::string>() : "fitted-from-trace";
+  TraceCalibration cal = calibrate_from_trace(obs, base, name);
+  if (!output.empty()) write_cluster(cal.cluster, output);
+  if (args.count("json")) {
+    nlohmann::json j = trace_calibration_to_json(cal);
+    j["trace"] = path;
+    if (!output.empty()) j["output"] = output;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_trace_calibration(cal, path);
+    if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+  }
+  return kExitOk;
+}
+
+int run_calibrate(int argc, char** argv) {
+  cxxopts::Options options("jaxpp-sim calibrate",
+                           "Fit a cluster JSON (ClusterSpec) from microbenchmarks on a backend "
+                           "or from a measured run trace");
+  // clang-format off
+  options.add_options()
+      ("backend", "threads | mpi | cuda (mpi: run under mpirun -n K)", cxxopts::value<std::string>()->default_value("threads"))
+      ("o,output", "write the fitted cluster JSON to FILE", cxxopts::value<std::string>())
+      ("from-trace", "fit from a measured trace (jaxpp-sim run --trace FILE) instead of microbenchmarks", cxxopts::value<std::string>())
+      ("base", "cluster (preset or JSON) for what is not measured (cuda: links), or the model a trace refines", cxxopts::value<std::string>())
+      ("name", "name of the fitted cluster", cxxopts::value<std::string>())
+      ("quick", "fewer sizes and repetitions")
+      ("repeats", "timed repetitions per point (median; default 7, --quick 5)", cxxopts::value<int>())
+      ("warmup", "untimed repetitions per point", cxxopts::value<int>()->default_value("2"))
+      ("repetition-ms", "a timed repetition loops a kernel at least this long (default 5, --quick 2)", cxxopts::value<double>())
+      ("ranks", "threads: workers of the communication benchmarks", cxxopts::value<int>()->default_value("2"))
+      ("timeout-s", "give up on a message or collective after this many seconds", cxxopts::value<double>()->default_value("60"))
+      ("hidden", "--from-trace: the run's --hidden", cxxopts::value<int>()->default_value("32"))
+      ("ffn", "--from-trace: the run's --ffn", cxxopts::value<int>()->default_value("0"))
+      ("seq", "--from-trace: the run's --seq", cxxopts::value<int>()->default_value("8"))
+      ("layers-per-stage", "--from-trace: the run's --layers-per-stage", cxxopts::value<int>()->default_value("2"))
+      ("optimizer", "--from-trace: the run's --optimizer", cxxopts::value<std::string>()->default_value("sgd"))
+      ("dp", "--from-trace: the run's --dp", cxxopts::value<int>()->default_value("1"))
+      ("skip-steps", "--from-trace: leading (warm-up) steps to ignore (default 1 when the trace has more than one)", cxxopts::value<int>())
+      ("json", "print the fits, parameters and residuals as JSON")
+      ("h,help", "show this help");
+  // clang-format on
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\n";
+    return kExitOk;
+  }
+  if (!args.unmatched().empty())
+    throw_input_error("calibrate", "unexpected argument '" + args.unmatched()[0] + "'");
+  const std::string output = args.count("output") ? args["output"].as<std::string>() : "";
+  if (!output.empty()) check_output_path(output, "-o");
+  if (args.count("from-trace")) return calibrate_from_trace_file(args, output);
+
+  MicrobenchOptions mo;
+  mo.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
+  mo.quick = args.count("quick") > 0;
+  mo.timing.repeats = args.count("repeats") ? args["repeats"].as<int>() : (mo.quick ? 5 : 7);
+  mo.timing.warmup = args["warmup"].as<int>();
+  mo.timing.min_repetition_s =
+      1e-3 *
+      (args.count("repetition-ms") ? args["repetition-ms"].as<double>() : (mo.quick ? 2 : 5));
+  if (!(mo.timing.min_repetition_s >= 0)) throw_input_error("--repetition-ms", "expected >= 0");
+  mo.timeout_s = args["timeout-s"].as<double>();
+  mo.ranks = args["ranks"].as<int>();
+  if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");
+  if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
+  ClusterSpec base =
+      args.count("base")
+          ? load_cluster(args["base"].as<std::string>())
+          : cluster_preset(mo.backend == BackendKind::kCuda ? "h100-sxm" : "a100-80g");
+  const std::string name = args.count("name") ? args["name"].as<std::string>()
+                                              : "calibrated-" + std::string(to_string(mo.backend));
+  const bool tty = isatty(STDERR_FILENO) && !args.count("json");
+  auto progress = [&](const std::string& line) {
+    if (tty) std::fprintf(stderr, "calibrate: %s\n", line.c_str());
+  };
+
+  MicrobenchResult r;
+  if (mo.backend == BackendKind::kMpi) {
+    mo.ranks = MpiSession::get().size();
+    try {
+      r = run_microbenchmarks(mo, progress);
+    } catch (const InputError&) {
+      throw;  // thrown alike on every rank before any communication
+    } catch (const std::exception& e) {
+      mpi_abort("jaxpp-sim calibrate: error: rank " + std::to_string(MpiSession::get().rank()) +
+                    ": " + e.what(),
+                kExitFailure);
+    }
+    if (!r.root) return kExitOk;
+  } else {
+    r = run_microbenchmarks(mo, progress);
+  }
+  Calibration cal = calibrate(r.measurements, base, name);
+  if (!output.empty()) write_cluster(cal.cluster, output);
+  if (args.count("json")) {
+    nlohmann::json j = calibration_to_json(cal);
+    j["backend"] = r.measurements.backend;
+    j["ranks"] = r.measurements.ranks;
+    if (!output.empty()) j["output"] = output;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_calibration(cal, r.measurements);
+    if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+const CommandRegistration kReg{"calibrate",
+                               "Fit a cluster JSON from microbenchmarks on a backend or from a "
+                               "measured run trace",
+                               run_calibrate};
+
+}  // namespace
+}  // namespace jaxpp::cli
