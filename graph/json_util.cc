@@ -49,6 +49,8 @@ nlohmann::json read_json_file(const std::string& path) {
     if (pos != std::string::npos) what = what.substr(pos);
     throw_input_error(path + ":" + std::to_string(line) + ":" + std::to_string(col),
                       "malformed JSON (" + what + ")");
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw_input_error(path, std::string("malformed JSON (") + e.what() + ")");
   }
 }
 

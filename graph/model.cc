@@ -8,6 +8,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -211,17 +212,27 @@ bool parse_mlp_gated(const JsonObject& obj) {
   throw_input_error(obj.field("mlp"), "expected \"gelu\" or \"swiglu\", got \"" + mlp + "\"");
 }
 
+// `value` of field `key`, or InputError when it is above `max` (graph/limits.h).
+template <class T>
+T at_most(const JsonObject& obj, const std::string& key, T value, T max) {
+  if (value > max)
+    throw_input_error(obj.field(key), "too large: " + std::to_string(value) + " (the limit is " +
+                                          std::to_string(max) + ")");
+  return value;
+}
+
 ModelSpec transformer_from_json(const JsonObject& obj) {
   obj.reject_unknown(kTransformerKeys);
   TransformerShape t;
   t.name = obj.string("name");
-  t.layers = obj.positive_int("layers");
-  t.hidden = obj.positive_int("hidden");
-  t.heads = obj.positive_int("heads");
-  t.kv_heads = obj.positive_int_or("kv_heads", t.heads);
-  t.ffn_hidden = obj.positive_int_or("ffn_hidden", 4 * t.hidden);
-  t.seq_len = obj.positive_int("seq_len");
-  t.vocab = obj.positive_int("vocab");
+  t.layers = at_most(obj, "layers", obj.positive_int("layers"), kMaxLayers);
+  t.hidden = at_most(obj, "hidden", obj.positive_int("hidden"), kMaxHidden);
+  t.heads = at_most(obj, "heads", obj.positive_int("heads"), kMaxHeads);
+  t.kv_heads = at_most(obj, "kv_heads", obj.positive_int_or("kv_heads", t.heads), kMaxHeads);
+  t.ffn_hidden =
+      at_most(obj, "ffn_hidden", obj.positive_int_or("ffn_hidden", 4 * t.hidden), kMaxFfnHidden);
+  t.seq_len = at_most(obj, "seq_len", obj.positive_int("seq_len"), kMaxSeqLen);
+  t.vocab = at_most(obj, "vocab", obj.positive_int("vocab"), kMaxVocab);
   t.dtype = parse_dtype(obj.string_or("dtype", "bf16"), obj.field("dtype"));
   t.tied_embeddings = obj.boolean_or("tied_embeddings", true);
   t.gated_mlp = parse_mlp_gated(obj);
@@ -244,16 +255,18 @@ LayerWork layer_from_json(const JsonObject& obj) {
   w.fwd_flops = obj.non_negative_number("fwd_flops");
   w.bwd_input_flops = obj.non_negative_number("bwd_input_flops");
   w.bwd_weight_flops = obj.non_negative_number("bwd_weight_flops");
-  w.params = obj.non_negative_integer("params");
-  w.output_bytes = obj.non_negative_integer("output_bytes");
+  auto quantity = [](const JsonObject& o, const std::string& key) {
+    return at_most(o, key, o.non_negative_integer(key), kMaxLayerQuantity);
+  };
+  w.params = quantity(obj, "params");
+  w.output_bytes = quantity(obj, "output_bytes");
   const nlohmann::json& stash = obj.at("stash_bytes");
   if (stash.is_object()) {
     const JsonObject s = obj.object("stash_bytes");
     s.reject_unknown({"none", "selective", "full"});
-    w.stash_bytes = {s.non_negative_integer("none"), s.non_negative_integer("selective"),
-                     s.non_negative_integer("full")};
+    w.stash_bytes = {quantity(s, "none"), quantity(s, "selective"), quantity(s, "full")};
   } else {
-    const int64_t b = obj.non_negative_integer("stash_bytes");
+    const int64_t b = quantity(obj, "stash_bytes");
     w.stash_bytes = {b, b, b};
   }
   // Default: selective recompute redoes nothing, full recompute redoes the forward.
@@ -267,8 +280,7 @@ LayerWork layer_from_json(const JsonObject& obj) {
       w.recompute_flops = {0, 0, obj.non_negative_number("recompute_flops")};
     }
   }
-  if (obj.has("tp_allreduce_bytes"))
-    w.tp_allreduce_bytes = obj.non_negative_integer("tp_allreduce_bytes");
+  if (obj.has("tp_allreduce_bytes")) w.tp_allreduce_bytes = quantity(obj, "tp_allreduce_bytes");
   return w;
 }
 
@@ -287,6 +299,10 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   m.gated_mlp = parse_mlp_gated(obj);
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
+  if (list.size() > static_cast<size_t>(kMaxLayers))
+    throw_input_error(obj.field("layers_list"), "too many layers: " + std::to_string(list.size()) +
+                                                    " (the limit is " + std::to_string(kMaxLayers) +
+                                                    ")");
   for (size_t i = 0; i < list.size(); ++i) {
     m.layers.push_back(layer_from_json(
         JsonObject(list[i], obj.where() + ": layers_list[" + std::to_string(i) + "]")));

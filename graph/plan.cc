@@ -90,6 +90,19 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
     throw_input_error(obj.field("placement"), "has " + std::to_string(plan.placement.num_stages()) +
                                                   " stages but the partition has " +
                                                   std::to_string(plan.partition.num_stages()));
+  // The program must be the lowering of this configuration: a hand-edited count would otherwise
+  // silently change what is run (the loss is averaged over config.num_microbatches).
+  const Program& program = plan.program;
+  if (program.stage_to_actor != plan.placement.stage_to_actor)
+    throw_input_error(obj.field("program"), "its stage_to_actor does not match the placement");
+  if (program.num_actors != plan.config.pp)
+    throw_input_error(obj.field("program"), "has " + std::to_string(program.num_actors) +
+                                                " actors but config.pp is " +
+                                                std::to_string(plan.config.pp));
+  if (program.num_microbatches != plan.config.num_microbatches)
+    throw_input_error(obj.field("program"), "has " + std::to_string(program.num_microbatches) +
+                                                " microbatches but config.num_microbatches is " +
+                                                std::to_string(plan.config.num_microbatches));
   return plan;
 }
 

@@ -10,6 +10,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "graph/error.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 
@@ -103,6 +104,7 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   if (options.microbatch_size < 1)
     throw_input_error("task graph", "expected a microbatch size >= 1, got " +
                                         std::to_string(options.microbatch_size));
+  check_pipeline_size(stages, options.num_microbatches, "task graph");
   if (!options.split_backward.empty() && static_cast<int>(options.split_backward.size()) != stages)
     throw_input_error("task graph", "split_backward has " +
                                         std::to_string(options.split_backward.size()) +

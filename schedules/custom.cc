@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -145,6 +146,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& where) {
   s.name = "custom";
   s.num_stages = max_stage + 1;
   s.num_microbatches = max_microbatch + 1;
+  check_pipeline_size(s.num_stages, s.num_microbatches, where);
   s.placement = infer_placement(s.num_stages, static_cast<int>(actors.size()), actors, where);
   s.actors = std::move(actors);
   s.split_backward = infer_split_backward(s.num_stages, s.actors);
@@ -170,7 +172,7 @@ Schedule parse_schedule_json(std::string_view text, const std::string& where) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number too large for a double
     throw_input_error(where, std::string("malformed JSON: ") + e.what());
   }
   return schedule_from_json(j, where);

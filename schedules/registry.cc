@@ -1,8 +1,10 @@
 #include "schedules/registry.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "graph/error.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -113,7 +115,10 @@ const ScheduleInfo& schedule_or_throw(std::string_view name) {
 }
 
 Schedule generate_schedule(std::string_view name, const ScheduleParams& params) {
-  return schedule_or_throw(name).generate(params);
+  const ScheduleInfo& info = schedule_or_throw(name);
+  check_pipeline_size(std::max(params.num_actors, params.num_stages), params.num_microbatches,
+                      info.name);
+  return info.generate(params);
 }
 
 }  // namespace jaxpp

@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -183,9 +184,11 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& where) {
                       "says " + std::to_string(obj.positive_int("num_actors")) +
                           " but 'actors' has " + std::to_string(num_actors) + " lists");
   }
+  check_pipeline_size(int64_t{max_stage} + 1, int64_t{max_microbatch} + 1, where);
   s.num_stages = obj.positive_int_or("num_stages", max_stage + 1);
   s.num_microbatches = obj.positive_int_or("num_microbatches", max_microbatch + 1);
   if (s.num_stages <= 0) throw_input_error(where, "the schedule has no task");
+  check_pipeline_size(s.num_stages, s.num_microbatches, where);
   if (obj.has("placement")) {
     s.placement = placement_from_json(obj.at("placement"), obj.field("placement"));
     if (s.placement.num_actors != num_actors) {

@@ -127,6 +127,11 @@ Plan build_plan(const PlanRequest& req) {
   ParallelConfig config = req.config;
   const int m = check_parallel_config(config);
   config.num_microbatches = m;
+  if (req.model.heads > 0 && req.model.heads % config.tp != 0) {
+    throw_input_error("configuration", "tp " + std::to_string(config.tp) + " does not divide the " +
+                                           std::to_string(req.model.heads) +
+                                           " attention heads of " + req.model.name);
+  }
   const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
   const Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp,
                                           requested_stages, m, req.fuse_steady_state);

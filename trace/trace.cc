@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -186,6 +187,11 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
   Trace t;
   t.source = obj.string_or("source", "");
   t.num_actors = obj.positive_int("num_actors");
+  if (t.num_actors > kMaxStages) {
+    throw_input_error(obj.field("num_actors"), "too large: " + std::to_string(t.num_actors) +
+                                                   " (the limit is " + std::to_string(kMaxStages) +
+                                                   ")");
+  }
   t.num_steps = obj.positive_int_or("num_steps", 1);
   const nlohmann::json& events = obj.array("events");
   t.events.reserve(events.size());

@@ -1,0 +1,33 @@
+// Size limits on user input.
+//
+// Far above any real configuration (published runs use at most a few hundred pipeline stages, a
+// few thousand microbatches and ~100k-wide layers), and low enough that a typo such as
+// `--microbatches 2000000000` or `"layers": 2147483647` is a one-line InputError instead of hours
+// of work, an out-of-memory crash or an integer overflow in the work formulas. Checked where the
+// sizes enter: the model parser, the task graph, the schedule generators and the custom schedule,
+// plan and trace parsers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace jaxpp {
+
+inline constexpr int kMaxLayers = 100'000;                 // layers of one model
+inline constexpr int kMaxStages = 16'384;                  // pipeline stages (and so actors)
+inline constexpr int kMaxMicrobatches = 1 << 20;           // microbatches per iteration
+inline constexpr int64_t kMaxStageMicrobatches = 1 << 22;  // stages x microbatches
+// Transformer shape (the work formulas stay inside int64 below these).
+inline constexpr int kMaxHidden = 1 << 20;
+inline constexpr int kMaxHeads = 1 << 14;
+inline constexpr int kMaxFfnHidden = 1 << 22;
+inline constexpr int kMaxSeqLen = 1 << 22;
+inline constexpr int kMaxVocab = 1 << 24;
+// One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
+inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
+
+// InputError "<where>: <n> stages ..." when a pipeline of `num_stages` stages and
+// `num_microbatches` microbatches exceeds the limits above (sizes below 1 are not checked here).
+void check_pipeline_size(int64_t num_stages, int64_t num_microbatches, const std::string& where);
+
+}  // namespace jaxpp

@@ -1,0 +1,536 @@
+// The bad-input catalogue: every subcommand fed malformed, truncated, mistyped, out-of-range and
+// impossible input must fail cleanly. One case = command-line arguments, the files to create, the
+// expected exit code and a substring the error must contain. Every case also checks that the
+// process was neither killed by a signal nor stopped by the timeout (a hang), that a bad-input
+// error is exactly one line on stderr, and that no output file (complete or partial) was left in
+// the case's directory.
+//
+// To add a case, append a row to kCases below; "{dir}" in the arguments is the case's own empty
+// directory (where its files are created and where outputs go), "{data}" is tests/data.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kTimeoutS = 120;  // generous: the sanitizer builds run these too
+
+// What the command prints when it fails.
+enum class Report {
+  kOneLine,  // exit 2 or 1 with exactly one line "jaxpp-sim <command>: error: ..." on stderr
+  kList,     // validate / show of an invalid schedule or plan: a list of errors, one per line
+  kMpirun,   // under mpirun: one error line per rank plus mpirun's own summary
+};
+
+struct File {
+  std::string name;
+  std::function<std::string()> content;
+};
+
+struct BadInputCase {
+  std::string name;
+  std::string args;
+  std::vector<File> files;
+  int exit_code = 2;
+  std::string message;
+  Report report = Report::kOneLine;
+  int mpi_processes = 0;  // > 0: run under `mpirun -n <mpi_processes>`
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+// A plan and a trace of a small model, produced once per process by `simulate`.
+struct Baseline {
+  json plan;
+  json trace;
+};
+
+const Baseline& baseline() {
+  static Baseline b;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string dir = make_temp_dir();
+    const CliResult r = run_cli("simulate --model " + std::string(JAXPP_TEST_DATA_DIR) +
+                                "/graph/tiny_transformer.json --gpus 2 --pp 2 --global-batch 4 "
+                                "--schedule 1f1b --plan " +
+                                dir + "/plan.json --trace " + dir + "/trace.json");
+    if (r.exit_code != 0) throw std::runtime_error("baseline simulate failed: " + r.err);
+    b.plan = json::parse(slurp(dir + "/plan.json"));
+    b.trace = json::parse(slurp(dir + "/trace.json"));
+    fs::remove_all(dir);
+  });
+  return b;
+}
+
+std::function<std::string()> text(std::string s) {
+  return [s] { return s; };
+}
+std::function<std::string()> plan_with(std::function<void(json&)> edit) {
+  return [edit] {
+    json p = baseline().plan;
+    edit(p);
+    return p.dump(1);
+  };
+}
+std::function<std::string()> trace_with(std::function<void(json&)> edit) {
+  return [edit] {
+    json t = baseline().trace;
+    edit(t);
+    return t.dump(1);
+  };
+}
+std::function<std::string()> truncated(std::function<std::string()> whole) {
+  return [whole] {
+    const std::string s = whole();
+    return s.substr(0, s.size() / 2);
+  };
+}
+
+const char* kTinyModel =
+    R"({"name": "m", "layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100})";
+std::string tiny_model_with(const std::string& key, const std::string& value) {
+  json j = json::parse(kTinyModel);
+  j[key] = json::parse(value);
+  return j.dump();
+}
+std::string explicit_layer_with(const std::string& key, const std::string& value) {
+  json layer = {{"name", "a"},           {"fwd_flops", 1}, {"bwd_input_flops", 1},
+                {"bwd_weight_flops", 1}, {"params", 10},   {"output_bytes", 4},
+                {"stash_bytes", 4}};
+  layer[key] = json::parse(value);
+  return json{{"name", "x"}, {"layers_list", {layer, layer}}}.dump();
+}
+std::string cluster_with(const std::string& key, const std::string& value) {
+  json j = {{"name", "c"}, {"base", "a100-80g"}};
+  j[key] = json::parse(value);
+  return j.dump();
+}
+
+const std::string kSim = "simulate --model gpt3-1.3b --schedule 1f1b ";
+const std::string kMeasured = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 ";
+const std::string kRun =
+    "run --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 --layers-per-stage 1 "
+    "--steps 1 --warmup 0 ";
+const std::string kTinyFile = "{data}/graph/tiny_transformer.json";
+
+// clang-format off
+const std::vector<BadInputCase> kCases = {
+    // ---- Any command: flags. ----------------------------------------------------------------
+    {.name = "UnknownCommand", .args = "frobnicate", .message = "unknown command 'frobnicate'"},
+    {.name = "UnknownFlag", .args = "graph --model gpt3-1.3b --pp 2 --bogus", .message = "bogus"},
+    {.name = "FlagOfWrongType", .args = "graph --model gpt3-1.3b --pp two", .message = "two"},
+    {.name = "FlagWithoutItsValue", .args = "simulate --pp", .message = "pp"},
+
+    // ---- graph: model files and shapes. -----------------------------------------------------
+    {.name = "GraphMalformedModelJson", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(R"({"name": "m", "layers": 2,, })")}}, .message = "malformed JSON"},
+    {.name = "GraphTruncatedModelJson", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", truncated(text(kTinyModel))}}, .message = "malformed JSON"},
+    {.name = "GraphEmptyModelFile", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text("")}}, .message = "malformed JSON"},
+    {.name = "GraphModelIsAnArray", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text("[1, 2]")}}, .message = "expected a JSON object"},
+    {.name = "GraphLayersOfWrongType", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("layers", R"("four")"))}},
+     .message = "field 'layers': expected an integer"},
+    {.name = "GraphNegativeLayers", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("layers", "-3"))}},
+     .message = "field 'layers': expected a positive integer, got -3"},
+    {.name = "GraphZeroHidden", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("hidden", "0"))}}, .message = "field 'hidden'"},
+    {.name = "GraphFractionalHeads", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("heads", "2.5"))}}, .message = "field 'heads'"},
+    {.name = "GraphHugeLayerCount", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("layers", "2147483647"))}},
+     .message = "field 'layers': too large"},
+    {.name = "GraphLayerCountBeyondInt", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("layers", "1e12"))}},
+     .message = "field 'layers': too large"},
+    {.name = "GraphHugeHidden", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("hidden", "2147483600"))}},
+     .message = "field 'hidden': too large"},
+    {.name = "GraphHeadsDoNotDivideHidden", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("heads", "5"))}},
+     .message = "must be a multiple of heads"},
+    {.name = "GraphUnknownModelField", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("layerz", "4"))}},
+     .message = "field 'layerz': unknown field"},
+    {.name = "GraphEmptyLayersList", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(R"({"name": "x", "layers_list": []})")}},
+     .message = "expected at least one layer"},
+    {.name = "GraphHugeLayerParams", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(explicit_layer_with("params", "9000000000000000000"))}},
+     .message = "field 'params': too large"},
+    {.name = "GraphNegativeStashBytes", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(explicit_layer_with("stash_bytes", "-1"))}},
+     .message = "field 'stash_bytes'"},
+    {.name = "GraphInfiniteFlops", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(R"({"name": "x", "layers_list": [{"name": "a", "fwd_flops": 1e999}]})")}},
+     .message = "malformed JSON"},
+    {.name = "GraphModelIsADirectory", .args = "graph --model {dir} --pp 2",
+     .message = "is a directory"},
+    {.name = "GraphUnknownPreset", .args = "graph --model gpt5-10t --pp 2",
+     .message = "unknown model"},
+    {.name = "GraphZeroPp", .args = "graph --model gpt3-1.3b --pp 0", .message = "--pp"},
+    {.name = "GraphMoreStagesThanLayers", .args = "graph --model " + kTinyFile + " --pp 7",
+     .message = "7 stages"},
+    {.name = "GraphZeroMicrobatches", .args = "graph --model gpt3-1.3b --pp 2 --microbatches 0",
+     .message = "--microbatches"},
+    {.name = "GraphHugeMicrobatchCount",
+     .args = "graph --model gpt3-1.3b --pp 2 --microbatches 2000000000",
+     .message = "microbatches is more than the limit"},
+    {.name = "GraphUnsortedPartition", .args = "graph --model gpt3-1.3b --pp 3 --partition 0,9,5",
+     .message = "strictly increasing"},
+    {.name = "GraphVPlacementOfThreeVirtualStages",
+     .args = "graph --model gpt3-1.3b --pp 2 --virtual 3 --placement v",
+     .message = "6 stages on 2 actors"},
+    {.name = "GraphDotIntoMissingDirectory",
+     .args = "graph --model gpt3-1.3b --pp 2 --dot {dir}/missing/g.dot",
+     .message = "does not exist"},
+    {.name = "GraphDotOntoADirectory", .args = "graph --model gpt3-1.3b --pp 2 --dot {dir}",
+     .message = "is a directory"},
+
+    // ---- schedules, show. -------------------------------------------------------------------
+    {.name = "SchedulesUnexpectedArgument", .args = "schedules extra",
+     .message = "unexpected argument 'extra'"},
+    {.name = "ShowUnknownSchedule", .args = "show --schedule fancy --pp 4 --microbatches 8",
+     .message = "unknown schedule 'fancy'"},
+    {.name = "ShowZeroActors", .args = "show --schedule 1f1b --pp 0 --microbatches 4",
+     .message = "p >= 1"},
+    {.name = "ShowTooFewMicrobatches", .args = "show --schedule zb-h1 --pp 4 --microbatches 2",
+     .message = "needs m >= S"},
+    {.name = "ShowHugeMicrobatchCount",
+     .args = "show --schedule 1f1b --pp 4 --microbatches 2000000000",
+     .message = "microbatches is more than the limit"},
+    {.name = "ShowHugeActorCount", .args = "show --schedule gpipe --pp 2000000 --microbatches 1",
+     .message = "stages is more than the limit"},
+    {.name = "ShowBothScheduleSources",
+     .args = "show --schedule 1f1b --schedule-file {data}/schedules/deadlock.json",
+     .message = "give exactly one of"},
+    {.name = "ShowDeadlockingSchedule", .args = "show --schedule-file {data}/schedules/deadlock.json",
+     .exit_code = 1, .message = "deadlock: no actor can make progress", .report = Report::kList},
+    {.name = "ShowExportIntoMissingDirectory",
+     .args = "show --schedule 1f1b --pp 2 --microbatches 2 --export-csv {dir}/missing/s.csv",
+     .message = "does not exist"},
+
+    // ---- validate: schedule files. ----------------------------------------------------------
+    {.name = "ValidateMissingFile", .args = "validate {dir}/none.json", .message = "cannot read"},
+    {.name = "ValidateMalformedCsv", .args = "validate {data}/schedules/malformed.csv",
+     .message = "bad action '1X1'"},
+    {.name = "ValidateMalformedScheduleJson", .args = "validate {data}/schedules/malformed.json",
+     .message = "malformed JSON"},
+    {.name = "ValidateTruncatedScheduleJson", .args = "validate {dir}/s.json",
+     .files = {{"s.json", truncated(text(R"({"actors": [["F0@s0", "B0@s0"], ["F0@s1", "B0@s1"]]})"))}},
+     .message = "malformed JSON"},
+    {.name = "ValidateDeadlockingSchedule", .args = "validate {data}/schedules/deadlock.json",
+     .exit_code = 1, .message = "deadlock: no actor can make progress", .report = Report::kList},
+    {.name = "ValidateScheduleMissingATask", .args = "validate {data}/schedules/missing_task.json",
+     .exit_code = 1, .message = "B1@s1 is missing", .report = Report::kList},
+    {.name = "ValidateScheduleWithADuplicateTask",
+     .args = "validate {data}/schedules/duplicate_task.json", .exit_code = 1,
+     .message = "B1@s1", .report = Report::kList},
+    {.name = "ValidateCsvWithHugeStage", .args = "validate {dir}/s.csv",
+     .files = {{"s.csv", text("0F0,999999999F0\n")}},
+     .message = "stages is more than the limit"},
+    {.name = "ValidateJsonTokenWithLargestIntStage", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s2147483647"]]})")}},
+     .message = "stages is more than the limit"},
+    {.name = "ValidateJsonWithHugeMicrobatchCount", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"num_microbatches": 2000000000, "actors": [["F0@s0", "B0@s0"]]})")}},
+     .message = "microbatches is more than the limit"},
+    {.name = "ValidateJsonTaskOfWrongType", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s0", 7]]})")}},
+     .message = "expected a task string"},
+    {.name = "ValidateJsonBadToken", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s0", "X0@s0"]]})")}},
+     .message = "bad task token 'X0@s0'"},
+    {.name = "ValidateJsonStageOnTwoActors", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s0", "B0@s0"], ["F1@s0", "B1@s0"]]})")}},
+     .message = "s0"},
+    {.name = "ValidateEmptyCsv", .args = "validate {dir}/s.csv", .files = {{"s.csv", text("\n\n")}},
+     .message = "no actions"},
+
+    // ---- validate: plan files. --------------------------------------------------------------
+    {.name = "ValidatePlanOfAnotherVersion", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["version"] = 2; })}},
+     .message = "unsupported plan version 2"},
+    {.name = "ValidateTruncatedPlan", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", truncated(plan_with([](json&) {}))}}, .message = "malformed JSON"},
+    {.name = "ValidatePlanWithNegativePp", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["pp"] = -2; })}},
+     .message = "field 'pp': expected a positive integer, got -2"},
+    {.name = "ValidatePlanWithStringMicrobatches", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["num_microbatches"] = "4"; })}},
+     .message = "field 'num_microbatches'"},
+    {.name = "ValidatePlanProgramDisagreesWithConfig", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["program"]["num_microbatches"] = 2000000000; })}},
+     .message = "microbatches but config.num_microbatches is 4"},
+    {.name = "ValidatePlanPartitionForAnotherModel", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["partition"]["num_layers"] = 99; })}},
+     .message = "covers 99 layers"},
+    {.name = "ValidatePlanWithAMissingInstruction", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][1].erase(0); })}},
+     .exit_code = 1, .message = "INVALID", .report = Report::kList},
+
+    // ---- simulate: configurations, clusters, stage times, schedule files, outputs. ----------
+    {.name = "SimulateMissingGpus", .args = kSim + "--pp 2 --global-batch 8", .message = "--gpus"},
+    {.name = "SimulateGpusNotPpTpDp", .args = kSim + "--gpus 8 --pp 4 --tp 4 --global-batch 16",
+     .message = "does not equal --gpus 8"},
+    {.name = "SimulateTpNotDividingHeads", .args = kSim + "--gpus 6 --pp 2 --tp 3 --global-batch 16",
+     .message = "tp 3 does not divide the 16 attention heads"},
+    {.name = "SimulateZeroTp", .args = kSim + "--gpus 2 --pp 2 --tp 0 --global-batch 16",
+     .message = "must all be >= 1"},
+    {.name = "SimulateBatchNotDivisible", .args = kSim + "--gpus 4 --pp 2 --dp 2 --global-batch 3",
+     .message = "not divisible"},
+    {.name = "SimulateHugeGlobalBatch", .args = kSim + "--gpus 2 --pp 2 --global-batch 2000000000",
+     .message = "microbatches is more than the limit"},
+    {.name = "SimulatePlanThatDoesNotFit",
+     .args = "simulate --model gpt3-175b --schedule 1f1b --gpus 8 --pp 8 --global-batch 16",
+     .message = "does not fit"},
+    {.name = "SimulateMalformedCluster", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(R"({"name": "c", "base": )")}}, .message = "malformed JSON"},
+    {.name = "SimulateClusterFieldOfWrongType", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", R"("lots")"))}},
+     .message = "field 'hbm_gib': expected a number"},
+    {.name = "SimulateClusterNegativeBandwidth", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("intra_node", R"({"bandwidth_gb_per_s": -5})"))}},
+     .message = "field 'bandwidth_gb_per_s': expected a number > 0, got -5"},
+    {.name = "SimulateClusterHugeMemory", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", "1e300"))}},
+     .message = "field 'hbm_gib': out of range"},
+    {.name = "SimulateClusterZeroDevicesPerNode", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("devices_per_node", "0"))}},
+     .message = "field 'devices_per_node'"},
+    {.name = "SimulateClusterEfficiencyAboveOne", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("allreduce_bus_efficiency", "1.5"))}},
+     .message = "expected a fraction in (0, 1]"},
+    {.name = "SimulateClusterWithoutNameOrBase", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(R"({"hbm_gib": 80})")}}, .message = "missing (required)"},
+    {.name = "SimulateUnknownCluster", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster h900",
+     .message = "unknown preset"},
+    {.name = "SimulateNegativeStageTime", .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f -1 --t-b 1",
+     .message = ">= 0"},
+    {.name = "SimulateZeroMicrobatches", .args = "simulate --schedule 1f1b --pp 2 --microbatches 0 --t-f 1 --t-b 1",
+     .message = "must be >= 1"},
+    {.name = "SimulateStageTimesForTooFewStages",
+     .args = "simulate --schedule 1f1b --pp 4 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", text(R"({"stages": [{"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 0, "t_comm_ms": 0}]})")}},
+     .message = "expected 4 entries (one per stage), got 1"},
+    {.name = "SimulateStageTimesNegative",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", text(R"({"t_f_ms": -1, "t_b_ms": 1, "t_w_ms": 1, "t_comm_ms": 0})")}},
+     .message = "field 't_f_ms'"},
+    {.name = "SimulateStageTimesTruncated",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", truncated(text(R"({"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 1, "t_comm_ms": 0})"))}},
+     .message = "malformed JSON"},
+    {.name = "SimulateDeadlockingScheduleFile",
+     .args = "simulate --schedule-file {data}/schedules/deadlock.json --pp 2 --microbatches 2 --t-f 1 --t-b 1",
+     .message = "deadlock: no actor can make progress"},
+    {.name = "SimulateScheduleFileMissingATask",
+     .args = "simulate --schedule-file {data}/schedules/missing_task.json --pp 2 --microbatches 2 --t-f 1 --t-b 1",
+     .message = "B1@s1 is missing"},
+    {.name = "SimulateScheduleFileWithADuplicateTask",
+     .args = "simulate --schedule-file {data}/schedules/duplicate_task.json --pp 2 --microbatches 2 --t-f 1 --t-b 1",
+     .message = "B1@s1"},
+    {.name = "SimulateScheduleFileForAnotherPp",
+     .args = "simulate --schedule-file {data}/schedules/1f1b_p2_m4.csv --pp 3 --microbatches 4 --t-f 1 --t-b 1",
+     .message = "the schedule has 2 actors but --pp is 3"},
+    {.name = "SimulateScheduleFileForAnotherBatch",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 8 --schedule-file {data}/schedules/1f1b_p2_m4.csv",
+     .message = "the schedule has 4 microbatches but the configuration needs 8"},
+    {.name = "SimulateTraceIntoMissingDirectory", .args = kMeasured + "--trace {dir}/missing/t.json",
+     .message = "does not exist"},
+    {.name = "SimulatePlanOntoADirectory", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --plan {dir}",
+     .message = "is a directory"},
+    {.name = "SimulatePlanWithoutAModel", .args = kMeasured + "--plan {dir}/plan.json",
+     .message = "needs --model"},
+
+    // ---- export. ----------------------------------------------------------------------------
+    {.name = "ExportWithoutOutput", .args = "export --trace {dir}/t.json",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "-o: required"},
+    {.name = "ExportUnknownExtension", .args = "export --trace {dir}/t.json -o {dir}/x.bogus",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "cannot tell the format"},
+    {.name = "ExportUnknownFormat", .args = "export --trace {dir}/t.json -o {dir}/x.txt --format bmp",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "unknown format 'bmp'"},
+    {.name = "ExportPngToStdout", .args = "export --trace {dir}/t.json -o - --format png",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "cannot write png to stdout"},
+    {.name = "ExportIntoMissingDirectory", .args = "export --trace {dir}/t.json -o {dir}/missing/x.svg",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "does not exist"},
+    {.name = "ExportBothInputs", .args = "export --trace {dir}/t.json --plan {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "give exactly one input"},
+    {.name = "ExportTaskGraphOfATrace", .args = "export --trace {dir}/t.json --view taskgraph -o {dir}/x.dot",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "needs --plan"},
+    {.name = "ExportNarrowWidth", .args = "export --trace {dir}/t.json -o {dir}/x.txt --width 5",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "--width: must be >= 10"},
+    {.name = "ExportTraceOfAnotherVersion", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["version"] = 2; })}},
+     .message = "unsupported trace version 2"},
+    {.name = "ExportTraceOfAnotherFormat", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", plan_with([](json&) {})}}, .message = "field 'format'"},
+    {.name = "ExportTraceActorOutOfRange", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][3]["actor"] = 7; })}},
+     .message = "events[3]: field 'actor'"},
+    {.name = "ExportTraceEndBeforeStart", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][3]["end_s"] = -1; })}},
+     .message = "events[3]: field 'end_s'"},
+    {.name = "ExportTraceHugeActorCount", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["num_actors"] = 2000000000; })}},
+     .message = "field 'num_actors': too large"},
+    {.name = "ExportTruncatedTrace", .args = "export --trace {dir}/t.json -o {dir}/x.svg",
+     .files = {{"t.json", truncated(trace_with([](json&) {}))}}, .message = "malformed JSON"},
+    {.name = "ExportPlanOfAnotherVersion", .args = "export --plan {dir}/plan.json -o {dir}/x.txt",
+     .files = {{"plan.json", plan_with([](json& p) { p["version"] = 0; })}},
+     .message = "unsupported plan version 0"},
+
+    // ---- run. -------------------------------------------------------------------------------
+    {.name = "RunUnknownBackend", .args = kRun + "--backend gpu", .message = "gpu"},
+    {.name = "RunCheckWithEmulatedCompute", .args = kRun + "--compute emulated --check",
+     .message = "--check needs --compute real"},
+    {.name = "RunMissingPlanFile", .args = "run {dir}/plan.json", .message = "plan.json"},
+    {.name = "RunPlanOfAnotherVersion", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["version"] = 2; })}},
+     .message = "unsupported plan version 2"},
+    {.name = "RunPlanOfAnotherFormat", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", trace_with([](json&) {})}}, .message = "not a jaxpp-sim plan"},
+    {.name = "RunPlanWithAMissingInstruction", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][1].erase(0); })}},
+     .message = "program: actor 1"},
+    {.name = "RunZeroSteps", .args = kRun + "--steps 0", .message = "--steps"},
+    {.name = "RunNegativeWarmup", .args = kRun + "--warmup -1", .message = "--warmup"},
+    {.name = "RunZeroDp", .args = kRun + "--dp 0", .message = "--dp"},
+    {.name = "RunZeroHidden", .args = kRun + "--hidden 0", .message = "--hidden"},
+    {.name = "RunHugeMicrobatchCount", .args = kRun + "--microbatches 2000000000",
+     .message = "microbatches is more than the limit"},
+    {.name = "RunMalformedInjectKill", .args = kRun + "--inject-kill x",
+     .message = "expected ACTOR:INSTRUCTION"},
+    {.name = "RunNegativeTimeout", .args = kRun + "--timeout-s -1", .message = "--timeout-s"},
+    {.name = "RunUnknownOptimizer", .args = kRun + "--optimizer lamb", .message = "lamb"},
+    {.name = "RunStageTimesOfAnotherKind", .args = kRun + "--stage-times {dir}/t.json",
+     .files = {{"t.json", plan_with([](json&) {})}}, .message = "unknown field"},
+    {.name = "RunTraceIntoMissingDirectory", .args = kRun + "--trace {dir}/missing/t.json",
+     .message = "does not exist"},
+    {.name = "RunDroppedMessageTimesOut", .args = kRun + "--timeout-s 1 --inject-drop 0",
+     .exit_code = 1, .message = "timed out after 1 s waiting for tag"},
+    {.name = "RunUnderMpirunWithTooFewRanks",
+     .args = "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3 --hidden 8 --seq 4 "
+             "--layers-per-stage 1 --steps 1 --warmup 0",
+     .message = "needs 3 actors x 1 replicas = 3 processes, but mpirun started 2",
+     .report = Report::kMpirun, .mpi_processes = 2},
+    {.name = "RunUnderMpirunWithTooManyRanks",
+     .args = "run --backend mpi --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 "
+             "--layers-per-stage 1 --steps 1 --warmup 0",
+     .message = "but mpirun started 3", .report = Report::kMpirun, .mpi_processes = 3},
+
+    // ---- demo. ------------------------------------------------------------------------------
+    {.name = "DemoUnknownFlag", .args = "demo --bogus", .message = "bogus"},
+
+    // ---- explore, calibrate: cases go here once those commands exist. -----------------------
+};
+// clang-format on
+
+struct Outcome {
+  int exit_code = -1;  // 128 + signal when killed, 124 when the timeout stopped it
+  std::string out;
+  std::string err;
+};
+
+Outcome run_case(const BadInputCase& c, const std::string& args, const std::string& scratch) {
+  const std::string out = scratch + "/stdout", err = scratch + "/stderr";
+  std::string launcher = "timeout -k 10 " + std::to_string(kTimeoutS) + " ";
+  if (c.mpi_processes > 0) {
+    launcher += std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
+                std::to_string(c.mpi_processes) + " ";
+  }
+  const std::string cmd =
+      launcher + JAXPP_SIM_BINARY + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = slurp(out);
+  o.err = slurp(err);
+  return o;
+}
+
+std::set<std::string> entries(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+class BadInputCatalogue : public ::testing::TestWithParam<BadInputCase> {};
+
+TEST_P(BadInputCatalogue, FailsCleanlyWithAnErrorNamingTheProblem) {
+  const BadInputCase& c = GetParam();
+  const std::string dir = make_temp_dir();
+  const std::string scratch = make_temp_dir();  // stdout/stderr, outside the case's directory
+  for (const File& f : c.files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content();
+  const std::set<std::string> before = entries(dir);
+  const std::string args =
+      replace_all(replace_all(c.args, "{dir}", dir), "{data}", std::string(JAXPP_TEST_DATA_DIR));
+
+  const Outcome o = run_case(c, args, scratch);
+  const std::string context = "jaxpp-sim " + args + "\nstderr: " + o.err + "\nstdout: " + o.out;
+
+  ASSERT_NE(o.exit_code, 124) << "hang: stopped by the " << kTimeoutS << " s timeout\n" << context;
+  ASSERT_LT(o.exit_code, 128) << "crash: killed by signal " << o.exit_code - 128 << "\n" << context;
+  EXPECT_EQ(o.exit_code, c.exit_code) << context;
+  const std::string& text = c.report == Report::kList ? o.out + o.err : o.err;
+  EXPECT_NE(text.find(c.message), std::string::npos) << "expected '" << c.message << "'\n"
+                                                     << context;
+  if (c.report == Report::kOneLine) {
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << context;
+    EXPECT_EQ(o.err.rfind("jaxpp-sim", 0), 0u) << context;
+    EXPECT_NE(o.err.find(": error: "), std::string::npos) << context;
+  }
+  EXPECT_EQ(entries(dir), before) << "an output file was left behind\n" << context;
+
+  fs::remove_all(dir);
+  fs::remove_all(scratch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadInputCatalogue, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BadInputCatalogueTable, HasAtLeastFortyCasesWithUniqueNames) {
+  std::set<std::string> names;
+  for (const BadInputCase& c : kCases) {
+    EXPECT_TRUE(names.insert(c.name).second) << c.name;
+    EXPECT_FALSE(c.message.empty()) << c.name;
+    EXPECT_NE(c.exit_code, 0) << c.name;
+  }
+  EXPECT_GE(kCases.size(), 40u);
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
