@@ -170,7 +170,8 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   if (!error.empty()) throw RuntimeFailure("calibrate: " + error);
   m = median_of_suites(suites);
 
-  say(progress, "point-to-point: ping-pong between 2 of " + std::to_string(o.ranks) + " threads");
+  say(progress,
+      "point-to-point: ping-pong of thread pairs, " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
     auto samples = bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
     if (b.actor() == 0) m.p2p = std::move(samples);
@@ -235,8 +236,8 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
       if (rank == 0) m = std::move(suite);
     }
     world.barrier(section_timeout_s);
-    root_say("point-to-point: ping-pong between ranks 0 and 1 of " +
-             std::to_string(session.size()));
+    root_say("point-to-point: ping-pong of rank pairs, " + std::to_string(session.size()) +
+             " ranks");
     auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
     if (rank == 0) m.p2p = std::move(p2p);
     root_say("launch overhead: executor on " + std::to_string(session.size()) + " ranks");
@@ -381,8 +382,11 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
   std::vector<SizeSample> out;
   backend.barrier(timeout_s);
   const int me = backend.actor();
-  if (backend.replica() == 0 && me <= 1) {
-    const int peer = 1 - me;
+  // Actors pair up (0 with 1, 2 with 3, ...) and all pairs ping-pong at once, as the stages of a
+  // pipeline exchange messages at once; an odd last actor sits out.
+  const int peer = me % 2 == 0 ? me + 1 : me - 1;
+  if (backend.replica() == 0 && peer < backend.num_actors()) {
+    const bool leader = me % 2 == 0;
     const int reps = std::max(15, timing.repeats);  // cheap, and latency is noisy
     int64_t key = 0;
     auto receive = [&](int64_t k) {
@@ -398,7 +402,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
       DeviceArray payload = host_device().zeros(n);
       std::vector<double> one_way;
       for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
-        if (me == 0) {
+        if (leader) {
           Message msg;
           msg.data = host_device().copy(payload);
           const double t0 = backend.now_s();

@@ -5,8 +5,10 @@
 //                 GEMMs are such shapes), one call per timed loop iteration
 //   GeLU          Device::gelu and Device::gelu_backward over a range of element counts
 //   copy          Device::copy (allocation + copy, as the workload's residual copies) over sizes
-//   P2P           ping-pong of Backend::send_message / wait_message between actors 0 and 1 over
-//                 message sizes (one-way time = round trip / 2), the executor's transfer path
+//   P2P           ping-pong of Backend::send_message / wait_message over message sizes (one-way
+//                 time = round trip / 2), the executor's transfer path; actors pair up (0-1, 2-3,
+//                 ...) and every pair runs at once, as a pipeline's stages send at once; actor 0
+//                 measures
 //   all-reduce    Backend::allreduce_tensor over sizes, for every rank count r that divides the
 //                 number of ranks (a world of ranks/r actors x r replicas: ranks/r all-reduces of
 //                 r ranks run at once, as the data-parallel reductions of a run do)
@@ -19,7 +21,7 @@
 // Backends: threads (the compute benchmarks run on min(ranks, hardware threads) threads at once,
 // as the actors of a run compute at once; values are the median over the threads), mpi (call on
 // every rank of mpirun; the compute benchmarks run on the first min(ranks, hardware threads)
-// ranks at once, rank 0 keeps its values; P2P between ranks 0 and 1; only rank 0 returns
+// ranks at once, rank 0 keeps its values; P2P between rank pairs; only rank 0 returns
 // root = true with the measurements), cuda (the compute benchmarks on GPU 0 through the same
 // Device interface; no communication benchmarks: RuntimeFailure without a CUDA build or device).
 //

@@ -1,0 +1,248 @@
+// Calibration figures: how well a calibrated cluster predicts real runs, and how repeatable a
+// calibration is. It drives the jaxpp-sim binary exactly as a user would:
+//
+//   1. calibrate twice in a row on each backend (threads; mpi under mpirun -n 8) and compare every
+//      fitted parameter of the two files (relative difference |a - b| / mean(a, b));
+//   2. run GPipe, Std1F1B, ZeroBubble and Interleaved1F1B with `run --compare --json --cluster` on
+//        threads, real compute (the fp64 MLP workload), p = 2
+//        mpi, emulated compute (stage times), p = 8
+//      and collect prediction_error = (measured - predicted) / predicted of every run;
+//   3. print one table per backend, the median absolute error, and the parameter agreement, with
+//      the targets (median |error| <= 5%, parameters within 10%).
+//
+// Timings on a shared machine are noisy: the figures are as good as the machine is quiet. Run it
+// when nothing else computes (the output says the load average it saw).
+//
+// Usage (from the build directory):
+//   bin/calibration_bench                         # both backends, writes ./calibration-figures/
+//   bin/calibration_bench --skip-mpi --runs 3     # threads only, 3 runs per schedule
+//   bin/calibration_bench --mpirun "mpirun --oversubscribe" --jaxpp-sim bin/jaxpp-sim
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Options {
+  std::string jaxpp_sim;
+  std::string mpirun;
+  std::string out_dir = "calibration-figures";
+  int runs = 1;  // runs per schedule and backend
+  bool skip_threads = false;
+  bool skip_mpi = false;
+  bool quick = false;
+};
+
+struct Case {
+  std::string schedule;  // registry name
+  std::string label;
+  std::string extra;  // schedule-specific flags
+};
+
+const std::vector<Case> kCases = {{"gpipe", "GPipe", ""},
+                                  {"1f1b", "Std1F1B", ""},
+                                  {"zb-h1", "ZeroBubble", ""},
+                                  {"interleaved", "Interleaved1F1B", " --virtual 2"}};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command; stdout is returned, stderr goes to `log`. Throws on a non-zero exit.
+std::string run(const std::string& command, const std::string& log) {
+  const std::string out = log + ".stdout";
+  const std::string cmd = command + " >" + out + " 2>" + log + " </dev/null";
+  std::fprintf(stderr, "calibration_bench: %s\n", command.c_str());
+  const int status = std::system(cmd.c_str());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("command failed (" + std::to_string(WEXITSTATUS(status)) +
+                             "): " + command + "\n" + slurp(log));
+  return slurp(out);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct BackendFigures {
+  std::string name;
+  std::vector<std::pair<std::string, nlohmann::json>> runs;     // (schedule label, run JSON)
+  std::map<std::string, std::pair<double, double>> parameters;  // name -> (first, second)
+  double median_abs_error = 0;
+  double worst_parameter_difference = 0;
+};
+
+BackendFigures figures_for(const Options& o, const std::string& backend) {
+  BackendFigures f;
+  f.name = backend;
+  const bool mpi = backend == "mpi";
+  const std::string launcher = mpi ? o.mpirun + " -n 8 " : "";
+  const std::string dir = o.out_dir + "/" + backend;
+  std::filesystem::create_directories(dir);
+  const std::string quick = o.quick ? " --quick" : "";
+
+  // Two calibrations in a row.
+  std::vector<nlohmann::json> fits;
+  for (const char* which : {"a", "b"}) {
+    const std::string file = dir + "/cluster-" + which + ".json";
+    const std::string out = run(
+        launcher + o.jaxpp_sim + " calibrate --backend " + backend + quick + " --json -o " + file,
+        dir + "/calibrate-" + which + ".log");
+    fits.push_back(nlohmann::json::parse(out).at("parameters"));
+  }
+  for (const auto& [name, a] : fits[0].items()) {
+    const double x = a.get<double>(), y = fits[1].at(name).get<double>();
+    f.parameters[name] = {x, y};
+    const double mean = 0.5 * (std::abs(x) + std::abs(y));
+    if (mean > 0)
+      f.worst_parameter_difference = std::max(f.worst_parameter_difference, std::abs(x - y) / mean);
+  }
+
+  // Runs predicted from the second calibration.
+  const std::string cluster = dir + "/cluster-b.json";
+  const std::string workload =
+      mpi ? " --backend mpi --compute emulated --pp 8 --microbatches 16 --time-scale 4"
+          : " --backend threads --compute real --pp 2 --microbatches 8 --hidden 128 --seq 128 "
+            "--layers-per-stage 2";
+  std::vector<double> abs_errors;
+  for (const Case& c : kCases)
+    for (int r = 0; r < o.runs; ++r) {
+      const std::string out =
+          run(launcher + o.jaxpp_sim + " run --schedule " + c.schedule + c.extra + workload +
+                  " --steps 5 --warmup 1 --compare --json --cluster " + cluster,
+              dir + "/run-" + c.schedule + "-" + std::to_string(r) + ".log");
+      nlohmann::json j = nlohmann::json::parse(out);
+      abs_errors.push_back(std::abs(j.at("prediction_error").get<double>()));
+      f.runs.push_back({c.label, j});
+    }
+  f.median_abs_error = median(abs_errors);
+  return f;
+}
+
+void print_figures(const BackendFigures& f) {
+  std::printf("\n== %s ==\n", f.name.c_str());
+  std::printf("%-16s %14s %14s %10s\n", "schedule", "predicted_s", "measured_s", "error");
+  for (const auto& [label, j] : f.runs)
+    std::printf("%-16s %14.6f %14.6f %+9.1f%%\n", label.c_str(),
+                j.at("predicted_step_time_s").get<double>(), j.at("step_time_s").get<double>(),
+                100 * j.at("prediction_error").get<double>());
+  std::printf("median |error|: %.1f%% (target <= 5%%: %s)\n", 100 * f.median_abs_error,
+              f.median_abs_error <= 0.05 ? "met" : "NOT met");
+  std::printf("%-30s %14s %14s %8s\n", "fitted parameter", "calibration 1", "calibration 2",
+              "diff");
+  for (const auto& [name, v] : f.parameters) {
+    const double mean = 0.5 * (std::abs(v.first) + std::abs(v.second));
+    std::printf("%-30s %14.6g %14.6g %7.1f%%\n", name.c_str(), v.first, v.second,
+                mean > 0 ? 100 * std::abs(v.first - v.second) / mean : 0.0);
+  }
+  std::printf("largest parameter difference: %.1f%% (target <= 10%%: %s)\n",
+              100 * f.worst_parameter_difference,
+              f.worst_parameter_difference <= 0.10 ? "met" : "NOT met");
+}
+
+nlohmann::json to_json(const BackendFigures& f) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& [label, j] : f.runs)
+    runs.push_back({{"schedule", label},
+                    {"predicted_step_time_s", j.at("predicted_step_time_s")},
+                    {"step_time_s", j.at("step_time_s")},
+                    {"prediction_error", j.at("prediction_error")}});
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [name, v] : f.parameters) params[name] = {v.first, v.second};
+  return {{"runs", runs},
+          {"median_abs_prediction_error", f.median_abs_error},
+          {"parameters", params},
+          {"largest_parameter_difference", f.worst_parameter_difference}};
+}
+
+std::string default_mpirun() {
+  std::string m = "mpirun --oversubscribe";
+  if (geteuid() == 0) m += " --allow-run-as-root";
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.jaxpp_sim = (std::filesystem::path(argv[0]).parent_path() / "jaxpp-sim").string();
+  o.mpirun = default_mpirun();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "calibration_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--jaxpp-sim") {
+      o.jaxpp_sim = value();
+    } else if (a == "--mpirun") {
+      o.mpirun = value();
+    } else if (a == "--out") {
+      o.out_dir = value();
+    } else if (a == "--runs") {
+      o.runs = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--skip-threads") {
+      o.skip_threads = true;
+    } else if (a == "--skip-mpi") {
+      o.skip_mpi = true;
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: calibration_bench [--jaxpp-sim PATH] [--mpirun CMD] [--out DIR] "
+                   "[--runs N] [--skip-threads] [--skip-mpi] [--quick]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  try {
+    nlohmann::json summary;
+    summary["load_average_before"] = load_average();
+    std::vector<BackendFigures> all;
+    if (!o.skip_threads) all.push_back(figures_for(o, "threads"));
+    if (!o.skip_mpi) all.push_back(figures_for(o, "mpi"));
+    summary["load_average_after"] = load_average();
+    std::printf("load average (1 min): %.2f before, %.2f after, on %u hardware threads\n",
+                summary["load_average_before"].get<double>(),
+                summary["load_average_after"].get<double>(),
+                std::max(1u, static_cast<unsigned>(sysconf(_SC_NPROCESSORS_ONLN))));
+    for (const BackendFigures& f : all) {
+      print_figures(f);
+      summary[f.name] = to_json(f);
+    }
+    std::ofstream(o.out_dir + "/summary.json") << summary.dump(2) << "\n";
+    std::printf("\nwrote %s/summary.json\n", o.out_dir.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "calibration_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
