@@ -56,6 +56,12 @@ std::string fmt_pct(double r) {
   return buf;
 }
 
+std::string fmt_magnitude_pct(double r) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * r);
+  return buf;
+}
+
 void write_cluster(const ClusterSpec& c, const std::string& path) {
   write_text_file_atomic(path, cluster_to_json(c).dump(2) + "\n");
 }
@@ -64,8 +70,8 @@ void print_fit_row(const std::string& fit, const std::string& parameter, const s
                    const LinearFit* residuals) {
   std::printf("%-14s %-28s %16s", fit.c_str(), parameter.c_str(), value.c_str());
   if (residuals)
-    std::printf("   rms %6s  max %6s", fmt_pct(residuals->rms_residual).c_str(),
-                fmt_pct(residuals->max_abs_residual).c_str());
+    std::printf("   rms %6s  max %6s", fmt_magnitude_pct(residuals->rms_residual).c_str(),
+                fmt_magnitude_pct(residuals->max_abs_residual).c_str());
   std::printf("\n");
 }
 
@@ -130,7 +136,8 @@ void print_trace_calibration(const TraceCalibration& cal, const std::string& tra
   std::printf("calibrate: from trace %s\n", trace_path.c_str());
   std::printf("compute: measured = launch %s + %.4g x base kernel time (rms residual %s)\n",
               fmt_time(cal.launch_overhead_s).c_str(), cal.compute_slowdown,
-              fmt_pct(cal.compute_fit.rms_residual).c_str());
+              fmt_magnitude_pct(cal.compute_fit.rms_residual).c_str());
+  std::printf("(measured: median; for transfer and allreduce the lower quartile, as fitted)\n");
   std::printf("%-10s %6s %14s %14s %14s %8s\n", "kind", "count", "measured", "base", "fitted",
               "err");
   for (const auto& [kind, s] : cal.kinds) {

@@ -640,7 +640,7 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
       const LinkSpec& a = link_between(c, dp, t.from, t.to);
       after.push_back(a.latency_s + t.bytes / a.effective_bandwidth_bytes_per_s());
     }
-    cal.kinds["transfer"] = {static_cast<int>(m.size()), median_of(m), median_of(before),
+    cal.kinds["transfer"] = {static_cast<int>(m.size()), quantile_of(m, 0.25), median_of(before),
                              median_of(after)};
   }
 
@@ -672,7 +672,7 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
       before.push_back(ring_allreduce_time_s(base, dp, a.bytes));
       after.push_back(ring_allreduce_time_s(c, dp, a.bytes));
     }
-    cal.kinds["allreduce"] = {static_cast<int>(m.size()), median_of(m), median_of(before),
+    cal.kinds["allreduce"] = {static_cast<int>(m.size()), quantile_of(m, 0.25), median_of(before),
                               median_of(after)};
   }
   return cal;

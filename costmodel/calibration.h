@@ -279,7 +279,7 @@ struct TraceObservations {
 
 struct KindSummary {
   int count = 0;
-  double measured_s = 0;          // median
+  double measured_s = 0;  // median; lower quartile for "transfer" and "allreduce" (as fitted)
   double predicted_before_s = 0;  // median, base cluster, launch overhead included
   double predicted_after_s = 0;   // median, fitted cluster
 };
