@@ -1,20 +1,34 @@
-// Explorer throughput: configurations explored per second.
+// Explorer throughput: configurations explored per second, and where the time of one
+// configuration goes.
 //
 //   BM_ExploreGpt3_175b_1024   every configuration of GPT-3 175B (preset gpt3-175b) on 1024
 //                              A100-80GB with a global batch of 1536 sequences (GPT-3's 3.2M
-//                              tokens), default space, all hardware threads
-//   BM_ExploreGpt3_13b_64      GPT-3 13B on 64 GPUs, global batch 512, one thread per run arg
+//                              tokens), default space, 2 worker threads
+//   BM_ExploreGpt3_13b_64      GPT-3 13B on 64 GPUs, global batch 512, 2 threads
+//   BM_ExploreGpt3_1_3b_8      GPT-3 1.3B on 8 GPUs, global batch 64, 1 and 2 threads
+//   BM_Unit*                   the steps of one typical configuration of the 175B space
+//                              (pp 16, tp 8, dp 8, b 1, m 192, ZeroBubble, selective
+//                              recompute, ZeRO-1): generate the schedule, validate it, lower
+//                              it, check the program, simulate it; items = instructions
 //
 // Counters: configs_per_s (simulated configurations per second of wall time), enumerated,
-// evaluated (simulated), feasible, and the share of worker time per phase (schedule generation,
-// memory pre-check, lowering, simulation) plus simulated instructions per second of engine time.
+// evaluated (simulated), feasible, programs (lowered), the share of worker time per phase
+// (schedule generation, memory pre-check, lowering, simulation) and simulated instructions per
+// second of engine time.
 #include <benchmark/benchmark.h>
 
 #include <thread>
 
+#include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
+#include "costmodel/memory.h"
 #include "graph/model.h"
+#include "graph/partition.h"
+#include "schedules/lower.h"
+#include "schedules/validate.h"
+#include "simulator/engine.h"
 #include "simulator/explorer.h"
+#include "simulator/plan_builder.h"
 
 namespace {
 
@@ -63,7 +77,7 @@ void BM_ExploreGpt3_175b_1024(benchmark::State& state) {
   req.threads = static_cast<int>(state.range(0));
   run(state, req);
 }
-BENCHMARK(BM_ExploreGpt3_175b_1024)->Arg(0)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_ExploreGpt3_175b_1024)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 void BM_ExploreGpt3_13b_64(benchmark::State& state) {
   ExploreRequest req;
@@ -74,7 +88,100 @@ void BM_ExploreGpt3_13b_64(benchmark::State& state) {
   req.threads = static_cast<int>(state.range(0));
   run(state, req);
 }
-BENCHMARK(BM_ExploreGpt3_13b_64)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ExploreGpt3_13b_64)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ExploreGpt3_1_3b_8(benchmark::State& state) {
+  ExploreRequest req;
+  req.model = jaxpp::load_model("gpt3-1.3b");
+  req.cluster = jaxpp::load_cluster("a100-80g");
+  req.gpus = 8;
+  req.global_batch = 64;
+  req.threads = static_cast<int>(state.range(0));
+  run(state, req);
+}
+BENCHMARK(BM_ExploreGpt3_1_3b_8)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One configuration of the 175B space, step by step.
+struct Unit {
+  jaxpp::ModelSpec model = jaxpp::load_model("gpt3-175b");
+  jaxpp::ClusterSpec cluster = jaxpp::load_cluster("a100-80g");
+  jaxpp::ParallelConfig config;
+  jaxpp::Schedule schedule;
+  jaxpp::Partition partition;
+  jaxpp::LoweringOptions lowering;
+  jaxpp::Program program;
+
+  Unit() {
+    config.gpus = 1024;
+    config.pp = 16;
+    config.tp = 8;
+    config.dp = 8;
+    config.microbatch_size = 1;
+    config.global_batch = 1536;
+    config.num_microbatches = 192;
+    config.schedule = "ZeroBubble";
+    config.recompute = jaxpp::Recompute::kSelective;
+    config.zero1 = true;
+    schedule = generate();
+    partition = jaxpp::auto_partition(model, {.num_stages = schedule.num_stages});
+    const jaxpp::AnalyticCost cost(model, partition, schedule.placement, config, cluster);
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      lowering.activation_bytes.push_back(cost.activation_bytes(s));
+      lowering.grad_bytes.push_back(cost.grad_bytes(s));
+    }
+    program = jaxpp::lower(schedule, lowering);
+  }
+  jaxpp::Schedule generate() const {
+    return jaxpp::make_schedule(config.schedule, "", config.pp, 0, config.num_microbatches, false);
+  }
+};
+
+const Unit& unit() {
+  static const Unit u;
+  return u;
+}
+
+void set_items(benchmark::State& state) {
+  state.SetItemsProcessed(state.iterations() * unit().program.num_instructions());
+}
+
+void BM_UnitGenerateSchedule(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(unit().generate());
+  set_items(state);
+}
+BENCHMARK(BM_UnitGenerateSchedule)->Unit(benchmark::kMillisecond);
+
+void BM_UnitValidateSchedule(benchmark::State& state) {
+  for (auto _ : state) jaxpp::validate_or_throw(unit().schedule);
+  set_items(state);
+}
+BENCHMARK(BM_UnitValidateSchedule)->Unit(benchmark::kMillisecond);
+
+void BM_UnitLower(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(jaxpp::lower(unit().schedule, unit().lowering));
+  set_items(state);
+}
+BENCHMARK(BM_UnitLower)->Unit(benchmark::kMillisecond);
+
+void BM_UnitCheckProgram(benchmark::State& state) {
+  for (auto _ : state) jaxpp::check_program(unit().program);
+  set_items(state);
+}
+BENCHMARK(BM_UnitCheckProgram)->Unit(benchmark::kMillisecond);
+
+void BM_UnitSimulate(benchmark::State& state) {
+  const Unit& u = unit();
+  const jaxpp::AnalyticCost cost(u.model, u.partition, u.schedule.placement, u.config, u.cluster);
+  const jaxpp::MemoryModel mem =
+      jaxpp::build_memory_model(u.model, u.partition, u.schedule.placement, u.config, u.cluster);
+  jaxpp::SimOptions so;
+  so.record_trace = false;
+  so.static_bytes_per_actor = mem.static_bytes_per_actor();
+  so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
+  for (auto _ : state) benchmark::DoNotOptimize(jaxpp::simulate(u.program, cost, so));
+  set_items(state);
+}
+BENCHMARK(BM_UnitSimulate)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

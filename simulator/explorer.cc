@@ -337,6 +337,8 @@ std::string_view to_string(ConfigStatus s) {
       return "divisibility";
     case ConfigStatus::kDuplicate:
       return "duplicate";
+    case ConfigStatus::kDominated:
+      return "dominated";
     case ConfigStatus::kSchedule:
       return "schedule";
     case ConfigStatus::kMemory:
@@ -435,6 +437,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (zero1s.empty()) zero1s = {false, true};
   std::sort(zero1s.begin(), zero1s.end());
   zero1s.erase(std::unique(zero1s.begin(), zero1s.end()), zero1s.end());
+  const bool zero1_on = zero1s.back();
 
   auto stage_counts = [&](Layout layout) -> std::vector<int> {
     switch (layout) {
@@ -503,6 +506,11 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                 } else if (z && c.dp == 1) {
                   rec.status = ConfigStatus::kDuplicate;
                   rec.reason = "ZeRO-1 with dp = 1 is the same as without";
+                } else if (!z && c.dp > 1 && zero1_on) {
+                  rec.status = ConfigStatus::kDominated;
+                  rec.reason = "ZeRO-1 on (dp = " + std::to_string(c.dp) +
+                               ") runs the same program with a shorter optimizer step in less "
+                               "memory";
                 } else {
                   rec.status = ConfigStatus::kPending;
                 }

@@ -27,6 +27,11 @@
 //                  attention heads; S = pp·v stages exceed the model's layers
 //   kDuplicate     ZeRO-1 with dp = 1 (identical to ZeRO-1 off); v > 1 with pp = 1 (one actor
 //                  running its layers in v pieces: no pipeline to interleave)
+//   kDominated     ZeRO-1 off with dp > 1 when ZeRO-1 on is in the space: the same program with
+//                  a shorter optimizer step (params / dp) and less optimizer state, and nothing
+//                  waits for the optimizer (the last compute of each actor), so its twin is at
+//                  least as fast and strictly smaller; it can be neither the best nor on the
+//                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking.)
 //   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
 //                  needs m >= S (got m=2, S=4)")
 //   kMemory        the peak memory is above the limit. The peak per actor is computed before
@@ -109,15 +114,17 @@ enum class ConfigStatus {
   kSimulated,
   kDivisibility,
   kDuplicate,
+  kDominated,
   kSchedule,
   kMemory,
   kFailed
 };
 inline constexpr std::array kAllConfigStatuses = {
     ConfigStatus::kPending,   ConfigStatus::kSimulated, ConfigStatus::kDivisibility,
-    ConfigStatus::kDuplicate, ConfigStatus::kSchedule,  ConfigStatus::kMemory,
-    ConfigStatus::kFailed};
-// "pending", "simulated", "divisibility", "duplicate", "schedule", "memory", "failed"
+    ConfigStatus::kDuplicate, ConfigStatus::kDominated, ConfigStatus::kSchedule,
+    ConfigStatus::kMemory,    ConfigStatus::kFailed};
+// "pending", "simulated", "divisibility", "duplicate", "dominated", "schedule", "memory",
+// "failed"
 std::string_view to_string(ConfigStatus s);
 ConfigStatus parse_config_status(std::string_view s, const std::string& where);
 

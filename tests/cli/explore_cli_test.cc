@@ -133,6 +133,7 @@ TEST(ExploreCliTest, ExplainListsPrunedConfigurationsWithReasons) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Pruned configurations"), std::string::npos);
   EXPECT_NE(r.out.find("duplicate: ZeRO-1 with dp = 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dominated: ZeRO-1 on (dp = "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("memory: needs "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("limit 6.00 GiB"), std::string::npos) << r.out;
   const CliResult j = run_cli(kSmall + "--json --explain");
