@@ -14,10 +14,10 @@
 // Counters: configs_per_s (simulated configurations per second of wall time), enumerated,
 // evaluated (simulated), feasible, programs (lowered), the share of worker time per phase
 // (schedule generation, memory pre-check, lowering, simulation) and simulated instructions per
-// second of engine time.
+// second of engine time, and process_cpu_s_per_run (CPU time of all threads per exploration).
 #include <benchmark/benchmark.h>
 
-#include <thread>
+#include <ctime>
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
@@ -56,9 +56,14 @@ void report(benchmark::State& state, const ExploreResult& res, int64_t runs) {
   }
 }
 
+// Process CPU time (all threads), in seconds: the machine may be shared, so wall time alone
+// does not say what the exploration costs.
+double process_cpu_s() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
 void run(benchmark::State& state, ExploreRequest req) {
   ExploreResult res;
   int64_t runs = 0;
+  const double cpu0 = process_cpu_s();
   for (auto _ : state) {
     res = jaxpp::explore(req);
     benchmark::DoNotOptimize(res.ranking.data());
@@ -66,6 +71,7 @@ void run(benchmark::State& state, ExploreRequest req) {
   }
   if (res.feasible == 0) state.SkipWithError("nothing feasible");
   report(state, res, runs);
+  state.counters["process_cpu_s_per_run"] = (process_cpu_s() - cpu0) / static_cast<double>(runs);
 }
 
 void BM_ExploreGpt3_175b_1024(benchmark::State& state) {

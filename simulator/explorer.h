@@ -2,18 +2,19 @@
 // ones, simulate the rest, rank them.
 //
 // The space, for a model, a cluster, a GPU count N and a global batch B (sequences):
-//   pp                 pipeline actors: divisors of N with pp <= model layers      (--pp)
-//   tp                 tensor parallelism: 1, 2, 4, ... up to devices_per_node     (--tp)
+//   pp                 pipeline actors: every divisor of N                                  (--pp)
+//   tp                 tensor parallelism: 1, 2, 4, ... up to devices_per_node              (--tp)
 //   dp                 N / (pp·tp)
-//   microbatch_size    b: 1, 2, 4, 8 (--microbatch-sizes) num_microbatches   m = B / (dp·b)
-//   schedule           every registry schedule (schedules/registry.h)              (--schedules)
+//   microbatch_size    b: 1, 2, 4, 8                                          (--microbatch-sizes)
+//   num_microbatches   m = B / (dp·b)
+//   schedule           every registry schedule (schedules/registry.h)                (--schedules)
 //   virtual_stages     v: 1 for linear-placement schedules, 2 for V-placement ones, 2, 4, 8 for
 //                      loop-placement ones (at v = 1 a loop schedule repeats, up to fusion and
 //                      warm-up depth, a linear one: Interleaved1F1B is then Eager1F1B's order,
 //                      InterleavedGPipe and LoopedBFS GPipe's). A --virtual list restricts all
-//                      schedules: linear ones need 1 in it, V ones 2.            (--virtual)
-//   recompute          none, selective, full                                        (--recompute)
-//   zero1              off, on                                                      (--zero1)
+//                      schedules: linear ones need 1 in it, V ones 2.                  (--virtual)
+//   recompute          none, selective, full                                         (--recompute)
+//   zero1              off, on                                                           (--zero1)
 //   partition          automatic (cost-balanced, as `simulate --partition auto`)
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
@@ -53,14 +54,14 @@
 // shard's records (config_record_to_json / config_record_from_json round-trip exactly) and calls
 // finish_exploration on the union. simulator/ knows nothing of MPI.
 //
-// Units: seconds (_s), bytes (_bytes).
+// Units of measure: seconds (_s), bytes (_bytes).
 //
 // Usage:
 //   ExploreRequest req{.model = load_model("gpt3-13b"), .cluster = load_cluster("a100-80g"),
 //                      .gpus = 64, .global_batch = 512};
 //   ExploreResult res = explore(req);
 //   const ConfigRecord& best = res.records[res.ranking.front()];
-//   Plan plan = build_best_plan(req, best);     // plan.predicted filled, as `simulate --plan`
+//   Plan plan = build_config_plan(req, best.config);  // predicted filled, as simulate --plan
 #pragma once
 
 #include <array>
