@@ -201,8 +201,18 @@ std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
   for (const ConfigRecord& r : records) {
     if (r.status == ConfigStatus::kPending) pending.push_back(r.id);
   }
-  evaluate_configs(req, records);
-  if (!world.distributed()) return records;
+  if (!world.distributed()) {
+    evaluate_configs(req, records);
+    return records;
+  }
+  try {
+    evaluate_configs(req, records);
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one's records forever: end the job.
+    explore_mpi_abort(
+        "jaxpp-sim explore: error: rank " + std::to_string(world.rank) + ": " + e.what(),
+        dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitFailure);
+  }
   nlohmann::json mine = nlohmann::json::array();
   for (int64_t id : pending) {
     if (records[id].status != ConfigStatus::kPending)

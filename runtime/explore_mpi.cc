@@ -1,5 +1,6 @@
 #include "runtime/explore_mpi.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -35,6 +36,12 @@ std::vector<std::string> explore_mpi_gather(const std::string& mine) {
   out.reserve(parts.size());
   for (const std::vector<char>& p : parts) out.emplace_back(p.begin(), p.end());
   return out;
+}
+
+void explore_mpi_abort(const std::string& message, int code) {
+  if (launcher_world_size() > 1) mpi_abort(message, code);
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::exit(code);
 }
 
 }  // namespace jaxpp

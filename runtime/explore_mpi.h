@@ -33,4 +33,9 @@ ExploreMpiWorld explore_mpi_world();
 // rank order, the other ranks an empty vector. Outside MPI, returns {mine}.
 std::vector<std::string> explore_mpi_gather(const std::string& mine);
 
+// Under MPI: prints `message` on stderr and ends every process of the job with `code`
+// (MPI_Abort), for a failure on one rank that the others would wait on forever. Outside MPI:
+// prints and exits.
+[[noreturn]] void explore_mpi_abort(const std::string& message, int code);
+
 }  // namespace jaxpp

@@ -5,6 +5,8 @@
 #include <cassert>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -407,6 +409,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (limit_bytes(request) <= 0) {
     throw_input_error("--max-memory-gib", "the cluster has no memory size; give a limit");
   }
+  request.cluster.peak_flops(request.model.dtype);  // InputError if the cluster lacks the dtype
   if (request.shard_count < 1 || request.shard_index < 0 ||
       request.shard_index >= request.shard_count) {
     throw_input_error("explore", "shard " + std::to_string(request.shard_index) + " of " +
@@ -528,28 +531,28 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
 std::vector<std::vector<int64_t>> unit_configs(const std::vector<ConfigRecord>& records) {
   using Key = std::tuple<int, std::string, int, int>;  // pp, schedule, v, m
   std::map<Key, size_t> index;
-  std::vector<std::vector<int64_t>> groups;
+  std::vector<std::vector<int64_t>> units;
   for (const ConfigRecord& r : records) {
     if (r.status != ConfigStatus::kPending) continue;
     const ParallelConfig& c = r.config;
     const Key key{c.pp, c.schedule, c.virtual_stages, c.num_microbatches};
-    const auto [it, inserted] = index.emplace(key, groups.size());
-    if (inserted) groups.emplace_back();
-    groups[it->second].push_back(r.id);
+    const auto [it, inserted] = index.emplace(key, units.size());
+    if (inserted) units.emplace_back();
+    units[it->second].push_back(r.id);
   }
-  return groups;
+  return units;
 }
 
 std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
-                              const std::vector<std::vector<int64_t>>& groups, int shard_count) {
-  std::vector<size_t> order(groups.size());
+                              const std::vector<std::vector<int64_t>>& units, int shard_count) {
+  std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
-  std::vector<int64_t> cost(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) cost[g] = unit_cost(records, groups[g]);
+  std::vector<int64_t> cost(units.size());
+  for (size_t g = 0; g < units.size(); ++g) cost[g] = unit_cost(records, units[g]);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return cost[a] > cost[b]; });
   std::vector<int64_t> load(std::max(1, shard_count), 0);
-  std::vector<int> shard(groups.size(), 0);
+  std::vector<int> shard(units.size(), 0);
   for (size_t g : order) {
     const int k = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     shard[g] = k;
@@ -560,18 +563,18 @@ std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
 
 void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                       ExploreTimings* timings) {
-  const std::vector<std::vector<int64_t>> groups = unit_configs(records);
-  const std::vector<int> shard = assign_units(records, groups, request.shard_count);
+  const std::vector<std::vector<int64_t>> units = unit_configs(records);
+  const std::vector<int> shard = assign_units(records, units, request.shard_count);
   std::vector<size_t> mine;
   int64_t total = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
+  for (size_t g = 0; g < units.size(); ++g) {
     if (shard[g] != request.shard_index) continue;
     mine.push_back(g);
-    total += static_cast<int64_t>(groups[g].size());
+    total += static_cast<int64_t>(units[g].size());
   }
-  // Largest first, so the last groups to finish are short.
+  // Largest first, so the last units to finish are short.
   std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
-    return unit_cost(records, groups[a]) > unit_cost(records, groups[b]);
+    return unit_cost(records, units[a]) > unit_cost(records, units[b]);
   });
   int threads =
       request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -581,12 +584,25 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
   std::mutex mutex;  // guards done, the progress callback and the timings
   int64_t done = 0;
   ExploreTimings sum;
+  // An error in a unit (e.g. InputError from the cost model) is rethrown after all threads
+  // have joined; the one of the unit with the lowest first id wins, so the message does not
+  // depend on timing.
+  std::exception_ptr error;
+  int64_t error_id = std::numeric_limits<int64_t>::max();
   auto worker = [&] {
     UnitTimings local;
     for (size_t i = next.fetch_add(1); i < mine.size(); i = next.fetch_add(1)) {
-      const std::vector<int64_t>& ids = groups[mine[i]];
-      // Groups touch disjoint records, so no lock is needed while evaluating.
-      evaluate_unit(request, records, ids, local);
+      const std::vector<int64_t>& ids = units[mine[i]];
+      // Units touch disjoint records, so no lock is needed while evaluating.
+      try {
+        evaluate_unit(request, records, ids, local);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (ids.front() < error_id) {
+          error_id = ids.front();
+          error = std::current_exception();
+        }
+      }
       std::lock_guard lock(mutex);
       done += static_cast<int64_t>(ids.size());
       if (request.progress) request.progress(done, total);
@@ -607,6 +623,7 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
     for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
     for (std::thread& t : pool) t.join();
   }
+  if (error) std::rethrow_exception(error);
   if (timings != nullptr) *timings = sum;
 }
 

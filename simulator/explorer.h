@@ -185,10 +185,11 @@ std::vector<std::vector<int64_t>> unit_configs(const std::vector<ConfigRecord>& 
 
 // Deterministic longest-first assignment of units to `shard_count` shards: result[u] = shard.
 std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
-                              const std::vector<std::vector<int64_t>>& groups, int shard_count);
+                              const std::vector<std::vector<int64_t>>& units, int shard_count);
 
 // Evaluates this shard's units in place (schedule check, memory check, simulation). Records of
-// other shards stay kPending.
+// other shards stay kPending. An exception from a unit (e.g. InputError from the cost model) is
+// rethrown once every thread has finished, the one of the lowest configuration id.
 void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                       ExploreTimings* timings = nullptr);
 

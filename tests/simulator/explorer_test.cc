@@ -406,6 +406,13 @@ TEST(Explorer, BadRequestsNameTheFlag) {
   EXPECT_THROW(enumerate_configs(req), InputError);
 }
 
+TEST(Explorer, ModelDtypeTheClusterLacksIsBadInputBeforeExploring) {
+  ExploreRequest req = small_request();
+  req.model.dtype = Dtype::kFp8;  // the A100 preset has no FP8 peak
+  EXPECT_THROW(enumerate_configs(req), InputError);
+  EXPECT_THROW(explore(req), InputError);
+}
+
 TEST(Explorer, MemoryLimitBelowTheDeviceTightensPruning) {
   ExploreRequest req = small_request();
   req.max_memory_bytes = int64_t{20} << 30;
