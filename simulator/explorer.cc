@@ -692,9 +692,17 @@ std::string explain_empty(const ExploreResult& result) {
     if (n == 0) continue;
     counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(to_string(s));
   }
+  // Duplicates and dominated configurations were pruned only because of a twin: name a reason
+  // that holds on its own.
+  const ConfigRecord* first = &result.records.front();
+  for (const ConfigRecord& r : result.records) {
+    if (r.status != ConfigStatus::kDuplicate && r.status != ConfigStatus::kDominated) {
+      first = &r;
+      break;
+    }
+  }
   return "no valid configuration among " + std::to_string(result.records.size()) + " (" + counts +
-         "); first: " + result.records.front().reason + " (" +
-         describe_config(result.records.front().config) + ")";
+         "); first: " + first->reason + " (" + describe_config(first->config) + ")";
 }
 
 Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config) {

@@ -386,6 +386,16 @@ TEST(Explorer, EmptySpaceWithoutMemoryPruningNamesTheFirstReason) {
   EXPECT_THAT(explain_empty(res), HasSubstr("does not divide 8 GPUs"));
 }
 
+TEST(Explorer, EmptySpaceNamesAReasonThatHoldsWithoutATwin) {
+  ExploreRequest req = small_request();
+  req.space.pp = {1};
+  req.space.schedules = {"zb-h1"};  // needs S >= 2
+  const ExploreResult res = explore(req);
+  ASSERT_EQ(res.feasible, 0);
+  EXPECT_GT(res.by_status[static_cast<size_t>(ConfigStatus::kDominated)], 0);
+  EXPECT_THAT(explain_empty(res), HasSubstr("first: ZeroBubble needs S >= 2"));
+}
+
 TEST(Explorer, BadRequestsNameTheFlag) {
   ExploreRequest req = small_request();
   req.space.schedules = {"1f1b", "nope"};
