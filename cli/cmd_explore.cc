@@ -129,8 +129,8 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
-void print_rows(std::ostream& out, const ExploreResult& res, const std::vector<int64_t>& ids,
-                bool with_rank) {
+// One row per feasible configuration in `ids`, with its rank in the whole ranking.
+void print_rows(std::ostream& out, const ExploreResult& res, const std::vector<int64_t>& ids) {
   char line[320];
   std::snprintf(line, sizeof line,
                 "  %4s %4s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
@@ -142,7 +142,7 @@ void print_rows(std::ostream& out, const ExploreResult& res, const std::vector<i
   for (int64_t id : ids) {
     const ConfigRecord& r = res.records[id];
     const ParallelConfig& c = r.config;
-    const std::string rank = with_rank ? std::to_string(rank_of[id]) : "-";
+    const std::string rank = std::to_string(rank_of[id]);
     std::snprintf(line, sizeof line,
                   "  %4s %4d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
                   rank.c_str(), c.pp, c.tp, c.dp, c.virtual_stages, c.microbatch_size,
@@ -175,9 +175,9 @@ void print_table(std::ostream& out, const ExploreRequest& req, const ExploreResu
       res.ranking.begin(),
       res.ranking.begin() + std::min<size_t>(res.ranking.size(), static_cast<size_t>(top)));
   out << "Top " << top_ids.size() << " by step time:\n";
-  print_rows(out, res, top_ids, true);
+  print_rows(out, res, top_ids);
   out << "\nPareto front, step time vs peak memory (" << res.pareto.size() << " configurations):\n";
-  print_rows(out, res, res.pareto, true);
+  print_rows(out, res, res.pareto);
 }
 
 void print_explain(std::ostream& out, const ExploreResult& res) {

@@ -88,13 +88,11 @@ std::vector<ScheduleChoice> schedule_choices(const std::vector<std::string>& nam
     for (const ScheduleInfo& info : all_schedules()) infos.push_back(&info);
   } else {
     for (const std::string& name : names) {
-      const ScheduleInfo* info = find_schedule(name);
-      if (info == nullptr) {
-        try {
-          schedule_or_throw(name);
-        } catch (const InputError& e) {
-          throw_input_error("--schedules", e.what());
-        }
+      const ScheduleInfo* info = nullptr;
+      try {
+        info = &schedule_or_throw(name);
+      } catch (const InputError& e) {
+        throw_input_error("--schedules", e.what());
       }
       if (std::find(infos.begin(), infos.end(), info) == infos.end()) infos.push_back(info);
     }
