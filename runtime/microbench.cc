@@ -481,6 +481,7 @@ MicrobenchResult run_microbenchmarks(const MicrobenchOptions& o,
   if (o.timing.warmup < 0) throw InputError("--warmup: expected >= 0");
   if (o.timeout_s <= 0) throw InputError("--timeout-s: expected > 0");
   openblas_set_num_threads(1);  // one BLAS thread per worker, as run_program does
+  keep_freed_host_memory();     // and the same allocator steady state
   switch (o.backend) {
     case BackendKind::kThreads:
       if (o.ranks < 2) throw InputError("--ranks: expected >= 2, got " + std::to_string(o.ranks));

@@ -1,6 +1,7 @@
 #include "runtime/run.h"
 
 #include <cblas.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -221,6 +222,11 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+void keep_freed_host_memory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; also stops its dynamic adjustment
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks) {
   if (op != OpKind::kCompute) return std::string(to_string(op));
   if (tasks.size() == 1) return std::string(to_string(tasks[0].kind));
@@ -254,6 +260,7 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   if (!o.emulated && (o.mlp.hidden < 1 || o.mlp.seq < 1 || o.mlp.layers_per_stage < 1))
     throw InputError("--hidden, --seq and --layers-per-stage must be >= 1");
   openblas_set_num_threads(1);
+  keep_freed_host_memory();
 
   MlpConfig mlp = o.mlp;
   mlp.num_stages = program.num_stages;

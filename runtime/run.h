@@ -75,4 +75,10 @@ std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int fir
 // Label of an instruction for the above ("F", ..., "fused", "send", ...).
 std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks);
 
+// Keeps freed host memory in the process (glibc: no trimming, no mmap below 32 MiB), so a task's
+// fresh tensors reuse memory instead of faulting new pages in (microseconds per 4 KiB page, a
+// cost of no kernel). run_program and the calibration microbenchmarks call it, so both measure
+// the same steady state. Idempotent.
+void keep_freed_host_memory();
+
 }  // namespace jaxpp
