@@ -14,6 +14,8 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/explore_report.h"
+#include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -23,8 +25,6 @@
 
 namespace jaxpp::cli {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 enum class OutputFormat { kTable, kJson, kCsv };
 
@@ -67,26 +67,6 @@ std::vector<bool> parse_zero1(const std::string& text) {
   throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
 }
 
-// Fails early (before exploring) on an output path that cannot be written.
-void check_output_path(const std::string& flag, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) throw_input_error(flag, "expected a file name");
-  std::error_code ec;
-  const fs::path target(path);
-  if (fs::is_directory(target, ec)) {
-    throw_input_error(flag, path + " is a directory, expected a file name");
-  }
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) {
-    throw_input_error(flag,
-                      "cannot write " + path + ": directory '" + dir.string() + "' does not exist");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw_input_error(
-        flag, "cannot write " + path + ": directory '" + dir.string() + "' is not writable");
-  }
-}
-
 // A one-line progress bar on stderr, redrawn at most ten times a second.
 class ProgressBar {
  public:
@@ -122,73 +102,6 @@ class ProgressBar {
   Clock::time_point start_;
   Clock::time_point last_{};
 };
-
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
-
-// One row per feasible configuration in `ids`, with its rank in the whole ranking.
-void print_rows(std::ostream& out, const ExploreResult& res, const std::vector<int64_t>& ids) {
-  char line[320];
-  std::snprintf(line, sizeof line,
-                "  %4s %4s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
-                "pp", "tp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
-                "MFU%", "mem_GiB", "bubble%", "id");
-  out << line;
-  std::map<int64_t, size_t> rank_of;
-  for (size_t i = 0; i < res.ranking.size(); ++i) rank_of[res.ranking[i]] = i + 1;
-  for (int64_t id : ids) {
-    const ConfigRecord& r = res.records[id];
-    const ParallelConfig& c = r.config;
-    const std::string rank = std::to_string(rank_of[id]);
-    std::snprintf(line, sizeof line,
-                  "  %4s %4d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
-                  rank.c_str(), c.pp, c.tp, c.dp, c.virtual_stages, c.microbatch_size,
-                  c.num_microbatches, c.schedule.c_str(),
-                  std::string(to_string(c.recompute)).c_str(), c.zero1 ? "on" : "off",
-                  r.step_time_s * 1e3, r.mfu * 100, static_cast<double>(r.peak_memory_bytes) / kGiB,
-                  r.bubble_rate * 100, static_cast<long long>(r.id));
-    out << line;
-  }
-}
-
-void print_table(std::ostream& out, const ExploreRequest& req, const ExploreResult& res, int top,
-                 double wall_s) {
-  out << "explore " << req.model.name << " on " << req.cluster.name << ": " << req.gpus
-      << " GPUs, global batch " << req.global_batch << ", memory limit "
-      << fmt("%.4g", static_cast<double>(res.max_memory_bytes) / kGiB) << " GiB\n";
-  std::string pruned;
-  for (ConfigStatus s : kAllConfigStatuses) {
-    if (s == ConfigStatus::kPending || s == ConfigStatus::kSimulated) continue;
-    const int64_t n = res.by_status[static_cast<size_t>(s)];
-    if (n > 0)
-      pruned += (pruned.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(to_string(s));
-  }
-  out << "  " << res.records.size() << " configurations, " << res.evaluated << " simulated, "
-      << res.feasible << " feasible" << (pruned.empty() ? "" : "; pruned: " + pruned) << "\n";
-  out << "  " << fmt("%.2f", wall_s) << " s, "
-      << fmt("%.0f", wall_s > 0 ? static_cast<double>(res.evaluated) / wall_s : 0.0)
-      << " configurations/s\n\n";
-  const std::vector<int64_t> top_ids(
-      res.ranking.begin(),
-      res.ranking.begin() + std::min<size_t>(res.ranking.size(), static_cast<size_t>(top)));
-  out << "Top " << top_ids.size() << " by step time:\n";
-  print_rows(out, res, top_ids);
-  out << "\nPareto front, step time vs peak memory (" << res.pareto.size() << " configurations):\n";
-  print_rows(out, res, res.pareto);
-}
-
-void print_explain(std::ostream& out, const ExploreResult& res) {
-  out << "\nPruned configurations (id: configuration: reason):\n";
-  for (const ConfigRecord& r : res.records) {
-    if (r.simulated() && r.fits) continue;
-    const std::string why = r.simulated() ? "simulated peak memory above the limit"
-                                          : std::string(to_string(r.status)) + ": " + r.reason;
-    out << "  " << r.id << ": " << describe_config(r.config) << ": " << why << "\n";
-  }
-}
 
 // Evaluates this process's share of the space; on rank 0 returns every record, evaluated.
 // Other ranks return std::nullopt after sending theirs.
@@ -292,8 +205,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
   const std::string csv_path = args.count("csv") ? args["csv"].as<std::string>() : "";
-  if (args.count("plan")) check_output_path("--plan", plan_path);
-  if (args.count("csv")) check_output_path("--csv", csv_path);
+  if (args.count("plan")) check_output_path(plan_path, "--plan");
+  if (args.count("csv")) check_output_path(csv_path, "--csv");
 
   ExploreRequest req;
   req.model = load_model(args["model"].as<std::string>());
@@ -349,7 +262,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     if (format == OutputFormat::kJson) {
       std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
     }
-    if (explain && format == OutputFormat::kTable) print_explain(std::cout, res);
+    if (explain && format == OutputFormat::kTable) print_explore_explain(std::cout, res);
     throw InputError(explain_empty(res));
   }
   const ConfigRecord& best = res.records[res.ranking.front()];
@@ -364,11 +277,11 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     case OutputFormat::kTable:
       break;
   }
-  print_table(std::cout, req, res, top, wall_s);
+  print_explore_table(std::cout, req, res, top, wall_s);
   std::cout << "\nbest: " << describe_config(best.config) << ": step time "
             << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
             << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
-  if (explain) print_explain(std::cout, res);
+  if (explain) print_explore_explain(std::cout, res);
   if (!csv_path.empty()) std::cout << "wrote " << csv_path << "\n";
   if (!plan_path.empty()) std::cout << "wrote " << plan_path << "\n";
   return kExitOk;

@@ -1,4 +1,4 @@
-// CLI tests of `jaxpp-sim graph` and `jaxpp-sim demo`: output fields and one-line errors.
+// CLI tests of `jaxpp-sim graph`: output fields and one-line errors.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -190,16 +190,6 @@ TEST(GraphCliTest, HelpExitsZero) {
   const auto r = run_cli("graph --help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("--partition"), std::string::npos);
-}
-
-TEST(DemoCliTest, DemoPrintsModelPartitionAndTaskGraph) {
-  const auto r = run_cli("demo");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("gpt3-13b"), std::string::npos);
-  EXPECT_NE(r.out.find("partition"), std::string::npos);
-  EXPECT_NE(r.out.find("tasks: "), std::string::npos);
-  const auto j = nlohmann::json::parse(run_cli("demo --json").out);
-  EXPECT_EQ(j["graph"]["stages"].size(), 4u);
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+#include "cli/explore_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace jaxpp::cli {
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+// One row per feasible configuration in `ids`, with its rank in the whole ranking.
+void print_explore_rows(std::ostream& out, const ExploreResult& res,
+                        const std::vector<int64_t>& ids) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "  %4s %4s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
+                "pp", "tp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
+                "MFU%", "mem_GiB", "bubble%", "id");
+  out << line;
+  std::map<int64_t, size_t> rank_of;
+  for (size_t i = 0; i < res.ranking.size(); ++i) rank_of[res.ranking[i]] = i + 1;
+  for (int64_t id : ids) {
+    const ConfigRecord& r = res.records[id];
+    const ParallelConfig& c = r.config;
+    const std::string rank = std::to_string(rank_of[id]);
+    std::snprintf(line, sizeof line,
+                  "  %4s %4d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
+                  rank.c_str(), c.pp, c.tp, c.dp, c.virtual_stages, c.microbatch_size,
+                  c.num_microbatches, c.schedule.c_str(),
+                  std::string(to_string(c.recompute)).c_str(), c.zero1 ? "on" : "off",
+                  r.step_time_s * 1e3, r.mfu * 100, static_cast<double>(r.peak_memory_bytes) / kGiB,
+                  r.bubble_rate * 100, static_cast<long long>(r.id));
+    out << line;
+  }
+}
+
+void print_explore_table(std::ostream& out, const ExploreRequest& req, const ExploreResult& res,
+                         int top, double wall_s) {
+  out << "explore " << req.model.name << " on " << req.cluster.name << ": " << req.gpus
+      << " GPUs, global batch " << req.global_batch << ", memory limit "
+      << fmt("%.4g", static_cast<double>(res.max_memory_bytes) / kGiB) << " GiB\n";
+  std::string pruned;
+  for (ConfigStatus s : kAllConfigStatuses) {
+    if (s == ConfigStatus::kPending || s == ConfigStatus::kSimulated) continue;
+    const int64_t n = res.by_status[static_cast<size_t>(s)];
+    if (n > 0)
+      pruned += (pruned.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(to_string(s));
+  }
+  out << "  " << res.records.size() << " configurations, " << res.evaluated << " simulated, "
+      << res.feasible << " feasible" << (pruned.empty() ? "" : "; pruned: " + pruned) << "\n";
+  out << "  " << fmt("%.2f", wall_s) << " s, "
+      << fmt("%.0f", wall_s > 0 ? static_cast<double>(res.evaluated) / wall_s : 0.0)
+      << " configurations/s\n\n";
+  const std::vector<int64_t> top_ids(
+      res.ranking.begin(),
+      res.ranking.begin() + std::min<size_t>(res.ranking.size(), static_cast<size_t>(top)));
+  out << "Top " << top_ids.size() << " by step time:\n";
+  print_explore_rows(out, res, top_ids);
+  out << "\nPareto front, step time vs peak memory (" << res.pareto.size() << " configurations):\n";
+  print_explore_rows(out, res, res.pareto);
+}
+
+void print_explore_explain(std::ostream& out, const ExploreResult& res) {
+  out << "\nPruned configurations (id: configuration: reason):\n";
+  for (const ConfigRecord& r : res.records) {
+    if (r.simulated() && r.fits) continue;
+    const std::string why = r.simulated() ? "simulated peak memory above the limit"
+                                          : std::string(to_string(r.status)) + ": " + r.reason;
+    out << "  " << r.id << ": " << describe_config(r.config) << ": " << why << "\n";
+  }
+}
+
+}  // namespace jaxpp::cli
