@@ -1,7 +1,8 @@
 #include "graph/program.h"
 
+#include <algorithm>
+#include <cassert>
 #include <map>
-#include <set>
 
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -147,6 +148,68 @@ int64_t Program::num_instructions() const {
   return n;
 }
 
+namespace {
+
+// Where an instruction sits, for error messages.
+struct Endpoint {
+  int actor = -1;
+  size_t index = 0;
+  bool valid() const { return actor >= 0; }
+};
+
+[[noreturn]] void fail_at(const Program& p, const Endpoint& e, const std::string& reason) {
+  throw_input_error(at(e.actor, e.index) + " (" + to_string(p.actors[e.actor][e.index]) + ")",
+                    reason);
+}
+
+// The sends or the recvs of a program by tag. Tags below `dense_limit` (all of them in a lowered
+// program, whose tags count up from 0) live in a vector; any others in a map.
+class TagTable {
+ public:
+  explicit TagTable(size_t dense_limit) : dense_(dense_limit) {}
+  // nullptr when no instruction has this tag.
+  const Endpoint* find(int64_t tag) const {
+    if (static_cast<uint64_t>(tag) < dense_.size())
+      return dense_[tag].valid() ? &dense_[tag] : nullptr;
+    auto it = sparse_.find(tag);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  // false when the tag is taken already. `tag` >= 0.
+  bool insert(int64_t tag, Endpoint e) {
+    if (static_cast<uint64_t>(tag) < dense_.size()) {
+      if (dense_[tag].valid()) return false;
+      dense_[tag] = e;
+      return true;
+    }
+    return sparse_.emplace(tag, e).second;
+  }
+  // Calls f(tag, endpoint) in increasing tag order.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t t = 0; t < dense_.size(); ++t)
+      if (dense_[t].valid()) f(static_cast<int64_t>(t), dense_[t]);
+    for (const auto& [tag, e] : sparse_) f(tag, e);
+  }
+
+ private:
+  std::vector<Endpoint> dense_;
+  std::map<int64_t, Endpoint> sparse_;
+};
+
+// The tags of `sender`'s sends to `receiver` and of `receiver`'s recvs from `sender`, each in
+// program order, with the recv positions.
+void pair_order(const Program& p, int sender, int receiver, std::vector<int64_t>& send_tags,
+                std::vector<std::pair<int64_t, Endpoint>>& recvs) {
+  for (const Instruction& ins : p.actors[sender])
+    if (ins.op == OpKind::kSend && ins.peer == receiver) send_tags.push_back(ins.tag);
+  const auto& list = p.actors[receiver];
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].op == OpKind::kRecv && list[i].peer == sender)
+      recvs.push_back({list[i].tag, {receiver, i}});
+}
+
+}  // namespace
+
 void check_program(const Program& p) {
   if (p.num_actors < 1) throw_input_error("program", "expected at least 1 actor");
   if (static_cast<int>(p.actors.size()) != p.num_actors)
@@ -160,100 +223,104 @@ void check_program(const Program& p) {
     if (p.stage_to_actor[s] < 0 || p.stage_to_actor[s] >= p.num_actors)
       throw_input_error("program", "stage " + std::to_string(s) + " placed on actor " +
                                        std::to_string(p.stage_to_actor[s]) + ", out of range");
-  struct Endpoint {
-    int actor;
-    size_t index;
-  };
-  std::map<int64_t, Endpoint> sends, recvs;
-  // Tags in program order per (sender, receiver) pair, as seen by each side.
-  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, Endpoint>>> send_order, recv_order;
+  const size_t total = static_cast<size_t>(p.num_instructions());
+  TagTable sends(total), recvs(total);
+  // Position of each send (recv) among the sends to (recvs from) the same peer on its actor, by
+  // instruction; the order check compares them for every matched pair.
+  std::vector<std::vector<int>> ordinal(p.num_actors);
+  std::vector<int> count(p.num_actors);
   for (int r = 0; r < p.num_actors; ++r) {
     const auto& list = p.actors[r];
+    ordinal[r].assign(list.size(), -1);
+    std::fill(count.begin(), count.end(), 0);
+    std::vector<int> recv_count(p.num_actors, 0);
     for (size_t i = 0; i < list.size(); ++i) {
       const Instruction& ins = list[i];
-      const std::string where = at(r, i) + " (" + to_string(ins) + ")";
+      auto fail = [&](const std::string& reason) { fail_at(p, {r, i}, reason); };
       for (int d : ins.deps)
         if (d < 0 || static_cast<size_t>(d) >= i)
-          throw_input_error(where, "dependency " + std::to_string(d) +
-                                       " does not point to an earlier instruction");
+          fail("dependency " + std::to_string(d) + " does not point to an earlier instruction");
       if (ins.stage < 0 || ins.stage >= p.num_stages)
-        throw_input_error(where, "stage " + std::to_string(ins.stage) + " out of range");
+        fail("stage " + std::to_string(ins.stage) + " out of range");
       for (const TaskRef& t : ins.tasks) {
         if (t.stage < 0 || t.stage >= p.num_stages)
-          throw_input_error(where, "task stage " + std::to_string(t.stage) + " out of range");
+          fail("task stage " + std::to_string(t.stage) + " out of range");
         if (t.microbatch < 0 || t.microbatch >= p.num_microbatches)
-          throw_input_error(where, "microbatch " + std::to_string(t.microbatch) + " out of range");
+          fail("microbatch " + std::to_string(t.microbatch) + " out of range");
       }
       switch (ins.op) {
         case OpKind::kCompute:
-          if (ins.tasks.empty()) throw_input_error(where, "compute without tasks");
+          if (ins.tasks.empty()) fail("compute without tasks");
           for (const TaskRef& t : ins.tasks)
             if (p.stage_to_actor[t.stage] != r)
-              throw_input_error(where, "task " + to_string(t) + " belongs to actor " +
-                                           std::to_string(p.stage_to_actor[t.stage]));
+              fail("task " + to_string(t) + " belongs to actor " +
+                   std::to_string(p.stage_to_actor[t.stage]));
           if (ins.stage != ins.tasks[0].stage)
-            throw_input_error(where, "stage field differs from the stage of its first task");
+            fail("stage field differs from the stage of its first task");
           break;
         case OpKind::kAllReduce:
         case OpKind::kOptimizer:
           if (p.stage_to_actor[ins.stage] != r)
-            throw_input_error(where, "stage " + std::to_string(ins.stage) + " belongs to actor " +
-                                         std::to_string(p.stage_to_actor[ins.stage]));
+            fail("stage " + std::to_string(ins.stage) + " belongs to actor " +
+                 std::to_string(p.stage_to_actor[ins.stage]));
           break;
         case OpKind::kSend:
         case OpKind::kRecv: {
-          if (ins.tasks.size() != 1)
-            throw_input_error(where, "a send/recv carries exactly one task's output");
+          if (ins.tasks.size() != 1) fail("a send/recv carries exactly one task's output");
           if (ins.peer < 0 || ins.peer >= p.num_actors || ins.peer == r)
-            throw_input_error(where, "peer " + std::to_string(ins.peer) + " invalid");
-          if (ins.tag < 0) throw_input_error(where, "missing tag");
+            fail("peer " + std::to_string(ins.peer) + " invalid");
+          if (ins.tag < 0) fail("missing tag");
           const bool send = ins.op == OpKind::kSend;
-          auto& table = send ? sends : recvs;
-          if (table.count(ins.tag))
-            throw_input_error(where, "tag " + std::to_string(ins.tag) + " used by two " +
-                                         (send ? "sends" : "recvs"));
-          table[ins.tag] = {r, i};
-          const auto pair = send ? std::make_pair(r, ins.peer) : std::make_pair(ins.peer, r);
-          (send ? send_order : recv_order)[pair].push_back({ins.tag, {r, i}});
+          if (!(send ? sends : recvs).insert(ins.tag, {r, i}))
+            fail("tag " + std::to_string(ins.tag) + " used by two " + (send ? "sends" : "recvs"));
+          ordinal[r][i] = (send ? count : recv_count)[ins.peer]++;
           break;
         }
       }
     }
   }
-  for (const auto& [tag, s] : sends) {
+  bool same_order = true;
+  sends.for_each([&](int64_t tag, const Endpoint& s) {
     const Instruction& snd = p.actors[s.actor][s.index];
-    const std::string where = at(s.actor, s.index) + " (" + to_string(snd) + ")";
-    auto it = recvs.find(tag);
-    if (it == recvs.end())
-      throw_input_error(where, "send with tag " + std::to_string(tag) + " has no matching recv");
-    const Instruction& rcv = p.actors[it->second.actor][it->second.index];
-    if (it->second.actor != snd.peer || rcv.peer != s.actor)
-      throw_input_error(where, "tag " + std::to_string(tag) + " is received by actor " +
-                                   std::to_string(it->second.actor) + " from actor " +
-                                   std::to_string(rcv.peer));
+    const Endpoint* e = recvs.find(tag);
+    if (e == nullptr)
+      fail_at(p, s, "send with tag " + std::to_string(tag) + " has no matching recv");
+    const Instruction& rcv = p.actors[e->actor][e->index];
+    if (e->actor != snd.peer || rcv.peer != s.actor)
+      fail_at(p, s,
+              "tag " + std::to_string(tag) + " is received by actor " + std::to_string(e->actor) +
+                  " from actor " + std::to_string(rcv.peer));
     if (rcv.bytes != snd.bytes)
-      throw_input_error(where, "sends " + std::to_string(snd.bytes) +
-                                   " bytes but the recv expects " + std::to_string(rcv.bytes));
-    if (rcv.tasks != snd.tasks)
-      throw_input_error(where, "the matching recv carries " + to_string(rcv.tasks));
-  }
-  for (const auto& [tag, r] : recvs)
-    if (!sends.count(tag))
-      throw_input_error(at(r.actor, r.index) + " (" + to_string(p.actors[r.actor][r.index]) + ")",
-                        "recv with tag " + std::to_string(tag) + " has no matching send");
-  for (const auto& [pair, order] : send_order) {
-    const auto& other = recv_order[pair];
-    for (size_t k = 0; k < order.size() && k < other.size(); ++k) {
-      if (order[k].first != other[k].first) {
-        const Endpoint& e = other[k].second;
-        throw_input_error(at(e.actor, e.index) + " (" + to_string(p.actors[e.actor][e.index]) + ")",
-                          "recvs from actor " + std::to_string(pair.first) +
-                              " in a different order than they are sent (expected tag " +
-                              std::to_string(order[k].first) + ", got " +
-                              std::to_string(other[k].first) + ")");
+      fail_at(p, s,
+              "sends " + std::to_string(snd.bytes) + " bytes but the recv expects " +
+                  std::to_string(rcv.bytes));
+    if (rcv.tasks != snd.tasks) fail_at(p, s, "the matching recv carries " + to_string(rcv.tasks));
+    if (ordinal[s.actor][s.index] != ordinal[e->actor][e->index]) same_order = false;
+  });
+  recvs.for_each([&](int64_t tag, const Endpoint& r) {
+    if (sends.find(tag) == nullptr)
+      fail_at(p, r, "recv with tag " + std::to_string(tag) + " has no matching send");
+  });
+  if (same_order) return;
+  // Every send now has its recv on the peer and vice versa, so each (sender, receiver) pair has
+  // as many sends as recvs; name the first pair, in (sender, receiver) order, whose sequences of
+  // tags differ, at the first position where they do.
+  for (int sender = 0; sender < p.num_actors; ++sender) {
+    for (int receiver = 0; receiver < p.num_actors; ++receiver) {
+      std::vector<int64_t> send_tags;
+      std::vector<std::pair<int64_t, Endpoint>> recv_tags;
+      pair_order(p, sender, receiver, send_tags, recv_tags);
+      for (size_t k = 0; k < send_tags.size() && k < recv_tags.size(); ++k) {
+        if (send_tags[k] != recv_tags[k].first)
+          fail_at(p, recv_tags[k].second,
+                  "recvs from actor " + std::to_string(sender) +
+                      " in a different order than they are sent (expected tag " +
+                      std::to_string(send_tags[k]) + ", got " + std::to_string(recv_tags[k].first) +
+                      ")");
       }
     }
   }
+  assert(false && "check_program: the order check found a mismatch that the pair scan did not");
 }
 
 nlohmann::json program_to_json(const Program& p) {

@@ -1,7 +1,7 @@
 #include "schedules/lower.h"
 
 #include <algorithm>
-#include <map>
+#include <cassert>
 
 #include "graph/error.h"
 #include "schedules/replay.h"
@@ -28,44 +28,71 @@ std::vector<int64_t> per_stage_bytes(const std::vector<int64_t>& bytes, int num_
   return bytes;
 }
 
-int append(std::vector<Instruction>& list, Instruction ins) {
-  list.push_back(std::move(ins));
-  return static_cast<int>(list.size()) - 1;
+// The stage whose actor receives what `t` produces (F: the next stage's input, B/I: the previous
+// stage's input gradient), or -1 when nothing is sent.
+int consumer_stage(const TaskRef& t, int num_stages) {
+  if (t.kind == TaskKind::kF && t.stage + 1 < num_stages) return t.stage + 1;
+  if ((t.kind == TaskKind::kB || t.kind == TaskKind::kI) && t.stage > 0) return t.stage - 1;
+  return -1;
 }
 
 }  // namespace
 
 Program lower(const Schedule& schedule, const LoweringOptions& options) {
-  validate_or_throw(schedule, schedule.name);
+  const ReplayResult replay = validate_and_replay_or_throw(schedule, schedule.name);
   const int p = schedule.num_actors();
   const int S = schedule.num_stages;
+  const int m = schedule.num_microbatches;
+  const std::vector<int>& stage_to_actor = schedule.placement.stage_to_actor;
   const std::vector<int64_t> act_bytes =
       per_stage_bytes(options.activation_bytes, S, "activation_bytes");
   const std::vector<int64_t> grad_bytes = per_stage_bytes(options.grad_bytes, S, "grad_bytes");
 
-  // Item holding each stage's last backward (B or W) in its actor's list.
+  // Per actor, the stages whose last backward (B or W) sits in each item, as (item, stage) sorted
+  // by item then stage; the items of an actor are visited in list order, so a cursor suffices.
   std::vector<int> last_backward_item(S, -1);
+  std::vector<size_t> list_size(p, 0);  // instructions per actor, to reserve
   for (int r = 0; r < p; ++r) {
-    for (int i = 0; i < static_cast<int>(schedule.actors[r].size()); ++i) {
-      for (const TaskRef& t : schedule.actors[r][i]) {
+    const auto& items = schedule.actors[r];
+    list_size[r] += items.size();
+    for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+      for (const TaskRef& t : items[i]) {
         if (t.kind == TaskKind::kB || t.kind == TaskKind::kW) last_backward_item[t.stage] = i;
+        const int cs = consumer_stage(t, S);
+        if (cs >= 0 && stage_to_actor[cs] != r) {
+          ++list_size[r];
+          ++list_size[stage_to_actor[cs]];
+        }
       }
     }
   }
-
-  const UnitCosts unit;
-  const ReplayResult replay =
-      replay_schedule(schedule, [&](const ScheduleItem& item) { return unit.of(item); });
+  std::vector<std::vector<std::pair<int, int>>> reduce_at(p);  // (item, stage)
+  for (int s = 0; s < S; ++s) {
+    const int r = stage_to_actor[s];
+    reduce_at[r].emplace_back(last_backward_item[s], s);
+    list_size[r] += 2;
+  }
+  for (auto& list : reduce_at) std::stable_sort(list.begin(), list.end());
+  std::vector<size_t> next_reduce(p, 0);
 
   Program prog;
   prog.num_actors = p;
   prog.num_stages = S;
-  prog.num_microbatches = schedule.num_microbatches;
-  prog.stage_to_actor = schedule.placement.stage_to_actor;
+  prog.num_microbatches = m;
+  prog.stage_to_actor = stage_to_actor;
   prog.actors.resize(p);
-  // Where each task's result is available on each actor: the compute that produced it (same
-  // actor) or the recv that brought it (consumer actor).
-  std::map<std::pair<TaskRef, int>, int> available;
+  for (int r = 0; r < p; ++r) prog.actors[r].reserve(list_size[r]);
+  // Where each task's result is available, as an instruction index: on the actor that ran it
+  // (the compute) and on the actor it is sent to (the recv). Indexed by task slot.
+  auto slot = [&](const TaskRef& t) {
+    return (static_cast<size_t>(t.stage) * static_cast<size_t>(m) +
+            static_cast<size_t>(t.microbatch)) *
+               kAllTaskKinds.size() +
+           static_cast<size_t>(t.kind);
+  };
+  const size_t num_slots = static_cast<size_t>(S) * static_cast<size_t>(m) * kAllTaskKinds.size();
+  std::vector<int> computed_at(num_slots, -1);
+  std::vector<int> received_at(num_slots, -1);
   std::vector<std::vector<std::pair<int, int>>> pending_optimizers(p);  // (stage, dep)
   int64_t next_tag = 0;
 
@@ -73,37 +100,37 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     const int r = pos.actor;
     const ScheduleItem& item = schedule.actors[r][pos.item];
     std::vector<Instruction>& list = prog.actors[r];
-
-    Instruction compute;
+    const int compute_index = static_cast<int>(list.size());
+    Instruction& compute = list.emplace_back();
     compute.op = OpKind::kCompute;
     compute.tasks = item;
     compute.stage = item[0].stage;
     for (const TaskRef& t : item) {
-      for (const TaskRef& dep : task_dependencies(t, S, schedule.split_backward)) {
-        if (std::find(item.begin(), item.end(), dep) != item.end()) continue;
-        compute.deps.push_back(available.at({dep, r}));
+      TaskRef deps[kMaxTaskDependencies];
+      const int num_deps = task_dependencies(t, S, schedule.split_backward, deps);
+      for (int d = 0; d < num_deps; ++d) {
+        const TaskRef& dep = deps[d];
+        if (item.size() > 1 && std::find(item.begin(), item.end(), dep) != item.end()) continue;
+        const int index =
+            stage_to_actor[dep.stage] == r ? computed_at[slot(dep)] : received_at[slot(dep)];
+        assert(index >= 0 && "lower: a dependency is neither computed nor received earlier");
+        compute.deps.push_back(index);
       }
     }
-    std::sort(compute.deps.begin(), compute.deps.end());
-    compute.deps.erase(std::unique(compute.deps.begin(), compute.deps.end()), compute.deps.end());
-    const int compute_index = append(list, std::move(compute));
-    for (const TaskRef& t : item) available[{t, r}] = compute_index;
+    if (compute.deps.size() > 1) {
+      std::sort(compute.deps.begin(), compute.deps.end());
+      compute.deps.erase(std::unique(compute.deps.begin(), compute.deps.end()), compute.deps.end());
+    }
+    for (const TaskRef& t : item) computed_at[slot(t)] = compute_index;
 
     for (const TaskRef& t : item) {
-      int consumer_stage = -1;
-      int64_t bytes = 0;
-      if (t.kind == TaskKind::kF && t.stage + 1 < S) {
-        consumer_stage = t.stage + 1;
-        bytes = act_bytes[t.stage];
-      } else if ((t.kind == TaskKind::kB || t.kind == TaskKind::kI) && t.stage > 0) {
-        consumer_stage = t.stage - 1;
-        bytes = act_bytes[t.stage - 1];
-      }
-      if (consumer_stage < 0) continue;
-      const int consumer = schedule.placement.actor_of(consumer_stage);
+      const int cs = consumer_stage(t, S);
+      if (cs < 0) continue;
+      const int consumer = stage_to_actor[cs];
       if (consumer == r) continue;
+      const int64_t bytes = act_bytes[std::min(t.stage, cs)];
       const int64_t tag = next_tag++;
-      Instruction send;
+      Instruction& send = list.emplace_back();
       send.op = OpKind::kSend;
       send.tasks = {t};
       send.stage = t.stage;
@@ -111,27 +138,28 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       send.bytes = bytes;
       send.tag = tag;
       send.deps = {compute_index};
-      append(list, std::move(send));
-      Instruction recv;
+      std::vector<Instruction>& consumer_list = prog.actors[consumer];
+      received_at[slot(t)] = static_cast<int>(consumer_list.size());
+      Instruction& recv = consumer_list.emplace_back();
       recv.op = OpKind::kRecv;
       recv.tasks = {t};
       recv.stage = t.stage;
       recv.peer = r;
       recv.bytes = bytes;
       recv.tag = tag;
-      available[{t, consumer}] = append(prog.actors[consumer], std::move(recv));
     }
 
-    for (int s : schedule.placement.stages_of(r)) {
-      if (last_backward_item[s] != pos.item) continue;
+    const auto& reduces = reduce_at[r];
+    for (size_t& k = next_reduce[r]; k < reduces.size() && reduces[k].first == pos.item; ++k) {
+      const int s = reduces[k].second;
       int optimizer_dep = compute_index;
       if (options.emit_grad_reduce) {
-        Instruction reduce;
+        optimizer_dep = static_cast<int>(list.size());
+        Instruction& reduce = list.emplace_back();
         reduce.op = OpKind::kAllReduce;
         reduce.stage = s;
         reduce.bytes = grad_bytes[s];
         reduce.deps = {compute_index};
-        optimizer_dep = append(list, std::move(reduce));
       }
       pending_optimizers[r].emplace_back(s, optimizer_dep);
     }
@@ -139,11 +167,10 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
 
   for (int r = 0; r < p; ++r) {
     for (const auto& [stage, dep] : pending_optimizers[r]) {
-      Instruction opt;
+      Instruction& opt = prog.actors[r].emplace_back();
       opt.op = OpKind::kOptimizer;
       opt.stage = stage;
       opt.deps = {dep};
-      append(prog.actors[r], std::move(opt));
     }
   }
   check_program(prog);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
-#include <tuple>
+#include <functional>
+#include <queue>
+#include <utility>
 
 namespace jaxpp {
 namespace {
@@ -17,28 +19,36 @@ size_t task_index(const TaskRef& t, int num_microbatches) {
 
 }  // namespace
 
-std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
-                                       const std::vector<bool>& split_backward) {
+int task_dependencies(const TaskRef& task, int num_stages, const std::vector<bool>& split_backward,
+                      TaskRef (&out)[kMaxTaskDependencies]) {
   const int s = task.stage;
   const int k = task.microbatch;
   switch (task.kind) {
     case TaskKind::kF:
-      if (s > 0) return {TaskRef{TaskKind::kF, s - 1, k}};
-      return {};
+      if (s == 0) return 0;
+      out[0] = TaskRef{TaskKind::kF, s - 1, k};
+      return 1;
     case TaskKind::kB:
     case TaskKind::kI: {
-      std::vector<TaskRef> deps = {TaskRef{TaskKind::kF, s, k}};
-      if (s + 1 < num_stages) {
-        const bool next_split =
-            s + 1 < static_cast<int>(split_backward.size()) && split_backward[s + 1];
-        deps.push_back(TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k});
-      }
-      return deps;
+      out[0] = TaskRef{TaskKind::kF, s, k};
+      if (s + 1 >= num_stages) return 1;
+      const bool next_split =
+          s + 1 < static_cast<int>(split_backward.size()) && split_backward[s + 1];
+      out[1] = TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k};
+      return 2;
     }
     case TaskKind::kW:
-      return {TaskRef{TaskKind::kI, s, k}};
+      out[0] = TaskRef{TaskKind::kI, s, k};
+      return 1;
   }
-  return {};
+  return 0;
+}
+
+std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
+                                       const std::vector<bool>& split_backward) {
+  TaskRef deps[kMaxTaskDependencies];
+  const int n = task_dependencies(task, num_stages, split_backward, deps);
+  return std::vector<TaskRef>(deps, deps + n);
 }
 
 int64_t UnitCosts::of(TaskKind kind) const {
@@ -96,8 +106,11 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
   auto ready_time = [&](const ScheduleItem& item, int64_t free, TaskRef* missing) -> int64_t {
     int64_t t0 = free;
     for (const TaskRef& task : item) {
-      for (const TaskRef& dep : task_dependencies(task, S, schedule.split_backward)) {
-        if (std::find(item.begin(), item.end(), dep) != item.end()) continue;
+      TaskRef deps[kMaxTaskDependencies];
+      const int num_deps = task_dependencies(task, S, schedule.split_backward, deps);
+      for (int d = 0; d < num_deps; ++d) {
+        const TaskRef& dep = deps[d];
+        if (item.size() > 1 && std::find(item.begin(), item.end(), dep) != item.end()) continue;
         const int64_t f = finish[task_index(dep, m)];
         if (f < 0) {
           *missing = dep;
@@ -144,13 +157,23 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
     }
   }
 
-  std::vector<std::tuple<int64_t, int, int>> ran;
-  for (int r = 0; r < p; ++r) {
-    for (size_t i = 0; i < next[r]; ++i) ran.emplace_back(res.start[r][i], r, static_cast<int>(i));
+  // Merge the actors' runs by (start, actor, item): within one actor, starts strictly increase
+  // along the list, so a p-way merge on (start, actor) yields the global order.
+  size_t num_ran = 0;
+  for (int r = 0; r < p; ++r) num_ran += next[r];
+  res.order.reserve(num_ran);
+  using Head = std::pair<int64_t, int>;  // (start of the actor's next item, actor)
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  std::vector<size_t> cursor(p, 0);
+  for (int r = 0; r < p; ++r)
+    if (next[r] > 0) heads.emplace(res.start[r][0], r);
+  while (!heads.empty()) {
+    const int r = heads.top().second;
+    heads.pop();
+    const size_t i = cursor[r]++;
+    res.order.push_back({r, static_cast<int>(i)});
+    if (cursor[r] < next[r]) heads.emplace(res.start[r][cursor[r]], r);
   }
-  std::sort(ran.begin(), ran.end());
-  res.order.reserve(ran.size());
-  for (const auto& [t, r, i] : ran) res.order.push_back({r, i});
   return res;
 }
 

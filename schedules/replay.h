@@ -30,6 +30,10 @@ namespace jaxpp {
 // The data dependencies of `task` (see above), in a fixed order.
 std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
                                        const std::vector<bool>& split_backward);
+// The same without allocating: writes them to `out` and returns how many (0, 1 or 2).
+inline constexpr int kMaxTaskDependencies = 2;
+int task_dependencies(const TaskRef& task, int num_stages, const std::vector<bool>& split_backward,
+                      TaskRef (&out)[kMaxTaskDependencies]);
 
 struct ItemPosition {
   int actor = -1;

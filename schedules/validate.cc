@@ -1,7 +1,7 @@
 #include "schedules/validate.h"
 
-#include <map>
-#include <set>
+#include <algorithm>
+#include <span>
 #include <tuple>
 
 #include "graph/error.h"
@@ -62,7 +62,10 @@ std::vector<int> peak_in_flight(const Schedule& schedule) {
   return peaks;
 }
 
-ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
+namespace {
+
+// validate_schedule; when check 5 runs, its replay is moved into *replay_out (if given).
+ValidationReport validate(const Schedule& schedule, int max_errors, ReplayResult* replay_out) {
   ValidationReport report;
   report.peak_in_flight = peak_in_flight(schedule);
   ErrorList errors(max_errors);
@@ -91,8 +94,16 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
     return report;
   }
 
-  // 2. Range and placement; 3. exactly once.
-  std::map<TaskRef, Position> seen;
+  // 2. Range and placement; 3. exactly once. seen[slot(t)] = where t first appears.
+  const size_t num_slots = kAllTaskKinds.size() * static_cast<size_t>(S) * static_cast<size_t>(m);
+  std::vector<Position> seen(num_slots);
+  // Slots in TaskRef order (kind, stage, microbatch), so that walking them visits tasks in the
+  // same order as a sorted container would.
+  auto slot = [&](const TaskRef& t) {
+    return (static_cast<size_t>(t.kind) * static_cast<size_t>(S) + static_cast<size_t>(t.stage)) *
+               static_cast<size_t>(m) +
+           static_cast<size_t>(t.microbatch);
+  };
   for (int r = 0; r < p; ++r) {
     const auto& items = schedule.actors[r];
     for (int i = 0; i < static_cast<int>(items.size()); ++i) {
@@ -102,55 +113,55 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
       }
       for (int j = 0; j < static_cast<int>(items[i].size()); ++j) {
         const TaskRef& t = items[i][j];
-        const std::string task = to_string(t);
+        auto task = [&] { return to_string(t); };
         if (t.stage < 0 || t.stage >= S) {
-          errors.add(at(r, i) + ": " + task + " names stage " + std::to_string(t.stage) +
+          errors.add(at(r, i) + ": " + task() + " names stage " + std::to_string(t.stage) +
                      " but the schedule has stages 0.." + std::to_string(S - 1));
           continue;
         }
         if (t.microbatch < 0 || t.microbatch >= m) {
-          errors.add(at(r, i) + ": " + task + " names microbatch " + std::to_string(t.microbatch) +
-                     " but the schedule has microbatches 0.." + std::to_string(m - 1));
+          errors.add(at(r, i) + ": " + task() + " names microbatch " +
+                     std::to_string(t.microbatch) + " but the schedule has microbatches 0.." +
+                     std::to_string(m - 1));
           continue;
         }
         if (schedule.placement.actor_of(t.stage) != r) {
-          errors.add(at(r, i) + ": " + task + " runs stage " + std::to_string(t.stage) +
+          errors.add(at(r, i) + ": " + task() + " runs stage " + std::to_string(t.stage) +
                      ", which is placed on actor " +
                      std::to_string(schedule.placement.actor_of(t.stage)));
           continue;
         }
         const bool split = schedule.split_backward[t.stage];
         if (t.kind == TaskKind::kB && split) {
-          errors.add(at(r, i) + ": " + task + " is a full backward but stage " +
+          errors.add(at(r, i) + ": " + task() + " is a full backward but stage " +
                      std::to_string(t.stage) + " uses split I/W backwards");
           continue;
         }
         if ((t.kind == TaskKind::kI || t.kind == TaskKind::kW) && !split) {
-          errors.add(at(r, i) + ": " + task + " is a split backward but stage " +
+          errors.add(at(r, i) + ": " + task() + " is a split backward but stage " +
                      std::to_string(t.stage) + " uses full B backwards");
           continue;
         }
-        auto [it, inserted] = seen.emplace(t, Position{r, i, j});
-        if (!inserted) {
-          errors.add(at(r, i) + ": " + task + " is duplicated (first at " +
-                     at(it->second.actor, it->second.item) + ")");
+        Position& first = seen[slot(t)];
+        if (first.valid()) {
+          errors.add(at(r, i) + ": " + task() + " is duplicated (first at " +
+                     at(first.actor, first.item) + ")");
+          continue;
         }
+        first = Position{r, i, j};
       }
     }
   }
   for (int s = 0; s < S; ++s) {
     const bool split = schedule.split_backward[s];
+    const TaskKind split_kinds[] = {TaskKind::kF, TaskKind::kI, TaskKind::kW};
+    const TaskKind full_kinds[] = {TaskKind::kF, TaskKind::kB};
+    const std::span<const TaskKind> kinds =
+        split ? std::span<const TaskKind>(split_kinds) : std::span<const TaskKind>(full_kinds);
     for (int k = 0; k < m; ++k) {
-      std::vector<TaskKind> kinds = {TaskKind::kF};
-      if (split) {
-        kinds.push_back(TaskKind::kI);
-        kinds.push_back(TaskKind::kW);
-      } else {
-        kinds.push_back(TaskKind::kB);
-      }
       for (TaskKind kind : kinds) {
         const TaskRef t{kind, s, k};
-        if (!seen.count(t)) {
+        if (!seen[slot(t)].valid()) {
           errors.add("actor " + std::to_string(schedule.placement.actor_of(s)) + ": task " +
                      to_string(t) + " is missing (every stage-microbatch needs F and " +
                      (split ? "I and W" : "B") + ")");
@@ -163,20 +174,21 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
     return report;
   }
 
-  // 4. Local order.
-  for (const auto& [t, pos] : seen) {
-    TaskRef before;
-    if (t.kind == TaskKind::kW) {
-      before = TaskRef{TaskKind::kI, t.stage, t.microbatch};
-    } else if (t.kind == TaskKind::kB || t.kind == TaskKind::kI) {
-      before = TaskRef{TaskKind::kF, t.stage, t.microbatch};
-    } else {
-      continue;
-    }
-    const Position& b = seen.at(before);
-    if (b.key() > pos.key()) {
-      errors.add(at(pos.actor, pos.item) + ": " + to_string(t) + " runs before its " +
-                 to_string(before) + " (position " + std::to_string(b.item) + ")");
+  // 4. Local order, walking the tasks in (kind, stage, microbatch) order.
+  for (TaskKind kind : {TaskKind::kB, TaskKind::kI, TaskKind::kW}) {
+    const TaskKind before_kind = kind == TaskKind::kW ? TaskKind::kI : TaskKind::kF;
+    for (int s = 0; s < S; ++s) {
+      for (int k = 0; k < m; ++k) {
+        const TaskRef t{kind, s, k};
+        const Position& pos = seen[slot(t)];
+        if (!pos.valid()) continue;
+        const TaskRef before{before_kind, s, k};
+        const Position& b = seen[slot(before)];
+        if (b.key() > pos.key()) {
+          errors.add(at(pos.actor, pos.item) + ": " + to_string(t) + " runs before its " +
+                     to_string(before) + " (position " + std::to_string(b.item) + ")");
+        }
+      }
     }
   }
   if (!errors.empty()) {
@@ -186,7 +198,7 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
 
   // 5. Dependency replay.
   const UnitCosts unit;
-  const ReplayResult replay =
+  ReplayResult replay =
       replay_schedule(schedule, [&](const ScheduleItem& item) { return unit.of(item); });
   if (!replay.completed) {
     std::string msg = "deadlock: no actor can make progress;";
@@ -194,16 +206,32 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
     msg.pop_back();
     errors.add(msg);
   }
+  if (replay_out != nullptr) *replay_out = std::move(replay);
   report.errors = errors.take();
   return report;
 }
 
-void validate_or_throw(const Schedule& schedule, const std::string& where) {
-  const ValidationReport report = validate_schedule(schedule, 5);
+void throw_if_invalid(const ValidationReport& report, const std::string& where) {
   if (report.ok()) return;
   std::string msg;
   for (const std::string& e : report.errors) msg += (msg.empty() ? "" : "; ") + e;
   throw_input_error(where, "invalid schedule: " + msg);
+}
+
+}  // namespace
+
+ValidationReport validate_schedule(const Schedule& schedule, int max_errors) {
+  return validate(schedule, max_errors, nullptr);
+}
+
+void validate_or_throw(const Schedule& schedule, const std::string& where) {
+  throw_if_invalid(validate(schedule, 5, nullptr), where);
+}
+
+ReplayResult validate_and_replay_or_throw(const Schedule& schedule, const std::string& where) {
+  ReplayResult replay;
+  throw_if_invalid(validate(schedule, 5, &replay), where);
+  return replay;
 }
 
 }  // namespace jaxpp

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/replay.h"
 #include "schedules/schedule.h"
 
 namespace jaxpp {
@@ -40,6 +41,11 @@ ValidationReport validate_schedule(const Schedule& schedule, int max_errors = 20
 
 // InputError "<where>: invalid schedule: <first error>[; <second error> ...]" when invalid.
 void validate_or_throw(const Schedule& schedule, const std::string& where = "schedule");
+
+// As validate_or_throw, and returns the unit-cost dependency replay (replay.h, UnitCosts) that
+// check 5 ran, so a caller that needs the issue order (lower.h) does not replay again.
+ReplayResult validate_and_replay_or_throw(const Schedule& schedule,
+                                          const std::string& where = "schedule");
 
 // Peak in-flight activations per actor (see above); tolerant of invalid schedules.
 std::vector<int> peak_in_flight(const Schedule& schedule);
