@@ -214,6 +214,7 @@ int run_calibrate(int argc, char** argv) {
       ("base", "cluster (preset or JSON) for what is not measured (cuda: links), or the model a trace refines", cxxopts::value<std::string>())
       ("name", "name of the fitted cluster", cxxopts::value<std::string>())
       ("quick", "fewer sizes and repetitions")
+      ("hot", "compute benchmarks reuse the same (cache-hot) operands instead of cold ones")
       ("repeats", "timed repetitions per point (median; default 7, --quick 5)", cxxopts::value<int>())
       ("warmup", "untimed repetitions per point", cxxopts::value<int>()->default_value("2"))
       ("repetition-ms", "a timed repetition loops a kernel at least this long (default 5, --quick 2)", cxxopts::value<double>())
@@ -249,6 +250,7 @@ int run_calibrate(int argc, char** argv) {
       1e-3 *
       (args.count("repetition-ms") ? args["repetition-ms"].as<double>() : (mo.quick ? 2 : 5));
   if (!(mo.timing.min_repetition_s >= 0)) throw_input_error("--repetition-ms", "expected >= 0");
+  mo.timing.cold_pool_bytes = args.count("hot") ? 0 : default_cold_pool_bytes();
   mo.timeout_s = args["timeout-s"].as<double>();
   mo.ranks = args["ranks"].as<int>();
   if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");

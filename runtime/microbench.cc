@@ -8,6 +8,8 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +67,39 @@ DeviceArray filled(Device& device, size_t n, uint64_t seed) {
     x = static_cast<double>(s >> 11) * 0x1.0p-52 - 1.0;
   }
   return device.upload(v);
+}
+
+// Computes (spins) for `seconds`, as a task between two messages does.
+void busy_for(const Backend& backend, double seconds) {
+  const double end = backend.now_s() + seconds;
+  while (backend.now_s() < end) {
+  }
+}
+
+// Doubles rounded up to a whole 64-byte line.
+size_t aligned(size_t doubles) { return (doubles + 7) / 8 * 8; }
+
+// Consecutive regions of `region` doubles in a pool of `pool` doubles, wrapping around.
+class Rotation {
+ public:
+  Rotation(size_t pool, size_t region) : pool_(pool), region_(region) {}
+  size_t next() {
+    const size_t at = offset_;
+    offset_ += region_;
+    if (offset_ + region_ > pool_) offset_ = 0;
+    return at;
+  }
+
+ private:
+  size_t pool_, region_;
+  size_t offset_ = 0;
+};
+
+// How many operand sets of `doubles` each fill the cold pool (at least 1, at most 4096).
+size_t sets_for(const Timing& timing, size_t doubles) {
+  const double pool = static_cast<double>(std::max<int64_t>(timing.cold_pool_bytes, 0));
+  return static_cast<size_t>(
+      std::clamp(std::ceil(pool / (8.0 * static_cast<double>(doubles))), 1.0, 4096.0));
 }
 
 // A CostProvider under which every instruction takes no time (the launch-overhead benchmark).
@@ -173,7 +208,8 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   say(progress,
       "point-to-point: ping-pong of thread pairs, " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples = bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+    auto samples =
+        bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s, o.timeout_s);
     if (b.actor() == 0) m.p2p = std::move(samples);
   });
   for (int r : allreduce_rank_counts(o.ranks)) {
@@ -188,7 +224,7 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   }
   say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples = bench_launch_overhead(b, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    auto samples = bench_launch_overhead(b, o.quick ? 500 : 2000, o.timing, o.timeout_s);
     if (b.actor() == 0) m.launch_overhead_s = std::move(samples);
   });
   m.backend = "threads";
@@ -238,10 +274,11 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
     world.barrier(section_timeout_s);
     root_say("point-to-point: ping-pong of rank pairs, " + std::to_string(session.size()) +
              " ranks");
-    auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+    auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
+                         o.timeout_s);
     if (rank == 0) m.p2p = std::move(p2p);
     root_say("launch overhead: executor on " + std::to_string(session.size()) + " ranks");
-    auto launch = bench_launch_overhead(world, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    auto launch = bench_launch_overhead(world, o.quick ? 500 : 2000, o.timing, o.timeout_s);
     if (rank == 0) m.launch_overhead_s = std::move(launch);
   }
   for (int r : allreduce_rank_counts(session.size())) {
@@ -272,7 +309,7 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
   }
   say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples = bench_launch_overhead(b, o.quick ? 200 : 500, o.timing, o.timeout_s);
+    auto samples = bench_launch_overhead(b, o.quick ? 500 : 2000, o.timing, o.timeout_s);
     if (b.actor() == 0) result.measurements.launch_overhead_s = std::move(samples);
   });
   result.measurements.backend = "cuda";
@@ -290,6 +327,21 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
 }
 
 }  // namespace
+
+int64_t default_cold_pool_bytes() {
+  // The largest cache level the kernel reports (e.g. "32768K"), twice over.
+  int64_t largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string text;
+    if (!(in >> text) || text.empty()) continue;
+    int64_t value = std::atoll(text.c_str());
+    if (text.back() == 'K') value <<= 10;
+    if (text.back() == 'M') value <<= 20;
+    largest = std::max(largest, value);
+  }
+  return largest > 0 ? 2 * largest : int64_t{64} << 20;
+}
 
 std::vector<GemmSpec> default_gemm_shapes(bool quick) {
   // Square GEMMs and the MLP workload's aspect ratios (tokens x 4h x h and its transposes, as the
@@ -325,20 +377,31 @@ std::vector<int64_t> default_message_sizes_bytes(bool quick) {
 
 std::vector<GemmSample> bench_gemm(Device& device, const std::vector<GemmSpec>& shapes,
                                    const Timing& timing) {
-  std::vector<GemmSample> out;
-  uint64_t seed = 1;
-  for (const GemmSpec& s : shapes) {
+  for (const GemmSpec& s : shapes)
     if (s.m < 1 || s.n < 1 || s.k < 1)
       throw InputError("GEMM benchmark: shape " + std::to_string(s.m) + "x" + std::to_string(s.n) +
                        "x" + std::to_string(s.k) + " is empty");
-    DeviceArray a = filled(device, static_cast<size_t>(s.m * s.k), seed++);
-    DeviceArray b = filled(device, static_cast<size_t>(s.k * s.n), seed++);
-    DeviceArray c = device.zeros(static_cast<size_t>(s.m * s.n));
+  // One input pool (A and B of consecutive calls side by side) and one output pool for C.
+  const size_t cold = static_cast<size_t>(std::max<int64_t>(timing.cold_pool_bytes, 0)) / 8;
+  size_t in_need = 1, out_need = 1;
+  for (const GemmSpec& s : shapes) {
+    in_need = std::max(in_need, aligned(static_cast<size_t>(s.m * s.k + s.k * s.n)));
+    out_need = std::max(out_need, aligned(static_cast<size_t>(s.m * s.n)));
+  }
+  DeviceArray in = filled(device, std::max(in_need, cold), 1);
+  DeviceArray out_pool = device.zeros(std::max(out_need, cold / 2));
+  std::vector<GemmSample> out;
+  for (const GemmSpec& s : shapes) {
+    const size_t a_size = static_cast<size_t>(s.m * s.k);
+    Rotation ab(in.size(), aligned(a_size + static_cast<size_t>(s.k * s.n)));
+    Rotation c(out_pool.size(), aligned(static_cast<size_t>(s.m * s.n)));
     const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
     const int lda = s.trans_a ? m : k;
     const int ldb = s.trans_b ? k : n;
     const double t = time_per_call_s(device, timing, [&] {
-      device.gemm(s.trans_a, s.trans_b, m, n, k, a.data(), lda, b.data(), ldb, 0.0, c.data(), n);
+      const double* a = in.data() + ab.next();
+      device.gemm(s.trans_a, s.trans_b, m, n, k, a, lda, a + a_size, ldb, 0.0,
+                  out_pool.data() + c.next(), n);
     });
     out.push_back({s.m, s.n, s.k, s.trans_a, s.trans_b, t});
   }
@@ -350,14 +413,23 @@ std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& e
   std::vector<SizeSample> out;
   for (int64_t n : elements) {
     const size_t size = static_cast<size_t>(std::max<int64_t>(n, 1));
-    DeviceArray u = filled(device, size, 11);
-    DeviceArray da = filled(device, size, 12);
-    DeviceArray result = device.alloc(size);
+    // Sets of (u, da, result) rotating through the cold pool.
+    const int arrays = backward ? 3 : 2;
+    const size_t sets = sets_for(timing, size * arrays);
+    std::vector<DeviceArray> u, da, result;
+    for (size_t i = 0; i < sets; ++i) {
+      u.push_back(filled(device, size, 11 + i));
+      if (backward) da.push_back(filled(device, size, 5000 + i));
+      result.push_back(device.alloc(size));
+    }
+    size_t next = 0;
     const double t = time_per_call_s(device, timing, [&] {
+      const size_t i = next;
+      next = (next + 1) % sets;
       if (backward)
-        device.gelu_backward(da, u, result);
+        device.gelu_backward(da[i], u[i], result[i]);
       else
-        device.gelu(u, result);
+        device.gelu(u[i], result[i]);
     });
     out.push_back({static_cast<double>(size), t});
   }
@@ -369,15 +441,21 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
   std::vector<SizeSample> out;
   for (int64_t b : bytes) {
     const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
-    DeviceArray src = filled(device, n, 21);
-    const double t = time_per_call_s(device, timing, [&] { DeviceArray c = device.copy(src); });
+    const size_t sets = sets_for(timing, n);
+    std::vector<DeviceArray> sources;
+    for (size_t i = 0; i < sets; ++i) sources.push_back(filled(device, n, 21 + i));
+    size_t next = 0;
+    const double t = time_per_call_s(device, timing, [&] {
+      DeviceArray c = device.copy(sources[next]);
+      next = (next + 1) % sets;
+    });
     out.push_back({static_cast<double>(n * sizeof(double)), t});
   }
   return out;
 }
 
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
-                                  const Timing& timing, double timeout_s) {
+                                  const Timing& timing, double think_s, double timeout_s) {
   if (backend.num_actors() < 2)
     throw InputError("point-to-point benchmark: needs at least 2 actors");
   std::vector<SizeSample> out;
@@ -388,7 +466,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
   const int peer = me % 2 == 0 ? me + 1 : me - 1;
   if (backend.replica() == 0 && peer < backend.num_actors()) {
     const bool leader = me % 2 == 0;
-    const int reps = std::max(15, timing.repeats);  // cheap, and latency is noisy
+    const int reps = std::max(31, timing.repeats);  // cheap, and latency is noisy
     int64_t key = 0;
     auto receive = [&](int64_t k) {
       Message msg;
@@ -404,14 +482,17 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
       std::vector<double> one_way;
       for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
         if (leader) {
+          busy_for(backend, think_s);
           Message msg;
           msg.data = host_device().copy(payload);
           const double t0 = backend.now_s();
           backend.send_message(peer, key, std::move(msg));
           receive(key + 1);
-          if (r >= timing.warmup) one_way.push_back((backend.now_s() - t0) / 2);
+          const double round_trip = backend.now_s() - t0 - think_s;
+          if (r >= timing.warmup) one_way.push_back(std::max(1e-9, round_trip / 2));
         } else {
           Message msg = receive(key);
+          busy_for(backend, think_s);
           backend.send_message(peer, key + 1, std::move(msg));
         }
       }

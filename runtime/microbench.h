@@ -8,7 +8,8 @@
 //   P2P           ping-pong of Backend::send_message / wait_message over message sizes (one-way
 //                 time = round trip / 2), the executor's transfer path; actors pair up (0-1, 2-3,
 //                 ...) and every pair runs at once, as a pipeline's stages send at once; actor 0
-//                 measures
+//                 measures; each side computes ~1 ms between messages, so the time includes
+//                 waking a blocked receiver
 //   all-reduce    Backend::allreduce_tensor over sizes, for every rank count r that divides the
 //                 number of ranks (a world of ranks/r actors x r replicas: ranks/r all-reduces of
 //                 r ranks run at once, as the data-parallel reductions of a run do)
@@ -16,7 +17,10 @@
 //                 zero-cost emulated workload: time per instruction
 // Measurement: every point is run `warmup` times untimed, then `repeats` timed repetitions; a
 // repetition loops the operation until it lasts at least min_repetition_s (per-call time =
-// elapsed / calls); the point's value is the median of the repetitions.
+// elapsed / calls); the point's value is the median of the repetitions. The compute benchmarks'
+// operands rotate through a pool larger than the caches (Timing::cold_pool_bytes), so every call
+// finds them cold, as a pipelined run's tasks do; on hot operands some kernels run up to 1.8x
+// faster (GeLU on arrays that fit the L2 cache) and would make predictions optimistic.
 //
 // Backends: threads (the compute benchmarks run on min(ranks, hardware threads) threads at once,
 // as the actors of a run compute at once; values are the median over the threads), mpi (call on
@@ -56,7 +60,14 @@ struct Timing {
   int warmup = 2;                  // untimed repetitions
   int repeats = 7;                 // timed repetitions (median)
   double min_repetition_s = 2e-4;  // a repetition loops the operation at least this long
+  // Compute benchmarks: consecutive calls take their operands from a pool of at least this many
+  // bytes (0: the same operands every call, hot in cache).
+  int64_t cold_pool_bytes = 0;
 };
+// Twice the largest CPU cache the kernel reports (64 MiB if it reports none): operands rotating
+// through that much memory are cold at every call, as a pipelined run's are (a task reads
+// activations stashed many tasks earlier, and the actors of a host share the last-level cache).
+int64_t default_cold_pool_bytes();
 
 // Shapes and sizes of the default suite (quick: fewer points, same range).
 struct GemmSpec {
@@ -79,8 +90,11 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 // Communication benchmarks: every worker of the backend's world calls them (they synchronise with
 // Backend::barrier); the samples come back on the measuring worker (actor 0, replica 0) and are
 // empty elsewhere. bench_p2p needs >= 2 actors; bench_allreduce >= 2 replicas.
+// A ping-pong round: the leader computes (spins) think_s, sends, waits for the reply; the
+// follower waits, computes think_s, replies. One-way time = (round trip - think_s) / 2, so it
+// includes waking a worker that has been blocked for a while, as a pipeline's receiver is.
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
-                                  const Timing& timing, double timeout_s);
+                                  const Timing& timing, double think_s, double timeout_s);
 std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
                                              const Timing& timing, double timeout_s);
 // Per-instruction time of the executor on this worker, one value per timed repetition.
@@ -92,7 +106,8 @@ struct MicrobenchOptions {
   int ranks = 2;  // threads: workers of the communication benchmarks (>= 2); mpi: the world size
   bool quick = false;
   Timing timing;
-  double timeout_s = 60;  // per blocking wait
+  double p2p_think_s = 1e-3;  // compute between two messages of the ping-pong (bench_p2p)
+  double timeout_s = 60;      // per blocking wait
 };
 struct MicrobenchResult {
   bool root = true;  // false on mpi ranks other than 0 (their measurements are empty)

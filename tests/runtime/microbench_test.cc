@@ -52,6 +52,19 @@ TEST(Microbench, GemmReturnsOnePositiveSamplePerShape) {
   for (const GemmSample& g : s) EXPECT_GT(g.seconds, 0);
 }
 
+TEST(Microbench, ColdOperandsRotateThroughAPoolAndGiveTheSameSamples) {
+  Timing cold = tiny_timing();
+  cold.cold_pool_bytes = 64 << 10;
+  std::vector<GemmSample> g =
+      bench_gemm(host_device(), {{4, 8, 4, false, false}, {8, 4, 8, true, true}}, cold);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_GT(g[1].seconds, 0);
+  auto e = bench_gelu(host_device(), {100}, /*backward=*/false, cold);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_GT(e[0].seconds, 0);
+  EXPECT_GT(default_cold_pool_bytes(), 0);
+}
+
 TEST(Microbench, EmptyGemmShapeIsAnInputError) {
   EXPECT_THROW(bench_gemm(host_device(), {{0, 3, 4, false, false}}, tiny_timing()), InputError);
 }
@@ -68,7 +81,7 @@ TEST(Microbench, ElementwiseAndCopyReportTheirSizes) {
 
 TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
   auto samples = on_world(3, 1, [](Backend& b) {
-    auto s = bench_p2p(b, {8, 4096}, tiny_timing(), 10);
+    auto s = bench_p2p(b, {8, 4096}, tiny_timing(), /*think_s=*/1e-5, 10);
     if (b.actor() != 0) {
       EXPECT_TRUE(s.empty());
     }
@@ -98,7 +111,7 @@ TEST(Microbench, LaunchOverheadGivesOneValuePerTimedRepetition) {
 TEST(Microbench, CommunicationNeedsPeers) {
   ThreadsWorld world(1, 1);
   std::unique_ptr<Backend> b = world.backend(0, 0);
-  EXPECT_THROW(bench_p2p(*b, {8}, tiny_timing(), 1), InputError);
+  EXPECT_THROW(bench_p2p(*b, {8}, tiny_timing(), 0, 1), InputError);
   EXPECT_THROW(bench_allreduce(*b, {8}, tiny_timing(), 1), InputError);
 }
 
