@@ -135,7 +135,7 @@ BackendFigures figures_for(const Options& o, const std::string& backend) {
     for (int r = 0; r < o.runs; ++r) {
       const std::string out =
           run(launcher + o.jaxpp_sim + " run --schedule " + c.schedule + c.extra + workload +
-                  " --steps 5 --warmup 1 --compare --json --cluster " + cluster,
+                  " --steps 9 --warmup 1 --compare --json --cluster " + cluster,
               dir + "/run-" + c.schedule + "-" + std::to_string(r) + ".log");
       nlohmann::json j = nlohmann::json::parse(out);
       abs_errors.push_back(std::abs(j.at("prediction_error").get<double>()));

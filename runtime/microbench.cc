@@ -69,8 +69,12 @@ DeviceArray filled(Device& device, size_t n, uint64_t seed) {
   return device.upload(v);
 }
 
-// Computes (spins) for `seconds`, as a task between two messages does.
-void busy_for(const Backend& backend, double seconds) {
+// Stands for the compute between two messages: spins (a real task) or sleeps (an emulated one).
+void think_for(const Backend& backend, double seconds, bool spin) {
+  if (!spin) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return;
+  }
   const double end = backend.now_s() + seconds;
   while (backend.now_s() < end) {
   }
@@ -208,8 +212,8 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   say(progress,
       "point-to-point: ping-pong of thread pairs, " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples =
-        bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s, o.timeout_s);
+    auto samples = bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
+                             /*spin=*/o.ranks <= hardware_threads(), o.timeout_s);
     if (b.actor() == 0) m.p2p = std::move(samples);
   });
   for (int r : allreduce_rank_counts(o.ranks)) {
@@ -275,7 +279,7 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
     root_say("point-to-point: ping-pong of rank pairs, " + std::to_string(session.size()) +
              " ranks");
     auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
-                         o.timeout_s);
+                         /*spin=*/ranks_per_host <= hardware_threads(), o.timeout_s);
     if (rank == 0) m.p2p = std::move(p2p);
     root_say("launch overhead: executor on " + std::to_string(session.size()) + " ranks");
     auto launch = bench_launch_overhead(world, o.quick ? 500 : 2000, o.timing, o.timeout_s);
@@ -455,7 +459,8 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 }
 
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
-                                  const Timing& timing, double think_s, double timeout_s) {
+                                  const Timing& timing, double think_s, bool spin,
+                                  double timeout_s) {
   if (backend.num_actors() < 2)
     throw InputError("point-to-point benchmark: needs at least 2 actors");
   std::vector<SizeSample> out;
@@ -482,7 +487,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
       std::vector<double> one_way;
       for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
         if (leader) {
-          busy_for(backend, think_s);
+          think_for(backend, think_s, spin);
           Message msg;
           msg.data = host_device().copy(payload);
           const double t0 = backend.now_s();
@@ -492,7 +497,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
           if (r >= timing.warmup) one_way.push_back(std::max(1e-9, round_trip / 2));
         } else {
           Message msg = receive(key);
-          busy_for(backend, think_s);
+          think_for(backend, think_s, spin);
           backend.send_message(peer, key + 1, std::move(msg));
         }
       }

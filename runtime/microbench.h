@@ -8,8 +8,8 @@
 //   P2P           ping-pong of Backend::send_message / wait_message over message sizes (one-way
 //                 time = round trip / 2), the executor's transfer path; actors pair up (0-1, 2-3,
 //                 ...) and every pair runs at once, as a pipeline's stages send at once; actor 0
-//                 measures; each side computes ~1 ms between messages, so the time includes
-//                 waking a blocked receiver
+//                 measures; each side computes ~1 ms between messages (spinning, or sleeping
+//                 on an oversubscribed host), so the time includes waking a blocked receiver
 //   all-reduce    Backend::allreduce_tensor over sizes, for every rank count r that divides the
 //                 number of ranks (a world of ranks/r actors x r replicas: ranks/r all-reduces of
 //                 r ranks run at once, as the data-parallel reductions of a run do)
@@ -90,11 +90,15 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 // Communication benchmarks: every worker of the backend's world calls them (they synchronise with
 // Backend::barrier); the samples come back on the measuring worker (actor 0, replica 0) and are
 // empty elsewhere. bench_p2p needs >= 2 actors; bench_allreduce >= 2 replicas.
-// A ping-pong round: the leader computes (spins) think_s, sends, waits for the reply; the
-// follower waits, computes think_s, replies. One-way time = (round trip - think_s) / 2, so it
-// includes waking a worker that has been blocked for a while, as a pipeline's receiver is.
+// A ping-pong round: the leader computes think_s, sends, waits for the reply; the follower waits,
+// computes think_s, replies. One-way time = (round trip - think_s) / 2, so it includes waking a
+// worker that has been blocked for a while, as a pipeline's receiver is. The compute spins
+// (`spin`) or sleeps: run_microbenchmarks spins when every worker of a host has a hardware thread
+// of its own, and sleeps when the host is oversubscribed (such hosts run emulated compute, which
+// sleeps; spinning ranks would steal each other's CPU and inflate the latency).
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
-                                  const Timing& timing, double think_s, double timeout_s);
+                                  const Timing& timing, double think_s, bool spin,
+                                  double timeout_s);
 std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
                                              const Timing& timing, double timeout_s);
 // Per-instruction time of the executor on this worker, one value per timed repetition.

@@ -81,7 +81,7 @@ TEST(Microbench, ElementwiseAndCopyReportTheirSizes) {
 
 TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
   auto samples = on_world(3, 1, [](Backend& b) {
-    auto s = bench_p2p(b, {8, 4096}, tiny_timing(), /*think_s=*/1e-5, 10);
+    auto s = bench_p2p(b, {8, 4096}, tiny_timing(), /*think_s=*/1e-5, /*spin=*/true, 10);
     if (b.actor() != 0) {
       EXPECT_TRUE(s.empty());
     }
@@ -111,7 +111,7 @@ TEST(Microbench, LaunchOverheadGivesOneValuePerTimedRepetition) {
 TEST(Microbench, CommunicationNeedsPeers) {
   ThreadsWorld world(1, 1);
   std::unique_ptr<Backend> b = world.backend(0, 0);
-  EXPECT_THROW(bench_p2p(*b, {8}, tiny_timing(), 0, 1), InputError);
+  EXPECT_THROW(bench_p2p(*b, {8}, tiny_timing(), 0, false, 1), InputError);
   EXPECT_THROW(bench_allreduce(*b, {8}, tiny_timing(), 1), InputError);
 }
 
