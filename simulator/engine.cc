@@ -4,10 +4,8 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <queue>
 #include <string>
-#include <unordered_map>
 
 #include "graph/error.h"
 
@@ -20,10 +18,9 @@ enum class EventType : uint8_t { kFinish, kTransferJoin, kLinkCheck };
 
 struct Event {
   double time_s;
-  uint64_t seq;
+  uint64_t seq;  // creation order: the tie-break at equal times
+  int id;        // instruction (kFinish, kTransferJoin: the send) or link (kLinkCheck)
   EventType type;
-  int id;            // instruction (kFinish, kTransferJoin: the send) or link (kLinkCheck)
-  uint32_t version;  // kLinkCheck
 };
 
 struct EventLater {
@@ -33,13 +30,152 @@ struct EventLater {
   }
 };
 
-struct Link {
-  std::vector<int> active;  // sends in their bandwidth phase
-  double last_update_s = 0;
-  uint32_t version = 0;
+// A send in its bandwidth phase.
+struct ActiveTransfer {
+  int send;
+  double remaining_bytes;
+  double bandwidth_bytes_per_s;
+  double bytes;
 };
 
+struct Link {
+  std::vector<ActiveTransfer> active;  // in order of joining
+  double last_update_s = 0;
+  uint64_t check_seq = kNoCheck;  // seq of the one kLinkCheck event still valid
+  static constexpr uint64_t kNoCheck = ~uint64_t{0};
+};
+
+// How many instructions ahead build() prefetches the heap blocks of an instruction.
+constexpr int kPrefetchDistance = 8;
+
+// Node flags. kStreamHead: every earlier instruction of its stream has finished.
+constexpr uint8_t kPosted = 1, kStarted = 2, kDone = 4, kCostDeferred = 8, kStreamHead = 16;
+
+// What the event loop needs about one instruction, in one cache line, indexed by the global
+// instruction index g (actor-major, program order). Costs are looked up once, in build(), where
+// the program is read sequentially; the loop then touches the Program only for the payload of
+// a transfer over a finite-bandwidth link.
+struct alignas(64) Node {
+  double start_s = 0, end_s = 0;
+  double duration_s = 0;  // compute, optimizer, all-reduce: duration; send: latency
+  union {
+    struct {
+      double bandwidth_bytes_per_s;
+      int link;  // dense link index
+    } send;
+    struct {
+      int begin;  // into Engine::stash_stages_: num_f stages of F tasks, then num_bi of B/I
+      int16_t num_f, num_bi;
+      int actor;
+    } stash;  // kCompute
+  } u{};
+  int next_in_stream = -1;   // the stream's next instruction, -1 at its end
+  int deps_left = 0;         // unfinished dependencies
+  int partner = -1;          // send <-> recv, -1 otherwise
+  int cause = -1;            // what released it (critical path)
+  int dependents_begin = 0;  // CSR into Engine::dependents_; the end is the next node's begin
+  OpKind op : 8 = OpKind::kCompute;
+  uint8_t flags = 0;
+};
+static_assert(sizeof(Node) == 64, "Node should fill exactly one cache line");
+
 bool is_compute_stream(OpKind op) { return op == OpKind::kCompute || op == OpKind::kOptimizer; }
+
+uint64_t mix64(int64_t key) {  // splitmix64 finaliser
+  uint64_t h = static_cast<uint64_t>(key) + 0x9e3779b97f4a7c15ULL;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
+// Open-addressing map from an int64 key (a link id) to a non-negative int.
+class FlatIndex {
+ public:
+  explicit FlatIndex(size_t expected) {
+    size_t capacity = 16;
+    while (capacity < 2 * expected) capacity *= 2;
+    keys_.resize(capacity);
+    values_.assign(capacity, -1);
+    mask_ = capacity - 1;
+  }
+  // Inserts key -> value unless the key is present; returns the value now stored.
+  int emplace(int64_t key, int value) {
+    const size_t i = slot(key);
+    if (values_[i] >= 0) return values_[i];
+    keys_[i] = key;
+    values_[i] = value;
+    if (++size_ * 2 > keys_.size()) grow();
+    return value;
+  }
+
+ private:
+  size_t slot(int64_t key) const {
+    size_t i = static_cast<size_t>(mix64(key)) & mask_;
+    while (values_[i] >= 0 && keys_[i] != key) i = (i + 1) & mask_;
+    return i;
+  }
+  void grow() {
+    FlatIndex bigger(keys_.size());
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (values_[i] >= 0) bigger.emplace(keys_[i], values_[i]);
+    }
+    *this = std::move(bigger);
+  }
+
+  std::vector<int64_t> keys_;
+  std::vector<int> values_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+// The two ends of a point-to-point transfer, by tag: index 0 = the send, 1 = the recv.
+struct TagEnds {
+  int g[2] = {-1, -1};
+  int actor[2] = {-1, -1};
+  int peer[2] = {-1, -1};
+};
+
+// Tag -> TagEnds. A plain array when the tags form a compact range (lower() numbers them 0, 1,
+// 2, ...), open addressing otherwise. Sized once for `count` tags.
+class TagTable {
+ public:
+  TagTable(int64_t min_tag, int64_t max_tag, size_t count) {
+    if (count == 0) return;
+    const uint64_t range = static_cast<uint64_t>(max_tag) - static_cast<uint64_t>(min_tag);
+    if (range < 2 * count + 1024) {
+      dense_ = true;
+      base_ = min_tag;
+      ends_.resize(range + 1);
+      return;
+    }
+    size_t capacity = 16;
+    while (capacity < 2 * count) capacity *= 2;
+    keys_.resize(capacity);
+    ends_.resize(capacity);
+    mask_ = capacity - 1;
+  }
+  // The entry of `tag`, created empty when absent.
+  TagEnds& at(int64_t tag) {
+    if (dense_) return ends_[static_cast<size_t>(tag - base_)];
+    size_t i = static_cast<size_t>(mix64(tag)) & mask_;
+    while (used(ends_[i]) && keys_[i] != tag) i = (i + 1) & mask_;
+    keys_[i] = tag;
+    return ends_[i];
+  }
+  void prefetch(int64_t tag) const {
+    if (dense_ && tag >= base_ && static_cast<uint64_t>(tag - base_) < ends_.size())
+      __builtin_prefetch(&ends_[static_cast<size_t>(tag - base_)]);
+  }
+  const std::vector<TagEnds>& entries() const { return ends_; }
+  static bool used(const TagEnds& e) { return e.g[0] >= 0 || e.g[1] >= 0; }
+
+ private:
+  bool dense_ = false;
+  int64_t base_ = 0;
+  std::vector<int64_t> keys_;
+  std::vector<TagEnds> ends_;
+  size_t mask_ = 0;
+};
 
 class Engine {
  public:
@@ -50,38 +186,51 @@ class Engine {
 
  private:
   void build();
+  void look_up_cost(int g, const Instruction& in, int actor);
   void try_start(int g, int cause);
   void start(int g, int cause);
-  void start_transfer(int send, int recv, int cause);
+  void start_transfer(int send, int recv);
   void finish(int g);
-  void push(double t, EventType type, int id, uint32_t version = 0) {
-    queue_.push(Event{t, seq_++, type, id, version});
+  uint64_t push(double t, EventType type, int id) {
+    queue_.push(Event{t, seq_, id, type});
+    return seq_++;
   }
   void advance_link(int l);
   void schedule_link(int l);
-  void on_link_check(int l, uint32_t version);
+  void on_link_check(int l, uint64_t seq);
   void memory_delta(int actor, int64_t delta_bytes);
+  // Fetches the nodes that finish(g) will touch, while g runs.
+  void prefetch_successors(int g) const {
+    const Node& node = nodes_[g];
+    if (node.next_in_stream >= 0) __builtin_prefetch(&nodes_[node.next_in_stream]);
+    const int begin = node.dependents_begin, end = nodes_[g + 1].dependents_begin;
+    for (int i = begin; i < end && i < begin + 2; ++i) __builtin_prefetch(&nodes_[dependents_[i]]);
+  }
+  void fill_trace();
+  int actor_of(int g) const {
+    return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), g) - offset_.begin()) -
+           1;
+  }
+  const Instruction& ins(int g) const {
+    const int r = actor_of(g);
+    return program_.actors[r][g - offset_[r]];
+  }
   [[noreturn]] void report_deadlock() const;
-  const Instruction& ins(int g) const { return program_.actors[actor_[g]][local_[g]]; }
 
   const Program& program_;
   const CostProvider& cost_;
   const SimOptions& options_;
 
   int n_ = 0;
-  std::vector<int> offset_;  // first global index of each actor
-  std::vector<int> actor_, local_;
-  std::vector<int> stream_;       // global stream index of each instruction
-  std::vector<int> stream_begin_, stream_items_, stream_cursor_;  // CSR of stream members
-  std::vector<int> deps_left_;
-  std::vector<int> dependents_begin_, dependents_;  // CSR
-  std::vector<int> partner_;                        // send <-> recv, -1 otherwise
-  std::vector<uint8_t> posted_, started_, done_;
-  std::vector<int> cause_;
-  std::vector<double> start_s_, end_s_;
-  std::vector<int> link_of_;  // per send: dense link index
-  std::vector<double> remaining_bytes_, bandwidth_;
+  std::vector<int> offset_;        // first global index of each actor; offset_[num_actors] = n_
+  std::vector<Node> nodes_;        // n_ + 1: the last one only closes the dependents CSR
+  std::vector<int> stream_heads_;  // first instruction of each stream, in order of appearance
+  std::vector<int> dependents_;
+  std::vector<int> stash_stages_;  // see Node::u.stash; -1 = stage out of range
   std::vector<Link> links_;
+  std::vector<ActiveTransfer> keep_scratch_;  // on_link_check
+  std::vector<int> finished_scratch_;
+  std::vector<int> start_order_;  // with record_trace: g in start order
 
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
   uint64_t seq_ = 0;
@@ -94,6 +243,28 @@ class Engine {
   SimResult result_;
 };
 
+// Durations are looked up here, once per instruction. A cost provider that throws is asked again
+// when the instruction starts, so its error surfaces exactly when it would without the look-up.
+void Engine::look_up_cost(int g, const Instruction& in, int actor) {
+  Node& node = nodes_[g];
+  try {
+    if (is_compute_stream(in.op)) {
+      node.duration_s = cost_.compute_s(actor, in);
+    } else if (in.op == OpKind::kAllReduce) {
+      node.duration_s = cost_.allreduce_s(actor, in);
+    } else if (in.op == OpKind::kSend) {
+      node.duration_s = cost_.transfer_latency_s(actor, in.peer, in);
+      node.u.send.bandwidth_bytes_per_s = cost_.p2p_bandwidth_bytes_per_s(actor, in.peer);
+    }
+  } catch (...) {
+    node.flags |= kCostDeferred;
+  }
+}
+
+// One pass over the program, actor by actor, so that the per-actor structures (nodes, streams,
+// dependents) are built while that actor's data is in cache. Errors are reported in the order of
+// the checks: structure (dependencies, peers, duplicate tags) in program order, then the first
+// send or recv in program order without a matching partner.
 void Engine::build() {
   const int num_actors = program_.num_actors;
   if (static_cast<int>(program_.actors.size()) != num_actors) {
@@ -102,123 +273,172 @@ void Engine::build() {
                                      " instruction lists are given");
   }
   offset_.resize(num_actors + 1, 0);
+  size_t num_deps = 0, num_sends = 0, num_stash = 0;
+  int64_t min_tag = std::numeric_limits<int64_t>::max();
+  int64_t max_tag = std::numeric_limits<int64_t>::min();
   for (int r = 0; r < num_actors; ++r) {
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
+    for (const Instruction& in : program_.actors[r]) {
+      num_deps += in.deps.size() + (in.op == OpKind::kAllReduce ? 1 : 0);
+      if (in.op == OpKind::kCompute) num_stash += in.tasks.size();
+      if (in.op != OpKind::kSend && in.op != OpKind::kRecv) continue;
+      num_sends += in.op == OpKind::kSend ? 1 : 0;
+      min_tag = std::min(min_tag, in.tag);
+      max_tag = std::max(max_tag, in.tag);
+    }
   }
   n_ = offset_[num_actors];
-  actor_.resize(n_);
-  local_.resize(n_);
-  stream_.resize(n_);
-  deps_left_.assign(n_, 0);
-  partner_.assign(n_, -1);
-  posted_.assign(n_, 0);
-  started_.assign(n_, 0);
-  done_.assign(n_, 0);
-  cause_.assign(n_, -1);
-  start_s_.assign(n_, 0);
-  end_s_.assign(n_, 0);
-
-  // Streams: dense index per (actor, StreamId), in order of first appearance.
-  int num_streams = 0;
-  std::vector<int> stream_count;
-  std::vector<std::pair<int, int>> edges;  // (from, to): to waits for from
-  std::unordered_map<int64_t, int> send_of_tag, recv_of_tag;
-  for (int r = 0; r < num_actors; ++r) {
-    std::map<StreamId, int> streams;
-    int last_compute = -1;
-    const auto& list = program_.actors[r];
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const int g = offset_[r] + i;
-      const Instruction& in = list[i];
-      actor_[g] = r;
-      local_[g] = i;
-      const auto [it, inserted] = streams.emplace(stream_of(in), num_streams);
-      if (inserted) {
-        ++num_streams;
-        stream_count.push_back(0);
-      }
-      stream_[g] = it->second;
-      ++stream_count[it->second];
-      for (int d : in.deps) {
-        if (d < 0 || d >= i) {
-          throw_input_error("program: actor " + std::to_string(r) + " instruction " +
-                                std::to_string(i),
-                            "dependency " + std::to_string(d) + " is not an earlier instruction");
-        }
-        edges.emplace_back(offset_[r] + d, g);
-      }
-      if (in.op == OpKind::kSend || in.op == OpKind::kRecv) {
-        if (in.peer < 0 || in.peer >= num_actors || in.peer == r) {
-          throw_input_error("program: actor " + std::to_string(r) + " instruction " +
-                                std::to_string(i),
-                            "peer " + std::to_string(in.peer) + " out of range");
-        }
-        auto& tags = in.op == OpKind::kSend ? send_of_tag : recv_of_tag;
-        if (!tags.emplace(in.tag, g).second) {
-          throw_input_error("program: actor " + std::to_string(r) + " instruction " +
-                                std::to_string(i),
-                            "duplicate tag " + std::to_string(in.tag));
-        }
-      }
-      if (in.op == OpKind::kCompute) last_compute = g;
-    }
-    if (!options_.overlap_grad_reduce && last_compute >= 0) {
-      for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-        const int g = offset_[r] + i;
-        if (list[i].op == OpKind::kAllReduce && g != last_compute) edges.emplace_back(last_compute, g);
-      }
-    }
-  }
-  // Pair sends with recvs (deterministic: iterate sends in global order).
-  for (int g = 0; g < n_; ++g) {
-    const Instruction& in = ins(g);
-    if (in.op != OpKind::kSend && in.op != OpKind::kRecv) continue;
-    const auto& other = in.op == OpKind::kSend ? recv_of_tag : send_of_tag;
-    auto it = other.find(in.tag);
-    if (it == other.end() || actor_[it->second] != in.peer || ins(it->second).peer != actor_[g]) {
-      throw_input_error("program: actor " + std::to_string(actor_[g]) + " instruction " +
-                            std::to_string(local_[g]),
-                        std::string("no matching ") +
-                            (in.op == OpKind::kSend ? "recv" : "send") + " with tag " +
-                            std::to_string(in.tag) + " on actor " + std::to_string(in.peer));
-    }
-    partner_[g] = it->second;
-  }
-  // Stream CSR.
-  stream_begin_.assign(num_streams + 1, 0);
-  for (int s = 0; s < num_streams; ++s) stream_begin_[s + 1] = stream_begin_[s] + stream_count[s];
-  stream_items_.resize(n_);
-  std::vector<int> fill(stream_begin_.begin(), stream_begin_.end() - 1);
-  for (int g = 0; g < n_; ++g) stream_items_[fill[stream_[g]]++] = g;
-  stream_cursor_.assign(stream_begin_.begin(), stream_begin_.end() - 1);
-  // Dependents CSR.
-  dependents_begin_.assign(n_ + 1, 0);
-  for (const auto& [from, to] : edges) {
-    ++dependents_begin_[from + 1];
-    ++deps_left_[to];
-  }
-  for (int g = 0; g < n_; ++g) dependents_begin_[g + 1] += dependents_begin_[g];
-  dependents_.resize(edges.size());
-  std::vector<int> dfill(dependents_begin_.begin(), dependents_begin_.end() - 1);
-  for (const auto& [from, to] : edges) dependents_[dfill[from]++] = to;
-  // Links (dense, by first appearance in global order).
-  link_of_.assign(n_, -1);
-  remaining_bytes_.assign(n_, 0);
-  bandwidth_.assign(n_, 0);
-  std::unordered_map<int, int> dense_link;
-  for (int g = 0; g < n_; ++g) {
-    if (ins(g).op != OpKind::kSend) continue;
-    const int id = cost_.link_id(actor_[g], ins(g).peer);
-    auto [it, inserted] = dense_link.emplace(id, static_cast<int>(links_.size()));
-    if (inserted) links_.emplace_back();
-    link_of_[g] = it->second;
-  }
-  // Memory.
+  nodes_.reserve(n_ + 1);
+  dependents_.reserve(num_deps);
+  stash_stages_.reserve(num_stash);
   mem_bytes_.assign(num_actors, 0);
   stash_count_stage_.assign(program_.num_stages, 0);
   stash_count_actor_.assign(num_actors, 0);
   result_.actors.resize(num_actors);
   result_.peak_stashed_per_stage.assign(program_.num_stages, 0);
+
+  TagTable tags(min_tag, max_tag, num_sends + 1);
+  FlatIndex dense_link(static_cast<size_t>(num_actors) * 2);
+  int first_unmatched = std::numeric_limits<int>::max();  // smallest g failing the pairing
+  // Streams: a chain of next_in_stream links per (actor, StreamId); stream_heads_ lists the
+  // chains in order of first appearance. Per actor, slot 0 is the compute stream, 1 the
+  // collective stream, 2 + peer the send stream to peer and 2 + num_actors + peer the recv
+  // stream from peer; stream_last holds the latest instruction of each slot.
+  std::vector<int> stream_last(2 + 2 * static_cast<size_t>(num_actors));
+  std::vector<int> count;
+  std::vector<std::pair<int, int>> edges;  // this actor's (from, to): to waits for from
+  std::vector<int> allreduces;
+  for (int r = 0; r < num_actors; ++r) {
+    std::fill(stream_last.begin(), stream_last.end(), -1);
+    edges.clear();
+    allreduces.clear();
+    int last_compute = -1;
+    const auto& list = program_.actors[r];
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      const int g = offset_[r] + i;
+      const Instruction& in = list[i];
+      if (i + kPrefetchDistance < static_cast<int>(list.size())) {
+        // deps and tasks live in separate heap blocks, scattered when the program was built
+        // actor by actor in an interleaved order; fetching them ahead hides most of the misses.
+        const Instruction& ahead = list[i + kPrefetchDistance];
+        __builtin_prefetch(ahead.deps.data());
+        __builtin_prefetch(ahead.tasks.data());
+        if (ahead.op == OpKind::kSend || ahead.op == OpKind::kRecv) tags.prefetch(ahead.tag);
+      }
+      Node& node = nodes_.emplace_back();
+      node.op = in.op;
+      for (int d : in.deps) {
+        if (d < 0 || d >= i) {
+          throw_input_error(
+              "program: actor " + std::to_string(r) + " instruction " + std::to_string(i),
+              "dependency " + std::to_string(d) + " is not an earlier instruction");
+        }
+        edges.emplace_back(offset_[r] + d, g);
+      }
+      const bool p2p = in.op == OpKind::kSend || in.op == OpKind::kRecv;
+      if (p2p && (in.peer < 0 || in.peer >= num_actors || in.peer == r)) {
+        throw_input_error(
+            "program: actor " + std::to_string(r) + " instruction " + std::to_string(i),
+            "peer " + std::to_string(in.peer) + " out of range");
+      }
+      size_t slot = 0;
+      if (in.op == OpKind::kAllReduce) slot = 1;
+      if (in.op == OpKind::kSend) slot = 2 + static_cast<size_t>(in.peer);
+      if (in.op == OpKind::kRecv) slot = 2 + static_cast<size_t>(num_actors + in.peer);
+      if (stream_last[slot] < 0) {
+        stream_heads_.push_back(g);
+        node.flags |= kStreamHead;
+      } else {
+        nodes_[stream_last[slot]].next_in_stream = g;
+      }
+      stream_last[slot] = g;
+      if (p2p) {
+        const int side = in.op == OpKind::kSend ? 0 : 1;
+        TagEnds& ends = tags.at(in.tag);
+        if (ends.g[side] >= 0) {
+          throw_input_error(
+              "program: actor " + std::to_string(r) + " instruction " + std::to_string(i),
+              "duplicate tag " + std::to_string(in.tag));
+        }
+        ends.g[side] = g;
+        ends.actor[side] = r;
+        ends.peer[side] = in.peer;
+        const int other = ends.g[1 - side];
+        if (other >= 0) {
+          if (ends.actor[1 - side] != in.peer || ends.peer[1 - side] != r) {
+            first_unmatched = std::min(first_unmatched, other);  // both ends fail; other < g
+          }
+          node.partner = other;
+          nodes_[other].partner = g;
+        }
+      }
+      if (in.op == OpKind::kCompute) {
+        last_compute = g;
+        node.u.stash = {static_cast<int>(stash_stages_.size()), 0, 0, r};
+        for (const TaskRef& t : in.tasks) {
+          if (t.kind != TaskKind::kF) continue;
+          stash_stages_.push_back(t.stage >= 0 && t.stage < program_.num_stages ? t.stage : -1);
+          ++node.u.stash.num_f;
+        }
+        for (const TaskRef& t : in.tasks) {
+          if (t.kind != TaskKind::kB && t.kind != TaskKind::kI) continue;
+          stash_stages_.push_back(t.stage >= 0 && t.stage < program_.num_stages ? t.stage : -1);
+          ++node.u.stash.num_bi;
+        }
+      }
+      if (in.op == OpKind::kSend) {
+        result_.actors[r].p2p_send_bytes += in.bytes;
+        result_.p2p_bytes += in.bytes;
+      }
+      if (in.op == OpKind::kAllReduce) {
+        result_.actors[r].collective_bytes += in.bytes;
+        result_.collective_bytes += in.bytes;
+        allreduces.push_back(g);
+      }
+      look_up_cost(g, in, r);
+      if (in.op == OpKind::kSend) {  // after look_up_cost, which writes the other union member
+        const int id = cost_.link_id(r, in.peer);
+        const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
+        if (l == static_cast<int>(links_.size())) links_.emplace_back();
+        node.u.send.link = l;
+      }
+    }
+    if (!options_.overlap_grad_reduce && last_compute >= 0) {
+      for (int a : allreduces) {
+        if (a != last_compute) edges.emplace_back(last_compute, a);
+      }
+    }
+    // This actor's dependents CSR, edges of one `from` in the order they were added.
+    const int size = offset_[r + 1] - offset_[r];
+    count.assign(size + 1, 0);
+    for (const auto& [from, to] : edges) {
+      ++count[from - offset_[r] + 1];
+      ++nodes_[to].deps_left;
+    }
+    const int dep_base = static_cast<int>(dependents_.size());
+    for (int i = 0; i < size; ++i) {
+      count[i + 1] += count[i];
+      nodes_[offset_[r] + i].dependents_begin = dep_base + count[i];
+    }
+    dependents_.resize(dep_base + edges.size());
+    for (const auto& [from, to] : edges) dependents_[dep_base + count[from - offset_[r]]++] = to;
+  }
+  nodes_.emplace_back().dependents_begin = static_cast<int>(dependents_.size());
+  // Sends and recvs whose partner never appeared.
+  for (const TagEnds& ends : tags.entries()) {
+    if (!TagTable::used(ends) || (ends.g[0] >= 0 && ends.g[1] >= 0)) continue;
+    first_unmatched = std::min(first_unmatched, ends.g[0] >= 0 ? ends.g[0] : ends.g[1]);
+  }
+  if (first_unmatched < n_) {
+    const int r = actor_of(first_unmatched);
+    const Instruction& in = ins(first_unmatched);
+    throw_input_error("program: actor " + std::to_string(r) + " instruction " +
+                          std::to_string(first_unmatched - offset_[r]),
+                      std::string("no matching ") + (in.op == OpKind::kSend ? "recv" : "send") +
+                          " with tag " + std::to_string(in.tag) + " on actor " +
+                          std::to_string(in.peer));
+  }
+  // Memory.
   for (int r = 0; r < num_actors; ++r) {
     const int64_t s = r < static_cast<int>(options_.static_bytes_per_actor.size())
                           ? options_.static_bytes_per_actor[r]
@@ -229,6 +449,7 @@ void Engine::build() {
     result_.actors[r].instructions = static_cast<int64_t>(program_.actors[r].size());
     if (options_.record_trace) result_.trace.memory.push_back({r, 0.0, s});
   }
+  if (options_.record_trace) start_order_.reserve(n_);
 }
 
 void Engine::memory_delta(int actor, int64_t delta_bytes) {
@@ -241,19 +462,20 @@ void Engine::memory_delta(int actor, int64_t delta_bytes) {
 }
 
 void Engine::try_start(int g, int cause) {
-  if (started_[g] || posted_[g] || deps_left_[g] > 0) return;
-  if (stream_items_[stream_cursor_[stream_[g]]] != g) return;
-  const OpKind op = ins(g).op;
-  if (op == OpKind::kSend || op == OpKind::kRecv) {
-    posted_[g] = 1;
-    cause_[g] = cause;
-    const int p = partner_[g];
-    if (!posted_[p]) return;
-    cause_[p] = cause;  // both sides were released by what released the later posting
-    if (op == OpKind::kSend) {
-      start_transfer(g, p, cause);
+  Node& node = nodes_[g];
+  if ((node.flags & (kStarted | kPosted | kStreamHead)) != kStreamHead || node.deps_left > 0)
+    return;
+  if (node.op == OpKind::kSend || node.op == OpKind::kRecv) {
+    node.flags |= kPosted;
+    node.cause = cause;
+    const int p = node.partner;
+    Node& partner = nodes_[p];
+    if (!(partner.flags & kPosted)) return;
+    partner.cause = cause;  // both sides were released by what released the later posting
+    if (node.op == OpKind::kSend) {
+      start_transfer(g, p);
     } else {
-      start_transfer(p, g, cause);
+      start_transfer(p, g);
     }
     return;
   }
@@ -261,65 +483,65 @@ void Engine::try_start(int g, int cause) {
 }
 
 void Engine::start(int g, int cause) {
-  const Instruction& in = ins(g);
-  const int r = actor_[g];
-  started_[g] = 1;
-  cause_[g] = cause;
-  start_s_[g] = now_;
-  double dur = 0;
-  if (is_compute_stream(in.op)) {
-    dur = cost_.compute_s(r, in);
-    if (in.op == OpKind::kCompute) {
-      int64_t added = 0;
-      for (const TaskRef& t : in.tasks) {
-        if (t.kind != TaskKind::kF) continue;
-        if (t.stage >= 0 && t.stage < program_.num_stages) {
-          int& c = stash_count_stage_[t.stage];
-          ++c;
-          result_.peak_stashed_per_stage[t.stage] =
-              std::max(result_.peak_stashed_per_stage[t.stage], c);
-          if (t.stage < static_cast<int>(options_.stash_bytes_per_stage.size()))
-            added += options_.stash_bytes_per_stage[t.stage];
-        }
-        ++stash_count_actor_[r];
-        ActorStats& a = result_.actors[r];
-        a.peak_stashed_microbatches = std::max(a.peak_stashed_microbatches, stash_count_actor_[r]);
+  Node& node = nodes_[g];
+  node.flags |= kStarted;
+  node.cause = cause;
+  node.start_s = now_;
+  if (options_.record_trace) start_order_.push_back(g);
+  prefetch_successors(g);
+  if (node.flags & kCostDeferred) look_up_cost(g, ins(g), actor_of(g));  // throws again
+  const double dur = node.duration_s;
+  if (node.op == OpKind::kCompute) {
+    const int r = node.u.stash.actor;
+    const int* stage = stash_stages_.data() + node.u.stash.begin;
+    int64_t added = 0;
+    for (int k = 0; k < node.u.stash.num_f; ++k) {
+      const int s = stage[k];
+      if (s >= 0) {
+        int& c = stash_count_stage_[s];
+        ++c;
+        result_.peak_stashed_per_stage[s] = std::max(result_.peak_stashed_per_stage[s], c);
+        if (s < static_cast<int>(options_.stash_bytes_per_stage.size()))
+          added += options_.stash_bytes_per_stage[s];
       }
-      if (added != 0) memory_delta(r, added);
+      ++stash_count_actor_[r];
+      ActorStats& a = result_.actors[r];
+      a.peak_stashed_microbatches = std::max(a.peak_stashed_microbatches, stash_count_actor_[r]);
     }
-  } else if (in.op == OpKind::kAllReduce) {
-    dur = cost_.allreduce_s(r, in);
-    result_.actors[r].collective_bytes += in.bytes;
-    result_.collective_bytes += in.bytes;
+    if (added != 0) memory_delta(r, added);
   }
   if (!(dur >= 0) || !std::isfinite(dur)) {
-    throw_input_error("cost model", "invalid duration for " + to_string(in) + " on actor " +
+    const int r = actor_of(g);
+    throw_input_error("cost model", "invalid duration for " + to_string(ins(g)) + " on actor " +
                                         std::to_string(r));
   }
   push(now_ + dur, EventType::kFinish, g);
 }
 
-void Engine::start_transfer(int send, int recv, int cause) {
-  (void)cause;
-  const Instruction& in = ins(send);
-  const int from = actor_[send];
-  const int to = in.peer;
-  started_[send] = started_[recv] = 1;
-  start_s_[send] = start_s_[recv] = now_;
-  result_.actors[from].p2p_send_bytes += in.bytes;
-  result_.p2p_bytes += in.bytes;
-  const double latency = cost_.transfer_latency_s(from, to, in);
-  const double bw = cost_.p2p_bandwidth_bytes_per_s(from, to);
-  if (!(latency >= 0) || !(bw > 0)) {
-    throw_input_error("cost model", "invalid link between actors " + std::to_string(from) +
-                                        " and " + std::to_string(to));
+void Engine::start_transfer(int send, int recv) {
+  Node& s = nodes_[send];
+  Node& v = nodes_[recv];
+  s.flags |= kStarted;
+  v.flags |= kStarted;
+  s.start_s = v.start_s = now_;
+  if (options_.record_trace) {
+    start_order_.push_back(send);
+    start_order_.push_back(recv);
   }
-  if (in.bytes <= 0 || std::isinf(bw)) {
+  prefetch_successors(send);
+  prefetch_successors(recv);
+  if (s.flags & kCostDeferred) look_up_cost(send, ins(send), actor_of(send));  // throws again
+  const double latency = s.duration_s;
+  const double bw = s.u.send.bandwidth_bytes_per_s;
+  if (!(latency >= 0) || !(bw > 0)) {
+    throw_input_error("cost model", "invalid link between actors " +
+                                        std::to_string(actor_of(send)) + " and " +
+                                        std::to_string(actor_of(recv)));
+  }
+  if (std::isinf(bw) || ins(send).bytes <= 0) {
     push(now_ + latency, EventType::kFinish, send);
     return;
   }
-  remaining_bytes_[send] = static_cast<double>(in.bytes);
-  bandwidth_[send] = bw;
   push(now_ + latency, EventType::kTransferJoin, send);
 }
 
@@ -329,80 +551,89 @@ void Engine::advance_link(int l) {
   link.last_update_s = now_;
   if (dt <= 0 || link.active.empty()) return;
   const double n = static_cast<double>(link.active.size());
-  for (int s : link.active) remaining_bytes_[s] -= dt * bandwidth_[s] / n;
+  for (ActiveTransfer& t : link.active) t.remaining_bytes -= dt * t.bandwidth_bytes_per_s / n;
 }
 
 void Engine::schedule_link(int l) {
   Link& link = links_[l];
-  ++link.version;
+  link.check_seq = Link::kNoCheck;
   if (link.active.empty()) return;
   const double n = static_cast<double>(link.active.size());
   double best = kInf;
-  for (int s : link.active) {
-    best = std::min(best, std::max(0.0, remaining_bytes_[s]) * n / bandwidth_[s]);
+  for (const ActiveTransfer& t : link.active) {
+    best = std::min(best, std::max(0.0, t.remaining_bytes) * n / t.bandwidth_bytes_per_s);
   }
-  push(now_ + best, EventType::kLinkCheck, l, link.version);
+  link.check_seq = push(now_ + best, EventType::kLinkCheck, l);
 }
 
-void Engine::on_link_check(int l, uint32_t version) {
+void Engine::on_link_check(int l, uint64_t seq) {
   Link& link = links_[l];
-  if (version != link.version) return;
+  if (seq != link.check_seq) return;  // superseded by a later join or finish on this link
   advance_link(l);
   // The transfer(s) that reached zero: the argmin always, plus any within rounding of zero.
   const double n = static_cast<double>(link.active.size());
   int argmin = -1;
   double best = kInf;
-  for (int s : link.active) {
-    const double t = remaining_bytes_[s] * n / bandwidth_[s];
-    if (t < best) {
-      best = t;
-      argmin = s;
+  for (const ActiveTransfer& t : link.active) {
+    const double time_s = t.remaining_bytes * n / t.bandwidth_bytes_per_s;
+    if (time_s < best) {
+      best = time_s;
+      argmin = t.send;
     }
   }
-  std::vector<int> finished;
-  std::vector<int> keep;
-  for (int s : link.active) {
-    if (s == argmin || remaining_bytes_[s] <= 1e-9 * static_cast<double>(ins(s).bytes) + 1e-6) {
-      finished.push_back(s);
+  std::vector<int>& finished = finished_scratch_;
+  std::vector<ActiveTransfer>& keep = keep_scratch_;
+  finished.clear();
+  keep.clear();
+  for (const ActiveTransfer& t : link.active) {
+    if (t.send == argmin || t.remaining_bytes <= 1e-9 * t.bytes + 1e-6) {
+      finished.push_back(t.send);
     } else {
-      keep.push_back(s);
+      keep.push_back(t);
     }
   }
-  link.active = std::move(keep);
+  link.active.swap(keep);
   schedule_link(l);
+  // finish() never re-enters on_link_check, so `finished` stays valid while we iterate.
   for (int s : finished) finish(s);
 }
 
 void Engine::finish(int g) {
-  const Instruction& in = ins(g);
-  const int r = actor_[g];
-  std::vector<int> ended = {g};
-  if (in.op == OpKind::kSend) ended.push_back(partner_[g]);
-  for (int e : ended) {
-    done_[e] = 1;
-    end_s_[e] = now_;
+  Node& node = nodes_[g];
+  int ended[2] = {g, -1};
+  int num_ended = 1;
+  if (node.op == OpKind::kSend) ended[num_ended++] = node.partner;
+  for (int k = 0; k < num_ended; ++k) {
+    Node& e = nodes_[ended[k]];
+    e.flags |= kDone;
+    e.end_s = now_;
     ++done_count_;
   }
-  if (in.op == OpKind::kCompute) {
+  if (node.op == OpKind::kCompute && node.u.stash.num_bi > 0) {
+    const int r = node.u.stash.actor;
+    const int* stage = stash_stages_.data() + node.u.stash.begin + node.u.stash.num_f;
     int64_t freed = 0;
-    for (const TaskRef& t : in.tasks) {
-      if (t.kind != TaskKind::kB && t.kind != TaskKind::kI) continue;
-      if (t.stage >= 0 && t.stage < program_.num_stages) {
-        --stash_count_stage_[t.stage];
-        if (t.stage < static_cast<int>(options_.stash_bytes_per_stage.size()))
-          freed += options_.stash_bytes_per_stage[t.stage];
+    for (int k = 0; k < node.u.stash.num_bi; ++k) {
+      const int s = stage[k];
+      if (s >= 0) {
+        --stash_count_stage_[s];
+        if (s < static_cast<int>(options_.stash_bytes_per_stage.size()))
+          freed += options_.stash_bytes_per_stage[s];
       }
       --stash_count_actor_[r];
     }
     if (freed != 0) memory_delta(r, -freed);
   }
-  for (int e : ended) {
-    const int s = stream_[e];
-    ++stream_cursor_[s];
-    if (stream_cursor_[s] < stream_begin_[s + 1]) try_start(stream_items_[stream_cursor_[s]], e);
-    for (int k = dependents_begin_[e]; k < dependents_begin_[e + 1]; ++k) {
-      const int d = dependents_[k];
-      --deps_left_[d];
+  for (int k = 0; k < num_ended; ++k) {
+    const int e = ended[k];
+    const int next = nodes_[e].next_in_stream;
+    if (next >= 0) {
+      nodes_[next].flags |= kStreamHead;
+      try_start(next, e);
+    }
+    for (int i = nodes_[e].dependents_begin; i < nodes_[e + 1].dependents_begin; ++i) {
+      const int d = dependents_[i];
+      --nodes_[d].deps_left;
       try_start(d, e);
     }
   }
@@ -413,7 +644,7 @@ void Engine::report_deadlock() const {
   for (int r = 0; r < program_.num_actors; ++r) {
     int first = -1;
     for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
-      if (!done_[g] && !started_[g]) {
+      if (!(nodes_[g].flags & (kDone | kStarted))) {
         first = g;
         break;
       }
@@ -423,14 +654,21 @@ void Engine::report_deadlock() const {
       msg += "finished;";
       continue;
     }
+    const Node& node = nodes_[first];
     const Instruction& in = ins(first);
-    msg += "#" + std::to_string(local_[first]) + " " + to_string(in);
-    const int head = stream_items_[stream_cursor_[stream_[first]]];
+    msg += "#" + std::to_string(first - offset_[r]) + " " + to_string(in);
+    int head = first;  // the first unfinished instruction of first's stream
+    for (int g = offset_[r]; g < first; ++g) {
+      if (!(nodes_[g].flags & kDone) && stream_of(ins(g)) == stream_of(in)) {
+        head = g;
+        break;
+      }
+    }
     if (head != first) {
-      msg += " (waits for #" + std::to_string(local_[head]) + " on its stream)";
-    } else if (deps_left_[first] > 0) {
+      msg += " (waits for #" + std::to_string(head - offset_[r]) + " on its stream)";
+    } else if (node.deps_left > 0) {
       msg += " (waits for a dependency)";
-    } else if (posted_[first]) {
+    } else if (node.flags & kPosted) {
       msg += " (waits for the peer on actor " + std::to_string(in.peer) + " to post tag " +
              std::to_string(in.tag) + ")";
     }
@@ -440,12 +678,84 @@ void Engine::report_deadlock() const {
   throw InputError(msg);
 }
 
+// Trace events in (start_s, actor, instruction) order. Instructions started in non-decreasing
+// time (the clock never goes back), so start_order_ is sorted by start_s already; only runs of
+// equal start times need ordering by global index g, which is (actor, instruction) order.
+// Memory samples were appended in non-decreasing time too; equal times are ordered by actor,
+// keeping the order of appearance within one actor.
+void Engine::fill_trace() {
+  SimResult& res = result_;
+  const int num_actors = program_.num_actors;
+  res.start_s.resize(num_actors);
+  res.end_s.resize(num_actors);
+  for (int r = 0; r < num_actors; ++r) {
+    res.start_s[r].resize(offset_[r + 1] - offset_[r]);
+    res.end_s[r].resize(offset_[r + 1] - offset_[r]);
+    for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
+      res.start_s[r][g - offset_[r]] = nodes_[g].start_s;
+      res.end_s[r][g - offset_[r]] = nodes_[g].end_s;
+    }
+  }
+  auto by_time_then_index = [this](int a, int b) {
+    if (nodes_[a].start_s != nodes_[b].start_s) return nodes_[a].start_s < nodes_[b].start_s;
+    return a < b;
+  };
+  for (size_t i = 0; i < start_order_.size();) {
+    size_t j = i + 1;
+    while (j < start_order_.size() &&
+           nodes_[start_order_[j]].start_s == nodes_[start_order_[i]].start_s)
+      ++j;
+    if (j - i > 1)
+      std::sort(start_order_.begin() + i, start_order_.begin() + j, by_time_then_index);
+    i = j;
+  }
+  assert(std::is_sorted(start_order_.begin(), start_order_.end(), by_time_then_index) &&
+         "simulator: instructions started out of time order");
+  Trace& tr = res.trace;
+  tr.source = "simulated";
+  tr.num_actors = num_actors;
+  tr.num_steps = 1;
+  tr.events.resize(start_order_.size());
+  for (size_t k = 0; k < start_order_.size(); ++k) {
+    if (k + kPrefetchDistance < start_order_.size()) {
+      const int ahead = start_order_[k + kPrefetchDistance];
+      __builtin_prefetch(&nodes_[ahead]);
+      __builtin_prefetch(&ins(ahead));
+    }
+    const int g = start_order_[k];
+    const Node& node = nodes_[g];
+    const int r = actor_of(g);
+    const Instruction& in = program_.actors[r][g - offset_[r]];
+    TraceEvent& ev = tr.events[k];
+    ev.actor = r;
+    ev.instruction = g - offset_[r];
+    ev.op = in.op;
+    ev.stream = stream_of(in);
+    ev.tasks = in.tasks;
+    ev.stage = in.stage;
+    ev.peer = in.peer;
+    ev.bytes = in.bytes;
+    ev.tag = in.tag;
+    ev.start_s = node.start_s;
+    ev.end_s = node.end_s;
+  }
+  auto& memory = tr.memory;
+  for (size_t i = 0; i < memory.size();) {
+    size_t j = i + 1;
+    while (j < memory.size() && memory[j].time_s == memory[i].time_s) ++j;
+    if (j - i > 1) {
+      std::stable_sort(
+          memory.begin() + i, memory.begin() + j,
+          [](const MemorySample& a, const MemorySample& b) { return a.actor < b.actor; });
+    }
+    i = j;
+  }
+}
+
 SimResult Engine::run() {
   build();
   // Initial stream heads, in global order.
-  for (size_t s = 0; s + 1 < stream_begin_.size(); ++s) {
-    if (stream_begin_[s] < stream_begin_[s + 1]) try_start(stream_items_[stream_begin_[s]], -1);
-  }
+  for (int g : stream_heads_) try_start(g, -1);
   while (!queue_.empty()) {
     const Event e = queue_.top();
     queue_.pop();
@@ -455,14 +765,15 @@ SimResult Engine::run() {
         finish(e.id);
         break;
       case EventType::kTransferJoin: {
-        const int l = link_of_[e.id];
+        const int l = nodes_[e.id].u.send.link;
         advance_link(l);
-        links_[l].active.push_back(e.id);
+        const double bytes = static_cast<double>(ins(e.id).bytes);
+        links_[l].active.push_back({e.id, bytes, nodes_[e.id].u.send.bandwidth_bytes_per_s, bytes});
         schedule_link(l);
         break;
       }
       case EventType::kLinkCheck:
-        on_link_check(e.id, e.version);
+        on_link_check(e.id, e.seq);
         break;
     }
   }
@@ -471,24 +782,23 @@ SimResult Engine::run() {
   // Metrics.
   SimResult& res = result_;
   res.num_instructions = n_;
-  int last = -1;
-  for (int g = 0; g < n_; ++g) {
-    if (last < 0 || end_s_[g] > end_s_[last]) last = g;
-  }
-  res.makespan_s = last >= 0 ? end_s_[last] : 0;
-  res.step_time_s = res.makespan_s + options_.iteration_overhead_s;
+  int last = -1;  // the instruction that ends last (the lowest index on ties)
   for (int r = 0; r < program_.num_actors; ++r) {
     ActorStats& a = res.actors[r];
     bool any = false;
     for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
-      if (!is_compute_stream(ins(g).op)) continue;
-      a.busy_s += end_s_[g] - start_s_[g];
-      a.first_start_s = any ? std::min(a.first_start_s, start_s_[g]) : start_s_[g];
-      a.last_end_s = any ? std::max(a.last_end_s, end_s_[g]) : end_s_[g];
+      const Node& node = nodes_[g];
+      if (last < 0 || node.end_s > nodes_[last].end_s) last = g;
+      if (!is_compute_stream(node.op)) continue;
+      a.busy_s += node.end_s - node.start_s;
+      a.first_start_s = any ? std::min(a.first_start_s, node.start_s) : node.start_s;
+      a.last_end_s = any ? std::max(a.last_end_s, node.end_s) : node.end_s;
       any = true;
     }
-    a.idle_s = res.makespan_s - a.busy_s;
   }
+  res.makespan_s = last >= 0 ? nodes_[last].end_s : 0;
+  res.step_time_s = res.makespan_s + options_.iteration_overhead_s;
+  for (ActorStats& a : res.actors) a.idle_s = res.makespan_s - a.busy_s;
   res.bubble_actor = 0;
   for (int r = 1; r < program_.num_actors; ++r) {
     if (res.actors[r].span_s() > res.actors[res.bubble_actor].span_s()) res.bubble_actor = r;
@@ -497,52 +807,15 @@ SimResult Engine::run() {
     const ActorStats& b = res.actors[res.bubble_actor];
     res.bubble_rate = b.span_s() > 0 ? (b.span_s() - b.busy_s) / b.span_s() : 0;
   }
-  for (int g = last; g >= 0; g = cause_[g]) {
-    res.critical_path.push_back({actor_[g], local_[g], start_s_[g], end_s_[g]});
+  for (int g = last; g >= 0; g = nodes_[g].cause) {
+    const Node& node = nodes_[g];
+    const int r = actor_of(g);
+    res.critical_path.push_back({r, g - offset_[r], node.start_s, node.end_s});
     if (res.critical_path.size() > static_cast<size_t>(n_)) break;  // defensive: no cycles
   }
   std::reverse(res.critical_path.begin(), res.critical_path.end());
 
-  if (options_.record_trace) {
-    res.start_s.resize(program_.num_actors);
-    res.end_s.resize(program_.num_actors);
-    Trace& tr = res.trace;
-    tr.source = "simulated";
-    tr.num_actors = program_.num_actors;
-    tr.num_steps = 1;
-    tr.events.reserve(n_);
-    for (int r = 0; r < program_.num_actors; ++r) {
-      res.start_s[r].assign(start_s_.begin() + offset_[r], start_s_.begin() + offset_[r + 1]);
-      res.end_s[r].assign(end_s_.begin() + offset_[r], end_s_.begin() + offset_[r + 1]);
-    }
-    for (int g = 0; g < n_; ++g) {
-      const Instruction& in = ins(g);
-      TraceEvent ev;
-      ev.actor = actor_[g];
-      ev.instruction = local_[g];
-      ev.op = in.op;
-      ev.stream = stream_of(in);
-      ev.tasks = in.tasks;
-      ev.stage = in.stage;
-      ev.peer = in.peer;
-      ev.bytes = in.bytes;
-      ev.tag = in.tag;
-      ev.start_s = start_s_[g];
-      ev.end_s = end_s_[g];
-      tr.events.push_back(std::move(ev));
-    }
-    std::stable_sort(tr.events.begin(), tr.events.end(),
-                     [](const TraceEvent& a, const TraceEvent& b) {
-                       if (a.start_s != b.start_s) return a.start_s < b.start_s;
-                       if (a.actor != b.actor) return a.actor < b.actor;
-                       return a.instruction < b.instruction;
-                     });
-    std::stable_sort(tr.memory.begin(), tr.memory.end(),
-                     [](const MemorySample& a, const MemorySample& b) {
-                       if (a.time_s != b.time_s) return a.time_s < b.time_s;
-                       return a.actor < b.actor;
-                     });
-  }
+  if (options_.record_trace) fill_trace();
   return std::move(res);
 }
 

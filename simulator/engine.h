@@ -23,7 +23,12 @@
 //     stash_bytes_per_stage[s] (one stashed microbatch), the END of that stage's backward for
 //     inputs (B, or I when split) frees it. W keeps nothing extra (its inputs are not modelled).
 //   * Deterministic: events at equal times are processed in the order they were created (a
-//     stable sequence number), never by address. Cost O(E log E) for E instructions.
+//     stable sequence number), never by address. Cost O(E log E) for E instructions; memory
+//     about 80 bytes per instruction without a trace, about 200 with one (TraceEvent and
+//     per-instruction times). Every instruction's cost is asked of the CostProvider once, before
+//     the run; a provider that throws is asked again when the instruction starts, so errors
+//     surface as they would if costs were asked lazily. benchmarks/simulator_bench.cc measures
+//     the throughput (docs/simulate.md has the figures).
 //   * Deadlock (no event left, instructions unfinished): InputError listing, for every actor, its
 //     first unfinished instruction and what it waits for.
 //
