@@ -656,7 +656,10 @@ void Engine::report_deadlock() const {
     }
     const Node& node = nodes_[first];
     const Instruction& in = ins(first);
-    msg += "#" + std::to_string(first - offset_[r]) + " " + to_string(in);
+    msg += '#';
+    msg += std::to_string(first - offset_[r]);
+    msg += ' ';
+    msg += to_string(in);
     int head = first;  // the first unfinished instruction of first's stream
     for (int g = offset_[r]; g < first; ++g) {
       if (!(nodes_[g].flags & kDone) && stream_of(ins(g)) == stream_of(in)) {
