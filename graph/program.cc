@@ -162,38 +162,40 @@ struct Endpoint {
                     reason);
 }
 
-// The sends or the recvs of a program by tag. Tags below `dense_limit` (all of them in a lowered
-// program, whose tags count up from 0) live in a vector; any others in a map.
+// The send and the recv of one tag. Kept small (the table has one per tag): int positions, and
+// each side's ordinal, its position among the sends to (recvs from) the same peer on its actor.
+struct TagEntry {
+  struct Side {
+    int actor = -1;
+    int index = -1;
+    int ordinal = -1;
+    bool valid() const { return actor >= 0; }
+    Endpoint endpoint() const { return {actor, static_cast<size_t>(index)}; }
+  };
+  Side send, recv;
+};
+
+// TagEntry by tag. Tags below `dense_limit` (all of them in a lowered program, whose tags count
+// up from 0) live in a vector; any others in a map.
 class TagTable {
  public:
   explicit TagTable(size_t dense_limit) : dense_(dense_limit) {}
-  // nullptr when no instruction has this tag.
-  const Endpoint* find(int64_t tag) const {
-    if (static_cast<uint64_t>(tag) < dense_.size())
-      return dense_[tag].valid() ? &dense_[tag] : nullptr;
-    auto it = sparse_.find(tag);
-    return it == sparse_.end() ? nullptr : &it->second;
+  // `tag` >= 0.
+  TagEntry& operator[](int64_t tag) {
+    if (static_cast<uint64_t>(tag) < dense_.size()) return dense_[tag];
+    return sparse_[tag];
   }
-  // false when the tag is taken already. `tag` >= 0.
-  bool insert(int64_t tag, Endpoint e) {
-    if (static_cast<uint64_t>(tag) < dense_.size()) {
-      if (dense_[tag].valid()) return false;
-      dense_[tag] = e;
-      return true;
-    }
-    return sparse_.emplace(tag, e).second;
-  }
-  // Calls f(tag, endpoint) in increasing tag order.
+  // Calls f(tag, entry) for every tag seen, in increasing tag order.
   template <typename F>
   void for_each(F&& f) const {
     for (size_t t = 0; t < dense_.size(); ++t)
-      if (dense_[t].valid()) f(static_cast<int64_t>(t), dense_[t]);
+      if (dense_[t].send.valid() || dense_[t].recv.valid()) f(static_cast<int64_t>(t), dense_[t]);
     for (const auto& [tag, e] : sparse_) f(tag, e);
   }
 
  private:
-  std::vector<Endpoint> dense_;
-  std::map<int64_t, Endpoint> sparse_;
+  std::vector<TagEntry> dense_;
+  std::map<int64_t, TagEntry> sparse_;
 };
 
 // The tags of `sender`'s sends to `receiver` and of `receiver`'s recvs from `sender`, each in
@@ -223,17 +225,14 @@ void check_program(const Program& p) {
     if (p.stage_to_actor[s] < 0 || p.stage_to_actor[s] >= p.num_actors)
       throw_input_error("program", "stage " + std::to_string(s) + " placed on actor " +
                                        std::to_string(p.stage_to_actor[s]) + ", out of range");
-  const size_t total = static_cast<size_t>(p.num_instructions());
-  TagTable sends(total), recvs(total);
-  // Position of each send (recv) among the sends to (recvs from) the same peer on its actor, by
-  // instruction; the order check compares them for every matched pair.
-  std::vector<std::vector<int>> ordinal(p.num_actors);
-  std::vector<int> count(p.num_actors);
+  // A valid program has as many recvs as sends, so at most half its instructions are sends.
+  TagTable tags(static_cast<size_t>(p.num_instructions()) / 2);
+  // Per peer, how many sends to (recvs from) it the current actor has seen.
+  std::vector<int> send_count(p.num_actors), recv_count(p.num_actors);
   for (int r = 0; r < p.num_actors; ++r) {
     const auto& list = p.actors[r];
-    ordinal[r].assign(list.size(), -1);
-    std::fill(count.begin(), count.end(), 0);
-    std::vector<int> recv_count(p.num_actors, 0);
+    std::fill(send_count.begin(), send_count.end(), 0);
+    std::fill(recv_count.begin(), recv_count.end(), 0);
     for (size_t i = 0; i < list.size(); ++i) {
       const Instruction& ins = list[i];
       auto fail = [&](const std::string& reason) { fail_at(p, {r, i}, reason); };
@@ -271,36 +270,44 @@ void check_program(const Program& p) {
             fail("peer " + std::to_string(ins.peer) + " invalid");
           if (ins.tag < 0) fail("missing tag");
           const bool send = ins.op == OpKind::kSend;
-          if (!(send ? sends : recvs).insert(ins.tag, {r, i}))
+          TagEntry::Side& side = send ? tags[ins.tag].send : tags[ins.tag].recv;
+          if (side.valid())
             fail("tag " + std::to_string(ins.tag) + " used by two " + (send ? "sends" : "recvs"));
-          ordinal[r][i] = (send ? count : recv_count)[ins.peer]++;
+          side = {r, static_cast<int>(i), (send ? send_count : recv_count)[ins.peer]++};
           break;
         }
       }
     }
   }
   bool same_order = true;
-  sends.for_each([&](int64_t tag, const Endpoint& s) {
-    const Instruction& snd = p.actors[s.actor][s.index];
-    const Endpoint* e = recvs.find(tag);
-    if (e == nullptr)
-      fail_at(p, s, "send with tag " + std::to_string(tag) + " has no matching recv");
-    const Instruction& rcv = p.actors[e->actor][e->index];
-    if (e->actor != snd.peer || rcv.peer != s.actor)
-      fail_at(p, s,
-              "tag " + std::to_string(tag) + " is received by actor " + std::to_string(e->actor) +
-                  " from actor " + std::to_string(rcv.peer));
+  int64_t unmatched_recv = -1;  // the lowest tag with a recv but no send
+  tags.for_each([&](int64_t tag, const TagEntry& e) {
+    if (!e.send.valid()) {
+      if (unmatched_recv < 0) unmatched_recv = tag;
+      return;
+    }
+    const Endpoint at_send = e.send.endpoint();
+    if (!e.recv.valid())
+      fail_at(p, at_send, "send with tag " + std::to_string(tag) + " has no matching recv");
+    const Instruction& snd = p.actors[e.send.actor][e.send.index];
+    const Instruction& rcv = p.actors[e.recv.actor][e.recv.index];
+    if (e.recv.actor != snd.peer || rcv.peer != e.send.actor)
+      fail_at(p, at_send,
+              "tag " + std::to_string(tag) + " is received by actor " +
+                  std::to_string(e.recv.actor) + " from actor " + std::to_string(rcv.peer));
     if (rcv.bytes != snd.bytes)
-      fail_at(p, s,
+      fail_at(p, at_send,
               "sends " + std::to_string(snd.bytes) + " bytes but the recv expects " +
                   std::to_string(rcv.bytes));
-    if (rcv.tasks != snd.tasks) fail_at(p, s, "the matching recv carries " + to_string(rcv.tasks));
-    if (ordinal[s.actor][s.index] != ordinal[e->actor][e->index]) same_order = false;
+    if (rcv.tasks != snd.tasks)
+      fail_at(p, at_send, "the matching recv carries " + to_string(rcv.tasks));
+    if (e.recv.ordinal != e.send.ordinal) same_order = false;
   });
-  recvs.for_each([&](int64_t tag, const Endpoint& r) {
-    if (sends.find(tag) == nullptr)
-      fail_at(p, r, "recv with tag " + std::to_string(tag) + " has no matching send");
-  });
+  if (unmatched_recv >= 0) {
+    const Endpoint at_recv = tags[unmatched_recv].recv.endpoint();
+    fail_at(p, at_recv,
+            "recv with tag " + std::to_string(unmatched_recv) + " has no matching send");
+  }
   if (same_order) return;
   // Every send now has its recv on the peer and vice versa, so each (sender, receiver) pair has
   // as many sends as recvs; name the first pair, in (sender, receiver) order, whose sequences of

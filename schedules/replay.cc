@@ -122,26 +122,42 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
     return t0;
   };
 
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < p; ++r) {
-      const auto& items = schedule.actors[r];
-      while (next[r] < items.size()) {
-        TaskRef missing;
-        const int64_t t0 = ready_time(items[next[r]], free_at[r], &missing);
-        if (t0 < 0) break;
-        const int64_t c = cost(items[next[r]]);
-        assert(c >= 1 && "replay_schedule: item costs must be >= 1");
-        const int64_t t1 = t0 + c;
-        for (const TaskRef& task : items[next[r]]) finish[task_index(task, m)] = t1;
-        res.start[r][next[r]] = t0;
-        res.end[r][next[r]] = t1;
-        free_at[r] = t1;
-        res.makespan = std::max(res.makespan, t1);
-        ++next[r];
-        progress = true;
+  // Each actor runs its list until an item waits for a task that has not finished; it then waits
+  // on that task (an intrusive list per task) and is woken when the task finishes. An item's
+  // times depend only on its dependencies and on its actor's previous item, so the order in
+  // which actors advance does not change the result.
+  std::vector<int> first_waiter(num_ids, -1);  // per task: an actor waiting for it, or -1
+  std::vector<int> next_waiter(p, -1);         // per actor: the next actor waiting on the same task
+  std::vector<int> runnable(p);
+  for (int r = 0; r < p; ++r) runnable[r] = p - 1 - r;  // actor 0 first
+  while (!runnable.empty()) {
+    const int r = runnable.back();
+    runnable.pop_back();
+    const auto& items = schedule.actors[r];
+    while (next[r] < items.size()) {
+      const ScheduleItem& item = items[next[r]];
+      TaskRef missing;
+      const int64_t t0 = ready_time(item, free_at[r], &missing);
+      if (t0 < 0) {
+        const size_t id = task_index(missing, m);
+        next_waiter[r] = first_waiter[id];
+        first_waiter[id] = r;
+        break;
       }
+      const int64_t c = cost(item);
+      assert(c >= 1 && "replay_schedule: item costs must be >= 1");
+      const int64_t t1 = t0 + c;
+      for (const TaskRef& task : item) {
+        const size_t id = task_index(task, m);
+        finish[id] = t1;
+        for (int w = first_waiter[id]; w >= 0; w = next_waiter[w]) runnable.push_back(w);
+        first_waiter[id] = -1;
+      }
+      res.start[r][next[r]] = t0;
+      res.end[r][next[r]] = t1;
+      free_at[r] = t1;
+      res.makespan = std::max(res.makespan, t1);
+      ++next[r];
     }
   }
 
