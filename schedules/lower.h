@@ -20,6 +20,10 @@
 //     compute stream. With emit_grad_reduce = false the allreduce is left out and the optimizer
 //     depends on the compute directly;
 //   - the result passes check_program (graph/program.h), which lower() calls.
+// lower() validates the schedule (validate.h) and takes the global order from the validator's own
+// unit-cost replay, so a schedule is replayed once. The time per instruction is measured by
+// benchmarks/schedules_bench.cc (BM_LowerPerInstruction); most of it goes to allocating the
+// instructions' task and dependency lists.
 // Bytes: activation_bytes[s] is stage s's output for one microbatch, in bytes, and also the size
 // of the gradient sent back from stage s+1 to stage s; grad_bytes[s] is stage s's gradient for
 // the allreduce. Empty vectors mean 1 byte everywhere (unit mode).
