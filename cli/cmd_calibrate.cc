@@ -112,7 +112,8 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
   for (size_t i = 0; i < m.gemm.size(); ++i) {
     const GemmSample& g = m.gemm[i];
     print_residual("GEMM " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
-                       std::to_string(g.k) + (g.trans_a ? " T" : " N") + (g.trans_b ? "T" : "N"),
+                       std::to_string(g.k) + (g.trans_a ? " T" : " N") + (g.trans_b ? "T" : "N") +
+                       (g.accumulate ? " +=" : ""),
                    g.seconds, cal.gemm.fit, i);
   }
   for (size_t i = 0; i < m.gelu.size(); ++i)

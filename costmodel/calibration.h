@@ -109,6 +109,7 @@ PerElementFit fit_per_element(std::span<const double> elements, std::span<const 
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  bool accumulate = false;  // C += A B
   double seconds = 0;
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
 };

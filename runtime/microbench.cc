@@ -348,18 +348,21 @@ int64_t default_cold_pool_bytes() {
 }
 
 std::vector<GemmSpec> default_gemm_shapes(bool quick) {
-  // Square GEMMs and the MLP workload's aspect ratios (tokens x 4h x h and its transposes, as the
-  // forward, input-gradient and weight-gradient GEMMs run them). The tiny sides pin the per-call
-  // overhead (the curve's half saturation), the large ones the asymptotic rate.
+  // The MLP workload's six GEMMs of a layer with tokens = hidden = a, ffn = 4a
+  // (runtime/workload.h): forward x W1 and a W2 (NN), input gradient dy W2^T and du W1^T (NT),
+  // weight gradients a^T dy and x^T du (TN, accumulated). The small sides pin the per-call overhead
+  // (the curve's half saturation), the large ones the asymptotic rate.
   const std::vector<int64_t> sides =
       quick ? std::vector<int64_t>{8, 24, 64, 128, 256}
             : std::vector<int64_t>{8, 16, 32, 48, 64, 96, 128, 192, 256};
   std::vector<GemmSpec> shapes;
   for (int64_t a : sides) {
-    shapes.push_back({a, a, a, false, false});
-    shapes.push_back({a, 4 * a, a, false, false});
-    shapes.push_back({a, a, 4 * a, false, true});
-    shapes.push_back({4 * a, a, a, true, false});
+    shapes.push_back({a, 4 * a, a, false, false, false});
+    shapes.push_back({a, a, 4 * a, false, false, false});
+    shapes.push_back({a, 4 * a, a, false, true, false});
+    shapes.push_back({a, a, 4 * a, false, true, false});
+    shapes.push_back({4 * a, a, a, true, false, true});
+    shapes.push_back({a, 4 * a, a, true, false, true});
   }
   return shapes;
 }
@@ -404,10 +407,10 @@ std::vector<GemmSample> bench_gemm(Device& device, const std::vector<GemmSpec>& 
     const int ldb = s.trans_b ? k : n;
     const double t = time_per_call_s(device, timing, [&] {
       const double* a = in.data() + ab.next();
-      device.gemm(s.trans_a, s.trans_b, m, n, k, a, lda, a + a_size, ldb, 0.0,
+      device.gemm(s.trans_a, s.trans_b, m, n, k, a, lda, a + a_size, ldb, s.accumulate ? 1.0 : 0.0,
                   out_pool.data() + c.next(), n);
     });
-    out.push_back({s.m, s.n, s.k, s.trans_a, s.trans_b, t});
+    out.push_back({s.m, s.n, s.k, s.trans_a, s.trans_b, s.accumulate, t});
   }
   return out;
 }

@@ -1,8 +1,9 @@
 // Microbenchmarks for calibration (`jaxpp-sim calibrate`): they time, on a real backend, the
 // operations a run is made of, and hand the medians to the fitting in costmodel/calibration.h.
 //
-//   GEMM          Device::gemm over a range of shapes and transpositions (the MLP workload's
-//                 GEMMs are such shapes), one call per timed loop iteration
+//   GEMM          Device::gemm over a range of sizes in exactly the MLP workload's mix of shapes,
+//                 transpositions and accumulation (forward NN, input-gradient NT, weight-gradient
+//                 TN accumulating), so the fitted curve is the workload's average efficiency
 //   GeLU          Device::gelu and Device::gelu_backward over a range of element counts
 //   copy          Device::copy (allocation + copy, as the workload's residual copies) over sizes
 //   P2P           ping-pong of Backend::send_message / wait_message over message sizes (one-way
@@ -73,6 +74,7 @@ int64_t default_cold_pool_bytes();
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  bool accumulate = false;  // C += op(A) op(B) (beta = 1), as weight gradients accumulate
 };
 std::vector<GemmSpec> default_gemm_shapes(bool quick);
 std::vector<int64_t> default_elementwise_sizes(bool quick);  // elements

@@ -68,7 +68,7 @@ TEST(CalibrateCli, TablePrintsEveryFitAndItsResiduals) {
   CliResult r = run_cli(std::string("calibrate --name mine") + kFastCalibration);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"GEMM curve", "GeLU", "copy", "point-to-point", "all-reduce", "launch",
-                        "residuals per point", "GEMM 8x8x8 NN", "p2p 8 B"})
+                        "residuals per point", "GEMM 8x32x8 NN", "GEMM 32x8x8 TN +=", "p2p 8 B"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 

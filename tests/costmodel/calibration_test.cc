@@ -128,10 +128,10 @@ Measurements synthetic_measurements(uint64_t seed) {
   m.ranks_per_host = 4;
   m.memory_bytes_per_rank = int64_t{4} << 30;
   for (int64_t a : {16, 32, 64, 128, 256}) {
-    GemmSample g{a, 4 * a, a, false, false, 0};
+    GemmSample g{a, 4 * a, a, false, false, false, 0};
     g.seconds = noise((g.flops() + 1e5) / 3e10);
     m.gemm.push_back(g);
-    GemmSample sq{a, a, a, false, false, 0};
+    GemmSample sq{a, a, a, false, false, false, 0};
     sq.seconds = noise((sq.flops() + 1e5) / 3e10);
     m.gemm.push_back(sq);
   }

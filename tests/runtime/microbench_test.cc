@@ -43,11 +43,12 @@ auto on_world(int actors, int replicas, Fn fn) {
 
 TEST(Microbench, GemmReturnsOnePositiveSamplePerShape) {
   std::vector<GemmSpec> shapes = {
-      {2, 3, 4, false, false}, {5, 4, 3, true, false}, {3, 3, 6, false, true}};
+      {2, 3, 4, false, false, false}, {5, 4, 3, true, false, true}, {3, 3, 6, false, true, false}};
   std::vector<GemmSample> s = bench_gemm(host_device(), shapes, tiny_timing());
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[1].m, 5);
   EXPECT_TRUE(s[1].trans_a);
+  EXPECT_TRUE(s[1].accumulate);
   EXPECT_DOUBLE_EQ(s[0].flops(), 2.0 * 2 * 3 * 4);
   for (const GemmSample& g : s) EXPECT_GT(g.seconds, 0);
 }
@@ -119,6 +120,19 @@ TEST(Microbench, SuiteRejectsTooFewThreadRanks) {
   MicrobenchOptions o;
   o.ranks = 1;
   EXPECT_THROW(run_microbenchmarks(o, nullptr), InputError);
+}
+
+TEST(Microbench, DefaultGemmsAreTheMlpLayersSixShapesPerSize) {
+  std::vector<GemmSpec> shapes = default_gemm_shapes(true);
+  ASSERT_EQ(shapes.size() % 6, 0u);
+  int accumulating = 0, transposed_b = 0;
+  for (const GemmSpec& g : shapes) {
+    accumulating += g.accumulate;
+    transposed_b += g.trans_b;
+    EXPECT_EQ(g.accumulate, g.trans_a) << "weight gradients: A transposed, accumulated";
+  }
+  EXPECT_EQ(accumulating * 3, static_cast<int>(shapes.size()));
+  EXPECT_EQ(transposed_b * 3, static_cast<int>(shapes.size()));
 }
 
 TEST(Microbench, DefaultSuitesCoverTheirRangesQuickOrNot) {
