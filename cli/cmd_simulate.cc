@@ -1,23 +1,56 @@
 // jaxpp-sim simulate: simulate one pipeline schedule, either from a model + cluster + parallel
 // configuration (analytic cost model) or from measured stage times (see docs/simulate.md).
+// Output files (--trace, --timeline, --plan) are checked before the simulation, produced in
+// memory and written atomically only once all of them are ready, so an error leaves no file.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "simulator/plan_builder.h"
+#include "trace/export.h"
 #include "trace/trace.h"
 
 namespace jaxpp::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMs = 1e-3;
+
+// The timeline format of a --timeline path, from its extension.
+ExportFormat timeline_format(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  for (const char* known : {".svg", ".png", ".dot", ".json", ".txt"}) {
+    if (ext == known) return export_format_from_path(path);
+  }
+  throw_input_error("--timeline " + path,
+                    "unknown extension '" + ext +
+                        "' (expected .svg, .png, .dot, .json for a Perfetto/Chrome trace, or .txt "
+                        "for a text Gantt chart)");
+}
+
+// A measured-mode time flag in milliseconds, converted to seconds.
+double time_flag_s(const cxxopts::ParseResult& args, const char* flag, bool zero_allowed) {
+  const double ms = args[flag].as<double>();
+  if (zero_allowed ? !(ms >= 0) : !(ms > 0)) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", ms);
+    throw_input_error(std::string("--") + flag, std::string("expected a time in milliseconds ") +
+                                                    (zero_allowed ? ">= 0" : "> 0") + ", got " +
+                                                    got);
+  }
+  return ms * kMs;
+}
 
 void print_summary(std::ostream& out, const nlohmann::json& m) {
   char line[256];
@@ -41,8 +74,9 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                       std::to_string(c["num_microbatches"].get<int>()) + ", " +
                       c["schedule"].get<std::string>());
   } else {
-    row("schedule", m["schedule"].get<std::string>() + " (pp " + std::to_string(m["pp"].get<int>()) +
-                        ", stages " + std::to_string(m["num_stages"].get<int>()) + ", m " +
+    row("schedule", m["schedule"].get<std::string>() + " (pp " +
+                        std::to_string(m["pp"].get<int>()) + ", stages " +
+                        std::to_string(m["num_stages"].get<int>()) + ", m " +
                         std::to_string(m["num_microbatches"].get<int>()) + ")");
   }
   row("step time", num(m["step_time_s"].get<double>() * 1e3, "%.3f ms"));
@@ -103,6 +137,7 @@ int run_simulate(int argc, char** argv) {
       ("no-memory-check", "report plans that do not fit instead of failing")
       ("json", "print metrics as JSON")
       ("trace", "write the simulated trace JSON to FILE", cxxopts::value<std::string>())
+      ("timeline", "write the simulated timeline to FILE: .svg, .png, .dot (Graphviz), .json (Perfetto/Chrome trace), .txt (text Gantt)", cxxopts::value<std::string>())
       ("plan", "write plan.json (with predicted metrics) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
   // clang-format on
@@ -115,10 +150,23 @@ int run_simulate(int argc, char** argv) {
     throw_input_error("simulate", "unexpected argument '" + args.unmatched()[0] + "'");
   }
   const bool measured = !args.count("model");
+  // Output paths first: a bad one fails before any work.
+  const std::string trace_path = args.count("trace") ? args["trace"].as<std::string>() : "";
+  const std::string timeline_path =
+      args.count("timeline") ? args["timeline"].as<std::string>() : "";
+  const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
+  if (args.count("trace")) check_output_path(trace_path, "--trace");
+  ExportFormat timeline_fmt = ExportFormat::kText;
+  if (args.count("timeline")) {
+    timeline_fmt = timeline_format(timeline_path);
+    check_output_path(timeline_path, "--timeline");
+  }
+  if (args.count("plan")) check_output_path(plan_path, "--plan");
   PlanSimOptions sim_options;
   sim_options.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   sim_options.check_memory = args.count("no-memory-check") == 0;
-  sim_options.record_trace = true;
+  sim_options.record_trace = args.count("trace") > 0 || args.count("timeline") > 0;
+  std::vector<std::pair<std::string, std::string>> outputs;  // (path, bytes), written at the end
   auto require = [&](const char* flag, const char* what) {
     if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
   };
@@ -132,21 +180,22 @@ int run_simulate(int argc, char** argv) {
     }
     const int pp = args["pp"].as<int>();
     const int m = args["microbatches"].as<int>();
-    if (pp < 1 || m < 1) throw_input_error("--pp/--microbatches", "must be >= 1");
+    if (pp < 1) throw_input_error("--pp", "must be >= 1, got " + std::to_string(pp));
+    if (m < 1) throw_input_error("--microbatches", "must be >= 1, got " + std::to_string(m));
     const int v = args["virtual"].as<int>();
-    const Schedule schedule = make_schedule(
-        args.count("schedule") ? args["schedule"].as<std::string>() : "",
-        args.count("schedule-file") ? args["schedule-file"].as<std::string>() : "", pp,
-        v > 1 ? pp * v : 0, m, args.count("fuse-steady-state") > 0);
+    const Schedule schedule =
+        make_schedule(args.count("schedule") ? args["schedule"].as<std::string>() : "",
+                      args.count("schedule-file") ? args["schedule-file"].as<std::string>() : "",
+                      pp, v > 1 ? pp * v : 0, m, args.count("fuse-steady-state") > 0);
     StageTimes times;
     if (args.count("stage-times")) {
       times = load_stage_times(args["stage-times"].as<std::string>(), schedule.num_stages);
     } else {
       require("t-f", "required in measured mode (or --stage-times FILE)");
       require("t-b", "required in measured mode (or --stage-times FILE)");
-      times = uniform_stage_times(schedule.num_stages, args["t-f"].as<double>() * 1e-3,
-                                  args["t-b"].as<double>() * 1e-3, args["t-w"].as<double>() * 1e-3,
-                                  args["t-comm"].as<double>() * 1e-3);
+      times = uniform_stage_times(schedule.num_stages, time_flag_s(args, "t-f", false),
+                                  time_flag_s(args, "t-b", false), time_flag_s(args, "t-w", true),
+                                  time_flag_s(args, "t-comm", true));
     }
     sim = simulate_stage_times(schedule, times, sim_options);
   } else {
@@ -178,26 +227,27 @@ int run_simulate(int argc, char** argv) {
     sim = simulate_plan(plan, sim_options);
     if (args.count("plan")) {
       plan.predicted = sim.metrics;
-      save_plan(plan, args["plan"].as<std::string>());
+      outputs.emplace_back(plan_path, plan_to_json(plan).dump(2) + "\n");  // as save_plan
     }
   }
   if (args.count("trace")) {
-    write_text_file_atomic(args["trace"].as<std::string>(),
-                           trace_to_json(sim.result.trace).dump(1) + "\n");
+    outputs.emplace_back(trace_path, trace_to_json(sim.result.trace).dump(1) + "\n");
   }
+  if (args.count("timeline")) {
+    outputs.emplace_back(timeline_path, export_trace(sim.result.trace, timeline_fmt, {}));
+  }
+  for (const auto& [path, bytes] : outputs) write_text_file_atomic(path, bytes);
   if (args.count("json")) {
     std::cout << sim.metrics.dump(2) << "\n";
     return kExitOk;
   }
   print_summary(std::cout, sim.metrics);
-  if (args.count("trace")) std::cout << "wrote " << args["trace"].as<std::string>() << "\n";
-  if (args.count("plan")) std::cout << "wrote " << args["plan"].as<std::string>() << "\n";
+  for (const auto& [path, bytes] : outputs) std::cout << "wrote " << path << "\n";
   return kExitOk;
 }
 
-const CommandRegistration kReg{"simulate",
-                               "Simulate a pipeline schedule (model + cluster, or stage times)",
-                               run_simulate};
+const CommandRegistration kReg{
+    "simulate", "Simulate a pipeline schedule (model + cluster, or stage times)", run_simulate};
 
 }  // namespace
 }  // namespace jaxpp::cli

@@ -14,8 +14,10 @@ constexpr double kMs = 1e-3;
 
 void read_entry(const JsonObject& obj, StageTimes& t) {
   obj.reject_unknown({"t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms"});
-  t.t_f_s.push_back(obj.non_negative_number("t_f_ms") * kMs);
-  t.t_b_s.push_back(obj.non_negative_number("t_b_ms") * kMs);
+  // A measured forward or backward never takes zero time; W and T_comm may be 0 (not split, no
+  // communication).
+  t.t_f_s.push_back(obj.positive_number("t_f_ms") * kMs);
+  t.t_b_s.push_back(obj.positive_number("t_b_ms") * kMs);
   t.t_w_s.push_back(obj.has("t_w_ms") ? obj.non_negative_number("t_w_ms") * kMs : 0.0);
   t.t_comm_s.push_back(obj.has("t_comm_ms") ? obj.non_negative_number("t_comm_ms") * kMs : 0.0);
 }

@@ -19,7 +19,8 @@
 // Stage-times file (JSON, milliseconds), either uniform or per stage:
 //   {"t_f_ms": 1.0, "t_b_ms": 1.0, "t_w_ms": 1.0, "t_comm_ms": 0.05}
 //   {"stages": [{"t_f_ms": 1.0, "t_b_ms": 1.1, "t_w_ms": 0.9, "t_comm_ms": 0.05}, ...]}
-// In the per-stage form the list must have one entry per stage of the program.
+// In the per-stage form the list must have one entry per stage of the program. t_f_ms and t_b_ms
+// must be > 0, t_w_ms and t_comm_ms >= 0 (both optional, default 0).
 //
 // Usage:
 //   StageTimes t = uniform_stage_times(4, 1e-3, 1e-3, 1e-3, 0);

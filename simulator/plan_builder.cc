@@ -9,6 +9,7 @@
 #include "schedules/custom.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "schedules/validate.h"
 
 namespace jaxpp {
 namespace {
@@ -94,8 +95,10 @@ void parse_partition_flag(const std::string& text, PlanRequest& request) {
       if (pos != item.size()) throw std::invalid_argument(item);
       request.partition_starts.push_back(v);
     } catch (const std::exception&) {
-      throw_input_error("--partition", "expected auto, even or a comma-separated list of stage "
-                                       "start layers, got '" + text + "'");
+      throw_input_error("--partition",
+                        "expected auto, even or a comma-separated list of stage "
+                        "start layers, got '" +
+                            text + "'");
     }
   }
 }
@@ -113,6 +116,7 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
                                   " microbatches but the configuration needs " +
                                   std::to_string(num_microbatches));
     }
+    validate_or_throw(s, file);  // "<file>: invalid schedule: ..." (missing task, deadlock, ...)
     return s;
   }
   ScheduleParams params;

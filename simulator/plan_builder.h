@@ -64,7 +64,9 @@ int check_parallel_config(const ParallelConfig& config);
 // Parses "auto", "even" or a comma-separated list of stage starts ("0,13,26").
 void parse_partition_flag(const std::string& text, PlanRequest& request);
 
-// The schedule for a request (registry or file), checked against pp and m.
+// The schedule for a request (registry or file), checked against pp and m; a file is also
+// validated (InputError "<file>: invalid schedule: ..." naming the first problems, e.g. a
+// deadlock).
 Schedule make_schedule(const std::string& name, const std::string& file, int pp, int num_stages,
                        int num_microbatches, bool fuse_steady_state);
 
