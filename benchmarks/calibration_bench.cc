@@ -17,6 +17,7 @@
 //   bin/calibration_bench                         # both backends, writes ./calibration-figures/
 //   bin/calibration_bench --skip-mpi --runs 3     # threads only, 3 runs per schedule
 //   bin/calibration_bench --mpirun "mpirun --oversubscribe" --jaxpp-sim bin/jaxpp-sim
+//   bin/calibration_bench --calibrate-flags "--repetition-ms 20"   # longer repetitions
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct Options {
   bool skip_threads = false;
   bool skip_mpi = false;
   bool quick = false;
+  std::string calibrate_flags;  // extra flags for every calibrate
 };
 
 struct Case {
@@ -105,7 +107,7 @@ BackendFigures figures_for(const Options& o, const std::string& backend) {
   const std::string launcher = mpi ? o.mpirun + " -n 8 " : "";
   const std::string dir = o.out_dir + "/" + backend;
   std::filesystem::create_directories(dir);
-  const std::string quick = o.quick ? " --quick" : "";
+  const std::string quick = (o.quick ? " --quick" : "") + std::string(" ") + o.calibrate_flags;
 
   // Two calibrations in a row.
   std::vector<nlohmann::json> fits;
@@ -216,10 +218,13 @@ int main(int argc, char** argv) {
       o.skip_mpi = true;
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--calibrate-flags") {
+      o.calibrate_flags = value();
     } else {
       std::fprintf(stderr,
                    "usage: calibration_bench [--jaxpp-sim PATH] [--mpirun CMD] [--out DIR] "
-                   "[--runs N] [--skip-threads] [--skip-mpi] [--quick]\n");
+                   "[--runs N] [--skip-threads] [--skip-mpi] [--quick] [--calibrate-flags "
+                   "'...']\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
