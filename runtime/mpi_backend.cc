@@ -78,13 +78,14 @@ std::vector<std::vector<char>> mpi_gather_bytes(const std::vector<char>& mine) {
 }
 
 MpiBackend::MpiBackend(int num_actors, int num_replicas)
-    : num_actors_(num_actors), num_replicas_(num_replicas), sends_(new std::list<PendingSend>) {
+    : num_actors_(num_actors), num_replicas_(num_replicas) {
   MpiSession& s = MpiSession::get();
   if (s.size() != num_actors * num_replicas)
     throw InputError("--backend mpi: the program needs " + std::to_string(num_actors) +
                      " actors x " + std::to_string(num_replicas) + " replicas = " +
                      std::to_string(num_actors * num_replicas) +
                      " processes, but mpirun started " + std::to_string(s.size()));
+  sends_ = new std::list<PendingSend>;  // after the check: no destructor runs when it throws
   actor_ = s.rank() % num_actors;
   replica_ = s.rank() / num_actors;
   void* attr = nullptr;

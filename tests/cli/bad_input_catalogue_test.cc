@@ -56,6 +56,9 @@ struct BadInputCase {
   int mpi_processes = 0;  // > 0: run under `mpirun -n <mpi_processes>`
 };
 
+// gtest prints parameters in test listings (and ctest in test names): the case name suffices.
+void PrintTo(const BadInputCase& c, std::ostream* os) { *os << c.name; }
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -69,10 +72,12 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// A plan and a trace of a small model, produced once per process by `simulate`.
+// A plan and a trace of a small model, produced once per process by `simulate`, and a measured
+// trace of a small run.
 struct Baseline {
   json plan;
   json trace;
+  json measured_trace;
 };
 
 const Baseline& baseline() {
@@ -85,8 +90,14 @@ const Baseline& baseline() {
                                 "--schedule 1f1b --plan " +
                                 dir + "/plan.json --trace " + dir + "/trace.json");
     if (r.exit_code != 0) throw std::runtime_error("baseline simulate failed: " + r.err);
+    const CliResult m = run_cli(
+        "run --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 --layers-per-stage 1 "
+        "--steps 2 --warmup 0 --trace " +
+        dir + "/measured.json");
+    if (m.exit_code != 0) throw std::runtime_error("baseline run failed: " + m.err);
     b.plan = json::parse(slurp(dir + "/plan.json"));
     b.trace = json::parse(slurp(dir + "/trace.json"));
+    b.measured_trace = json::parse(slurp(dir + "/measured.json"));
     fs::remove_all(dir);
   });
   return b;
@@ -105,6 +116,13 @@ std::function<std::string()> plan_with(std::function<void(json&)> edit) {
 std::function<std::string()> trace_with(std::function<void(json&)> edit) {
   return [edit] {
     json t = baseline().trace;
+    edit(t);
+    return t.dump(1);
+  };
+}
+std::function<std::string()> measured_trace_with(std::function<void(json&)> edit) {
+  return [edit] {
+    json t = baseline().measured_trace;
     edit(t);
     return t.dump(1);
   };
@@ -142,6 +160,7 @@ const std::string kRun =
     "run --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 --layers-per-stage 1 "
     "--steps 1 --warmup 0 ";
 const std::string kTinyFile = "{data}/graph/tiny_transformer.json";
+const std::string kExplore = "explore --model gpt3-1.3b --gpus 8 --global-batch 8 --quiet ";
 
 // clang-format off
 const std::vector<BadInputCase> kCases = {
@@ -339,7 +358,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "SimulateUnknownCluster", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster h900",
      .message = "unknown preset"},
     {.name = "SimulateNegativeStageTime", .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f -1 --t-b 1",
-     .message = ">= 0"},
+     .message = "--t-f"},
     {.name = "SimulateZeroMicrobatches", .args = "simulate --schedule 1f1b --pp 2 --microbatches 0 --t-f 1 --t-b 1",
      .message = "must be >= 1"},
     {.name = "SimulateStageTimesForTooFewStages",
@@ -442,6 +461,11 @@ const std::vector<BadInputCase> kCases = {
      .message = "does not exist"},
     {.name = "RunDroppedMessageTimesOut", .args = kRun + "--timeout-s 1 --inject-drop 0",
      .exit_code = 1, .message = "timed out after 1 s waiting for tag"},
+    {.name = "RunUnderMpirunWithARankKilledMidStep",
+     .args = "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3 --hidden 8 --seq 4 "
+             "--layers-per-stage 1 --steps 2 --warmup 1 --timeout-s 2 --inject-kill 1:2",
+     .exit_code = 3, .message = "injected fault: actor 1 (replica 0), step 0, instruction 2",
+     .report = Report::kMpirun, .mpi_processes = 3},
     {.name = "RunUnderMpirunWithTooFewRanks",
      .args = "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3 --hidden 8 --seq 4 "
              "--layers-per-stage 1 --steps 1 --warmup 0",
@@ -455,7 +479,64 @@ const std::vector<BadInputCase> kCases = {
     // ---- demo. ------------------------------------------------------------------------------
     {.name = "DemoUnknownFlag", .args = "demo --bogus", .message = "bogus"},
 
-    // ---- explore, calibrate: cases go here once those commands exist. -----------------------
+    // ---- explore. ---------------------------------------------------------------------------
+    {.name = "ExploreWithoutGlobalBatch", .args = "explore --model gpt3-1.3b --gpus 8",
+     .message = "--global-batch: required"},
+    {.name = "ExploreZeroGpus", .args = kExplore + "--gpus 0", .message = "--gpus: must be >= 1"},
+    {.name = "ExploreUnknownSchedule", .args = kExplore + "--schedules 1f1b,fancy",
+     .message = "unknown schedule 'fancy'"},
+    {.name = "ExplorePpThatDoesNotDivideTheGpus", .args = kExplore + "--pp 3",
+     .message = "does not divide 8 GPUs"},
+    {.name = "ExploreMalformedTpList", .args = kExplore + "--tp 2,x",
+     .message = "--tp: expected a comma-separated list of positive integers"},
+    {.name = "ExploreZeroThreads", .args = kExplore + "--threads 0", .message = "--threads"},
+    {.name = "ExploreNegativeMemoryLimit", .args = kExplore + "--max-memory-gib -1",
+     .message = "--max-memory-gib: must be > 0"},
+    {.name = "ExploreNothingFits",
+     .args = "explore --model gpt3-175b --gpus 8 --global-batch 8 --max-memory-gib 1 --quiet",
+     .message = "no configuration fits in 1 GiB"},
+    {.name = "ExploreUnknownZero1Mode", .args = kExplore + "--zero1 maybe",
+     .message = "--zero1: expected off, on or both"},
+    {.name = "ExploreUnknownFormat", .args = kExplore + "--format xml", .message = "--format"},
+    {.name = "ExploreHugeGlobalBatch",
+     .args = "explore --model gpt3-1.3b --gpus 8 --global-batch 2000000000 --quiet",
+     .message = "microbatches is more than the limit"},
+    {.name = "ExploreTruncatedModel",
+     .args = "explore --model {dir}/m.json --gpus 8 --global-batch 8 --quiet",
+     .files = {{"m.json", truncated(text(kTinyModel))}}, .message = "malformed JSON"},
+    {.name = "ExploreClusterWithHugeMemory", .args = kExplore + "--cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", "1e300"))}},
+     .message = "field 'hbm_gib': out of range"},
+    {.name = "ExplorePlanIntoMissingDirectory", .args = kExplore + "--plan {dir}/missing/p.json",
+     .message = "does not exist"},
+    {.name = "ExploreCsvOntoADirectory", .args = kExplore + "--csv {dir}",
+     .message = "is a directory"},
+
+    // ---- calibrate. -------------------------------------------------------------------------
+    {.name = "CalibrateUnknownBackend", .args = "calibrate --backend gpu",
+     .message = "--backend: expected threads, mpi or cuda"},
+    {.name = "CalibrateMissingTrace", .args = "calibrate --from-trace {dir}/t.json",
+     .message = "cannot read"},
+    {.name = "CalibrateFromASimulatedTrace", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", trace_with([](json&) {})}}, .message = "expected a measured trace"},
+    {.name = "CalibrateTraceOfAnotherVersion", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["version"] = 2; })}},
+     .message = "unsupported trace version 2"},
+    {.name = "CalibrateTruncatedTrace", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", truncated(measured_trace_with([](json&) {}))}},
+     .message = "malformed JSON"},
+    {.name = "CalibrateTraceWithZeroHidden",
+     .args = "calibrate --from-trace {dir}/t.json --hidden 0",
+     .files = {{"t.json", measured_trace_with([](json&) {})}}, .message = "must be >= 1"},
+    {.name = "CalibrateTraceOutputOntoADirectory", .args = "calibrate --from-trace {dir}/t.json -o {dir}",
+     .files = {{"t.json", measured_trace_with([](json&) {})}}, .message = "is a directory"},
+    {.name = "CalibrateZeroRepeats", .args = "calibrate --quick --repeats 0",
+     .message = "--repeats: expected >= 1"},
+    {.name = "CalibrateOneRank", .args = "calibrate --quick --ranks 1", .message = "--ranks"},
+    {.name = "CalibrateNegativeTimeout", .args = "calibrate --quick --timeout-s -1",
+     .message = "--timeout-s: expected > 0"},
+    {.name = "CalibrateOutputIntoMissingDirectory",
+     .args = "calibrate --quick -o {dir}/missing/c.json", .message = "does not exist"},
 };
 // clang-format on
 

@@ -79,8 +79,18 @@ TEST(Determinism, SimulateTableOutputIsByteIdenticalAcrossRuns) {
       "simulate --model gpt3-6.7b --gpus 16 --pp 8 --dp 2 --global-batch 64 --schedule 1f1b", {});
 }
 
-// explore: byte-identical across runs and across --threads values goes here once the command
-// exists.
+TEST(Determinism, ExploreIsByteIdenticalAcrossRunsAndThreadCounts) {
+  const std::string args =
+      "explore --model gpt3-1.3b --gpus 8 --global-batch 16 --schedules 1f1b,zb-h1,interleaved "
+      "--json --quiet --top 20 --csv {dir}/all.csv --plan {dir}/best.json --threads ";
+  const Outputs one = run_and_collect(args + "1", {"all.csv", "best.json"});
+  ASSERT_FALSE(one.stdout_text.empty());
+  for (const char* threads : {"1", "2", "3"}) {
+    const Outputs again = run_and_collect(args + threads, {"all.csv", "best.json"});
+    EXPECT_EQ(again.stdout_text, one.stdout_text) << "--threads " << threads;
+    EXPECT_EQ(again.files, one.files) << "--threads " << threads;
+  }
+}
 
 }  // namespace
 }  // namespace jaxpp::testing
