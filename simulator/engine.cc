@@ -53,14 +53,17 @@ constexpr uint8_t kPosted = 1, kStarted = 2, kDone = 4, kCostDeferred = 8, kStre
 
 // What the event loop needs about one instruction, in one cache line, indexed by the global
 // instruction index g (actor-major, program order). Costs are looked up once, in build(), where
-// the program is read sequentially; the loop then touches the Program only for the payload of
-// a transfer over a finite-bandwidth link.
+// the program is read sequentially (link bandwidths when a transfer starts, as they are needed
+// only then); the event loop never touches the Program.
 struct alignas(64) Node {
   double start_s = 0, end_s = 0;
-  double duration_s = 0;  // compute, optimizer, all-reduce: duration; send: latency
+  union {
+    double duration_s = 0;  // compute, optimizer, all-reduce; a send until it starts: latency
+    double bandwidth_bytes_per_s;  // a send from its start on: the bandwidth of its link
+  };
   union {
     struct {
-      double bandwidth_bytes_per_s;
+      int64_t bytes;
       int link;  // dense link index
     } send;
     struct {
@@ -254,7 +257,6 @@ void Engine::look_up_cost(int g, const Instruction& in, int actor) {
       node.duration_s = cost_.allreduce_s(actor, in);
     } else if (in.op == OpKind::kSend) {
       node.duration_s = cost_.transfer_latency_s(actor, in.peer, in);
-      node.u.send.bandwidth_bytes_per_s = cost_.p2p_bandwidth_bytes_per_s(actor, in.peer);
     }
   } catch (...) {
     node.flags |= kCostDeferred;
@@ -396,11 +398,11 @@ void Engine::build() {
         allreduces.push_back(g);
       }
       look_up_cost(g, in, r);
-      if (in.op == OpKind::kSend) {  // after look_up_cost, which writes the other union member
+      if (in.op == OpKind::kSend) {
         const int id = cost_.link_id(r, in.peer);
         const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
         if (l == static_cast<int>(links_.size())) links_.emplace_back();
-        node.u.send.link = l;
+        node.u.send = {in.bytes, l};
       }
     }
     if (!options_.overlap_grad_reduce && last_compute >= 0) {
@@ -532,16 +534,17 @@ void Engine::start_transfer(int send, int recv) {
   prefetch_successors(recv);
   if (s.flags & kCostDeferred) look_up_cost(send, ins(send), actor_of(send));  // throws again
   const double latency = s.duration_s;
-  const double bw = s.u.send.bandwidth_bytes_per_s;
+  const double bw = cost_.p2p_bandwidth_bytes_per_s(actor_of(send), actor_of(recv));
   if (!(latency >= 0) || !(bw > 0)) {
     throw_input_error("cost model", "invalid link between actors " +
                                         std::to_string(actor_of(send)) + " and " +
                                         std::to_string(actor_of(recv)));
   }
-  if (std::isinf(bw) || ins(send).bytes <= 0) {
+  if (s.u.send.bytes <= 0 || std::isinf(bw)) {
     push(now_ + latency, EventType::kFinish, send);
     return;
   }
+  s.bandwidth_bytes_per_s = bw;  // the latency is no longer needed
   push(now_ + latency, EventType::kTransferJoin, send);
 }
 
@@ -768,10 +771,11 @@ SimResult Engine::run() {
         finish(e.id);
         break;
       case EventType::kTransferJoin: {
-        const int l = nodes_[e.id].u.send.link;
+        const Node& send = nodes_[e.id];
+        const int l = send.u.send.link;
         advance_link(l);
-        const double bytes = static_cast<double>(ins(e.id).bytes);
-        links_[l].active.push_back({e.id, bytes, nodes_[e.id].u.send.bandwidth_bytes_per_s, bytes});
+        const double bytes = static_cast<double>(send.u.send.bytes);
+        links_[l].active.push_back({e.id, bytes, send.bandwidth_bytes_per_s, bytes});
         schedule_link(l);
         break;
       }
