@@ -57,9 +57,9 @@
 namespace jaxpp {
 
 struct SimOptions {
-  bool record_trace = true;           // fill SimResult::trace and per-instruction times
-  bool overlap_grad_reduce = false;   // all-reduce may overlap remaining backward work
-  double iteration_overhead_s = 0;    // added to step_time_s
+  bool record_trace = true;                     // fill SimResult::trace and per-instruction times
+  bool overlap_grad_reduce = false;             // all-reduce may overlap remaining backward work
+  double iteration_overhead_s = 0;              // added to step_time_s
   std::vector<int64_t> static_bytes_per_actor;  // empty = 0 for all
   std::vector<int64_t> stash_bytes_per_stage;   // empty = 0 for all
 };
@@ -69,7 +69,7 @@ struct ActorStats {
   double first_start_s = 0;  // first compute-stream start
   double last_end_s = 0;     // last compute-stream end
   double span_s() const { return last_end_s - first_start_s; }
-  double idle_s = 0;         // step makespan − busy_s
+  double idle_s = 0;  // step makespan − busy_s
   int64_t static_bytes = 0;
   int64_t peak_memory_bytes = 0;
   int peak_stashed_microbatches = 0;  // max over time of stashed (stage, microbatch) pairs
