@@ -49,7 +49,7 @@ struct File {
 struct BadInputCase {
   std::string name;
   std::string args;
-  std::vector<File> files;
+  std::vector<File> files = {};
   int exit_code = 2;
   std::string message;
   Report report = Report::kOneLine;
