@@ -16,7 +16,7 @@ namespace jaxpp {
 inline constexpr int kMaxLayers = 100'000;                 // layers of one model
 inline constexpr int kMaxStages = 16'384;                  // pipeline stages (and so actors)
 inline constexpr int kMaxMicrobatches = 1 << 20;           // microbatches per iteration
-inline constexpr int64_t kMaxStageMicrobatches = 1 << 22;  // stages x microbatches
+inline constexpr int64_t kMaxStageMicrobatches = 1 << 21;  // stages x microbatches
 // Transformer shape (the work formulas stay inside int64 below these).
 inline constexpr int kMaxHidden = 1 << 20;
 inline constexpr int kMaxHeads = 1 << 14;

@@ -154,7 +154,7 @@ fuzz_one() {
   cp "$root/tests/fuzz/corpus/$t"/* "$work/"
   [[ $t == *_json ]] && dict=(-dict="$root/tests/fuzz/json.dict")
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    "$fuzz/fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    "$fuzz/fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "${dict[@]}" "$work" > "$log" 2>&1 ||
     status=1
   local runs
