@@ -85,6 +85,9 @@ struct MpiCase {
   int processes;
 };
 
+// ctest lists parameterised tests with their printed parameter: the schedule name suffices.
+void PrintTo(const MpiCase& c, std::ostream* os) { *os << c.name; }
+
 class RunMpiTest : public ::testing::TestWithParam<MpiCase> {};
 
 TEST_P(RunMpiTest, MatchesSequentialReferenceUnderMpirunWithDp2) {

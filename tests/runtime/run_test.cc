@@ -45,6 +45,9 @@ struct Case {
   int p, m, stages;
 };
 
+// ctest lists parameterised tests with their printed parameter: the schedule name suffices.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule; }
+
 class EquivalenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EquivalenceTest, PipelinedTrainingEqualsSequentialReferenceWithDp2) {
