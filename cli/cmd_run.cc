@@ -33,9 +33,6 @@
 namespace jaxpp::cli {
 namespace {
 
-// fp64 numerics: pipelined and sequential results differ only by summation order.
-constexpr double kCheckRelTolerance = 1e-9;
-
 struct Setup {
   Program program;
   std::optional<Plan> plan;
@@ -268,12 +265,7 @@ int run_run(int argc, char** argv) {
   std::map<std::string, double> pred_kinds = mean_durations_by_kind(sim.trace, 0);
   std::map<std::string, double> meas_kinds = mean_durations_by_kind(r.trace, ro.warmup);
 
-  bool check_ok = true;
-  double loss_scale = 1;
-  for (double l : r.reference_losses) loss_scale = std::max(loss_scale, std::abs(l));
-  if (r.checked)
-    check_ok = r.max_abs_diff_loss <= kCheckRelTolerance * loss_scale &&
-               r.max_abs_diff_weights <= kCheckRelTolerance * std::max(1.0, r.max_abs_weight);
+  const bool check_ok = check_passed(r);
 
   if (args.count("trace")) save_trace(r.trace, args["trace"].as<std::string>());
   if (timeline_format) write_trace_export(r.trace, *timeline_format, timeline_path, {});

@@ -233,6 +233,14 @@ std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks) {
   return "fused";
 }
 
+bool check_passed(const RunResult& result, double rel_tolerance) {
+  if (!result.checked) return true;
+  double loss_scale = 1;
+  for (double l : result.reference_losses) loss_scale = std::max(loss_scale, std::abs(l));
+  return result.max_abs_diff_loss <= rel_tolerance * loss_scale &&
+         result.max_abs_diff_weights <= rel_tolerance * std::max(1.0, result.max_abs_weight);
+}
+
 std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step) {
   std::map<std::string, std::pair<double, int>> acc;
   for (const TraceEvent& e : trace.events) {

@@ -69,6 +69,13 @@ struct RunResult {
 RunResult run_program(const Program& program, const CostProvider* emulation_cost,
                       const RunOptions& options);
 
+// fp64 numerics: pipelined and sequential results differ only by summation order.
+inline constexpr double kCheckRelTolerance = 1e-9;
+// Whether a checked run agrees with its reference: the largest loss difference within
+// rel_tolerance x max(1, largest |reference loss|), the largest weight difference within
+// rel_tolerance x max(1, largest |reference weight|). True for a run without a check.
+bool check_passed(const RunResult& result, double rel_tolerance = kCheckRelTolerance);
+
 // Mean measured duration per task-kind label of the measured steps of a trace: "F", "B", "I",
 // "W" (single-task computes), "fused", "send", "recv", "allreduce", "optimizer".
 std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step);
