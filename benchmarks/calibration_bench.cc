@@ -116,9 +116,21 @@ BackendFigures figures_for(const Options& o, const std::string& backend) {
     const std::string out = run(
         launcher + o.jaxpp_sim + " calibrate --backend " + backend + quick + " --json -o " + file,
         dir + "/calibrate-" + which + ".log");
-    fits.push_back(nlohmann::json::parse(out).at("parameters"));
+    const nlohmann::json j = nlohmann::json::parse(out);
+    nlohmann::json params = j.at("parameters");
+    // The measured GEMM efficiency table is calibrated too: one entry per size.
+    const nlohmann::json& gemm = j.at("cluster").at("gemm_efficiency");
+    if (gemm.contains("measured"))
+      for (const nlohmann::json& point : gemm.at("measured")) {
+        char name[64];
+        std::snprintf(name, sizeof name, "gemm_efficiency@%.3gGFLOP",
+                      point.at("gflops").get<double>());
+        params[name] = point.at("efficiency").get<double>();
+      }
+    fits.push_back(params);
   }
   for (const auto& [name, a] : fits[0].items()) {
+    if (!fits[1].contains(name)) continue;
     const double x = a.get<double>(), y = fits[1].at(name).get<double>();
     f.parameters[name] = {x, y};
     const double mean = 0.5 * (std::abs(x) + std::abs(y));

@@ -116,6 +116,14 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                        (g.accumulate ? " +=" : ""),
                    g.seconds, cal.gemm.fit, i);
   }
+  std::printf("  GEMM measured table (mean over the shapes of a size; predictions interpolate it)\n");
+  for (const GemmPoint& g : cal.gemm_measured) {
+    const double curve_s = cal.gemm.time_s(g.flops);
+    std::printf("  %-30s %12s %12s %8s   %s\n", ("GEMM " + fmt_si(g.flops, "FLOP")).c_str(),
+                fmt_time(g.mean_s).c_str(), fmt_time(curve_s).c_str(),
+                fmt_pct(g.mean_s / curve_s - 1).c_str(),
+                fmt_si(g.rate_flops_per_s, "FLOP/s").c_str());
+  }
   for (size_t i = 0; i < m.gelu.size(); ++i)
     print_residual("GeLU " + fmt_si(m.gelu[i].size, ""), m.gelu[i].seconds, cal.gelu.fit, i);
   for (size_t i = 0; i < m.gelu_backward.size(); ++i)
@@ -218,6 +226,7 @@ int run_calibrate(int argc, char** argv) {
       ("hot", "compute benchmarks reuse the same (cache-hot) operands instead of cold ones")
       ("repeats", "timed repetitions per point (median; default 7, --quick 5)", cxxopts::value<int>())
       ("warmup", "untimed repetitions per point", cxxopts::value<int>()->default_value("2"))
+      ("rounds", "sweeps of every benchmark; a point's value is the median over them (default 5, --quick 1)", cxxopts::value<int>())
       ("repetition-ms", "a timed repetition loops a kernel at least this long (default 5, --quick 2)", cxxopts::value<double>())
       ("ranks", "threads: workers of the communication benchmarks", cxxopts::value<int>()->default_value("2"))
       ("timeout-s", "give up on a message or collective after this many seconds", cxxopts::value<double>()->default_value("60"))
@@ -247,6 +256,9 @@ int run_calibrate(int argc, char** argv) {
   mo.quick = args.count("quick") > 0;
   mo.timing.repeats = args.count("repeats") ? args["repeats"].as<int>() : (mo.quick ? 5 : 7);
   mo.timing.warmup = args["warmup"].as<int>();
+  mo.timing.rounds = args.count("rounds") ? args["rounds"].as<int>() : (mo.quick ? 1 : 5);
+  if (mo.timing.rounds < 1 || mo.timing.rounds > 1000)
+    throw_input_error("--rounds", "expected 1..1000, got " + std::to_string(mo.timing.rounds));
   mo.timing.min_repetition_s =
       1e-3 *
       (args.count("repetition-ms") ? args["repetition-ms"].as<double>() : (mo.quick ? 2 : 5));

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "graph/error.h"
@@ -278,10 +279,26 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   ClusterSpec& c = cal.cluster;
   c = base;
   c.name = name;
-  const double rate = cal.gemm.rate_flops_per_s;
-  c.peak_flops_per_s = {rate, rate, rate, 0};
-  c.gemm_efficiency_max = 1.0;
+  // The measured curve: per FLOP count, the mean time over its shapes (the workload runs each
+  // shape of a size once per layer), as a rate.
+  std::map<double, std::pair<double, int>> by_flops;  // flops -> (sum of seconds, shapes)
+  for (const GemmSample& g : m.gemm) {
+    auto& [sum, count] = by_flops[g.flops()];
+    sum += g.seconds;
+    ++count;
+  }
+  double peak = cal.gemm.rate_flops_per_s;
+  for (const auto& [flops, st] : by_flops) {
+    const double mean_s = st.first / st.second;
+    cal.gemm_measured.push_back({flops, mean_s, flops / mean_s});
+    peak = std::max(peak, flops / mean_s);
+  }
+  c.peak_flops_per_s = {peak, peak, peak, 0};
+  c.gemm_efficiency_max = cal.gemm.rate_flops_per_s / peak;
   c.gemm_half_saturation_flops = cal.gemm.half_saturation_flops;
+  c.gemm_efficiency_measured.clear();
+  for (const GemmPoint& g : cal.gemm_measured)
+    c.gemm_efficiency_measured.push_back({g.flops, g.rate_flops_per_s / peak});
   if (m.memory_bytes_per_rank > 0) c.hbm_bytes = m.memory_bytes_per_rank;
   c.hbm_bandwidth_bytes_per_s = cal.copy.bandwidth_bytes_per_s;
   c.devices_per_node = std::max(1, m.ranks_per_host);
@@ -322,10 +339,17 @@ std::vector<std::pair<std::string, double>> fitted_parameters(const ClusterSpec&
 nlohmann::json calibration_to_json(const Calibration& cal) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [k, v] : fitted_parameters(cal.cluster)) params[k] = v;
+  nlohmann::json measured = nlohmann::json::array();
+  for (const GemmPoint& g : cal.gemm_measured)
+    measured.push_back({{"flops", g.flops},
+                        {"mean_s", g.mean_s},
+                        {"rate_flops_per_s", g.rate_flops_per_s},
+                        {"curve_s", cal.gemm.time_s(g.flops)}});
   nlohmann::json fits = {{"gemm",
                           {{"rate_flops_per_s", cal.gemm.rate_flops_per_s},
                            {"half_saturation_flops", cal.gemm.half_saturation_flops},
                            {"call_overhead_s", cal.gemm.call_overhead_s},
+                           {"measured", measured},
                            {"fit", fit_json(cal.gemm.fit)}}},
                          {"gelu",
                           {{"s_per_element", cal.gelu.s_per_element},

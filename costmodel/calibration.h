@@ -9,7 +9,7 @@
 //   GEMM curve       t(x) = t0 + x / R for one GEMM call of x FLOPs. This is exactly the
 //                    ClusterSpec efficiency curve eff(x) = emax·x / (x + x_half) with
 //                    peak·emax = R and x_half = t0·R (t = x / (peak·eff(x)) = (x + x_half) / R).
-//                    A calibrated cluster stores peak = R and emax = 1.
+//                    A calibrated cluster stores peak · emax = R (see calibrate() below).
 //   alpha-beta       t(n) = latency + n / bandwidth for a message (or a copy) of n bytes.
 //   all-reduce       t(r, n) = 2(r−1)·latency + 2(r−1)/r · n / bus_bandwidth for r ranks and n
 //                    bytes (ring), with `latency` fixed to the point-to-point fit, so that the
@@ -135,12 +135,21 @@ struct Measurements {
   std::vector<SizeSample> copy;           // size = bytes of the array (2x moved: read + write)
   std::vector<SizeSample> p2p;            // size = payload bytes; seconds = one-way time
   std::vector<AllReduceSample> allreduce;
-  std::vector<double> launch_overhead_s;  // per compute instruction, one value per repetition
+  std::vector<double> launch_overhead_s;  // per compute instruction: one value per worker (the
+                                          // median of its repetitions); the fit takes the median
+};
+
+// The GEMM benchmark at one FLOP count: the mean time of its shapes and the rate it gives.
+struct GemmPoint {
+  double flops = 0;
+  double mean_s = 0;
+  double rate_flops_per_s = 0;
 };
 
 struct Calibration {
   ClusterSpec cluster;
   GemmCurveFit gemm;
+  std::vector<GemmPoint> gemm_measured;  // by increasing FLOPs
   PerElementFit gelu, gelu_backward;
   AlphaBetaFit copy;  // bandwidth = bytes moved (read + written) per second
   AlphaBetaFit p2p;   // valid when has_p2p
@@ -153,8 +162,13 @@ struct Calibration {
   double launch_overhead_s = 0;
 };
 
-// Fits every microbenchmark and builds the cluster: peak (bf16, fp16, fp32) = the GEMM rate of
-// the measured (fp64) GEMMs, gemm_efficiency max 1 and the fitted half saturation; GeLU costs;
+// Fits every microbenchmark and builds the cluster: peak (bf16, fp16, fp32) = the highest rate
+// the measured (fp64) GEMMs reached (or the fitted asymptotic rate R when that is higher),
+// gemm_efficiency max = R / peak and the fitted half saturation (so the analytic curve is the
+// fit), and the measured efficiency table (gemm_efficiency_measured): per FLOP count, the mean
+// time of its shapes as a fraction of peak. Predictions interpolate the table inside the measured
+// range, where the two-parameter curve misfits by up to 25% (a host's GEMM rate keeps rising
+// past the sizes where t0 + x / R saturates), and follow the curve outside it; GeLU costs;
 // hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
 // both links are the one measured) with efficiency 1 and p2p_overhead 0;
 // allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when no

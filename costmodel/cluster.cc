@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
+#include <system_error>
 
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -14,6 +17,7 @@ constexpr double kGB = 1e9;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
+constexpr int kGigaExp10 = 9;  // kGiga = 10^kGigaExp10
 constexpr double kUs = 1e-6;
 constexpr double kMs = 1e-3;
 constexpr double kNs = 1e-9;
@@ -113,6 +117,51 @@ void read_link(const JsonObject& parent, const std::string& key, bool required, 
   r.fraction("efficiency", link.efficiency);
 }
 
+// x · 10^exp10 as a shift of the decimal point in x's shortest decimal form, correctly rounded
+// (inf or 0 when the result leaves the double range). Unlike x * 1e9 and x / 1e9 (an ulp off for
+// ~5% of values, 4.1e6 FLOPs among them), it reads 0.0041 GFLOP as exactly the double nearest 4.1e6
+// FLOPs, and a value of at most 15 significant digits survives FLOPs -> GFLOP -> FLOPs unchanged.
+double shift_decimal_point(double x, int exp10) {
+  if (!std::isfinite(x)) return x;
+  char buf[48];
+  const std::to_chars_result digits =
+      std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);  // "4.1e+06"
+  char* const e = std::find(buf, digits.ptr, 'e');
+  int exponent = 0;
+  std::from_chars(e + 1 + (e[1] == '+' ? 1 : 0), digits.ptr, exponent);
+  char* const end = std::to_chars(e + 1, buf + sizeof buf, exponent + exp10).ptr;
+  double out = 0;
+  if (std::from_chars(buf, end, out).ec != std::errc()) return x * std::pow(10.0, exp10);
+  return out;
+}
+
+// Reads "measured" of the "gemm_efficiency" object `g` into `table` (kept when absent).
+void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficiencyPoint>& table) {
+  if (!g.has("measured")) return;
+  const std::string where = g.field("measured");
+  const nlohmann::json& arr = g.array("measured");
+  if (arr.size() > static_cast<size_t>(kMaxGemmEfficiencyPoints))
+    throw_input_error(where, "too many points: " + std::to_string(arr.size()) + " (the limit is " +
+                                 std::to_string(kMaxGemmEfficiencyPoints) + ")");
+  std::vector<GemmEfficiencyPoint> points;
+  points.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    JsonObject pt(arr[i], where + "[" + std::to_string(i) + "]");
+    pt.reject_unknown({"gflops", "efficiency"});
+    GemmEfficiencyPoint p;
+    p.flops = shift_decimal_point(pt.positive_number("gflops"), kGigaExp10);
+    if (!std::isfinite(p.flops))
+      throw_input_error(pt.field("gflops"), "out of range, got " + pt.at("gflops").dump());
+    if (!points.empty() && !(p.flops > points.back().flops))
+      throw_input_error(pt.field("gflops"), "must be greater than the previous point's (" +
+                                                arr[i - 1].at("gflops").dump() + "), got " +
+                                                pt.at("gflops").dump());
+    Reader(pt, /*required=*/true).fraction("efficiency", p.efficiency);
+    points.push_back(p);
+  }
+  table = std::move(points);
+}
+
 nlohmann::json link_to_json(const LinkSpec& l) {
   return {{"bandwidth_gb_per_s", l.bandwidth_bytes_per_s / kGB},
           {"latency_us", l.latency_s / kUs},
@@ -130,8 +179,27 @@ double ClusterSpec::peak_flops(Dtype dtype) const {
 }
 
 double ClusterSpec::gemm_efficiency(double layer_pass_flops) const {
-  if (layer_pass_flops <= 0) return gemm_efficiency_max;
-  return gemm_efficiency_max * layer_pass_flops / (layer_pass_flops + gemm_half_saturation_flops);
+  const double x = layer_pass_flops;
+  if (x <= 0) return gemm_efficiency_max;
+  const auto curve = [this](double f) {
+    return gemm_efficiency_max * f / (f + gemm_half_saturation_flops);
+  };
+  const std::vector<GemmEfficiencyPoint>& table = gemm_efficiency_measured;
+  if (table.empty()) return curve(x);
+  // The curve's shape scaled to pass through `p`.
+  const auto scaled_curve = [&](const GemmEfficiencyPoint& p) {
+    return std::min(1.0, curve(x) * (p.efficiency / curve(p.flops)));
+  };
+  // hi: the first point above x; lo (when hi is not the first): the last point at or below x.
+  const auto hi =
+      std::upper_bound(table.begin(), table.end(), x,
+                       [](double flops, const GemmEfficiencyPoint& p) { return flops < p.flops; });
+  if (hi == table.begin()) return scaled_curve(table.front());
+  const GemmEfficiencyPoint& lo = *(hi - 1);
+  if (x == lo.flops) return lo.efficiency;
+  if (hi == table.end()) return scaled_curve(lo);
+  const double t = std::log(x / lo.flops) / std::log(hi->flops / lo.flops);
+  return lo.efficiency + t * (hi->efficiency - lo.efficiency);
 }
 
 std::vector<std::string> cluster_preset_names() { return {"a100-80g", "h100-sxm", "h200"}; }
@@ -188,10 +256,11 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   r.positive("hbm_bandwidth_gb_per_s", kGB, c.hbm_bandwidth_bytes_per_s);
   if (obj.has("gemm_efficiency")) {
     JsonObject g = obj.object("gemm_efficiency");
-    g.reject_unknown({"max", "half_saturation_gflops"});
+    g.reject_unknown({"max", "half_saturation_gflops", "measured"});
     Reader gr(g, required);
     gr.fraction("max", c.gemm_efficiency_max);
     gr.non_negative("half_saturation_gflops", kGiga, c.gemm_half_saturation_flops);
+    read_gemm_efficiency_measured(g, c.gemm_efficiency_measured);  // optional in every form
   } else if (required) {
     obj.at("gemm_efficiency");
   }
@@ -243,6 +312,13 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
                       {"grad_bytes_per_param", c.grad_bytes_per_param},
                       {"optimizer_state_bytes_per_param", c.optimizer_state_bytes_per_param},
                       {"optimizer_traffic_bytes_per_param", c.optimizer_traffic_bytes_per_param}};
+  if (!c.gemm_efficiency_measured.empty()) {
+    nlohmann::json measured = nlohmann::json::array();
+    for (const GemmEfficiencyPoint& p : c.gemm_efficiency_measured)
+      measured.push_back(
+          {{"gflops", shift_decimal_point(p.flops, -kGigaExp10)}, {"efficiency", p.efficiency}});
+    j["gemm_efficiency"]["measured"] = std::move(measured);
+  }
   if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0) {
     j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
                         {"gelu_backward_ns_per_element", c.gelu_backward_s_per_element / kNs}};

@@ -13,6 +13,14 @@
 // launches inside a layer) is folded into the two constants, so they are "model" efficiencies,
 // not cuBLAS GEMM efficiencies.
 //
+// Measured table (optional, gemm_efficiency_measured; empty = the curve above alone): points
+// (flops, efficiency) from a calibration, flops strictly increasing. Inside [first, last] eff(x)
+// interpolates the efficiency linearly in log(x) between the two neighbouring points (a point's
+// own efficiency exactly at it). Outside, it follows the curve's shape scaled to the nearest end
+// point: eff(x) = curve(x) · p.efficiency / curve(p.flops), p = first below, last above (so it is
+// continuous at both ends; one point serves both sides), capped at 1. x <= 0 gives
+// gemm_efficiency_max, table or not.
+//
 // Links are alpha-beta: a transfer of n bytes alone on a link takes
 //   latency_s + n / (bandwidth_bytes_per_s · efficiency).
 // intra_node = NVLink (per GPU, per direction), inter_node = the network (per GPU). Collectives
@@ -28,7 +36,9 @@
 //   { "name": "my-a100", "base": "a100-80g",
 //     "peak_tflops": {"bf16": 312, "fp16": 312, "fp8": 0, "fp32": 19.5},
 //     "hbm_gib": 80, "hbm_bandwidth_gb_per_s": 2039,
-//     "gemm_efficiency": {"max": 0.6, "half_saturation_gflops": 40},
+//     "gemm_efficiency": {"max": 0.6, "half_saturation_gflops": 40,
+//                         "measured": [{"gflops": 0.0041, "efficiency": 0.12},
+//                                      {"gflops": 2.1, "efficiency": 0.45}]},
 //     "devices_per_node": 8,
 //     "intra_node": {"bandwidth_gb_per_s": 300, "latency_us": 7, "efficiency": 0.8},
 //     "inter_node": {"bandwidth_gb_per_s": 24, "latency_us": 20, "efficiency": 1.0},
@@ -37,7 +47,10 @@
 //     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
 //     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2} }
 // "elementwise" is optional even without a base (absent = 0) and written only when non-zero, so
-// files written before it existed still load and still round-trip.
+// files written before it existed still load and still round-trip. Likewise
+// "gemm_efficiency.measured" (gflops = 1e9 FLOPs, strictly increasing; efficiency in (0, 1]; at
+// most kMaxGemmEfficiencyPoints points) is optional (absent = the base's table, or none) and
+// written only when non-empty.
 //
 // Usage:
 //   ClusterSpec c = load_cluster("h100-sxm");          // preset, or a path to a JSON file
@@ -56,6 +69,17 @@
 
 namespace jaxpp {
 
+// Most points a cluster file's "gemm_efficiency.measured" may hold.
+inline constexpr int kMaxGemmEfficiencyPoints = 4096;
+
+// A measured point of the GEMM efficiency curve: one call (or layer pass) of `flops` FLOPs ran at
+// efficiency · peak.
+struct GemmEfficiencyPoint {
+  double flops = 0;
+  double efficiency = 0;
+  bool operator==(const GemmEfficiencyPoint&) const = default;
+};
+
 struct LinkSpec {
   double bandwidth_bytes_per_s = 0;  // per GPU, per direction
   double latency_s = 0;
@@ -72,6 +96,9 @@ struct ClusterSpec {
   double hbm_bandwidth_bytes_per_s = 0;
   double gemm_efficiency_max = 0.6;
   double gemm_half_saturation_flops = 4e10;
+  // Measured efficiency points (optional; empty = the analytic curve alone), flops strictly
+  // increasing, efficiencies in (0, 1].
+  std::vector<GemmEfficiencyPoint> gemm_efficiency_measured;
   int devices_per_node = 8;
   LinkSpec intra_node;
   LinkSpec inter_node;
@@ -90,7 +117,8 @@ struct ClusterSpec {
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;
-  // eff(x) above, x in FLOPs of one layer pass on one device.
+  // eff(x) above (the measured table when there is one), x in FLOPs of one layer pass on one
+  // device. O(log n) in the table's size, no allocation.
   double gemm_efficiency(double layer_pass_flops) const;
   bool operator==(const ClusterSpec&) const = default;
 };

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,6 +71,30 @@ DeviceArray filled(Device& device, size_t n, uint64_t seed) {
   return device.upload(v);
 }
 
+// Deterministic values like the MLP workload's pre-activations: normal with mean 0 and standard
+// deviation `sigma` (Box-Muller on the generator of `filled`).
+DeviceArray filled_normal(Device& device, size_t n, uint64_t seed, double sigma) {
+  std::vector<double> v(std::max<size_t>(n, 1));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto uniform01 = [&] {  // in (0, 1]
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return static_cast<double>((s >> 11) + 1) * 0x1.0p-53;
+  };
+  for (size_t i = 0; i < v.size(); i += 2) {
+    const double r = sigma * std::sqrt(-2.0 * std::log(uniform01()));
+    const double angle = 2.0 * M_PI * uniform01();
+    v[i] = r * std::cos(angle);
+    if (i + 1 < v.size()) v[i + 1] = r * std::sin(angle);
+  }
+  return device.upload(v);
+}
+
+// Standard deviation of the workload's pre-activations u = x W1 (runtime/workload.h: x uniform in
+// [-1, 1), W1 uniform in ±1/sqrt(hidden)): sqrt(hidden · 1/3 · 1/(3 hidden)) = 1/3.
+constexpr double kPreActivationSigma = 1.0 / 3.0;
+
 // Stands for the compute between two messages: spins (a real task) or sleeps (an emulated one).
 void think_for(const Backend& backend, double seconds, bool spin) {
   if (!spin) {
@@ -116,7 +142,7 @@ class ZeroCost : public CostProvider {
   double allreduce_s(int, const Instruction&) const override { return 0; }
 };
 
-// Compute part of the suite on one device.
+// Compute part of the suite on one device (one sweep).
 Measurements compute_suite(Device& device, bool quick, const Timing& timing) {
   Measurements m;
   m.gemm = bench_gemm(device, default_gemm_shapes(quick), timing);
@@ -126,22 +152,52 @@ Measurements compute_suite(Device& device, bool quick, const Timing& timing) {
   return m;
 }
 
-// Point-wise median of the compute suites of several concurrent workers.
+// Point-wise median of the `seconds` of several sweeps over the same points.
+template <class Sample>
+std::vector<Sample> median_of_sweeps(const std::vector<std::vector<Sample>>& sweeps) {
+  if (sweeps.empty()) return {};
+  std::vector<Sample> out = sweeps.front();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& sweep : sweeps) v.push_back(sweep.at(i).seconds);
+    out[i].seconds = median_of(v);
+  }
+  return out;
+}
+
+// Point-wise median of several compute suites (of concurrent workers, or of rounds).
 Measurements median_of_suites(const std::vector<Measurements>& suites) {
   Measurements out = suites.at(0);
   auto merge = [&](auto member) {
-    auto& dst = out.*member;
-    for (size_t i = 0; i < dst.size(); ++i) {
-      std::vector<double> v;
-      for (const Measurements& s : suites) v.push_back((s.*member)[i].seconds);
-      dst[i].seconds = median_of(v);
-    }
+    std::vector<std::remove_reference_t<decltype(out.*member)>> sweeps;
+    for (const Measurements& s : suites) sweeps.push_back(s.*member);
+    out.*member = median_of_sweeps(sweeps);
   };
   merge(&Measurements::gemm);
   merge(&Measurements::gelu);
   merge(&Measurements::gelu_backward);
   merge(&Measurements::copy);
   return out;
+}
+
+// What the rounds of a suite collect; finish() turns them into the point-wise medians.
+struct Rounds {
+  std::vector<Measurements> compute;
+  std::vector<std::vector<SizeSample>> p2p;
+  std::vector<std::vector<AllReduceSample>> allreduce;
+  std::vector<double> launch;  // every round's per-worker medians
+  Measurements finish() const {
+    Measurements m = median_of_suites(compute);
+    m.p2p = median_of_sweeps(p2p);
+    m.allreduce = median_of_sweeps(allreduce);
+    m.launch_overhead_s = launch;
+    return m;
+  }
+};
+
+std::string round_label(int round, int rounds) {
+  return rounds > 1 ? "round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ": "
+                    : "";
 }
 
 int64_t host_memory_bytes() {
@@ -159,12 +215,28 @@ std::vector<int> allreduce_rank_counts(int ranks) {
   return counts;
 }
 
+// Instructions per step of the launch-overhead benchmark: a step of ~0.1 µs instructions lasts a
+// few milliseconds, long enough that a preemption spoils few steps.
+int launch_instructions(const MicrobenchOptions& o) { return o.quick ? 2000 : 5000; }
+
 void say(const std::function<void(const std::string&)>& progress, const std::string& line) {
   if (progress) progress(line);
 }
 
-// Runs `fn(backend)` on every worker of a threads world, one thread each; rethrows the first
-// failure as a RuntimeFailure.
+// Pins the calling thread to hardware thread `index` modulo their number (best effort).
+// The threads benchmarks pin their workers so that every calibration measures
+// the same placement: on a virtual machine the hardware threads need not be alike (measured here:
+// the executor's loop takes 85 ns per instruction on one vCPU and 110 ns on the other, and an
+// unpinned worker lands on either).
+void pin_to_hardware_thread(int index) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(index % hardware_threads(), &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// Runs `fn(backend)` on every worker of a threads world, one thread each, worker i pinned to
+// hardware thread i (modulo); rethrows the first failure as a RuntimeFailure.
 template <class Fn>
 void on_threads_world(int actors, int replicas, Fn&& fn) {
   ThreadsWorld world(actors, replicas);
@@ -172,6 +244,7 @@ void on_threads_world(int actors, int replicas, Fn&& fn) {
   for (int r = 0; r < replicas; ++r)
     for (int a = 0; a < actors; ++a)
       threads.emplace_back([&, a, r] {
+        pin_to_hardware_thread(r * actors + a);
         std::unique_ptr<Backend> backend = world.backend(a, r);
         try {
           fn(*backend);
@@ -184,12 +257,31 @@ void on_threads_world(int actors, int replicas, Fn&& fn) {
   if (!why.empty()) throw RuntimeFailure("calibrate: " + why);
 }
 
-MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
-                                   const std::function<void(const std::string&)>& progress) {
-  MicrobenchResult result;
-  Measurements& m = result.measurements;
-  const int workers = std::min(o.ranks, hardware_threads());
-  say(progress, "compute: GEMM, GeLU, copy on " + std::to_string(workers) + " thread(s) at once");
+// Threads worlds the launch-overhead benchmark runs in, one after another, per round: a worker's
+// speed changes between spells of a few tens of milliseconds on a shared host, so several short
+// measurements spread over the calibration give a steadier median than one long one.
+constexpr int kLaunchWorlds = 3;
+
+// The launch-overhead benchmark on kLaunchWorlds threads worlds of o.ranks actors: every actor's
+// median of every world.
+std::vector<double> launch_overhead_per_worker(const MicrobenchOptions& o) {
+  std::vector<double> medians;
+  for (int w = 0; w < kLaunchWorlds; ++w) {
+    std::vector<double> world_medians(o.ranks);
+    on_threads_world(o.ranks, 1, [&](Backend& b) {
+      world_medians[b.actor()] =
+          median_of(bench_launch_overhead(b, launch_instructions(o), o.timing, o.timeout_s));
+    });
+    medians.insert(medians.end(), world_medians.begin(), world_medians.end());
+  }
+  return medians;
+}
+
+// Every benchmark of the suite once on `workers` threads (compute) and on a threads world of
+// o.ranks workers (communication, launch).
+void threads_round(const MicrobenchOptions& o, int workers, Rounds& rounds,
+                   const std::function<void(const std::string&)>& say_line) {
+  say_line("compute: GEMM, GeLU, copy on " + std::to_string(workers) + " thread(s) at once");
   std::vector<Measurements> suites(workers);
   std::barrier start(workers);
   std::vector<std::thread> threads;
@@ -197,6 +289,7 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   std::string error;
   for (int w = 0; w < workers; ++w)
     threads.emplace_back([&, w] {
+      pin_to_hardware_thread(w);
       start.arrive_and_wait();
       try {
         suites[w] = compute_suite(host_device(), o.quick, o.timing);
@@ -207,30 +300,41 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
     });
   for (auto& t : threads) t.join();
   if (!error.empty()) throw RuntimeFailure("calibrate: " + error);
-  m = median_of_suites(suites);
+  rounds.compute.push_back(median_of_suites(suites));
 
-  say(progress,
-      "point-to-point: ping-pong of thread pairs, " + std::to_string(o.ranks) + " threads");
+  say_line("point-to-point: ping-pong of thread pairs, " + std::to_string(o.ranks) + " threads");
   on_threads_world(o.ranks, 1, [&](Backend& b) {
     auto samples = bench_p2p(b, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
                              /*spin=*/o.ranks <= hardware_threads(), o.timeout_s);
-    if (b.actor() == 0) m.p2p = std::move(samples);
+    if (b.actor() == 0) rounds.p2p.push_back(std::move(samples));
   });
+  std::vector<AllReduceSample> allreduce;
   for (int r : allreduce_rank_counts(o.ranks)) {
-    say(progress,
-        "all-reduce: " + std::to_string(o.ranks / r) + " x " + std::to_string(r) + " ranks");
+    say_line("all-reduce: " + std::to_string(o.ranks / r) + " x " + std::to_string(r) + " ranks");
     on_threads_world(o.ranks / r, r, [&](Backend& b) {
       auto samples =
           bench_allreduce(b, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
       if (b.actor() == 0 && b.replica() == 0)
-        m.allreduce.insert(m.allreduce.end(), samples.begin(), samples.end());
+        allreduce.insert(allreduce.end(), samples.begin(), samples.end());
     });
   }
-  say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
-  on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples = bench_launch_overhead(b, o.quick ? 500 : 2000, o.timing, o.timeout_s);
-    if (b.actor() == 0) m.launch_overhead_s = std::move(samples);
-  });
+  rounds.allreduce.push_back(std::move(allreduce));
+  say_line("launch overhead: executor on " + std::to_string(o.ranks) + " threads");
+  const std::vector<double> launch = launch_overhead_per_worker(o);
+  rounds.launch.insert(rounds.launch.end(), launch.begin(), launch.end());
+}
+
+MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
+                                   const std::function<void(const std::string&)>& progress) {
+  const int workers = std::min(o.ranks, hardware_threads());
+  Rounds rounds;
+  for (int round = 0; round < o.timing.rounds; ++round)
+    threads_round(o, workers, rounds, [&](const std::string& line) {
+      say(progress, round_label(round, o.timing.rounds) + line);
+    });
+  MicrobenchResult result;
+  Measurements& m = result.measurements;
+  m = rounds.finish();
   m.backend = "threads";
   m.device = "host";
   m.ranks = o.ranks;
@@ -279,33 +383,51 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
     MPI_Comm_size(local, &ranks_per_host);
     MPI_Comm_free(&local);
   }
-  {
-    MpiBackend world(session.size(), 1);
-    const int workers = std::min(ranks_per_host, hardware_threads());
-    root_say("compute: GEMM, GeLU, copy on " + std::to_string(workers) + " rank(s) at once");
-    world.barrier(section_timeout_s);
-    if (rank < workers) {
-      Measurements suite = compute_suite(host_device(), o.quick, o.timing);
-      if (rank == 0) m = std::move(suite);
+  const int workers = std::min(ranks_per_host, hardware_threads());
+  Rounds rounds;
+  for (int round = 0; round < o.timing.rounds; ++round) {
+    const std::string label = round_label(round, o.timing.rounds);
+    {
+      MpiBackend world(session.size(), 1);
+      root_say(label + "compute: GEMM, GeLU, copy on " + std::to_string(workers) +
+               " rank(s) at once");
+      world.barrier(section_timeout_s);
+      if (rank < workers) {
+        // Pinned for the compute benchmarks only (as the threads workers are); the ranks of the
+        // communication benchmarks keep mpirun's placement.
+        cpu_set_t placement;
+        const bool saved = sched_getaffinity(0, sizeof placement, &placement) == 0;
+        pin_to_hardware_thread(rank);
+        Measurements suite = compute_suite(host_device(), o.quick, o.timing);
+        if (saved) sched_setaffinity(0, sizeof placement, &placement);
+        if (rank == 0) rounds.compute.push_back(std::move(suite));
+      }
+      quiet_barrier();
+      root_say(label + "point-to-point: ping-pong of rank pairs, " +
+               std::to_string(session.size()) + " ranks");
+      auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
+                           /*spin=*/ranks_per_host <= hardware_threads(), o.timeout_s);
+      if (rank == 0) rounds.p2p.push_back(std::move(p2p));
+      root_say(label + "launch overhead: executor on " + std::to_string(session.size()) + " ranks");
+      // Every rank's median, gathered on rank 0 (ranks sit on different hardware threads).
+      const double mine =
+          median_of(bench_launch_overhead(world, launch_instructions(o), o.timing, o.timeout_s));
+      std::vector<double> medians(rank == 0 ? session.size() : 0);
+      MPI_Gather(&mine, 1, MPI_DOUBLE, medians.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      rounds.launch.insert(rounds.launch.end(), medians.begin(), medians.end());
     }
-    quiet_barrier();
-    root_say("point-to-point: ping-pong of rank pairs, " + std::to_string(session.size()) +
-             " ranks");
-    auto p2p = bench_p2p(world, default_message_sizes_bytes(o.quick), o.timing, o.p2p_think_s,
-                         /*spin=*/ranks_per_host <= hardware_threads(), o.timeout_s);
-    if (rank == 0) m.p2p = std::move(p2p);
-    root_say("launch overhead: executor on " + std::to_string(session.size()) + " ranks");
-    auto launch = bench_launch_overhead(world, o.quick ? 500 : 2000, o.timing, o.timeout_s);
-    if (rank == 0) m.launch_overhead_s = std::move(launch);
+    std::vector<AllReduceSample> allreduce;
+    for (int r : allreduce_rank_counts(session.size())) {
+      root_say(label + "all-reduce: " + std::to_string(session.size() / r) + " x " +
+               std::to_string(r) + " ranks");
+      MpiBackend world(session.size() / r, r);
+      auto samples =
+          bench_allreduce(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
+      allreduce.insert(allreduce.end(), samples.begin(), samples.end());
+    }
+    if (rank == 0) rounds.allreduce.push_back(std::move(allreduce));
   }
-  for (int r : allreduce_rank_counts(session.size())) {
-    root_say("all-reduce: " + std::to_string(session.size() / r) + " x " + std::to_string(r) +
-             " ranks");
-    MpiBackend world(session.size() / r, r);
-    auto samples =
-        bench_allreduce(world, default_message_sizes_bytes(o.quick), o.timing, o.timeout_s);
-    if (rank == 0) m.allreduce.insert(m.allreduce.end(), samples.begin(), samples.end());
-  }
+  if (rank == 0) m = rounds.finish();
   m.backend = "mpi";
   m.device = "host";
   m.ranks = session.size();
@@ -319,16 +441,21 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
 #ifdef JAXPP_HAVE_CUDA
   cuda::require_device();
   MicrobenchResult result;
-  say(progress, "compute: GEMM, GeLU, copy on GPU 0 (communication is not benchmarked on cuda)");
+  Rounds rounds;
   {
     cuda::CudaDevice device(0);
-    result.measurements = compute_suite(device, o.quick, o.timing);
+    for (int round = 0; round < o.timing.rounds; ++round) {
+      say(progress, round_label(round, o.timing.rounds) +
+                        "compute: GEMM, GeLU, copy on GPU 0 (communication is not benchmarked "
+                        "on cuda)");
+      rounds.compute.push_back(compute_suite(device, o.quick, o.timing));
+      say(progress, round_label(round, o.timing.rounds) + "launch overhead: executor on " +
+                        std::to_string(o.ranks) + " threads");
+      const std::vector<double> launch = launch_overhead_per_worker(o);
+      rounds.launch.insert(rounds.launch.end(), launch.begin(), launch.end());
+    }
   }
-  say(progress, "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
-  on_threads_world(o.ranks, 1, [&](Backend& b) {
-    auto samples = bench_launch_overhead(b, o.quick ? 500 : 2000, o.timing, o.timeout_s);
-    if (b.actor() == 0) result.measurements.launch_overhead_s = std::move(samples);
-  });
+  result.measurements = rounds.finish();
   result.measurements.backend = "cuda";
   result.measurements.device = "cuda:0";
   result.measurements.ranks = 1;
@@ -438,7 +565,7 @@ std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& e
     const size_t sets = sets_for(timing, size * arrays);
     std::vector<DeviceArray> u, da, result;
     for (size_t i = 0; i < sets; ++i) {
-      u.push_back(filled(device, size, 11 + i));
+      u.push_back(filled_normal(device, size, 11 + i, kPreActivationSigma));
       if (backward) da.push_back(filled(device, size, 5000 + i));
       result.push_back(device.alloc(size));
     }
@@ -568,12 +695,20 @@ std::vector<double> bench_launch_overhead(Backend& backend, int instructions, co
   ZeroCost zero;
   EmulatedWorkload workload(zero, backend.actor(), 1.0);
   ExecutorOptions eo;
-  eo.num_steps = timing.warmup + std::max(1, timing.repeats);
+  eo.num_steps = 1;
   eo.timeout_s = timeout_s;
-  WorkerRecord record = run_worker(program, backend, workload, eo);
+  // One run of one step per repetition: the record of a run grows by one event per instruction,
+  // and a single long run would time the kernel's first touch of that memory (page faults, whose
+  // cost on a virtual machine swings with the host) instead of the executor. Separate runs reuse
+  // the freed record's memory, as the steps of a real run of a few hundred instructions do.
+  const int runs = timing.warmup + std::max(1, timing.repeats);
   std::vector<double> per_instruction;
-  for (int s = timing.warmup; s < eo.num_steps; ++s)
-    per_instruction.push_back((record.step_end_s.at(s) - record.step_begin_s.at(s)) / instructions);
+  for (int r = 0; r < runs; ++r) {
+    const WorkerRecord record = run_worker(program, backend, workload, eo);
+    if (r >= timing.warmup)
+      per_instruction.push_back((record.step_end_s.at(0) - record.step_begin_s.at(0)) /
+                                instructions);
+  }
   return per_instruction;
 }
 
@@ -581,6 +716,7 @@ MicrobenchResult run_microbenchmarks(const MicrobenchOptions& o,
                                      const std::function<void(const std::string&)>& progress) {
   if (o.timing.repeats < 1) throw InputError("--repeats: expected >= 1");
   if (o.timing.warmup < 0) throw InputError("--warmup: expected >= 0");
+  if (o.timing.rounds < 1) throw InputError("--rounds: expected >= 1");
   if (o.timeout_s <= 0) throw InputError("--timeout-s: expected > 0");
   openblas_set_num_threads(1);  // one BLAS thread per worker, as run_program does
   keep_freed_host_memory();     // and the same allocator steady state

@@ -15,10 +15,19 @@
 //                 number of ranks (a world of ranks/r actors x r replicas: ranks/r all-reduces of
 //                 r ranks run at once, as the data-parallel reductions of a run do)
 //   launch        the executor (run_worker) on a program of empty compute instructions with a
-//                 zero-cost emulated workload: time per instruction
+//                 zero-cost emulated workload: time per instruction, one short run per
+//                 repetition; every worker's median (workers sit on different hardware threads,
+//                 which on a virtual machine need not run alike), in several worlds per round
+// Threads workers (compute, communication and launch benchmarks) are pinned round robin to the
+// hardware threads, so that two calibrations measure the same placement.
 // Measurement: every point is run `warmup` times untimed, then `repeats` timed repetitions; a
 // repetition loops the operation until it lasts at least min_repetition_s (per-call time =
-// elapsed / calls); the point's value is the median of the repetitions. The compute benchmarks'
+// elapsed / calls); the point's value is the median of the repetitions, and with
+// Timing::rounds > 1 the median over that many rounds of the whole suite.
+// GeLU's operands are drawn like the MLP workload's pre-activations (x W1 with x uniform in
+// [-1, 1) and W1 uniform in ±1/sqrt(hidden): close to normal with sigma 1/3): tanh's cost depends
+// on its argument (glibc takes different paths by magnitude; 10 ns/element for |u| < 0.1 against
+// 18-20 ns for |u| ~ 1 on a 2.6 GHz EPYC), so uniform operands would over-predict the workload. The compute benchmarks'
 // operands rotate through a pool larger than the caches (Timing::cold_pool_bytes), so every call
 // finds them cold, as a pipelined run's tasks do; on hot operands some kernels run up to 1.8x
 // faster (GeLU on arrays that fit the L2 cache) and would make predictions optimistic.
@@ -60,6 +69,11 @@ namespace jaxpp {
 struct Timing {
   int warmup = 2;                  // untimed repetitions
   int repeats = 7;                 // timed repetitions (median)
+  // run_microbenchmarks measures the whole suite this many times over (every benchmark, then
+  // every benchmark again) and a point's value is the median over the rounds: a slow spell of the
+  // host then spoils one round of every point instead of a run of consecutive points, and every
+  // benchmark's samples spread over the calibration's whole duration.
+  int rounds = 1;
   double min_repetition_s = 2e-4;  // a repetition loops the operation at least this long
   // Compute benchmarks: consecutive calls take their operands from a pool of at least this many
   // bytes (0: the same operands every call, hot in cache).
@@ -103,7 +117,8 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
                                   double timeout_s);
 std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
                                              const Timing& timing, double timeout_s);
-// Per-instruction time of the executor on this worker, one value per timed repetition.
+// Per-instruction time of the executor on this worker, one value per timed step (repeats x rounds
+// steps after the warm-up).
 std::vector<double> bench_launch_overhead(Backend& backend, int instructions, const Timing& timing,
                                           double timeout_s);
 

@@ -154,7 +154,12 @@ TEST(Calibrate, BuildsTheClusterThatGeneratedTheMeasurements) {
   EXPECT_EQ(c.name, "host");
   EXPECT_NEAR(c.peak_flops(Dtype::kBf16) / 3e10, 1.0, 0.03);
   EXPECT_EQ(c.peak_flops_per_s[static_cast<int>(Dtype::kFp8)], 0);
-  EXPECT_EQ(c.gemm_efficiency_max, 1.0);
+  // peak = the best measured rate, peak x max = the fitted asymptotic rate.
+  EXPECT_LE(c.gemm_efficiency_max, 1.0);
+  EXPECT_NEAR(c.peak_flops(Dtype::kFp32) * c.gemm_efficiency_max / 3e10, 1.0, 0.03);
+  EXPECT_NEAR(c.peak_flops(Dtype::kFp32) * c.gemm_efficiency_max, cal.gemm.rate_flops_per_s,
+              1e-6 * cal.gemm.rate_flops_per_s);
+  EXPECT_NEAR(c.gemm_half_saturation_flops / 1e5, 1.0, 0.25);
   EXPECT_NEAR(c.gelu_s_per_element / 6e-9, 1.0, 0.03);
   EXPECT_NEAR(c.gelu_backward_s_per_element / 9e-9, 1.0, 0.03);
   EXPECT_NEAR(c.hbm_bandwidth_bytes_per_s / 2e10, 1.0, 0.05);
@@ -166,6 +171,49 @@ TEST(Calibrate, BuildsTheClusterThatGeneratedTheMeasurements) {
   EXPECT_EQ(c.devices_per_node, 4);
   EXPECT_EQ(c.hbm_bytes, int64_t{4} << 30);
   EXPECT_EQ(c.p2p_overhead_s, 0);
+}
+
+TEST(Calibrate, TheMeasuredGemmTablePredictsEachMeasuredSizeExactly) {
+  Measurements m = synthetic_measurements(9);
+  // A second shape of the same FLOPs as the first: the table keeps their mean.
+  GemmSample twin = m.gemm[0];
+  twin.trans_b = true;
+  twin.seconds = 1.5 * m.gemm[0].seconds;
+  m.gemm.push_back(twin);
+  Calibration cal = calibrate(m, cluster_preset("a100-80g"), "host");
+  const ClusterSpec& c = cal.cluster;
+  ASSERT_EQ(c.gemm_efficiency_measured.size(), 10u) << "5 sizes x 2 FLOP counts";
+  ASSERT_EQ(cal.gemm_measured.size(), 10u);
+  double best = 0;
+  for (size_t i = 0; i < c.gemm_efficiency_measured.size(); ++i) {
+    const GemmEfficiencyPoint& p = c.gemm_efficiency_measured[i];
+    if (i > 0) {
+      EXPECT_GT(p.flops, c.gemm_efficiency_measured[i - 1].flops);
+    }
+    EXPECT_GT(p.efficiency, 0);
+    EXPECT_LE(p.efficiency, 1);
+    best = std::max(best, p.efficiency);
+    // The cluster predicts exactly the mean measured time of the size's shapes.
+    double sum = 0;
+    int count = 0;
+    for (const GemmSample& g : m.gemm)
+      if (g.flops() == p.flops) {
+        sum += g.seconds;
+        ++count;
+      }
+    ASSERT_GT(count, 0);
+    const double predicted = p.flops / (c.peak_flops(Dtype::kFp32) * c.gemm_efficiency(p.flops));
+    EXPECT_NEAR(predicted, sum / count, 1e-9 * predicted) << "point " << i;
+  }
+  // peak = the best measured rate, or the fitted asymptote when that is higher.
+  double best_rate = 0;
+  for (const GemmPoint& g : cal.gemm_measured) best_rate = std::max(best_rate, g.rate_flops_per_s);
+  const double peak = std::max(best_rate, cal.gemm.rate_flops_per_s);
+  EXPECT_NEAR(c.peak_flops(Dtype::kFp32), peak, 1e-9 * peak);
+  EXPECT_NEAR(best, best_rate / peak, 1e-12);
+  // Round trip: the table survives the cluster file exactly.
+  const ClusterSpec back = cluster_from_json(cluster_to_json(c), "x.json");
+  EXPECT_EQ(back.gemm_efficiency_measured, c.gemm_efficiency_measured);
 }
 
 TEST(Calibrate, WithoutCommunicationSamplesTheBaseLinksRemain) {
@@ -226,6 +274,7 @@ ClusterSpec simple_cluster() {
   c.peak_flops_per_s = {1e10, 1e10, 1e10, 0};
   c.gemm_efficiency_max = 1;
   c.gemm_half_saturation_flops = 1e4;
+  c.gemm_efficiency_measured.clear();  // the analytic curve alone
   c.gelu_s_per_element = 1e-8;
   c.gelu_backward_s_per_element = 2e-8;
   c.hbm_bandwidth_bytes_per_s = 1e10;

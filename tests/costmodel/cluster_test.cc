@@ -1,11 +1,48 @@
 #include "costmodel/cluster.h"
 
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
 
 namespace jaxpp {
 namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// The analytic curve, written out independently of ClusterSpec::gemm_efficiency.
+double curve(const ClusterSpec& c, double x) {
+  return c.gemm_efficiency_max * x / (x + c.gemm_half_saturation_flops);
+}
+
+// a100-80g (max 0.63, half saturation 40 GFLOP) with a measured table.
+ClusterSpec a100_with_table(std::vector<GemmEfficiencyPoint> table) {
+  ClusterSpec c = cluster_preset("a100-80g");
+  c.gemm_efficiency_measured = std::move(table);
+  return c;
+}
+
+// The error message of reading a100-80g with "gemm_efficiency": {"measured": measured}.
+std::string measured_error(const nlohmann::json& measured) {
+  const nlohmann::json j = {{"base", "a100-80g"}, {"gemm_efficiency", {{"measured", measured}}}};
+  return error_of([&] { cluster_from_json(j, "c.json"); });
+}
 
 TEST(Cluster, PresetsCarryVendorNumbers) {
   const ClusterSpec a = load_cluster("a100-80g");
@@ -34,6 +71,151 @@ TEST(Cluster, GemmEfficiencySaturates) {
   EXPECT_LT(a.gemm_efficiency(1e9), a.gemm_efficiency(1e12));
   EXPECT_LT(a.gemm_efficiency(1e15), a.gemm_efficiency_max);
   EXPECT_GT(a.gemm_efficiency(1e15), 0.99 * a.gemm_efficiency_max);
+}
+
+TEST(Cluster, EmptyGemmTableLeavesTheAnalyticCurveUnchanged) {
+  const ClusterSpec a = cluster_preset("a100-80g");
+  ASSERT_TRUE(a.gemm_efficiency_measured.empty());
+  for (double x : {1e3, 4.1e6, 1e9, 4e10, 3e11, 1e15}) EXPECT_EQ(a.gemm_efficiency(x), curve(a, x));
+  EXPECT_EQ(a.gemm_efficiency(0), a.gemm_efficiency_max);
+}
+
+TEST(Cluster, GemmTableGivesEachPointsEfficiencyExactlyAtIt) {
+  const ClusterSpec c = a100_with_table({{4.1e6, 0.12}, {2.5e8, 0.3}, {1.6e10, 0.55}});
+  EXPECT_EQ(c.gemm_efficiency(4.1e6), 0.12);
+  EXPECT_EQ(c.gemm_efficiency(2.5e8), 0.3);
+  EXPECT_EQ(c.gemm_efficiency(1.6e10), 0.55);
+}
+
+TEST(Cluster, GemmTableInterpolatesLinearlyInLogFlops) {
+  const ClusterSpec c = a100_with_table({{1e6, 0.1}, {1e8, 0.5}, {1e9, 0.6}});
+  // 1e7 is half way between 1e6 and 1e8 in log(flops): half way between 0.1 and 0.5 (a linear
+  // interpolation in flops would give 0.136).
+  EXPECT_NEAR(c.gemm_efficiency(1e7), 0.3, 1e-12);
+  EXPECT_NEAR(c.gemm_efficiency(1e6 * std::pow(10.0, 0.5)), 0.2, 1e-12);  // a quarter of the way
+  EXPECT_NEAR(c.gemm_efficiency(std::sqrt(1e8 * 1e9)), 0.55, 1e-12);      // second interval
+}
+
+TEST(Cluster, GemmTableExtrapolatesBelowWithTheCurveScaledToTheFirstPoint) {
+  const ClusterSpec c = a100_with_table({{1e9, 0.2}, {1e10, 0.4}});
+  // curve(x) / curve(1e9) = (x / (x + 4e10)) / (1e9 / 4.1e10) with max 0.63 cancelling.
+  EXPECT_NEAR(c.gemm_efficiency(1e8), 0.2 * (1e8 / 4.01e10) / (1e9 / 4.1e10), 1e-12);
+  EXPECT_NEAR(c.gemm_efficiency(1e3), 0.2 * (1e3 / (1e3 + 4e10)) / (1e9 / 4.1e10), 1e-15);
+  EXPECT_NEAR(c.gemm_efficiency(1e9 * (1 - 1e-9)), 0.2, 1e-9);  // continuous at the first point
+  EXPECT_EQ(c.gemm_efficiency(0), c.gemm_efficiency_max);       // x <= 0 as without a table
+  EXPECT_EQ(c.gemm_efficiency(-5), c.gemm_efficiency_max);
+}
+
+TEST(Cluster, GemmTableExtrapolatesAboveWithTheCurveScaledToTheLastPointCappedAtOne) {
+  const ClusterSpec c = a100_with_table({{1e9, 0.2}, {1e10, 0.5}});
+  // 0.5 · (2e10 / 6e10) / (1e10 / 5e10) = 5/6.
+  EXPECT_NEAR(c.gemm_efficiency(2e10), 5.0 / 6.0, 1e-12);
+  EXPECT_NEAR(c.gemm_efficiency(1e10 * (1 + 1e-9)), 0.5, 1e-9);  // continuous at the last point
+  // 0.5 · (1e12 / 1.04e12) / 0.2 = 2.4 before the cap.
+  EXPECT_EQ(c.gemm_efficiency(1e12), 1.0);
+}
+
+TEST(Cluster, SinglePointGemmTableScalesTheCurveOnBothSides) {
+  const ClusterSpec c = a100_with_table({{1e10, 0.3}});
+  const double ratio = 0.3 / curve(c, 1e10);
+  EXPECT_EQ(c.gemm_efficiency(1e10), 0.3);
+  EXPECT_NEAR(c.gemm_efficiency(1e9), curve(c, 1e9) * ratio, 1e-12);
+  EXPECT_NEAR(c.gemm_efficiency(2e10), curve(c, 2e10) * ratio, 1e-12);  // 0.3 · 5/3
+  EXPECT_NEAR(c.gemm_efficiency(2e10), 0.5, 1e-12);
+  EXPECT_LT(c.gemm_efficiency(1e9), 0.3);
+}
+
+TEST(Cluster, JsonRoundTripKeepsTheGemmTable) {
+  const ClusterSpec c = a100_with_table({{4.1e6, 0.12}, {2.5e8, 0.3}, {1.6e10, 0.55}});
+  const nlohmann::json j = cluster_to_json(c);
+  const nlohmann::json expected = {{{"gflops", 0.0041}, {"efficiency", 0.12}},
+                                   {{"gflops", 0.25}, {"efficiency", 0.3}},
+                                   {{"gflops", 16.0}, {"efficiency", 0.55}}};
+  EXPECT_EQ(j.at("gemm_efficiency").at("measured"), expected);
+  const ClusterSpec back = cluster_from_json(j, "roundtrip.json");
+  EXPECT_EQ(back.gemm_efficiency_measured, c.gemm_efficiency_measured);
+  EXPECT_EQ(back, c);
+  EXPECT_EQ(cluster_to_json(back), j);
+}
+
+TEST(Cluster, GemmTableFlopsRoundTripExactlyThroughGflops) {
+  // FLOPs of real GEMMs (2·m·n·k): x / 1e9 * 1e9 misses about one in twenty of these by an ulp.
+  ClusterSpec c = cluster_preset("a100-80g");
+  for (int m = 1; m <= 4096; m += 3)
+    c.gemm_efficiency_measured.push_back({2.0 * m * m * 1000, 0.5});
+  const ClusterSpec back = cluster_from_json(cluster_to_json(c), "roundtrip.json");
+  EXPECT_EQ(back.gemm_efficiency_measured, c.gemm_efficiency_measured);
+  // A decimal in the file is the double nearest its value in FLOPs.
+  const nlohmann::json j = {
+      {"base", "a100-80g"},
+      {"gemm_efficiency", {{"measured", {{{"gflops", 0.0041}, {"efficiency", 0.12}}}}}}};
+  EXPECT_EQ(cluster_from_json(j, "c.json").gemm_efficiency_measured.at(0).flops, 4.1e6);
+}
+
+TEST(Cluster, GemmTableIsWrittenOnlyWhenNonEmpty) {
+  const nlohmann::json j = cluster_to_json(cluster_preset("a100-80g"));
+  EXPECT_FALSE(j.at("gemm_efficiency").contains("measured")) << j.dump();
+}
+
+TEST(Cluster, GemmTableIsOptionalAndOverridesNothingElse) {
+  nlohmann::json full = cluster_to_json(cluster_preset("h100-sxm"));  // no base, no "measured"
+  EXPECT_TRUE(cluster_from_json(full, "c.json").gemm_efficiency_measured.empty());
+  const nlohmann::json based = {
+      {"base", "a100-80g"},
+      {"gemm_efficiency", {{"measured", {{{"gflops", 1}, {"efficiency", 0.4}}}}}}};
+  const ClusterSpec c = cluster_from_json(based, "c.json");
+  const std::vector<GemmEfficiencyPoint> table = {{1e9, 0.4}};
+  EXPECT_EQ(c.gemm_efficiency_measured, table);
+  EXPECT_EQ(c.gemm_efficiency_max, cluster_preset("a100-80g").gemm_efficiency_max);
+  EXPECT_EQ(c.gemm_efficiency(1e9), 0.4);
+}
+
+TEST(Cluster, GemmTablePointsMustIncrease) {
+  const nlohmann::json equal = {{{"gflops", 1}, {"efficiency", 0.2}},
+                                {{"gflops", 1}, {"efficiency", 0.3}}};
+  EXPECT_THAT(measured_error(equal),
+              HasSubstr("c.json: field 'gemm_efficiency': field 'measured'[1]: field 'gflops': "
+                        "must be greater than the previous point's (1), got 1"));
+  const nlohmann::json decreasing = {{{"gflops", 1}, {"efficiency", 0.2}},
+                                     {{"gflops", 2}, {"efficiency", 0.3}},
+                                     {{"gflops", 0.5}, {"efficiency", 0.4}}};
+  EXPECT_THAT(measured_error(decreasing), HasSubstr("field 'measured'[2]: field 'gflops': must be "
+                                                    "greater than the previous point's (2)"));
+}
+
+TEST(Cluster, GemmTableEfficienciesMustBeFractions) {
+  EXPECT_THAT(measured_error({{{"gflops", 1}, {"efficiency", 0}}}),
+              HasSubstr("field 'measured'[0]: field 'efficiency': expected a number > 0"));
+  EXPECT_THAT(measured_error({{{"gflops", 1}, {"efficiency", 1.5}}}),
+              HasSubstr("field 'measured'[0]: field 'efficiency': expected a fraction in (0, 1]"));
+  EXPECT_THAT(measured_error({{{"gflops", 1}}}),
+              HasSubstr("field 'measured'[0]: field 'efficiency': missing (required)"));
+}
+
+TEST(Cluster, GemmTableFlopsMustBePositiveFiniteNumbers) {
+  EXPECT_THAT(measured_error({{{"gflops", -1}, {"efficiency", 0.5}}}),
+              HasSubstr("field 'measured'[0]: field 'gflops': expected a number > 0"));
+  EXPECT_THAT(measured_error({{{"gflops", "big"}, {"efficiency", 0.5}}}),
+              HasSubstr("field 'measured'[0]: field 'gflops': expected a number"));
+  EXPECT_THAT(
+      measured_error({{{"gflops", std::numeric_limits<double>::quiet_NaN()}, {"efficiency", 0.5}}}),
+      HasSubstr("field 'measured'[0]: field 'gflops': expected a finite number"));
+  EXPECT_THAT(measured_error({{{"gflops", 1e300}, {"efficiency", 0.5}}}),
+              HasSubstr("field 'measured'[0]: field 'gflops': out of range"));
+}
+
+TEST(Cluster, GemmTableMustBeAnArrayOfPointObjects) {
+  EXPECT_THAT(measured_error({{"gflops", 1}, {"efficiency", 0.5}}),
+              HasSubstr("field 'gemm_efficiency': field 'measured': expected an array"));
+  EXPECT_THAT(measured_error({{{"gflops", 1}, {"efficiency", 0.5}, {"gflop", 2}}}),
+              HasSubstr("field 'measured'[0]: field 'gflop': unknown field"));
+  EXPECT_THAT(measured_error({0.5}), HasSubstr("field 'measured'[0]: expected a JSON object"));
+  nlohmann::json too_many = nlohmann::json::array();
+  for (int i = 1; i <= kMaxGemmEfficiencyPoints + 1; ++i)
+    too_many.push_back({{"gflops", i}, {"efficiency", 0.5}});
+  EXPECT_THAT(measured_error(too_many), HasSubstr("field 'measured': too many points: 4097"));
+  too_many.erase(too_many.size() - 1);
+  EXPECT_EQ(measured_error(too_many), "<no error>");
 }
 
 TEST(Cluster, JsonRoundTripKeepsEveryField) {

@@ -109,6 +109,20 @@ TEST(Microbench, LaunchOverheadGivesOneValuePerTimedRepetition) {
   for (double s : samples) EXPECT_GT(s, 0);
 }
 
+TEST(Microbench, SuiteWithRoundsHasTheSinglePassPoints) {
+  MicrobenchOptions o;
+  o.quick = true;
+  o.timing = tiny_timing();
+  o.timing.rounds = 2;
+  const Measurements m = run_microbenchmarks(o, nullptr).measurements;
+  EXPECT_EQ(m.gemm.size(), default_gemm_shapes(true).size());
+  EXPECT_EQ(m.gelu.size(), default_elementwise_sizes(true).size());
+  EXPECT_EQ(m.copy.size(), default_copy_sizes_bytes(true).size());
+  EXPECT_EQ(m.p2p.size(), default_message_sizes_bytes(true).size());
+  EXPECT_EQ(m.launch_overhead_s.size(), 12u);  // per worker (2) of each world (3) and round (2)
+  for (const GemmSample& g : m.gemm) EXPECT_GT(g.seconds, 0);
+}
+
 TEST(Microbench, CommunicationNeedsPeers) {
   ThreadsWorld world(1, 1);
   std::unique_ptr<Backend> b = world.backend(0, 0);
