@@ -100,12 +100,15 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
     print_fit_row("point-to-point", "(not measured: base cluster)", "", nullptr);
   }
   if (cal.has_allreduce) {
-    print_fit_row("all-reduce", "bus bandwidth",
-                  fmt_si(cal.allreduce.bus_bandwidth_bytes_per_s, "B/s"), &cal.allreduce.fit);
+    print_fit_row("all-reduce", "step latency", fmt_time(cal.allreduce.latency_s),
+                  &cal.allreduce.fit);
+    if (cal.allreduce_unbounded)
+      print_fit_row("", "no growth with size: eff.", "1", nullptr);
+    else
+      print_fit_row("", "bus bandwidth", fmt_si(cal.allreduce.bus_bandwidth_bytes_per_s, "B/s"),
+                    nullptr);
     print_fit_row("", "bus efficiency", fmt_si(cal.cluster.allreduce_bus_efficiency, ""), nullptr);
   }
-  if (cal.allreduce_unbounded)
-    print_fit_row("all-reduce", "no time above latency: eff.", "1", nullptr);
   print_fit_row("launch", "per compute instruction", fmt_time(cal.launch_overhead_s), nullptr);
 
   std::printf("\nresiduals per point (measured median, fitted, (measured - fitted) / fitted)\n");
@@ -191,9 +194,20 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
       args.count("skip-steps") ? args["skip-steps"].as<int>() : (trace.num_steps > 1 ? 1 : 0);
   if (first_step < 0 || first_step >= trace.num_steps)
     throw_input_error("--skip-steps", "expected 0.." + std::to_string(trace.num_steps - 1));
+  // The trace must be of the run the flags describe: its transfers carry seq x hidden doubles.
+  // (Its dp cannot be told: a run of dp 1 records its no-op all-reduces too.)
+  const MlpConfig mlp = mlp_from_args(args);
+  for (const TraceEvent& e : trace.events) {
+    if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != mlp_transfer_bytes(mlp))
+      throw_input_error("--hidden/--seq",
+                        "the trace's transfers carry " + std::to_string(e.bytes) +
+                            " bytes, but --seq " + std::to_string(mlp.seq) + " x --hidden " +
+                            std::to_string(mlp.hidden) + " doubles are " +
+                            std::to_string(mlp_transfer_bytes(mlp)) + " (pass the run's flags)");
+  }
   ClusterSpec base =
       args.count("base") ? load_cluster(args["base"].as<std::string>()) : reference_host_cluster();
-  const std::vector<StageKernels> kernels = mlp_stage_kernels(mlp_from_args(args), num_stages);
+  const std::vector<StageKernels> kernels = mlp_stage_kernels(mlp, num_stages);
   TraceObservations obs = observe_trace(trace, kernels, base, dp, first_step);
   const std::string name =
       args.count("name") ? args["name"].as<std::string>() : "fitted-from-trace";

@@ -48,7 +48,10 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
     const double tp_s =
         config.tp > 1 ? ring_allreduce_s(tp_bytes, config.tp, tp_link,
                                          cluster.allreduce_bus_efficiency) +
-                            collectives * 2.0 * tp_link.latency_s
+                            collectives * 2.0 *
+                                (config.tp <= cluster.devices_per_node
+                                     ? cluster.intra_collective_latency_s()
+                                     : tp_link.latency_s)
                       : 0.0;
     tp_comm_s_[s] = tp_s;
     const double f = pass_s(model, s, kFwd) + tp_s;
@@ -139,7 +142,8 @@ double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
   const double intra_bw = cluster_.intra_node.bandwidth_bytes_per_s * eff;
   const double inter_bw = cluster_.inter_node.bandwidth_bytes_per_s * eff;
   double t = 0;
-  if (g > 1) t += 2.0 * (g - 1) / g * n / intra_bw + 2.0 * (g - 1) * cluster_.intra_node.latency_s;
+  if (g > 1)
+    t += 2.0 * (g - 1) / g * n / intra_bw + 2.0 * (g - 1) * cluster_.intra_collective_latency_s();
   if (k > 1) {
     t += 2.0 * (k - 1) / k * (n / g) / inter_bw + 2.0 * (k - 1) * cluster_.inter_node.latency_s;
   }

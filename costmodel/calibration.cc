@@ -214,6 +214,25 @@ AllReduceFit fit_allreduce(std::span<const int> ranks, std::span<const double> b
   return f;
 }
 
+AllReduceFit fit_allreduce_with_latency(std::span<const int> ranks, std::span<const double> bytes,
+                                        std::span<const double> seconds) {
+  const std::string what = "all-reduce benchmark";
+  check_points(bytes.size(), seconds.size(), 2, what);
+  check_points(ranks.size(), seconds.size(), 2, what);
+  std::vector<std::vector<double>> rows;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (ranks[i] < 2) throw_input_error(what, "point " + std::to_string(i) + " has < 2 ranks");
+    rows.push_back({2.0 * (ranks[i] - 1), 2.0 * (ranks[i] - 1) / ranks[i] * bytes[i]});
+  }
+  AllReduceFit f;
+  f.fit = fit_nonnegative_relative(rows, seconds, what);
+  f.latency_s = f.fit.coefficients[0];
+  f.bus_bandwidth_bytes_per_s = f.fit.coefficients[1] > 0
+                                    ? 1.0 / f.fit.coefficients[1]
+                                    : std::numeric_limits<double>::infinity();
+  return f;
+}
+
 PerElementFit fit_per_element(std::span<const double> elements, std::span<const double> seconds,
                               const std::string& what) {
   check_points(elements.size(), seconds.size(), 2, what);
@@ -264,13 +283,9 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
       n.push_back(a.bytes);
       s.push_back(a.seconds);
     }
-    try {
-      cal.allreduce = fit_allreduce(r, n, s, cal.p2p.latency_s);
-      cal.has_allreduce = true;
-    } catch (const InputError&) {
-      // No time above the latency term: no bandwidth limit the points can show.
-      cal.allreduce_unbounded = true;
-    }
+    cal.allreduce = fit_allreduce_with_latency(r, n, s);
+    cal.has_allreduce = true;
+    cal.allreduce_unbounded = std::isinf(cal.allreduce.bus_bandwidth_bytes_per_s);
   }
   if (m.launch_overhead_s.empty())
     throw_input_error("launch-overhead benchmark", "no measured point");
@@ -307,10 +322,11 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
     c.inter_node = c.intra_node;
     c.p2p_overhead_s = 0;
   }
-  if (cal.has_allreduce)
+  if (cal.has_allreduce) {
     c.allreduce_bus_efficiency =
         clamp_fraction(cal.allreduce.bus_bandwidth_bytes_per_s / cal.p2p.bandwidth_bytes_per_s);
-  if (cal.allreduce_unbounded) c.allreduce_bus_efficiency = 1.0;
+    c.collective_step_latency_s = std::max(cal.allreduce.latency_s, 1e-9);
+  }
   c.launch_overhead_s = cal.launch_overhead_s;
   c.iteration_overhead_s = 0;
   // The runtime's workload trains in fp64 (weights, gradients, Adam moments).
@@ -332,7 +348,9 @@ std::vector<std::pair<std::string, double>> fitted_parameters(const ClusterSpec&
           {"memory_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
           {"p2p_latency_s", c.intra_node.latency_s + c.p2p_overhead_s},
           {"p2p_bandwidth_bytes_per_s", c.intra_node.effective_bandwidth_bytes_per_s()},
-          {"allreduce_bus_efficiency", c.allreduce_bus_efficiency},
+          {"allreduce_bus_bandwidth_bytes_per_s",
+           c.intra_node.bandwidth_bytes_per_s * c.allreduce_bus_efficiency},
+          {"collective_step_latency_s", c.intra_collective_latency_s()},
           {"launch_overhead_s", c.launch_overhead_s}};
 }
 
@@ -368,11 +386,13 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                            {"bandwidth_bytes_per_s", cal.p2p.bandwidth_bytes_per_s},
                            {"fit", fit_json(cal.p2p.fit)}}},
                          {"launch_overhead_s", cal.launch_overhead_s}};
-  if (cal.allreduce_unbounded) fits["allreduce"] = {{"unbounded", true}};
-  if (cal.has_allreduce)
-    fits["allreduce"] = {{"latency_s", cal.allreduce.latency_s},
-                         {"bus_bandwidth_bytes_per_s", cal.allreduce.bus_bandwidth_bytes_per_s},
+  if (cal.has_allreduce) {
+    fits["allreduce"] = {{"step_latency_s", cal.allreduce.latency_s},
+                         {"unbounded", cal.allreduce_unbounded},
                          {"fit", fit_json(cal.allreduce.fit)}};
+    if (!cal.allreduce_unbounded)
+      fits["allreduce"]["bus_bandwidth_bytes_per_s"] = cal.allreduce.bus_bandwidth_bytes_per_s;
+  }
   return {{"parameters", params}, {"fits", fits}, {"cluster", cluster_to_json(cal.cluster)}};
 }
 
@@ -416,7 +436,7 @@ double ring_allreduce_time_s(const ClusterSpec& c, int ranks, double bytes) {
   double t = 0;
   if (g > 1)
     t += 2.0 * (g - 1) / g * bytes / (c.intra_node.bandwidth_bytes_per_s * eff) +
-         2.0 * (g - 1) * c.intra_node.latency_s;
+         2.0 * (g - 1) * c.intra_collective_latency_s();
   if (k > 1)
     t += 2.0 * (k - 1) / k * (bytes / g) / (c.inter_node.bandwidth_bytes_per_s * eff) +
          2.0 * (k - 1) * c.inter_node.latency_s;
@@ -682,7 +702,7 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
     }
     try {
       if (!t.empty()) {
-        AllReduceFit f = fit_allreduce(r, n, t, c.intra_node.latency_s);
+        AllReduceFit f = fit_allreduce(r, n, t, c.intra_collective_latency_s());
         c.allreduce_bus_efficiency =
             clamp_fraction(f.bus_bandwidth_bytes_per_s / c.intra_node.bandwidth_bytes_per_s);
         cal.fitted_allreduce = true;

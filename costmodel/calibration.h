@@ -12,8 +12,11 @@
 //                    A calibrated cluster stores peak · emax = R (see calibrate() below).
 //   alpha-beta       t(n) = latency + n / bandwidth for a message (or a copy) of n bytes.
 //   all-reduce       t(r, n) = 2(r−1)·latency + 2(r−1)/r · n / bus_bandwidth for r ranks and n
-//                    bytes (ring), with `latency` fixed to the point-to-point fit, so that the
-//                    stored model (link latency, allreduce_bus_efficiency) is the fitted one.
+//                    bytes (ring). The microbenchmarks fit both coefficients (the step latency
+//                    goes to collective_step_latency_s: the ranks of a collective are awake, a
+//                    pipeline's receiver is woken, and the two latencies differ by 5x on an
+//                    oversubscribed host); a trace fit keeps the base's latency and fits the
+//                    bandwidth.
 //   per element      t(n) = t0 + n · s_per_element (GeLU and its gradient).
 // Residuals are reported per point as (measured − fitted) / fitted (signed, so + means the
 // model is optimistic).
@@ -87,13 +90,19 @@ AlphaBetaFit fit_alpha_beta(std::span<const double> bytes, std::span<const doubl
                             const std::string& what);
 
 struct AllReduceFit {
-  double latency_s = 0;  // per ring step (fixed, from the point-to-point fit)
+  double latency_s = 0;  // per ring step (given, or fitted)
+  // +infinity when the times do not grow with size (no bandwidth limit the points can show).
   double bus_bandwidth_bytes_per_s = 0;
   LinearFit fit;  // residuals of the complete model (latency term included)
   double time_s(int ranks, double bytes) const;
 };
+// The bandwidth with the step latency given. InputError when no time exceeds its latency term.
 AllReduceFit fit_allreduce(std::span<const int> ranks, std::span<const double> bytes,
                            std::span<const double> seconds, double latency_s);
+// Both the step latency and the bandwidth (needs two or more points of different sizes or rank
+// counts). InputError when the points cannot determine them.
+AllReduceFit fit_allreduce_with_latency(std::span<const int> ranks, std::span<const double> bytes,
+                                        std::span<const double> seconds);
 
 struct PerElementFit {
   double call_overhead_s = 0;
@@ -156,8 +165,8 @@ struct Calibration {
   bool has_p2p = false;
   AllReduceFit allreduce;  // valid when has_allreduce
   bool has_allreduce = false;
-  // All-reduce times never exceeded the latency term (no bandwidth limit visible): bus
-  // efficiency 1, the largest the model allows.
+  // All-reduce times did not grow with size (no bandwidth limit visible): bus efficiency 1, the
+  // largest the model allows (has_allreduce is true and the step latency fitted).
   bool allreduce_unbounded = false;
   double launch_overhead_s = 0;
 };
@@ -171,8 +180,9 @@ struct Calibration {
 // past the sizes where t0 + x / R saturates), and follow the curve outside it; GeLU costs;
 // hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
 // both links are the one measured) with efficiency 1 and p2p_overhead 0;
-// allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when no
-// all-reduce time exceeds its latency term);
+// allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when the
+// all-reduce times do not grow with size), collective_step_latency = the fitted step latency
+// (at least 1 ns, as 0 means "the link's latency");
 // launch_overhead = median of the samples; iteration_overhead 0; training-state bytes per
 // parameter of the fp64 workload with Adam (8 weights, 8 gradients, 16 moments, 64 bytes of
 // optimizer traffic). What was not measured (no point-to-point samples: the links and the

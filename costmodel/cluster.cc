@@ -178,6 +178,10 @@ double ClusterSpec::peak_flops(Dtype dtype) const {
   return p;
 }
 
+double ClusterSpec::intra_collective_latency_s() const {
+  return collective_step_latency_s > 0 ? collective_step_latency_s : intra_node.latency_s;
+}
+
 double ClusterSpec::gemm_efficiency(double layer_pass_flops) const {
   const double x = layer_pass_flops;
   if (x <= 0) return gemm_efficiency_max;
@@ -222,7 +226,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
                       "allreduce_bus_efficiency", "launch_overhead_us", "iteration_overhead_ms",
                       "p2p_overhead_us", "weight_bytes_per_param", "grad_bytes_per_param",
                       "optimizer_state_bytes_per_param", "optimizer_traffic_bytes_per_param",
-                      "elementwise"});
+                      "elementwise", "collective_step_latency_us"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
   if (has_base) {
@@ -279,6 +283,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   r.non_negative("grad_bytes_per_param", 1.0, c.grad_bytes_per_param);
   r.non_negative("optimizer_state_bytes_per_param", 1.0, c.optimizer_state_bytes_per_param);
   r.non_negative("optimizer_traffic_bytes_per_param", 1.0, c.optimizer_traffic_bytes_per_param);
+  if (obj.has("collective_step_latency_us"))  // optional in every form (0 = the link's latency)
+    c.collective_step_latency_s = obj.non_negative_number("collective_step_latency_us") * kUs;
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
     e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element"});
@@ -319,6 +325,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {{"gflops", shift_decimal_point(p.flops, -kGigaExp10)}, {"efficiency", p.efficiency}});
     j["gemm_efficiency"]["measured"] = std::move(measured);
   }
+  if (c.collective_step_latency_s > 0)
+    j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
   if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0) {
     j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
                         {"gelu_backward_ns_per_element", c.gelu_backward_s_per_element / kNs}};

@@ -45,9 +45,11 @@
 //     "allreduce_bus_efficiency": 0.75, "launch_overhead_us": 10, "iteration_overhead_ms": 0,
 //     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
 //     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
-//     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2} }
-// "elementwise" is optional even without a base (absent = 0) and written only when non-zero, so
-// files written before it existed still load and still round-trip. Likewise
+//     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2},
+//     "collective_step_latency_us": 12 }
+// "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
+// and written only when non-zero, so files written before they existed still load and still
+// round-trip. Likewise
 // "gemm_efficiency.measured" (gflops = 1e9 FLOPs, strictly increasing; efficiency in (0, 1]; at
 // most kMaxGemmEfficiencyPoints points) is optional (absent = the base's table, or none) and
 // written only when non-empty.
@@ -103,6 +105,11 @@ struct ClusterSpec {
   LinkSpec intra_node;
   LinkSpec inter_node;
   double allreduce_bus_efficiency = 0.75;  // applied to link bandwidth in collectives
+  // Latency of one step of a collective inside a node (a ring all-reduce of r ranks takes
+  // 2(r-1) steps); 0 = intra_node.latency_s. A calibration fits it apart from the point-to-point
+  // latency: a pipeline's receiver has been blocked for a while and must be woken, the ranks of a
+  // collective arrive together and are awake.
+  double collective_step_latency_s = 0;
   double launch_overhead_s = 0;            // per compute instruction (fused group)
   double iteration_overhead_s = 0;         // added once to every step (data loading, etc.)
   double p2p_overhead_s = 0;               // added to every point-to-point transfer
@@ -117,6 +124,8 @@ struct ClusterSpec {
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;
+  // collective_step_latency_s, or intra_node.latency_s when that is 0.
+  double intra_collective_latency_s() const;
   // eff(x) above (the measured table when there is one), x in FLOPs of one layer pass on one
   // device. O(log n) in the table's size, no allocation.
   double gemm_efficiency(double layer_pass_flops) const;

@@ -26,8 +26,7 @@ class WorkerRun {
  public:
   WorkerRun(const Program& program, Backend& backend, Workload& workload,
             const ExecutorOptions& options)
-      : program_(program),
-        backend_(backend),
+      : backend_(backend),
         workload_(workload),
         options_(options),
         actor_(backend.actor()),
@@ -318,7 +317,6 @@ class WorkerRun {
     return -1;
   }
 
-  const Program& program_;
   Backend& backend_;
   Workload& workload_;
   const ExecutorOptions& options_;

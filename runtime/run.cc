@@ -2,9 +2,11 @@
 
 #include <cblas.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -267,6 +269,28 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     throw InputError("--check needs --compute real (emulated compute has no numerics)");
   if (!o.emulated && (o.mlp.hidden < 1 || o.mlp.seq < 1 || o.mlp.layers_per_stage < 1))
     throw InputError("--hidden, --seq and --layers-per-stage must be >= 1");
+  if (!o.emulated && o.mlp.ffn < 0)
+    throw InputError("--ffn: expected >= 0 (0 = 4 x hidden), got " + std::to_string(o.mlp.ffn));
+  if (!std::isfinite(o.mlp.learning_rate) || o.mlp.learning_rate < 0)
+    throw InputError("--lr: expected a finite value >= 0 (0 = the optimizer's default)");
+  if (!o.emulated && o.backend != BackendKind::kCuda) {
+    // Every stage of every replica lives in host memory (threads; mpi ranks share the host when
+    // they run on one), and a checked run keeps a sequential reference besides.
+    MlpConfig sized = o.mlp;
+    sized.num_microbatches = program.num_microbatches;
+    const double need = mlp_memory_estimate_bytes(sized, program.num_stages) *
+                        (o.backend == BackendKind::kThreads ? o.dp : 1) * (o.check ? 2 : 1);
+    const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > 0.8 * have) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "--hidden %d --ffn %d --seq %d --layers-per-stage %d: the MLP workload needs "
+                    "about %.3g GiB of host memory, the host has %.3g GiB",
+                    o.mlp.hidden, o.mlp.ffn, o.mlp.seq, o.mlp.layers_per_stage, need / (1 << 30),
+                    have / (1 << 30));
+      throw InputError(buf);
+    }
+  }
   openblas_set_num_threads(1);
   keep_freed_host_memory();
 

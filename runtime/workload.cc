@@ -167,6 +167,15 @@ double MlpConfig::lr() const {
 
 int64_t MlpConfig::params_per_stage() const { return 2LL * hidden * ffn_size() * layers_per_stage; }
 
+double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {
+  const double h = c.hidden, f = c.ffn > 0 ? c.ffn : 4.0 * c.hidden;
+  const double params = 2.0 * h * f * c.layers_per_stage;
+  const double state = params * 8 * (c.optimizer == OptimizerKind::kAdam ? 4 : 2);
+  const double stash = std::max(1, c.num_microbatches) * static_cast<double>(c.layers_per_stage) *
+                       c.seq * (h + 2 * f) * 8;
+  return std::max(1, stages) * (state + stash);
+}
+
 std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
   std::vector<double> p;
   p.reserve(static_cast<size_t>(c.params_per_stage()));

@@ -88,6 +88,12 @@ struct MlpConfig {
   int64_t params_per_stage() const;  // 2 * hidden * ffn * layers_per_stage
 };
 
+// What the MLP workload holds for `stages` stages of `c` at most, in bytes (a double, as absurd
+// sizes overflow integers): weights and gradients (and the two Adam moments) of each stage, plus
+// the activations of every microbatch stashed at once (x, u and gelu(u) of every block). run_program
+// refuses a run whose estimate exceeds the host's memory before allocating anything.
+double mlp_memory_estimate_bytes(const MlpConfig& c, int stages);
+
 class MlpWorkload : public Workload {
  public:
   // Holds the stages `stage_to_actor` places on `actor`; tensors live on `device` (not owned,

@@ -178,6 +178,24 @@ TEST(CalibrateCli, FromTraceTablePrintsPerKindErrors) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
+TEST(CalibrateCli, FromTraceRejectsFlagsThatAreNotTheRuns) {
+  const std::string dir = make_temp_dir();
+  ASSERT_EQ(run_cli("run --schedule 1f1b --pp 2 --microbatches 2 --dp 2 --trace " + dir +
+                    "/run.json" + kTinyRun)
+                .exit_code,
+            0);
+  const std::string trace = "calibrate --from-trace " + dir + "/run.json ";
+  // The run's flags are accepted.
+  EXPECT_EQ(run_cli(trace + "--hidden 8 --seq 4 --layers-per-stage 1 --dp 2").exit_code, 0);
+  // Another size: the transfers say so.
+  CliResult size = run_cli(trace + "--hidden 16 --seq 4 --layers-per-stage 1 --dp 2 -o " + dir +
+                           "/c.json");
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_EQ(count_lines(size.err), 1) << size.err;
+  EXPECT_NE(size.err.find("--hidden"), std::string::npos) << size.err;
+  EXPECT_FALSE(exists(dir + "/c.json"));
+}
+
 TEST(CalibrateCli, FromAMalformedTraceFailsWithOneLineAndNoFile) {
   const std::string trace = write_temp_file("bad.json", "{\"format\": \"jaxpp-sim-trace\", ");
   const std::string out = make_temp_dir() + "/c.json";

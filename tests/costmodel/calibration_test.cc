@@ -98,6 +98,31 @@ TEST(CalibrationFit, AllReduceRecoversBusBandwidthAcrossSizesAndRanks) {
   EXPECT_LT(f.fit.max_abs_residual, 0.08);
 }
 
+TEST(CalibrationFit, AllReduceWithLatencyRecoversBothFromNoisyTimes) {
+  const double latency = 25e-6, bus = 2e9;
+  Noise noise(19, 0.02);
+  std::vector<int> ranks;
+  std::vector<double> bytes, seconds;
+  for (int r : {2, 4, 8})
+    for (double n : geometric(8, 8.0, 7)) {
+      ranks.push_back(r);
+      bytes.push_back(n);
+      seconds.push_back(noise(2.0 * (r - 1) * latency + 2.0 * (r - 1) / r * n / bus));
+    }
+  AllReduceFit f = fit_allreduce_with_latency(ranks, bytes, seconds);
+  EXPECT_NEAR(f.latency_s / latency, 1.0, 0.05);
+  EXPECT_NEAR(f.bus_bandwidth_bytes_per_s / bus, 1.0, 0.05);
+  EXPECT_LT(f.fit.max_abs_residual, 0.08);
+  // Times that do not grow with size: no bandwidth limit, the latency still fitted.
+  for (size_t i = 0; i < seconds.size(); ++i) seconds[i] = 2.0 * (ranks[i] - 1) * latency;
+  AllReduceFit flat = fit_allreduce_with_latency(ranks, bytes, seconds);
+  EXPECT_TRUE(std::isinf(flat.bus_bandwidth_bytes_per_s));
+  EXPECT_NEAR(flat.latency_s, latency, 1e-9 * latency);
+  EXPECT_THROW(fit_allreduce_with_latency(std::vector<int>{2}, std::vector<double>{8},
+                                          std::vector<double>{1e-5}),
+               InputError);
+}
+
 TEST(CalibrationFit, PerElementRecoversCostPerElement) {
   Noise noise(17, 0.02);
   std::vector<double> n = geometric(1024, 4.0, 6), seconds;
@@ -227,13 +252,33 @@ TEST(Calibrate, WithoutCommunicationSamplesTheBaseLinksRemain) {
   EXPECT_EQ(cal.cluster.allreduce_bus_efficiency, base.allreduce_bus_efficiency);
 }
 
-TEST(Calibrate, AllReducesNoSlowerThanTheirLatencyGiveFullBusEfficiency) {
+TEST(Calibrate, AllReducesThatDoNotGrowWithSizeGiveFullBusEfficiency) {
   Measurements m = synthetic_measurements(6);
-  for (AllReduceSample& a : m.allreduce) a.seconds = 1e-7;  // far below 2(r-1) x 4 us
+  for (AllReduceSample& a : m.allreduce) a.seconds = 2.0 * (a.ranks - 1) * 1e-7;
   Calibration cal = calibrate(m, cluster_preset("a100-80g"), "host");
-  EXPECT_FALSE(cal.has_allreduce);
+  EXPECT_TRUE(cal.has_allreduce);
   EXPECT_TRUE(cal.allreduce_unbounded);
   EXPECT_EQ(cal.cluster.allreduce_bus_efficiency, 1.0);
+  EXPECT_NEAR(cal.cluster.collective_step_latency_s, 1e-7, 1e-15);
+  EXPECT_FALSE(calibration_to_json(cal).at("fits").at("allreduce").contains(
+      "bus_bandwidth_bytes_per_s"));
+}
+
+TEST(Calibrate, CollectiveStepLatencyIsFittedApartFromThePointToPointLatency) {
+  Measurements m = synthetic_measurements(8);
+  // Collectives among awake ranks: 1 us per step against the 4 us point-to-point latency.
+  Noise noise(8, 0.02);
+  for (AllReduceSample& a : m.allreduce)
+    a.seconds = noise(2.0 * (a.ranks - 1) * 1e-6 + 2.0 * (a.ranks - 1) / a.ranks * a.bytes / 4e9);
+  const ClusterSpec c = calibrate(m, cluster_preset("a100-80g"), "host").cluster;
+  EXPECT_NEAR(c.collective_step_latency_s / 1e-6, 1.0, 0.1);
+  EXPECT_NEAR(c.intra_node.latency_s / 4e-6, 1.0, 0.1);
+  EXPECT_NEAR(c.allreduce_bus_efficiency, 0.5, 0.03);
+  // The stored model predicts what the synthetic truth says.
+  EXPECT_NEAR(ring_allreduce_time_s(c, 4, 1e6) / (6e-6 + 1.5e6 / 4e9), 1.0, 0.05);
+  // And the cluster file keeps it.
+  EXPECT_EQ(cluster_from_json(cluster_to_json(c), "x").collective_step_latency_s,
+            c.collective_step_latency_s);
 }
 
 TEST(Calibrate, ACalibratedClusterRoundTripsThroughJson) {
@@ -275,6 +320,7 @@ ClusterSpec simple_cluster() {
   c.gemm_efficiency_max = 1;
   c.gemm_half_saturation_flops = 1e4;
   c.gemm_efficiency_measured.clear();  // the analytic curve alone
+  c.collective_step_latency_s = 0;     // collectives at the link latency
   c.gelu_s_per_element = 1e-8;
   c.gelu_backward_s_per_element = 2e-8;
   c.hbm_bandwidth_bytes_per_s = 1e10;

@@ -60,6 +60,25 @@ TEST(Cluster, PresetsCarryVendorNumbers) {
   EXPECT_DOUBLE_EQ(h2.hbm_bandwidth_bytes_per_s, 4800e9);
 }
 
+TEST(Cluster, CollectiveStepLatencyIsOptionalAndDefaultsToTheLinkLatency) {
+  ClusterSpec c = cluster_preset("a100-80g");
+  EXPECT_EQ(c.collective_step_latency_s, 0);
+  EXPECT_EQ(c.intra_collective_latency_s(), c.intra_node.latency_s);
+  EXPECT_FALSE(cluster_to_json(c).contains("collective_step_latency_us"))
+      << "written only when set, so existing files round-trip unchanged";
+  nlohmann::json j = cluster_to_json(c);
+  j["collective_step_latency_us"] = 12.5;
+  const ClusterSpec back = cluster_from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(back.collective_step_latency_s, 12.5e-6);
+  EXPECT_DOUBLE_EQ(back.intra_collective_latency_s(), 12.5e-6);
+  EXPECT_EQ(cluster_to_json(back).at("collective_step_latency_us"), 12.5);
+  j["collective_step_latency_us"] = -1;
+  EXPECT_THAT([&] { cluster_from_json(j, "c.json"); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("collective_step_latency_us")));
+  j["collective_step_latency_us"] = "fast";
+  EXPECT_THROW(cluster_from_json(j, "c.json"), InputError);
+}
+
 TEST(Cluster, A100HasNoFp8Peak) {
   EXPECT_THROW(load_cluster("a100-80g").peak_flops(Dtype::kFp8), InputError);
 }

@@ -138,6 +138,20 @@ TEST(AnalyticCost, DataParallelAllReduceIsHierarchical) {
               1e-9);
 }
 
+TEST(AnalyticCost, CollectiveStepLatencyReplacesTheLinkLatencyInsideANode) {
+  CostSetup d8(1, 1, 8), d16(1, 1, 16);
+  const int64_t bytes = 1'000'000;
+  const double link_t8 = d8.cost().dp_allreduce_s(bytes);
+  const double link_t16 = d16.cost().dp_allreduce_s(bytes);
+  d8.cluster.collective_step_latency_s = 1e-3;  // far above the NVLink latency: visible
+  d16.cluster.collective_step_latency_s = 1e-3;
+  EXPECT_NEAR(d8.cost().dp_allreduce_s(bytes) - link_t8,
+              14 * (1e-3 - d8.cluster.intra_node.latency_s), 1e-12);
+  // The inter-node stage keeps the network's latency.
+  EXPECT_NEAR(d16.cost().dp_allreduce_s(bytes) - link_t16,
+              14 * (1e-3 - d16.cluster.intra_node.latency_s), 1e-12);
+}
+
 TEST(AnalyticCost, ZeroOneShrinksTheOptimizerStep) {
   CostSetup plain(1, 1, 4), zero(1, 1, 4);
   zero.config.zero1 = true;
