@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
@@ -254,13 +255,10 @@ int run_calibrate(int argc, char** argv) {
       ("json", "print the fits, parameters and residuals as JSON")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty())
-    throw_input_error("calibrate", "unexpected argument '" + args.unmatched()[0] + "'");
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "calibrate");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   const std::string output = args.count("output") ? args["output"].as<std::string>() : "";
   if (!output.empty()) check_output_path(output, "-o");
   if (args.count("from-trace")) return calibrate_from_trace_file(args, output);

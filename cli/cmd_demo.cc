@@ -16,6 +16,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/explore_report.h"
 #include "cli/graph_report.h"
 #include "costmodel/analytic_cost.h"
@@ -120,13 +121,10 @@ int run_demo(int argc, char** argv) {
       ("json", "print JSON instead of tables")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty())
-    throw_input_error("demo", "unexpected argument '" + args.unmatched()[0] + "'");
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "demo");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   s.model = args["model"].as<std::string>();
   s.cluster = args["cluster"].as<std::string>();
   s.gpus = args["gpus"].as<int>();

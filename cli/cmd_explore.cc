@@ -14,6 +14,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/explore_report.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
@@ -180,14 +181,10 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("quiet", "no progress bar")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    if (world.rank == 0) std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("explore", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "explore", /*print_help=*/world.rank == 0);
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   auto require = [&](const char* flag, const char* what) {
     if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
   };

@@ -6,6 +6,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
@@ -72,14 +73,10 @@ int run_export(int argc, char** argv) {
       ("json", "print a JSON summary of what was written")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("export", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "export");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   if (args.count("trace") == args.count("plan")) {
     throw_input_error("export", "give exactly one input: --trace FILE or --plan FILE");
   }

@@ -4,6 +4,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/graph_report.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -33,13 +34,10 @@ int run_graph(int argc, char** argv) {
       ("json", "print JSON instead of tables")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty())
-    throw_input_error("graph", "unexpected argument '" + args.unmatched()[0] + "'");
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "graph");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("model")) throw_input_error("--model", "required (a preset name or a JSON file)");
   if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
   req.model = args["model"].as<std::string>();

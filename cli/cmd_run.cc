@@ -15,6 +15,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/analytic_cost.h"
 #include "costmodel/calibration.h"
@@ -205,13 +206,10 @@ int run_run(int argc, char** argv) {
   // clang-format on
   options.parse_positional({"plan"});
   options.positional_help("[PLAN.json]");
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty())
-    throw_input_error("run", "unexpected argument '" + args.unmatched()[0] + "'");
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "run");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
 
   RunOptions ro;
   ro.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");

@@ -5,6 +5,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "graph/error.h"
 #include "schedules/registry.h"
 
@@ -26,14 +27,10 @@ int run_schedules(int argc, char** argv) {
       ("json", "print JSON instead of a table")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("schedules", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "schedules");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   if (args.count("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const ScheduleInfo& info : all_schedules()) {

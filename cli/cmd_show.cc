@@ -4,6 +4,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "schedules/custom.h"
@@ -33,14 +34,10 @@ int run_show(int argc, char** argv) {
       ("json", "print JSON instead of text")
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("show", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "show");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   const bool from_file = args.count("schedule-file") > 0;
   if (from_file == (args.count("schedule") > 0)) {
     throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");

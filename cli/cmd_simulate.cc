@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
@@ -141,14 +142,10 @@ int run_simulate(int argc, char** argv) {
       ("plan", "write plan.json (with predicted metrics) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
   // clang-format on
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("simulate", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "simulate");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   const bool measured = !args.count("model");
   // Output paths first: a bad one fails before any work.
   const std::string trace_path = args.count("trace") ? args["trace"].as<std::string>() : "";

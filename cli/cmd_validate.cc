@@ -7,6 +7,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
@@ -69,14 +70,10 @@ int run_validate(int argc, char** argv) {
       ("h,help", "show this help");
   // clang-format on
   options.parse_positional({"file"});
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help() << "\n";
-    return kExitOk;
-  }
-  if (!args.unmatched().empty()) {
-    throw_input_error("validate", "unexpected argument '" + args.unmatched()[0] + "'");
-  }
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "validate");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("file")) throw_input_error("validate", "missing FILE (a schedule or plan file)");
   const std::string path = args["file"].as<std::string>();
   const bool json = args.count("json") > 0;

@@ -11,20 +11,12 @@
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // The analytic curve, written out independently of ClusterSpec::gemm_efficiency.
 double curve(const ClusterSpec& c, double x) {
@@ -288,9 +280,9 @@ TEST(Cluster, WithoutBaseEveryFieldIsRequired) {
 
 TEST(Cluster, BadValuesAreRejected) {
   EXPECT_THROW(cluster_from_json({{"base", "a100-80g"}, {"hbm_gib", -1}}, "c.json"), InputError);
-  EXPECT_THROW(cluster_from_json({{"base", "a100-80g"}, {"allreduce_bus_efficiency", 1.5}},
-                                 "c.json"),
-               InputError);
+  EXPECT_THROW(
+      cluster_from_json({{"base", "a100-80g"}, {"allreduce_bus_efficiency", 1.5}}, "c.json"),
+      InputError);
   EXPECT_THROW(cluster_from_json({{"base", "tpu-v9"}}, "c.json"), InputError);
   EXPECT_THROW(load_cluster("no-such-cluster"), InputError);
 }

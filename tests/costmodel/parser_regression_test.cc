@@ -7,18 +7,10 @@
 
 #include "costmodel/cluster.h"
 #include "graph/error.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 nlohmann::json based_on_a100(double hbm_gib) {
   return {{"name", "c"}, {"base", "a100-80g"}, {"hbm_gib", hbm_gib}};

@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
@@ -54,15 +55,6 @@ void expect_models_equal(const ModelSpec& a, const ModelSpec& b) {
     EXPECT_EQ(x.recompute_flops, y.recompute_flops);
     EXPECT_EQ(x.tp_allreduce_bytes, y.tp_allreduce_bytes);
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 TEST(ModelTest, MegatronPresetsMatchTable1ParameterCounts) {

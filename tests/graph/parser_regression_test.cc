@@ -20,20 +20,12 @@
 #include "graph/placement.h"
 #include "graph/plan.h"
 #include "graph/task_graph.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
 
 using nlohmann::json;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::string write_temp(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() /

@@ -8,18 +8,10 @@
 #include "graph/model.h"
 #include "graph/partition.h"
 #include "graph/placement.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 double max_stage_cost(const std::vector<double>& costs, const Partition& p) {
   double worst = 0;

@@ -10,18 +10,10 @@
 #include "graph/plan.h"
 #include "graph/program.h"
 #include "graph/task.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TaskRef t(TaskKind k, int mb, int stage) { return TaskRef{k, stage, mb}; }
 
@@ -175,8 +167,8 @@ Plan small_plan() {
 
 TEST(PlanTest, SaveAndLoadRoundTrip) {
   const Plan plan = small_plan();
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("jaxpp-plan-test-" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("jaxpp-plan-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/plan.json";
   save_plan(plan, path);

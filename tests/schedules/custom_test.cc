@@ -7,21 +7,13 @@
 #include "schedules/custom.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
 
 std::string data(const std::string& name) {
   return std::string(JAXPP_TEST_DATA_DIR) + "/schedules/" + name;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 std::vector<std::vector<TaskRef>> flattened(const Schedule& s) {

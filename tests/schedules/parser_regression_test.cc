@@ -9,18 +9,10 @@
 #include "graph/error.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(ScheduleParserRegression, JsonTokenWithTheLargestIntStageIsAnInputError) {
   // Was: `max_stage + 1` overflowed int (undefined behaviour) before any check.
