@@ -144,8 +144,8 @@ struct Measurements {
   std::vector<SizeSample> copy;           // size = bytes of the array (2x moved: read + write)
   std::vector<SizeSample> p2p;            // size = payload bytes; seconds = one-way time
   std::vector<AllReduceSample> allreduce;
-  std::vector<double> launch_overhead_s;  // per compute instruction: one value per worker (the
-                                          // median of its repetitions); the fit takes the median
+  std::vector<double> launch_overhead_s;  // per compute instruction; the fit takes the median
+                                          // (run_microbenchmarks gives one: its rounds combined)
 };
 
 // The GEMM benchmark at one FLOP count: the mean time of its shapes and the rate it gives.

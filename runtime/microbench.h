@@ -16,14 +16,16 @@
 //                 r ranks run at once, as the data-parallel reductions of a run do)
 //   launch        the executor (run_worker) on a program of empty compute instructions with a
 //                 zero-cost emulated workload: time per instruction, one short run per
-//                 repetition; every worker's median (workers sit on different hardware threads,
-//                 which on a virtual machine need not run alike), in several worlds per round
+//                 repetition; per round the median over every worker (workers sit on different
+//                 hardware threads, which on a virtual machine need not run alike) of several
+//                 worlds
 // Threads workers (compute, communication and launch benchmarks) are pinned round robin to the
 // hardware threads, so that two calibrations measure the same placement.
 // Measurement: every point is run `warmup` times untimed, then `repeats` timed repetitions; a
 // repetition loops the operation until it lasts at least min_repetition_s (per-call time =
 // elapsed / calls); the point's value is the median of the repetitions, and with
-// Timing::rounds > 1 the median over that many rounds of the whole suite.
+// Timing::rounds > 1 the lower quartile over that many rounds of the whole suite (interference
+// only slows a benchmark down, so the quieter rounds are the better estimate).
 // GeLU's operands are drawn like the MLP workload's pre-activations (x W1 with x uniform in
 // [-1, 1) and W1 uniform in ±1/sqrt(hidden): close to normal with sigma 1/3): tanh's cost depends
 // on its argument (glibc takes different paths by magnitude; 10 ns/element for |u| < 0.1 against
@@ -70,9 +72,10 @@ struct Timing {
   int warmup = 2;                  // untimed repetitions
   int repeats = 7;                 // timed repetitions (median)
   // run_microbenchmarks measures the whole suite this many times over (every benchmark, then
-  // every benchmark again) and a point's value is the median over the rounds: a slow spell of the
-  // host then spoils one round of every point instead of a run of consecutive points, and every
-  // benchmark's samples spread over the calibration's whole duration.
+  // every benchmark again) and a point's value is the lower quartile over the rounds: a slow
+  // spell of the host then spoils one round of every point instead of a run of consecutive
+  // points, every benchmark's samples spread over the calibration's whole duration, and the
+  // spoiled rounds do not count.
   int rounds = 1;
   double min_repetition_s = 2e-4;  // a repetition loops the operation at least this long
   // Compute benchmarks: consecutive calls take their operands from a pool of at least this many

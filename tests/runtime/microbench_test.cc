@@ -119,7 +119,8 @@ TEST(Microbench, SuiteWithRoundsHasTheSinglePassPoints) {
   EXPECT_EQ(m.gelu.size(), default_elementwise_sizes(true).size());
   EXPECT_EQ(m.copy.size(), default_copy_sizes_bytes(true).size());
   EXPECT_EQ(m.p2p.size(), default_message_sizes_bytes(true).size());
-  EXPECT_EQ(m.launch_overhead_s.size(), 12u);  // per worker (2) of each world (3) and round (2)
+  ASSERT_EQ(m.launch_overhead_s.size(), 1u);  // the rounds combined
+  EXPECT_GT(m.launch_overhead_s[0], 0);
   for (const GemmSample& g : m.gemm) EXPECT_GT(g.seconds, 0);
 }
 
