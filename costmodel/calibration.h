@@ -179,7 +179,8 @@ struct Calibration {
 // range, where the two-parameter curve misfits by up to 25% (a host's GEMM rate keeps rising
 // past the sizes where t0 + x / R saturates), and follow the curve outside it; GeLU costs;
 // hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
-// both links are the one measured) with efficiency 1 and p2p_overhead 0;
+// both links are the one measured; backend "cuda": intra_node only, the GPUs of one node) with
+// efficiency 1 and p2p_overhead 0;
 // allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when the
 // all-reduce times do not grow with size), collective_step_latency = the fitted step latency
 // (at least 1 ns, as 0 means "the link's latency");

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "runtime/comm_plan.h"
 #include "runtime/executor.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/run.h"
@@ -444,29 +445,96 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
   return result;
 }
 
+#ifdef JAXPP_HAVE_CUDA
+// Runs `fn(worker)` on a threads world of `actors` x `replicas` workers, each on its own GPU with
+// the NCCL backend of `program`'s links and replica groups (as run_program's cuda path does).
+template <class Fn>
+void on_gpu_world(const Program& program, int actors, int replicas, int devices, double timeout_s,
+                  Fn&& fn) {
+  const CommPlan plan = make_comm_plan(program, replicas);
+  const int workers = actors * replicas;
+  const std::vector<cuda::NcclId> ids = cuda::make_nccl_ids(plan.comms.size());
+  on_threads_world(actors, replicas, [&](Backend& host) {
+    const int worker = plan.worker(host.actor(), host.replica());
+    cuda::Worker w(host, assign_device(worker, workers, devices), worker, plan, ids, timeout_s);
+    fn(w);
+  });
+}
+
+// A program whose only instructions are sends between actor pairs (0 <-> 1, 2 <-> 3, ...): the
+// links bench_p2p uses, for make_comm_plan.
+Program pairs_program(int actors) {
+  Program p;
+  p.num_actors = actors;
+  p.num_stages = actors;
+  p.num_microbatches = 1;
+  p.actors.resize(actors);
+  for (int a = 0; a < actors; ++a) {
+    p.stage_to_actor.push_back(a);
+    const int peer = a % 2 == 0 ? a + 1 : a - 1;
+    if (peer >= actors) continue;
+    Instruction send;
+    send.op = OpKind::kSend;
+    send.peer = peer;
+    send.stage = a;
+    p.actors[a].push_back(send);
+  }
+  return p;
+}
+#endif
+
 MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
                                 const std::function<void(const std::string&)>& progress) {
 #ifdef JAXPP_HAVE_CUDA
-  cuda::require_device();
+  // The GPUs of this process (at most 8, one host): P2P between pairs of them and all-reduces
+  // over them with NCCL, as run_program's cuda backend moves tensors; one GPU: compute only.
+  const int devices = std::min(cuda::prepare_process(), 8);
+  const int link_gpus = devices - devices % 2;
   MicrobenchResult result;
   Rounds rounds;
-  {
-    cuda::CudaDevice device(0);
-    for (int round = 0; round < o.timing.rounds; ++round) {
-      say(progress, round_label(round, o.timing.rounds) +
-                        "compute: GEMM, GeLU, copy on GPU 0 (communication is not benchmarked "
-                        "on cuda)");
+  for (int round = 0; round < o.timing.rounds; ++round) {
+    const std::string label = round_label(round, o.timing.rounds);
+    {
+      say(progress, label + "compute: GEMM, GeLU, copy on GPU 0");
+      cuda::CudaDevice device(0);
       rounds.compute.push_back(compute_suite(device, o.quick, o.timing));
-      say(progress, round_label(round, o.timing.rounds) + "launch overhead: executor on " +
-                        std::to_string(o.ranks) + " threads");
-      rounds.launch.push_back(median_of(launch_overhead_per_worker(o)));
     }
+    if (link_gpus >= 2) {
+      say(progress, label + "point-to-point: NCCL ping-pong of GPU pairs, " +
+                        std::to_string(link_gpus) + " GPUs");
+      on_gpu_world(pairs_program(link_gpus), link_gpus, 1, devices, o.timeout_s,
+                   [&](cuda::Worker& w) {
+                     auto samples = bench_p2p(w.backend(), default_message_sizes_bytes(o.quick),
+                                              o.timing, o.p2p_think_s, /*spin=*/true,
+                                              o.timeout_s, w.device());
+                     if (w.backend().actor() == 0) rounds.p2p.push_back(std::move(samples));
+                   });
+      std::vector<AllReduceSample> allreduce;
+      for (int r : allreduce_rank_counts(devices)) {
+        say(progress, label + "all-reduce: NCCL, " + std::to_string(devices / r) + " x " +
+                          std::to_string(r) + " GPUs");
+        Program none;
+        none.num_actors = devices / r;
+        none.actors.resize(devices / r);
+        on_gpu_world(none, devices / r, r, devices, o.timeout_s, [&](cuda::Worker& w) {
+          auto samples = bench_allreduce(w.backend(), default_message_sizes_bytes(o.quick),
+                                         o.timing, o.timeout_s, w.device());
+          if (w.backend().actor() == 0 && w.backend().replica() == 0)
+            allreduce.insert(allreduce.end(), samples.begin(), samples.end());
+        });
+      }
+      rounds.allreduce.push_back(std::move(allreduce));
+    }
+    say(progress, label + "launch overhead: executor on " + std::to_string(o.ranks) + " threads");
+    rounds.launch.push_back(median_of(launch_overhead_per_worker(o)));
   }
   result.measurements = rounds.finish();
   result.measurements.backend = "cuda";
   result.measurements.device = "cuda:0";
-  result.measurements.ranks = 1;
-  result.measurements.ranks_per_host = 0;  // keep the base's devices_per_node
+  result.measurements.ranks = std::max(1, devices);
+  // The GPUs of one host: their links are the intra-node ones (calibrate keeps the base's
+  // inter-node link); without links, keep the base's devices_per_node too.
+  result.measurements.ranks_per_host = link_gpus >= 2 ? devices : 0;
   return result;
 #else
   (void)o;
@@ -610,7 +678,7 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
                                   const Timing& timing, double think_s, bool spin,
-                                  double timeout_s) {
+                                  double timeout_s, Device& device) {
   if (backend.num_actors() < 2)
     throw InputError("point-to-point benchmark: needs at least 2 actors");
   std::vector<SizeSample> out;
@@ -633,13 +701,14 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
     };
     for (int64_t b : bytes) {
       const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
-      DeviceArray payload = host_device().zeros(n);
+      DeviceArray payload = device.zeros(n);
       std::vector<double> one_way;
       for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
         if (leader) {
           think_for(backend, think_s, spin);
           Message msg;
-          msg.data = host_device().copy(payload);
+          msg.data = device.copy(payload);
+          device.synchronize();  // the copy is not part of the transfer
           const double t0 = backend.now_s();
           backend.send_message(peer, key, std::move(msg));
           receive(key + 1);
@@ -659,14 +728,16 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
 }
 
 std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
-                                             const Timing& timing, double timeout_s) {
+                                             const Timing& timing, double timeout_s,
+                                             Device& device) {
   const int ranks = backend.num_replicas();
   if (ranks < 2) throw InputError("all-reduce benchmark: needs at least 2 replicas");
   const bool measuring = backend.actor() == 0 && backend.replica() == 0;
   std::vector<AllReduceSample> out;
   for (int64_t b : bytes) {
     const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
-    DeviceArray buffer = host_device().zeros(n);
+    DeviceArray buffer = device.zeros(n);
+    device.synchronize();
     std::vector<double> times;
     // Small all-reduces are cheap and their latency is noisy (as the ping-pong's): more of them.
     const int reps = b <= (256 << 10) ? std::max(31, timing.repeats) : timing.repeats;

@@ -115,11 +115,13 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 // (`spin`) or sleeps: run_microbenchmarks spins when every worker of a host has a hardware thread
 // of its own, and sleeps when the host is oversubscribed (such hosts run emulated compute, which
 // sleeps; spinning ranks would steal each other's CPU and inflate the latency).
+// Payloads live on `device` (the host by default; a GPU for the NCCL backend).
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
                                   const Timing& timing, double think_s, bool spin,
-                                  double timeout_s);
+                                  double timeout_s, Device& device = host_device());
 std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector<int64_t>& bytes,
-                                             const Timing& timing, double timeout_s);
+                                             const Timing& timing, double timeout_s,
+                                             Device& device = host_device());
 // Per-instruction time of the executor on this worker, one value per timed step (repeats x rounds
 // steps after the warm-up).
 std::vector<double> bench_launch_overhead(Backend& backend, int instructions, const Timing& timing,

@@ -241,6 +241,18 @@ TEST(Calibrate, TheMeasuredGemmTablePredictsEachMeasuredSizeExactly) {
   EXPECT_EQ(back.gemm_efficiency_measured, c.gemm_efficiency_measured);
 }
 
+TEST(Calibrate, ACudaCalibrationKeepsTheBasesNetwork) {
+  Measurements m = synthetic_measurements(4);
+  m.backend = "cuda";
+  const ClusterSpec base = cluster_preset("h100-sxm");
+  const ClusterSpec c = calibrate(m, base, "gpus").cluster;
+  EXPECT_NEAR(c.intra_node.bandwidth_bytes_per_s / 8e9, 1.0, 0.05) << "the GPUs' links: measured";
+  EXPECT_EQ(c.inter_node, base.inter_node) << "the network: not measured by one node";
+  m.backend = "threads";
+  EXPECT_EQ(calibrate(m, base, "host").cluster.inter_node,
+            calibrate(m, base, "host").cluster.intra_node);
+}
+
 TEST(Calibrate, WithoutCommunicationSamplesTheBaseLinksRemain) {
   Measurements m = synthetic_measurements(5);
   m.p2p.clear();
