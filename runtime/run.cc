@@ -244,11 +244,19 @@ bool check_passed(const RunResult& result, double rel_tolerance) {
 }
 
 std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step) {
+  std::map<std::pair<int, int64_t>, double> send_start;  // (step, tag) -> start
+  for (const TraceEvent& e : trace.events)
+    if (e.op == OpKind::kSend && e.step >= first_step) send_start[{e.step, e.tag}] = e.start_s;
   std::map<std::string, std::pair<double, int>> acc;
   for (const TraceEvent& e : trace.events) {
     if (e.step < first_step) continue;
     auto& [sum, n] = acc[kind_label(e.op, e.tasks)];
-    sum += e.duration_s();
+    double start = e.start_s;
+    if (e.op == OpKind::kRecv) {
+      auto it = send_start.find({e.step, e.tag});
+      if (it != send_start.end()) start = std::clamp(it->second, e.start_s, e.end_s);
+    }
+    sum += e.end_s - start;
     ++n;
   }
   std::map<std::string, double> out;

@@ -76,8 +76,12 @@ inline constexpr double kCheckRelTolerance = 1e-9;
 // rel_tolerance x max(1, largest |reference weight|). True for a run without a check.
 bool check_passed(const RunResult& result, double rel_tolerance = kCheckRelTolerance);
 
-// Mean measured duration per task-kind label of the measured steps of a trace: "F", "B", "I",
-// "W" (single-task computes), "fused", "send", "recv", "allreduce", "optimizer".
+// Mean duration per task-kind label of the steps >= first_step of a trace: "F", "B", "I",
+// "W" (single-task computes), "fused", "send", "recv", "allreduce", "optimizer". A recv counts
+// from when both of its ends were posted (the later of its start and its matching send's start,
+// matched by step and tag) to its end: the transfer, not the time its actor waited for the
+// sender, which is how the simulator's rendezvous recvs last (docs/simulate.md), so measured and
+// predicted recvs compare. A recv whose send is not in the trace counts whole.
 std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step);
 // Label of an instruction for the above ("F", ..., "fused", "send", ...).
 std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks);

@@ -69,6 +69,36 @@ INSTANTIATE_TEST_SUITE_P(Schedules, EquivalenceTest,
                                            Case{"DualPipeV", 2, 4, 0}),
                          [](const auto& info) { return info.param.schedule; });
 
+TEST(Run, RecvsCountFromWhenBothEndsWerePosted) {
+  Trace t;
+  t.num_actors = 2;
+  t.num_steps = 2;
+  auto event = [](int actor, int step, OpKind op, int64_t tag, double start, double end) {
+    TraceEvent e;
+    e.actor = actor;
+    e.step = step;
+    e.op = op;
+    e.tag = tag;
+    e.start_s = start;
+    e.end_s = end;
+    return e;
+  };
+  // Step 1: the recv was posted at 1.0 and waited for a send posted at 1.7; data at 1.75.
+  t.events.push_back(event(1, 1, OpKind::kRecv, 3, 1.0, 1.75));
+  t.events.push_back(event(0, 1, OpKind::kSend, 3, 1.7, 1.7001));
+  // A send posted before its recv: the recv counts whole.
+  t.events.push_back(event(1, 1, OpKind::kRecv, 4, 2.0, 2.25));
+  t.events.push_back(event(0, 1, OpKind::kSend, 4, 1.9, 1.9001));
+  // Step 0 is warm-up and must not count, nor match step 1's tags.
+  t.events.push_back(event(1, 0, OpKind::kRecv, 3, 0.0, 0.9));
+  const auto kinds = mean_durations_by_kind(t, /*first_step=*/1);
+  EXPECT_NEAR(kinds.at("recv"), (0.05 + 0.25) / 2, 1e-12);
+  // A recv without its send in the trace counts whole.
+  Trace lone;
+  lone.events.push_back(event(1, 0, OpKind::kRecv, 9, 0.5, 0.8));
+  EXPECT_NEAR(mean_durations_by_kind(lone, 0).at("recv"), 0.3, 1e-12);
+}
+
 TEST(Run, AdamMatchesTheReference) {
   RunOptions o = small_real_run(2);
   o.mlp.optimizer = OptimizerKind::kAdam;
