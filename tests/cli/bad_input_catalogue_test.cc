@@ -519,6 +519,10 @@ const std::vector<BadInputCase> kCases = {
     // ---- calibrate. -------------------------------------------------------------------------
     {.name = "CalibrateUnknownBackend", .args = "calibrate --backend gpu",
      .message = "--backend: expected threads, mpi or cuda"},
+    {.name = "CalibrateZeroRounds", .args = "calibrate --rounds 0", .message = "--rounds"},
+    {.name = "CalibrateTraceOfAnotherSize",
+     .args = "calibrate --from-trace {dir}/t.json --hidden 64 --seq 4 --layers-per-stage 1",
+     .files = {{"t.json", measured_trace_with([](json&) {})}}, .message = "--hidden/--seq"},
     {.name = "CalibrateMissingTrace", .args = "calibrate --from-trace {dir}/t.json",
      .message = "cannot read"},
     {.name = "CalibrateFromASimulatedTrace", .args = "calibrate --from-trace {dir}/t.json",
