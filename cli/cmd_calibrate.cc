@@ -241,7 +241,7 @@ int run_calibrate(int argc, char** argv) {
       ("hot", "compute benchmarks reuse the same (cache-hot) operands instead of cold ones")
       ("repeats", "timed repetitions per point (median; default 7, --quick 5)", cxxopts::value<int>())
       ("warmup", "untimed repetitions per point", cxxopts::value<int>()->default_value("2"))
-      ("rounds", "sweeps of every benchmark; a point's value is the median over them (default 5, --quick 1)", cxxopts::value<int>())
+      ("rounds", "rounds of the whole suite; a point's value is the lower quartile over them (default 5, --quick 1)", cxxopts::value<int>())
       ("repetition-ms", "a timed repetition loops a kernel at least this long (default 5, --quick 2)", cxxopts::value<double>())
       ("ranks", "threads: workers of the communication benchmarks", cxxopts::value<int>()->default_value("2"))
       ("timeout-s", "give up on a message or collective after this many seconds", cxxopts::value<double>()->default_value("60"))
