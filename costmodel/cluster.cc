@@ -283,8 +283,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   r.non_negative("grad_bytes_per_param", 1.0, c.grad_bytes_per_param);
   r.non_negative("optimizer_state_bytes_per_param", 1.0, c.optimizer_state_bytes_per_param);
   r.non_negative("optimizer_traffic_bytes_per_param", 1.0, c.optimizer_traffic_bytes_per_param);
-  if (obj.has("collective_step_latency_us"))  // optional in every form (0 = the link's latency)
-    c.collective_step_latency_s = obj.non_negative_number("collective_step_latency_us") * kUs;
+  // Optional in every form (absent or 0 = the intra-node link's latency).
+  Reader(obj, /*required=*/false)
+      .non_negative("collective_step_latency_us", kUs, c.collective_step_latency_s);
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
     e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element"});

@@ -60,29 +60,34 @@ double time_per_call_s(Device& device, const Timing& timing, Op&& op) {
 }
 
 // Deterministic values in [-1, 1) (no denormals, no NaNs).
+// xorshift64 seeded from `seed`: the deterministic bits behind filled and filled_normal.
+class Bits {
+ public:
+  explicit Bits(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next53() {  // 53 random bits
+    s_ ^= s_ << 13;
+    s_ ^= s_ >> 7;
+    s_ ^= s_ << 17;
+    return s_ >> 11;
+  }
+
+ private:
+  uint64_t s_;
+};
+
 DeviceArray filled(Device& device, size_t n, uint64_t seed) {
   std::vector<double> v(std::max<size_t>(n, 1));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<double>(s >> 11) * 0x1.0p-52 - 1.0;
-  }
+  Bits bits(seed);
+  for (double& x : v) x = static_cast<double>(bits.next53()) * 0x1.0p-52 - 1.0;
   return device.upload(v);
 }
 
 // Deterministic values like the MLP workload's pre-activations: normal with mean 0 and standard
-// deviation `sigma` (Box-Muller on the generator of `filled`).
+// deviation `sigma` (Box-Muller on the bits of `filled`).
 DeviceArray filled_normal(Device& device, size_t n, uint64_t seed, double sigma) {
   std::vector<double> v(std::max<size_t>(n, 1));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto uniform01 = [&] {  // in (0, 1]
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return static_cast<double>((s >> 11) + 1) * 0x1.0p-53;
-  };
+  Bits bits(seed);
+  auto uniform01 = [&] { return static_cast<double>(bits.next53() + 1) * 0x1.0p-53; };  // (0, 1]
   for (size_t i = 0; i < v.size(); i += 2) {
     const double r = sigma * std::sqrt(-2.0 * std::log(uniform01()));
     const double angle = 2.0 * M_PI * uniform01();
@@ -210,12 +215,6 @@ std::string round_label(int round, int rounds) {
                     : "";
 }
 
-int64_t host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
-}
-
 int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 std::vector<int> allreduce_rank_counts(int ranks) {
@@ -224,6 +223,10 @@ std::vector<int> allreduce_rank_counts(int ranks) {
     if (ranks % r == 0) counts.push_back(r);
   return counts;
 }
+
+// The partner of `actor` in the ping-pong: actors pair up 0-1, 2-3, ... (an odd last actor's
+// partner does not exist).
+int ping_pong_peer(int actor) { return actor % 2 == 0 ? actor + 1 : actor - 1; }
 
 // Instructions per step of the launch-overhead benchmark: a step of ~0.1 µs instructions lasts a
 // few milliseconds, long enough that a preemption spoils few steps.
@@ -448,15 +451,15 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
 }
 
 #ifdef JAXPP_HAVE_CUDA
-// Runs `fn(worker)` on a threads world of `actors` x `replicas` workers, each on its own GPU with
-// the NCCL backend of `program`'s links and replica groups (as run_program's cuda path does).
+// Runs `fn(worker)` on a threads world of program.num_actors x `replicas` workers, each on its own
+// GPU with the NCCL backend of `program`'s links and replica groups (as run_program's cuda path
+// does).
 template <class Fn>
-void on_gpu_world(const Program& program, int actors, int replicas, int devices, double timeout_s,
-                  Fn&& fn) {
+void on_gpu_world(const Program& program, int replicas, int devices, double timeout_s, Fn&& fn) {
   const CommPlan plan = make_comm_plan(program, replicas);
-  const int workers = actors * replicas;
+  const int workers = program.num_actors * replicas;
   const std::vector<cuda::NcclId> ids = cuda::make_nccl_ids(plan.comms.size());
-  on_threads_world(actors, replicas, [&](Backend& host) {
+  on_threads_world(program.num_actors, replicas, [&](Backend& host) {
     const int worker = plan.worker(host.actor(), host.replica());
     cuda::Worker w(host, assign_device(worker, workers, devices), worker, plan, ids, timeout_s);
     fn(w);
@@ -473,7 +476,7 @@ Program pairs_program(int actors) {
   p.actors.resize(actors);
   for (int a = 0; a < actors; ++a) {
     p.stage_to_actor.push_back(a);
-    const int peer = a % 2 == 0 ? a + 1 : a - 1;
+    const int peer = ping_pong_peer(a);
     if (peer >= actors) continue;
     Instruction send;
     send.op = OpKind::kSend;
@@ -504,13 +507,11 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
     if (link_gpus >= 2) {
       say(progress, label + "point-to-point: NCCL ping-pong of GPU pairs, " +
                         std::to_string(link_gpus) + " GPUs");
-      on_gpu_world(pairs_program(link_gpus), link_gpus, 1, devices, o.timeout_s,
-                   [&](cuda::Worker& w) {
-                     auto samples = bench_p2p(w.backend(), default_message_sizes_bytes(o.quick),
-                                              o.timing, o.p2p_think_s, /*spin=*/true,
-                                              o.timeout_s, w.device());
-                     if (w.backend().actor() == 0) rounds.p2p.push_back(std::move(samples));
-                   });
+      on_gpu_world(pairs_program(link_gpus), 1, devices, o.timeout_s, [&](cuda::Worker& w) {
+        auto samples = bench_p2p(w.backend(), default_message_sizes_bytes(o.quick), o.timing,
+                                 o.p2p_think_s, /*spin=*/true, o.timeout_s, w.device());
+        if (w.backend().actor() == 0) rounds.p2p.push_back(std::move(samples));
+      });
       std::vector<AllReduceSample> allreduce;
       for (int r : allreduce_rank_counts(devices)) {
         say(progress, label + "all-reduce: NCCL, " + std::to_string(devices / r) + " x " +
@@ -518,7 +519,7 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
         Program none;
         none.num_actors = devices / r;
         none.actors.resize(devices / r);
-        on_gpu_world(none, devices / r, r, devices, o.timeout_s, [&](cuda::Worker& w) {
+        on_gpu_world(none, r, devices, o.timeout_s, [&](cuda::Worker& w) {
           auto samples = bench_allreduce(w.backend(), default_message_sizes_bytes(o.quick),
                                          o.timing, o.timeout_s, w.device());
           if (w.backend().actor() == 0 && w.backend().replica() == 0)
@@ -679,8 +680,8 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
 }
 
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
-                                  const Timing& timing, double think_s, bool spin,
-                                  double timeout_s, Device& device) {
+                                  const Timing& timing, double think_s, bool spin, double timeout_s,
+                                  Device& device) {
   if (backend.num_actors() < 2)
     throw InputError("point-to-point benchmark: needs at least 2 actors");
   std::vector<SizeSample> out;
@@ -688,7 +689,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
   const int me = backend.actor();
   // Actors pair up (0 with 1, 2 with 3, ...) and all pairs ping-pong at once, as the stages of a
   // pipeline exchange messages at once; an odd last actor sits out.
-  const int peer = me % 2 == 0 ? me + 1 : me - 1;
+  const int peer = ping_pong_peer(me);
   if (backend.replica() == 0 && peer < backend.num_actors()) {
     const bool leader = me % 2 == 0;
     const int reps = std::max(31, timing.repeats);  // cheap, and latency is noisy

@@ -91,5 +91,7 @@ std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks);
 // cost of no kernel). run_program and the calibration microbenchmarks call it, so both measure
 // the same steady state. Idempotent.
 void keep_freed_host_memory();
+// Physical memory of this host in bytes (0 when the system does not say).
+int64_t host_memory_bytes();
 
 }  // namespace jaxpp
