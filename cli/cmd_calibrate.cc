@@ -198,13 +198,14 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
   // The trace must be of the run the flags describe: its transfers carry seq x hidden doubles.
   // (Its dp cannot be told: a run of dp 1 records its no-op all-reduces too.)
   const MlpConfig mlp = mlp_from_args(args);
+  const int64_t transfer_bytes = mlp_transfer_bytes(mlp);
   for (const TraceEvent& e : trace.events) {
-    if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != mlp_transfer_bytes(mlp))
+    if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != transfer_bytes)
       throw_input_error("--hidden/--seq",
                         "the trace's transfers carry " + std::to_string(e.bytes) +
                             " bytes, but --seq " + std::to_string(mlp.seq) + " x --hidden " +
                             std::to_string(mlp.hidden) + " doubles are " +
-                            std::to_string(mlp_transfer_bytes(mlp)) + " (pass the run's flags)");
+                            std::to_string(transfer_bytes) + " (pass the run's flags)");
   }
   ClusterSpec base =
       args.count("base") ? load_cluster(args["base"].as<std::string>()) : reference_host_cluster();

@@ -865,8 +865,7 @@ TraceObservations observe_trace(const Trace& trace, const std::vector<StageKerne
   TraceObservations obs;
   obs.num_actors = trace.num_actors;
   obs.dp = std::max(1, dp);
-  std::map<std::pair<int, int64_t>, const TraceEvent*> sends;  // (step, tag)
-  std::vector<const TraceEvent*> recvs;
+  const auto sends = sends_by_step_and_tag(trace, first_step);
   auto stage_kernels = [&](int stage) -> const StageKernels& {
     if (stage < 0 || stage >= static_cast<int>(kernels.size()))
       throw InputError("trace: an instruction of stage " + std::to_string(stage) +
@@ -890,22 +889,19 @@ TraceObservations observe_trace(const Trace& trace, const std::vector<StageKerne
              kernel_time_s(stage_kernels(e.stage).optimizer, base, Dtype::kFp32)});
         break;
       case OpKind::kSend:
-        sends[{e.step, e.tag}] = &e;
+        break;  // seen from its recv
+      case OpKind::kRecv: {
+        auto it = sends.find({e.step, e.tag});
+        if (it == sends.end()) break;  // the sender's events are not in this trace
+        const TraceEvent& sent = *it->second;
+        obs.transfers.push_back({sent.actor, e.actor, static_cast<double>(sent.bytes),
+                                 std::max(0.0, e.end_s - sent.start_s)});
         break;
-      case OpKind::kRecv:
-        recvs.push_back(&e);
-        break;
+      }
       case OpKind::kAllReduce:
         obs.allreduces.push_back({obs.dp, static_cast<double>(e.bytes), e.duration_s()});
         break;
     }
-  }
-  for (const TraceEvent* r : recvs) {
-    auto it = sends.find({r->step, r->tag});
-    if (it == sends.end()) continue;  // the sender's events are not in this trace
-    const TraceEvent& s = *it->second;
-    obs.transfers.push_back(
-        {s.actor, r->actor, static_cast<double>(s.bytes), std::max(0.0, r->end_s - s.start_s)});
   }
   return obs;
 }

@@ -249,18 +249,24 @@ bool check_passed(const RunResult& result, double rel_tolerance) {
          result.max_abs_diff_weights <= rel_tolerance * std::max(1.0, result.max_abs_weight);
 }
 
-std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step) {
-  std::map<std::pair<int, int64_t>, double> send_start;  // (step, tag) -> start
+std::map<std::pair<int, int64_t>, const TraceEvent*> sends_by_step_and_tag(const Trace& trace,
+                                                                          int first_step) {
+  std::map<std::pair<int, int64_t>, const TraceEvent*> sends;
   for (const TraceEvent& e : trace.events)
-    if (e.op == OpKind::kSend && e.step >= first_step) send_start[{e.step, e.tag}] = e.start_s;
+    if (e.op == OpKind::kSend && e.step >= first_step) sends[{e.step, e.tag}] = &e;
+  return sends;
+}
+
+std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int first_step) {
+  const auto sends = sends_by_step_and_tag(trace, first_step);
   std::map<std::string, std::pair<double, int>> acc;
   for (const TraceEvent& e : trace.events) {
     if (e.step < first_step) continue;
     auto& [sum, n] = acc[kind_label(e.op, e.tasks)];
     double start = e.start_s;
     if (e.op == OpKind::kRecv) {
-      auto it = send_start.find({e.step, e.tag});
-      if (it != send_start.end()) start = std::clamp(it->second, e.start_s, e.end_s);
+      auto it = sends.find({e.step, e.tag});
+      if (it != sends.end()) start = std::clamp(it->second->start_s, e.start_s, e.end_s);
     }
     sum += e.end_s - start;
     ++n;

@@ -76,6 +76,11 @@ inline constexpr double kCheckRelTolerance = 1e-9;
 // rel_tolerance x max(1, largest |reference weight|). True for a run without a check.
 bool check_passed(const RunResult& result, double rel_tolerance = kCheckRelTolerance);
 
+// The send events of a trace's steps >= first_step by (step, tag): where a recv finds its send
+// (the sender's events may be missing from a trace, then there is none).
+std::map<std::pair<int, int64_t>, const TraceEvent*> sends_by_step_and_tag(const Trace& trace,
+                                                                          int first_step);
+
 // Mean duration per task-kind label of the steps >= first_step of a trace: "F", "B", "I",
 // "W" (single-task computes), "fused", "send", "recv", "allreduce", "optimizer". A recv counts
 // from when both of its ends were posted (the later of its start and its matching send's start,
