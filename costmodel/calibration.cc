@@ -319,9 +319,7 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   c.devices_per_node = std::max(1, m.ranks_per_host);
   if (cal.has_p2p) {
     c.intra_node = {cal.p2p.bandwidth_bytes_per_s, cal.p2p.latency_s, 1.0};
-    // A host backend's "node" is the host itself: both links are the one measured. The GPUs of
-    // a cuda calibration are those of one node: the network keeps the base's link.
-    if (m.backend != "cuda") c.inter_node = c.intra_node;
+    if (m.p2p_is_network) c.inter_node = c.intra_node;
     c.p2p_overhead_s = 0;
   }
   if (cal.has_allreduce) {

@@ -137,6 +137,9 @@ struct Measurements {
   std::string device;                 // "host" or the GPU's name
   int ranks = 1;                      // workers that took part in the communication benchmarks
   int ranks_per_host = 1;             // devices_per_node of the result
+  // The P2P samples also price the network (inter_node): a host backend's "node" is the host
+  // itself. False when they are the links inside one node only (the GPUs of one cuda host).
+  bool p2p_is_network = true;
   int64_t memory_bytes_per_rank = 0;  // hbm_bytes of the result (0: keep the base's)
   std::vector<GemmSample> gemm;
   std::vector<SizeSample> gelu;           // size = elements
@@ -179,7 +182,7 @@ struct Calibration {
 // range, where the two-parameter curve misfits by up to 25% (a host's GEMM rate keeps rising
 // past the sizes where t0 + x / R saturates), and follow the curve outside it; GeLU costs;
 // hbm_bandwidth = copy bandwidth; intra_node and inter_node = the point-to-point fit (one host:
-// both links are the one measured; backend "cuda": intra_node only, the GPUs of one node) with
+// both links are the one measured; inter_node kept when !p2p_is_network) with
 // efficiency 1 and p2p_overhead 0;
 // allreduce_bus_efficiency = bus bandwidth / link bandwidth, clamped to (0, 1] (1 when the
 // all-reduce times do not grow with size), collective_step_latency = the fitted step latency

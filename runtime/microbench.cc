@@ -538,6 +538,7 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
   // The GPUs of one host: their links are the intra-node ones (calibrate keeps the base's
   // inter-node link); without links, keep the base's devices_per_node too.
   result.measurements.ranks_per_host = link_gpus >= 2 ? devices : 0;
+  result.measurements.p2p_is_network = false;
   return result;
 #else
   (void)o;

@@ -245,11 +245,13 @@ TEST(Calibrate, TheMeasuredGemmTablePredictsEachMeasuredSizeExactly) {
 TEST(Calibrate, ACudaCalibrationKeepsTheBasesNetwork) {
   Measurements m = synthetic_measurements(4);
   m.backend = "cuda";
+  m.p2p_is_network = false;  // as run_microbenchmarks sets it on cuda
   const ClusterSpec base = cluster_preset("h100-sxm");
   const ClusterSpec c = calibrate(m, base, "gpus").cluster;
   EXPECT_NEAR(c.intra_node.bandwidth_bytes_per_s / 8e9, 1.0, 0.05) << "the GPUs' links: measured";
   EXPECT_EQ(c.inter_node, base.inter_node) << "the network: not measured by one node";
   m.backend = "threads";
+  m.p2p_is_network = true;
   EXPECT_EQ(calibrate(m, base, "host").cluster.inter_node,
             calibrate(m, base, "host").cluster.intra_node);
 }
