@@ -59,13 +59,6 @@ struct BadInputCase {
 // gtest prints parameters in test listings (and ctest in test names): the case name suffices.
 void PrintTo(const BadInputCase& c, std::ostream* os) { *os << c.name; }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
     s.replace(pos, from.size(), to);
@@ -95,9 +88,9 @@ const Baseline& baseline() {
         "--steps 2 --warmup 0 --trace " +
         dir + "/measured.json");
     if (m.exit_code != 0) throw std::runtime_error("baseline run failed: " + m.err);
-    b.plan = json::parse(slurp(dir + "/plan.json"));
-    b.trace = json::parse(slurp(dir + "/trace.json"));
-    b.measured_trace = json::parse(slurp(dir + "/measured.json"));
+    b.plan = json::parse(read_file(dir + "/plan.json"));
+    b.trace = json::parse(read_file(dir + "/trace.json"));
+    b.measured_trace = json::parse(read_file(dir + "/measured.json"));
     fs::remove_all(dir);
   });
   return b;
@@ -566,8 +559,8 @@ Outcome run_case(const BadInputCase& c, const std::string& args, const std::stri
   const int status = std::system(cmd.c_str());
   Outcome o;
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = slurp(out);
-  o.err = slurp(err);
+  o.out = read_file(out);
+  o.err = read_file(err);
   return o;
 }
 

@@ -18,13 +18,6 @@
 namespace jaxpp::testing {
 namespace {
 
-std::string slurp_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 int count_lines(const std::string& s) {
@@ -58,7 +51,7 @@ TEST(CalibrateCli, ThreadsWritesAClusterWithFittedParametersAndResiduals) {
   EXPECT_GT(j.at("parameters").at("p2p_bandwidth_bytes_per_s").get<double>(), 0);
   EXPECT_FALSE(j.at("fits").at("gemm").at("fit").at("residuals").empty());
   EXPECT_TRUE(j.at("fits").contains("allreduce"));
-  nlohmann::json file = nlohmann::json::parse(slurp_file(path));
+  nlohmann::json file = nlohmann::json::parse(read_file(path));
   EXPECT_EQ(file, j.at("cluster")) << "the file is the printed cluster";
   EXPECT_EQ(file.at("name"), "calibrated-threads");
   EXPECT_TRUE(file.contains("elementwise"));
@@ -110,7 +103,7 @@ TEST(CalibrateCli, RunReportIsOneSelfContainedPageWithBothTimelines) {
                         calibrated_cluster() + " --report " + dir + "/report.html --timeline " +
                         dir + "/measured.svg" + kTinyRun);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string html = slurp_file(dir + "/report.html");
+  const std::string html = read_file(dir + "/report.html");
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   size_t first = html.find("<svg"), second = html.find("<svg", first + 1);
   EXPECT_NE(first, std::string::npos);
@@ -118,7 +111,7 @@ TEST(CalibrateCli, RunReportIsOneSelfContainedPageWithBothTimelines) {
   EXPECT_LT(html.find("Predicted timeline"), html.find("Measured timeline"));
   EXPECT_NE(html.find("<td>F</td>"), std::string::npos) << "per-kind table";
   EXPECT_EQ(html.find("src=\""), std::string::npos) << "no external resources";
-  EXPECT_NE(slurp_file(dir + "/measured.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(read_file(dir + "/measured.svg").find("<svg"), std::string::npos);
 }
 
 TEST(CalibrateCli, RunTimelineFormatFollowsTheExtension) {
@@ -126,7 +119,7 @@ TEST(CalibrateCli, RunTimelineFormatFollowsTheExtension) {
   CliResult r = run_cli("run --schedule 1f1b --pp 2 --microbatches 2 --timeline " + dir + "/t.txt" +
                         kTinyRun);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(slurp_file(dir + "/t.txt").find("actor 1"), std::string::npos);
+  EXPECT_NE(read_file(dir + "/t.txt").find("actor 1"), std::string::npos);
 }
 
 TEST(CalibrateCli, RunWithAnUnknownTimelineExtensionFailsBeforeRunning) {
@@ -188,8 +181,8 @@ TEST(CalibrateCli, FromTraceRejectsFlagsThatAreNotTheRuns) {
   // The run's flags are accepted.
   EXPECT_EQ(run_cli(trace + "--hidden 8 --seq 4 --layers-per-stage 1 --dp 2").exit_code, 0);
   // Another size: the transfers say so.
-  CliResult size = run_cli(trace + "--hidden 16 --seq 4 --layers-per-stage 1 --dp 2 -o " + dir +
-                           "/c.json");
+  CliResult size =
+      run_cli(trace + "--hidden 16 --seq 4 --layers-per-stage 1 --dp 2 -o " + dir + "/c.json");
   EXPECT_EQ(size.exit_code, 2);
   EXPECT_EQ(count_lines(size.err), 1) << size.err;
   EXPECT_NE(size.err.find("--hidden"), std::string::npos) << size.err;
@@ -255,16 +248,13 @@ TEST(CalibrateCli, BadRepeatsIsBadInput) {
 
 TEST(CalibrateCli, MpiRankZeroWritesTheClusterOfAllRanks) {
   const std::string dir = make_temp_dir();
-  const std::string cmd = std::string(JAXPP_MPIEXEC) +
-                          " --oversubscribe --allow-run-as-root -n 2 " + JAXPP_SIM_BINARY +
-                          " calibrate --backend mpi -o " + dir + "/mpi.json" + kFastCalibration +
-                          " >" + dir + "/out 2>" + dir + "/err </dev/null";
-  const int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp_file(dir + "/err");
-  nlohmann::json c = nlohmann::json::parse(slurp_file(dir + "/mpi.json"));
+  const CliResult r =
+      run_cli_under_mpirun(2, "calibrate --backend mpi -o " + dir + "/mpi.json" + kFastCalibration);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json c = nlohmann::json::parse(read_file(dir + "/mpi.json"));
   EXPECT_EQ(c.at("name"), "calibrated-mpi");
   EXPECT_GT(c.at("intra_node").at("latency_us").get<double>(), 0);
-  const std::string out = slurp_file(dir + "/out");
+  const std::string& out = r.out;
   EXPECT_EQ(out.find("calibrate: backend mpi"), out.rfind("calibrate: backend mpi"))
       << "only rank 0 prints";
 }

@@ -12,14 +12,29 @@
 namespace jaxpp::testing {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
+// Runs `launcher` + the binary + `args` with stdout and stderr captured.
+CliResult run_binary(const std::string& launcher, const std::string& args) {
+  const std::string dir = make_temp_dir();
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const std::string cmd =
+      launcher + JAXPP_SIM_BINARY + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-
-}  // namespace
 
 std::string make_temp_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "jaxpp-test-XXXXXX").string();
@@ -33,18 +48,12 @@ std::string write_temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-CliResult run_cli(const std::string& args) {
-  const std::string dir = make_temp_dir();
-  const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = std::string(JAXPP_SIM_BINARY) + " " + args + " >" + out + " 2>" + err +
-                          " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::filesystem::remove_all(dir);
-  return r;
+CliResult run_cli(const std::string& args) { return run_binary("", args); }
+
+CliResult run_cli_under_mpirun(int processes, const std::string& args) {
+  return run_binary(std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
+                        std::to_string(processes) + " ",
+                    args);
 }
 
 }  // namespace jaxpp::testing

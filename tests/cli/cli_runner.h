@@ -1,6 +1,7 @@
 // Runs the jaxpp-sim binary for CLI tests and captures exit code, stdout and stderr.
 //   CliResult r = run_cli("graph --model gpt3-13b --pp 4 --json");
 //   EXPECT_EQ(r.exit_code, 0) << r.err;
+//   CliResult m = run_cli_under_mpirun(4, "explore ...");
 #pragma once
 
 #include <string>
@@ -15,6 +16,10 @@ struct CliResult {
 
 // `args` is passed through /bin/sh after the binary path; quote as in a shell.
 CliResult run_cli(const std::string& args);
+// The same under `mpirun --oversubscribe --allow-run-as-root -n <processes>` on localhost.
+CliResult run_cli_under_mpirun(int processes, const std::string& args);
+// The whole content of a file ("" when it cannot be read).
+std::string read_file(const std::string& path);
 // Writes `text` to a fresh file under the test's temporary directory and returns its path.
 std::string write_temp_file(const std::string& name, const std::string& text);
 // A fresh, empty temporary directory for one test.

@@ -13,13 +13,6 @@
 namespace jaxpp::testing {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 struct Outputs {
   std::string stdout_text;
   std::vector<std::string> files;  // contents, in the order of `names`
@@ -35,7 +28,7 @@ Outputs run_and_collect(const std::string& args, const std::vector<std::string>&
   const CliResult r = run_cli(expanded);
   EXPECT_EQ(r.exit_code, 0) << expanded << "\n" << r.err;
   Outputs o{r.out, {}};
-  for (const std::string& n : names) o.files.push_back(slurp(dir + "/" + n));
+  for (const std::string& n : names) o.files.push_back(read_file(dir + "/" + n));
   std::filesystem::remove_all(dir);
   return o;
 }

@@ -20,33 +20,14 @@ namespace {
 
 using testing::CliResult;
 using testing::make_temp_dir;
+using testing::read_file;
 using testing::run_cli;
+using testing::run_cli_under_mpirun;
 
 // A small space: GPT-3 1.3B on 8 GPUs, a few schedules; it simulates in well under a second.
 const std::string kSmall =
     "explore --model gpt3-1.3b --cluster a100-80g --gpus 8 --global-batch 16 --pp 2,4 "
     "--tp 1,2 --microbatch-sizes 1,2 --schedules 1f1b,zb-h1,interleaved --virtual 1,2 --quiet ";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliResult run_mpi(int processes, const std::string& args) {
-  const std::string dir = make_temp_dir();
-  const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
-                          std::to_string(processes) + " " + JAXPP_SIM_BINARY + " " + args + " >" +
-                          out + " 2>" + err + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 void expect_one_line_error(const CliResult& r, const std::vector<std::string>& needles) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -88,14 +69,14 @@ TEST(ExploreCliTest, JsonIsByteIdenticalAcrossRunsAndThreadCounts) {
 
 TEST(ExploreCliTest, MpirunSplitsTheSpaceAndRankZeroPrintsTheSameJson) {
   const CliResult single = run_cli(kSmall + "--json --explain");
-  const CliResult mpi = run_mpi(2, kSmall + "--json --explain --threads 1");
+  const CliResult mpi = run_cli_under_mpirun(2, kSmall + "--json --explain --threads 1");
   ASSERT_EQ(single.exit_code, 0) << single.err;
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err << mpi.out;
   EXPECT_EQ(mpi.out, single.out);
 }
 
 TEST(ExploreCliTest, MpirunBadInputIsReportedOnce) {
-  const CliResult r = run_mpi(2, kSmall + "--schedules 1f1b,nope");
+  const CliResult r = run_cli_under_mpirun(2, kSmall + "--schedules 1f1b,nope");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.out, "");
   size_t count = 0;
@@ -119,7 +100,7 @@ TEST(ExploreCliTest, CsvFileHasOneRowPerEvaluatedConfiguration) {
   const std::string path = make_temp_dir() + "/all.csv";
   const CliResult r = run_cli(kSmall + "--json --csv " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string csv = slurp(path);
+  const std::string csv = read_file(path);
   EXPECT_EQ(csv.rfind("rank,id,pp,tp,dp,", 0), 0u) << csv.substr(0, 100);
   const int64_t evaluated = nlohmann::json::parse(r.out).at("evaluated").get<int64_t>();
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), evaluated + 1);
@@ -148,7 +129,7 @@ TEST(ExploreCliTest, BestPlanLoadsInValidateAndRun) {
   const CliResult r = run_cli(kSmall + "--json --plan " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json best = nlohmann::json::parse(r.out).at("best");
-  const nlohmann::json plan = nlohmann::json::parse(slurp(path));
+  const nlohmann::json plan = nlohmann::json::parse(read_file(path));
   EXPECT_EQ(plan.at("format"), "jaxpp-sim-plan");
   EXPECT_EQ(plan.at("config"), best.at("config"));
   EXPECT_EQ(plan.at("predicted").at("step_time_s"), best.at("step_time_s"));

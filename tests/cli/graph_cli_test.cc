@@ -15,6 +15,7 @@
 namespace jaxpp {
 namespace {
 
+using testing::read_file;
 using testing::run_cli;
 using testing::write_temp_file;
 
@@ -89,19 +90,12 @@ TEST(GraphCliTest, TableNamesStagesAndTaskCounts) {
   EXPECT_NE(r.out.find("tasks: "), std::string::npos);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Golden files pin the human-readable table; regenerate with the command in the test when the
 // format changes on purpose.
 TEST(GraphCliTest, TableMatchesGoldenFileForLinearPlacement) {
   const auto r = run_cli("graph --model gpt3-13b --pp 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, slurp(kData + "gpt3-13b_pp4.txt"));
+  EXPECT_EQ(r.out, read_file(kData + "gpt3-13b_pp4.txt"));
 }
 
 TEST(GraphCliTest, TableMatchesGoldenFileForVPlacementWithSplitBackward) {
@@ -109,7 +103,7 @@ TEST(GraphCliTest, TableMatchesGoldenFileForVPlacementWithSplitBackward) {
       "graph --model megatron-1.7b --pp 2 --virtual 2 --placement v --split-backward "
       "--recompute selective --microbatches 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, slurp(kData + "megatron-1.7b_pp2_v.txt"));
+  EXPECT_EQ(r.out, read_file(kData + "megatron-1.7b_pp2_v.txt"));
 }
 
 TEST(GraphCliTest, DotFileIsWritten) {

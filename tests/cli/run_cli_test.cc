@@ -16,28 +16,6 @@
 namespace jaxpp::testing {
 namespace {
 
-std::string slurp_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// `mpirun -n K jaxpp-sim <args>` on localhost.
-CliResult run_mpi(int processes, const std::string& args) {
-  const std::string dir = make_temp_dir();
-  const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
-                          std::to_string(processes) + " " + JAXPP_SIM_BINARY + " " + args + " >" +
-                          out + " 2>" + err + " </dev/null";
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp_file(out);
-  r.err = slurp_file(err);
-  return r;
-}
-
 const char* kTiny = " --hidden 8 --seq 4 --layers-per-stage 1 --steps 2 --warmup 1 ";
 
 void expect_check_passed(const CliResult& r) {
@@ -73,7 +51,7 @@ TEST(RunCli, TraceFileIsWritten) {
   std::string path = make_temp_dir() + "/trace.json";
   CliResult r = run_cli("run --schedule 1f1b --pp 2 --microbatches 2 --trace " + path + kTiny);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json t = nlohmann::json::parse(slurp_file(path));
+  nlohmann::json t = nlohmann::json::parse(read_file(path));
   EXPECT_EQ(t.at("source"), "measured:threads");
   EXPECT_EQ(t.at("num_steps"), 3);
   EXPECT_FALSE(t.at("events").empty());
@@ -92,8 +70,8 @@ class RunMpiTest : public ::testing::TestWithParam<MpiCase> {};
 
 TEST_P(RunMpiTest, MatchesSequentialReferenceUnderMpirunWithDp2) {
   const MpiCase& c = GetParam();
-  expect_check_passed(run_mpi(c.processes, "run --backend mpi --check --json --dp 2 " + c.args +
-                                               kTiny));
+  expect_check_passed(run_cli_under_mpirun(
+      c.processes, "run --backend mpi --check --json --dp 2 " + c.args + kTiny));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -107,9 +85,11 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 TEST(RunCli, MpiKilledPeerEndsTheRun) {
-  CliResult r = run_mpi(
-      3, "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3 --timeout-s 2 "
-         "--inject-kill 1:2" + std::string(kTiny));
+  CliResult r = run_cli_under_mpirun(
+      3,
+      "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3 --timeout-s 2 "
+      "--inject-kill 1:2" +
+          std::string(kTiny));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("injected fault: actor 1 (replica 0), step 0, instruction 2"),
             std::string::npos)
@@ -117,8 +97,8 @@ TEST(RunCli, MpiKilledPeerEndsTheRun) {
 }
 
 TEST(RunCli, MpiWrongProcessCountIsABadInput) {
-  CliResult r = run_mpi(2, "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3" +
-                               std::string(kTiny));
+  CliResult r = run_cli_under_mpirun(
+      2, "run --backend mpi --schedule 1f1b --pp 3 --microbatches 3" + std::string(kTiny));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("needs 3 actors x 1 replicas = 3 processes, but mpirun started 2"),
             std::string::npos)
@@ -126,16 +106,18 @@ TEST(RunCli, MpiWrongProcessCountIsABadInput) {
 }
 
 TEST(RunCli, DroppedMessageOnThreadsFailsWithinTheTimeout) {
-  CliResult r = run_cli("run --schedule 1f1b --pp 3 --microbatches 3 --timeout-s 1 "
-                        "--inject-drop 4" + std::string(kTiny));
+  CliResult r = run_cli(
+      "run --schedule 1f1b --pp 3 --microbatches 3 --timeout-s 1 "
+      "--inject-drop 4" +
+      std::string(kTiny));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("jaxpp-sim run: error: actor"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("timed out after 1 s waiting for tag"), std::string::npos) << r.err;
 }
 
 TEST(RunCli, CudaBackendWithoutAGpuFailsCleanly) {
-  CliResult r = run_cli("run --backend cuda --schedule 1f1b --pp 2 --microbatches 2" +
-                        std::string(kTiny));
+  CliResult r =
+      run_cli("run --backend cuda --schedule 1f1b --pp 2 --microbatches 2" + std::string(kTiny));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   bool no_device = r.err.find("no CUDA device visible") != std::string::npos;
   bool not_built = r.err.find("built without the CUDA backend") != std::string::npos;

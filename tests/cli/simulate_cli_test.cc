@@ -27,13 +27,6 @@ const std::string kMeasured = "simulate --schedule 1f1b --pp 2 --microbatches 4 
 
 std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 size_t files_in(const std::string& dir) {
   return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
 }
@@ -225,7 +218,7 @@ TEST(SimulateCli, PlanFileIsAcceptedByValidateAndHoldsThePrediction) {
   const CliResult v = run_cli("validate " + plan);
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   EXPECT_NE(v.out.find("OK"), std::string::npos) << v.out;
-  const auto j = nlohmann::json::parse(slurp(plan));
+  const auto j = nlohmann::json::parse(read_file(plan));
   EXPECT_GT(j["predicted"]["step_time_s"].get<double>(), 0);
   fs::remove_all(dir);
 }
@@ -251,12 +244,12 @@ TEST(SimulateCli, TimelineFormatFollowsTheExtension) {
     ASSERT_EQ(r.exit_code, 0) << ext << ": " << r.err;
     EXPECT_NE(r.out.find("wrote " + path), std::string::npos) << r.out;
   }
-  EXPECT_NE(slurp(dir + "/timeline.svg").find("<svg"), std::string::npos);
-  EXPECT_EQ(slurp(dir + "/timeline.png").substr(0, 4), "\x89PNG");
-  EXPECT_EQ(slurp(dir + "/timeline.dot").rfind("digraph", 0), 0u);
-  const auto chrome = nlohmann::json::parse(slurp(dir + "/timeline.json"));
+  EXPECT_NE(read_file(dir + "/timeline.svg").find("<svg"), std::string::npos);
+  EXPECT_EQ(read_file(dir + "/timeline.png").substr(0, 4), "\x89PNG");
+  EXPECT_EQ(read_file(dir + "/timeline.dot").rfind("digraph", 0), 0u);
+  const auto chrome = nlohmann::json::parse(read_file(dir + "/timeline.json"));
   EXPECT_FALSE(chrome["traceEvents"].empty());
-  EXPECT_NE(slurp(dir + "/timeline.txt").find("actor 1 |"), std::string::npos);
+  EXPECT_NE(read_file(dir + "/timeline.txt").find("actor 1 |"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -267,7 +260,7 @@ TEST(SimulateCli, JsonTimelineEqualsExportingTheTraceAsPerfetto) {
   ASSERT_EQ(run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/b.json")
                 .exit_code,
             0);
-  EXPECT_EQ(slurp(dir + "/a.json"), slurp(dir + "/b.json"));
+  EXPECT_EQ(read_file(dir + "/a.json"), read_file(dir + "/b.json"));
   fs::remove_all(dir);
 }
 

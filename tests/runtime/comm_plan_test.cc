@@ -11,17 +11,10 @@
 #include "runtime/backend.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "tests/testing/lowered.h"
 
 namespace jaxpp {
 namespace {
-
-Program lowered(const std::string& name, int p, int m, int stages = 0) {
-  ScheduleParams params;
-  params.num_actors = p;
-  params.num_microbatches = m;
-  params.num_stages = stages;
-  return lower(generate_schedule(name, params), {});
-}
 
 TEST(CommPlan, HasOneLinkPerDirectionPerReplicaAndOneReplicaGroupPerActor) {
   CommPlan plan = make_comm_plan(lowered("Std1F1B", 3, 4), /*num_replicas=*/2);

@@ -22,6 +22,7 @@
 #include "runtime/workload.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "tests/testing/lowered.h"
 
 namespace jaxpp {
 namespace {
@@ -200,14 +201,6 @@ class DirectBackend : public Backend {
 
 std::unique_ptr<Backend> DirectWorld::backend(int actor, int replica, OffsetDevice& device) {
   return std::make_unique<DirectBackend>(*this, actor, replica, device);
-}
-
-Program lowered(const std::string& name, int p, int m, int stages = 0) {
-  ScheduleParams params;
-  params.num_actors = p;
-  params.num_microbatches = m;
-  params.num_stages = stages;
-  return lower(generate_schedule(name, params), {});
 }
 
 MlpConfig small_mlp(const Program& prog, int dp, OptimizerKind optimizer) {

@@ -15,17 +15,10 @@
 #include "runtime/threads_backend.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "tests/testing/lowered.h"
 
 namespace jaxpp {
 namespace {
-
-Program lowered(const std::string& name, int p, int m, int stages = 0) {
-  ScheduleParams params;
-  params.num_actors = p;
-  params.num_microbatches = m;
-  params.num_stages = stages;
-  return lower(generate_schedule(name, params), {});
-}
 
 RunOptions small_real_run(int dp) {
   RunOptions o;
