@@ -74,36 +74,31 @@ void run(benchmark::State& state, ExploreRequest req) {
   state.counters["process_cpu_s_per_run"] = (process_cpu_s() - cpu0) / static_cast<double>(runs);
 }
 
-void BM_ExploreGpt3_175b_1024(benchmark::State& state) {
+// The default space of `model` on `gpus` A100s at `global_batch`, explored on state.range(0)
+// threads.
+ExploreRequest request(const benchmark::State& state, const std::string& model, int gpus,
+                       int global_batch) {
   ExploreRequest req;
-  req.model = jaxpp::load_model("gpt3-175b");
+  req.model = jaxpp::load_model(model);
   req.cluster = jaxpp::load_cluster("a100-80g");
-  req.gpus = 1024;
-  req.global_batch = 1536;
+  req.gpus = gpus;
+  req.global_batch = global_batch;
   req.threads = static_cast<int>(state.range(0));
-  run(state, req);
+  return req;
+}
+
+void BM_ExploreGpt3_175b_1024(benchmark::State& state) {
+  run(state, request(state, "gpt3-175b", 1024, 1536));
 }
 BENCHMARK(BM_ExploreGpt3_175b_1024)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 void BM_ExploreGpt3_13b_64(benchmark::State& state) {
-  ExploreRequest req;
-  req.model = jaxpp::load_model("gpt3-13b");
-  req.cluster = jaxpp::load_cluster("a100-80g");
-  req.gpus = 64;
-  req.global_batch = 512;
-  req.threads = static_cast<int>(state.range(0));
-  run(state, req);
+  run(state, request(state, "gpt3-13b", 64, 512));
 }
 BENCHMARK(BM_ExploreGpt3_13b_64)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 void BM_ExploreGpt3_1_3b_8(benchmark::State& state) {
-  ExploreRequest req;
-  req.model = jaxpp::load_model("gpt3-1.3b");
-  req.cluster = jaxpp::load_cluster("a100-80g");
-  req.gpus = 8;
-  req.global_batch = 64;
-  req.threads = static_cast<int>(state.range(0));
-  run(state, req);
+  run(state, request(state, "gpt3-1.3b", 8, 64));
 }
 BENCHMARK(BM_ExploreGpt3_1_3b_8)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
