@@ -18,6 +18,7 @@
 #include <benchmark/benchmark.h>
 
 #include <ctime>
+#include <string>
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
