@@ -1,0 +1,226 @@
+// jaxpp-sim validate-model: scores the cost model against the validation corpus (published
+// training runs; costmodel/corpus.h, simulator/model_validation.h, docs/validation.md). Prints a
+// row table and the error summaries, or JSON; exit 0 whenever it ran (--strict: 1 when a test row
+// not marked expected_failure is out of band or rejected). A bad corpus is one line, exit 2, and
+// no --out file.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/builtin_corpus.h"
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/report_output.h"
+#include "costmodel/cluster.h"
+#include "costmodel/corpus.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "simulator/model_validation.h"
+
+namespace jaxpp::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+const char* kBuiltinName = "corpus.json (built in)";
+
+std::string format(const char* fmt, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
+Corpus builtin_corpus() {
+  if (!kHasBuiltinCorpus) {
+    throw_input_error("--corpus", "this binary was built without tests/validation/corpus.json; "
+                                  "give --corpus FILE");
+  }
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(kBuiltinCorpus);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error(kBuiltinName, std::string("malformed JSON (") + e.what() + ")");
+  }
+  return corpus_from_json(doc, kBuiltinName, "");
+}
+
+// The rows of `corpus` on `gpu` (empty = all) in `split` ("all", "fit", "test").
+Corpus select_rows(const Corpus& corpus, const std::string& gpu, const std::string& split) {
+  Corpus out = corpus;
+  out.rows.clear();
+  for (const CorpusRow& row : corpus.rows) {
+    if (!gpu.empty() && row.cluster != gpu) continue;
+    if (split != "all" && to_string(row.split) != split) continue;
+    out.rows.push_back(row);
+  }
+  if (out.rows.empty()) {
+    throw_input_error(corpus.path, "no row selected (--rows-on " + (gpu.empty() ? "any" : gpu) +
+                                       ", --split " + split + ")");
+  }
+  return out;
+}
+
+std::string config_summary(const CorpusRow& row) {
+  const ParallelConfig& c = row.config;
+  std::string s = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" +
+                  std::to_string(c.dp);
+  if (c.cp > 1) s += " cp" + std::to_string(c.cp);
+  if (c.virtual_stages > 1) s += " v" + std::to_string(c.virtual_stages);
+  s += " mb" + std::to_string(c.microbatch_size) + " gb" + std::to_string(c.global_batch) + " s" +
+       std::to_string(row.seq_len) + " " + c.schedule;
+  if (c.recompute != Recompute::kNone) s += " rc:" + std::string(to_string(c.recompute));
+  if (c.sequence_parallel) s += " sp";
+  if (c.zero1) s += " dopt";
+  if (c.attention == AttentionKernel::kUnfused) s += " unfused";
+  if (row.fp8) s += " fp8";
+  return s;
+}
+
+// A value in the unit the source measured, with that unit.
+std::string in_unit(MeasuredKind kind, double v) {
+  switch (kind) {
+    case MeasuredKind::kTflopsPerGpu:
+      return format("%.1f TF/s", v);
+    case MeasuredKind::kMfu:
+      return format("%.1f%% MFU", v * 100);
+    case MeasuredKind::kStepTime:
+      return format("%.3f s", v);
+    case MeasuredKind::kTokensPerSPerGpu:
+      return format("%.0f tok/s", v);
+  }
+  return "?";
+}
+
+std::string summary_line(const CorpusErrorSummary& s, double band) {
+  std::string line = std::to_string(s.rows) + " rows, " + std::to_string(s.scored) + " scored, " +
+                     std::to_string(s.in_band) + " within ±" + format("%g", band * 100) + "%";
+  if (s.scored > 0) {
+    line += ", mean |error| " + format("%.1f%%", s.mean_abs_error * 100) + ", max " +
+            format("%.1f%%", s.max_abs_error * 100) + " (" + s.max_row + ")";
+  }
+  if (s.expected_failures > 0) line += ", " + std::to_string(s.expected_failures) + " expected failures";
+  if (s.errors > 0) line += ", " + std::to_string(s.errors) + " errors";
+  return line;
+}
+
+void print_table(std::ostream& out, const ModelValidationReport& report) {
+  size_t id_w = 2, cfg_w = 6;
+  for (const CorpusRowResult& r : report.rows) {
+    id_w = std::max(id_w, r.row->id.size());
+    cfg_w = std::max(cfg_w, config_summary(*r.row).size());
+  }
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-*s  %-5s  %-9s  %-*s  %14s  %14s  %8s  %8s  %7s  %-15s  %s\n",
+                int(id_w), "id", "split", "gpu", int(cfg_w), "config", "measured", "predicted",
+                "meas_s", "pred_s", "error", "memory GiB", "status");
+  out << line;
+  for (const CorpusRowResult& r : report.rows) {
+    const CorpusRow& row = *r.row;
+    const std::string measured = in_unit(row.measured_kind, row.measured_value);
+    std::string predicted = "-", pred_s = "-", error = "-", memory = "-";
+    if (r.ran()) {
+      predicted = in_unit(row.measured_kind, r.predicted_in_measured_unit);
+      pred_s = format("%.3f", r.predicted_step_time_s);
+      error = format("%+.1f%%", r.error * 100);
+      memory = format("%.1f", r.peak_memory_bytes / kGiB) + "/" +
+               format("%.0f", r.device_memory_bytes / kGiB) + (r.fits ? "" : " OOM");
+    }
+    std::snprintf(line, sizeof line, "%-*s  %-5s  %-9s  %-*s  %14s  %14s  %8.3f  %8s  %7s  %-15s  %s\n",
+                  int(id_w), row.id.c_str(), std::string(to_string(row.split)).c_str(),
+                  row.cluster.c_str(), int(cfg_w), config_summary(row).c_str(), measured.c_str(),
+                  predicted.c_str(), r.measured_step_time_s, pred_s.c_str(), error.c_str(),
+                  memory.c_str(), std::string(to_string(r.status)).c_str());
+    out << line;
+  }
+  for (const CorpusRowResult& r : report.rows) {
+    if (!r.ran()) out << "error in row '" << r.row->id << "': " << r.message << "\n";
+  }
+  out << "\nerror = predicted / measured step time - 1 (positive: predicted slower)";
+  if (!report.cluster_override.empty()) out << "; cluster " << report.cluster_override << " for every row";
+  out << "\n";
+  out << "fit:  " << summary_line(report.fit, report.band) << "\n";
+  out << "test: " << summary_line(report.test, report.band) << "\n";
+  out << "by source:\n";
+  for (const auto& [name, s] : report.by_source)
+    out << "  " << name << ": " << summary_line(s, report.band) << "\n";
+  out << "by gpu:\n";
+  for (const auto& [name, s] : report.by_cluster)
+    out << "  " << name << ": " << summary_line(s, report.band) << "\n";
+}
+
+// --strict: a test row, not marked expected_failure, out of band or rejected.
+bool strict_failure(const ModelValidationReport& report) {
+  for (const CorpusRowResult& r : report.rows) {
+    if (r.row->split != CorpusSplit::kTest) continue;
+    if (r.status == CorpusRowStatus::kFail || (r.status == CorpusRowStatus::kError && !r.row->expected_failure))
+      return true;
+  }
+  return false;
+}
+
+int run_validate_model(int argc, char** argv) {
+  cxxopts::Options options(
+      "jaxpp-sim validate-model",
+      "Score the cost model against the validation corpus of published training runs: predicted\n"
+      "vs measured step time per row, and the mean and max |error| of the fit and test rows\n"
+      "(docs/validation.md).");
+  // clang-format off
+  options.add_options()
+      ("corpus", "corpus file (JSON or CSV; default: the built-in tests/validation/corpus.json)", cxxopts::value<std::string>())
+      ("cluster", "a cluster preset or JSON file replacing every selected row's cluster", cxxopts::value<std::string>())
+      ("rows-on", "keep the rows whose cluster preset is GPU (e.g. h100-sxm)", cxxopts::value<std::string>())
+      ("split", "fit | test | all", cxxopts::value<std::string>()->default_value("all"))
+      ("band", "allowed |error| as a fraction", cxxopts::value<double>()->default_value("0.10"))
+      ("strict", "exit 1 when a test row not marked expected_failure is out of band")
+      ("json", "print the report as JSON")
+      ("out", "also write the JSON report to FILE", cxxopts::value<std::string>())
+      ("h,help", "show this help");
+  // clang-format on
+  const std::optional<cxxopts::ParseResult> parsed =
+      parse_flags(options, argc, argv, "validate-model");
+  if (!parsed) return kExitOk;
+  const cxxopts::ParseResult& args = *parsed;
+  const std::string split = args["split"].as<std::string>();
+  if (split != "fit" && split != "test" && split != "all") {
+    throw_input_error("--split", "expected fit, test or all, got '" + split + "'");
+  }
+  ModelValidationOptions vo;
+  vo.band = args["band"].as<double>();
+  if (!(vo.band > 0) || !std::isfinite(vo.band)) {
+    throw_input_error("--band", "expected a fraction > 0, got " + format("%g", vo.band));
+  }
+  const std::string out_path = args.count("out") ? args["out"].as<std::string>() : "";
+  if (args.count("out")) check_output_path(out_path, "--out");
+  std::string gpu;
+  if (args.count("rows-on")) {
+    gpu = args["rows-on"].as<std::string>();
+    cluster_preset(gpu);  // InputError naming the presets when unknown
+  }
+  if (args.count("cluster")) vo.cluster_override = load_cluster(args["cluster"].as<std::string>());
+
+  const Corpus corpus =
+      args.count("corpus") ? load_corpus(args["corpus"].as<std::string>()) : builtin_corpus();
+  check_corpus_schedules(corpus);
+  const Corpus selected = select_rows(corpus, gpu, split);
+  const ModelValidationReport report = validate_corpus(selected, vo);
+  const nlohmann::json json = validation_report_to_json(report);
+  if (args.count("out")) write_text_file_atomic(out_path, json.dump(2) + "\n");
+  if (args.count("json")) {
+    std::cout << json.dump(2) << "\n";
+  } else {
+    print_table(std::cout, report);
+    if (args.count("out")) std::cout << "wrote " << out_path << "\n";
+  }
+  return args.count("strict") && strict_failure(report) ? kExitFailure : kExitOk;
+}
+
+const CommandRegistration kReg{"validate-model",
+                               "Score the cost model against published training runs",
+                               run_validate_model};
+
+}  // namespace
+}  // namespace jaxpp::cli

@@ -1,0 +1,571 @@
+#include "costmodel/corpus.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "graph/json_util.h"
+#include "graph/limits.h"
+
+namespace jaxpp {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
+
+template <typename T, size_t N>
+std::string list_of(const std::array<T, N>& values) {
+  std::string list;
+  for (T v : values) list += (list.empty() ? "" : ", ") + std::string(to_string(v));
+  return list;
+}
+
+const std::set<std::string> kTopKeys = {"format", "version", "split_rule", "sources", "rows"};
+const std::set<std::string> kSourceKeys = {"citation", "url", "notes"};
+const std::set<std::string> kRowKeys = {
+    "id",          "source",          "where",           "split",
+    "cluster",     "model",           "gpus",            "tp",
+    "pp",          "dp",              "cp",              "virtual_stages",
+    "microbatch_size", "global_batch", "seq_len",        "schedule",
+    "recompute",   "sequence_parallel", "distributed_optimizer", "attention",
+    "fp8",         "tp_comm_overlap", "overlap_grad_reduce", "measured",
+    "flops_convention", "peak_tflops", "assumptions",   "expected_failure"};
+const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time_s",
+                                             "tokens_per_s_per_gpu"};
+// CSV columns that are not row keys: the four measured_* columns replace "measured".
+const std::string kMeasuredPrefix = "measured_";
+const std::set<std::string> kCsvIntegerKeys = {"gpus",           "tp",
+                                               "pp",             "dp",
+                                               "cp",             "virtual_stages",
+                                               "microbatch_size", "global_batch",
+                                               "seq_len"};
+const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer", "fp8",
+                                            "tp_comm_overlap", "overlap_grad_reduce"};
+
+// The transformer shape a convention needs; InputError when the model has none.
+void require_shape(const ModelSpec& m, FlopsConvention c, const std::string& where) {
+  if (m.hidden > 0 && m.num_transformer_layers > 0) return;
+  throw_input_error(where, std::string(to_string(c)) + " needs a transformer model (layers, "
+                                                       "hidden); model '" +
+                               m.name + "' is given in explicit form (layers_list)");
+}
+
+// The model named or given by the row's "model" field.
+ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
+  const json& value = row.at("model");
+  const std::string where = row.field("model");
+  if (value.is_object()) return model_from_json(value, where);
+  if (!value.is_string()) {
+    throw_input_error(where, "expected a model preset name, a model file or a model object, got " +
+                                 value.dump().substr(0, 40));
+  }
+  const std::string name = value.get<std::string>();
+  for (const std::string& preset : model_preset_names())
+    if (lower(name) == preset) return load_model(preset);
+  std::error_code ec;
+  fs::path path(name);
+  if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec)) path = fs::path(base_dir) / path;
+  if (!fs::is_regular_file(path, ec)) {
+    throw_input_error(where, "unknown model '" + name +
+                                 "' (not a preset, and no such file; see jaxpp-sim graph --help "
+                                 "for the presets)");
+  }
+  try {
+    return load_model(path.string());
+  } catch (const InputError& e) {
+    throw_input_error(where, e.what());
+  }
+}
+
+// `model` with another sequence length: rebuilt from its transformer shape.
+ModelSpec with_seq_len(const ModelSpec& model, int seq_len, const std::string& where) {
+  if (model.seq_len == seq_len) return model;
+  if (model.hidden == 0 || model.num_transformer_layers == 0) {
+    throw_input_error(where, "model '" + model.name +
+                                 "' is given in explicit form (layers_list); its sequence length "
+                                 "cannot be changed");
+  }
+  const json shape = {{"name", model.name},
+                      {"layers", model.num_transformer_layers},
+                      {"hidden", model.hidden},
+                      {"heads", model.heads},
+                      {"kv_heads", model.kv_heads},
+                      {"ffn_hidden", model.ffn_hidden},
+                      {"seq_len", seq_len},
+                      {"vocab", model.vocab},
+                      {"dtype", std::string(to_string(model.dtype))},
+                      {"tied_embeddings", model.tied_embeddings},
+                      {"mlp", model.gated_mlp ? "swiglu" : "gelu"}};
+  return model_from_json(shape, where);
+}
+
+std::string cluster_name(const JsonObject& row) {
+  const std::string name = lower(row.string("cluster"));
+  const std::vector<std::string> presets = cluster_preset_names();
+  if (std::find(presets.begin(), presets.end(), name) != presets.end()) return name;
+  std::string list;
+  for (const std::string& p : presets) list += (list.empty() ? "" : ", ") + p;
+  throw_input_error(row.field("cluster"),
+                    "unknown cluster preset '" + name + "' (presets: " + list + ")");
+}
+
+void read_measured(const JsonObject& row, CorpusRow& out) {
+  const JsonObject measured = row.object("measured");
+  measured.reject_unknown(kMeasuredKeys);
+  std::vector<MeasuredKind> given;
+  std::string names;
+  for (MeasuredKind k : kAllMeasuredKinds) {
+    if (!measured.has(std::string(to_string(k)))) continue;
+    given.push_back(k);
+    names += (names.empty() ? "" : ", ") + std::string(to_string(k));
+  }
+  if (given.size() != 1) {
+    throw_input_error(row.field("measured"),
+                      "expected exactly one of " + list_of(kAllMeasuredKinds) + ", got " +
+                          (given.empty() ? std::string("none") : std::to_string(given.size()) +
+                                                                     " (" + names + ")"));
+  }
+  out.measured_kind = given[0];
+  const std::string key(to_string(out.measured_kind));
+  out.measured_value = measured.positive_number(key);
+  if (out.measured_kind == MeasuredKind::kMfu && out.measured_value > 1) {
+    throw_input_error(measured.field(key), "expected a fraction in (0, 1] (0.55 for 55 %), got " +
+                                               measured.at(key).dump());
+  }
+}
+
+FlopsConvention read_convention(const JsonObject& row, MeasuredKind kind) {
+  const std::string text = row.string("flops_convention");
+  const std::string where = row.field("flops_convention");
+  for (FlopsConvention c : kAllFlopsConventions) {
+    if (text != to_string(c)) continue;
+    const bool needs_flops = kind == MeasuredKind::kTflopsPerGpu || kind == MeasuredKind::kMfu;
+    if (needs_flops && c == FlopsConvention::kNone) {
+      throw_input_error(where, "'none' cannot turn the measured " +
+                                   std::string(to_string(kind)) +
+                                   " into a step time: name the FLOP count the source used");
+    }
+    if (!needs_flops && c != FlopsConvention::kNone) {
+      throw_input_error(where, "the measured " + std::string(to_string(kind)) +
+                                   " needs no FLOP count: expected 'none', got '" + text + "'");
+    }
+    return c;
+  }
+  throw_input_error(where, "unknown convention '" + text + "' (expected one of " +
+                               list_of(kAllFlopsConventions) + ")");
+}
+
+// The step time the source measured, in seconds.
+double measured_step_time_s(const CorpusRow& r) {
+  const double gpus = r.config.gpus;
+  switch (r.measured_kind) {
+    case MeasuredKind::kStepTime:
+      return r.measured_value;
+    case MeasuredKind::kTokensPerSPerGpu:
+      return double(r.config.global_batch) * r.seq_len / (r.measured_value * gpus);
+    case MeasuredKind::kTflopsPerGpu:
+      return r.convention_flops / (r.measured_value * 1e12 * gpus);
+    case MeasuredKind::kMfu:
+      return r.convention_flops / (r.measured_value * r.peak_flops_per_s * gpus);
+  }
+  return 0;
+}
+
+// One row; `index_where` names it by position ("corpus.json: rows[3]") until its id is known.
+CorpusRow parse_row(const json& value, const std::string& name, const std::string& index_where,
+                    const std::string& base_dir) {
+  const JsonObject by_index(value, index_where);
+  const std::string id = by_index.string("id");
+  if (id.empty()) throw_input_error(by_index.field("id"), "expected a non-empty string");
+  const JsonObject row(value, name + ": row '" + id + "'");
+  row.reject_unknown(kRowKeys);
+
+  CorpusRow r;
+  r.id = id;
+  r.source = row.string("source");
+  r.where = row.string("where");
+  const std::string split = row.string("split");
+  if (split != "fit" && split != "test") {
+    throw_input_error(row.field("split"), "expected \"fit\" or \"test\", got \"" + split + "\"");
+  }
+  r.split = split == "fit" ? CorpusSplit::kFit : CorpusSplit::kTest;
+  r.cluster = cluster_name(row);
+  r.model = row_model(row, base_dir);
+  r.model_name = row.at("model").is_string() ? row.string("model") : r.model.name;
+  if (row.has("seq_len")) {
+    const int s = row.positive_int("seq_len");
+    if (s > kMaxSeqLen) {
+      throw_input_error(row.field("seq_len"), "too large, got " + std::to_string(s));
+    }
+    r.model = with_seq_len(r.model, s, row.field("seq_len"));
+  }
+  r.seq_len = r.model.tokens_per_sequence();
+
+  ParallelConfig& c = r.config;
+  c.gpus = row.positive_int("gpus");
+  c.tp = row.positive_int("tp");
+  c.pp = row.positive_int("pp");
+  c.dp = row.positive_int("dp");
+  c.cp = row.positive_int_or("cp", 1);
+  c.virtual_stages = row.positive_int_or("virtual_stages", 1);
+  c.microbatch_size = row.positive_int_or("microbatch_size", 1);
+  c.global_batch = row.positive_int("global_batch");
+  const int64_t product = int64_t{c.tp} * c.pp * c.dp * c.cp;
+  if (product != c.gpus) {
+    throw_input_error(row.field("tp"), "tp·pp·dp·cp = " + std::to_string(c.tp) + "·" +
+                                           std::to_string(c.pp) + "·" + std::to_string(c.dp) +
+                                           "·" + std::to_string(c.cp) + " = " +
+                                           std::to_string(product) + " does not equal gpus " +
+                                           std::to_string(c.gpus));
+  }
+  const int64_t per_step = int64_t{c.dp} * c.microbatch_size;
+  if (c.global_batch % per_step != 0) {
+    throw_input_error(row.field("global_batch"),
+                      std::to_string(c.global_batch) + " is not divisible by dp·microbatch_size = " +
+                          std::to_string(c.dp) + "·" + std::to_string(c.microbatch_size) + " = " +
+                          std::to_string(per_step));
+  }
+  c.num_microbatches = static_cast<int>(c.global_batch / per_step);
+  c.schedule = row.string("schedule");
+  if (c.schedule.empty()) throw_input_error(row.field("schedule"), "expected a schedule name");
+  c.recompute = parse_recompute(row.string_or("recompute", "none"), row.field("recompute"));
+  c.sequence_parallel = row.boolean_or("sequence_parallel", false);
+  c.zero1 = row.boolean_or("distributed_optimizer", false);
+  c.attention =
+      parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
+  c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
+  c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);
+  r.fp8 = row.boolean_or("fp8", false);
+
+  read_measured(row, r);
+  r.convention = read_convention(row, r.measured_kind);
+  r.peak_flops_per_s = row.has("peak_tflops") ? row.positive_number("peak_tflops") * 1e12
+                                              : cluster_preset(r.cluster).peak_flops(Dtype::kBf16);
+  r.convention_flops = flops_per_iteration(r.convention, r.model, c.global_batch, r.seq_len,
+                                           row.field("flops_convention"));
+  r.measured_step_time_s = measured_step_time_s(r);
+  r.assumptions = row.string_or("assumptions", "");
+  if (row.has("expected_failure")) {
+    r.expected_failure = row.string("expected_failure");
+    if (r.expected_failure->empty()) {
+      throw_input_error(row.field("expected_failure"), "expected the reason, got \"\"");
+    }
+  }
+  return r;
+}
+
+// Corpus-wide checks: unique ids, known sources (when the corpus has a sources table).
+void check_rows(const Corpus& corpus, bool check_sources) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < corpus.rows.size(); ++i) {
+    const CorpusRow& r = corpus.rows[i];
+    const std::string where = corpus.path + ": row '" + r.id + "'";
+    const auto [it, inserted] = first.emplace(r.id, i);
+    if (!inserted) {
+      throw_input_error(where + ": field 'id'",
+                        "duplicate id (rows " + std::to_string(it->second) + " and " +
+                            std::to_string(i) + ")");
+    }
+    if (check_sources && !corpus.sources.count(r.source)) {
+      throw_input_error(where + ": field 'source'",
+                        "unknown source '" + r.source + "' (not in the corpus's 'sources')");
+    }
+  }
+}
+
+// ---- CSV. -----------------------------------------------------------------------------------
+
+// The fields of one CSV line; InputError naming `where` on an unterminated quote.
+std::vector<std::string> split_csv_line(const std::string& line, const std::string& where) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch != '"') {
+        field += ch;
+      } else if (i + 1 < line.size() && line[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else {
+        quoted = false;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.push_back(field);
+      field.clear();
+    } else {
+      field += ch;
+    }
+  }
+  if (quoted) throw_input_error(where, "unterminated quoted field");
+  fields.push_back(field);
+  return fields;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+// A cell as JSON: a number when it reads as one, else the text (the row parser then says what
+// type it expected).
+json number_or_text(const std::string& cell) {
+  char* end = nullptr;
+  const double d = std::strtod(cell.c_str(), &end);
+  if (end != cell.c_str() && *end == '\0' && std::isfinite(d)) return d;
+  return cell;
+}
+
+json csv_cell(const std::string& key, const std::string& cell) {
+  if (kCsvIntegerKeys.count(key) || key == "peak_tflops" || key.rfind(kMeasuredPrefix, 0) == 0)
+    return number_or_text(cell);
+  if (kCsvBoolKeys.count(key)) {
+    if (lower(cell) == "true") return true;
+    if (lower(cell) == "false") return false;
+  }
+  return cell;
+}
+
+}  // namespace
+
+// ---- FLOP conventions. ----------------------------------------------------------------------
+
+std::string_view to_string(FlopsConvention c) {
+  switch (c) {
+    case FlopsConvention::kNarayanan2021:
+      return "narayanan2021";
+    case FlopsConvention::kKorthikanti2022:
+      return "korthikanti2022";
+    case FlopsConvention::kMegatronLm:
+      return "megatron_lm";
+    case FlopsConvention::kSixN:
+      return "six_n";
+    case FlopsConvention::kSixNAttention:
+      return "six_n_attention";
+    case FlopsConvention::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::string_view to_string(MeasuredKind k) {
+  switch (k) {
+    case MeasuredKind::kTflopsPerGpu:
+      return "tflops_per_gpu";
+    case MeasuredKind::kMfu:
+      return "mfu";
+    case MeasuredKind::kStepTime:
+      return "step_time_s";
+    case MeasuredKind::kTokensPerSPerGpu:
+      return "tokens_per_s_per_gpu";
+  }
+  return "?";
+}
+
+std::string_view to_string(CorpusSplit s) { return s == CorpusSplit::kFit ? "fit" : "test"; }
+
+// Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters Using
+// Megatron-LM"), eq. (3): a GPT model with full activation recompute, 4 passes of every GEMM.
+//   F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))
+double narayanan2021_flops(const ModelSpec& m, double B, double s) {
+  const double l = m.num_transformer_layers, h = m.hidden, V = m.vocab;
+  return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+}
+
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+// section 6: 3 passes of every GEMM (selective recompute counts no extra GEMMs).
+//   F = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))
+double korthikanti2022_flops(const ModelSpec& m, double B, double s) {
+  const double l = m.num_transformer_layers, h = m.hidden, V = m.vocab;
+  return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+// Megatron-LM's num_floating_point_operations() for a dense transformer (transformer_flops() in
+// megatron/training/training.py, NVIDIA/Megatron-LM commit 001b00c2734d, 2025): forward and both
+// backward GEMMs (3 x 2 FLOPs per multiply-add), per token
+//   attention  6·(h·(q + 2·kv) + q·s/2·2 + q·h)   q = heads·kv_channels = h,
+//                                                  kv = kv_heads·kv_channels (GQA); s/2: causal
+//   MLP        6·h·ffn·(3 if SwiGLU else 2)
+//   logits     6·h·V
+//   F = B·s·(l·(attention + MLP) + logits)
+// V is the model's vocabulary (Megatron pads it to a multiple of 128·tp; the difference is well
+// below 1 % of F). Megatron-LM releases before the causal halving (2024 and earlier) counted the
+// full s² attention, 6·(2·q·s) per token; a source quoting those numbers is off by that term.
+double megatron_lm_flops(const ModelSpec& m, double B, double s) {
+  const double l = m.num_transformer_layers, h = m.hidden, V = m.vocab;
+  const double q = h;
+  const double kv = h * m.kv_heads / m.heads;
+  const double attention = 6 * (h * (q + 2 * kv) + q * s / 2 * 2 + q * h);
+  const double mlp = 6 * h * m.ffn_hidden * (m.gated_mlp ? 3 : 2);
+  const double logits = 6 * h * V;
+  return B * s * (l * (attention + mlp) + logits);
+}
+
+// Kaplan et al. 2020 / Hoffmann et al. 2022: 6 FLOPs per parameter per token (forward 2,
+// backward 4), N = every parameter of the model (embeddings included).
+//   F = 6·N·B·s
+double six_n_flops(const ModelSpec& m, double B, double s) {
+  return 6.0 * static_cast<double>(m.total_params()) * B * s;
+}
+
+// Chowdhery et al. 2022 (PaLM), appendix B: 6N plus the attention score and value products,
+// 12·l·h·s FLOPs per token (h = heads · head dimension).
+//   F = 6·N·B·s + 12·l·h·s·(B·s)
+double six_n_attention_flops(const ModelSpec& m, double B, double s) {
+  const double l = m.num_transformer_layers, h = m.hidden;
+  return six_n_flops(m, B, s) + 12 * l * h * s * (B * s);
+}
+
+double flops_per_iteration(FlopsConvention c, const ModelSpec& model, int64_t global_batch,
+                           int seq_len, const std::string& where) {
+  const double B = static_cast<double>(global_batch), s = seq_len;
+  switch (c) {
+    case FlopsConvention::kNone:
+      return 0;
+    case FlopsConvention::kSixN:
+      return six_n_flops(model, B, s);
+    case FlopsConvention::kNarayanan2021:
+      require_shape(model, c, where);
+      return narayanan2021_flops(model, B, s);
+    case FlopsConvention::kKorthikanti2022:
+      require_shape(model, c, where);
+      return korthikanti2022_flops(model, B, s);
+    case FlopsConvention::kMegatronLm:
+      require_shape(model, c, where);
+      return megatron_lm_flops(model, B, s);
+    case FlopsConvention::kSixNAttention:
+      require_shape(model, c, where);
+      return six_n_attention_flops(model, B, s);
+  }
+  return 0;
+}
+
+// ---- Loading. -------------------------------------------------------------------------------
+
+Corpus corpus_from_json(const json& doc, const std::string& name, const std::string& base_dir) {
+  const JsonObject top(doc, name);
+  top.reject_unknown(kTopKeys);
+  const std::string format = top.string("format");
+  if (format != "jaxpp-sim-corpus") {
+    throw_input_error(top.field("format"),
+                      "expected \"jaxpp-sim-corpus\", got \"" + format + "\"");
+  }
+  const int64_t version = top.integer("version");
+  if (version != kCorpusVersion) {
+    throw_input_error(top.field("version"), "unsupported corpus version " +
+                                                std::to_string(version) + " (this build reads " +
+                                                std::to_string(kCorpusVersion) + ")");
+  }
+  Corpus corpus;
+  corpus.path = name;
+  corpus.split_rule = top.string("split_rule");
+  const JsonObject sources = top.object("sources");
+  for (const auto& [id, value] : top.at("sources").items()) {
+    const JsonObject s(value, sources.field(id));
+    s.reject_unknown(kSourceKeys);
+    corpus.sources[id] = {s.string("citation"), s.string("url"), s.string_or("notes", "")};
+  }
+  const json& rows = top.array("rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    corpus.rows.push_back(
+        parse_row(rows[i], name, name + ": rows[" + std::to_string(i) + "]", base_dir));
+  }
+  check_rows(corpus, /*check_sources=*/true);
+  return corpus;
+}
+
+Corpus corpus_from_csv(const std::string& text, const std::string& name,
+                       const std::string& base_dir) {
+  std::vector<std::pair<int, std::string>> lines;  // (1-based line number, text)
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!trim(line).empty()) lines.emplace_back(n, line);
+  }
+  if (lines.empty()) throw_input_error(name, "empty CSV file (expected a header row)");
+  const std::string header_where = name + ": line " + std::to_string(lines[0].first);
+  std::vector<std::string> header = split_csv_line(lines[0].second, header_where);
+  std::set<std::string> seen;
+  for (std::string& column : header) {
+    column = trim(column);
+    const bool measured = kMeasuredKeys.count(column.substr(
+                              std::min(column.size(), kMeasuredPrefix.size()))) &&
+                          column.rfind(kMeasuredPrefix, 0) == 0;
+    if ((!kRowKeys.count(column) || column == "measured") && !measured) {
+      throw_input_error(header_where + ": column '" + column + "'",
+                        "unknown field (expected a row key of the JSON form, with measured given "
+                        "as measured_tflops_per_gpu, measured_mfu, measured_step_time_s or "
+                        "measured_tokens_per_s_per_gpu)");
+    }
+    if (!seen.insert(column).second)
+      throw_input_error(header_where + ": column '" + column + "'", "given twice");
+  }
+  Corpus corpus;
+  corpus.path = name;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string where = name + ": line " + std::to_string(lines[i].first);
+    const std::vector<std::string> cells = split_csv_line(lines[i].second, where);
+    if (cells.size() != header.size()) {
+      throw_input_error(where, std::to_string(cells.size()) + " fields, the header has " +
+                                   std::to_string(header.size()));
+    }
+    json row = json::object();
+    json measured = json::object();
+    for (size_t k = 0; k < header.size(); ++k) {
+      const std::string cell = trim(cells[k]);
+      if (cell.empty()) continue;
+      if (header[k].rfind(kMeasuredPrefix, 0) == 0) {
+        measured[header[k].substr(kMeasuredPrefix.size())] = csv_cell(header[k], cell);
+      } else {
+        row[header[k]] = csv_cell(header[k], cell);
+      }
+    }
+    row["measured"] = measured;
+    corpus.rows.push_back(parse_row(row, name, where, base_dir));
+  }
+  check_rows(corpus, /*check_sources=*/false);
+  return corpus;
+}
+
+Corpus load_corpus(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw_input_error(path, "cannot read file: no such file");
+  if (fs::is_directory(path, ec)) throw_input_error(path, "is a directory, not a file");
+  if (!fs::is_regular_file(path, ec)) throw_input_error(path, "not a regular file");
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw_input_error(path, "cannot read file: " + ec.message());
+  if (static_cast<int64_t>(size) > kMaxCorpusFileBytes) {
+    throw_input_error(path, "too large (" + std::to_string(size) + " bytes; a corpus may be at most " +
+                                std::to_string(kMaxCorpusFileBytes >> 20) + " MiB)");
+  }
+  const std::string base_dir = fs::path(path).parent_path().string();
+  if (lower(fs::path(path).extension().string()) == ".csv") {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw_input_error(path, "cannot read file");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return corpus_from_csv(buffer.str(), path, base_dir);
+  }
+  return corpus_from_json(read_json_file(path), path, base_dir);
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,110 @@
+// Scoring the cost model against the validation corpus (costmodel/corpus.h): every row is built
+// into a plan, simulated, and its predicted step time compared with the step time the source
+// measured. `jaxpp-sim validate-model` prints the result; scripts/fit_costmodel.py minimises the
+// fit rows' mean |error| over cluster constants; tests/validation/corpus_validation_test.cc holds
+// the test rows to a band.
+//
+// Per row:
+//   plan       PlanRequest{row.model (its seq_len applied), the row's cluster preset or the
+//              caller's override, row.config}, PartitionMode::kEven (transformer layers split
+//              evenly, embedding first, logits last: Megatron-LM's layout), build_plan +
+//              simulate_plan without trace and without the memory check. An fp8 row runs its
+//              GEMMs at the cluster's fp8 peak (the model's dtype set to fp8); its activations
+//              and weights keep the sizes of the model's own dtype, as Transformer Engine keeps
+//              bf16 activations and master weights.
+//   error      predicted_step_time_s / measured_step_time_s − 1 (positive = predicted slower)
+//   in band    |error| <= band (default 0.10)
+//   TFLOP/s, MFU  predicted, in the row's FLOP convention (flops / step / gpus, and over the
+//              row's peak); for convention "none" the simulator's own counts (hardware FLOPs for
+//              TFLOP/s, model FLOPs for MFU; plan_builder.h)
+//   memory     the worst actor's predicted peak bytes per GPU against the cluster's HBM
+//   status     pass (in band), fail (out of band), expected-fail (out of band and marked
+//              expected_failure), unexpected-pass (in band although marked), error (the
+//              simulator rejected the configuration; `message` says why)
+// Summaries (fit rows, test rows, per source, per cluster): counts of rows, of scored rows (ran
+// and not marked expected_failure), of scored rows in band, of expected failures and of errors;
+// mean and max |error| over the scored rows, and the row of the max.
+//
+// Usage:
+//   Corpus corpus = load_corpus("tests/validation/corpus.json");
+//   ModelValidationReport report = validate_corpus(corpus, {});
+//   std::cout << validation_report_to_json(report).dump(2);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cluster.h"
+#include "costmodel/corpus.h"
+
+namespace jaxpp {
+
+enum class CorpusRowStatus { kPass, kFail, kExpectedFail, kUnexpectedPass, kError };
+std::string_view to_string(CorpusRowStatus s);  // "pass", "fail", "expected-fail", ...
+
+struct ModelValidationOptions {
+  double band = 0.10;  // |error| allowed, as a fraction
+  // Replaces every row's cluster preset when set (a calibrated cluster, or constants under fit).
+  std::optional<ClusterSpec> cluster_override;
+};
+
+struct CorpusRowResult {
+  const CorpusRow* row = nullptr;  // into the corpus passed to validate_corpus
+  std::string cluster;             // the cluster simulated (the override's name when given)
+  CorpusRowStatus status = CorpusRowStatus::kError;
+  std::string message;  // kError: the simulator's reason
+  double measured_step_time_s = 0;
+  double predicted_step_time_s = 0;
+  double error = 0;  // predicted / measured − 1
+  double predicted_tflops_per_gpu = 0;
+  double predicted_mfu = 0;
+  // The prediction in the unit the source measured (row->measured_kind), to print beside it.
+  double predicted_in_measured_unit = 0;
+  int64_t peak_memory_bytes = 0;    // worst actor, per GPU
+  int64_t device_memory_bytes = 0;  // the cluster's HBM per GPU
+  bool fits = false;
+  bool ran() const { return status != CorpusRowStatus::kError; }
+  bool scored() const { return ran() && !row->expected_failure; }
+};
+
+struct CorpusErrorSummary {
+  int rows = 0;
+  int scored = 0;     // ran, not expected failures
+  int in_band = 0;    // of the scored
+  int expected_failures = 0;
+  int errors = 0;     // rejected by the simulator
+  double mean_abs_error = 0;  // over the scored rows (0 when none)
+  double max_abs_error = 0;
+  std::string max_row;  // id of the row with max_abs_error
+};
+
+struct ModelValidationReport {
+  std::string corpus;  // the corpus's path
+  double band = 0.10;
+  std::string cluster_override;  // its name, or empty
+  std::vector<CorpusRowResult> rows;   // in corpus order
+  CorpusErrorSummary fit;
+  CorpusErrorSummary test;
+  std::map<std::string, CorpusErrorSummary> by_source;
+  std::map<std::string, CorpusErrorSummary> by_cluster;  // by the row's cluster preset
+};
+
+// One row, never throwing for a configuration the simulator rejects (status kError).
+CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions& options);
+// Every row of `corpus`, then the summaries.
+ModelValidationReport validate_corpus(const Corpus& corpus, const ModelValidationOptions& options);
+
+// InputError naming the row and field 'schedule' when a row's schedule is not in the registry.
+void check_corpus_schedules(const Corpus& corpus);
+
+// { "corpus", "band", "cluster_override", "rows": [...], "summaries": {"fit", "test",
+//   "by_source": {...}, "by_cluster": {...}} }; docs/validation.md lists the fields.
+nlohmann::json validation_report_to_json(const ModelValidationReport& report);
+
+}  // namespace jaxpp
