@@ -1,0 +1,468 @@
+// The validation corpus loader (costmodel/corpus.h): each FLOP convention against a hand-computed
+// value, the measured step time of each measured kind, every bad-input message exactly, and the
+// JSON and CSV forms of the fixture corpus giving the same rows.
+#include "costmodel/corpus.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+
+namespace jaxpp {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
+
+// GPT-style: l = 2, h = 64, 4 heads, V = 100, s = 32, GeLU MLP of 4h.
+ModelSpec gpt_model() {
+  return model_from_json(
+      json::parse(R"({"name": "g", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32,
+                      "vocab": 100})"),
+      "test");
+}
+
+// An explicit-form model (layers_list) of layers with the given parameter counts.
+json explicit_model(std::initializer_list<int> params) {
+  json layers = json::array();
+  int i = 0;
+  for (int p : params) {
+    layers.push_back({{"name", "l" + std::to_string(i++)}, {"fwd_flops", 1}, {"bwd_input_flops", 1},
+                      {"bwd_weight_flops", 1}, {"params", p}, {"output_bytes", 4},
+                      {"stash_bytes", 4}});
+  }
+  return {{"name", "x"}, {"layers_list", layers}};
+}
+
+// ---- FLOP conventions. ----------------------------------------------------------------------
+
+TEST(FlopConventions, Narayanan2021MatchesItsFormulaByHand) {
+  // 96·3·32·2·64² = 75,497,472; × (1 + 32/384 + 100/2048) = 85,475,328.
+  EXPECT_DOUBLE_EQ(narayanan2021_flops(gpt_model(), 3, 32), 85'475'328.0);
+}
+
+TEST(FlopConventions, Korthikanti2022MatchesItsFormulaByHand) {
+  // 72·3·32·2·64² = 56,623,104; × (1 + 32/384 + 100/1536) = 65,028,096.
+  EXPECT_DOUBLE_EQ(korthikanti2022_flops(gpt_model(), 3, 32), 65'028'096.0);
+}
+
+TEST(FlopConventions, MegatronLmCountsCausalAttentionForAGptModel) {
+  // Per token: attention 6·(64·192 + 64·32 + 64·64) = 110,592, MLP 6·64·256·2 = 196,608,
+  // two layers 614,400, logits 6·64·100 = 38,400: 652,800 × 96 tokens.
+  EXPECT_DOUBLE_EQ(megatron_lm_flops(gpt_model(), 3, 32), 62'668'800.0);
+}
+
+TEST(FlopConventions, MegatronLmCountsGroupedQueriesAndSwiGlu) {
+  // tiny_transformer: l = 4, h = 64, 4 heads, 2 KV heads, SwiGLU ffn 192, V = 100. Per token:
+  // attention 6·(64·(64 + 2·32) + 64·32 + 64·64) = 86,016, MLP 6·64·192·3 = 221,184,
+  // four layers 1,228,800, logits 38,400: 1,267,200 × 32 tokens.
+  const ModelSpec m = load_model(data("graph/tiny_transformer.json"));
+  EXPECT_DOUBLE_EQ(megatron_lm_flops(m, 1, 32), 40'550'400.0);
+}
+
+TEST(FlopConventions, SixNCountsEveryParameterOfTheModel) {
+  const ModelSpec m = model_from_json(explicit_model({10, 20}), "test");
+  EXPECT_DOUBLE_EQ(six_n_flops(m, 2, 16), 6.0 * 30 * 2 * 16);
+}
+
+TEST(FlopConventions, SixNAttentionAddsTwelveLhsPerToken) {
+  // 12·l·h·s·(B·s) = 12·2·64·32·96 = 4,718,592.
+  const ModelSpec m = gpt_model();
+  EXPECT_DOUBLE_EQ(six_n_attention_flops(m, 3, 32) - six_n_flops(m, 3, 32), 4'718'592.0);
+}
+
+TEST(FlopConventions, ShapeConventionsRejectAnExplicitFormModel) {
+  const ModelSpec m = model_from_json(explicit_model({10}), "test");
+  try {
+    flops_per_iteration(FlopsConvention::kNarayanan2021, m, 1, 32, "here");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "here: narayanan2021 needs a transformer model (layers, hidden); model 'x' is "
+                 "given in explicit form (layers_list)");
+  }
+  EXPECT_EQ(flops_per_iteration(FlopsConvention::kNone, m, 1, 32, "here"), 0);
+}
+
+// ---- Rows. ----------------------------------------------------------------------------------
+
+json valid_row() {
+  return json::parse(R"({"id": "r1", "source": "s", "where": "Table 1", "split": "fit",
+      "cluster": "a100-80g", "model": "gpt3-1.3b", "gpus": 8, "tp": 2, "pp": 2, "dp": 2,
+      "global_batch": 16, "schedule": "1f1b", "measured": {"step_time_s": 2},
+      "flops_convention": "none"})");
+}
+
+json corpus_with(const std::function<void(json& row)>& edit) {
+  json doc = {{"format", "jaxpp-sim-corpus"},
+              {"version", 1},
+              {"split_rule", "by hand"},
+              {"sources", {{"s", {{"citation", "c"}, {"url", "u"}}}}},
+              {"rows", json::array({valid_row()})}};
+  edit(doc["rows"][0]);
+  return doc;
+}
+
+CorpusRow row_with(const std::function<void(json& row)>& edit) {
+  return corpus_from_json(corpus_with(edit), "corpus.json", "").rows.at(0);
+}
+
+std::string error_of(const json& doc) {
+  try {
+    corpus_from_json(doc, "corpus.json", "");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+std::string row_error(const std::function<void(json& row)>& edit) {
+  return error_of(corpus_with(edit));
+}
+
+TEST(CorpusRow, ReadsEveryFieldWithItsDefaults) {
+  const CorpusRow r = row_with([](json&) {});
+  EXPECT_EQ(r.id, "r1");
+  EXPECT_EQ(r.split, CorpusSplit::kFit);
+  EXPECT_EQ(r.cluster, "a100-80g");
+  EXPECT_EQ(r.model_name, "gpt3-1.3b");
+  EXPECT_EQ(r.seq_len, 2048);
+  EXPECT_EQ(r.config.cp, 1);
+  EXPECT_EQ(r.config.virtual_stages, 1);
+  EXPECT_EQ(r.config.microbatch_size, 1);
+  EXPECT_EQ(r.config.num_microbatches, 8);
+  EXPECT_EQ(r.config.recompute, Recompute::kNone);
+  EXPECT_EQ(r.config.attention, AttentionKernel::kFlash);
+  EXPECT_FALSE(r.config.zero1);
+  EXPECT_FALSE(r.fp8);
+  EXPECT_FALSE(r.expected_failure.has_value());
+  EXPECT_DOUBLE_EQ(r.peak_flops_per_s, cluster_preset("a100-80g").peak_flops(Dtype::kBf16));
+}
+
+TEST(CorpusRow, SeqLenRebuildsTheModelWithThatLength) {
+  const CorpusRow r = row_with([](json& j) { j["seq_len"] = 1024; });
+  EXPECT_EQ(r.seq_len, 1024);
+  EXPECT_EQ(r.model.seq_len, 1024);
+  EXPECT_LT(r.model.model_flops_per_sequence(),
+            load_model("gpt3-1.3b").model_flops_per_sequence() / 1.9);
+}
+
+TEST(CorpusRow, InlineModelIsParsed) {
+  const CorpusRow r = row_with([](json& j) {
+    j["model"] = json::parse(R"({"name": "tiny", "layers": 4, "hidden": 64, "heads": 4,
+                                 "seq_len": 32, "vocab": 100})");
+  });
+  EXPECT_EQ(r.model_name, "tiny");
+  EXPECT_EQ(r.model.num_transformer_layers, 4);
+}
+
+TEST(MeasuredStepTime, StepTimeIsTakenAsGiven) {
+  EXPECT_DOUBLE_EQ(row_with([](json&) {}).measured_step_time_s, 2.0);
+}
+
+TEST(MeasuredStepTime, TokensPerSecondPerGpuDivideTheBatchTokens) {
+  // 16 sequences · 2048 tokens / (1024 tokens/s/GPU · 8 GPUs) = 4 s.
+  const CorpusRow r = row_with([](json& j) { j["measured"] = {{"tokens_per_s_per_gpu", 1024}}; });
+  EXPECT_DOUBLE_EQ(r.measured_step_time_s, 4.0);
+}
+
+TEST(MeasuredStepTime, TflopsPerGpuDivideTheConventionsFlops) {
+  const CorpusRow r = row_with([](json& j) {
+    j["measured"] = {{"tflops_per_gpu", 100}};
+    j["flops_convention"] = "six_n";
+  });
+  const double flops = six_n_flops(load_model("gpt3-1.3b"), 16, 2048);
+  EXPECT_DOUBLE_EQ(r.convention_flops, flops);
+  EXPECT_DOUBLE_EQ(r.measured_step_time_s, flops / (100e12 * 8));
+}
+
+TEST(MeasuredStepTime, MfuDividesByTheRowsPeak) {
+  const CorpusRow r = row_with([](json& j) {
+    j["measured"] = {{"mfu", 0.5}};
+    j["flops_convention"] = "narayanan2021";
+    j["peak_tflops"] = 400;
+  });
+  const double flops = narayanan2021_flops(load_model("gpt3-1.3b"), 16, 2048);
+  EXPECT_DOUBLE_EQ(r.measured_step_time_s, flops / (0.5 * 400e12 * 8));
+}
+
+TEST(MeasuredStepTime, MfuWithoutAPeakUsesTheClustersBf16Peak) {
+  const CorpusRow r = row_with([](json& j) {
+    j["measured"] = {{"mfu", 0.5}};
+    j["flops_convention"] = "narayanan2021";
+  });
+  const double peak = cluster_preset("a100-80g").peak_flops(Dtype::kBf16);
+  EXPECT_DOUBLE_EQ(r.measured_step_time_s,
+                   narayanan2021_flops(load_model("gpt3-1.3b"), 16, 2048) / (0.5 * peak * 8));
+}
+
+// ---- Bad input: one line naming the file, the row and the field. ----------------------------
+
+TEST(CorpusErrors, GpusThatAreNotTheProductOfTheParallelSizes) {
+  EXPECT_EQ(row_error([](json& j) {
+              j["tp"] = 4;
+              j["pp"] = 12;
+              j["dp"] = 8;
+              j["gpus"] = 380;
+            }),
+            "corpus.json: row 'r1': field 'tp': tp·pp·dp·cp = 4·12·8·1 = 384 does not equal gpus "
+            "380");
+}
+
+TEST(CorpusErrors, GlobalBatchNotDivisibleByDpTimesMicrobatchSize) {
+  EXPECT_EQ(row_error([](json& j) { j["global_batch"] = 10; j["microbatch_size"] = 2; }),
+            "corpus.json: row 'r1': field 'global_batch': 10 is not divisible by "
+            "dp·microbatch_size = 2·2 = 4");
+}
+
+TEST(CorpusErrors, UnknownKey) {
+  EXPECT_THAT(row_error([](json& j) { j["tpp"] = 2; }),
+              HasSubstr("corpus.json: row 'r1': field 'tpp': unknown field (expected one of: "));
+}
+
+TEST(CorpusErrors, MissingField) {
+  EXPECT_EQ(row_error([](json& j) { j.erase("split"); }),
+            "corpus.json: row 'r1': field 'split': missing (required)");
+}
+
+TEST(CorpusErrors, MissingIdNamesTheRowByIndex) {
+  EXPECT_EQ(row_error([](json& j) { j.erase("id"); }),
+            "corpus.json: rows[0]: field 'id': missing (required)");
+}
+
+TEST(CorpusErrors, WrongType) {
+  EXPECT_EQ(row_error([](json& j) { j["tp"] = "four"; }),
+            "corpus.json: row 'r1': field 'tp': expected an integer, got \"four\"");
+}
+
+TEST(CorpusErrors, DuplicateIds) {
+  json doc = corpus_with([](json&) {});
+  doc["rows"].push_back(valid_row());
+  EXPECT_EQ(error_of(doc), "corpus.json: row 'r1': field 'id': duplicate id (rows 0 and 1)");
+}
+
+TEST(CorpusErrors, UnknownClusterPreset) {
+  EXPECT_THAT(row_error([](json& j) { j["cluster"] = "b300"; }),
+              HasSubstr("corpus.json: row 'r1': field 'cluster': unknown cluster preset 'b300' "
+                        "(presets: a100-80g"));
+}
+
+TEST(CorpusErrors, UnknownModel) {
+  EXPECT_EQ(row_error([](json& j) { j["model"] = "gpt5"; }),
+            "corpus.json: row 'r1': field 'model': unknown model 'gpt5' (not a preset, and no "
+            "such file; see jaxpp-sim graph --help for the presets)");
+}
+
+TEST(CorpusErrors, BadInlineModelNamesTheRowsModelField) {
+  EXPECT_EQ(row_error([](json& j) {
+              j["model"] = {{"name", "m"}, {"layers", -3}, {"hidden", 64}, {"heads", 4}};
+            }),
+            "corpus.json: row 'r1': field 'model': field 'layers': expected a positive integer, "
+            "got -3");
+}
+
+TEST(CorpusErrors, TwoMeasuredValues) {
+  EXPECT_EQ(row_error([](json& j) { j["measured"]["tflops_per_gpu"] = 100; }),
+            "corpus.json: row 'r1': field 'measured': expected exactly one of tflops_per_gpu, mfu, "
+            "step_time_s, tokens_per_s_per_gpu, got 2 (tflops_per_gpu, step_time_s)");
+}
+
+TEST(CorpusErrors, NoMeasuredValue) {
+  EXPECT_EQ(row_error([](json& j) { j["measured"] = json::object(); }),
+            "corpus.json: row 'r1': field 'measured': expected exactly one of tflops_per_gpu, mfu, "
+            "step_time_s, tokens_per_s_per_gpu, got none");
+}
+
+TEST(CorpusErrors, NonPositiveMeasuredValue) {
+  EXPECT_EQ(row_error([](json& j) { j["measured"]["step_time_s"] = -1; }),
+            "corpus.json: row 'r1': field 'measured': field 'step_time_s': expected a number > 0, "
+            "got -1");
+}
+
+TEST(CorpusErrors, MfuGivenAsAPercentage) {
+  EXPECT_EQ(row_error([](json& j) {
+              j["measured"] = {{"mfu", 55}};
+              j["flops_convention"] = "six_n";
+            }),
+            "corpus.json: row 'r1': field 'measured': field 'mfu': expected a fraction in (0, 1] "
+            "(0.55 for 55 %), got 55");
+}
+
+TEST(CorpusErrors, ConventionNoneWithTflops) {
+  EXPECT_EQ(row_error([](json& j) { j["measured"] = {{"tflops_per_gpu", 100}}; }),
+            "corpus.json: row 'r1': field 'flops_convention': 'none' cannot turn the measured "
+            "tflops_per_gpu into a step time: name the FLOP count the source used");
+}
+
+TEST(CorpusErrors, FlopConventionWithAStepTime) {
+  EXPECT_EQ(row_error([](json& j) { j["flops_convention"] = "six_n"; }),
+            "corpus.json: row 'r1': field 'flops_convention': the measured step_time_s needs no "
+            "FLOP count: expected 'none', got 'six_n'");
+}
+
+TEST(CorpusErrors, UnknownConvention) {
+  EXPECT_EQ(row_error([](json& j) { j["flops_convention"] = "palm"; }),
+            "corpus.json: row 'r1': field 'flops_convention': unknown convention 'palm' (expected "
+            "one of narayanan2021, korthikanti2022, megatron_lm, six_n, six_n_attention, none)");
+}
+
+TEST(CorpusErrors, UnknownSource) {
+  EXPECT_EQ(row_error([](json& j) { j["source"] = "nobody"; }),
+            "corpus.json: row 'r1': field 'source': unknown source 'nobody' (not in the corpus's "
+            "'sources')");
+}
+
+TEST(CorpusErrors, SplitThatIsNotFitOrTest) {
+  EXPECT_EQ(row_error([](json& j) { j["split"] = "train"; }),
+            "corpus.json: row 'r1': field 'split': expected \"fit\" or \"test\", got \"train\"");
+}
+
+TEST(CorpusErrors, SeqLenOfAnExplicitFormModel) {
+  EXPECT_EQ(row_error([](json& j) {
+              j["model"] = explicit_model({10});
+              j["seq_len"] = 64;
+            }),
+            "corpus.json: row 'r1': field 'seq_len': model 'x' is given in explicit form "
+            "(layers_list); its sequence length cannot be changed");
+}
+
+TEST(CorpusErrors, EmptyExpectedFailureReason) {
+  EXPECT_EQ(row_error([](json& j) { j["expected_failure"] = ""; }),
+            "corpus.json: row 'r1': field 'expected_failure': expected the reason, got \"\"");
+}
+
+TEST(CorpusErrors, AnotherFormatOrVersion) {
+  json doc = corpus_with([](json&) {});
+  doc["version"] = 2;
+  EXPECT_EQ(error_of(doc),
+            "corpus.json: field 'version': unsupported corpus version 2 (this build reads 1)");
+  doc["format"] = "jaxpp-sim-plan";
+  EXPECT_EQ(error_of(doc),
+            "corpus.json: field 'format': expected \"jaxpp-sim-corpus\", got \"jaxpp-sim-plan\"");
+}
+
+TEST(CorpusErrors, SourceWithoutACitation) {
+  json doc = corpus_with([](json&) {});
+  doc["sources"]["s"].erase("citation");
+  EXPECT_EQ(error_of(doc), "corpus.json: field 'sources': field 's': field 'citation': missing "
+                           "(required)");
+}
+
+// ---- Files. ---------------------------------------------------------------------------------
+
+std::string load_error(const std::string& path) {
+  try {
+    load_corpus(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(CorpusFile, MissingFile) {
+  EXPECT_EQ(load_error("/nonexistent/c.json"), "/nonexistent/c.json: cannot read file: no such file");
+}
+
+TEST(CorpusFile, Directory) {
+  EXPECT_EQ(load_error(data("corpus")), data("corpus") + ": is a directory, not a file");
+}
+
+TEST(CorpusFile, NotARegularFile) {
+  EXPECT_EQ(load_error("/dev/null"), "/dev/null: not a regular file");
+}
+
+TEST(CorpusFile, TooLarge) {
+  const std::string path =
+      temp_file("huge.json", std::string(static_cast<size_t>(kMaxCorpusFileBytes) + 1, ' '));
+  EXPECT_EQ(load_error(path), path + ": too large (16777217 bytes; a corpus may be at most 16 MiB)");
+  std::filesystem::remove(path);
+}
+
+TEST(CorpusFile, MalformedJson) {
+  EXPECT_THAT(load_error(temp_file("bad.json", "{\"rows\": [")), HasSubstr("malformed JSON"));
+}
+
+TEST(CorpusCsv, LineWithTheWrongNumberOfFields) {
+  const std::string path = temp_file("c.csv", "id,source\nr1\n");
+  EXPECT_EQ(load_error(path), path + ": line 2: 1 fields, the header has 2");
+}
+
+TEST(CorpusCsv, UnknownColumn) {
+  const std::string path = temp_file("c.csv", "id,tpp\nr1,2\n");
+  EXPECT_THAT(load_error(path), HasSubstr(path + ": line 1: column 'tpp': unknown field"));
+}
+
+TEST(CorpusCsv, UnterminatedQuote) {
+  const std::string path = temp_file("c.csv", "id,where\nr1,\"Table 1\n");
+  EXPECT_EQ(load_error(path), path + ": line 2: unterminated quoted field");
+}
+
+TEST(CorpusCsv, RowWithoutAnIdIsNamedByLine) {
+  const std::string path = temp_file("c.csv", "id,where\n,Table 1\n");
+  EXPECT_EQ(load_error(path), path + ": line 2: field 'id': missing (required)");
+}
+
+TEST(CorpusCsv, TwoMeasuredColumnsInOneRow) {
+  std::string text = "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,"
+                     "measured_step_time_s,measured_mfu,flops_convention\n"
+                     "r1,s,T1,fit,a100-80g,gpt3-1.3b,8,2,2,2,16,1f1b,2,0.5,none\n";
+  const std::string path = temp_file("c.csv", text);
+  EXPECT_EQ(load_error(path), path + ": row 'r1': field 'measured': expected exactly one of "
+                                     "tflops_per_gpu, mfu, step_time_s, tokens_per_s_per_gpu, got "
+                                     "2 (mfu, step_time_s)");
+}
+
+// ---- JSON and CSV. --------------------------------------------------------------------------
+
+TEST(CorpusForms, JsonAndCsvOfTheFixtureGiveTheSameRows) {
+  const Corpus j = load_corpus(data("corpus/small.json"));
+  const Corpus c = load_corpus(data("corpus/small.csv"));
+  ASSERT_EQ(j.rows.size(), 6u);
+  ASSERT_EQ(c.rows.size(), j.rows.size());
+  EXPECT_EQ(j.sources.size(), 2u);
+  EXPECT_TRUE(c.sources.empty());
+  for (size_t i = 0; i < j.rows.size(); ++i) {
+    const CorpusRow& a = j.rows[i];
+    const CorpusRow& b = c.rows[i];
+    SCOPED_TRACE(a.id);
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(a.where, b.where);
+    EXPECT_EQ(a.split, b.split);
+    EXPECT_EQ(a.cluster, b.cluster);
+    EXPECT_EQ(a.model_name, b.model_name);
+    EXPECT_EQ(a.model.total_params(), b.model.total_params());
+    EXPECT_EQ(a.seq_len, b.seq_len);
+    EXPECT_EQ(a.config, b.config);
+    EXPECT_EQ(a.fp8, b.fp8);
+    EXPECT_EQ(a.measured_kind, b.measured_kind);
+    EXPECT_DOUBLE_EQ(a.measured_value, b.measured_value);
+    EXPECT_EQ(a.convention, b.convention);
+    EXPECT_DOUBLE_EQ(a.peak_flops_per_s, b.peak_flops_per_s);
+    EXPECT_DOUBLE_EQ(a.measured_step_time_s, b.measured_step_time_s);
+    EXPECT_EQ(a.assumptions, b.assumptions);
+    EXPECT_EQ(a.expected_failure, b.expected_failure);
+  }
+}
+
+TEST(CorpusForms, ModelFilesResolveAgainstTheCorpusDirectory) {
+  const Corpus j = load_corpus(data("corpus/small.json"));
+  EXPECT_EQ(j.rows[2].model_name, "tiny_transformer.json");
+  EXPECT_EQ(j.rows[2].model.num_transformer_layers, 4);
+}
+
+}  // namespace
+}  // namespace jaxpp
