@@ -147,6 +147,17 @@ std::string cluster_with(const std::string& key, const std::string& value) {
   return j.dump();
 }
 
+// The fixture corpus (tests/data/corpus/small.json) with an edit; its file-model row names a
+// preset instead, so the copy loads from any directory.
+std::function<std::string()> corpus_with(std::function<void(json&)> edit) {
+  return [edit] {
+    json c = json::parse(read_file(std::string(JAXPP_TEST_DATA_DIR) + "/corpus/small.json"));
+    c["rows"][2]["model"] = "gpt3-1.3b";
+    edit(c);
+    return c.dump(1);
+  };
+}
+
 const std::string kSim = "simulate --model gpt3-1.3b --schedule 1f1b ";
 const std::string kMeasured = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 ";
 const std::string kRun =
@@ -538,6 +549,44 @@ const std::vector<BadInputCase> kCases = {
      .message = "--timeout-s: expected > 0"},
     {.name = "CalibrateOutputIntoMissingDirectory",
      .args = "calibrate --quick -o {dir}/missing/c.json", .message = "does not exist"},
+    // ---- validate-model: corpus files. ------------------------------------------------------
+    {.name = "ValidateModelMissingCorpus", .args = "validate-model --corpus {dir}/none.json",
+     .message = "cannot read file"},
+    {.name = "ValidateModelCorpusIsADirectory", .args = "validate-model --corpus {dir}",
+     .message = "is a directory"},
+    {.name = "ValidateModelTruncatedCorpus", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", truncated(corpus_with([](json&) {}))}}, .message = "malformed JSON"},
+    {.name = "ValidateModelCorpusOfAnotherVersion", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["version"] = 2; })}},
+     .message = "unsupported corpus version 2"},
+    {.name = "ValidateModelCorpusGpusNotTheProduct", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["gpus"] = 5; })}},
+     .message = "row 'a-1.3b-pp2': field 'tp': tp·pp·dp·cp = 1·2·2·1 = 4 does not equal gpus 5"},
+    {.name = "ValidateModelCorpusUnknownCluster", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "b300"; })}},
+     .message = "field 'cluster': unknown cluster preset 'b300'"},
+    {.name = "ValidateModelCorpusTwoMeasuredValues", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["measured"]["mfu"] = 0.5; })}},
+     .message = "field 'measured': expected exactly one of"},
+    {.name = "ValidateModelCorpusDuplicateId", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][1]["id"] = "a-1.3b-pp2"; })}},
+     .message = "field 'id': duplicate id"},
+    {.name = "ValidateModelCorpusUnknownSource", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["sources"].erase("paper-b"); })}},
+     .message = "unknown source 'paper-b'"},
+    {.name = "ValidateModelCorpusHugeTp", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["tp"] = 9000000000; })}},
+     .message = "field 'tp': too large"},
+    {.name = "ValidateModelCsvLineOfTheWrongLength", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source\nr1\n")}}, .message = "line 2: 1 fields, the header has 2"},
+    {.name = "ValidateModelUnknownSplit", .args = "validate-model --split train",
+     .message = "--split: expected fit, test or all"},
+    {.name = "ValidateModelOutIntoMissingDirectory",
+     .args = "validate-model --corpus {data}/corpus/small.json --out {dir}/missing/r.json",
+     .message = "does not exist"},
+    {.name = "ValidateModelMalformedClusterOverride",
+     .args = "validate-model --corpus {data}/corpus/small.json --cluster {dir}/c.json",
+     .files = {{"c.json", text(R"({"name": "c", "base": )")}}, .message = "malformed JSON"},
 };
 // clang-format on
 

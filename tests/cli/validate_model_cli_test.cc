@@ -1,0 +1,224 @@
+// jaxpp-sim validate-model through the binary, on the fixture corpus tests/data/corpus/small.json
+// (six rows: two fit, four test; one marked expected_failure with an absurd measurement, one the
+// simulator rejects): the table, the --json fields, --split, --rows-on, --cluster overrides,
+// --out, --strict, the built-in corpus, and corpus errors (one line, exit 2, nothing written).
+// Predictions move with the cost model, so no test pins a predicted number.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
+const std::string kFixture = "validate-model --corpus " + data("corpus/small.json") + " ";
+
+json run_json(const std::string& args) {
+  const CliResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+std::vector<std::string> ids(const json& report) {
+  std::vector<std::string> out;
+  for (const json& row : report["rows"]) out.push_back(row["id"]);
+  return out;
+}
+
+const json* row_of(const json& report, const std::string& id) {
+  for (const json& row : report["rows"])
+    if (row["id"] == id) return &row;
+  return nullptr;
+}
+
+// The fixture as JSON, its file-model row naming a preset so that a copy loads from anywhere.
+json fixture() {
+  json doc = json::parse(read_file(data("corpus/small.json")));
+  doc["rows"][2]["model"] = "gpt3-1.3b";
+  return doc;
+}
+
+void expect_bad_input(const CliResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("jaxpp-sim validate-model: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " in " << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ValidateModelCli, TablePrintsEveryRowAndTheSummaries) {
+  const CliResult r = run_cli(kFixture);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"id", "split", "gpu", "config", "measured", "predicted", "error",
+                             "status", "a-1.3b-pp2", "a-1.3b-tp2", "b-tiny", "b-1.3b-mfu",
+                             "a-expected", "a-bad-tp", "expected-fail", "120.0 TF/s",
+                             "40.0% MFU", "50 tok/s", "fit:  2 rows", "test: 4 rows",
+                             "by source:", "paper-a: 4 rows", "by gpu:", "h100-sxm: 2 rows"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("error in row 'a-bad-tp': configuration: tp 3 does not divide the 16 "
+                       "attention heads of gpt3-1.3b"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ValidateModelCli, JsonHasEveryRowWithItsPredictionAndError) {
+  const json j = run_json(kFixture);
+  EXPECT_EQ(j["corpus"], data("corpus/small.json"));
+  EXPECT_DOUBLE_EQ(j["band"].get<double>(), 0.10);
+  EXPECT_TRUE(j["cluster_override"].is_null());
+  ASSERT_EQ(j["rows"].size(), 6u);
+  for (const json& row : j["rows"]) {
+    SCOPED_TRACE(row["id"].get<std::string>());
+    for (const char* key : {"id", "source", "where", "split", "gpu", "cluster", "model", "config",
+                            "measured", "flops_convention", "measured_step_time_s", "status",
+                            "expected_failure"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+    if (row["status"] == "error") {
+      EXPECT_TRUE(row.contains("message"));
+      continue;
+    }
+    for (const char* key : {"predicted_step_time_s", "error", "in_band", "predicted",
+                            "predicted_tflops_per_gpu", "predicted_mfu", "peak_memory_bytes",
+                            "device_memory_bytes", "fits"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+    const double measured = row["measured_step_time_s"], predicted = row["predicted_step_time_s"];
+    EXPECT_NEAR(row["error"].get<double>(), predicted / measured - 1, 1e-12);
+    EXPECT_GT(row["predicted_tflops_per_gpu"].get<double>(), 0);
+  }
+  EXPECT_EQ((*row_of(j, "a-expected"))["status"], "expected-fail");
+  EXPECT_EQ((*row_of(j, "a-expected"))["expected_failure"], "the source's run was throttled");
+  EXPECT_EQ((*row_of(j, "a-bad-tp"))["status"], "error");
+  EXPECT_EQ((*row_of(j, "b-1.3b-mfu"))["config"]["seq_len"], 1024);
+  EXPECT_EQ((*row_of(j, "b-1.3b-mfu"))["measured"]["mfu"], 0.4);
+  const json& test = j["summaries"]["test"];
+  EXPECT_EQ(test["rows"], 4);
+  EXPECT_EQ(test["scored"], 2);
+  EXPECT_EQ(test["expected_failures"], 1);
+  EXPECT_EQ(test["errors"], 1);
+  EXPECT_EQ(j["summaries"]["fit"]["rows"], 2);
+  EXPECT_EQ(j["summaries"]["by_source"]["paper-b"]["rows"], 2);
+  EXPECT_EQ(j["summaries"]["by_cluster"]["a100-80g"]["rows"], 4);
+}
+
+TEST(ValidateModelCli, SummaryMeanAndMaxAreOverTheScoredRows) {
+  const json j = run_json(kFixture + "--split fit");
+  double sum = 0, max = 0;
+  for (const json& row : j["rows"]) {
+    sum += std::fabs(row["error"].get<double>());
+    max = std::max(max, std::fabs(row["error"].get<double>()));
+  }
+  EXPECT_NEAR(j["summaries"]["fit"]["mean_abs_error"].get<double>(), sum / 2, 1e-12);
+  EXPECT_NEAR(j["summaries"]["fit"]["max_abs_error"].get<double>(), max, 1e-12);
+}
+
+TEST(ValidateModelCli, SplitKeepsOnlyThatSplit) {
+  EXPECT_EQ(ids(run_json(kFixture + "--split fit")),
+            (std::vector<std::string>{"a-1.3b-pp2", "b-1.3b-mfu"}));
+  EXPECT_EQ(ids(run_json(kFixture + "--split test")),
+            (std::vector<std::string>{"a-1.3b-tp2", "b-tiny", "a-expected", "a-bad-tp"}));
+}
+
+TEST(ValidateModelCli, RowsOnKeepsTheRowsOfThatGpu) {
+  EXPECT_EQ(ids(run_json(kFixture + "--rows-on h100-sxm")),
+            (std::vector<std::string>{"b-tiny", "b-1.3b-mfu"}));
+}
+
+TEST(ValidateModelCli, ClusterOverrideChangesPredictionsButNotMeasurements) {
+  const json base = run_json(kFixture + "--rows-on a100-80g --split fit");
+  const json h100 = run_json(kFixture + "--rows-on a100-80g --split fit --cluster h100-sxm");
+  const std::string slow_file =
+      write_temp_file("slow.json", R"({"name": "slow-a100", "base": "a100-80g",
+                                       "gemm_efficiency": {"max": 0.1}})");
+  const json slow = run_json(kFixture + "--rows-on a100-80g --split fit --cluster " + slow_file);
+  EXPECT_EQ(h100["cluster_override"], "h100-sxm");
+  EXPECT_EQ(slow["cluster_override"], "slow-a100");
+  const json& b = base["rows"][0];
+  const json& h = h100["rows"][0];
+  const json& s = slow["rows"][0];
+  EXPECT_EQ(h["cluster"], "h100-sxm");
+  EXPECT_EQ(h["gpu"], "a100-80g") << "the row keeps its own GPU";
+  EXPECT_EQ(h["measured_step_time_s"], b["measured_step_time_s"]);
+  EXPECT_LT(h["predicted_step_time_s"].get<double>(), b["predicted_step_time_s"].get<double>());
+  EXPECT_GT(s["predicted_step_time_s"].get<double>(), b["predicted_step_time_s"].get<double>());
+}
+
+TEST(ValidateModelCli, CsvCorpusGivesTheSameReportAsJson) {
+  json a = run_json(kFixture);
+  json b = run_json("validate-model --corpus " + data("corpus/small.csv"));
+  a.erase("corpus");
+  b.erase("corpus");
+  EXPECT_EQ(a, b);
+}
+
+TEST(ValidateModelCli, OutWritesTheJsonReport) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(kFixture + "--out " + dir + "/report.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote " + dir + "/report.json"), std::string::npos);
+  EXPECT_EQ(json::parse(read_file(dir + "/report.json")), run_json(kFixture));
+  fs::remove_all(dir);
+}
+
+TEST(ValidateModelCli, StrictFailsOnlyWhenATestRowIsOutOfBandOrRejected) {
+  // The fit rows may be out of band; --strict looks at test rows only.
+  EXPECT_EQ(run_cli(kFixture + "--split fit --band 1e9 --strict").exit_code, 0);
+  // a-bad-tp (a test row the simulator rejects, not an expected failure) fails --strict.
+  EXPECT_EQ(run_cli(kFixture + "--band 1e9 --strict").exit_code, 1);
+  EXPECT_EQ(run_cli(kFixture + "--band 1e9").exit_code, 0) << "without --strict, 0 whenever it ran";
+}
+
+TEST(ValidateModelCli, BuiltInCorpusIsUsedByDefault) {
+  const json j = run_json("validate-model --split fit");
+  EXPECT_EQ(j["corpus"], "corpus.json (built in)");
+  EXPECT_GT(j["rows"].size(), 0u);
+  for (const json& row : j["rows"]) EXPECT_EQ(row["split"], "fit");
+}
+
+// ---- Bad input. -----------------------------------------------------------------------------
+
+TEST(ValidateModelCli, CorpusErrorIsOneLineAndWritesNothing) {
+  const std::string dir = make_temp_dir();
+  json doc = fixture();
+  doc["rows"][1]["gpus"] = 5;
+  const std::string bad = write_temp_file("bad.json", doc.dump());
+  const CliResult r =
+      run_cli("validate-model --corpus " + bad + " --out " + dir + "/report.json");
+  expect_bad_input(r, bad + ": row 'a-1.3b-tp2': field 'tp': tp·pp·dp·cp = 2·2·1·1 = 4 does not "
+                            "equal gpus 5");
+  EXPECT_FALSE(fs::exists(dir + "/report.json"));
+  fs::remove_all(dir);
+}
+
+TEST(ValidateModelCli, UnknownScheduleInTheCorpusIsACorpusError) {
+  json doc = fixture();
+  doc["rows"][0]["schedule"] = "fancy";
+  const std::string bad = write_temp_file("bad.json", doc.dump());
+  expect_bad_input(run_cli("validate-model --corpus " + bad),
+                   bad + ": row 'a-1.3b-pp2': field 'schedule': unknown schedule 'fancy'");
+}
+
+TEST(ValidateModelCli, BadFlagsAreRejected) {
+  expect_bad_input(run_cli(kFixture + "--split train"), "--split: expected fit, test or all");
+  expect_bad_input(run_cli(kFixture + "--band 0"), "--band: expected a fraction > 0, got 0");
+  expect_bad_input(run_cli(kFixture + "--rows-on b300"), "b300");
+  expect_bad_input(run_cli(kFixture + "--rows-on h200"), "no row selected (--rows-on h200");
+  expect_bad_input(run_cli(kFixture + "--cluster nowhere.json"), "nowhere.json");
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
