@@ -99,6 +99,22 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                   a["idle_s"].get<double>() * 1e3, a["peak_stashed_microbatches"].get<int>());
     out << line;
   }
+  if (!m.contains("breakdown")) return;
+  out << "  breakdown (ms per step)\n"
+         "  actor  gemm       attention  elementw.  tp_comm    cp_comm    other      "
+         "optimizer  p2p_exp.   dp_exp.    bubble\n";
+  for (const auto& a : m["breakdown"]) {
+    std::snprintf(line, sizeof line,
+                  "  %5d  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  "
+                  "%-9.2f\n",
+                  a["actor"].get<int>(), a["gemm_s"].get<double>() * 1e3,
+                  a["attention_s"].get<double>() * 1e3, a["elementwise_s"].get<double>() * 1e3,
+                  a["tp_comm_s"].get<double>() * 1e3, a["cp_comm_s"].get<double>() * 1e3,
+                  a["other_s"].get<double>() * 1e3, a["optimizer_s"].get<double>() * 1e3,
+                  a["p2p_exposed_s"].get<double>() * 1e3, a["dp_exposed_s"].get<double>() * 1e3,
+                  a["bubble_s"].get<double>() * 1e3);
+    out << line;
+  }
 }
 
 int run_simulate(int argc, char** argv) {
@@ -118,6 +134,7 @@ int run_simulate(int argc, char** argv) {
       ("pp", "pipeline actors", cxxopts::value<int>())
       ("tp", "tensor parallelism", cxxopts::value<int>()->default_value("1"))
       ("dp", "data parallelism", cxxopts::value<int>()->default_value("1"))
+      ("cp", "context parallelism (ring attention; gpus = pp·tp·dp·cp)", cxxopts::value<int>()->default_value("1"))
       ("virtual", "stages per actor", cxxopts::value<int>()->default_value("1"))
       ("global-batch", "sequences per iteration", cxxopts::value<int>())
       ("microbatch-size", "sequences per microbatch", cxxopts::value<int>()->default_value("1"))
@@ -126,8 +143,10 @@ int run_simulate(int argc, char** argv) {
       ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
       ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
       ("sequence-parallel", "Megatron sequence parallelism")
-      ("zero1", "shard optimizer state over dp (ZeRO-1)")
-      ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work")
+      ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
+      ("overlap-grad-reduce", "overlap the gradient reduction with the remaining backward (and, with --zero1, the parameter all-gather with the next forward)")
+      ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
+      ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto | even | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
@@ -135,6 +154,7 @@ int run_simulate(int argc, char** argv) {
       ("t-w", "measured mode: weight-gradient backward time, ms", cxxopts::value<double>()->default_value("0"))
       ("t-comm", "measured mode: P2P transfer time, ms", cxxopts::value<double>()->default_value("0"))
       ("stage-times", "measured mode: per-stage times JSON file", cxxopts::value<std::string>())
+      ("breakdown", "model mode: where the step's time goes per actor (GEMM, attention, element-wise, exposed TP/CP/P2P/DP communication, optimizer, bubble); also nested slices in a Perfetto --timeline")
       ("no-memory-check", "report plans that do not fit instead of failing")
       ("json", "print metrics as JSON")
       ("trace", "write the simulated trace JSON to FILE", cxxopts::value<std::string>())
@@ -163,6 +183,7 @@ int run_simulate(int argc, char** argv) {
   sim_options.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   sim_options.check_memory = args.count("no-memory-check") == 0;
   sim_options.record_trace = args.count("trace") > 0 || args.count("timeline") > 0;
+  sim_options.breakdown = args.count("breakdown") > 0;
   std::vector<std::pair<std::string, std::string>> outputs;  // (path, bytes), written at the end
   auto require = [&](const char* flag, const char* what) {
     if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
@@ -217,6 +238,10 @@ int run_simulate(int argc, char** argv) {
     c.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
     c.sequence_parallel = args.count("sequence-parallel") > 0;
     c.zero1 = args.count("zero1") > 0;
+    c.cp = args["cp"].as<int>();
+    c.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+    c.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
+    c.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);

@@ -3,19 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/operator_cost.h"
 #include "graph/error.h"
 
 namespace jaxpp {
-namespace {
-
-enum Pass { kFwd = 0, kBwdInput = 1, kBwdWeight = 2, kRecompute = 3 };
-
-double ring_allreduce_s(double bytes, int n, const LinkSpec& link, double bus_eff) {
-  if (n <= 1 || bytes <= 0) return 0;
-  return 2.0 * (n - 1) / n * bytes / (link.bandwidth_bytes_per_s * bus_eff);
-}
-
-}  // namespace
 
 AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
                            const Placement& placement, const ParallelConfig& config,
@@ -26,77 +17,30 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
                                            " stages but placement has " +
                                            std::to_string(placement.num_stages()));
   }
-  if (config.tp < 1 || config.dp < 1 || config.microbatch_size < 1) {
-    throw_input_error("configuration", "tp, dp and microbatch size must be >= 1");
+  if (config.tp < 1 || config.dp < 1 || config.cp < 1 || config.microbatch_size < 1) {
+    throw_input_error("configuration", "tp, dp, cp and microbatch size must be >= 1");
   }
-  cluster_.peak_flops(model.dtype);  // throws if the dtype is unsupported
+  const OperatorCost op(model, config, cluster);  // throws if the dtype is unsupported
   work_ = compute_stage_work(model, partition, config.microbatch_size, config.recompute);
   const int num_stages = partition.num_stages();
   task_s_.assign(num_stages, std::vector<double>(4, 0.0));
   optimizer_s_.assign(num_stages, 0.0);
   tp_comm_s_.assign(num_stages, 0.0);
-
-  const LinkSpec& tp_link =
-      config.tp <= cluster.devices_per_node ? cluster.intra_node : cluster.inter_node;
+  breakdown_.resize(num_stages);
   for (int s = 0; s < num_stages; ++s) {
-    int collectives = 0;
-    for (int l = partition.begin(s); l < partition.end(s); ++l) {
-      if (model.layers[l].tp_allreduce_bytes > 0) collectives += 2;
-    }
-    const double tp_bytes =
-        static_cast<double>(work_[s].tp_allreduce_bytes);  // per pass, whole microbatch
-    const double tp_s =
-        config.tp > 1 ? ring_allreduce_s(tp_bytes, config.tp, tp_link,
-                                         cluster.allreduce_bus_efficiency) +
-                            collectives * 2.0 *
-                                (config.tp <= cluster.devices_per_node
-                                     ? cluster.intra_collective_latency_s()
-                                     : tp_link.latency_s)
-                      : 0.0;
-    tp_comm_s_[s] = tp_s;
-    const double f = pass_s(model, s, kFwd) + tp_s;
-    double i = pass_s(model, s, kBwdInput) + pass_s(model, s, kRecompute) + tp_s;
-    if (config.recompute == Recompute::kFull) i += tp_s;  // the recomputed forward's all-reduces
-    const double w = pass_s(model, s, kBwdWeight);
+    const StageBreakdown b =
+        op.stage(work_[s].first_layer, work_[s].num_layers, static_cast<double>(work_[s].params));
+    breakdown_[s] = b;
+    tp_comm_s_[s] = b.at(Pass::kForward).tp_comm_s;
+    const double f = b.at(Pass::kForward).total_s();
+    const double i = b.at(Pass::kBackwardInput).total_s() + b.at(Pass::kRecompute).total_s();
+    const double w = b.at(Pass::kBackwardWeight).total_s();
     task_s_[s][static_cast<int>(TaskKind::kF)] = f;
     task_s_[s][static_cast<int>(TaskKind::kI)] = i;
     task_s_[s][static_cast<int>(TaskKind::kW)] = w;
-    task_s_[s][static_cast<int>(TaskKind::kB)] = i + w;
-    const double params = static_cast<double>(work_[s].params) / config.tp /
-                          (config.zero1 ? config.dp : 1);
-    optimizer_s_[s] =
-        params * cluster.optimizer_traffic_bytes_per_param / cluster.hbm_bandwidth_bytes_per_s;
+    task_s_[s][static_cast<int>(TaskKind::kB)] = i + w - b.fused_backward_hidden_s;
+    optimizer_s_[s] = b.optimizer_s;
   }
-}
-
-double AnalyticCost::pass_s(const ModelSpec& model, int stage, int which) const {
-  const double peak = cluster_.peak_flops(model.dtype);
-  const int recompute = static_cast<int>(config_.recompute);
-  // Layers of the stage, from the stage's first layer (StageWork knows the range).
-  const StageWork& w = work_[stage];
-  double total = 0;
-  for (int l = w.first_layer; l < w.first_layer + w.num_layers; ++l) {
-    const LayerWork& layer = model.layers[l];
-    double flops = 0;
-    switch (which) {
-      case kFwd:
-        flops = layer.fwd_flops;
-        break;
-      case kBwdInput:
-        flops = layer.bwd_input_flops;
-        break;
-      case kBwdWeight:
-        flops = layer.bwd_weight_flops;
-        break;
-      default:
-        flops = layer.recompute_flops[recompute];
-        break;
-    }
-    flops *= static_cast<double>(config_.microbatch_size) / config_.tp;
-    if (flops <= 0) continue;
-    total += flops / (peak * cluster_.gemm_efficiency(flops));
-  }
-  return total;
 }
 
 double AnalyticCost::task_s(TaskKind kind, int stage) const {
@@ -116,7 +60,7 @@ double AnalyticCost::compute_s(int /*actor*/, const Instruction& ins) const {
 }
 
 bool AnalyticCost::same_node(int a, int b) const {
-  const int64_t group = static_cast<int64_t>(config_.tp) * config_.dp;
+  const int64_t group = static_cast<int64_t>(config_.tp) * config_.cp * config_.dp;
   return (a * group) / cluster_.devices_per_node == (b * group) / cluster_.devices_per_node;
 }
 
@@ -133,21 +77,38 @@ double AnalyticCost::p2p_bandwidth_bytes_per_s(int from, int to) const {
 int AnalyticCost::link_id(int from, int to) const { return from * num_actors_ + to; }
 
 double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
-  const int dp = config_.dp;
-  if (dp <= 1 || bytes <= 0) return 0;
+  // Gradients are reduced over the dp · cp devices holding the same parameters.
+  const int replicas = config_.dp * config_.cp;
+  if (replicas <= 1 || bytes <= 0) return 0;
   const double n = static_cast<double>(bytes);
-  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.tp), 1, dp);
-  const int k = (dp + g - 1) / g;
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.tp), 1, replicas);
+  const int k = (replicas + g - 1) / g;
   const double eff = cluster_.allreduce_bus_efficiency;
   const double intra_bw = cluster_.intra_node.bandwidth_bytes_per_s * eff;
-  const double inter_bw = cluster_.inter_node.bandwidth_bytes_per_s * eff;
-  double t = 0;
-  if (g > 1)
-    t += 2.0 * (g - 1) / g * n / intra_bw + 2.0 * (g - 1) * cluster_.intra_collective_latency_s();
-  if (k > 1) {
-    t += 2.0 * (k - 1) / k * (n / g) / inter_bw + 2.0 * (k - 1) * cluster_.inter_node.latency_s;
-  }
-  return t;
+  // The network's bandwidth is already an achieved figure (per NIC); the bus efficiency is
+  // NVLink's (NCCL busbw inside a node over the link's peak).
+  const double inter_bw = cluster_.inter_node.effective_bandwidth_bytes_per_s();
+  // One hierarchical all-reduce of `v` bytes: reduce-scatter + all-gather inside the node,
+  // all-reduce of the node's shard across nodes.
+  const auto allreduce = [&](double v) {
+    double t = 0;
+    if (g > 1)
+      t += 2.0 * (g - 1) / g * v / intra_bw + 2.0 * (g - 1) * cluster_.intra_collective_latency_s();
+    if (k > 1)
+      t += 2.0 * (k - 1) / k * (v / g) / inter_bw + 2.0 * (k - 1) * cluster_.inter_node.latency_s;
+    return t;
+  };
+  if (!config_.zero1) return allreduce(n);
+  // Distributed optimizer: reduce-scatter of the gradients (half an all-reduce) and all-gather of
+  // the updated parameters (weight bytes); the all-gather overlaps the next forward when the
+  // reduction is overlapped (Megatron's --overlap-param-gather).
+  const double reduce_scatter = allreduce(n) / 2;
+  if (config_.overlap_grad_reduce) return reduce_scatter;
+  const double param_bytes =
+      cluster_.grad_bytes_per_param > 0
+          ? n * cluster_.weight_bytes_per_param / cluster_.grad_bytes_per_param
+          : 0;
+  return reduce_scatter + allreduce(param_bytes) / 2;
 }
 
 double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
@@ -155,7 +116,8 @@ double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
 }
 
 int64_t AnalyticCost::activation_bytes(int stage) const {
-  return (work_.at(stage).output_bytes + config_.tp - 1) / config_.tp;
+  const int64_t shards = static_cast<int64_t>(config_.tp) * config_.cp;
+  return (work_.at(stage).output_bytes + shards - 1) / shards;
 }
 
 int64_t AnalyticCost::grad_bytes(int stage) const {

@@ -2,34 +2,36 @@
 // configuration and a cluster (roofline compute with efficiency, alpha-beta links, ring
 // collectives). Implements CostProvider for the simulator.
 //
-// Rank layout (documented assumption): global rank = tp_index + tp·(dp_index + dp·pp_rank), i.e.
-// tensor parallelism innermost, then data parallelism, then pipeline. Node of a rank =
-// rank / devices_per_node. Actor r (pipeline rank r) holds ranks [r·tp·dp, (r+1)·tp·dp); two
-// actors a, b are "on the same node" when their first ranks are: (a·tp·dp)/n == (b·tp·dp)/n.
+// Rank layout (documented assumption): global rank = tp_index + tp·(cp_index + cp·(dp_index +
+// dp·pp_rank)), i.e. tensor parallelism innermost, then context, then data parallelism, then
+// pipeline (Megatron-LM's order). Node of a rank = rank / devices_per_node. Actor r (pipeline rank
+// r) holds ranks [r·g, (r+1)·g) with g = tp·cp·dp; two actors a, b are "on the same node" when
+// their first ranks are: (a·g)/n == (b·g)/n.
 //
-// Compute (per task, per microbatch of `microbatch_size` sequences, on one device):
-//   t(pass) = Σ_layers flops_l / tp / (peak(dtype) · eff(flops_l / tp))      (see cluster.h)
-//   F = t(fwd) + TP(fwd)
-//   I = t(bwd_input) + t(recompute) + TP(bwd) [+ TP(fwd) again with full recompute]
-//   W = t(bwd_weight)            B = I + W
-//   a fused group = Σ tasks + launch_overhead_s; kOptimizer = params/tp [/dp with ZeRO-1] ·
-//   optimizer_traffic_bytes_per_param / hbm_bandwidth.
-// TP(pass) = tensor-parallel all-reduces of the pass (Megatron: 2 per transformer layer forward,
-//   2 backward), ring over tp devices: 2(t−1)/t · bytes / (link bw · allreduce_bus_efficiency)
-//   + 2·latency per collective; NVLink when tp <= devices_per_node. Sequence parallelism replaces
-//   each all-reduce by reduce-scatter + all-gather of the same total volume (same time); it only
-//   changes activation memory (memory.h).
+// Compute (per task, per microbatch of `microbatch_size` sequences, on one device): the
+// operator-level model of operator_cost.h, per stage and pass (GEMMs, attention, element-wise
+// kernels, exposed TP and CP communication):
+//   F = forward      I = backward for inputs + recompute      W = backward for weights
+//   B = I + W − the input-gradient collectives a fused backward hides under its weight GEMMs
+//   a fused group = Σ tasks + launch_overhead_s; kOptimizer = operator_cost.h's optimizer step.
 // P2P: latency = link latency + p2p_overhead_s, bandwidth = link bandwidth · efficiency, link by
-//   the rank layout above; payload per device = the stage's output bytes / tp (Megatron's
-//   scatter/gather: each of the tp devices sends its slice over its own NIC).
-// DP gradient all-reduce of a stage (kAllReduce, bytes = per-device gradient bytes n): hierarchical
-//   ring. g = dp peers inside one node = clamp(devices_per_node / tp, 1, dp), k = dp / g nodes:
+//   the rank layout above; payload per device = the stage's output bytes / (tp · cp) (Megatron's
+//   scatter/gather: each of the tp devices sends its slice over its own NIC; each cp rank its
+//   part of the sequence).
+// DP gradient reduction of a stage (kAllReduce, bytes = per-device gradient bytes n) over the
+//   r = dp · cp devices that hold the same parameters: hierarchical ring. g = peers inside one
+//   node = clamp(devices_per_node / tp, 1, r), k = r / g nodes:
 //     reduce-scatter inside the node  (g−1)/g · n / bw_intra'
 //     all-reduce across nodes         2(k−1)/k · (n/g) / bw_inter'
 //     all-gather inside the node      (g−1)/g · n / bw_intra'
-//   (bw' = bandwidth · allreduce_bus_efficiency) plus 2(g−1) intra and 2(k−1) inter latencies.
-//   With ZeRO-1 the reduce-scatter + all-gather of the sharded optimizer moves the same volume, so
-//   the time is the same; the optimizer step and its state shrink by dp.
+//   (bw_intra' = NVLink bandwidth · allreduce_bus_efficiency, bw_inter' = the network's
+//   effective bandwidth, already an achieved per-NIC figure) plus 2(g−1) intra and 2(k−1) inter
+//   latencies.
+//   With the distributed optimizer (zero1): a reduce-scatter of the gradients (half the above)
+//   plus an all-gather of the updated parameters (weight_bytes_per_param / grad_bytes_per_param
+//   of the volume), the all-gather hidden under the next forward when overlap_grad_reduce is on.
+//   Whether the reduction overlaps the remaining backward is the simulator's business
+//   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
 //
 // Usage:
@@ -42,6 +44,7 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/cost_provider.h"
+#include "costmodel/operator_cost.h"
 #include "graph/model.h"
 #include "graph/partition.h"
 #include "graph/placement.h"
@@ -75,9 +78,10 @@ class AnalyticCost : public CostProvider {
   // Per-device gradient bytes of stage s (reduced across dp).
   int64_t grad_bytes(int stage) const;
   const std::vector<StageWork>& stage_work() const { return work_; }
+  // Where the time of each task kind of a stage goes (operator_cost.h).
+  const StageBreakdown& breakdown(int stage) const { return breakdown_.at(stage); }
 
  private:
-  double pass_s(const ModelSpec& model, int stage, int which) const;
 
   ParallelConfig config_;
   ClusterSpec cluster_;
@@ -86,6 +90,7 @@ class AnalyticCost : public CostProvider {
   std::vector<std::vector<double>> task_s_;  // [stage][TaskKind]
   std::vector<double> optimizer_s_;
   std::vector<double> tp_comm_s_;
+  std::vector<StageBreakdown> breakdown_;
 };
 
 }  // namespace jaxpp

@@ -21,6 +21,15 @@
 // continuous at both ends; one point serves both sides), capped at 1. x <= 0 gives
 // gemm_efficiency_max, table or not.
 //
+// Kernel model (optional "kernels" object; absent = not modelled, as for a CPU calibration).
+// The operator-level cost model (costmodel/operator_cost.h) prices each GEMM of a layer by its
+// (m, n, k): efficiency = eff(flops of the GEMM) above · wave and tile quantization of output
+// tiles of gemm_tile_m × gemm_tile_n over num_sms streaming multiprocessors (1 when num_sms is
+// 0). FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
+// (0 = priced as GEMMs with the curve above); element-wise kernels move their bytes at
+// hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top
+// (launch and tail).
+//
 // Links are alpha-beta: a transfer of n bytes alone on a link takes
 //   latency_s + n / (bandwidth_bytes_per_s · efficiency).
 // intra_node = NVLink (per GPU, per direction), inter_node = the network (per GPU). Collectives
@@ -46,7 +55,10 @@
 //     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
 //     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
 //     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2},
-//     "collective_step_latency_us": 12 }
+//     "collective_step_latency_us": 12,
+//     "kernels": {"sms": 132, "gemm_tile": [128, 256], "hbm_efficiency": 0.85,
+//                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
+//                 "kernel_overhead_us": 2} }
 // "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
 // and written only when non-zero, so files written before they existed still load and still
 // round-trip. Likewise
@@ -121,6 +133,14 @@ struct ClusterSpec {
   // Element-wise kernels (see above); 0 = not modelled.
   double gelu_s_per_element = 0;
   double gelu_backward_s_per_element = 0;
+  // Kernel model (see above); zeros = not modelled.
+  int num_sms = 0;
+  int gemm_tile_m = 128;
+  int gemm_tile_n = 256;
+  double attention_efficiency_forward = 0;
+  double attention_efficiency_backward = 0;
+  double hbm_efficiency = 1.0;  // achieved fraction of hbm_bandwidth_bytes_per_s, streaming
+  double kernel_overhead_s = 0;
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;

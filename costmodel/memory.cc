@@ -1,8 +1,10 @@
 #include "costmodel/memory.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "costmodel/operator_cost.h"
 #include "graph/error.h"
 #include "graph/task_graph.h"
 
@@ -20,7 +22,10 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                const ClusterSpec& cluster) {
   const std::vector<StageWork> work =
       compute_stage_work(model, partition, config.microbatch_size, config.recompute);
+  const OperatorCost op(model, config, cluster);
   const double tp = config.tp;
+  const double optimizer_shards =
+      config.zero1 ? static_cast<double>(config.dp) * std::max(1, config.cp) : 1.0;
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   mem.stash_bytes_per_stage.resize(work.size());
@@ -31,13 +36,12 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
     a.grad_bytes += std::llround(params * cluster.grad_bytes_per_param);
-    a.optimizer_bytes += std::llround(params * cluster.optimizer_state_bytes_per_param /
-                                      (config.zero1 ? config.dp : 1));
-    double factor = 1.0 / tp;
-    if (!config.sequence_parallel) {
-      factor = config.recompute == Recompute::kFull ? 1.0 : (10.0 + 24.0 / tp) / 34.0;
-    }
-    mem.stash_bytes_per_stage[s] = std::llround(static_cast<double>(work[s].stash_bytes) * factor);
+    a.optimizer_bytes +=
+        std::llround(params * cluster.optimizer_state_bytes_per_param / optimizer_shards);
+    double stash = 0;
+    for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
+      stash += op.stash_bytes(l);
+    mem.stash_bytes_per_stage[s] = std::llround(stash);
   }
   return mem;
 }

@@ -3,10 +3,14 @@
 // Static (for the whole iteration), per device of actor r, P_r = Σ params of r's stages / tp:
 //   weights    P_r · weight_bytes_per_param            (2, bf16)
 //   gradients  P_r · grad_bytes_per_param              (4, fp32 main grads)
-//   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v) / dp with ZeRO-1
-// Activations: one stashed microbatch of stage s holds stash_bytes(s) per device, from the
-// stage's StageWork (recompute policy applied) scaled for tensor parallelism
-// (Korthikanti et al. 2022):
+//   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v)
+// (÷ dp·cp with the distributed optimizer). Activations: one stashed microbatch of stage s
+// holds the sum over its layers of OperatorCost::stash_bytes (operator_cost.h, graph/kernels.h):
+// Korthikanti et al. 2022's inventory for today's kernels (FlashAttention keeps no s×s scores;
+// the unfused attention of Megatron before it adds 5 bytes per head and key unless recomputed),
+// tokens divided by cp, the hidden-state terms divided by tp only with sequence parallelism, the
+// rest by tp; full recompute keeps the layer input only. Layers without kernels (custom) keep the
+// old rule on their own stash_bytes:
 //   sequence parallel            stash / tp
 //   no SP, none or selective     stash · (10 + 24/tp) / 34   (layer norm/dropout inputs replicated)
 //   no SP, full recompute        stash                       (the layer input is replicated)

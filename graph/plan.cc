@@ -10,6 +10,16 @@ constexpr const char* kPlanFormat = "jaxpp-sim-plan";
 
 }  // namespace
 
+std::string_view to_string(AttentionKernel a) {
+  return a == AttentionKernel::kFlash ? "flash" : "unfused";
+}
+
+AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where) {
+  for (AttentionKernel a : kAllAttentionKernels)
+    if (to_string(a) == s) return a;
+  throw_input_error(where, "expected \"flash\" or \"unfused\", got \"" + std::string(s) + "\"");
+}
+
 nlohmann::json config_to_json(const ParallelConfig& c) {
   return {{"gpus", c.gpus},
           {"pp", c.pp},
@@ -22,14 +32,19 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
           {"schedule", c.schedule},
           {"recompute", std::string(to_string(c.recompute))},
           {"sequence_parallel", c.sequence_parallel},
-          {"zero1", c.zero1}};
+          {"zero1", c.zero1},
+          {"cp", c.cp},
+          {"attention", std::string(to_string(c.attention))},
+          {"tp_comm_overlap", c.tp_comm_overlap},
+          {"overlap_grad_reduce", c.overlap_grad_reduce}};
 }
 
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
   const JsonObject obj(j, where);
   obj.reject_unknown({"gpus", "pp", "tp", "dp", "virtual_stages", "microbatch_size",
                       "num_microbatches", "global_batch", "schedule", "recompute",
-                      "sequence_parallel", "zero1"});
+                      "sequence_parallel", "zero1", "cp", "attention", "tp_comm_overlap",
+                      "overlap_grad_reduce"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -44,6 +59,11 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.recompute = parse_recompute(obj.string("recompute"), obj.field("recompute"));
   c.sequence_parallel = obj.boolean_or("sequence_parallel", c.sequence_parallel);
   c.zero1 = obj.boolean_or("zero1", c.zero1);
+  c.cp = obj.positive_int_or("cp", c.cp);
+  if (obj.has("attention"))
+    c.attention = parse_attention_kernel(obj.string("attention"), obj.field("attention"));
+  c.tp_comm_overlap = obj.boolean_or("tp_comm_overlap", c.tp_comm_overlap);
+  c.overlap_grad_reduce = obj.boolean_or("overlap_grad_reduce", c.overlap_grad_reduce);
   return c;
 }
 

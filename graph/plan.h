@@ -7,7 +7,9 @@
 // format or version is rejected with a clear error.
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -20,11 +22,26 @@ namespace jaxpp {
 
 inline constexpr int kPlanVersion = 1;
 
+// Attention kernel of the run: FlashAttention (fused, causal work only, no s x s activations;
+// today's default in Megatron-LM/Transformer Engine, torchtitan, JAX) or the unfused form of
+// Megatron-LM before FlashAttention (batched QK^T and attention x V GEMMs, a fused
+// scale-mask-softmax kernel, s x s scores and dropout mask stashed for the backward).
+enum class AttentionKernel { kFlash, kUnfused };
+inline constexpr std::array kAllAttentionKernels = {AttentionKernel::kFlash,
+                                                    AttentionKernel::kUnfused};
+std::string_view to_string(AttentionKernel a);  // "flash", "unfused"
+AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where);
+
+// How the devices are used. gpus = pp · dp · cp · tp. Rank layout (costmodel/analytic_cost.h):
+// tensor parallelism innermost, then context parallelism, then data parallelism, then pipeline.
 struct ParallelConfig {
   int gpus = 1;
   int pp = 1;
   int tp = 1;
   int dp = 1;
+  // Context parallelism: each sequence split over cp devices (ring attention exchanging K/V);
+  // gradients are reduced over dp · cp devices.
+  int cp = 1;
   int virtual_stages = 1;  // v: stages per actor
   int microbatch_size = 1;
   int num_microbatches = 1;
@@ -32,7 +49,18 @@ struct ParallelConfig {
   std::string schedule = "1f1b";
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
+  // Distributed optimizer (Megatron-LM's --use-distributed-optimizer, ZeRO-1): optimizer state
+  // sharded over the dp · cp replicas; gradients reduce-scattered, parameters all-gathered.
   bool zero1 = false;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  // Tensor-parallel communication overlapped with the neighbouring GEMMs (Megatron-LM
+  // --tp-comm-overlap, Transformer Engine userbuffers; needs sequence parallelism). Megatron's
+  // default: off.
+  bool tp_comm_overlap = false;
+  // Data-parallel gradient reduction overlapped with the backward (Megatron-LM
+  // --overlap-grad-reduce) and, with the distributed optimizer, the parameter all-gather with the
+  // next forward (--overlap-param-gather). Megatron's default: off.
+  bool overlap_grad_reduce = false;
   bool operator==(const ParallelConfig&) const = default;
 };
 nlohmann::json config_to_json(const ParallelConfig& c);

@@ -6,6 +6,7 @@
 #include "costmodel/memory.h"
 #include "graph/error.h"
 #include "graph/partition.h"
+#include "simulator/breakdown.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -52,17 +53,25 @@ nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, doubl
 }  // namespace
 
 int check_parallel_config(const ParallelConfig& c) {
-  if (c.pp < 1 || c.tp < 1 || c.dp < 1 || c.gpus < 1 || c.microbatch_size < 1 ||
+  if (c.pp < 1 || c.tp < 1 || c.dp < 1 || c.cp < 1 || c.gpus < 1 || c.microbatch_size < 1 ||
       c.global_batch < 1 || c.virtual_stages < 1) {
     throw_input_error("configuration",
-                      "gpus, pp, tp, dp, virtual stages, global batch and microbatch size must "
-                      "all be >= 1");
+                      "gpus, pp, tp, dp, cp, virtual stages, global batch and microbatch size "
+                      "must all be >= 1");
   }
-  if (static_cast<int64_t>(c.pp) * c.tp * c.dp != c.gpus) {
-    throw_input_error("configuration", "pp·tp·dp = " + std::to_string(c.pp) + "·" +
-                                           std::to_string(c.tp) + "·" + std::to_string(c.dp) +
-                                           " = " + std::to_string(int64_t{c.pp} * c.tp * c.dp) +
+  const int64_t product = int64_t{c.pp} * c.tp * c.dp * c.cp;
+  if (product != c.gpus) {
+    std::string factors = std::to_string(c.pp) + "·" + std::to_string(c.tp) + "·" +
+                          std::to_string(c.dp);
+    if (c.cp > 1) factors += "·" + std::to_string(c.cp);
+    throw_input_error("configuration", std::string(c.cp > 1 ? "pp·tp·dp·cp" : "pp·tp·dp") +
+                                           " = " + factors + " = " + std::to_string(product) +
                                            " does not equal --gpus " + std::to_string(c.gpus));
+  }
+  if (c.tp_comm_overlap && !c.sequence_parallel && c.tp > 1) {
+    throw_input_error("configuration",
+                      "tp communication overlap needs sequence parallelism (as Megatron-LM's "
+                      "--tp-comm-overlap)");
   }
   const int64_t per_step = static_cast<int64_t>(c.dp) * c.microbatch_size;
   if (c.global_batch % per_step != 0) {
@@ -188,8 +197,8 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   const MemoryModel mem =
       build_memory_model(plan.model, plan.partition, plan.placement, plan.config, cluster);
   SimOptions so;
-  so.record_trace = options.record_trace;
-  so.overlap_grad_reduce = options.overlap_grad_reduce;
+  so.record_trace = options.record_trace || options.breakdown;
+  so.overlap_grad_reduce = options.overlap_grad_reduce || plan.config.overlap_grad_reduce;
   so.iteration_overhead_s = cluster.iteration_overhead_s;
   so.static_bytes_per_actor = mem.static_bytes_per_actor();
   so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
@@ -202,6 +211,11 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   out.metrics["cluster"] = cluster.name;
   out.metrics["model"] = plan.model.name;
   out.metrics["config"] = config_to_json(plan.config);
+  if (options.breakdown) {
+    out.metrics["breakdown"] =
+        breakdown_to_json(step_breakdown(out.program, cost, out.result));
+    add_breakdown_parts(cost, out.program, out.result.trace);
+  }
   if (options.check_memory) {
     std::vector<int64_t> peak;
     for (const ActorStats& a : out.result.actors) peak.push_back(a.peak_memory_bytes);

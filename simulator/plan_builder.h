@@ -82,6 +82,9 @@ struct PlanSimOptions {
   bool record_trace = true;
   bool overlap_grad_reduce = false;
   bool check_memory = true;  // InputError "does not fit: ..." when a device is too small
+  // Model mode: metrics["breakdown"] (simulator/breakdown.h) and the cost model's parts on
+  // every compute event of the trace; records the timeline (as record_trace) to measure it.
+  bool breakdown = false;
 };
 
 SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options);

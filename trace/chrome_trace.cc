@@ -71,6 +71,18 @@ nlohmann::json trace_to_chrome_json(const Trace& trace) {
                      {"peer", e.peer},
                      {"step", e.step},
                      {"instruction", e.instruction}}}});
+    // The cost model's parts, nested inside the event (end to end from its start).
+    double at = e.start_s;
+    for (const TracePart& p : e.parts) {
+      out.push_back({{"ph", "X"},
+                     {"name", p.name},
+                     {"cat", "breakdown"},
+                     {"pid", chrome_pid_of(e.actor)},
+                     {"tid", chrome_tid_of(e.stream)},
+                     {"ts", at * kMicrosecondsPerSecond},
+                     {"dur", p.duration_s * kMicrosecondsPerSecond}});
+      at += p.duration_s;
+    }
   }
 
   // Flow arrows: send -> matching recv.

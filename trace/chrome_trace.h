@@ -8,6 +8,8 @@
 //   "X"      one complete event per TraceEvent; ts/dur in microseconds; name = TraceEvent::name();
 //            cat = category ("F", "B", "I", "W", "comm", "allreduce", "optimizer"); cname colours
 //            it by category; args = {op, tasks, stage, bytes, tag, peer, step, instruction}
+//            and, when the event has parts (simulate --breakdown), one "X" per part (cat
+//            "breakdown", named by the part) laid end to end inside it, so viewers nest them
 //   "s"/"f"  one flow arrow per send that has a matching recv (same tag): id = tag, the start at
 //            the send's start, the finish at the recv's end, both bound to the enclosing slice
 //            ("bp": "e")

@@ -106,6 +106,18 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
                                               describe(obj.at("start_s")) + "), got " +
                                               describe(obj.at("end_s")));
   }
+  if (obj.has("parts")) {
+    const nlohmann::json& parts = obj.array("parts");
+    double total = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const JsonObject p(parts[i], obj.field("parts") + "[" + std::to_string(i) + "]");
+      p.reject_unknown({"name", "duration_s"});
+      e.parts.push_back({p.string("name"), p.non_negative_number("duration_s")});
+      total += e.parts.back().duration_s;
+    }
+    if (total > (e.end_s - e.start_s) * (1 + 1e-9) + 1e-12)
+      throw_input_error(obj.field("parts"), "the parts last longer than the event");
+  }
   if (!obj.has("stream")) {
     Instruction ins;
     ins.op = e.op;
@@ -113,7 +125,7 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
     e.stream = stream_of(ins);
   }
   obj.reject_unknown({"actor", "instruction", "step", "op", "stream", "tasks", "stage", "peer",
-                      "bytes", "tag", "start_s", "end_s"});
+                      "bytes", "tag", "start_s", "end_s", "parts"});
   return e;
 }
 
@@ -159,6 +171,12 @@ nlohmann::json trace_to_json(const Trace& trace) {
                       {"tag", e.tag},
                       {"start_s", e.start_s},
                       {"end_s", e.end_s}});
+    if (!e.parts.empty()) {
+      nlohmann::json parts = nlohmann::json::array();
+      for (const TracePart& p : e.parts)
+        parts.push_back({{"name", p.name}, {"duration_s", p.duration_s}});
+      events.back()["parts"] = std::move(parts);
+    }
   }
   nlohmann::json memory = nlohmann::json::array();
   for (const MemorySample& m : trace.memory) {

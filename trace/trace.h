@@ -20,6 +20,14 @@
 
 namespace jaxpp {
 
+// A named part of a compute event's duration (the cost model's breakdown: "gemm", "attention",
+// "elementwise", "tp_comm", "cp_comm", "other"); parts are laid end to end from start_s.
+struct TracePart {
+  std::string name;
+  double duration_s = 0;
+  bool operator==(const TracePart&) const = default;
+};
+
 struct TraceEvent {
   int actor = 0;
   int instruction = 0;  // index into program.actors[actor]
@@ -33,6 +41,7 @@ struct TraceEvent {
   int64_t tag = -1;
   double start_s = 0;
   double end_s = 0;
+  std::vector<TracePart> parts;  // optional (simulate --breakdown); written only when non-empty
   double duration_s() const { return end_s - start_s; }
   std::string name() const;  // "F3@s2", "send F3@s2 ->2", ...
 };
@@ -60,7 +69,8 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 //   "num_actors": 4, "num_steps": 1,
 //   "events": [ { "actor": 0, "instruction": 3, "step": 0, "op": "send", "stream": "send->1",
 //                 "tasks": ["F0@s0"], "stage": 0, "peer": 1, "bytes": 1048576, "tag": 7,
-//                 "start_s": 0.0012, "end_s": 0.0015 }, ... ],
+//                 "start_s": 0.0012, "end_s": 0.0015,
+//                 "parts": [{"name": "gemm", "duration_s": 0.0002}, ...] (optional) }, ... ],
 //   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ] }
 // trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors),
 // end_s >= start_s >= 0) and throws InputError naming the field, e.g.

@@ -1,0 +1,381 @@
+#include "costmodel/operator_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/error.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr double kSmallK = 32;             // inner dimension at which a GEMM reaches half its rate
+constexpr double kAttentionBlockRows = 128;  // query rows per FlashAttention thread block
+constexpr double kAttentionHalfKeys = 128;   // keys per query at which attention runs at half rate
+constexpr double kFlashBackwardFlops = 2.5;  // backward FLOPs / forward FLOPs (FlashAttention-2)
+// Rate of a half-size and a quarter-size output tile relative to the full tile (assumed, not
+// fitted: a smaller tile reloads its operands more often per FLOP).
+constexpr double kHalfTileRate = 0.95;
+constexpr double kQuarterTileRate = 0.85;
+
+// Fraction of the issued tile work that is useful: tile quantization (partial edge tiles) times
+// wave quantization (the last wave of tiles leaves SMs idle).
+double quantization(double m, double n, double tm, double tn, int sms) {
+  const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
+  const double tiles = tiles_m * tiles_n;
+  const double tile_util = (m * n) / (tiles * tm * tn);
+  const double waves = std::ceil(tiles / sms);
+  return tile_util * tiles / (waves * sms);
+}
+
+double wave_util(double blocks, int sms) {
+  if (sms <= 0 || blocks <= 0) return 1;
+  return blocks / (std::ceil(blocks / sms) * sms);
+}
+
+}  // namespace
+
+PassBreakdown& PassBreakdown::operator+=(const PassBreakdown& o) {
+  gemm_s += o.gemm_s;
+  attention_s += o.attention_s;
+  elementwise_s += o.elementwise_s;
+  tp_comm_s += o.tp_comm_s;
+  cp_comm_s += o.cp_comm_s;
+  other_s += o.other_s;
+  return *this;
+}
+
+OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
+                           const ClusterSpec& cluster)
+    : model_(model), config_(config), cluster_(cluster) {
+  peak_ = cluster.peak_flops(model.dtype);  // throws if the dtype is unsupported
+  db_ = dtype_bytes(model.dtype);
+  const int cp = std::max(1, config.cp);
+  if (cp > 1 && config.attention == AttentionKernel::kUnfused)
+    throw_input_error("configuration",
+                      "context parallelism (cp " + std::to_string(cp) +
+                          ") needs flash attention (ring attention exchanges K/V blocks)");
+  if (cp > 1 && model.seq_len > 0 && model.seq_len % (2 * cp) != 0)
+    throw_input_error("configuration", "cp " + std::to_string(cp) + " does not divide seq_len " +
+                                           std::to_string(model.seq_len) +
+                                           " into 2·cp load-balanced chunks");
+  tokens_ = static_cast<double>(config.microbatch_size) * model.tokens_per_sequence() / cp;
+  // Layers of one kind share their kernels: list and price each kind once.
+  kernels_.reserve(model.layers.size());
+  std::array<int, 4> first_of_kind = {-1, -1, -1, -1};
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const int kind = static_cast<int>(model.layers[l].kind);
+    if (model.layers[l].kind != LayerKind::kCustom && first_of_kind[kind] >= 0) {
+      kernels_.push_back(kernels_[first_of_kind[kind]]);
+      cached_.push_back(cached_[first_of_kind[kind]]);
+      continue;
+    }
+    kernels_.push_back(layer_kernels(model, l));
+    cached_.push_back(-1);
+    if (kernels_.back().has_kernels) {
+      first_of_kind[kind] = l;
+      cached_.back() = static_cast<int>(cache_.size());
+      LayerCache c;
+      for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
+        c.pass[static_cast<int>(p)] =
+            layer_pass(l, p, p == Pass::kBackwardInput ? &c.fused_hidden_s : nullptr);
+      c.stash_bytes = compute_stash_bytes(l);
+      cache_.push_back(c);
+    }
+  }
+}
+
+double OperatorCost::gemm_efficiency(double m, double n, double k) const {
+  double e = cluster_.gemm_efficiency(2.0 * m * n * k);
+  if (cluster_.num_sms > 0) {
+    // The library picks the tile that wastes least: the cluster's large tile either way round,
+    // or half or a quarter of it, which run at a lower rate of their own (less reuse per load).
+    const double tm = cluster_.gemm_tile_m, tn = cluster_.gemm_tile_n;
+    const struct {
+      double tm, tn, rate;
+    } tiles[] = {{tm, tn, 1.0},          {tn, tm, 1.0},          {tm, tn / 2, kHalfTileRate},
+                 {tn / 2, tm, kHalfTileRate}, {tm / 2, tn / 2, kQuarterTileRate}};
+    double best = 0;
+    for (const auto& t : tiles)
+      best = std::max(best, t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms));
+    e *= best * k / (k + kSmallK);
+  }
+  return e;
+}
+
+double OperatorCost::gemm_s(double m, double n, double k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const double flops = 2.0 * m * n * k;
+  const double compute_s = flops / (peak_ * gemm_efficiency(m, n, k));
+  const double memory_s = (m * k + k * n + m * n) * db_ /
+                          (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
+  return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::elementwise_s(double bytes) const {
+  if (bytes <= 0) return 0;
+  return bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency) +
+         cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::curve_s(double flops) const {
+  if (flops <= 0) return 0;
+  return flops / (peak_ * cluster_.gemm_efficiency(flops));
+}
+
+double OperatorCost::tp_allreduce_s(double bytes) const {
+  const int t = config_.tp;
+  if (t <= 1 || bytes <= 0) return 0;
+  const bool intra = t <= cluster_.devices_per_node;
+  const LinkSpec& link = intra ? cluster_.intra_node : cluster_.inter_node;
+  const double latency = intra ? cluster_.intra_collective_latency_s() : link.latency_s;
+  return 2.0 * (t - 1) / t * bytes / (link.bandwidth_bytes_per_s * cluster_.allreduce_bus_efficiency) +
+         2.0 * (t - 1) * latency;
+}
+
+double OperatorCost::tp_gather_s(double bytes) const { return tp_allreduce_s(bytes) / 2; }
+
+double OperatorCost::attention_forward_s(const AttentionWork& a) const {
+  const double tp = config_.tp, cp = std::max(1, config_.cp);
+  const double s = model_.tokens_per_sequence();
+  const double heads = a.heads / tp;
+  const double causal = a.causal ? 0.5 : 1.0;
+  // Per device: its m query tokens against all s keys, causal-halved (cp ranks balance the
+  // causal work with 2·cp chunks).
+  const double flops = tokens_ * a.fwd_flops_per_token(s) / tp * causal;
+  if (cluster_.attention_efficiency_forward <= 0) return curve_s(flops);
+  const double blocks =
+      config_.microbatch_size * heads * std::ceil(s / cp / kAttentionBlockRows);
+  const double keys = s * causal;
+  const double e = cluster_.attention_efficiency_forward * wave_util(blocks, cluster_.num_sms) *
+                   keys / (keys + kAttentionHalfKeys);
+  return flops / (peak_ * e) + cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::attention_backward_s(const AttentionWork& a) const {
+  const double tp = config_.tp, cp = std::max(1, config_.cp);
+  const double s = model_.tokens_per_sequence();
+  const double causal = a.causal ? 0.5 : 1.0;
+  const double flops = kFlashBackwardFlops * tokens_ * a.fwd_flops_per_token(s) / tp * causal;
+  if (cluster_.attention_efficiency_backward <= 0) return curve_s(flops);
+  const double blocks =
+      config_.microbatch_size * (a.heads / tp) * std::ceil(s / cp / kAttentionBlockRows);
+  const double keys = s * causal;
+  const double e = cluster_.attention_efficiency_backward * wave_util(blocks, cluster_.num_sms) *
+                   keys / (keys + kAttentionHalfKeys);
+  return flops / (peak_ * e) + cluster_.kernel_overhead_s;
+}
+
+PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidden_s) const {
+  PassBreakdown out;
+  const LayerWork& work = model_.layers[layer];
+  const LayerKernels& k = kernels_[layer];
+  const double tp = config_.tp;
+  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const double m = tokens_;
+  const Recompute rc = config_.recompute;
+
+  if (!k.has_kernels) {  // custom layer: FLOPs with the efficiency curve
+    const double mb = static_cast<double>(config_.microbatch_size) / tp;
+    switch (pass) {
+      case Pass::kForward:
+        out.other_s = curve_s(work.fwd_flops * mb);
+        break;
+      case Pass::kBackwardInput:
+        out.other_s = curve_s(work.bwd_input_flops * mb);
+        break;
+      case Pass::kBackwardWeight:
+        out.other_s = curve_s(work.bwd_weight_flops * mb);
+        break;
+      case Pass::kRecompute:
+        out.other_s = curve_s(work.recompute_flops[static_cast<int>(rc)] * mb);
+        break;
+    }
+    if (pass == Pass::kForward || pass == Pass::kBackwardInput ||
+        (pass == Pass::kRecompute && rc == Recompute::kFull)) {
+      if (work.tp_allreduce_bytes > 0 && tp > 1)
+        out.tp_comm_s = 2 * tp_allreduce_s(work.tp_allreduce_bytes * mb * tp / 2);
+    }
+    return out;
+  }
+
+  if (pass == Pass::kRecompute) {
+    if (rc == Recompute::kNone || work.kind != LayerKind::kTransformer) return out;
+    if (rc == Recompute::kSelective) {
+      if (config_.attention == AttentionKernel::kFlash) {
+        out.attention_s = attention_forward_s(k.attention);
+        return out;
+      }
+      // Unfused: recompute QK^T, softmax(+dropout) and attention·V.
+      const double heads = k.attention.heads / tp, d = k.attention.head_dim;
+      const double s = model_.tokens_per_sequence();
+      const double rows = config_.microbatch_size * heads * s;
+      out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
+                        elementwise_s(rows * s * k.stash_scores_bytes_per_head_key);
+      return out;
+    }
+    // Full: the forward again.
+    double unused = 0;
+    return layer_pass(layer, Pass::kForward, &unused);
+  }
+
+  const auto split_n = [&](const GemmKernel& g) { return g.split == TpSplit::kColumn ? g.n / tp : g.n; };
+  const auto split_k = [&](const GemmKernel& g) { return g.split == TpSplit::kRow ? g.k / tp : g.k; };
+
+  // GEMMs and, per GEMM, the one that pairs with each TP collective.
+  std::vector<double> gemm_times;
+  for (const GemmKernel& g : k.gemms) {
+    const double n = split_n(g), kk = split_k(g);
+    double t = 0;
+    switch (pass) {
+      case Pass::kForward:
+        t = gemm_s(m, n, kk);
+        break;
+      case Pass::kBackwardInput:
+        t = gemm_s(m, kk, n);
+        break;
+      case Pass::kBackwardWeight:
+        t = gemm_s(kk, n, m);
+        break;
+      case Pass::kRecompute:
+        break;
+    }
+    gemm_times.push_back(t);
+    out.gemm_s += t;
+  }
+  if (pass == Pass::kBackwardWeight) return out;
+
+  // Element-wise kernels.
+  for (const ElementwiseKernel& e : k.elementwise) {
+    const double div = e.split == TpSplit::kColumn || (e.split == TpSplit::kSequence && sp) ? tp : 1;
+    const double per_token = pass == Pass::kForward ? e.fwd_bytes_per_token : e.bwd_bytes_per_token;
+    out.elementwise_s += elementwise_s(per_token * m / div);
+  }
+
+  // Attention core.
+  if (k.has_attention) {
+    if (config_.attention == AttentionKernel::kFlash) {
+      out.attention_s = pass == Pass::kForward ? attention_forward_s(k.attention)
+                                               : attention_backward_s(k.attention);
+    } else {
+      const double heads = k.attention.heads / tp, d = k.attention.head_dim;
+      const double s = model_.tokens_per_sequence();
+      const double rows = config_.microbatch_size * heads * s;
+      const double scores = rows * s;
+      if (pass == Pass::kForward) {
+        out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
+                          elementwise_s(scores * k.stash_scores_bytes_per_head_key);
+      } else {
+        // dP = dO·V^T, dV = P^T·dO, dQ = dS·K, dK = dS^T·Q; softmax and dropout gradients.
+        out.attention_s = gemm_s(rows, s, d) + 3 * gemm_s(rows, d, s) +
+                          elementwise_s(2 * scores * k.stash_scores_bytes_per_head_key);
+      }
+    }
+    // Ring attention: cp − 1 steps, each overlapping one block's compute.
+    const int cp = std::max(1, config_.cp);
+    if (cp > 1) {
+      const double kv_bytes =
+          m * 2.0 * std::max(1.0, k.attention.kv_heads / tp) * k.attention.head_dim * db_;
+      const double bytes = pass == Pass::kForward ? kv_bytes : 2 * kv_bytes;
+      const bool intra = static_cast<int64_t>(config_.tp) * cp <= cluster_.devices_per_node;
+      const LinkSpec& link = intra ? cluster_.intra_node : cluster_.inter_node;
+      const double step_s = link.latency_s + bytes / link.effective_bandwidth_bytes_per_s();
+      out.cp_comm_s = (cp - 1) * std::max(0.0, step_s - out.attention_s / cp);
+    }
+  }
+
+  // Tensor-parallel communication.
+  if (config_.tp > 1) {
+    const double bytes = m * k.hidden_bytes_per_token;
+    const bool overlap = config_.tp_comm_overlap && sp;
+    const auto exposed = [&](double comm_s, double gemm_s_) {
+      if (!overlap) return comm_s;
+      return comm_s / tp + (tp - 1) / tp * std::max(0.0, comm_s - gemm_s_);
+    };
+    if (work.kind == LayerKind::kTransformer) {
+      // Forward: (all-gather →) qkv, proj (→ reduce-scatter), (all-gather →) mlp_up,
+      // mlp_down (→ reduce-scatter); without sp each pair is one all-reduce after the row GEMM.
+      // Backward: the mirror image (the column GEMMs' input gradients are reduced).
+      const double one = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes) / 2;
+      double comm = 0;
+      for (size_t i = 0; i < gemm_times.size(); ++i) comm += exposed(one, gemm_times[i]);
+      if (sp && pass == Pass::kBackwardInput) {
+        // Re-gather of the sharded inputs of qkv and mlp_up for their weight gradients, issued
+        // while the input-gradient GEMMs run.
+        for (size_t i : {size_t{0}, size_t{2}}) comm += std::max(0.0, one - gemm_times[i]);
+      }
+      out.tp_comm_s = comm;
+      if (pass == Pass::kBackwardInput && fused_hidden_s != nullptr) {
+        // In a fused backward, the input-gradient collective of each column GEMM (qkv, mlp_up)
+        // runs under its weight-gradient GEMM.
+        for (size_t i : {size_t{0}, size_t{2}}) {
+          const GemmKernel& g = k.gemms[i];
+          const double wgrad = gemm_s(split_k(g), split_n(g), m);
+          *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
+        }
+      }
+    } else if (work.kind == LayerKind::kLogits) {
+      // Vocabulary-parallel head: sp all-gathers its input (forward) and reduce-scatters the
+      // input gradient; without sp the input gradient is all-reduced.
+      if (pass == Pass::kForward) out.tp_comm_s = sp ? tp_gather_s(bytes) : 0;
+      else out.tp_comm_s = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes);
+    } else if (work.kind == LayerKind::kEmbedding && pass == Pass::kForward) {
+      // Vocabulary-parallel embedding: partial rows reduced (reduce-scatter with sp).
+      out.tp_comm_s = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes);
+    }
+  }
+  return out;
+}
+
+StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double params) const {
+  StageBreakdown b;
+  for (int l = first_layer; l < first_layer + num_layers; ++l) {
+    if (cached_[l] >= 0) {
+      const LayerCache& c = cache_[cached_[l]];
+      for (size_t p = 0; p < b.pass.size(); ++p) b.pass[p] += c.pass[p];
+      b.fused_backward_hidden_s += c.fused_hidden_s;
+      continue;
+    }
+    double hidden = 0;
+    for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
+      b.pass[static_cast<int>(p)] += layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
+    b.fused_backward_hidden_s += hidden;
+  }
+  const double shards =
+      config_.zero1 ? static_cast<double>(config_.dp) * std::max(1, config_.cp) : 1.0;
+  const double local_params = params / config_.tp / shards;
+  const double hbm_eff = cluster_.num_sms > 0 ? cluster_.hbm_efficiency : 1.0;
+  b.optimizer_s = local_params * cluster_.optimizer_traffic_bytes_per_param /
+                  (cluster_.hbm_bandwidth_bytes_per_s * hbm_eff);
+  return b;
+}
+
+double OperatorCost::stash_bytes(int layer) const {
+  return cached_[layer] >= 0 ? cache_[cached_[layer]].stash_bytes : compute_stash_bytes(layer);
+}
+
+double OperatorCost::compute_stash_bytes(int layer) const {
+  const LayerWork& work = model_.layers[layer];
+  const LayerKernels& k = kernels_[layer];
+  const double tp = config_.tp;
+  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const Recompute rc = config_.recompute;
+  if (!k.has_kernels) {
+    // Korthikanti et al. 2022's tp rule on the layer's own stash.
+    double factor = 1.0 / tp;
+    if (!sp) factor = rc == Recompute::kFull ? 1.0 : (10.0 + 24.0 / tp) / 34.0;
+    return static_cast<double>(work.stash_bytes[static_cast<int>(rc)]) *
+           static_cast<double>(config_.microbatch_size) * factor;
+  }
+  const double seq_div = sp ? tp : 1.0;
+  const double m = tokens_;
+  if (rc == Recompute::kFull && k.stash_full_recompute_bytes_per_token > 0)
+    return m * k.stash_full_recompute_bytes_per_token / seq_div;
+  double bytes = m * (k.stash_sequence_bytes_per_token / seq_div +
+                      k.stash_split_bytes_per_token / tp);
+  if (config_.attention == AttentionKernel::kUnfused && rc == Recompute::kNone && k.has_attention)
+    bytes += m * (k.attention.heads / tp) * model_.tokens_per_sequence() *
+             k.stash_scores_bytes_per_head_key;
+  return bytes;
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,127 @@
+// OperatorCost: the time of each layer pass as the sum of its kernels (graph/kernels.h) on one
+// device of a ClusterSpec, with the tensor- and context-parallel communication each pass exposes.
+// AnalyticCost builds the simulator's task durations from it; `simulate --breakdown` reports it.
+//
+// Per layer pass (m = microbatch_size · seq_len / cp tokens on a device, tp-split shapes):
+//   GEMM         t = max(2mnk / (peak · e), bytes / (hbm · hbm_efficiency)) + kernel_overhead,
+//                e = eff(2mnk) (cluster.h's curve or measured table) · q(m, n) · k / (k + 32),
+//                q = tile quantization · wave quantization of ⌈m/Tm⌉·⌈n/Tn⌉ output tiles over
+//                the GPU's SMs, for the best of the tiles Tm×Tn, Tn×Tm, Tm×Tn/2, Tn/2×Tm (at
+//                0.95 of the rate) and Tm/2×Tn/2 (0.85), as GEMM libraries choose the tile per
+//                shape; 1 when the cluster has no SM count
+//                forward (m, n, k); input gradient (m, k, n); weight gradient (k, n, m)
+//   attention    FlashAttention: forward 4·m·keys·(a/tp)·d FLOPs, halved when causal (keys = s),
+//                at attention_efficiency_forward · peak · wave quantization of the query tiles
+//                (128 rows per block) · k/(k + 128) for the k = keys (causal: s/2) each query
+//                sees; backward 2.5× the forward's FLOPs (dS, dP, dQ, dK, dV and the recomputed
+//                scores) at attention_efficiency_backward. Unfused (Megatron before
+//                FlashAttention): QK^T and attention·V as batched GEMMs over all s keys and the
+//                scale-mask-softmax(+dropout) kernels on the s×s scores, from their bytes.
+//   element-wise bytes per token (graph/kernels.h) · m / (hbm · hbm_efficiency) + overhead;
+//                the backward runs in the input-gradient pass.
+//   TP comm      per transformer layer 2 all-reduces of the m×h hidden state in the forward and 2
+//                in the backward (ring: 2(t−1)/t · bytes / (link · allreduce_bus_efficiency) +
+//                2(t−1) step latencies); with sequence parallelism all-gather + reduce-scatter of
+//                the same volume, plus the backward's re-gather of the sharded GEMM inputs (hidden
+//                under the input-gradient GEMMs where they are longer). With tp_comm_overlap each
+//                collective is pipelined in t chunks with its GEMM: exposed = c/t + (t−1)/t ·
+//                max(0, c − g). NVLink when tp <= devices_per_node, the network otherwise.
+//                A fused backward (B = I then W) hides the input-gradient collectives of the
+//                column-parallel GEMMs under their weight-gradient GEMMs (Megatron's asynchronous
+//                all-reduce): fused_backward_hidden_s, subtracted from B.
+//   CP comm      ring attention: cp − 1 steps, each sending the local K and V (and in the backward
+//                their gradients too) to the next rank while one block of attention computes:
+//                exposed = (cp − 1) · max(0, step transfer − attention / cp).
+//   recompute    none: nothing; selective: the attention core's forward again; full: the whole
+//                forward again, its TP communication included.
+//   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
+// Optimizer step: per-device parameters (÷ dp·cp with the distributed optimizer) ·
+//   optimizer_traffic_bytes_per_param / (hbm · hbm_efficiency).
+// Units: seconds, bytes, FLOPs.
+//
+// Usage:
+//   OperatorCost op(model, config, cluster);
+//   StageBreakdown b = op.stage(first_layer, num_layers);
+//   double f = b.pass[static_cast<int>(Pass::kForward)].total_s();
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "graph/kernels.h"
+#include "graph/model.h"
+#include "graph/plan.h"
+
+namespace jaxpp {
+
+enum class Pass { kForward = 0, kBackwardInput = 1, kBackwardWeight = 2, kRecompute = 3 };
+
+// Time of a pass on one device by what runs, in seconds.
+struct PassBreakdown {
+  double gemm_s = 0;
+  double attention_s = 0;
+  double elementwise_s = 0;
+  double tp_comm_s = 0;  // exposed
+  double cp_comm_s = 0;  // exposed
+  double other_s = 0;    // custom layers priced by the efficiency curve
+  double total_s() const {
+    return gemm_s + attention_s + elementwise_s + tp_comm_s + cp_comm_s + other_s;
+  }
+  PassBreakdown& operator+=(const PassBreakdown& o);
+};
+
+struct StageBreakdown {
+  std::array<PassBreakdown, 4> pass;  // indexed by Pass
+  double fused_backward_hidden_s = 0;
+  double optimizer_s = 0;
+  const PassBreakdown& at(Pass p) const { return pass[static_cast<int>(p)]; }
+};
+
+class OperatorCost {
+ public:
+  // InputError when the configuration cannot run the model (cp > 1 with unfused attention, cp
+  // not dividing the sequence, the cluster lacking the model's dtype).
+  OperatorCost(const ModelSpec& model, const ParallelConfig& config, const ClusterSpec& cluster);
+
+  // Layers [first_layer, first_layer + num_layers) with `params` parameters (whole stage,
+  // before tp) for the optimizer step.
+  StageBreakdown stage(int first_layer, int num_layers, double params) const;
+  // Bytes one device stashes for one microbatch of `layer` under the configuration's recompute
+  // policy and parallelism; the layer's own stash_bytes (scaled by the legacy tp rule) for
+  // layers without kernels.
+  double stash_bytes(int layer) const;
+
+  // One GEMM out[m×n] = in[m×k]·W[k×n] on one device.
+  double gemm_s(double m, double n, double k) const;
+  double gemm_efficiency(double m, double n, double k) const;
+  // A ring collective moving `bytes` per device over a group of `n` devices within the
+  // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.
+  double tp_allreduce_s(double bytes) const;
+  double tp_gather_s(double bytes) const;  // all-gather or reduce-scatter
+
+ private:
+  struct LayerCache {
+    std::array<PassBreakdown, 4> pass;
+    double fused_hidden_s = 0;
+    double stash_bytes = 0;
+  };
+  PassBreakdown layer_pass(int layer, Pass pass, double* fused_hidden_s) const;
+  double compute_stash_bytes(int layer) const;
+  double elementwise_s(double bytes) const;
+  double attention_forward_s(const AttentionWork& a) const;
+  double attention_backward_s(const AttentionWork& a) const;
+  double curve_s(double flops) const;  // custom work: flops / (peak · eff(flops))
+
+  const ModelSpec& model_;
+  ParallelConfig config_;
+  const ClusterSpec& cluster_;
+  double peak_ = 0;
+  double tokens_ = 0;  // m: tokens of one microbatch on one device
+  double db_ = 2;      // bytes per activation element
+  std::vector<LayerKernels> kernels_;  // per layer
+  std::vector<int> cached_;            // per layer: index into cache_, -1 = priced on demand
+  std::vector<LayerCache> cache_;      // one per layer kind with kernels
+};
+
+}  // namespace jaxpp

@@ -1,0 +1,92 @@
+// Kernels of a layer: the work of one layer pass listed kernel by kernel (GEMM shapes, the
+// attention core, element-wise kernels by the bytes they move, what the backward stashes), so
+// costmodel/ can price each kernel for a GPU (costmodel/operator_cost.h). Hardware independent.
+//
+// Everything is per TOKEN of one sequence (a microbatch of b sequences of s tokens, split over cp
+// devices, runs m = b·s/cp tokens per device), before tensor parallelism; `split` says what tensor
+// parallelism (tp devices) does to it:
+//   kColumn    the GEMM's output columns (n) are split (QKV, MLP up/gate, the LM head over the
+//              vocabulary); for element-wise work and stashed bytes: divided by tp
+//   kRow       the GEMM's inner dimension (k) is split (attention output projection, MLP down)
+//   kSequence  element-wise work and stashed bytes on the full hidden state (norms, residual,
+//              dropout, the inputs of column-parallel GEMMs): replicated on every tp device, or
+//              divided by tp with sequence parallelism (Korthikanti et al. 2022)
+// A forward GEMM computes out[m × n] = in[m × k] · W[k × n]; its input-gradient GEMM is
+// (m, k, n) and its weight-gradient GEMM (k, n, m), each 2·m·n·k FLOPs.
+//
+// Transformer layers (GPT: LayerNorm, biases, GeLU MLP of ffn_hidden, dropout; Llama: RMSNorm,
+// RoPE, SwiGLU MLP with fused gate/up, GQA, no dropout):
+//   GEMMs       qkv (n = (a + 2·g)·d, k = h) column · proj (n = h, k = a·d) row ·
+//               mlp_up (n = f or 2f, k = h) column · mlp_down (n = h, k = f) row
+//   attention   heads a, kv heads g, head dim d, causal (FlashAttention or unfused: the pricing
+//               and the stash depend on ParallelConfig::attention)
+//   element-wise  bytes read + written per token (16-bit activations, 1-byte dropout masks);
+//               backward ≈ twice the forward's bytes (saved inputs and gradients read, gradients
+//               written)
+//   stash       Korthikanti et al. 2022's activation inventory without the s×s terms
+//               (= 34·h bytes per token for GPT with f = 4h), split as above; unfused attention
+//               adds 5 bytes per (head, key) per token unless selective or full recompute.
+// Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
+// the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
+// Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
+// the cluster's efficiency curve.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "graph/model.h"
+
+namespace jaxpp {
+
+enum class TpSplit { kNone, kColumn, kRow, kSequence };
+
+struct GemmKernel {
+  std::string_view name;
+  double n = 0;  // output columns
+  double k = 0;  // inner dimension
+  TpSplit split = TpSplit::kNone;
+};
+
+struct ElementwiseKernel {
+  std::string_view name;
+  double fwd_bytes_per_token = 0;
+  double bwd_bytes_per_token = 0;
+  TpSplit split = TpSplit::kSequence;
+};
+
+struct AttentionWork {
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  bool causal = true;
+  // FLOPs of the forward core for one query token against `keys` keys, before tp and the causal
+  // halving: 4·keys·heads·head_dim (QK^T and attention·V).
+  double fwd_flops_per_token(double keys) const { return 4.0 * keys * heads * head_dim; }
+};
+
+struct LayerKernels {
+  bool has_kernels = false;
+  std::vector<GemmKernel> gemms;
+  bool has_attention = false;
+  AttentionWork attention;
+  std::vector<ElementwiseKernel> elementwise;
+  // Stashed for the backward, bytes per token: on the full hidden state (kSequence) and split by
+  // tp (kColumn); the layer input kept under full recompute (kSequence; 0 = the layer is not
+  // recomputed and keeps its whole stash, as the embedding and the logits).
+  double stash_sequence_bytes_per_token = 0;
+  double stash_split_bytes_per_token = 0;
+  double stash_full_recompute_bytes_per_token = 0;
+  // Unfused attention only: bytes per token per (head, key) stashed (softmax output, dropout
+  // mask and output: 5 in 16-bit) unless selective or full recompute.
+  double stash_scores_bytes_per_head_key = 0;
+  // Bytes sent forward per token (the hidden state: the pipeline P2P and the tp collectives).
+  double hidden_bytes_per_token = 0;
+};
+
+// The kernels of layer `index` of a model with a transformer shape (hidden, heads, seq_len and
+// vocab known); has_kernels is false for custom layers and for models given layer by layer
+// without a shape.
+LayerKernels layer_kernels(const ModelSpec& model, int index);
+
+}  // namespace jaxpp
