@@ -24,6 +24,7 @@ class ActorBuilder {
   int count(TaskKind kind, int stage) const { return counters_[index(kind, stage)]; }
   void emit(TaskKind kind, int stage) { items_.push_back({next(kind, stage)}); }
   void emit(ScheduleItem item) { items_.push_back(std::move(item)); }
+  void reserve(size_t num_items) { items_.reserve(num_items); }
   std::vector<ScheduleItem> take() { return std::move(items_); }
 
  private:
@@ -201,6 +202,7 @@ Schedule make_zero_bubble(const ScheduleParams& params) {
   std::vector<std::vector<ScheduleItem>> actors;
   for (int r = 0; r < shape.p; ++r) {
     ActorBuilder b(S);
+    b.reserve(3 * static_cast<size_t>(m));
     // (1) S - r forwards; (2) 2r tasks alternating I, F.
     for (int k = 0; k < S - r; ++k) b.emit(TaskKind::kF, r);
     for (int k = 0; k < 2 * r; ++k) b.emit(k % 2 == 0 ? TaskKind::kI : TaskKind::kF, r);
@@ -222,20 +224,21 @@ Schedule make_zero_bubble(const ScheduleParams& params) {
     }
     std::vector<ScheduleItem> items = b.take();
     if (r == 0) {
-      // Stage 0: every I is immediately followed by its W; merge them into one B.
-      std::vector<ScheduleItem> merged;
+      // Stage 0: every I is immediately followed by its W; merge them into one B, in place.
+      size_t out = 0;
       for (size_t i = 0; i < items.size(); ++i) {
-        const TaskRef& t = items[i][0];
-        if (t.kind == TaskKind::kI) {
+        TaskRef& t = items[i][0];
+        const bool merge = t.kind == TaskKind::kI;
+        if (merge) {
           assert(i + 1 < items.size() && items[i + 1][0].kind == TaskKind::kW &&
                  items[i + 1][0].microbatch == t.microbatch && "stage 0: I not followed by its W");
-          merged.push_back({TaskRef{TaskKind::kB, t.stage, t.microbatch}});
-          ++i;
-        } else {
-          merged.push_back(items[i]);
+          t.kind = TaskKind::kB;
         }
+        if (out != i) items[out] = std::move(items[i]);
+        ++out;
+        if (merge) ++i;  // skip the W, now part of the B
       }
-      items = std::move(merged);
+      items.resize(out);
     }
     actors.push_back(std::move(items));
   }

@@ -19,7 +19,7 @@
 //     kOptimizer(stage) (deps = the allreduce) is appended at the end of the actor's list, on the
 //     compute stream. With emit_grad_reduce = false the allreduce is left out and the optimizer
 //     depends on the compute directly;
-//   - the result passes check_program (graph/program.h), which lower() calls.
+//   - the result passes check_program (graph/program.h); debug builds check it in lower().
 // lower() validates the schedule (validate.h) and takes the global order from the validator's own
 // unit-cost replay, so a schedule is replayed once. The time per instruction is measured by
 // benchmarks/schedules_bench.cc (BM_LowerPerInstruction); most of it goes to allocating the

@@ -77,16 +77,6 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
   const int m = schedule.num_microbatches;
   const size_t num_ids = static_cast<size_t>(S) * static_cast<size_t>(m) * 4;
   std::vector<int64_t> finish(num_ids, -1);
-  std::vector<ItemPosition> where(num_ids);
-  for (int r = 0; r < p; ++r) {
-    for (size_t i = 0; i < schedule.actors[r].size(); ++i) {
-      for (const TaskRef& t : schedule.actors[r][i]) {
-        assert(t.stage >= 0 && t.stage < S && t.microbatch >= 0 && t.microbatch < m &&
-               "replay_schedule: task out of range; validate the structure first");
-        where[task_index(t, m)] = {r, static_cast<int>(i)};
-      }
-    }
-  }
 
   ReplayResult res;
   res.start.resize(p);
@@ -148,6 +138,8 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
       assert(c >= 1 && "replay_schedule: item costs must be >= 1");
       const int64_t t1 = t0 + c;
       for (const TaskRef& task : item) {
+        assert(task.stage >= 0 && task.stage < S && task.microbatch >= 0 && task.microbatch < m &&
+               "replay_schedule: task out of range; validate the structure first");
         const size_t id = task_index(task, m);
         finish[id] = t1;
         for (int w = first_waiter[id]; w >= 0; w = next_waiter[w]) runnable.push_back(w);
@@ -169,7 +161,20 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
       TaskRef missing;
       ready_time(schedule.actors[r][next[r]], free_at[r], &missing);
       res.blocked_on[r] = missing;
-      res.blocked_on_position[r] = where[task_index(missing, m)];
+    }
+  }
+  if (!res.completed) {
+    // Where each awaited task sits; only a deadlock needs it, so it is found here, not up front.
+    std::vector<ItemPosition> where(num_ids);
+    for (int r = 0; r < p; ++r) {
+      for (size_t i = 0; i < schedule.actors[r].size(); ++i) {
+        for (const TaskRef& t : schedule.actors[r][i])
+          where[task_index(t, m)] = {r, static_cast<int>(i)};
+      }
+    }
+    for (int r = 0; r < p; ++r) {
+      if (res.blocked_item[r] >= 0)
+        res.blocked_on_position[r] = where[task_index(res.blocked_on[r], m)];
     }
   }
 
