@@ -11,6 +11,12 @@
 //                      to see whether building dominates an end-to-end `simulate`.
 //   BM_EngineMemory    ZeroBubble, pp = 64, m = 256 … 1024: bytes per instruction stay flat,
 //                      i.e. memory is linear in the plan.
+//   BM_SimulateCommand the whole in-process path of `jaxpp-sim simulate --schedule zerobubble
+//                      --pp 64 --microbatches 1024 --t-f 1 --t-b 1 --t-w 1 --t-comm 0.05 --json`
+//                      (measured mode): schedule generation, validation, lowering, engine,
+//                      metrics and the JSON text, everything freed again. Only process start-up
+//                      and flag parsing are left out. Target: >= 4 million instructions per
+//                      second (the process as a whole; measure it with hyperfine).
 //
 // Counters: instructions (per simulate call), instructions_per_s (rate over the timed loop),
 // peak_heap_bytes_per_instruction (highest live heap during one simulate() call above what was
@@ -23,6 +29,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <sstream>
 #include <string>
 
 #include "costmodel/analytic_cost.h"
@@ -203,6 +210,28 @@ void BM_EngineMemory(benchmark::State& state) {
   run_engine(state, program, cost, /*record_trace=*/true);
 }
 
+// As cli/cmd_simulate.cc in measured mode, with --json.
+void BM_SimulateCommand(benchmark::State& state, const std::string& schedule_name) {
+  int64_t n = 0;
+  size_t json_bytes = 0;
+  for (auto _ : state) {
+    const Schedule schedule = make_schedule(schedule_name, "", kPp, 0, kMicrobatches, false);
+    const StageTimes times = uniform_stage_times(schedule.num_stages, 1e-3, 1e-3, 1e-3, 5e-5);
+    PlanSimOptions options;
+    options.record_trace = false;
+    const SimulatedPlan sim = simulate_stage_times(schedule, times, options);
+    std::ostringstream out;
+    out << sim.metrics.dump(2) << "\n";
+    n = sim.result.num_instructions;
+    json_bytes = out.str().size();
+    benchmark::DoNotOptimize(json_bytes);
+  }
+  state.counters["instructions"] = static_cast<double>(n);
+  state.counters["instructions_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["json_bytes"] = static_cast<double>(json_bytes);
+}
+
 BENCHMARK_CAPTURE(BM_Engine_StageTimes, zb_h1_p64_m1024, std::string("ZeroBubble"))
     ->ArgName("trace")
     ->Arg(0)
@@ -226,6 +255,8 @@ BENCHMARK_CAPTURE(BM_Engine_Analytic, interleaved_p64_v4_m1024, std::string("Int
 BENCHMARK_CAPTURE(BM_BuildPlan, zb_h1_p64_m1024, std::string("ZeroBubble"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_BuildPlan, interleaved_p64_v4_m1024, std::string("Interleaved1F1B"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SimulateCommand, zb_h1_p64_m1024, std::string("zerobubble"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EngineMemory)
     ->ArgName("m")
