@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Fit cluster constants of the cost model to the FIT rows of the validation corpus.
+
+For each GPU type (cluster preset) in the corpus, searches the named cluster constants within
+their ranges to minimise the mean |error| of that GPU's fit rows, where
+error = predicted / measured step time - 1 as `jaxpp-sim validate-model` computes it. Every
+candidate is scored by running
+
+    jaxpp-sim validate-model --corpus CORPUS --rows-on GPU --split fit --cluster tmp.json --json
+
+with tmp.json = {"base": GPU, <constants>}. The search is coordinate descent (each parameter in
+turn over a coarse grid of its range, the others held, repeated for --rounds rounds) and then a
+fine grid around the best value of each parameter. Only after the constants are chosen are the
+TEST rows scored, once; they never influence the choice.
+
+Usage (from the repository root, after building):
+    scripts/fit_costmodel.py --param gemm_efficiency.max=0.5:0.95 \\
+                             --param allreduce_bus_efficiency=0.4:0.95
+    scripts/fit_costmodel.py --gpu h100-sxm --param gemm_efficiency.max=0.5:0.95 \\
+                             --param iteration_overhead_ms=0 --write-clusters fitted/
+A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
+form (costmodel/cluster.h), nested keys joined by dots. docs/validation.md describes the corpus,
+the conventions and this procedure.
+
+Python 3 standard library only.
+"""
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Param:
+    def __init__(self, text):
+        if "=" not in text:
+            raise argparse.ArgumentTypeError(f"--param {text}: expected NAME=LO:HI or NAME=VALUE")
+        self.name, value = text.split("=", 1)
+        try:
+            if ":" in value:
+                lo, hi = (float(v) for v in value.split(":", 1))
+                if not lo < hi:
+                    raise ValueError
+                self.lo, self.hi, self.fixed = lo, hi, None
+            else:
+                self.fixed = float(value)
+                self.lo = self.hi = self.fixed
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--param {text}: expected NAME=LO:HI with LO < HI, or NAME=VALUE")
+
+    def fitted(self):
+        return self.fixed is None
+
+
+def set_nested(doc, dotted, value):
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        doc = doc.setdefault(key, {})
+    doc[keys[-1]] = value
+
+
+def cluster_doc(gpu, values):
+    doc = {"name": gpu + "-fit", "base": gpu}
+    for name, value in values.items():
+        set_nested(doc, name, value)
+    return doc
+
+
+def corpus_gpus(path):
+    """The cluster presets of the corpus's rows, in first-seen order."""
+    if path.lower().endswith(".csv"):
+        with open(path, newline="") as f:
+            clusters = [row["cluster"] for row in csv.DictReader(f) if row.get("cluster")]
+    else:
+        with open(path) as f:
+            clusters = [row["cluster"] for row in json.load(f)["rows"]]
+    seen = []
+    for c in clusters:
+        if c.lower() not in seen:
+            seen.append(c.lower())
+    return seen
+
+
+class Scorer:
+    """Runs validate-model for one GPU and caches the result of each set of constants."""
+
+    def __init__(self, binary, corpus, gpu, band, tmpdir):
+        self.binary, self.corpus, self.gpu, self.band = binary, corpus, gpu, band
+        self.path = os.path.join(tmpdir, gpu + ".json")
+        self.cache = {}
+        self.runs = 0
+
+    def report(self, values, split):
+        with open(self.path, "w") as f:
+            json.dump(cluster_doc(self.gpu, values), f)
+        cmd = [self.binary, "validate-model", "--corpus", self.corpus, "--rows-on", self.gpu,
+               "--split", split, "--cluster", self.path, "--band", str(self.band), "--json"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        self.runs += 1
+        if done.returncode != 0:
+            return None, done.stderr.strip()
+        return json.loads(done.stdout), ""
+
+    def objective(self, values):
+        """Mean |error| of the fit rows; a row the simulator rejects costs 1 (100 %)."""
+        key = tuple(sorted((k, round(v, 9)) for k, v in values.items()))
+        if key not in self.cache:
+            report, err = self.report(values, "fit")
+            if report is None:
+                sys.exit(f"fit_costmodel: validate-model failed: {err}")
+            s = report["summaries"]["fit"]
+            self.cache[key] = s["mean_abs_error"] + s["errors"]
+        return self.cache[key]
+
+
+def grid(lo, hi, n):
+    return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+
+
+def fit(scorer, params, rounds, points, verbose):
+    values = {p.name: (p.lo + p.hi) / 2 if p.fitted() else p.fixed for p in params}
+    fitted = [p for p in params if p.fitted()]
+    step = {p.name: (p.hi - p.lo) / (points - 1) for p in fitted}
+    best = scorer.objective(values)
+    # Coordinate descent over the coarse grid of each range.
+    for r in range(rounds):
+        before = best
+        for p in fitted:
+            for v in grid(p.lo, p.hi, points):
+                trial = dict(values, **{p.name: v})
+                score = scorer.objective(trial)
+                if score < best:
+                    best, values = score, trial
+        if verbose:
+            print(f"  round {r + 1}: {format_values(values)}  mean |error| {best * 100:.2f}%")
+        if best >= before and r > 0:
+            break
+    # Fine grid: around the best value of each parameter, one coarse step either side, twice.
+    for _ in range(2):
+        for p in fitted:
+            lo = max(p.lo, values[p.name] - step[p.name])
+            hi = min(p.hi, values[p.name] + step[p.name])
+            for v in grid(lo, hi, points):
+                trial = dict(values, **{p.name: v})
+                score = scorer.objective(trial)
+                if score < best:
+                    best, values = score, trial
+            step[p.name] = (hi - lo) / (points - 1)
+    if verbose:
+        print(f"  fine grid: {format_values(values)}  mean |error| {best * 100:.2f}%")
+    return values
+
+
+def format_values(values):
+    return " ".join(f"{k}={v:.4g}" for k, v in values.items())
+
+
+def summary_line(s, band):
+    if s["scored"] == 0:
+        return f"{s['rows']} rows, none scored ({s['errors']} errors)"
+    line = (f"{s['rows']} rows, {s['scored']} scored, {s['in_band']} within ±{band * 100:g}%, "
+            f"mean |error| {s['mean_abs_error'] * 100:.1f}%, max {s['max_abs_error'] * 100:.1f}% "
+            f"({s['max_row']})")
+    if s["expected_failures"]:
+        line += f", {s['expected_failures']} expected failures"
+    if s["errors"]:
+        line += f", {s['errors']} errors"
+    return line
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="See docs/validation.md.")
+    parser.add_argument("--param", type=Param, action="append", required=True,
+                        help="NAME=LO:HI to fit, or NAME=VALUE to hold (cluster JSON key, "
+                             "nested keys joined by dots)")
+    parser.add_argument("--corpus", default=os.path.join(REPO, "tests/validation/corpus.json"))
+    parser.add_argument("--binary", default=os.path.join(REPO, "build/bin/jaxpp-sim"),
+                        help="the jaxpp-sim binary (default: build/bin/jaxpp-sim, as README)")
+    parser.add_argument("--gpu", action="append",
+                        help="fit only this cluster preset (repeatable; default: every GPU of "
+                             "the corpus)")
+    parser.add_argument("--rounds", type=int, default=4, help="coordinate-descent rounds")
+    parser.add_argument("--points", type=int, default=9, help="grid points per parameter")
+    parser.add_argument("--band", type=float, default=0.10, help="band for the in-band counts")
+    parser.add_argument("--write-clusters", metavar="DIR",
+                        help="write each GPU's fitted cluster file to DIR/<gpu>-fit.json")
+    parser.add_argument("--quiet", action="store_true", help="no per-round progress")
+    args = parser.parse_args()
+    if args.points < 3:
+        parser.error("--points must be >= 3")
+    if not os.access(args.binary, os.X_OK):
+        parser.error(f"--binary {args.binary}: not an executable (build first: "
+                     "./scripts/build.sh test, or cmake --build build)")
+    if not any(p.fitted() for p in args.param):
+        parser.error("no parameter to fit (give at least one NAME=LO:HI)")
+    gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="jaxpp-fit-") as tmp:
+        for gpu in gpus:
+            scorer = Scorer(args.binary, args.corpus, gpu, args.band, tmp)
+            ranges = ", ".join(f"{p.name} in [{p.lo:g}, {p.hi:g}]" if p.fitted()
+                               else f"{p.name} = {p.fixed:g}" for p in args.param)
+            print(f"{gpu}: fitting {ranges} on its fit rows")
+            values = fit(scorer, args.param, args.rounds, args.points, not args.quiet)
+            fit_report, err = scorer.report(values, "fit")
+            if fit_report is None:
+                sys.exit(f"fit_costmodel: validate-model failed: {err}")
+            # The test rows, scored once with the chosen constants.
+            test_report, test_err = scorer.report(values, "test")
+            results[gpu] = values
+            print(f"  chosen: {format_values(values)}  ({scorer.runs} runs of validate-model)")
+            print(f"  fit:  {summary_line(fit_report['summaries']['fit'], args.band)}")
+            if test_report is None:
+                print(f"  test: not scored ({test_err})")
+            else:
+                print(f"  test: {summary_line(test_report['summaries']['test'], args.band)}")
+            if args.write_clusters:
+                os.makedirs(args.write_clusters, exist_ok=True)
+                path = os.path.join(args.write_clusters, gpu + "-fit.json")
+                with open(path, "w") as f:
+                    json.dump(cluster_doc(gpu, values), f, indent=2)
+                    f.write("\n")
+                print(f"  wrote {path}")
+    print(json.dumps({gpu: cluster_doc(gpu, v) for gpu, v in results.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
