@@ -91,7 +91,6 @@ CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions&
     PlanSimOptions so;
     so.record_trace = false;
     so.check_memory = false;
-    so.overlap_grad_reduce = row.config.overlap_grad_reduce;
     const SimulatedPlan sim = simulate_plan(plan, so);
     const double step_s = sim.result.step_time_s;
     const double gpus = row.config.gpus;
