@@ -36,8 +36,9 @@ std::string format(const char* fmt, double v) {
 
 Corpus builtin_corpus() {
   if (!kHasBuiltinCorpus) {
-    throw_input_error("--corpus", "this binary was built without tests/validation/corpus.json; "
-                                  "give --corpus FILE");
+    throw_input_error("--corpus",
+                      "this binary was built without tests/validation/corpus.json; "
+                      "give --corpus FILE");
   }
   nlohmann::json doc;
   try {
@@ -66,8 +67,8 @@ Corpus select_rows(const Corpus& corpus, const std::string& gpu, const std::stri
 
 std::string config_summary(const CorpusRow& row) {
   const ParallelConfig& c = row.config;
-  std::string s = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" +
-                  std::to_string(c.dp);
+  std::string s =
+      "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" + std::to_string(c.dp);
   if (c.cp > 1) s += " cp" + std::to_string(c.cp);
   if (c.virtual_stages > 1) s += " v" + std::to_string(c.virtual_stages);
   s += " mb" + std::to_string(c.microbatch_size) + " gb" + std::to_string(c.global_batch) + " s" +
@@ -102,7 +103,8 @@ std::string summary_line(const CorpusErrorSummary& s, double band) {
     line += ", mean |error| " + format("%.1f%%", s.mean_abs_error * 100) + ", max " +
             format("%.1f%%", s.max_abs_error * 100) + " (" + s.max_row + ")";
   }
-  if (s.expected_failures > 0) line += ", " + std::to_string(s.expected_failures) + " expected failures";
+  if (s.expected_failures > 0)
+    line += ", " + std::to_string(s.expected_failures) + " expected failures";
   if (s.errors > 0) line += ", " + std::to_string(s.errors) + " errors";
   return line;
 }
@@ -129,18 +131,20 @@ void print_table(std::ostream& out, const ModelValidationReport& report) {
       memory = format("%.1f", r.peak_memory_bytes / kGiB) + "/" +
                format("%.0f", r.device_memory_bytes / kGiB) + (r.fits ? "" : " OOM");
     }
-    std::snprintf(line, sizeof line, "%-*s  %-5s  %-9s  %-*s  %14s  %14s  %8.3f  %8s  %7s  %-15s  %s\n",
-                  int(id_w), row.id.c_str(), std::string(to_string(row.split)).c_str(),
-                  row.cluster.c_str(), int(cfg_w), config_summary(row).c_str(), measured.c_str(),
-                  predicted.c_str(), r.measured_step_time_s, pred_s.c_str(), error.c_str(),
-                  memory.c_str(), std::string(to_string(r.status)).c_str());
+    std::snprintf(line, sizeof line,
+                  "%-*s  %-5s  %-9s  %-*s  %14s  %14s  %8.3f  %8s  %7s  %-15s  %s\n", int(id_w),
+                  row.id.c_str(), std::string(to_string(row.split)).c_str(), row.cluster.c_str(),
+                  int(cfg_w), config_summary(row).c_str(), measured.c_str(), predicted.c_str(),
+                  r.measured_step_time_s, pred_s.c_str(), error.c_str(), memory.c_str(),
+                  std::string(to_string(r.status)).c_str());
     out << line;
   }
   for (const CorpusRowResult& r : report.rows) {
     if (!r.ran()) out << "error in row '" << r.row->id << "': " << r.message << "\n";
   }
   out << "\nerror = predicted / measured step time - 1 (positive: predicted slower)";
-  if (!report.cluster_override.empty()) out << "; cluster " << report.cluster_override << " for every row";
+  if (!report.cluster_override.empty())
+    out << "; cluster " << report.cluster_override << " for every row";
   out << "\n";
   out << "fit:  " << summary_line(report.fit, report.band) << "\n";
   out << "test: " << summary_line(report.test, report.band) << "\n";
@@ -156,7 +160,8 @@ void print_table(std::ostream& out, const ModelValidationReport& report) {
 bool strict_failure(const ModelValidationReport& report) {
   for (const CorpusRowResult& r : report.rows) {
     if (r.row->split != CorpusSplit::kTest) continue;
-    if (r.status == CorpusRowStatus::kFail || (r.status == CorpusRowStatus::kError && !r.row->expected_failure))
+    if (r.status == CorpusRowStatus::kFail ||
+        (r.status == CorpusRowStatus::kError && !r.row->expected_failure))
       return true;
   }
   return false;
@@ -218,9 +223,8 @@ int run_validate_model(int argc, char** argv) {
   return args.count("strict") && strict_failure(report) ? kExitFailure : kExitOk;
 }
 
-const CommandRegistration kReg{"validate-model",
-                               "Score the cost model against published training runs",
-                               run_validate_model};
+const CommandRegistration kReg{
+    "validate-model", "Score the cost model against published training runs", run_validate_model};
 
 }  // namespace
 }  // namespace jaxpp::cli

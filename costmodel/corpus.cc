@@ -35,31 +35,49 @@ std::string list_of(const std::array<T, N>& values) {
 
 const std::set<std::string> kTopKeys = {"format", "version", "split_rule", "sources", "rows"};
 const std::set<std::string> kSourceKeys = {"citation", "url", "notes"};
-const std::set<std::string> kRowKeys = {
-    "id",          "source",          "where",           "split",
-    "cluster",     "model",           "gpus",            "tp",
-    "pp",          "dp",              "cp",              "virtual_stages",
-    "microbatch_size", "global_batch", "seq_len",        "schedule",
-    "recompute",   "sequence_parallel", "distributed_optimizer", "attention",
-    "fp8",         "tp_comm_overlap", "overlap_grad_reduce", "measured",
-    "flops_convention", "peak_tflops", "assumptions",   "expected_failure"};
+const std::set<std::string> kRowKeys = {"id",
+                                        "source",
+                                        "where",
+                                        "split",
+                                        "cluster",
+                                        "model",
+                                        "gpus",
+                                        "tp",
+                                        "pp",
+                                        "dp",
+                                        "cp",
+                                        "virtual_stages",
+                                        "microbatch_size",
+                                        "global_batch",
+                                        "seq_len",
+                                        "schedule",
+                                        "recompute",
+                                        "sequence_parallel",
+                                        "distributed_optimizer",
+                                        "attention",
+                                        "fp8",
+                                        "tp_comm_overlap",
+                                        "overlap_grad_reduce",
+                                        "measured",
+                                        "flops_convention",
+                                        "peak_tflops",
+                                        "assumptions",
+                                        "expected_failure"};
 const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time_s",
                                              "tokens_per_s_per_gpu"};
 // CSV columns that are not row keys: the four measured_* columns replace "measured".
 const std::string kMeasuredPrefix = "measured_";
-const std::set<std::string> kCsvIntegerKeys = {"gpus",           "tp",
-                                               "pp",             "dp",
-                                               "cp",             "virtual_stages",
-                                               "microbatch_size", "global_batch",
-                                               "seq_len"};
+const std::set<std::string> kCsvIntegerKeys = {
+    "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "microbatch_size", "global_batch", "seq_len"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer", "fp8",
                                             "tp_comm_overlap", "overlap_grad_reduce"};
 
 // The transformer shape a convention needs; InputError when the model has none.
 void require_shape(const ModelSpec& m, FlopsConvention c, const std::string& where) {
   if (m.hidden > 0 && m.num_transformer_layers > 0) return;
-  throw_input_error(where, std::string(to_string(c)) + " needs a transformer model (layers, "
-                                                       "hidden); model '" +
+  throw_input_error(where, std::string(to_string(c)) +
+                               " needs a transformer model (layers, "
+                               "hidden); model '" +
                                m.name + "' is given in explicit form (layers_list)");
 }
 
@@ -77,7 +95,8 @@ ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
     if (lower(name) == preset) return load_model(preset);
   std::error_code ec;
   fs::path path(name);
-  if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec)) path = fs::path(base_dir) / path;
+  if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec))
+    path = fs::path(base_dir) / path;
   if (!fs::is_regular_file(path, ec)) {
     throw_input_error(where, "unknown model '" + name +
                                  "' (not a preset, and no such file; see jaxpp-sim graph --help "
@@ -135,8 +154,8 @@ void read_measured(const JsonObject& row, CorpusRow& out) {
   if (given.size() != 1) {
     throw_input_error(row.field("measured"),
                       "expected exactly one of " + list_of(kAllMeasuredKinds) + ", got " +
-                          (given.empty() ? std::string("none") : std::to_string(given.size()) +
-                                                                     " (" + names + ")"));
+                          (given.empty() ? std::string("none")
+                                         : std::to_string(given.size()) + " (" + names + ")"));
   }
   out.measured_kind = given[0];
   const std::string key(to_string(out.measured_kind));
@@ -154,8 +173,7 @@ FlopsConvention read_convention(const JsonObject& row, MeasuredKind kind) {
     if (text != to_string(c)) continue;
     const bool needs_flops = kind == MeasuredKind::kTflopsPerGpu || kind == MeasuredKind::kMfu;
     if (needs_flops && c == FlopsConvention::kNone) {
-      throw_input_error(where, "'none' cannot turn the measured " +
-                                   std::string(to_string(kind)) +
+      throw_input_error(where, "'none' cannot turn the measured " + std::string(to_string(kind)) +
                                    " into a step time: name the FLOP count the source used");
     }
     if (!needs_flops && c != FlopsConvention::kNone) {
@@ -226,16 +244,16 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   const int64_t product = int64_t{c.tp} * c.pp * c.dp * c.cp;
   if (product != c.gpus) {
     throw_input_error(row.field("tp"), "tp·pp·dp·cp = " + std::to_string(c.tp) + "·" +
-                                           std::to_string(c.pp) + "·" + std::to_string(c.dp) +
-                                           "·" + std::to_string(c.cp) + " = " +
-                                           std::to_string(product) + " does not equal gpus " +
-                                           std::to_string(c.gpus));
+                                           std::to_string(c.pp) + "·" + std::to_string(c.dp) + "·" +
+                                           std::to_string(c.cp) + " = " + std::to_string(product) +
+                                           " does not equal gpus " + std::to_string(c.gpus));
   }
   const int64_t per_step = int64_t{c.dp} * c.microbatch_size;
   if (c.global_batch % per_step != 0) {
     throw_input_error(row.field("global_batch"),
-                      std::to_string(c.global_batch) + " is not divisible by dp·microbatch_size = " +
-                          std::to_string(c.dp) + "·" + std::to_string(c.microbatch_size) + " = " +
+                      std::to_string(c.global_batch) +
+                          " is not divisible by dp·microbatch_size = " + std::to_string(c.dp) +
+                          "·" + std::to_string(c.microbatch_size) + " = " +
                           std::to_string(per_step));
   }
   c.num_microbatches = static_cast<int>(c.global_batch / per_step);
@@ -244,8 +262,7 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.recompute = parse_recompute(row.string_or("recompute", "none"), row.field("recompute"));
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);
   c.zero1 = row.boolean_or("distributed_optimizer", false);
-  c.attention =
-      parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
+  c.attention = parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
   c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);
   r.fp8 = row.boolean_or("fp8", false);
@@ -275,9 +292,8 @@ void check_rows(const Corpus& corpus, bool check_sources) {
     const std::string where = corpus.path + ": row '" + r.id + "'";
     const auto [it, inserted] = first.emplace(r.id, i);
     if (!inserted) {
-      throw_input_error(where + ": field 'id'",
-                        "duplicate id (rows " + std::to_string(it->second) + " and " +
-                            std::to_string(i) + ")");
+      throw_input_error(where + ": field 'id'", "duplicate id (rows " + std::to_string(it->second) +
+                                                    " and " + std::to_string(i) + ")");
     }
     if (check_sources && !corpus.sources.count(r.source)) {
       throw_input_error(where + ": field 'source'",
@@ -465,8 +481,7 @@ Corpus corpus_from_json(const json& doc, const std::string& name, const std::str
   top.reject_unknown(kTopKeys);
   const std::string format = top.string("format");
   if (format != "jaxpp-sim-corpus") {
-    throw_input_error(top.field("format"),
-                      "expected \"jaxpp-sim-corpus\", got \"" + format + "\"");
+    throw_input_error(top.field("format"), "expected \"jaxpp-sim-corpus\", got \"" + format + "\"");
   }
   const int64_t version = top.integer("version");
   if (version != kCorpusVersion) {
@@ -507,9 +522,9 @@ Corpus corpus_from_csv(const std::string& text, const std::string& name,
   std::set<std::string> seen;
   for (std::string& column : header) {
     column = trim(column);
-    const bool measured = kMeasuredKeys.count(column.substr(
-                              std::min(column.size(), kMeasuredPrefix.size()))) &&
-                          column.rfind(kMeasuredPrefix, 0) == 0;
+    const bool measured =
+        kMeasuredKeys.count(column.substr(std::min(column.size(), kMeasuredPrefix.size()))) &&
+        column.rfind(kMeasuredPrefix, 0) == 0;
     if ((!kRowKeys.count(column) || column == "measured") && !measured) {
       throw_input_error(header_where + ": column '" + column + "'",
                         "unknown field (expected a row key of the JSON form, with measured given "
@@ -554,7 +569,8 @@ Corpus load_corpus(const std::string& path) {
   const auto size = fs::file_size(path, ec);
   if (ec) throw_input_error(path, "cannot read file: " + ec.message());
   if (static_cast<int64_t>(size) > kMaxCorpusFileBytes) {
-    throw_input_error(path, "too large (" + std::to_string(size) + " bytes; a corpus may be at most " +
+    throw_input_error(path, "too large (" + std::to_string(size) +
+                                " bytes; a corpus may be at most " +
                                 std::to_string(kMaxCorpusFileBytes >> 20) + " MiB)");
   }
   const std::string base_dir = fs::path(path).parent_path().string();

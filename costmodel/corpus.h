@@ -125,7 +125,7 @@ struct CorpusRow {
   std::string source;
   std::string where;  // where in the source, e.g. "Table 1, row 1.7B"
   CorpusSplit split = CorpusSplit::kFit;
-  std::string cluster;  // a cluster preset name (lower case)
+  std::string cluster;     // a cluster preset name (lower case)
   std::string model_name;  // the preset or file named in the row, or the inline model's name
   // The model with the row's seq_len applied (rebuilt from its transformer shape).
   ModelSpec model;

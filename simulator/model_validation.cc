@@ -83,7 +83,8 @@ CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions&
     PlanRequest req;
     req.model = row.model;
     if (row.fp8) req.model.dtype = Dtype::kFp8;
-    req.cluster = options.cluster_override ? *options.cluster_override : cluster_preset(row.cluster);
+    req.cluster =
+        options.cluster_override ? *options.cluster_override : cluster_preset(row.cluster);
     req.config = row.config;
     req.partition = PartitionMode::kEven;
     r.cluster = req.cluster.name;
@@ -181,8 +182,8 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
         {"flops_convention", std::string(to_string(row.convention))},
         {"measured_step_time_s", r.measured_step_time_s},
         {"status", std::string(to_string(r.status))},
-        {"expected_failure", row.expected_failure ? nlohmann::json(*row.expected_failure)
-                                                  : nlohmann::json(nullptr)}};
+        {"expected_failure",
+         row.expected_failure ? nlohmann::json(*row.expected_failure) : nlohmann::json(nullptr)}};
     if (r.ran()) {
       j["predicted_step_time_s"] = r.predicted_step_time_s;
       j["error"] = r.error;

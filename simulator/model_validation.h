@@ -75,10 +75,10 @@ struct CorpusRowResult {
 
 struct CorpusErrorSummary {
   int rows = 0;
-  int scored = 0;     // ran, not expected failures
-  int in_band = 0;    // of the scored
+  int scored = 0;   // ran, not expected failures
+  int in_band = 0;  // of the scored
   int expected_failures = 0;
-  int errors = 0;     // rejected by the simulator
+  int errors = 0;             // rejected by the simulator
   double mean_abs_error = 0;  // over the scored rows (0 when none)
   double max_abs_error = 0;
   std::string max_row;  // id of the row with max_abs_error
@@ -87,8 +87,8 @@ struct CorpusErrorSummary {
 struct ModelValidationReport {
   std::string corpus;  // the corpus's path
   double band = 0.10;
-  std::string cluster_override;  // its name, or empty
-  std::vector<CorpusRowResult> rows;   // in corpus order
+  std::string cluster_override;       // its name, or empty
+  std::vector<CorpusRowResult> rows;  // in corpus order
   CorpusErrorSummary fit;
   CorpusErrorSummary test;
   std::map<std::string, CorpusErrorSummary> by_source;

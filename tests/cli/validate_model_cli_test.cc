@@ -61,11 +61,12 @@ void expect_bad_input(const CliResult& r, const std::string& needle) {
 TEST(ValidateModelCli, TablePrintsEveryRowAndTheSummaries) {
   const CliResult r = run_cli(kFixture);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* needle : {"id", "split", "gpu", "config", "measured", "predicted", "error",
-                             "status", "a-1.3b-pp2", "a-1.3b-tp2", "b-tiny", "b-1.3b-mfu",
-                             "a-expected", "a-bad-tp", "expected-fail", "120.0 TF/s",
-                             "40.0% MFU", "50 tok/s", "fit:  2 rows", "test: 4 rows",
-                             "by source:", "paper-a: 4 rows", "by gpu:", "h100-sxm: 2 rows"}) {
+  for (const char* needle :
+       {"id",         "split",           "gpu",        "config",          "measured",
+        "predicted",  "error",           "status",     "a-1.3b-pp2",      "a-1.3b-tp2",
+        "b-tiny",     "b-1.3b-mfu",      "a-expected", "a-bad-tp",        "expected-fail",
+        "120.0 TF/s", "40.0% MFU",       "50 tok/s",   "fit:  2 rows",    "test: 4 rows",
+        "by source:", "paper-a: 4 rows", "by gpu:",    "h100-sxm: 2 rows"}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("error in row 'a-bad-tp': configuration: tp 3 does not divide the 16 "
@@ -82,18 +83,18 @@ TEST(ValidateModelCli, JsonHasEveryRowWithItsPredictionAndError) {
   ASSERT_EQ(j["rows"].size(), 6u);
   for (const json& row : j["rows"]) {
     SCOPED_TRACE(row["id"].get<std::string>());
-    for (const char* key : {"id", "source", "where", "split", "gpu", "cluster", "model", "config",
-                            "measured", "flops_convention", "measured_step_time_s", "status",
-                            "expected_failure"}) {
+    for (const char* key :
+         {"id", "source", "where", "split", "gpu", "cluster", "model", "config", "measured",
+          "flops_convention", "measured_step_time_s", "status", "expected_failure"}) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
     if (row["status"] == "error") {
       EXPECT_TRUE(row.contains("message"));
       continue;
     }
-    for (const char* key : {"predicted_step_time_s", "error", "in_band", "predicted",
-                            "predicted_tflops_per_gpu", "predicted_mfu", "peak_memory_bytes",
-                            "device_memory_bytes", "fits"}) {
+    for (const char* key :
+         {"predicted_step_time_s", "error", "in_band", "predicted", "predicted_tflops_per_gpu",
+          "predicted_mfu", "peak_memory_bytes", "device_memory_bytes", "fits"}) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
     const double measured = row["measured_step_time_s"], predicted = row["predicted_step_time_s"];
@@ -196,10 +197,10 @@ TEST(ValidateModelCli, CorpusErrorIsOneLineAndWritesNothing) {
   json doc = fixture();
   doc["rows"][1]["gpus"] = 5;
   const std::string bad = write_temp_file("bad.json", doc.dump());
-  const CliResult r =
-      run_cli("validate-model --corpus " + bad + " --out " + dir + "/report.json");
-  expect_bad_input(r, bad + ": row 'a-1.3b-tp2': field 'tp': tp·pp·dp·cp = 2·2·1·1 = 4 does not "
-                            "equal gpus 5");
+  const CliResult r = run_cli("validate-model --corpus " + bad + " --out " + dir + "/report.json");
+  expect_bad_input(r, bad +
+                          ": row 'a-1.3b-tp2': field 'tp': tp·pp·dp·cp = 2·2·1·1 = 4 does not "
+                          "equal gpus 5");
   EXPECT_FALSE(fs::exists(dir + "/report.json"));
   fs::remove_all(dir);
 }

@@ -35,8 +35,12 @@ json explicit_model(std::initializer_list<int> params) {
   json layers = json::array();
   int i = 0;
   for (int p : params) {
-    layers.push_back({{"name", "l" + std::to_string(i++)}, {"fwd_flops", 1}, {"bwd_input_flops", 1},
-                      {"bwd_weight_flops", 1}, {"params", p}, {"output_bytes", 4},
+    layers.push_back({{"name", "l" + std::to_string(i++)},
+                      {"fwd_flops", 1},
+                      {"bwd_input_flops", 1},
+                      {"bwd_weight_flops", 1},
+                      {"params", p},
+                      {"output_bytes", 4},
                       {"stash_bytes", 4}});
   }
   return {{"name", "x"}, {"layers_list", layers}};
@@ -217,7 +221,10 @@ TEST(CorpusErrors, GpusThatAreNotTheProductOfTheParallelSizes) {
 }
 
 TEST(CorpusErrors, GlobalBatchNotDivisibleByDpTimesMicrobatchSize) {
-  EXPECT_EQ(row_error([](json& j) { j["global_batch"] = 10; j["microbatch_size"] = 2; }),
+  EXPECT_EQ(row_error([](json& j) {
+              j["global_batch"] = 10;
+              j["microbatch_size"] = 2;
+            }),
             "corpus.json: row 'r1': field 'global_batch': 10 is not divisible by "
             "dp·microbatch_size = 2·2 = 4");
 }
@@ -296,7 +303,9 @@ TEST(CorpusErrors, MfuGivenAsAPercentage) {
 }
 
 TEST(CorpusErrors, ConventionNoneWithTflops) {
-  EXPECT_EQ(row_error([](json& j) { j["measured"] = {{"tflops_per_gpu", 100}}; }),
+  EXPECT_EQ(row_error([](json& j) {
+              j["measured"] = {{"tflops_per_gpu", 100}};
+            }),
             "corpus.json: row 'r1': field 'flops_convention': 'none' cannot turn the measured "
             "tflops_per_gpu into a step time: name the FLOP count the source used");
 }
@@ -351,8 +360,9 @@ TEST(CorpusErrors, AnotherFormatOrVersion) {
 TEST(CorpusErrors, SourceWithoutACitation) {
   json doc = corpus_with([](json&) {});
   doc["sources"]["s"].erase("citation");
-  EXPECT_EQ(error_of(doc), "corpus.json: field 'sources': field 's': field 'citation': missing "
-                           "(required)");
+  EXPECT_EQ(error_of(doc),
+            "corpus.json: field 'sources': field 's': field 'citation': missing "
+            "(required)");
 }
 
 // ---- Files. ---------------------------------------------------------------------------------
@@ -373,7 +383,8 @@ std::string temp_file(const std::string& name, const std::string& text) {
 }
 
 TEST(CorpusFile, MissingFile) {
-  EXPECT_EQ(load_error("/nonexistent/c.json"), "/nonexistent/c.json: cannot read file: no such file");
+  EXPECT_EQ(load_error("/nonexistent/c.json"),
+            "/nonexistent/c.json: cannot read file: no such file");
 }
 
 TEST(CorpusFile, Directory) {
@@ -387,7 +398,8 @@ TEST(CorpusFile, NotARegularFile) {
 TEST(CorpusFile, TooLarge) {
   const std::string path =
       temp_file("huge.json", std::string(static_cast<size_t>(kMaxCorpusFileBytes) + 1, ' '));
-  EXPECT_EQ(load_error(path), path + ": too large (16777217 bytes; a corpus may be at most 16 MiB)");
+  EXPECT_EQ(load_error(path),
+            path + ": too large (16777217 bytes; a corpus may be at most 16 MiB)");
   std::filesystem::remove(path);
 }
 
@@ -416,13 +428,15 @@ TEST(CorpusCsv, RowWithoutAnIdIsNamedByLine) {
 }
 
 TEST(CorpusCsv, TwoMeasuredColumnsInOneRow) {
-  std::string text = "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,"
-                     "measured_step_time_s,measured_mfu,flops_convention\n"
-                     "r1,s,T1,fit,a100-80g,gpt3-1.3b,8,2,2,2,16,1f1b,2,0.5,none\n";
+  std::string text =
+      "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,"
+      "measured_step_time_s,measured_mfu,flops_convention\n"
+      "r1,s,T1,fit,a100-80g,gpt3-1.3b,8,2,2,2,16,1f1b,2,0.5,none\n";
   const std::string path = temp_file("c.csv", text);
-  EXPECT_EQ(load_error(path), path + ": row 'r1': field 'measured': expected exactly one of "
-                                     "tflops_per_gpu, mfu, step_time_s, tokens_per_s_per_gpu, got "
-                                     "2 (mfu, step_time_s)");
+  EXPECT_EQ(load_error(path), path +
+                                  ": row 'r1': field 'measured': expected exactly one of "
+                                  "tflops_per_gpu, mfu, step_time_s, tokens_per_s_per_gpu, got "
+                                  "2 (mfu, step_time_s)");
 }
 
 // ---- JSON and CSV. --------------------------------------------------------------------------

@@ -69,8 +69,7 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
     if (!r.row->expected_failure) continue;
     EXPECT_NE(r.status, CorpusRowStatus::kUnexpectedPass)
         << r.row->id << " is marked expected_failure (" << *r.row->expected_failure
-        << ") but is predicted within the band (error " << r.error * 100
-        << " %): remove the mark";
+        << ") but is predicted within the band (error " << r.error * 100 << " %): remove the mark";
   }
 }
 
