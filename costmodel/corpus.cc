@@ -58,6 +58,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "fp8",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
+                                        "partition",
                                         "measured",
                                         "flops_convention",
                                         "peak_tflops",
@@ -265,6 +266,11 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.attention = parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
   c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);
+  const std::string partition = row.string_or("partition", "even");
+  if (partition != "even" && partition != "auto")
+    throw_input_error(row.field("partition"),
+                      "expected \"even\" or \"auto\", got \"" + partition + "\"");
+  r.auto_partition = partition == "auto";
   r.fp8 = row.boolean_or("fp8", false);
 
   read_measured(row, r);

@@ -135,6 +135,10 @@ struct CorpusRow {
   // overlap_grad_reduce; num_microbatches = global_batch / (dp · microbatch_size).
   ParallelConfig config;
   bool fp8 = false;
+  // "partition": "even" (default: transformer layers split evenly, embedding on the first stage,
+  // logits on the last, as Megatron-LM) or "auto" (cost-balanced; one layer per stage when there
+  // are as many stages as layers).
+  bool auto_partition = false;
   MeasuredKind measured_kind = MeasuredKind::kStepTime;
   double measured_value = 0;  // in the unit of measured_kind (mfu as a fraction)
   FlopsConvention convention = FlopsConvention::kNone;

@@ -210,7 +210,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       const double s = model_.tokens_per_sequence();
       const double rows = config_.microbatch_size * heads * s;
       out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
-                        elementwise_s(rows * s * k.stash_scores_bytes_per_head_key);
+                        elementwise_s(rows * s * k.scores_traffic_bytes_per_head_key);
       return out;
     }
     // Full: the forward again.
@@ -263,11 +263,11 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       const double scores = rows * s;
       if (pass == Pass::kForward) {
         out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
-                          elementwise_s(scores * k.stash_scores_bytes_per_head_key);
+                          elementwise_s(scores * k.scores_traffic_bytes_per_head_key);
       } else {
         // dP = dO·V^T, dV = P^T·dO, dQ = dS·K, dK = dS^T·Q; softmax and dropout gradients.
         out.attention_s = gemm_s(rows, s, d) + 3 * gemm_s(rows, d, s) +
-                          elementwise_s(2 * scores * k.stash_scores_bytes_per_head_key);
+                          elementwise_s(2 * scores * k.scores_traffic_bytes_per_head_key);
       }
     }
     // Ring attention: cp − 1 steps, each overlapping one block's compute.

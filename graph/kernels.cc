@@ -47,7 +47,8 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
                                : 3 * f * db;             // gate, up, and their product
   k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + mlp_split;
   k.stash_full_recompute_bytes_per_token = h * db;
-  k.stash_scores_bytes_per_head_key = gpt ? 5 : 4;  // softmax output (2) + dropout mask/output
+  k.stash_scores_bytes_per_head_key = gpt ? 5 : 2;  // softmax output (2) + dropout mask/output
+  k.scores_traffic_bytes_per_head_key = gpt ? 9 : 4;
   k.hidden_bytes_per_token = h * db;
   return k;
 }

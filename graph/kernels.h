@@ -25,7 +25,8 @@
 //               written)
 //   stash       Korthikanti et al. 2022's activation inventory without the s×s terms
 //               (= 34·h bytes per token for GPT with f = 4h), split as above; unfused attention
-//               adds 5 bytes per (head, key) per token unless selective or full recompute.
+//               adds 5 bytes per (head, key) per token (2 without dropout) unless selective or
+//               full recompute.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
 // the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
 // Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
@@ -80,6 +81,10 @@ struct LayerKernels {
   // Unfused attention only: bytes per token per (head, key) stashed (softmax output, dropout
   // mask and output: 5 in 16-bit) unless selective or full recompute.
   double stash_scores_bytes_per_head_key = 0;
+  // Unfused attention only: bytes the scale-mask-softmax (and GPT's dropout) kernels move per
+  // (head, key) per token in the forward (read and write 16-bit scores: 4; dropout: read, write
+  // and a 1-byte mask: 5 more); the backward moves twice as much.
+  double scores_traffic_bytes_per_head_key = 0;
   // Bytes sent forward per token (the hidden state: the pipeline P2P and the tp collectives).
   double hidden_bytes_per_token = 0;
 };

@@ -86,7 +86,7 @@ CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions&
     req.cluster =
         options.cluster_override ? *options.cluster_override : cluster_preset(row.cluster);
     req.config = row.config;
-    req.partition = PartitionMode::kEven;
+    req.partition = row.auto_partition ? PartitionMode::kAuto : PartitionMode::kEven;
     r.cluster = req.cluster.name;
     const Plan plan = build_plan(req);
     PlanSimOptions so;

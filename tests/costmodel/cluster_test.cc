@@ -23,9 +23,11 @@ double curve(const ClusterSpec& c, double x) {
   return c.gemm_efficiency_max * x / (x + c.gemm_half_saturation_flops);
 }
 
-// a100-80g (max 0.63, half saturation 40 GFLOP) with a measured table.
+// a100-80g with the curve max 0.63, half saturation 40 GFLOP, and a measured table.
 ClusterSpec a100_with_table(std::vector<GemmEfficiencyPoint> table) {
   ClusterSpec c = cluster_preset("a100-80g");
+  c.gemm_efficiency_max = 0.63;
+  c.gemm_half_saturation_flops = 4e10;
   c.gemm_efficiency_measured = std::move(table);
   return c;
 }
@@ -46,15 +48,16 @@ TEST(Cluster, PresetsCarryVendorNumbers) {
   const ClusterSpec h = load_cluster("H100-SXM");  // case-insensitive
   EXPECT_DOUBLE_EQ(h.peak_flops(Dtype::kFp8), 1979e12);
   EXPECT_DOUBLE_EQ(h.intra_node.bandwidth_bytes_per_s, 450e9);
-  EXPECT_DOUBLE_EQ(h.inter_node.bandwidth_bytes_per_s, 48e9);
+  EXPECT_DOUBLE_EQ(h.inter_node.bandwidth_bytes_per_s, 47e9);
   const ClusterSpec h2 = load_cluster("h200");
-  EXPECT_EQ(h2.hbm_bytes, int64_t{141'000'000'000});
+  EXPECT_EQ(h2.hbm_bytes, int64_t{141} << 30);
   EXPECT_DOUBLE_EQ(h2.hbm_bandwidth_bytes_per_s, 4800e9);
 }
 
 TEST(Cluster, CollectiveStepLatencyIsOptionalAndDefaultsToTheLinkLatency) {
   ClusterSpec c = cluster_preset("a100-80g");
-  EXPECT_EQ(c.collective_step_latency_s, 0);
+  EXPECT_EQ(c.collective_step_latency_s, 2e-6) << "the presets' nccl-tests step latency";
+  c.collective_step_latency_s = 0;
   EXPECT_EQ(c.intra_collective_latency_s(), c.intra_node.latency_s);
   EXPECT_FALSE(cluster_to_json(c).contains("collective_step_latency_us"))
       << "written only when set, so existing files round-trip unchanged";
@@ -285,6 +288,71 @@ TEST(Cluster, BadValuesAreRejected) {
       InputError);
   EXPECT_THROW(cluster_from_json({{"base", "tpu-v9"}}, "c.json"), InputError);
   EXPECT_THROW(load_cluster("no-such-cluster"), InputError);
+}
+
+
+TEST(ClusterKernels, EveryPresetLoadsWithAKernelModel) {
+  for (const std::string& name : cluster_preset_names()) {
+    const ClusterSpec c = load_cluster(name);
+    EXPECT_EQ(c.name, name);
+    EXPECT_GT(c.num_sms, 0) << name;
+    EXPECT_GT(c.attention_efficiency_forward, 0) << name;
+    EXPECT_GT(c.attention_efficiency_backward, 0) << name;
+    EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), name)), cluster_to_json(c))
+        << name;
+  }
+  EXPECT_EQ(load_cluster("gb200-nvl72").devices_per_node, 72);
+  EXPECT_EQ(load_cluster("a100-40g").hbm_bytes, int64_t{40} << 30);
+  EXPECT_DOUBLE_EQ(load_cluster("mi300x").peak_flops(Dtype::kBf16), 1307.4e12);
+}
+
+TEST(ClusterKernels, JsonOverridesEachKernelField) {
+  const nlohmann::json j = {
+      {"base", "h100-sxm"},
+      {"kernels",
+       {{"sms", 100},
+        {"gemm_tile", {64, 128}},
+        {"hbm_efficiency", 0.5},
+        {"kernel_overhead_us", 3},
+        {"attention_efficiency", {{"forward", 0.4}, {"backward", 0.3}}}}}};
+  const ClusterSpec c = cluster_from_json(j, "k.json");
+  EXPECT_EQ(c.num_sms, 100);
+  EXPECT_EQ(c.gemm_tile_m, 64);
+  EXPECT_EQ(c.gemm_tile_n, 128);
+  EXPECT_DOUBLE_EQ(c.hbm_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(c.kernel_overhead_s, 3e-6);
+  EXPECT_DOUBLE_EQ(c.attention_efficiency_forward, 0.4);
+  EXPECT_DOUBLE_EQ(c.attention_efficiency_backward, 0.3);
+  EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), "k.json")), cluster_to_json(c));
+}
+
+TEST(ClusterKernels, ClusterWithoutKernelModelWritesNoKernelsObject) {
+  ClusterSpec c = cluster_preset("a100-80g");
+  nlohmann::json j = cluster_to_json(c);
+  j.erase("kernels");
+  const ClusterSpec plain = cluster_from_json(j, "plain.json");
+  EXPECT_EQ(plain.num_sms, 0) << "no base: absent means not modelled";
+  EXPECT_DOUBLE_EQ(plain.attention_efficiency_forward, 0);
+  const ClusterSpec bare;
+  EXPECT_FALSE(cluster_to_json(bare).contains("kernels"))
+      << "a CPU calibration without a kernel model round-trips without the object";
+}
+
+TEST(ClusterKernels, BadKernelFieldsAreErrorsNamingThem) {
+  const auto error_of = [](nlohmann::json kernels) -> std::string {
+    try {
+      cluster_from_json({{"base", "a100-80g"}, {"kernels", std::move(kernels)}}, "k.json");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_THAT(error_of({{"gemm_tile", {128}}}), HasSubstr("gemm_tile"));
+  EXPECT_THAT(error_of({{"gemm_tile", {0, 128}}}), HasSubstr("two integers in [1, 4096]"));
+  EXPECT_THAT(error_of({{"sms", 1000000}}), HasSubstr("sms"));
+  EXPECT_THAT(error_of({{"hbm_efficiency", 1.5}}), HasSubstr("hbm_efficiency"));
+  EXPECT_THAT(error_of({{"attention_efficiency", {{"forward", 2}}}}), HasSubstr("forward"));
+  EXPECT_THAT(error_of({{"warp_size", 32}}), HasSubstr("warp_size"));
 }
 
 }  // namespace

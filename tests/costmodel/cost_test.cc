@@ -5,6 +5,7 @@
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
+#include "costmodel/operator_cost.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 
@@ -70,19 +71,30 @@ struct CostSetup {
   AnalyticCost cost() const { return AnalyticCost(model, partition, placement, config, cluster); }
 };
 
-TEST(AnalyticCost, ComputeFollowsTheRooflineWithEfficiency) {
+TEST(AnalyticCost, TasksAreTheOperatorModelsPassesOfTheStage) {
   CostSetup s(2, 1, 1);
-  s.cluster.gemm_half_saturation_flops = 0;  // constant efficiency = max
   const AnalyticCost c = s.cost();
-  const StageWork& w = c.stage_work()[0];
-  const double rate = s.cluster.peak_flops(Dtype::kBf16) * s.cluster.gemm_efficiency_max;
-  EXPECT_NEAR(c.task_s(TaskKind::kF, 0), w.fwd_flops / rate, 1e-12);
-  EXPECT_NEAR(c.task_s(TaskKind::kW, 0), w.bwd_weight_flops / rate, 1e-12);
+  const StageBreakdown& b = c.breakdown(0);
+  EXPECT_NEAR(c.task_s(TaskKind::kF, 0), b.at(Pass::kForward).total_s(), 1e-15);
+  EXPECT_NEAR(c.task_s(TaskKind::kW, 0), b.at(Pass::kBackwardWeight).total_s(), 1e-15);
+  EXPECT_NEAR(c.task_s(TaskKind::kI, 0),
+              b.at(Pass::kBackwardInput).total_s() + b.at(Pass::kRecompute).total_s(), 1e-15);
+  // Without tensor parallelism a fused backward hides nothing: B = I + W.
   EXPECT_NEAR(c.task_s(TaskKind::kB, 0),
               c.task_s(TaskKind::kI, 0) + c.task_s(TaskKind::kW, 0), 1e-15);
   // One launch overhead per fused group.
   EXPECT_NEAR(c.compute_s(0, compute({{TaskKind::kF, 0, 0}, {TaskKind::kB, 0, 0}})),
               c.task_s(TaskKind::kF, 0) + c.task_s(TaskKind::kB, 0) + s.cluster.launch_overhead_s,
+              1e-15);
+}
+
+TEST(AnalyticCost, FusedBackwardHidesInputGradientCollectivesUnderWeightGemms) {
+  CostSetup s(2, 8, 1);
+  const AnalyticCost c = s.cost();
+  EXPECT_GT(c.breakdown(0).fused_backward_hidden_s, 0);
+  EXPECT_NEAR(c.task_s(TaskKind::kB, 0),
+              c.task_s(TaskKind::kI, 0) + c.task_s(TaskKind::kW, 0) -
+                  c.breakdown(0).fused_backward_hidden_s,
               1e-15);
 }
 
@@ -95,12 +107,18 @@ TEST(AnalyticCost, TensorParallelismSplitsComputeAndAddsAllReduces) {
   EXPECT_GT(c8.task_s(TaskKind::kF, 0), c1.task_s(TaskKind::kF, 0) / 8);  // less efficient + comm
 }
 
-TEST(AnalyticCost, FullRecomputeAddsAForwardToTheInputBackward) {
+TEST(AnalyticCost, FullRecomputeAddsTheTransformerLayersForwardToTheInputBackward) {
   CostSetup none(2, 1, 1), full(2, 1, 1);
   full.config.recompute = Recompute::kFull;
   const double extra =
-      full.cost().task_s(TaskKind::kI, 0) - none.cost().task_s(TaskKind::kI, 0);
-  EXPECT_NEAR(extra, none.cost().task_s(TaskKind::kF, 0), 1e-9);
+      full.cost().task_s(TaskKind::kI, 1) - none.cost().task_s(TaskKind::kI, 1);
+  // Stage 1 holds transformer layers and the logits; the logits are not recomputed.
+  const OperatorCost op(none.model, none.config, none.cluster);
+  const StageWork& w = none.cost().stage_work()[1];
+  const double layers_fwd =
+      op.stage(w.first_layer, w.num_layers - 1, 0).at(Pass::kForward).total_s();
+  EXPECT_NEAR(extra, layers_fwd, 1e-12);
+  EXPECT_LT(extra, none.cost().task_s(TaskKind::kF, 1));
 }
 
 TEST(AnalyticCost, LinksFollowTheRankLayout) {
@@ -125,21 +143,46 @@ TEST(AnalyticCost, DataParallelAllReduceIsHierarchical) {
   const double t8 = d8.cost().dp_allreduce_s(bytes);
   const double t16 = d16.cost().dp_allreduce_s(bytes);
   const ClusterSpec& cl = d8.cluster;
-  // 8 replicas fit one node: a plain NVLink ring.
+  // 8 replicas fit one node: a plain NVLink ring with the collective step latency.
   EXPECT_NEAR(t8,
               2.0 * 7 / 8 * bytes / (cl.intra_node.bandwidth_bytes_per_s * cl.allreduce_bus_efficiency) +
-                  14 * cl.intra_node.latency_s,
+                  14 * cl.intra_collective_latency_s(),
               1e-9);
-  // 16 replicas on 2 nodes: an extra inter-node stage over 1/8 of the data.
+  // 16 replicas on 2 nodes: an extra inter-node stage over 1/8 of the data, at the network's
+  // achieved bandwidth.
   EXPECT_NEAR(t16 - t8,
-              2.0 * 1 / 2 * (bytes / 8.0) /
-                      (cl.inter_node.bandwidth_bytes_per_s * cl.allreduce_bus_efficiency) +
+              2.0 * 1 / 2 * (bytes / 8.0) / cl.inter_node.effective_bandwidth_bytes_per_s() +
                   2 * cl.inter_node.latency_s,
               1e-9);
 }
 
+TEST(AnalyticCost, ContextParallelReplicasJoinTheGradientReduction) {
+  CostSetup dp16(1, 1, 16), dp8cp2(1, 1, 8);
+  dp8cp2.config.cp = 2;
+  dp8cp2.config.gpus = 16;
+  const int64_t bytes = 1'000'000'000;
+  EXPECT_NEAR(dp8cp2.cost().dp_allreduce_s(bytes), dp16.cost().dp_allreduce_s(bytes), 1e-12);
+  // Each cp rank sends its part of the sequence.
+  EXPECT_EQ(dp8cp2.cost().activation_bytes(0), (dp16.cost().activation_bytes(0) + 1) / 2);
+}
+
+TEST(AnalyticCost, DistributedOptimizerReducesScattersAndGathersParametersOnlyWhenNotOverlapped) {
+  CostSetup plain(1, 1, 16), zero(1, 1, 16), overlapped(1, 1, 16);
+  zero.config.zero1 = true;
+  overlapped.config.zero1 = true;
+  overlapped.config.overlap_grad_reduce = true;
+  const int64_t bytes = 1'000'000'000;  // fp32 gradients: 4 bytes per parameter
+  const double all_reduce = plain.cost().dp_allreduce_s(bytes);
+  // Reduce-scatter (half an all-reduce) + all-gather of bf16 parameters (half the volume).
+  EXPECT_NEAR(zero.cost().dp_allreduce_s(bytes),
+              all_reduce / 2 + plain.cost().dp_allreduce_s(bytes / 2) / 2, 1e-9);
+  EXPECT_NEAR(overlapped.cost().dp_allreduce_s(bytes), all_reduce / 2, 1e-12);
+}
+
 TEST(AnalyticCost, CollectiveStepLatencyReplacesTheLinkLatencyInsideANode) {
   CostSetup d8(1, 1, 8), d16(1, 1, 16);
+  d8.cluster.collective_step_latency_s = 0;  // the link's latency
+  d16.cluster.collective_step_latency_s = 0;
   const int64_t bytes = 1'000'000;
   const double link_t8 = d8.cost().dp_allreduce_s(bytes);
   const double link_t16 = d16.cost().dp_allreduce_s(bytes);

@@ -1,0 +1,247 @@
+// The operator-level cost model (costmodel/operator_cost.h): each assertion recomputes a kernel's
+// time from its formula, so a change of shape, count or efficiency rule fails here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "costmodel/operator_cost.h"
+#include "graph/error.h"
+
+namespace jaxpp {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kLayer = 1;  // the first transformer layer (0 is the embedding)
+
+struct Fixture {
+  ModelSpec model = load_model("gpt3-1.3b");  // h 2048, 16 heads, s 2048, f 8192
+  ParallelConfig config;
+  ClusterSpec cluster = cluster_preset("a100-80g");
+  Fixture() { cluster.kernel_overhead_s = 0; }
+  OperatorCost op() const { return OperatorCost(model, config, cluster); }
+  PassBreakdown layer(Pass p) const { return op().stage(kLayer, 1, 0).at(p); }
+};
+
+TEST(OperatorCost, GemmRunsAtTheCurvesRateWithoutAShapeModel) {
+  Fixture s;
+  s.cluster.num_sms = 0;
+  s.cluster.gemm_half_saturation_flops = 0;
+  const double n = 4096;
+  EXPECT_NEAR(s.op().gemm_s(n, n, n),
+              2 * n * n * n / (312e12 * s.cluster.gemm_efficiency_max), 1e-15);
+}
+
+TEST(OperatorCost, SkinnyGemmIsBoundByMemory) {
+  Fixture s;
+  s.cluster.num_sms = 0;
+  s.cluster.gemm_half_saturation_flops = 0;
+  const double bytes = (1 * 4096 + 4096.0 * 4096 + 1 * 4096) * 2;
+  EXPECT_NEAR(s.op().gemm_s(1, 4096, 4096),
+              bytes / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency), 1e-15);
+}
+
+TEST(OperatorCost, AFullLastWaveIsFasterPerFlopThanOneExtraRowOfTiles) {
+  Fixture s;  // 108 SMs, 128×256 tiles
+  const OperatorCost op = s.op();
+  const double k = 4096;
+  // 12 × 9 = 108 tiles of 128×256: one full wave, no quantization loss.
+  const double full = op.gemm_efficiency(1536, 2304, k);
+  EXPECT_NEAR(full, s.cluster.gemm_efficiency(2 * 1536.0 * 2304 * k) * k / (k + 32), 1e-12);
+  // One more row of tiles: the best tile (64×128 at 0.85: 26 × 18 = 468 tiles in 5 waves of
+  // 108) keeps 0.85 · 468/540 of the rate.
+  const double ragged = op.gemm_efficiency(1664, 2304, k);
+  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k) / (k / (k + 32)),
+              0.85 * 468 / 540, 1e-12);
+}
+
+TEST(OperatorCost, LayerForwardGemmsAreQkvProjectionAndMlp) {
+  Fixture s;
+  const OperatorCost op = s.op();
+  const double m = 2048, h = 2048, f = 8192;
+  EXPECT_NEAR(s.layer(Pass::kForward).gemm_s,
+              op.gemm_s(m, 3 * h, h) + op.gemm_s(m, h, h) + op.gemm_s(m, f, h) +
+                  op.gemm_s(m, h, f),
+              1e-15);
+  // Input gradients (m, k, n); weight gradients (k, n, m).
+  EXPECT_NEAR(s.layer(Pass::kBackwardInput).gemm_s,
+              op.gemm_s(m, h, 3 * h) + op.gemm_s(m, h, h) + op.gemm_s(m, h, f) +
+                  op.gemm_s(m, f, h),
+              1e-15);
+  EXPECT_NEAR(s.layer(Pass::kBackwardWeight).total_s(),
+              op.gemm_s(h, 3 * h, m) + op.gemm_s(h, h, m) + op.gemm_s(h, f, m) +
+                  op.gemm_s(f, h, m),
+              1e-15);
+}
+
+TEST(OperatorCost, TensorParallelismSplitsColumnsAndRows) {
+  Fixture s;
+  s.config.tp = 4;
+  const OperatorCost op = s.op();
+  const double m = 2048, h = 2048, f = 8192;
+  EXPECT_NEAR(s.layer(Pass::kForward).gemm_s,
+              op.gemm_s(m, 3 * h / 4, h) + op.gemm_s(m, h, h / 4) + op.gemm_s(m, f / 4, h) +
+                  op.gemm_s(m, h, f / 4),
+              1e-15);
+}
+
+TEST(OperatorCost, GatedMlpHasFusedGateAndUpProjections) {
+  Fixture s;
+  s.model = load_model("llama3-8b");  // h 4096, 32 heads, 8 kv heads, f 14336, s 8192
+  const OperatorCost op = s.op();
+  const double m = 8192, h = 4096, kv = 1024, f = 14336;
+  EXPECT_NEAR(s.layer(Pass::kForward).gemm_s,
+              op.gemm_s(m, h + 2 * kv, h) + op.gemm_s(m, h, h) + op.gemm_s(m, 2 * f, h) +
+                  op.gemm_s(m, h, f),
+              1e-15);
+}
+
+TEST(OperatorCost, FlashAttentionDoesHalfTheScoresWhenCausal) {
+  Fixture s;
+  s.cluster.num_sms = 0;  // no wave quantization
+  const double sq = 2048, heads = 16, d = 128, keys = sq / 2;
+  const double fwd_flops = 4 * sq * sq * heads * d / 2;
+  const double rate = 312e12 * keys / (keys + 128);
+  EXPECT_NEAR(s.layer(Pass::kForward).attention_s,
+              fwd_flops / (rate * s.cluster.attention_efficiency_forward), 1e-15);
+  EXPECT_NEAR(s.layer(Pass::kBackwardInput).attention_s,
+              2.5 * fwd_flops / (rate * s.cluster.attention_efficiency_backward), 1e-15);
+  EXPECT_EQ(s.layer(Pass::kBackwardWeight).attention_s, 0);
+}
+
+TEST(OperatorCost, UnfusedAttentionRunsBatchedGemmsAndTheSoftmaxOverAllScores) {
+  Fixture s;
+  s.config.attention = AttentionKernel::kUnfused;
+  const OperatorCost op = s.op();
+  const double sq = 2048, rows = 16 * sq, d = 128;
+  const double softmax_bytes = rows * sq * 9;  // GPT: softmax (4) + dropout (5) per score
+  EXPECT_NEAR(s.layer(Pass::kForward).attention_s,
+              op.gemm_s(rows, sq, d) + op.gemm_s(rows, d, sq) +
+                  softmax_bytes /
+                      (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency),
+              1e-15);
+}
+
+TEST(OperatorCost, ElementwiseKernelsMoveTheirBytesAtHbmBandwidth) {
+  Fixture s;
+  const double m = 2048, h = 2048, f = 8192, db = 2;
+  // norm ×2, bias+dropout+add ×2, bias+GeLU.
+  const double bytes = m * (2 * 2 * h * db + 2 * (3 * h * db + h) + 2 * f * db);
+  EXPECT_NEAR(s.layer(Pass::kForward).elementwise_s,
+              bytes / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency), 1e-15);
+  EXPECT_NEAR(s.layer(Pass::kBackwardInput).elementwise_s, 2 * s.layer(Pass::kForward).elementwise_s,
+              1e-15);
+}
+
+TEST(OperatorCost, ForwardHasTwoTensorParallelAllReducesPerLayer) {
+  Fixture s;
+  s.config.tp = 8;
+  const OperatorCost op = s.op();
+  const double bytes = 2048.0 * 2048 * 2;
+  EXPECT_NEAR(s.layer(Pass::kForward).tp_comm_s, 2 * op.tp_allreduce_s(bytes), 1e-15);
+  EXPECT_NEAR(op.tp_allreduce_s(bytes),
+              2.0 * 7 / 8 * bytes /
+                      (s.cluster.intra_node.bandwidth_bytes_per_s *
+                       s.cluster.allreduce_bus_efficiency) +
+                  14 * s.cluster.intra_collective_latency_s(),
+              1e-15);
+  // Sequence parallelism: all-gather + reduce-scatter of the same volume.
+  s.config.sequence_parallel = true;
+  EXPECT_NEAR(s.layer(Pass::kForward).tp_comm_s, 4 * op.tp_gather_s(bytes), 1e-15);
+  // Overlapped with the GEMMs: less exposed, never negative.
+  s.config.tp_comm_overlap = true;
+  const double overlapped = s.layer(Pass::kForward).tp_comm_s;
+  EXPECT_LT(overlapped, 4 * op.tp_gather_s(bytes));
+  EXPECT_GT(overlapped, 0);
+}
+
+TEST(OperatorCost, ContextParallelismSplitsTheAttentionWorkAndExposesSlowTransfers) {
+  Fixture s;
+  s.cluster.num_sms = 0;
+  const double one = s.layer(Pass::kForward).attention_s;
+  s.config.cp = 2;
+  EXPECT_NEAR(s.layer(Pass::kForward).attention_s, one / 2, 1e-15);
+  const double kv_bytes = 1024.0 * 2 * 2048 * 2;  // m · (K and V) · h · bf16
+  const auto step_s = [&] {
+    return s.cluster.intra_node.latency_s +
+           kv_bytes / s.cluster.intra_node.effective_bandwidth_bytes_per_s();
+  };
+  // One ring step (cp − 1 = 1) overlapping one block of the attention (a half of this rank's).
+  EXPECT_NEAR(s.layer(Pass::kForward).cp_comm_s, std::max(0.0, step_s() - one / 2 / 2), 1e-12);
+  EXPECT_LT(s.layer(Pass::kForward).cp_comm_s, step_s()) << "partly hidden under compute";
+  s.cluster.intra_node.bandwidth_bytes_per_s = 1e6;  // a crawling link
+  EXPECT_NEAR(s.layer(Pass::kForward).cp_comm_s, step_s() - one / 2 / 2, 1e-12);
+}
+
+TEST(OperatorCost, ContextParallelismNeedsFlashAttentionAndADivisibleSequence) {
+  Fixture s;
+  s.config.cp = 2;
+  s.config.attention = AttentionKernel::kUnfused;
+  EXPECT_THAT([&] { s.op(); }, ::testing::ThrowsMessage<InputError>(HasSubstr("flash attention")));
+  s.config.attention = AttentionKernel::kFlash;
+  s.config.cp = 3;
+  EXPECT_THAT([&] { s.op(); }, ::testing::ThrowsMessage<InputError>(HasSubstr("seq_len 2048")));
+}
+
+TEST(OperatorCost, FlashStashIsKorthikantisInventoryWithoutTheScores) {
+  Fixture s;
+  const double sh = 2048.0 * 2048;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 34 * sh, 1e-3);
+  s.config.tp = 4;  // norms, GEMM inputs and dropout masks stay whole: (10 + 24/t)·s·h
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), (10 + 24.0 / 4) * sh, 1e-3);
+  s.config.sequence_parallel = true;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 34 * sh / 4, 1e-3);
+  s.config.recompute = Recompute::kFull;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 2 * sh / 4, 1e-3);
+  s.config.sequence_parallel = false;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 2 * sh, 1e-3);
+}
+
+TEST(OperatorCost, UnfusedAttentionStashesFiveBytesPerScoreUnlessRecomputed) {
+  Fixture s;
+  s.config.attention = AttentionKernel::kUnfused;
+  const double sh = 2048.0 * 2048, scores = 16.0 * 2048 * 2048;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 34 * sh + 5 * scores, 1e-3);
+  s.config.recompute = Recompute::kSelective;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), 34 * sh, 1e-3);
+  EXPECT_GT(s.layer(Pass::kRecompute).attention_s, 0) << "selective recompute redoes the core";
+}
+
+TEST(OperatorCost, ContextParallelismDividesTheStash) {
+  Fixture s;
+  const double whole = s.op().stash_bytes(kLayer);
+  s.config.cp = 4;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), whole / 4, 1e-3);
+}
+
+TEST(OperatorCost, CustomLayersFallBackToTheEfficiencyCurve) {
+  Fixture s;
+  ModelSpec m;
+  m.name = "custom";
+  LayerWork w;
+  w.name = "blob";
+  w.fwd_flops = 1e12;
+  w.bwd_input_flops = 2e12;
+  w.bwd_weight_flops = 1e12;
+  m.layers = {w};
+  s.model = m;
+  const StageBreakdown b = s.op().stage(0, 1, 0);
+  EXPECT_NEAR(b.at(Pass::kForward).other_s, 1e12 / (312e12 * s.cluster.gemm_efficiency(1e12)),
+              1e-15);
+  EXPECT_EQ(b.at(Pass::kForward).gemm_s, 0);
+}
+
+TEST(OperatorCost, OptimizerStepIsShardedByTheDistributedOptimizer) {
+  Fixture s;
+  s.config.dp = 4;
+  s.config.cp = 2;
+  const double plain = s.op().stage(kLayer, 1, 1e9).optimizer_s;
+  EXPECT_NEAR(plain, 1e9 * 36 / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency),
+              1e-12);
+  s.config.zero1 = true;
+  EXPECT_NEAR(s.op().stage(kLayer, 1, 1e9).optimizer_s, plain / 8, 1e-12);
+}
+
+}  // namespace
+}  // namespace jaxpp
