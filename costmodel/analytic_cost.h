@@ -82,7 +82,6 @@ class AnalyticCost : public CostProvider {
   const StageBreakdown& breakdown(int stage) const { return breakdown_.at(stage); }
 
  private:
-
   ParallelConfig config_;
   ClusterSpec cluster_;
   int num_actors_ = 0;

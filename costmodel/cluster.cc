@@ -171,8 +171,8 @@ class Reader {
   void fraction(const std::string& key, double& out) const {
     positive(key, 1.0, out);
     if (obj_.has(key) && out > 1.0)
-      throw_input_error(obj_.field(key), "expected a fraction in (0, 1], got " +
-                                            obj_.at(key).dump());
+      throw_input_error(obj_.field(key),
+                        "expected a fraction in (0, 1], got " + obj_.at(key).dump());
   }
 
  private:
@@ -240,8 +240,8 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
 
 // "kernels": the operator-level model's constants (cluster.h); every key optional.
 void read_kernels(const JsonObject& k, ClusterSpec& c) {
-  k.reject_unknown({"sms", "gemm_tile", "hbm_efficiency", "attention_efficiency",
-                    "kernel_overhead_us"});
+  k.reject_unknown(
+      {"sms", "gemm_tile", "hbm_efficiency", "attention_efficiency", "kernel_overhead_us"});
   if (k.has("sms")) c.num_sms = static_cast<int>(k.non_negative_integer("sms"));
   if (c.num_sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
   if (k.has("gemm_tile")) {
@@ -327,18 +327,32 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (n == "mi300x") return mi300x();
   std::string list;
   for (const auto& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
-  throw_input_error("cluster '" + name + "'", "unknown preset (expected one of: " + list +
-                                                  ", or a path to a JSON file)");
+  throw_input_error("cluster '" + name + "'",
+                    "unknown preset (expected one of: " + list + ", or a path to a JSON file)");
 }
 
 ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source) {
   JsonObject obj(doc, source);
-  obj.reject_unknown({"name", "base", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s",
-                      "gemm_efficiency", "devices_per_node", "intra_node", "inter_node",
-                      "allreduce_bus_efficiency", "launch_overhead_us", "iteration_overhead_ms",
-                      "p2p_overhead_us", "weight_bytes_per_param", "grad_bytes_per_param",
-                      "optimizer_state_bytes_per_param", "optimizer_traffic_bytes_per_param",
-                      "elementwise", "collective_step_latency_us", "kernels"});
+  obj.reject_unknown({"name",
+                      "base",
+                      "peak_tflops",
+                      "hbm_gib",
+                      "hbm_bandwidth_gb_per_s",
+                      "gemm_efficiency",
+                      "devices_per_node",
+                      "intra_node",
+                      "inter_node",
+                      "allreduce_bus_efficiency",
+                      "launch_overhead_us",
+                      "iteration_overhead_ms",
+                      "p2p_overhead_us",
+                      "weight_bytes_per_param",
+                      "grad_bytes_per_param",
+                      "optimizer_state_bytes_per_param",
+                      "optimizer_traffic_bytes_per_param",
+                      "elementwise",
+                      "collective_step_latency_us",
+                      "kernels"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
   if (has_base) {

@@ -8,7 +8,7 @@
 namespace jaxpp {
 namespace {
 
-constexpr double kSmallK = 32;             // inner dimension at which a GEMM reaches half its rate
+constexpr double kSmallK = 32;  // inner dimension at which a GEMM reaches half its rate
 constexpr double kAttentionBlockRows = 128;  // query rows per FlashAttention thread block
 constexpr double kAttentionHalfKeys = 128;   // keys per query at which attention runs at half rate
 constexpr double kFlashBackwardFlops = 2.5;  // backward FLOPs / forward FLOPs (FlashAttention-2)
@@ -92,8 +92,11 @@ double OperatorCost::gemm_efficiency(double m, double n, double k) const {
     const double tm = cluster_.gemm_tile_m, tn = cluster_.gemm_tile_n;
     const struct {
       double tm, tn, rate;
-    } tiles[] = {{tm, tn, 1.0},          {tn, tm, 1.0},          {tm, tn / 2, kHalfTileRate},
-                 {tn / 2, tm, kHalfTileRate}, {tm / 2, tn / 2, kQuarterTileRate}};
+    } tiles[] = {{tm, tn, 1.0},
+                 {tn, tm, 1.0},
+                 {tm, tn / 2, kHalfTileRate},
+                 {tn / 2, tm, kHalfTileRate},
+                 {tm / 2, tn / 2, kQuarterTileRate}};
     double best = 0;
     for (const auto& t : tiles)
       best = std::max(best, t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms));
@@ -128,7 +131,8 @@ double OperatorCost::tp_allreduce_s(double bytes) const {
   const bool intra = t <= cluster_.devices_per_node;
   const LinkSpec& link = intra ? cluster_.intra_node : cluster_.inter_node;
   const double latency = intra ? cluster_.intra_collective_latency_s() : link.latency_s;
-  return 2.0 * (t - 1) / t * bytes / (link.bandwidth_bytes_per_s * cluster_.allreduce_bus_efficiency) +
+  return 2.0 * (t - 1) / t * bytes /
+             (link.bandwidth_bytes_per_s * cluster_.allreduce_bus_efficiency) +
          2.0 * (t - 1) * latency;
 }
 
@@ -143,8 +147,7 @@ double OperatorCost::attention_forward_s(const AttentionWork& a) const {
   // causal work with 2·cp chunks).
   const double flops = tokens_ * a.fwd_flops_per_token(s) / tp * causal;
   if (cluster_.attention_efficiency_forward <= 0) return curve_s(flops);
-  const double blocks =
-      config_.microbatch_size * heads * std::ceil(s / cp / kAttentionBlockRows);
+  const double blocks = config_.microbatch_size * heads * std::ceil(s / cp / kAttentionBlockRows);
   const double keys = s * causal;
   const double e = cluster_.attention_efficiency_forward * wave_util(blocks, cluster_.num_sms) *
                    keys / (keys + kAttentionHalfKeys);
@@ -218,8 +221,12 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     return layer_pass(layer, Pass::kForward, &unused);
   }
 
-  const auto split_n = [&](const GemmKernel& g) { return g.split == TpSplit::kColumn ? g.n / tp : g.n; };
-  const auto split_k = [&](const GemmKernel& g) { return g.split == TpSplit::kRow ? g.k / tp : g.k; };
+  const auto split_n = [&](const GemmKernel& g) {
+    return g.split == TpSplit::kColumn ? g.n / tp : g.n;
+  };
+  const auto split_k = [&](const GemmKernel& g) {
+    return g.split == TpSplit::kRow ? g.k / tp : g.k;
+  };
 
   // GEMMs and, per GEMM, the one that pairs with each TP collective.
   std::vector<double> gemm_times;
@@ -246,7 +253,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   // Element-wise kernels.
   for (const ElementwiseKernel& e : k.elementwise) {
-    const double div = e.split == TpSplit::kColumn || (e.split == TpSplit::kSequence && sp) ? tp : 1;
+    const double div =
+        e.split == TpSplit::kColumn || (e.split == TpSplit::kSequence && sp) ? tp : 1;
     const double per_token = pass == Pass::kForward ? e.fwd_bytes_per_token : e.bwd_bytes_per_token;
     out.elementwise_s += elementwise_s(per_token * m / div);
   }
@@ -316,8 +324,10 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     } else if (work.kind == LayerKind::kLogits) {
       // Vocabulary-parallel head: sp all-gathers its input (forward) and reduce-scatters the
       // input gradient; without sp the input gradient is all-reduced.
-      if (pass == Pass::kForward) out.tp_comm_s = sp ? tp_gather_s(bytes) : 0;
-      else out.tp_comm_s = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes);
+      if (pass == Pass::kForward)
+        out.tp_comm_s = sp ? tp_gather_s(bytes) : 0;
+      else
+        out.tp_comm_s = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes);
     } else if (work.kind == LayerKind::kEmbedding && pass == Pass::kForward) {
       // Vocabulary-parallel embedding: partial rows reduced (reduce-scatter with sp).
       out.tp_comm_s = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes);
@@ -337,7 +347,8 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
     }
     double hidden = 0;
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
-      b.pass[static_cast<int>(p)] += layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
+      b.pass[static_cast<int>(p)] +=
+          layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
     b.fused_backward_hidden_s += hidden;
   }
   const double shards =
@@ -370,8 +381,8 @@ double OperatorCost::compute_stash_bytes(int layer) const {
   const double m = tokens_;
   if (rc == Recompute::kFull && k.stash_full_recompute_bytes_per_token > 0)
     return m * k.stash_full_recompute_bytes_per_token / seq_div;
-  double bytes = m * (k.stash_sequence_bytes_per_token / seq_div +
-                      k.stash_split_bytes_per_token / tp);
+  double bytes =
+      m * (k.stash_sequence_bytes_per_token / seq_div + k.stash_split_bytes_per_token / tp);
   if (config_.attention == AttentionKernel::kUnfused && rc == Recompute::kNone && k.has_attention)
     bytes += m * (k.attention.heads / tp) * model_.tokens_per_sequence() *
              k.stash_scores_bytes_per_head_key;

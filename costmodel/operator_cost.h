@@ -117,8 +117,8 @@ class OperatorCost {
   ParallelConfig config_;
   const ClusterSpec& cluster_;
   double peak_ = 0;
-  double tokens_ = 0;  // m: tokens of one microbatch on one device
-  double db_ = 2;      // bytes per activation element
+  double tokens_ = 0;                  // m: tokens of one microbatch on one device
+  double db_ = 2;                      // bytes per activation element
   std::vector<LayerKernels> kernels_;  // per layer
   std::vector<int> cached_;            // per layer: index into cache_, -1 = priced on demand
   std::vector<LayerCache> cache_;      // one per layer kind with kernels

@@ -26,14 +26,14 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
   k.elementwise.push_back({"norm", 2 * 2 * h * db, 2 * 2 * 2 * h * db, TpSplit::kSequence});
   if (gpt) {
     // Bias + dropout + residual add (fused): read x, bias, residual, write y and a 1-byte mask.
-    k.elementwise.push_back({"bias_dropout_add", 2 * (3 * h * db + h),
-                             2 * 2 * (3 * h * db + h), TpSplit::kSequence});
+    k.elementwise.push_back(
+        {"bias_dropout_add", 2 * (3 * h * db + h), 2 * 2 * (3 * h * db + h), TpSplit::kSequence});
     // Bias + GeLU (fused): read f, write f.
     k.elementwise.push_back({"bias_gelu", 2 * f * db, 2 * 2 * f * db, TpSplit::kColumn});
   } else {
     // Residual adds: read two, write one.
-    k.elementwise.push_back({"residual_add", 2 * 3 * h * db, 2 * 2 * 3 * h * db,
-                             TpSplit::kSequence});
+    k.elementwise.push_back(
+        {"residual_add", 2 * 3 * h * db, 2 * 2 * 3 * h * db, TpSplit::kSequence});
     // SwiGLU: read gate and up, write f.
     k.elementwise.push_back({"swiglu", 3 * f * db, 2 * 3 * f * db, TpSplit::kColumn});
     // RoPE on q and k: read and write.
@@ -43,8 +43,8 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
   // inputs of qkv and mlp_up (h each) and GPT's two dropout masks (1 byte each) on the full
   // hidden state; q, k, v, the attention output, the MLP's intermediate tensors split by tp.
   k.stash_sequence_bytes_per_token = (2 * h + 2 * h) * db + (gpt ? 2 * h : 0);
-  const double mlp_split = gpt ? 2 * f * db              // GeLU input and output
-                               : 3 * f * db;             // gate, up, and their product
+  const double mlp_split = gpt ? 2 * f * db   // GeLU input and output
+                               : 3 * f * db;  // gate, up, and their product
   k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + mlp_split;
   k.stash_full_recompute_bytes_per_token = h * db;
   k.stash_scores_bytes_per_head_key = gpt ? 5 : 2;  // softmax output (2) + dropout mask/output

@@ -87,7 +87,8 @@ std::vector<ActorBreakdown> step_breakdown(const Program& program, const Analyti
       // P2P; after r's last task (only optimizer steps follow) they are exposed DP reduction.
       double last_task_end = 0;
       for (size_t i = 0; i < list.size(); ++i)
-        if (list[i].op == OpKind::kCompute) last_task_end = std::max(last_task_end, result.end_s[r][i]);
+        if (list[i].op == OpKind::kCompute)
+          last_task_end = std::max(last_task_end, result.end_s[r][i]);
       double cursor = 0;
       const auto gap = [&](double from, double to) {
         if (to <= from) return;

@@ -47,7 +47,9 @@ TEST(BreakdownCli, EveryActorsCategoriesSumToTheStepAndComputeToItsBusyTime) {
     EXPECT_EQ(a["cp_comm_s"].get<double>(), 0) << "no context parallelism";
   }
   // A 1F1B pipeline of 4 actors and 8 microbatches idles at both ends.
-  EXPECT_GT(m["breakdown"][0]["bubble_s"].get<double>() + m["breakdown"][0]["p2p_exposed_s"].get<double>(), 0);
+  EXPECT_GT(m["breakdown"][0]["bubble_s"].get<double>() +
+                m["breakdown"][0]["p2p_exposed_s"].get<double>(),
+            0);
 }
 
 TEST(BreakdownCli, WithoutTheFlagTheJsonHasNoBreakdownAndTheTableShowsIt) {
@@ -100,7 +102,8 @@ TEST(BreakdownCli, TraceFileKeepsThePartsAndExportReadsThemBack) {
     EXPECT_EQ(e["op"], "compute");
   }
   EXPECT_GT(with_parts, 0);
-  const CliResult r = run_cli("export --trace " + dir + "/trace.json --format perfetto -o " + dir + "/p.json");
+  const CliResult r =
+      run_cli("export --trace " + dir + "/trace.json --format perfetto -o " + dir + "/p.json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(read_file(dir + "/p.json").find("\"breakdown\""), std::string::npos);
 }
@@ -121,9 +124,9 @@ TEST(BreakdownCli, PartsLongerThanTheirEventAreRejected) {
 }
 
 TEST(ModelOptionsCli, ContextParallelismHalvesTheTokensPerDeviceOfALongSequence) {
-  const std::string model = write_temp_file(
-      "long.json",
-      R"({"name": "long", "layers": 8, "hidden": 2048, "heads": 16, "kv_heads": 4,
+  const std::string model =
+      write_temp_file("long.json",
+                      R"({"name": "long", "layers": 8, "hidden": 2048, "heads": 16, "kv_heads": 4,
           "ffn_hidden": 5632, "seq_len": 32768, "vocab": 32000, "mlp": "swiglu",
           "tied_embeddings": false})");
   const std::string base = "simulate --model " + model +
@@ -162,8 +165,8 @@ TEST(ModelOptionsCli, BadOptionsAreOneLineErrors) {
 
 TEST(ModelOptionsCli, PlanFileCarriesTheOptionsAndOverlapShortensTheStep) {
   const std::string dir = make_temp_dir();
-  const std::string args = kPlan + "--tp-comm-overlap --overlap-grad-reduce --plan " + dir +
-                           "/plan.json";
+  const std::string args =
+      kPlan + "--tp-comm-overlap --overlap-grad-reduce --plan " + dir + "/plan.json";
   const nlohmann::json m = json_of(args);
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   EXPECT_EQ(plan["config"]["tp_comm_overlap"], true);

@@ -29,8 +29,8 @@ TEST(OperatorCost, GemmRunsAtTheCurvesRateWithoutAShapeModel) {
   s.cluster.num_sms = 0;
   s.cluster.gemm_half_saturation_flops = 0;
   const double n = 4096;
-  EXPECT_NEAR(s.op().gemm_s(n, n, n),
-              2 * n * n * n / (312e12 * s.cluster.gemm_efficiency_max), 1e-15);
+  EXPECT_NEAR(s.op().gemm_s(n, n, n), 2 * n * n * n / (312e12 * s.cluster.gemm_efficiency_max),
+              1e-15);
 }
 
 TEST(OperatorCost, SkinnyGemmIsBoundByMemory) {
@@ -61,17 +61,14 @@ TEST(OperatorCost, LayerForwardGemmsAreQkvProjectionAndMlp) {
   const OperatorCost op = s.op();
   const double m = 2048, h = 2048, f = 8192;
   EXPECT_NEAR(s.layer(Pass::kForward).gemm_s,
-              op.gemm_s(m, 3 * h, h) + op.gemm_s(m, h, h) + op.gemm_s(m, f, h) +
-                  op.gemm_s(m, h, f),
+              op.gemm_s(m, 3 * h, h) + op.gemm_s(m, h, h) + op.gemm_s(m, f, h) + op.gemm_s(m, h, f),
               1e-15);
   // Input gradients (m, k, n); weight gradients (k, n, m).
   EXPECT_NEAR(s.layer(Pass::kBackwardInput).gemm_s,
-              op.gemm_s(m, h, 3 * h) + op.gemm_s(m, h, h) + op.gemm_s(m, h, f) +
-                  op.gemm_s(m, f, h),
+              op.gemm_s(m, h, 3 * h) + op.gemm_s(m, h, h) + op.gemm_s(m, h, f) + op.gemm_s(m, f, h),
               1e-15);
   EXPECT_NEAR(s.layer(Pass::kBackwardWeight).total_s(),
-              op.gemm_s(h, 3 * h, m) + op.gemm_s(h, h, m) + op.gemm_s(h, f, m) +
-                  op.gemm_s(f, h, m),
+              op.gemm_s(h, 3 * h, m) + op.gemm_s(h, h, m) + op.gemm_s(h, f, m) + op.gemm_s(f, h, m),
               1e-15);
 }
 
@@ -118,8 +115,7 @@ TEST(OperatorCost, UnfusedAttentionRunsBatchedGemmsAndTheSoftmaxOverAllScores) {
   const double softmax_bytes = rows * sq * 9;  // GPT: softmax (4) + dropout (5) per score
   EXPECT_NEAR(s.layer(Pass::kForward).attention_s,
               op.gemm_s(rows, sq, d) + op.gemm_s(rows, d, sq) +
-                  softmax_bytes /
-                      (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency),
+                  softmax_bytes / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency),
               1e-15);
 }
 
@@ -130,8 +126,8 @@ TEST(OperatorCost, ElementwiseKernelsMoveTheirBytesAtHbmBandwidth) {
   const double bytes = m * (2 * 2 * h * db + 2 * (3 * h * db + h) + 2 * f * db);
   EXPECT_NEAR(s.layer(Pass::kForward).elementwise_s,
               bytes / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency), 1e-15);
-  EXPECT_NEAR(s.layer(Pass::kBackwardInput).elementwise_s, 2 * s.layer(Pass::kForward).elementwise_s,
-              1e-15);
+  EXPECT_NEAR(s.layer(Pass::kBackwardInput).elementwise_s,
+              2 * s.layer(Pass::kForward).elementwise_s, 1e-15);
 }
 
 TEST(OperatorCost, ForwardHasTwoTensorParallelAllReducesPerLayer) {
@@ -140,12 +136,12 @@ TEST(OperatorCost, ForwardHasTwoTensorParallelAllReducesPerLayer) {
   const OperatorCost op = s.op();
   const double bytes = 2048.0 * 2048 * 2;
   EXPECT_NEAR(s.layer(Pass::kForward).tp_comm_s, 2 * op.tp_allreduce_s(bytes), 1e-15);
-  EXPECT_NEAR(op.tp_allreduce_s(bytes),
-              2.0 * 7 / 8 * bytes /
-                      (s.cluster.intra_node.bandwidth_bytes_per_s *
-                       s.cluster.allreduce_bus_efficiency) +
-                  14 * s.cluster.intra_collective_latency_s(),
-              1e-15);
+  EXPECT_NEAR(
+      op.tp_allreduce_s(bytes),
+      2.0 * 7 / 8 * bytes /
+              (s.cluster.intra_node.bandwidth_bytes_per_s * s.cluster.allreduce_bus_efficiency) +
+          14 * s.cluster.intra_collective_latency_s(),
+      1e-15);
   // Sequence parallelism: all-gather + reduce-scatter of the same volume.
   s.config.sequence_parallel = true;
   EXPECT_NEAR(s.layer(Pass::kForward).tp_comm_s, 4 * op.tp_gather_s(bytes), 1e-15);
