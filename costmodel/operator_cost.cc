@@ -48,7 +48,10 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
                            const ClusterSpec& cluster)
     : model_(model), config_(config), cluster_(cluster) {
   peak_ = cluster.peak_flops(model.dtype);  // throws if the dtype is unsupported
-  db_ = dtype_bytes(model.dtype);
+  // FP8 runs its GEMMs in FP8; attention and activations stay in 16 bits (Transformer Engine).
+  const bool fp8 = model.dtype == Dtype::kFp8;
+  attention_peak_ = fp8 ? cluster.peak_flops(Dtype::kBf16) : peak_;
+  db_ = fp8 ? 2 : dtype_bytes(model.dtype);
   const int cp = std::max(1, config.cp);
   if (cp > 1 && config.attention == AttentionKernel::kUnfused)
     throw_input_error("configuration",
@@ -151,7 +154,7 @@ double OperatorCost::attention_forward_s(const AttentionWork& a) const {
   const double keys = s * causal;
   const double e = cluster_.attention_efficiency_forward * wave_util(blocks, cluster_.num_sms) *
                    keys / (keys + kAttentionHalfKeys);
-  return flops / (peak_ * e) + cluster_.kernel_overhead_s;
+  return flops / (attention_peak_ * e) + cluster_.kernel_overhead_s;
 }
 
 double OperatorCost::attention_backward_s(const AttentionWork& a) const {
@@ -165,7 +168,7 @@ double OperatorCost::attention_backward_s(const AttentionWork& a) const {
   const double keys = s * causal;
   const double e = cluster_.attention_efficiency_backward * wave_util(blocks, cluster_.num_sms) *
                    keys / (keys + kAttentionHalfKeys);
-  return flops / (peak_ * e) + cluster_.kernel_overhead_s;
+  return flops / (attention_peak_ * e) + cluster_.kernel_overhead_s;
 }
 
 PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidden_s) const {

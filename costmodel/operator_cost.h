@@ -37,6 +37,7 @@
 //   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
 // Optimizer step: per-device parameters (÷ dp·cp with the distributed optimizer) ·
 //   optimizer_traffic_bytes_per_param / (hbm · hbm_efficiency).
+// FP8 models: GEMMs at the FP8 peak; attention at the BF16 peak; activations 16-bit.
 // Units: seconds, bytes, FLOPs.
 //
 // Usage:
@@ -116,7 +117,8 @@ class OperatorCost {
   const ModelSpec& model_;
   ParallelConfig config_;
   const ClusterSpec& cluster_;
-  double peak_ = 0;
+  double peak_ = 0;            // GEMMs, FLOP/s in the model's dtype
+  double attention_peak_ = 0;  // attention: 16-bit even for FP8 models
   double tokens_ = 0;                  // m: tokens of one microbatch on one device
   double db_ = 2;                      // bytes per activation element
   std::vector<LayerKernels> kernels_;  // per layer

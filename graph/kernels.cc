@@ -3,6 +3,10 @@
 namespace jaxpp {
 namespace {
 
+// Bytes of one activation element: FP8 training (Transformer Engine) runs its GEMMs in FP8 but
+// keeps activations, norms and attention in 16 bits.
+double activation_bytes(Dtype d) { return d == Dtype::kFp8 ? 2.0 : dtype_bytes(d); }
+
 bool has_shape(const ModelSpec& m) {
   return m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0 && m.hidden % m.heads == 0;
 }
@@ -12,7 +16,7 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
   const int kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const double d = static_cast<double>(m.hidden / m.heads);
   const double q = m.heads * d, kv = kv_heads * d;
-  const double db = dtype_bytes(m.dtype);
+  const double db = activation_bytes(m.dtype);
   const bool gpt = !m.gated_mlp;  // GPT-style: LayerNorm, biases, GeLU, dropout
   LayerKernels k;
   k.has_kernels = true;
@@ -54,7 +58,7 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
 }
 
 LayerKernels logits_kernels(const ModelSpec& m) {
-  const double h = m.hidden, v = m.vocab, db = dtype_bytes(m.dtype);
+  const double h = m.hidden, v = m.vocab, db = activation_bytes(m.dtype);
   LayerKernels k;
   k.has_kernels = true;
   k.gemms = {{"lm_head", v, h, TpSplit::kColumn}};
@@ -69,7 +73,7 @@ LayerKernels logits_kernels(const ModelSpec& m) {
 }
 
 LayerKernels embedding_kernels(const ModelSpec& m) {
-  const double h = m.hidden, db = dtype_bytes(m.dtype);
+  const double h = m.hidden, db = activation_bytes(m.dtype);
   const bool gpt = !m.gated_mlp;
   LayerKernels k;
   k.has_kernels = true;

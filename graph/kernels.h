@@ -29,6 +29,7 @@
 //               full recompute.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
 // the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
+// Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits).
 // Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
 // the cluster's efficiency curve.
 #pragma once

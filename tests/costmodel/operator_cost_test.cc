@@ -211,6 +211,21 @@ TEST(OperatorCost, ContextParallelismDividesTheStash) {
   EXPECT_NEAR(s.op().stash_bytes(kLayer), whole / 4, 1e-3);
 }
 
+TEST(OperatorCost, Fp8RunsGemmsAtTheFp8PeakAndKeeps16BitAttentionAndActivations) {
+  Fixture bf16, fp8;
+  bf16.cluster = fp8.cluster = cluster_preset("h100-sxm");
+  bf16.cluster.kernel_overhead_s = fp8.cluster.kernel_overhead_s = 0;
+  bf16.cluster.num_sms = fp8.cluster.num_sms = 0;
+  bf16.cluster.gemm_half_saturation_flops = fp8.cluster.gemm_half_saturation_flops = 0;
+  fp8.model.dtype = Dtype::kFp8;
+  const double n = 8192;
+  EXPECT_NEAR(fp8.op().gemm_s(n, n, n) * 1979, bf16.op().gemm_s(n, n, n) * 989, 1e-12);
+  EXPECT_DOUBLE_EQ(fp8.layer(Pass::kForward).attention_s, bf16.layer(Pass::kForward).attention_s);
+  EXPECT_DOUBLE_EQ(fp8.layer(Pass::kForward).elementwise_s,
+                   bf16.layer(Pass::kForward).elementwise_s);
+  EXPECT_DOUBLE_EQ(fp8.op().stash_bytes(kLayer), bf16.op().stash_bytes(kLayer));
+}
+
 TEST(OperatorCost, CustomLayersFallBackToTheEfficiencyCurve) {
   Fixture s;
   ModelSpec m;
