@@ -6,6 +6,9 @@
 //                              tokens), default space, 2 worker threads
 //   BM_ExploreGpt3_13b_64      GPT-3 13B on 64 GPUs, global batch 512, 2 threads
 //   BM_ExploreGpt3_1_3b_8      GPT-3 1.3B on 8 GPUs, global batch 64, 1 and 2 threads
+//   BM_ExploreLlama3_8b_32k_64 Llama 3 8B on 32k-token sequences (seq_len >= 16384, so the
+//                              default space includes cp 1, 2, 4, 8) on 64 A100s, global batch
+//                              64 sequences (2M tokens), sequence parallelism, 2 threads
 //   BM_Unit*                   the steps of one typical configuration of the 175B space
 //                              (pp 16, tp 8, dp 8, b 1, m 192, ZeroBubble, selective
 //                              recompute, ZeRO-1): generate the schedule, validate it, lower
@@ -19,6 +22,8 @@
 
 #include <ctime>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
@@ -102,6 +107,28 @@ void BM_ExploreGpt3_1_3b_8(benchmark::State& state) {
   run(state, request(state, "gpt3-1.3b", 8, 64));
 }
 BENCHMARK(BM_ExploreGpt3_1_3b_8)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ExploreLlama3_8b_32k_64(benchmark::State& state) {
+  ExploreRequest req = request(state, "llama3-8b", 64, 64);
+  req.model = jaxpp::model_from_json({{"name", "llama3-8b-32k"},
+                                      {"layers", 32},
+                                      {"hidden", 4096},
+                                      {"heads", 32},
+                                      {"kv_heads", 8},
+                                      {"ffn_hidden", 14336},
+                                      {"seq_len", 32768},
+                                      {"vocab", 128256},
+                                      {"tied_embeddings", false},
+                                      {"mlp", "swiglu"}},
+                                     "llama3-8b-32k");
+  req.space.sequence_parallel = true;
+  run(state, req);
+}
+BENCHMARK(BM_ExploreLlama3_8b_32k_64)
+    ->Arg(2)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 // One configuration of the 175B space, step by step.
 struct Unit {

@@ -14,8 +14,8 @@
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
-#include "cli/flags.h"
 #include "cli/explore_report.h"
+#include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
@@ -150,8 +150,8 @@ std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
 int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   cxxopts::Options options(
       "jaxpp-sim explore",
-      "Search pipeline/tensor/data-parallel configurations of a model on a cluster, simulate the\n"
-      "feasible ones and rank them (docs/explore.md).\n"
+      "Search pipeline/tensor/context/data-parallel configurations of a model on a cluster,\n"
+      "simulate the feasible ones and rank them (docs/explore.md).\n"
       "  jaxpp-sim explore --model M --cluster C --gpus N --global-batch B [--max-memory-gib G]\n"
       "                    [--schedules a,b,c] [--top N] [--json] [--plan FILE]\n"
       "Under mpirun -n K the space is split across the K processes; rank 0 prints.");
@@ -165,12 +165,15 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("schedules", "comma-separated schedule names (default: all, see jaxpp-sim schedules)", cxxopts::value<std::string>())
       ("pp", "pipeline actors to try, e.g. 4,8 (default: divisors of --gpus)", cxxopts::value<std::string>())
       ("tp", "tensor parallelism to try (default: 1,2,4,... up to GPUs per node)", cxxopts::value<std::string>())
+      ("cp", "context parallelism to try (default: 1, or 1,2,4,... up to GPUs per node when seq_len >= 16384)", cxxopts::value<std::string>())
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
       ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("sequence-parallel", "Megatron sequence parallelism in every configuration")
-      ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work")
+      ("attention", "attention kernel in every configuration: flash or unfused", cxxopts::value<std::string>()->default_value("flash"))
+      ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
+      ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work (in every configuration and the plan)")
       ("top", "rows of the ranked table and of the JSON 'top' list", cxxopts::value<int>()->default_value("10"))
       ("format", "stdout format: table, json or csv", cxxopts::value<std::string>()->default_value("table"))
       ("json", "print JSON (same as --format json)")
@@ -222,6 +225,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   }
   if (args.count("pp")) space.pp = parse_int_list("--pp", args["pp"].as<std::string>());
   if (args.count("tp")) space.tp = parse_int_list("--tp", args["tp"].as<std::string>());
+  if (args.count("cp")) space.cp = parse_int_list("--cp", args["cp"].as<std::string>());
   if (args.count("microbatch-sizes")) {
     space.microbatch_sizes =
         parse_int_list("--microbatch-sizes", args["microbatch-sizes"].as<std::string>());
@@ -235,6 +239,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   }
   space.zero1 = parse_zero1(args["zero1"].as<std::string>());
   space.sequence_parallel = args.count("sequence-parallel") > 0;
+  space.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
+  space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   if (args.count("threads")) {
     req.threads = args["threads"].as<int>();

@@ -12,13 +12,12 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
-// One row per feasible configuration in `ids`, with its rank in the whole ranking.
 void print_explore_rows(std::ostream& out, const ExploreResult& res,
-                        const std::vector<int64_t>& ids) {
+                        const std::vector<int64_t>& ids, bool with_rank) {
   char line[320];
   std::snprintf(line, sizeof line,
-                "  %4s %4s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
-                "pp", "tp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
+                "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
+                "pp", "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
                 "MFU%", "mem_GiB", "bubble%", "id");
   out << line;
   std::map<int64_t, size_t> rank_of;
@@ -26,14 +25,17 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
   for (int64_t id : ids) {
     const ConfigRecord& r = res.records[id];
     const ParallelConfig& c = r.config;
-    const std::string rank = std::to_string(rank_of[id]);
-    std::snprintf(line, sizeof line,
-                  "  %4s %4d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
-                  rank.c_str(), c.pp, c.tp, c.dp, c.virtual_stages, c.microbatch_size,
-                  c.num_microbatches, c.schedule.c_str(),
-                  std::string(to_string(c.recompute)).c_str(), c.zero1 ? "on" : "off",
-                  r.step_time_s * 1e3, r.mfu * 100, static_cast<double>(r.peak_memory_bytes) / kGiB,
-                  r.bubble_rate * 100, static_cast<long long>(r.id));
+    const auto found = rank_of.find(id);
+    const std::string rank =
+        with_rank && found != rank_of.end() ? std::to_string(found->second) : "-";
+    std::snprintf(
+        line, sizeof line,
+        "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
+        rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
+        c.num_microbatches, c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
+        c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
+        static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
+        static_cast<long long>(r.id));
     out << line;
   }
 }
@@ -43,6 +45,16 @@ void print_explore_table(std::ostream& out, const ExploreRequest& req, const Exp
   out << "explore " << req.model.name << " on " << req.cluster.name << ": " << req.gpus
       << " GPUs, global batch " << req.global_batch << ", memory limit "
       << fmt("%.4g", static_cast<double>(res.max_memory_bytes) / kGiB) << " GiB\n";
+  std::string options;
+  const auto add = [&options](bool on, const std::string& name) {
+    if (on) options += (options.empty() ? "" : ", ") + name;
+  };
+  add(req.space.sequence_parallel, "sequence parallelism");
+  add(req.space.attention != AttentionKernel::kFlash,
+      std::string(to_string(req.space.attention)) + " attention");
+  add(req.space.tp_comm_overlap, "tp communication overlap");
+  add(req.overlap_grad_reduce, "overlapped gradient reduction");
+  if (!options.empty()) out << "  in every configuration: " << options << "\n";
   std::string pruned;
   for (ConfigStatus s : kAllConfigStatuses) {
     if (s == ConfigStatus::kPending || s == ConfigStatus::kSimulated) continue;
@@ -59,9 +71,9 @@ void print_explore_table(std::ostream& out, const ExploreRequest& req, const Exp
       res.ranking.begin(),
       res.ranking.begin() + std::min<size_t>(res.ranking.size(), static_cast<size_t>(top)));
   out << "Top " << top_ids.size() << " by step time:\n";
-  print_explore_rows(out, res, top_ids);
+  print_explore_rows(out, res, top_ids, /*with_rank=*/true);
   out << "\nPareto front, step time vs peak memory (" << res.pareto.size() << " configurations):\n";
-  print_explore_rows(out, res, res.pareto);
+  print_explore_rows(out, res, res.pareto, /*with_rank=*/true);
 }
 
 void print_explore_explain(std::ostream& out, const ExploreResult& res) {

@@ -202,7 +202,7 @@ class ProgramTemplate {
 };
 
 // Schedule check, memory check and simulation of one unit: records sharing pp, schedule, v and
-// m (so one schedule and one program), in sub-groups of equal (tp, b).
+// m (so one schedule and one program), in sub-groups of equal (tp, cp, b).
 void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                    const std::vector<int64_t>& ids, UnitTimings& t) {
   const ParallelConfig& base = records[ids.front()].config;
@@ -229,6 +229,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     size_t last = first + 1;
     const ParallelConfig& head = records[ids[first]].config;
     while (last < ids.size() && records[ids[last]].config.tp == head.tp &&
+           records[ids[last]].config.cp == head.cp &&
            records[ids[last]].config.microbatch_size == head.microbatch_size) {
       ++last;
     }
@@ -277,7 +278,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
                               request.cluster);
       SimOptions so;
       so.record_trace = false;
-      so.overlap_grad_reduce = request.overlap_grad_reduce;
+      so.overlap_grad_reduce = rec.config.overlap_grad_reduce;
       so.iteration_overhead_s = request.cluster.iteration_overhead_s;
       so.static_bytes_per_actor = memories[i].static_bytes_per_actor();
       so.stash_bytes_per_stage = memories[i].stash_bytes_per_stage;
@@ -293,6 +294,55 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       }
     }
     t.simulate_s += seconds_since(t0);
+  }
+}
+
+// Resolves dp and m of a configuration and applies the enumeration's pruning rules in order
+// (divisibility, then duplicates and dominated twins); kPending when none applies.
+void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec) {
+  ParallelConfig& c = rec.config;
+  const int64_t shards = static_cast<int64_t>(c.pp) * c.tp * c.cp;
+  rec.status = ConfigStatus::kDivisibility;
+  if (c.gpus % shards != 0) {
+    c.dp = 0;
+    c.num_microbatches = 0;
+    rec.reason = std::string(c.cp > 1 ? "pp·tp·cp" : "pp·tp") + " = " + std::to_string(shards) +
+                 " does not divide " + std::to_string(c.gpus) + " GPUs";
+    return;
+  }
+  c.dp = static_cast<int>(c.gpus / shards);
+  const int64_t per_step = static_cast<int64_t>(c.dp) * c.microbatch_size;
+  c.num_microbatches = static_cast<int>(c.global_batch / per_step);
+  const int stages = c.pp * c.virtual_stages;
+  if (c.global_batch % per_step != 0) {
+    rec.reason = "global batch " + std::to_string(c.global_batch) +
+                 " is not divisible by dp·b = " + std::to_string(per_step);
+  } else if (model.heads > 0 && model.heads % c.tp != 0) {
+    rec.reason = "tp " + std::to_string(c.tp) + " does not divide the " +
+                 std::to_string(model.heads) + " attention heads";
+  } else if (c.cp > 1 && (model.seq_len <= 0 || model.seq_len % (2 * c.cp) != 0)) {
+    rec.reason = "cp " + std::to_string(c.cp) + " does not split seq_len " +
+                 std::to_string(model.seq_len) + " into 2·cp = " + std::to_string(2 * c.cp) +
+                 " equal chunks (ring attention's load balancing)";
+  } else if (c.cp > 1 && c.attention != AttentionKernel::kFlash) {
+    rec.reason = "cp " + std::to_string(c.cp) +
+                 " needs flash attention (ring attention exchanges K/V blocks), not " +
+                 std::string(to_string(c.attention));
+  } else if (stages > model.num_layers()) {
+    rec.reason = std::to_string(stages) + " stages (pp·v) exceed the model's " +
+                 std::to_string(model.num_layers()) + " layers";
+  } else if (c.pp == 1 && c.virtual_stages > 1) {
+    rec.status = ConfigStatus::kDuplicate;
+    rec.reason = "v > 1 on a single actor only splits its layers (as v = 1)";
+  } else if (c.zero1 && c.dp == 1) {
+    rec.status = ConfigStatus::kDuplicate;
+    rec.reason = "ZeRO-1 with dp = 1 is the same as without";
+  } else if (!c.zero1 && c.dp > 1 && zero1_in_space) {
+    rec.status = ConfigStatus::kDominated;
+    rec.reason = "ZeRO-1 on (dp = " + std::to_string(c.dp) +
+                 ") runs the same program with a shorter optimizer step in less memory";
+  } else {
+    rec.status = ConfigStatus::kPending;
   }
 }
 
@@ -385,13 +435,17 @@ ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string&
 }
 
 std::string describe_config(const ParallelConfig& c) {
-  std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp) + ", dp " +
-                  std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
-                  std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
-                  std::to_string(c.virtual_stages) + ", recompute " +
-                  std::string(to_string(c.recompute));
+  std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp);
+  if (c.cp > 1) s += ", cp " + std::to_string(c.cp);
+  s += ", dp " + std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
+       std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
+       std::to_string(c.virtual_stages) + ", recompute " + std::string(to_string(c.recompute));
   if (c.zero1) s += ", zero1";
   if (c.sequence_parallel) s += ", sp";
+  if (c.attention != AttentionKernel::kFlash)
+    s += ", " + std::string(to_string(c.attention)) + " attention";
+  if (c.tp_comm_overlap) s += ", tp-comm-overlap";
+  if (c.overlap_grad_reduce) s += ", overlap-grad-reduce";
   return s;
 }
 
@@ -415,6 +469,10 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   }
   const ExploreSpace& space = request.space;
   const ModelSpec& model = request.model;
+  if (space.tp_comm_overlap && !space.sequence_parallel) {
+    throw_input_error("--tp-comm-overlap",
+                      "needs --sequence-parallel (as Megatron-LM's --tp-comm-overlap)");
+  }
   const std::vector<int> pps =
       space.pp.empty() ? divisors(request.gpus) : checked_list(space.pp, "--pp");
   std::vector<int> tps;
@@ -422,6 +480,14 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     for (int t = 1; t <= std::max(1, request.cluster.devices_per_node); t *= 2) tps.push_back(t);
   } else {
     tps = checked_list(space.tp, "--tp");
+  }
+  std::vector<int> cps;
+  if (!space.cp.empty()) {
+    cps = checked_list(space.cp, "--cp");
+  } else if (model.seq_len < kLongSequence) {
+    cps = {1};
+  } else {
+    for (int c = 1; c <= std::max(1, request.cluster.devices_per_node); c *= 2) cps.push_back(c);
   }
   const std::vector<int> bs = space.microbatch_sizes.empty()
                                   ? std::vector<int>{1, 2, 4, 8}
@@ -459,63 +525,33 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   std::vector<ConfigRecord> records;
   for (int pp : pps) {
     for (int tp : tps) {
-      for (int b : bs) {
-        for (const ScheduleChoice& sc : schedules) {
-          for (int v : stage_counts(sc.layout)) {
-            if (!v_allowed(v)) continue;
-            for (Recompute rc : recomputes) {
-              for (bool z : zero1s) {
-                ConfigRecord rec;
-                rec.id = static_cast<int64_t>(records.size());
-                ParallelConfig& c = rec.config;
-                c.gpus = request.gpus;
-                c.pp = pp;
-                c.tp = tp;
-                c.virtual_stages = v;
-                c.microbatch_size = b;
-                c.global_batch = request.global_batch;
-                c.schedule = sc.name;
-                c.recompute = rc;
-                c.sequence_parallel = space.sequence_parallel;
-                c.zero1 = z;
-                const int64_t pptp = static_cast<int64_t>(pp) * tp;
-                rec.status = ConfigStatus::kDivisibility;
-                if (request.gpus % pptp != 0) {
-                  c.dp = 0;
-                  c.num_microbatches = 0;
-                  rec.reason = "pp·tp = " + std::to_string(pptp) + " does not divide " +
-                               std::to_string(request.gpus) + " GPUs";
+      for (int cp : cps) {
+        for (int b : bs) {
+          for (const ScheduleChoice& sc : schedules) {
+            for (int v : stage_counts(sc.layout)) {
+              if (!v_allowed(v)) continue;
+              for (Recompute rc : recomputes) {
+                for (bool z : zero1s) {
+                  ConfigRecord rec;
+                  rec.id = static_cast<int64_t>(records.size());
+                  ParallelConfig& c = rec.config;
+                  c.gpus = request.gpus;
+                  c.pp = pp;
+                  c.tp = tp;
+                  c.cp = cp;
+                  c.virtual_stages = v;
+                  c.microbatch_size = b;
+                  c.global_batch = request.global_batch;
+                  c.schedule = sc.name;
+                  c.recompute = rc;
+                  c.sequence_parallel = space.sequence_parallel;
+                  c.zero1 = z;
+                  c.attention = space.attention;
+                  c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
+                  c.overlap_grad_reduce = request.overlap_grad_reduce;
+                  classify(model, zero1_on, rec);
                   records.push_back(std::move(rec));
-                  continue;
                 }
-                c.dp = static_cast<int>(request.gpus / pptp);
-                const int64_t per_step = static_cast<int64_t>(c.dp) * b;
-                c.num_microbatches = static_cast<int>(request.global_batch / per_step);
-                const int stages = pp * v;
-                if (request.global_batch % per_step != 0) {
-                  rec.reason = "global batch " + std::to_string(request.global_batch) +
-                               " is not divisible by dp·b = " + std::to_string(per_step);
-                } else if (model.heads > 0 && model.heads % tp != 0) {
-                  rec.reason = "tp " + std::to_string(tp) + " does not divide the " +
-                               std::to_string(model.heads) + " attention heads";
-                } else if (stages > model.num_layers()) {
-                  rec.reason = std::to_string(stages) + " stages (pp·v) exceed the model's " +
-                               std::to_string(model.num_layers()) + " layers";
-                } else if (pp == 1 && v > 1) {
-                  rec.status = ConfigStatus::kDuplicate;
-                  rec.reason = "v > 1 on a single actor only splits its layers (as v = 1)";
-                } else if (z && c.dp == 1) {
-                  rec.status = ConfigStatus::kDuplicate;
-                  rec.reason = "ZeRO-1 with dp = 1 is the same as without";
-                } else if (!z && c.dp > 1 && zero1_on) {
-                  rec.status = ConfigStatus::kDominated;
-                  rec.reason = "ZeRO-1 on (dp = " + std::to_string(c.dp) +
-                               ") runs the same program with a shorter optimizer step in less "
-                               "memory";
-                } else {
-                  rec.status = ConfigStatus::kPending;
-                }
-                records.push_back(std::move(rec));
               }
             }
           }
@@ -740,6 +776,11 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                       {"cluster", request.cluster.name},
                       {"gpus", request.gpus},
                       {"global_batch", request.global_batch},
+                      {"options",
+                       {{"sequence_parallel", request.space.sequence_parallel},
+                        {"attention", std::string(to_string(request.space.attention))},
+                        {"tp_comm_overlap", request.space.tp_comm_overlap},
+                        {"overlap_grad_reduce", request.overlap_grad_reduce}}},
                       {"max_memory_bytes", result.max_memory_bytes},
                       {"enumerated", static_cast<int64_t>(recs.size())},
                       {"evaluated", result.evaluated},
@@ -774,7 +815,8 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 
 std::string explore_result_to_csv(const ExploreResult& result) {
   std::string out =
-      "rank,id,pp,tp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,zero1,"
+      "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
+      "zero1,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -785,9 +827,9 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ParallelConfig& c = r.config;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,%d\n",
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
-                  c.tp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
+                  c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
                   c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,

@@ -4,7 +4,9 @@
 // The space, for a model, a cluster, a GPU count N and a global batch B (sequences):
 //   pp                 pipeline actors: every divisor of N                                  (--pp)
 //   tp                 tensor parallelism: 1, 2, 4, ... up to devices_per_node              (--tp)
-//   dp                 N / (pp·tp)
+//   cp                 context parallelism: 1 when the model's seq_len < kLongSequence (16384),
+//                      else 1, 2, 4, ... up to devices_per_node                            (--cp)
+//   dp                 N / (pp·tp·cp)
 //   microbatch_size    b: 1, 2, 4, 8                                          (--microbatch-sizes)
 //   num_microbatches   m = B / (dp·b)
 //   schedule           every registry schedule (schedules/registry.h)                (--schedules)
@@ -16,16 +18,21 @@
 //   recompute          none, selective, full                                         (--recompute)
 //   zero1              off, on                                                           (--zero1)
 //   partition          automatic (cost-balanced, as `simulate --partition auto`)
+// Options applied to every configuration (not dimensions): sequence parallelism, the attention
+// kernel (flash by default), TP communication overlap (set only where sp is on and tp > 1) and
+// the overlapped gradient reduction (ParallelConfig::overlap_grad_reduce, so plans carry it).
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
 //
-// Enumeration order is the loop nest above (pp, tp, b, schedule, v, recompute, zero1, each
+// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
 //
 // Pruning, cheapest first; every pruned configuration keeps its reason:
-//   kDivisibility  pp·tp does not divide N; dp·b does not divide B; tp does not divide the
-//                  attention heads; S = pp·v stages exceed the model's layers
+//   kDivisibility  pp·tp·cp does not divide N; dp·b does not divide B; tp does not divide the
+//                  attention heads; seq_len is not divisible by 2·cp (ring attention's
+//                  load-balanced chunks); cp > 1 with unfused attention (ring attention needs
+//                  flash); S = pp·v stages exceed the model's layers
 //   kDuplicate     ZeRO-1 with dp = 1 (identical to ZeRO-1 off); v > 1 with pp = 1 (one actor
 //                  running its layers in v pieces: no pipeline to interleave)
 //   kDominated     ZeRO-1 off with dp > 1 when ZeRO-1 on is in the space: the same program with
@@ -45,9 +52,10 @@
 //
 // Work is split into units sharing one schedule and one lowered program: (pp, schedule, v, m).
 // The program is lowered once per unit with stage markers as byte sizes, and the real sizes of
-// each (tp, b) are substituted in place (lowering only copies sizes, see schedules/lower.h); the
-// recompute and ZeRO-1 variants only change durations and memory. Units run on `threads` worker
-// threads, largest first; results do not depend on the thread count or the finishing order.
+// each (tp, cp, b) are substituted in place (lowering only copies sizes, see schedules/lower.h;
+// activation bytes shrink with tp·cp); the recompute and ZeRO-1 variants only change durations
+// and memory. Units run on `threads` worker threads, largest first; results do not depend on the
+// thread count or the finishing order.
 //
 // Distributed use: the same enumeration runs everywhere; shard k of K evaluates the units that a
 // deterministic longest-first assignment of units gives it (assign_units); the caller gathers each
@@ -79,16 +87,23 @@
 
 namespace jaxpp {
 
+// Sequence length from which the default cp domain goes beyond 1.
+inline constexpr int kLongSequence = 16384;
+
 // Restrictions of the space; an empty list means the default domain described above.
 struct ExploreSpace {
   std::vector<int> pp;
   std::vector<int> tp;
+  std::vector<int> cp;
   std::vector<int> microbatch_sizes;
   std::vector<int> virtual_stages;     // loop-placement schedules only
   std::vector<std::string> schedules;  // registry names or aliases
   std::vector<Recompute> recompute;
   std::vector<bool> zero1;
-  bool sequence_parallel = false;  // applied to every configuration
+  // Applied to every configuration.
+  bool sequence_parallel = false;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  bool tp_comm_overlap = false;  // needs sequence_parallel; set where tp > 1
 };
 
 struct ExploreRequest {
@@ -98,6 +113,8 @@ struct ExploreRequest {
   int global_batch = 0;
   int64_t max_memory_bytes = 0;  // 0 = cluster.hbm_bytes
   ExploreSpace space;
+  // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
+  // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
   // Evaluate only the units assign_units gives shard `shard_index` of `shard_count`.
@@ -200,14 +217,16 @@ ExploreResult finish_exploration(const ExploreRequest& request, std::vector<Conf
 ExploreResult explore(const ExploreRequest& request);
 
 // When nothing is feasible: one line saying why, e.g. "no configuration fits in 80 GiB; the
-// smallest needs 97.3 GiB (pp 8, tp 8, dp 16, b 1, Std1F1B, v 1, recompute full, zero1)".
+// smallest needs 97.3 GiB (pp 8, tp 8, dp 16, b 1, m 12, Std1F1B, v 1, recompute full,
+// zero1)".
 std::string explain_empty(const ExploreResult& result);
 
 // The plan of one simulated configuration, built with build_plan and simulated with
 // simulate_plan (record_trace off, no memory check); plan.predicted holds the metrics.
 Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config);
 
-// "pp 8, tp 8, dp 16, b 1, m 12, Std1F1B, v 1, recompute full, zero1" (zero1 only when on).
+// "pp 8, tp 8, cp 2, dp 16, b 1, m 12, Std1F1B, v 1, recompute full, zero1" (cp only when > 1,
+// zero1, sp, unfused attention, tp-comm-overlap and overlap-grad-reduce only when on).
 std::string describe_config(const ParallelConfig& config);
 
 // The explorer's result as JSON: request summary, counts, best, top `top` configurations,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -101,7 +102,7 @@ TEST(ExploreCliTest, CsvFileHasOneRowPerEvaluatedConfiguration) {
   const CliResult r = run_cli(kSmall + "--json --csv " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string csv = read_file(path);
-  EXPECT_EQ(csv.rfind("rank,id,pp,tp,dp,", 0), 0u) << csv.substr(0, 100);
+  EXPECT_EQ(csv.rfind("rank,id,pp,tp,cp,dp,", 0), 0u) << csv.substr(0, 100);
   const int64_t evaluated = nlohmann::json::parse(r.out).at("evaluated").get<int64_t>();
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), evaluated + 1);
   const CliResult stdout_csv = run_cli(kSmall + "--format csv");
@@ -173,9 +174,94 @@ TEST(ExploreCliTest, BadInputGivesOneLineAndExitCode2) {
   expect_one_line_error(run_cli(kSmall + "--zero1 maybe"), {"--zero1"});
   expect_one_line_error(run_cli(kSmall + "--threads 0"), {"--threads"});
   expect_one_line_error(run_cli(kSmall + "--max-memory-gib -3"), {"--max-memory-gib"});
+  expect_one_line_error(run_cli(kSmall + "--cp 0"), {"--cp", "positive integers"});
+  expect_one_line_error(run_cli(kSmall + "--attention fancy"), {"--attention", "fancy"});
+  expect_one_line_error(run_cli(kSmall + "--tp-comm-overlap"),
+                        {"--tp-comm-overlap", "needs --sequence-parallel"});
   expect_one_line_error(run_cli("explore --model gpt3-1.3b --gpus 8"), {"--global-batch"});
   expect_one_line_error(run_cli("explore --model no-such-model --gpus 8 --global-batch 8"),
                         {"no-such-model"});
+}
+
+// ---- Context parallelism and per-configuration options. -------------------------------------
+
+// Llama 3 8B on 32k-token sequences, as a model file; 16 GPUs, a small space.
+std::string long_sequence_explore(const std::string& dir) {
+  const std::string model = dir + "/llama3-8b-32k.json";
+  std::ofstream(model) << R"({"name": "llama3-8b-32k", "layers": 32, "hidden": 4096,
+    "heads": 32, "kv_heads": 8, "ffn_hidden": 14336, "seq_len": 32768, "vocab": 128256,
+    "tied_embeddings": false, "mlp": "swiglu"})";
+  return "explore --model " + model +
+         " --gpus 16 --global-batch 16 --pp 1,2 --tp 4,8 --microbatch-sizes 1 --schedules 1f1b "
+         "--recompute selective --zero1 on --quiet ";
+}
+
+TEST(ExploreCliTest, CpFlagRestrictsTheDimensionAndTheTableShowsIt) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(long_sequence_explore(dir) + "--cp 2,4 --json --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::set<int> cps;
+  for (const nlohmann::json& c : j.at("configs")) cps.insert(c.at("config").at("cp").get<int>());
+  for (const nlohmann::json& c : j.at("pruned_configs"))
+    cps.insert(c.at("config").at("cp").get<int>());
+  EXPECT_EQ(cps, (std::set<int>{2, 4}));
+  const CliResult table = run_cli(long_sequence_explore(dir) + "--cp 2");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(" cp "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("best: pp "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(", cp 2, "), std::string::npos) << table.out;
+}
+
+TEST(ExploreCliTest, OptionFlagsReachEveryConfigurationAndThePlan) {
+  const std::string dir = make_temp_dir();
+  const std::string plan_path = dir + "/best.json";
+  const CliResult r =
+      run_cli(long_sequence_explore(dir) +
+              "--cp 2 --sequence-parallel --tp-comm-overlap --overlap-grad-reduce --attention "
+              "flash --json --plan " +
+              plan_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("options").at("tp_comm_overlap"), true);
+  EXPECT_EQ(j.at("options").at("overlap_grad_reduce"), true);
+  EXPECT_EQ(j.at("options").at("attention"), "flash");
+  ASSERT_FALSE(j.at("configs").empty());
+  for (const nlohmann::json& c : j.at("configs")) {
+    const nlohmann::json& config = c.at("config");
+    EXPECT_EQ(config.at("cp"), 2);
+    EXPECT_EQ(config.at("sequence_parallel"), true);
+    EXPECT_EQ(config.at("tp_comm_overlap"), true);  // tp is 4 or 8
+    EXPECT_EQ(config.at("overlap_grad_reduce"), true);
+  }
+  const nlohmann::json plan = nlohmann::json::parse(read_file(plan_path));
+  EXPECT_EQ(plan.at("config"), j.at("best").at("config"));
+  EXPECT_EQ(plan.at("config").at("cp"), 2);
+  EXPECT_EQ(plan.at("predicted").at("step_time_s"), j.at("best").at("step_time_s"));
+  const CliResult v = run_cli("validate " + plan_path);
+  EXPECT_EQ(v.exit_code, 0) << v.err << v.out;
+}
+
+// The plan explore writes for a cp 2 configuration and `simulate` with the same flags predict
+// the same step time.
+TEST(ExploreCliTest, CpPlanMatchesSimulateWithTheSameFlags) {
+  const std::string dir = make_temp_dir();
+  const std::string plan_path = dir + "/best.json";
+  const CliResult r = run_cli(long_sequence_explore(dir) + "--cp 2 --json --plan " + plan_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json c = nlohmann::json::parse(read_file(plan_path)).at("config");
+  ASSERT_EQ(c.at("cp"), 2);
+  const std::string args =
+      "simulate --model " + dir + "/llama3-8b-32k.json --gpus 16 --global-batch 16 --pp " +
+      std::to_string(c.at("pp").get<int>()) + " --tp " + std::to_string(c.at("tp").get<int>()) +
+      " --dp " + std::to_string(c.at("dp").get<int>()) + " --cp 2 --microbatch-size " +
+      std::to_string(c.at("microbatch_size").get<int>()) + " --schedule " +
+      c.at("schedule").get<std::string>() + " --recompute " + c.at("recompute").get<std::string>() +
+      (c.at("zero1").get<bool>() ? " --zero1" : "") + " --json";
+  const CliResult sim = run_cli(args);
+  ASSERT_EQ(sim.exit_code, 0) << args << "\n" << sim.err;
+  EXPECT_EQ(nlohmann::json::parse(sim.out).at("step_time_s"),
+            nlohmann::json::parse(r.out).at("best").at("step_time_s"));
 }
 
 }  // namespace

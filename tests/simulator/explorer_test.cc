@@ -1,5 +1,6 @@
 // Explorer: ranking equal to a brute-force loop over build_plan + simulate_plan, exact memory
-// pre-check, pruning reasons, Pareto front, determinism across threads and shards, best plan.
+// pre-check, pruning reasons, Pareto front, determinism across threads and shards, best plan,
+// context parallelism and the options applied to every configuration.
 #include "simulator/explorer.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +15,7 @@
 #include "costmodel/cluster.h"
 #include "graph/error.h"
 #include "graph/model.h"
+#include "graph/plan.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -23,11 +25,12 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
-// GPT-3 6.7B on 8 A100-80GB: small enough to simulate everything quickly, large enough that
-// some configurations do not fit (pp·tp = 1 needs ~120 GB of state without ZeRO-1).
+// GPT-3 13B on 8 A100-80GB: small enough to simulate everything quickly, large enough that
+// some configurations do not fit (pp·tp = 1 holds ~97 GB of weights, gradients and ZeRO-1
+// optimizer state, whatever the activations).
 ExploreRequest small_request() {
   ExploreRequest req;
-  req.model = load_model("gpt3-6.7b");
+  req.model = load_model("gpt3-13b");
   req.cluster = load_cluster("a100-80g");
   req.gpus = 8;
   req.global_batch = 16;
@@ -217,12 +220,12 @@ TEST(Explorer, DivisibilityAndStageCountArePrunedBeforeSimulating) {
   req.space.pp = {8};
   req.space.tp = {1};
   req.space.schedules = {"interleaved"};
-  req.space.virtual_stages = {8};  // 64 stages, the model has 34 layers
+  req.space.virtual_stages = {8};  // 64 stages, the model has 42 layers
   const std::vector<ConfigRecord> records = enumerate_configs(req);
   ASSERT_FALSE(records.empty());
   for (const ConfigRecord& r : records) {
     EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
-    EXPECT_THAT(r.reason, HasSubstr("64 stages (pp·v) exceed the model's 34 layers"));
+    EXPECT_THAT(r.reason, HasSubstr("64 stages (pp·v) exceed the model's 42 layers"));
   }
 }
 
@@ -359,7 +362,7 @@ TEST(Explorer, JsonCarriesCountsBestTopParetoAndConfigs) {
 
 TEST(Explorer, CsvHasOneRowPerSimulatedConfiguration) {
   const std::string csv = explore_result_to_csv(small_result());
-  EXPECT_THAT(csv, StartsWith("rank,id,pp,tp,dp,"));
+  EXPECT_THAT(csv, StartsWith("rank,id,pp,tp,cp,dp,"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), small_result().evaluated + 1);
 }
 
@@ -425,11 +428,292 @@ TEST(Explorer, ModelDtypeTheClusterLacksIsBadInputBeforeExploring) {
 
 TEST(Explorer, MemoryLimitBelowTheDeviceTightensPruning) {
   ExploreRequest req = small_request();
-  req.max_memory_bytes = int64_t{20} << 30;
+  req.max_memory_bytes = int64_t{40} << 30;
   const ExploreResult res = explore(req);
   EXPECT_LT(res.feasible, small_result().feasible);
   EXPECT_GT(res.feasible, 0);
   for (int64_t id : res.ranking) EXPECT_LE(res.records[id].peak_memory_bytes, req.max_memory_bytes);
+}
+
+// ---- Context parallelism and per-configuration options. -------------------------------------
+
+// Llama 3 8B trained on 32k-token sequences (the long-context phase of Llama 3), inline.
+ModelSpec long_sequence_model() {
+  return model_from_json(nlohmann::json::parse(R"({
+    "name": "llama3-8b-32k", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+    "ffn_hidden": 14336, "seq_len": 32768, "vocab": 128256, "tied_embeddings": false,
+    "mlp": "swiglu"})"),
+                         "llama3-8b-32k");
+}
+
+// 16 A100-80GB, 16 sequences of 32k tokens: without cp the activations of one sequence do not
+// fit unless recomputed; cp shares them (and the attention) between devices.
+ExploreRequest long_request() {
+  ExploreRequest req;
+  req.model = long_sequence_model();
+  req.cluster = load_cluster("a100-80g");
+  req.gpus = 16;
+  req.global_batch = 16;
+  req.space.pp = {1, 2, 4};
+  req.space.tp = {2, 4, 8};
+  req.space.microbatch_sizes = {1};
+  req.space.schedules = {"1f1b", "zb-h1"};
+  req.space.recompute = {Recompute::kNone, Recompute::kSelective};
+  req.space.zero1 = {true};
+  req.space.sequence_parallel = true;
+  req.threads = 2;
+  return req;
+}
+
+const ExploreResult& long_result() {
+  static const ExploreResult result = explore(long_request());
+  return result;
+}
+
+std::set<int> cp_values(const std::vector<ConfigRecord>& records) {
+  std::set<int> out;
+  for (const ConfigRecord& r : records) out.insert(r.config.cp);
+  return out;
+}
+
+TEST(ExplorerCp, DefaultDomainIsOneBelowSixteenThousandTokens) {
+  EXPECT_EQ(cp_values(enumerate_configs(small_request())), std::set<int>{1});
+}
+
+TEST(ExplorerCp, DefaultDomainForLongSequencesIsPowersOfTwoUpToANode) {
+  ExploreRequest req = long_request();
+  req.space.cp.clear();
+  EXPECT_EQ(cp_values(enumerate_configs(req)), (std::set<int>{1, 2, 4, 8}));
+  req.space.cp = {4, 2, 4};
+  EXPECT_EQ(cp_values(enumerate_configs(req)), (std::set<int>{2, 4}));
+}
+
+TEST(ExplorerCp, LoopNestPutsCpBetweenTpAndMicrobatchSize) {
+  ExploreRequest req = long_request();
+  req.space.cp = {1, 2};
+  req.space.microbatch_sizes = {1, 2};
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  ASSERT_FALSE(records.empty());
+  for (size_t i = 1; i < records.size(); ++i) {
+    const ParallelConfig& a = records[i - 1].config;
+    const ParallelConfig& b = records[i].config;
+    EXPECT_EQ(records[i].id, static_cast<int64_t>(i));
+    EXPECT_LE(std::tie(a.pp, a.tp, a.cp, a.microbatch_size),
+              std::tie(b.pp, b.tp, b.cp, b.microbatch_size))
+        << describe_config(a) << " before " << describe_config(b);
+  }
+}
+
+TEST(ExplorerCp, DpIsGpusOverPpTpCp) {
+  for (const ConfigRecord& r : long_result().records) {
+    if (r.status == ConfigStatus::kDivisibility) continue;
+    EXPECT_EQ(r.config.pp * r.config.tp * r.config.cp * r.config.dp, 16)
+        << describe_config(r.config);
+  }
+}
+
+TEST(ExplorerCp, GpuCountNotDividedByPpTpCpIsPrunedWithItsReason) {
+  ExploreRequest req = long_request();
+  req.space.pp = {1};
+  req.space.tp = {2};
+  req.space.cp = {3};
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  ASSERT_FALSE(records.empty());
+  for (const ConfigRecord& r : records) {
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_EQ(r.reason, "pp·tp·cp = 6 does not divide 16 GPUs");
+  }
+}
+
+TEST(ExplorerCp, SequenceNotSplittingIntoTwoCpChunksIsPrunedWithItsReason) {
+  ExploreRequest req = long_request();
+  req.gpus = 24;
+  req.global_batch = 24;
+  req.space.pp = {1};
+  req.space.tp = {8};
+  req.space.cp = {3};  // 32768 is not a multiple of 6
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  ASSERT_FALSE(records.empty());
+  for (const ConfigRecord& r : records) {
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_THAT(r.reason,
+                HasSubstr("cp 3 does not split seq_len 32768 into 2·cp = 6 equal chunks"));
+  }
+}
+
+TEST(ExplorerCp, UnfusedAttentionIsPrunedOnlyWithCp) {
+  ExploreRequest req = long_request();
+  req.space.pp = {1};
+  req.space.tp = {2};
+  req.space.cp = {1, 2};
+  req.space.zero1 = {false};  // dp = 8 or 4: neither duplicate nor dominated
+  req.space.attention = AttentionKernel::kUnfused;
+  int with_cp = 0, without_cp = 0;
+  for (const ConfigRecord& r : enumerate_configs(req)) {
+    EXPECT_EQ(r.config.attention, AttentionKernel::kUnfused);
+    if (r.config.cp == 1) {
+      ++without_cp;
+      EXPECT_EQ(r.status, ConfigStatus::kPending) << describe_config(r.config) << ": " << r.reason;
+      continue;
+    }
+    ++with_cp;
+    EXPECT_EQ(r.status, ConfigStatus::kDivisibility);
+    EXPECT_THAT(r.reason, HasSubstr("cp 2 needs flash attention"));
+  }
+  EXPECT_GT(with_cp, 0);
+  EXPECT_GT(without_cp, 0);
+}
+
+TEST(ExplorerCp, LongSequenceModelSimulatesAndRanksContextParallelConfigurations) {
+  const ExploreResult& res = long_result();
+  int ranked_with_cp = 0;
+  for (int64_t id : res.ranking) {
+    const ConfigRecord& r = res.records[id];
+    if (r.config.cp == 1) continue;
+    ++ranked_with_cp;
+    EXPECT_THAT(describe_config(r.config), HasSubstr(", cp " + std::to_string(r.config.cp) + ", "));
+  }
+  EXPECT_GT(ranked_with_cp, 3);
+}
+
+// At 32k tokens the stashed activations of tp 2 alone exceed the device; cp 2 halves them.
+TEST(ExplorerCp, CpMakesALongSequenceFitWhereTpAloneDoesNot) {
+  const ExploreResult& res = long_result();
+  int rescued = 0;
+  for (const ConfigRecord& r : res.records) {
+    if (r.status != ConfigStatus::kMemory || r.config.cp != 1) continue;
+    for (const ConfigRecord& twin : res.records) {
+      const ParallelConfig& a = r.config;
+      const ParallelConfig& b = twin.config;
+      if (b.cp != 2 || std::tie(a.pp, a.tp, a.schedule, a.recompute, a.microbatch_size) !=
+                           std::tie(b.pp, b.tp, b.schedule, b.recompute, b.microbatch_size))
+        continue;
+      EXPECT_TRUE(twin.simulated() && twin.fits) << describe_config(b) << ": " << twin.reason;
+      EXPECT_LT(twin.peak_memory_bytes, r.peak_memory_bytes) << describe_config(b);
+      ++rescued;
+    }
+  }
+  EXPECT_GT(rescued, 0);
+}
+
+// Every simulated configuration, cp or not, equals build_plan + simulate_plan of its
+// configuration: the per-(tp, cp, b) byte substitution into the shared program is right.
+TEST(ExplorerCp, EverySimulatedConfigurationEqualsSimulatePlan) {
+  const ExploreRequest req = long_request();
+  const ExploreResult& res = long_result();
+  int checked_cp = 0;
+  for (const ConfigRecord& r : res.records) {
+    if (!r.simulated()) continue;
+    checked_cp += r.config.cp > 1;
+    const Plan plan = build_config_plan(req, r.config);
+    EXPECT_EQ(plan.config, r.config);
+    EXPECT_EQ(plan.predicted.at("step_time_s").get<double>(), r.step_time_s)
+        << describe_config(r.config);
+  }
+  EXPECT_GT(checked_cp, 3);
+}
+
+TEST(ExplorerCp, JsonIsIdenticalAcrossThreadCounts) {
+  const std::string reference =
+      explore_result_to_json(long_request(), long_result(), 10, true).dump();
+  ExploreRequest req = long_request();
+  req.threads = 1;
+  EXPECT_EQ(explore_result_to_json(req, explore(req), 10, true).dump(), reference);
+}
+
+TEST(ExplorerCp, RecordJsonRoundTripsCpExactly) {
+  int with_cp = 0;
+  for (const ConfigRecord& r : long_result().records) {
+    if (r.config.dp == 0) continue;  // pp·tp·cp does not divide the GPUs: never sent as a shard
+    const ConfigRecord back =
+        config_record_from_json(nlohmann::json::parse(config_record_to_json(r).dump()), "test");
+    with_cp += back.config.cp > 1;
+    EXPECT_EQ(back.config, r.config);
+    EXPECT_EQ(config_record_to_json(back).dump(), config_record_to_json(r).dump());
+  }
+  EXPECT_GT(with_cp, 0);
+}
+
+TEST(ExplorerCp, CsvHasACpColumn) {
+  const std::string csv = explore_result_to_csv(long_result());
+  EXPECT_THAT(csv, StartsWith("rank,id,pp,tp,cp,dp,"));
+  const ConfigRecord& best = long_result().records[long_result().ranking.front()];
+  EXPECT_THAT(
+      csv, HasSubstr("\n1," + std::to_string(best.id) + "," + std::to_string(best.config.pp) + "," +
+                     std::to_string(best.config.tp) + "," + std::to_string(best.config.cp) + "," +
+                     std::to_string(best.config.dp) + ","));
+}
+
+TEST(ExplorerCp, PlanWithCpTwoReloadsAndSimulatesToTheSameStepTime) {
+  const ExploreResult& res = long_result();
+  const ConfigRecord* cp2 = nullptr;
+  for (int64_t id : res.ranking) {
+    if (res.records[id].config.cp == 2) {
+      cp2 = &res.records[id];
+      break;
+    }
+  }
+  ASSERT_NE(cp2, nullptr);
+  const Plan plan = build_config_plan(long_request(), cp2->config);
+  const Plan back = plan_from_json(nlohmann::json::parse(plan_to_json(plan).dump()), "plan.json");
+  EXPECT_EQ(back.config.cp, 2);
+  EXPECT_EQ(back.config, cp2->config);
+  const SimulatedPlan sim = simulate_plan(back, {.record_trace = false});
+  EXPECT_EQ(sim.result.step_time_s, cp2->step_time_s);
+  EXPECT_EQ(sim.metrics.at("mfu").get<double>(), cp2->mfu);
+}
+
+TEST(ExplorerCp, OptionsReachEveryConfiguration) {
+  ExploreRequest req = small_request();
+  req.space.sequence_parallel = true;
+  req.space.tp_comm_overlap = true;
+  req.space.attention = AttentionKernel::kUnfused;
+  req.overlap_grad_reduce = true;
+  for (const ConfigRecord& r : enumerate_configs(req)) {
+    EXPECT_TRUE(r.config.sequence_parallel);
+    EXPECT_EQ(r.config.tp_comm_overlap, r.config.tp > 1) << describe_config(r.config);
+    EXPECT_EQ(r.config.attention, AttentionKernel::kUnfused);
+    EXPECT_TRUE(r.config.overlap_grad_reduce);
+  }
+}
+
+TEST(ExplorerCp, TpCommOverlapWithoutSequenceParallelismIsBadInput) {
+  ExploreRequest req = small_request();
+  req.space.tp_comm_overlap = true;
+  try {
+    enumerate_configs(req);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), StartsWith("--tp-comm-overlap: needs --sequence-parallel"));
+  }
+  req.space.cp = {0};
+  req.space.sequence_parallel = true;
+  EXPECT_THROW(enumerate_configs(req), InputError);
+}
+
+// The plan carries overlap_grad_reduce: built from a request without the flag, it still
+// simulates to the explored step time, which differs from the one without overlap.
+TEST(ExplorerCp, OverlapGradReduceIsPartOfTheConfigurationAndThePlan) {
+  ExploreRequest req = small_request();
+  req.overlap_grad_reduce = true;
+  const ExploreResult res = explore(req);
+  ASSERT_FALSE(res.ranking.empty());
+  int faster = 0;
+  for (int64_t id : res.ranking) {
+    const ConfigRecord& r = res.records[id];
+    ASSERT_TRUE(r.config.overlap_grad_reduce);
+    const ConfigRecord& plain = small_result().records[id];
+    ASSERT_EQ(plain.config.pp, r.config.pp);
+    if (plain.simulated()) {
+      EXPECT_LE(r.step_time_s, plain.step_time_s) << describe_config(r.config);
+      faster += r.step_time_s < plain.step_time_s;
+    }
+  }
+  EXPECT_GT(faster, 0);
+  const ConfigRecord& best = res.records[res.ranking.front()];
+  const Plan plan = build_config_plan(small_request(), best.config);  // no request flag
+  EXPECT_TRUE(plan.config.overlap_grad_reduce);
+  EXPECT_EQ(plan.predicted.at("step_time_s").get<double>(), best.step_time_s);
 }
 
 }  // namespace
