@@ -1,6 +1,8 @@
 // Throughput of graph/: building task graphs, ordering them, and the exact auto-partition.
 #include <benchmark/benchmark.h>
 
+#include <vector>
+
 #include "graph/model.h"
 #include "graph/partition.h"
 #include "graph/placement.h"
@@ -35,6 +37,16 @@ void BM_AutoPartition(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(auto_partition(model, {.num_stages = stages}));
 }
 BENCHMARK(BM_AutoPartition)->Arg(8)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// At graph/limits.h's scale: 100k layers on 64 and on 16384 stages.
+void BM_AutoPartitionAtTheLimits(benchmark::State& state) {
+  std::vector<double> costs(100000);
+  for (size_t i = 0; i < costs.size(); ++i) costs[i] = 1.0 + static_cast<double>(i % 7);
+  const int stages = static_cast<int>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(jaxpp::auto_partition(costs, stages));
+  state.counters["layers"] = static_cast<double>(costs.size());
+}
+BENCHMARK(BM_AutoPartitionAtTheLimits)->Arg(64)->Arg(16384)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace jaxpp

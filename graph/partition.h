@@ -42,8 +42,9 @@ struct AutoPartitionOptions {
   int last_stage_fewer = 0;
 };
 
-// Minimises the maximum stage cost exactly (binary search over prefix sums / DP); ties broken
-// towards earlier boundaries so the result is deterministic. costs[i] >= 0 is layer i's cost.
+// Minimises the maximum stage cost exactly (bisection on the bottleneck with a greedy check,
+// O(layers · 64) time and O(layers) memory); ties broken towards earlier boundaries so the result
+// is deterministic. costs[i] >= 0 is layer i's cost.
 // InputError if num_stages > costs.size() or num_stages < 1.
 Partition auto_partition(const std::vector<double>& layer_costs, int num_stages);
 // Cost-balanced partition of a model (cost = forward + backward FLOPs of each layer), honouring

@@ -60,6 +60,58 @@ TEST(PartitionTest, AutoPartitionMatchesBruteForceOnRandomInputs) {
   }
 }
 
+// The O(k·n²) dynamic programme auto_partition used before the bisection: the exact optimum and,
+// among optimal partitions, the lexicographically smallest boundaries.
+std::vector<int> reference_partition(const std::vector<double>& costs, int k) {
+  const int n = static_cast<int>(costs.size());
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const auto seg = [&](int i, int j) { return prefix[j] - prefix[i]; };
+  const double inf = 1e308;
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, inf));
+  best[0][n] = 0;
+  for (int p = 1; p <= k; ++p)
+    for (int i = n - p; i >= 0; --i)
+      for (int j = i + 1; j <= n - (p - 1); ++j)
+        best[p][i] = std::min(best[p][i], std::max(seg(i, j), best[p - 1][j]));
+  std::vector<int> starts = {0};
+  for (int p = k, i = 0; p > 1; --p) {
+    int j = i + 1;
+    while (!(seg(i, j) <= best[k][0] && best[p - 1][j] <= best[k][0])) ++j;
+    starts.push_back(j);
+    i = j;
+  }
+  return starts;
+}
+
+TEST(PartitionTest, AutoPartitionGivesTheSameBoundariesAsTheDynamicProgramme) {
+  std::mt19937 rng(777);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = std::uniform_int_distribution<int>(1, 60)(rng);
+    const int k = std::uniform_int_distribution<int>(1, n)(rng);
+    std::vector<double> costs(n);
+    const int kind = trial % 3;  // integers with ties, zeros included; reals; a few heavy layers
+    for (double& c : costs) {
+      if (kind == 0) c = std::uniform_int_distribution<int>(0, 5)(rng);
+      if (kind == 1) c = std::uniform_real_distribution<double>(0, 1e12)(rng);
+      if (kind == 2) c = std::uniform_int_distribution<int>(0, 9)(rng) == 0 ? 1e15 : 3e9;
+    }
+    ASSERT_EQ(auto_partition(costs, k).stage_begin, reference_partition(costs, k))
+        << "trial " << trial << ", n " << n << ", k " << k;
+  }
+}
+
+TEST(PartitionTest, AutoPartitionOfManyLayersOnManyStagesIsBalanced) {
+  // Far beyond what the dynamic programme could do in a test (20k layers on 4096 stages).
+  const int n = 20000, k = 4096;
+  std::vector<double> costs(n, 1.0);
+  costs[0] = 5;  // an embedding-like heavy first layer
+  const Partition p = auto_partition(costs, k);
+  ASSERT_EQ(p.num_stages(), k);
+  EXPECT_EQ(max_stage_cost(costs, p), 5.0);  // ceil(20004 / 4096) = 5: the heavy layer alone
+  for (int s = 0; s < k; ++s) ASSERT_GE(p.size(s), 1);
+}
+
 TEST(PartitionTest, AutoPartitionIsDeterministicAndPrefersEarlierBoundaries) {
   const std::vector<double> costs(10, 1.0);
   const Partition p = auto_partition(costs, 3);
