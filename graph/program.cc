@@ -44,7 +44,7 @@ nlohmann::json instruction_to_json(const Instruction& ins) {
   if (ins.peer != -1) j["peer"] = ins.peer;
   if (ins.bytes != 0) j["bytes"] = ins.bytes;
   if (ins.tag != -1) j["tag"] = ins.tag;
-  if (!ins.deps.empty()) j["deps"] = ins.deps;
+  if (!ins.deps.empty()) j["deps"] = std::vector<int>(ins.deps.begin(), ins.deps.end());
   return j;
 }
 
@@ -109,6 +109,15 @@ std::string to_string(const StreamId& s) {
     default:
       return std::string(to_string(s.kind));
   }
+}
+
+std::string to_string(const TaskList& tasks) {
+  std::string out;
+  for (const TaskRef& t : tasks) {
+    if (!out.empty()) out += '+';
+    out += to_string(t);
+  }
+  return out;
 }
 
 StreamId stream_of(const Instruction& ins) {

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/small_vector.h"
 #include "graph/task.h"
 
 namespace jaxpp {
@@ -44,16 +45,21 @@ struct StreamId {
 };
 std::string to_string(const StreamId& s);  // "compute", "send->3", "recv<-1", "collective"
 
+// Almost every instruction has one or two tasks and dependencies: both are stored inline.
+using TaskList = SmallVector<TaskRef, 2>;
+using DepList = SmallVector<int, 2>;
+
 struct Instruction {
   OpKind op = OpKind::kCompute;
-  std::vector<TaskRef> tasks;  // kCompute: the fused group; kSend/kRecv: the producing task
+  TaskList tasks;  // kCompute: the fused group; kSend/kRecv: the producing task
   int stage = -1;              // stage of tasks[0], or the stage of kAllReduce/kOptimizer
   int peer = -1;               // kSend: destination actor; kRecv: source actor
   int64_t bytes = 0;           // kSend/kRecv: payload; kAllReduce: gradient bytes
   int64_t tag = -1;            // kSend/kRecv: pairs a send with its recv, unique in the program
-  std::vector<int> deps;       // earlier instructions of the same actor that must finish first
+  DepList deps;                // earlier instructions of the same actor that must finish first
   bool operator==(const Instruction&) const = default;
 };
+std::string to_string(const TaskList& tasks);  // "F0@s3+B0@s3", as for a std::vector<TaskRef>
 StreamId stream_of(const Instruction& ins);
 std::string to_string(const Instruction& ins);  // "F3@s2", "send F3@s2 ->2", "allreduce s1", ...
 

@@ -92,7 +92,7 @@ class WorkerRun {
     e.step = step_;
     e.op = ins.op;
     e.stream = stream_of(ins);
-    e.tasks = ins.tasks;
+    e.tasks.assign(ins.tasks.begin(), ins.tasks.end());
     e.stage = ins.stage;
     e.peer = ins.peer;
     e.bytes = ins.bytes;

@@ -737,7 +737,7 @@ void Engine::fill_trace() {
     ev.instruction = g - offset_[r];
     ev.op = in.op;
     ev.stream = stream_of(in);
-    ev.tasks = in.tasks;
+    ev.tasks.assign(in.tasks.begin(), in.tasks.end());
     ev.stage = in.stage;
     ev.peer = in.peer;
     ev.bytes = in.bytes;
