@@ -51,12 +51,12 @@ using DepList = SmallVector<int, 2>;
 
 struct Instruction {
   OpKind op = OpKind::kCompute;
-  TaskList tasks;  // kCompute: the fused group; kSend/kRecv: the producing task
-  int stage = -1;              // stage of tasks[0], or the stage of kAllReduce/kOptimizer
-  int peer = -1;               // kSend: destination actor; kRecv: source actor
-  int64_t bytes = 0;           // kSend/kRecv: payload; kAllReduce: gradient bytes
-  int64_t tag = -1;            // kSend/kRecv: pairs a send with its recv, unique in the program
-  DepList deps;                // earlier instructions of the same actor that must finish first
+  TaskList tasks;     // kCompute: the fused group; kSend/kRecv: the producing task
+  int stage = -1;     // stage of tasks[0], or the stage of kAllReduce/kOptimizer
+  int peer = -1;      // kSend: destination actor; kRecv: source actor
+  int64_t bytes = 0;  // kSend/kRecv: payload; kAllReduce: gradient bytes
+  int64_t tag = -1;   // kSend/kRecv: pairs a send with its recv, unique in the program
+  DepList deps;       // earlier instructions of the same actor that must finish first
   bool operator==(const Instruction&) const = default;
 };
 std::string to_string(const TaskList& tasks);  // "F0@s3+B0@s3", as for a std::vector<TaskRef>
