@@ -10,6 +10,7 @@
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
@@ -207,8 +208,8 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
                             std::to_string(mlp.hidden) + " doubles are " +
                             std::to_string(transfer_bytes) + " (pass the run's flags)");
   }
-  ClusterSpec base =
-      args.count("base") ? load_cluster(args["base"].as<std::string>()) : reference_host_cluster();
+  ClusterSpec base = args.count("base") ? load_cluster_arg(args["base"].as<std::string>())
+                                        : reference_host_cluster();
   const std::vector<StageKernels> kernels = mlp_stage_kernels(mlp, num_stages);
   TraceObservations obs = observe_trace(trace, kernels, base, dp, first_step);
   const std::string name =
@@ -283,7 +284,7 @@ int run_calibrate(int argc, char** argv) {
   if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
   ClusterSpec base =
       args.count("base")
-          ? load_cluster(args["base"].as<std::string>())
+          ? load_cluster_arg(args["base"].as<std::string>())
           : cluster_preset(mo.backend == BackendKind::kCuda ? "h100-sxm" : "a100-80g");
   const std::string name = args.count("name") ? args["name"].as<std::string>()
                                               : "calibrated-" + std::string(to_string(mo.backend));

@@ -13,6 +13,7 @@
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/explore_report.h"
 #include "cli/flags.h"
@@ -210,7 +211,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
 
   ExploreRequest req;
   req.model = load_model(args["model"].as<std::string>());
-  req.cluster = load_cluster(args["cluster"].as<std::string>());
+  req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
   req.gpus = args["gpus"].as<int>();
   req.global_batch = args["global-batch"].as<int>();
   if (args.count("max-memory-gib")) {

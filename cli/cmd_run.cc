@@ -14,6 +14,7 @@
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
@@ -28,6 +29,7 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/engine.h"
+#include "simulator/plan_check.h"
 #include "trace/export.h"
 #include "trace/html_report.h"
 
@@ -46,6 +48,9 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
     if (args.count("schedule"))
       throw_input_error("run", "give either PLAN.json or --schedule, not both");
     st.plan = load_plan(args["plan"].as<std::string>());
+    // Refuse a file that contradicts itself before running anything (simulator/plan_check.h).
+    check_program(st.plan->program);
+    check_plan(*st.plan, args["plan"].as<std::string>());
     st.program = st.plan->program;
     if (args.count("stage-times")) {
       st.cost = std::make_unique<StageTimesCost>(
@@ -240,7 +245,7 @@ int run_run(int argc, char** argv) {
 
   // Outputs are checked before the run, so a bad path costs nothing.
   std::optional<ClusterSpec> cluster;
-  if (args.count("cluster")) cluster = load_cluster(args["cluster"].as<std::string>());
+  if (args.count("cluster")) cluster = load_cluster_arg(args["cluster"].as<std::string>());
   const std::string report_path = args.count("report") ? args["report"].as<std::string>() : "";
   const std::string timeline_path =
       args.count("timeline") ? args["timeline"].as<std::string>() : "";

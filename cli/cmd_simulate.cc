@@ -10,6 +10,7 @@
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
@@ -219,7 +220,7 @@ int run_simulate(int argc, char** argv) {
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());
-    req.cluster = load_cluster(args["cluster"].as<std::string>());
+    req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
     require("gpus", "required (total GPUs)");
     require("pp", "required (pipeline actors)");
     require("global-batch", "required (sequences per iteration)");

@@ -1,41 +1,37 @@
 // jaxpp-sim validate: check a custom schedule (JSON / PyTorch CSV) or a plan file.
 // Exit 0 valid, 1 invalid, 2 unreadable or malformed (docs/schedules.md).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "schedules/custom.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
+#include "simulator/plan_check.h"
 
 namespace jaxpp::cli {
 namespace {
 
-bool is_plan_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, "cannot read the file (missing or not readable)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (detect_schedule_format(path, ss.str()) != ScheduleFileFormat::kJson) return false;
-  const nlohmann::json j = read_json_file(path);
+bool is_plan(const nlohmann::json& j) {
   return j.is_object() && j.contains("format") && j["format"] == "jaxpp-sim-plan";
 }
 
-int validate_plan(const std::string& path, bool json) {
-  const Plan plan = plan_from_json(read_json_file(path), path);
+int validate_plan(const nlohmann::json& doc, const std::string& path, bool json) {
+  const Plan plan = plan_from_json(doc, path);
   std::string error;
   try {
     check_program(plan.program);
   } catch (const InputError& e) {
     error = e.what();
   }
+  // A well-formed program that contradicts the rest of the file is bad input (exit 2).
+  if (error.empty()) check_plan(plan, path);
   if (json) {
     nlohmann::ordered_json out = {
         {"file", path},
@@ -77,9 +73,13 @@ int run_validate(int argc, char** argv) {
   if (!args.count("file")) throw_input_error("validate", "missing FILE (a schedule or plan file)");
   const std::string path = args["file"].as<std::string>();
   const bool json = args.count("json") > 0;
-  if (is_plan_file(path)) return validate_plan(path, json);
+  // Read once (a regular text file within the size limit), then tell a plan from a schedule.
+  const std::string text = read_input_text(path);
+  const bool csv = detect_schedule_format(path, text) == ScheduleFileFormat::kCsv;
+  const nlohmann::json doc = csv ? nlohmann::json() : parse_json_text(text, path);
+  if (is_plan(doc)) return validate_plan(doc, path, json);
 
-  const Schedule schedule = load_schedule_file(path);
+  const Schedule schedule = csv ? parse_schedule_csv(text, path) : schedule_from_json(doc, path);
   const ValidationReport report = validate_schedule(schedule);
   int64_t makespan = -1;
   if (report.ok()) makespan = unit_cost_timeline(schedule).makespan;

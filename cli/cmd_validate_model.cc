@@ -12,6 +12,7 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/builtin_corpus.h"
 #include "cli/command.h"
 #include "cli/flags.h"
@@ -205,7 +206,8 @@ int run_validate_model(int argc, char** argv) {
     gpu = args["rows-on"].as<std::string>();
     cluster_preset(gpu);  // InputError naming the presets when unknown
   }
-  if (args.count("cluster")) vo.cluster_override = load_cluster(args["cluster"].as<std::string>());
+  if (args.count("cluster"))
+    vo.cluster_override = load_cluster_arg(args["cluster"].as<std::string>());
 
   const Corpus corpus =
       args.count("corpus") ? load_corpus(args["corpus"].as<std::string>()) : builtin_corpus();

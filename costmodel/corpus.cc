@@ -11,6 +11,7 @@
 
 #include "costmodel/cluster.h"
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 
@@ -98,7 +99,7 @@ ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
   fs::path path(name);
   if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec))
     path = fs::path(base_dir) / path;
-  if (!fs::is_regular_file(path, ec)) {
+  if (!path_exists(path.string())) {  // anything else at the path: load_model says what it is
     throw_input_error(where, "unknown model '" + name +
                                  "' (not a preset, and no such file; see jaxpp-sim graph --help "
                                  "for the presets)");
@@ -568,26 +569,11 @@ Corpus corpus_from_csv(const std::string& text, const std::string& name,
 }
 
 Corpus load_corpus(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw_input_error(path, "cannot read file: no such file");
-  if (fs::is_directory(path, ec)) throw_input_error(path, "is a directory, not a file");
-  if (!fs::is_regular_file(path, ec)) throw_input_error(path, "not a regular file");
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw_input_error(path, "cannot read file: " + ec.message());
-  if (static_cast<int64_t>(size) > kMaxCorpusFileBytes) {
-    throw_input_error(path, "too large (" + std::to_string(size) +
-                                " bytes; a corpus may be at most " +
-                                std::to_string(kMaxCorpusFileBytes >> 20) + " MiB)");
-  }
+  const std::string text = read_input_text(path, kMaxCorpusFileBytes);
   const std::string base_dir = fs::path(path).parent_path().string();
-  if (lower(fs::path(path).extension().string()) == ".csv") {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw_input_error(path, "cannot read file");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return corpus_from_csv(buffer.str(), path, base_dir);
-  }
-  return corpus_from_json(read_json_file(path), path, base_dir);
+  if (lower(fs::path(path).extension().string()) == ".csv")
+    return corpus_from_csv(text, path, base_dir);
+  return corpus_from_json(parse_json_text(text, path), path, base_dir);
 }
 
 }  // namespace jaxpp

@@ -7,10 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
-#include <sstream>
+#include <unordered_set>
+#include <vector>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -21,18 +25,93 @@ std::string describe(const nlohmann::json& v) {
   return s;
 }
 
+// Checks depth and key uniqueness while nlohmann parses (its parser callback sees every event).
+// A stack of open containers: for an object the keys seen so far and the key being parsed, for an
+// array the index of the element being parsed. Frames are reused, so their sets keep their memory.
+class StrictJsonChecker {
+ public:
+  explicit StrictJsonChecker(const std::string& where) : where_(where) {}
+
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        open(event == Event::object_start);
+        break;
+      case Event::key:
+        add_key(parsed.get_ref<const std::string&>());
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        --depth_;
+        element_done();
+        break;
+      case Event::value:
+        element_done();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object = false;
+    std::unordered_set<std::string> keys;
+    std::string key;   // object: the member being parsed
+    size_t index = 0;  // array: the element being parsed
+  };
+
+  void open(bool is_object) {
+    if (depth_ >= kMaxJsonDepth)
+      throw_input_error(where_, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (frames_.size() <= depth_) frames_.emplace_back();
+    Frame& f = frames_[depth_++];
+    f.is_object = is_object;
+    f.keys.clear();
+    f.key.clear();
+    f.index = 0;
+  }
+
+  void add_key(const std::string& key) {
+    Frame& f = frames_[depth_ - 1];
+    f.key = key;
+    if (!f.keys.insert(key).second)
+      throw_input_error(where_ + ": field '" + path() + "'",
+                        "duplicate key (a JSON object names each field once)");
+  }
+
+  void element_done() {
+    if (depth_ > 0 && !frames_[depth_ - 1].is_object) ++frames_[depth_ - 1].index;
+  }
+
+  std::string path() const {
+    std::string p;
+    for (size_t i = 0; i < depth_; ++i) {
+      const Frame& f = frames_[i];
+      if (f.is_object) {
+        if (!p.empty()) p.push_back('.');
+        p.append(f.key);
+      } else {
+        p.push_back('[');
+        p.append(std::to_string(f.index));
+        p.push_back(']');
+      }
+    }
+    return p;
+  }
+
+  const std::string& where_;
+  std::vector<Frame> frames_;
+  size_t depth_ = 0;
+};
+
 }  // namespace
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw_input_error(path, "is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, std::string("cannot read file: ") + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+nlohmann::json parse_json_text(const std::string& text, const std::string& where) {
+  StrictJsonChecker checker(where);
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, std::ref(checker));
   } catch (const nlohmann::json::parse_error& e) {
     // Turn the byte offset into line:column for the message.
     size_t line = 1, col = 1;
@@ -47,11 +126,15 @@ nlohmann::json read_json_file(const std::string& path) {
     std::string what = e.what();
     const auto pos = what.find("parse error");
     if (pos != std::string::npos) what = what.substr(pos);
-    throw_input_error(path + ":" + std::to_string(line) + ":" + std::to_string(col),
+    throw_input_error(where + ":" + std::to_string(line) + ":" + std::to_string(col),
                       "malformed JSON (" + what + ")");
   } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
-    throw_input_error(path, std::string("malformed JSON (") + e.what() + ")");
+    throw_input_error(where, std::string("malformed JSON (") + e.what() + ")");
   }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json_text(read_input_text(path), path);
 }
 
 void write_text_file_atomic(const std::string& path, const std::string& text) {

@@ -18,9 +18,16 @@
 
 namespace jaxpp {
 
-// Parses a whole file as JSON; InputError names the file and the line/column on a syntax error,
-// or says the file cannot be read.
+// Parses a whole file as JSON: read_input_text (a regular file of at most kMaxInputFileBytes, no
+// NUL byte; graph/input_file.h), then parse_json_text. InputError names the file.
 nlohmann::json read_json_file(const std::string& path);
+
+// Parses JSON text strictly. Besides syntax (an InputError naming `where` and the line/column),
+// rejects what nlohmann's parser would otherwise accept silently or pass on to code that recurses:
+//   deep.json: nesting deeper than 64 levels              (kMaxJsonDepth, graph/limits.h)
+//   plan.json: field 'config.pp': duplicate key            (the parser keeps the last one)
+// The field path joins object keys with '.' and array indices as "[i]".
+nlohmann::json parse_json_text(const std::string& text, const std::string& where);
 
 // Writes JSON to `path` atomically (temporary file + rename), so a failed write leaves no
 // partial file. InputError when the path cannot be written.

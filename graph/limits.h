@@ -26,6 +26,16 @@ inline constexpr int kMaxVocab = 1 << 24;
 // One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
 inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
 
+// Input files (graph/input_file.h): the size of any one file, so that /dev/zero or a mistyped
+// path to a disk image is refused before it is read. A plan.json takes about 1 KiB per
+// stage-microbatch (64 stages and 1024 microbatches: about 70 MiB), so plans of more than about
+// 250,000 stage-microbatches (below kMaxStageMicrobatches) can be written but not read back.
+inline constexpr int64_t kMaxInputFileBytes = int64_t{256} << 20;
+// JSON nesting (graph/json_util.h): objects and arrays open at once. Every file format of the
+// project nests at most 6 deep; the bound keeps the recursive code that walks, copies and prints a
+// document (nlohmann's dump, copy, comparison) far from the end of the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
 // InputError "<where>: <n> stages ..." when a pipeline of `num_stages` stages and
 // `num_microbatches` microbatches exceeds the limits above (sizes below 1 are not checked here).
 void check_pipeline_size(int64_t num_stages, int64_t num_microbatches, const std::string& where);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 
@@ -467,8 +468,7 @@ ModelSpec load_model(const std::string& name_or_path) {
   const std::string key = lower(name_or_path);
   for (const TransformerShape& t : presets())
     if (t.name == key) return build_transformer_model(t, t.name);
-  std::error_code ec;
-  if (!std::filesystem::exists(name_or_path, ec)) {
+  if (!path_exists(name_or_path)) {  // anything else at the path: read_json_file says what it is
     std::string list;
     for (const std::string& n : model_preset_names()) list += (list.empty() ? "" : ", ") + n;
     throw_input_error(name_or_path,

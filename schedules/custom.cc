@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 
@@ -56,14 +55,6 @@ bool parse_csv_action(std::string_view cell, TaskRef* out) {
 
 std::string csv_action(const TaskRef& t) {
   return std::to_string(t.stage) + std::string(to_string(t.kind)) + std::to_string(t.microbatch);
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, "cannot read the file (missing or not readable)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -169,13 +160,7 @@ std::string schedule_to_csv(const Schedule& schedule) {
 }
 
 Schedule parse_schedule_json(std::string_view text, const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // syntax, or a number too large for a double
-    throw_input_error(where, std::string("malformed JSON: ") + e.what());
-  }
-  return schedule_from_json(j, where);
+  return schedule_from_json(parse_json_text(std::string(text), where), where);
 }
 
 std::string schedule_to_json_text(const Schedule& schedule) {
@@ -195,11 +180,12 @@ std::string schedule_to_json_text(const Schedule& schedule) {
 }
 
 Schedule load_schedule_file(const std::string& path) {
-  const std::string text = read_text_file(path);
+  // Read once: the format is told from the text, and the path is not opened a second time.
+  const std::string text = read_input_text(path);
   if (detect_schedule_format(path, text) == ScheduleFileFormat::kCsv) {
     return parse_schedule_csv(text, path);
   }
-  return schedule_from_json(read_json_file(path), path);
+  return parse_schedule_json(text, path);
 }
 
 void save_schedule_file(const Schedule& schedule, const std::string& path) {

@@ -48,7 +48,9 @@ std::string schedule_to_csv(const Schedule& schedule);
 Schedule parse_schedule_json(std::string_view text, const std::string& where);
 std::string schedule_to_json_text(const Schedule& schedule);  // pretty, one actor per line
 
-// Reads and parses a schedule file (either format). InputError when unreadable or malformed.
+// Reads (graph/input_file.h: a regular text file within the size limit) and parses a schedule file
+// of either format. InputError when unreadable or malformed. parse_schedule_json is strict JSON
+// (parse_json_text: depth limit, no duplicate keys).
 Schedule load_schedule_file(const std::string& path);
 // Writes CSV when `path` ends in .csv, JSON otherwise (atomic write).
 void save_schedule_file(const Schedule& schedule, const std::string& path);

@@ -155,7 +155,7 @@ fuzz_one() {
   [[ $t == *_json ]] && dict=(-dict="$root/tests/fuzz/json.dict")
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     "$fuzz/fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "${dict[@]}" "$work" > "$log" 2>&1 ||
+    -max_len=20480 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "${dict[@]}" "$work" > "$log" 2>&1 ||
     status=1
   local runs
   runs=$(grep -o "stat::number_of_executed_units: [0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")

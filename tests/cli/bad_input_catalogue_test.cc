@@ -7,6 +7,7 @@
 //
 // To add a case, append a row to kCases below; "{dir}" in the arguments is the case's own empty
 // directory (where its files are created and where outputs go), "{data}" is tests/data.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -44,6 +45,9 @@ enum class Report {
 struct File {
   std::string name;
   std::function<std::string()> content;
+  // Instead of `content`: makes something other than a text file at the path (a FIFO, a sparse
+  // file of a given size), at test time, so that no large file is kept in the repository.
+  std::function<void(const std::string& path)> make = nullptr;
 };
 
 struct BadInputCase {
@@ -156,6 +160,55 @@ std::function<std::string()> corpus_with(std::function<void(json&)> edit) {
     edit(c);
     return c.dump(1);
   };
+}
+
+// Issue 16, classes 1 and 2: JSON nested `depth` arrays deep, and things that are not text files.
+std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+json nested_json(int depth) { return json::parse(nested(depth)); }
+File fifo(std::string name) {
+  return {std::move(name), nullptr, [](const std::string& path) {
+            if (::mkfifo(path.c_str(), 0600) != 0) throw std::runtime_error("mkfifo " + path);
+          }};
+}
+File sparse(std::string name, uintmax_t bytes) {  // a hole: no disk space used
+  return {std::move(name), nullptr, [bytes](const std::string& path) {
+            std::ofstream(path).close();
+            fs::resize_file(path, bytes);
+          }};
+}
+File subdirectory(std::string name) {
+  return {std::move(name), nullptr, [](const std::string& path) { fs::create_directory(path); }};
+}
+constexpr uintmax_t kGiB = uintmax_t{1} << 30;
+File symlink_to(std::string name, std::string target) {  // issue 16, class 6
+  return {std::move(name), nullptr, [target](const std::string& path) {
+            fs::create_symlink(target, path);
+          }};
+}
+
+// Issue 16, class 4: files that contradict themselves. Sets the bytes of the send and the recv of
+// `tag` in a plan (both, so that the program stays well-formed and only its sizes are wrong).
+void set_transfer_bytes(json& plan, int64_t tag, int64_t bytes) {
+  for (json& actor : plan["program"]["actors"])
+    for (json& ins : actor)
+      if (ins.contains("tag") && ins["tag"] == tag) ins["bytes"] = bytes;
+}
+// `whole` with `"<key>": <value>, ` inserted after its first '{': a duplicate top-level key.
+std::function<std::string()> with_leading_key(std::function<std::string()> whole,
+                                              std::string key, std::string value) {
+  return [=] { return whole().insert(1, "\"" + key + "\": " + value + ", "); };
+}
+// `whole` with `<extra>` inserted before the first occurrence of `before` (after `after`).
+std::function<std::string()> inserted(std::function<std::string()> whole, std::string before,
+                                      std::string extra, std::string after = "") {
+  return [=] {
+    std::string t = whole();
+    return t.insert(t.find(before, t.find(after)), extra);
+  };
+}
+// `whole`, then a NUL byte, then `tail`.
+std::function<std::string()> nul_then(std::function<std::string()> whole, std::string tail) {
+  return [=] { return whole() + std::string(1, '\0') + tail; };
 }
 
 const std::string kSim = "simulate --model gpt3-1.3b --schedule 1f1b ";
@@ -360,7 +413,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "SimulateClusterWithoutNameOrBase", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
      .files = {{"c.json", text(R"({"hbm_gib": 80})")}}, .message = "missing (required)"},
     {.name = "SimulateUnknownCluster", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster h900",
-     .message = "unknown preset"},
+     .message = "unknown cluster: not a preset and no such file"},
     {.name = "SimulateNegativeStageTime", .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f -1 --t-b 1",
      .message = "--t-f"},
     {.name = "SimulateZeroMicrobatches", .args = "simulate --schedule 1f1b --pp 2 --microbatches 0 --t-f 1 --t-b 1",
@@ -587,6 +640,248 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelMalformedClusterOverride",
      .args = "validate-model --corpus {data}/corpus/small.json --cluster {dir}/c.json",
      .files = {{"c.json", text(R"({"name": "c", "base": )")}}, .message = "malformed JSON"},
+
+    // ---- Any JSON input: nesting depth (issue 16, class 1; kMaxJsonDepth = 64). -------------
+    {.name = "GraphDeeplyNestedModel", .args = "graph --model {dir}/deep.json --pp 2",
+     .files = {{"deep.json", text(R"({"name": "x", "layers_list": )" + nested(100) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "GraphModelNestedAMillionLevels", .args = "graph --model {dir}/deep.json --pp 2",
+     .files = {{"deep.json", text(std::string(1'000'000, '['))}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "GraphModelNestedObjects", .args = "graph --model {dir}/deep.json --pp 2",
+     .files = {{"deep.json", [] {
+        std::string s;
+        for (int i = 0; i < 65; ++i) s += R"({"layers_list": )";
+        return s + "[]" + std::string(65, '}'); }}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ExploreDeeplyNestedModel", .args = "explore --model {dir}/deep.json --gpus 8 --global-batch 8 --quiet",
+     .files = {{"deep.json", text(R"({"name": "x", "layers_list": )" + nested(65) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "SimulateDeeplyNestedCluster", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/deep.json",
+     .files = {{"deep.json", text(R"({"name": "c", "base": "a100-80g", "intra_node": )" + nested(80) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "SimulateDeeplyNestedStageTimes",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/deep.json",
+     .files = {{"deep.json", text(R"({"stages": )" + nested(100000) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ShowDeeplyNestedScheduleFile", .args = "show --schedule-file {dir}/deep.json",
+     .files = {{"deep.json", text(R"({"actors": )" + nested(70) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ValidateDeeplyNestedScheduleJson", .args = "validate {dir}/deep.json",
+     .files = {{"deep.json", text(R"({"actors": )" + nested(70) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ValidateDeeplyNestedPlan", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"] = nested_json(200); })}},
+     .message = "plan.json: nesting deeper than 64 levels"},
+    {.name = "RunDeeplyNestedPlan", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["cluster"]["intra_node"] = nested_json(70); })}},
+     .message = "plan.json: nesting deeper than 64 levels"},
+    {.name = "RunDeeplyNestedStageTimes", .args = kRun + "--stage-times {dir}/deep.json",
+     .files = {{"deep.json", text(nested(65))}}, .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ExportDeeplyNestedTrace", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][0]["parts"] = nested_json(100); })}},
+     .message = "t.json: nesting deeper than 64 levels"},
+    {.name = "ExportDeeplyNestedPlan", .args = "export --plan {dir}/plan.json -o {dir}/x.txt",
+     .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][0] = nested_json(90); })}},
+     .message = "plan.json: nesting deeper than 64 levels"},
+    {.name = "CalibrateDeeplyNestedTrace", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["events"] = nested_json(65); })}},
+     .message = "t.json: nesting deeper than 64 levels"},
+    {.name = "ValidateModelDeeplyNestedCorpus", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["measured"] = nested_json(65); })}},
+     .message = "c.json: nesting deeper than 64 levels"},
+    {.name = "ValidateModelDeeplyNestedRowModelFile", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["model"] = "deep.json"; })},
+               {"deep.json", text(R"({"name": "x", "layers_list": )" + nested(65) + "}")}},
+     .message = "deep.json: nesting deeper than 64 levels"},
+    {.name = "ValidateModelDeeplyNestedClusterOverride",
+     .args = "validate-model --corpus {data}/corpus/small.json --cluster {dir}/deep.json",
+     .files = {{"deep.json", text(nested(64) + " ")}}, .message = "expected a JSON object"},
+
+    // ---- Any input path: what a file is (issue 16, class 2; kMaxInputFileBytes = 256 MiB). ---
+    {.name = "GraphModelIsAFifo", .args = "graph --model {dir}/m.json --pp 2", .files = {fifo("m.json")},
+     .message = "m.json: is not a regular file (a FIFO)"},
+    {.name = "GraphModelIsDevZero", .args = "graph --model /dev/zero --pp 2",
+     .message = "/dev/zero: is not a regular file (a character device)"},
+    {.name = "GraphModelOfTwelveGiB", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {sparse("m.json", 12 * kGiB)}, .message = "m.json: is 12 GiB, the limit is 256 MiB"},
+    {.name = "GraphModelJustAboveTheSizeLimit", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {sparse("m.json", (uintmax_t{256} << 20) + 1)},
+     .message = "m.json: is 256.0 MiB (268435457 bytes), the limit is 256 MiB"},
+    {.name = "GraphModelDanglingSymlink", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", nullptr, [](const std::string& path) { fs::create_symlink(path + ".gone", path); }}},
+     .message = "m.json: cannot read file: No such file or directory"},
+    {.name = "ExploreModelIsAFifo", .args = "explore --model {dir}/m.json --gpus 8 --global-batch 8 --quiet",
+     .files = {fifo("m.json")}, .message = "m.json: is not a regular file (a FIFO)"},
+    {.name = "SimulateClusterIsADirectory", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}",
+     .message = "is a directory, not a file"},
+    {.name = "SimulateClusterIsAFifo", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {fifo("c.json")}, .message = "c.json: is not a regular file (a FIFO)"},
+    {.name = "SimulateClusterIsDevZero", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster /dev/zero",
+     .message = "/dev/zero: is not a regular file (a character device)"},
+    {.name = "SimulateStageTimesIsAFifo",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {fifo("t.json")}, .message = "t.json: is not a regular file (a FIFO)"},
+    {.name = "SimulateStageTimesIsADirectory",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}",
+     .message = "is a directory, not a file"},
+    {.name = "SimulateScheduleFileIsADirectory",
+     .args = "simulate --schedule-file {dir}/s.csv --pp 2 --microbatches 2 --t-f 1 --t-b 1",
+     .files = {subdirectory("s.csv")}, .message = "s.csv: is a directory, not a file"},
+    {.name = "ShowScheduleFileIsAFifo", .args = "show --schedule-file {dir}/s.csv",
+     .files = {fifo("s.csv")}, .message = "s.csv: is not a regular file (a FIFO)"},
+    {.name = "ValidateFifo", .args = "validate {dir}/s.json", .files = {fifo("s.json")},
+     .message = "s.json: is not a regular file (a FIFO)"},
+    {.name = "ValidateDirectoryNamedLikeACsv", .args = "validate {dir}/s.csv",
+     .files = {subdirectory("s.csv")}, .message = "s.csv: is a directory, not a file"},
+    {.name = "ValidateDevZero", .args = "validate /dev/zero",
+     .message = "/dev/zero: is not a regular file (a character device)"},
+    {.name = "ValidateCsvOf300MiB", .args = "validate {dir}/s.csv",
+     .files = {sparse("s.csv", uintmax_t{300} << 20)}, .message = "s.csv: is 300 MiB, the limit is 256 MiB"},
+    {.name = "RunPlanIsAFifo", .args = "run {dir}/plan.json", .files = {fifo("plan.json")},
+     .message = "plan.json: is not a regular file (a FIFO)"},
+    {.name = "RunPlanIsADirectory", .args = "run {dir}", .message = "is a directory, not a file"},
+    {.name = "RunStageTimesIsDevZero", .args = kRun + "--stage-times /dev/zero",
+     .message = "/dev/zero: is not a regular file (a character device)"},
+    {.name = "RunClusterIsADirectory", .args = kRun + "--compare --cluster {dir}",
+     .message = "is a directory, not a file"},
+    {.name = "ExportTraceIsAFifo", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {fifo("t.json")}, .message = "t.json: is not a regular file (a FIFO)"},
+    {.name = "ExportPlanOfOneTiB", .args = "export --plan {dir}/plan.json -o {dir}/x.txt",
+     .files = {sparse("plan.json", 1024 * kGiB)}, .message = "plan.json: is 1024 GiB, the limit is 256 MiB"},
+    {.name = "CalibrateTraceIsADirectory", .args = "calibrate --from-trace {dir}",
+     .message = "is a directory, not a file"},
+    {.name = "CalibrateBaseClusterIsAFifo",
+     .args = "calibrate --from-trace {dir}/t.json --hidden 8 --seq 4 --layers-per-stage 1 --base {dir}/c.json "
+             "-o {dir}/out.json",
+     .files = {{"t.json", measured_trace_with([](json&) {})}, fifo("c.json")},
+     .message = "c.json: is not a regular file (a FIFO)"},
+    {.name = "ValidateModelCorpusIsAFifo", .args = "validate-model --corpus {dir}/c.json",
+     .files = {fifo("c.json")}, .message = "c.json: is not a regular file (a FIFO)"},
+    {.name = "ValidateModelCorpusAboveItsLimit", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {sparse("c.csv", uintmax_t{17} << 20)}, .message = "c.csv: is 17 MiB, the limit is 16 MiB"},
+    {.name = "ValidateModelCorpusRowModelIsADirectory", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["model"] = "sub"; })}, subdirectory("sub")},
+     .message = "sub: is a directory, not a file"},
+    {.name = "ValidateModelClusterOverrideIsADirectory",
+     .args = "validate-model --corpus {data}/corpus/small.json --cluster {dir}",
+     .message = "is a directory, not a file"},
+    {.name = "ExploreUnknownClusterSaysPresetAndFile", .args = kExplore + "--cluster {dir}/nope.json",
+     .message = "nope.json: unknown cluster: not a preset and no such file (presets: "},
+    {.name = "GraphUnknownModelSaysPresetAndFile", .args = "graph --model {dir}/nope.json --pp 2",
+     .message = "nope.json: unknown model: not a preset and no such file (presets: "},
+
+    // ---- Files that contradict themselves (issue 16, class 4). -------------------------------
+    {.name = "ValidatePlanGpusNotTheProduct", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["gpus"] = 8; })}},
+     .message = "plan.json: field 'config': gpus 8 is not pp·tp·dp·cp = 2·1·1·1 = 2"},
+    {.name = "ValidatePlanGlobalBatchDisagrees", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["global_batch"] = 6; })}},
+     .message = "field 'config': global_batch 6 is not dp·microbatch_size·num_microbatches = 1·1·4 = 4"},
+    {.name = "ValidatePlanDpDisagrees", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["dp"] = 2; p["config"]["gpus"] = 4; })}},
+     .message = "field 'config': global_batch 4 is not dp·microbatch_size·num_microbatches = 2·1·4 = 8"},
+    {.name = "ValidatePlanVirtualStagesDisagree", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["virtual_stages"] = 2; })}},
+     .message = "field 'config': pp·virtual_stages = 2·2 = 4 stages, but the partition has 2"},
+    {.name = "ValidatePlanScheduleNameDisagrees", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["schedule"] = "gpipe"; })}},
+     .message = "field 'config': schedule 'gpipe' for pp 2, 2 stages and 4 microbatches is not the program's compute order"},
+    {.name = "ValidatePlanTpNotDividingTheHeads", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["tp"] = 3; p["config"]["gpus"] = 6; })}},
+     .message = "field 'config': tp 3 does not divide the 4 attention heads"},
+    {.name = "ValidatePlanMicrobatchSizeChangesTheTransfers", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) {
+        p["config"]["microbatch_size"] = 2; p["config"]["global_batch"] = 8; })}},
+     .message = "bytes, but the model and configuration give"},
+    {.name = "ValidatePlanInvalidCluster", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["cluster"]["hbm_gib"] = -80; })}},
+     .message = "plan.json: field 'cluster': field 'hbm_gib'"},
+    {.name = "ValidatePlanWithoutCluster", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p.erase("cluster"); })}},
+     .message = "plan.json: field 'cluster': missing"},
+    {.name = "ValidatePlanSendOfTheWrongSize", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { set_transfer_bytes(p, 0, 1); })}},
+     .message = "field 'program': actor 0, instruction 1 (send F0@s0 ->1): 1 bytes, but the model and configuration give"},
+    {.name = "ValidatePlanAllReduceOfTheWrongSize", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) {
+        for (json& ins : p["program"]["actors"][1]) if (ins["op"] == "allreduce") ins["bytes"] = 7; })}},
+     .message = "7 bytes, but the model and configuration give"},
+    {.name = "ValidatePlanModelEditedUnderItsProgram", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) {
+        for (json& l : p["model"]["layers_list"]) l["output_bytes"] = 12345; })}},
+     .message = "bytes, but the model and configuration give"},
+    {.name = "ValidatePlanPredictedIsAString", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"] = "fast"; })}},
+     .message = "plan.json: field 'predicted': expected an object of metrics or null"},
+    {.name = "ValidatePlanPredictedStepTimeIsAString", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"]["step_time_s"] = "1 s"; })}},
+     .message = "field 'predicted': field 'step_time_s': expected a number >= 0"},
+    {.name = "ValidatePlanPredictedNegativeMfu", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"]["mfu"] = -0.5; })}},
+     .message = "field 'predicted': field 'mfu': expected a number >= 0, got -0.5"},
+    {.name = "ValidatePlanPredictedWarningsNotStrings", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"]["warnings"] = {1, 2}; })}},
+     .message = "field 'predicted': field 'warnings': expected a list of strings"},
+    {.name = "ValidatePlanDuplicateTopLevelKey", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", with_leading_key(plan_with([](json&) {}), "version", "1")}},
+     .message = "plan.json: field 'version': duplicate key"},
+    {.name = "ValidatePlanDuplicateConfigKey", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", inserted(plan_with([](json&) {}), "\"pp\":", "\"pp\": 4, ")}},
+     .message = "plan.json: field 'config.pp': duplicate key"},
+    {.name = "ValidatePlanContentAfterANul", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", nul_then(plan_with([](json&) {}), R"({"config": {"pp": 4}})")}},
+     .message = "contains a NUL byte"},
+    {.name = "RunPlanGpusNotTheProduct", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["gpus"] = 8; })}},
+     .message = "plan.json: field 'config': gpus 8 is not pp·tp·dp·cp"},
+    {.name = "RunPlanSendOfTheWrongSize", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { set_transfer_bytes(p, 1, 999); })}},
+     .message = "999 bytes, but the model and configuration give"},
+    {.name = "RunPlanScheduleNameDisagrees", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["schedule"] = "zb-h1"; })}},
+     .message = "field 'config': schedule 'zb-h1'"},
+    {.name = "RunPlanInvalidClusterWithStageTimes", .args = "run {dir}/plan.json --stage-times {dir}/t.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["cluster"]["devices_per_node"] = 0; })},
+               {"t.json", text(R"({"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 0, "t_comm_ms": 0})")}},
+     .message = "plan.json: field 'cluster': field 'devices_per_node'"},
+    {.name = "RunPlanPredictedIsAList", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["predicted"] = {1, 2, 3}; })}},
+     .message = "field 'predicted': expected an object of metrics or null"},
+    {.name = "RunPlanDuplicateProgramKey", .args = "run {dir}/plan.json",
+     .files = {{"plan.json", inserted(plan_with([](json&) {}), "\"num_microbatches\":", "\"num_microbatches\": 2, ", "\"program\"")}},
+     .message = "plan.json: field 'program.num_microbatches': duplicate key"},
+    {.name = "GraphModelDuplicateKey", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", with_leading_key(text(kTinyModel), "layers", "40")}},
+     .message = "m.json: field 'layers': duplicate key"},
+    {.name = "GraphModelContentAfterANul", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", nul_then(text(kTinyModel), R"({"layers": 400})")}},
+     .message = "m.json:1:" },
+    {.name = "SimulateClusterDuplicateNestedKey", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(R"({"name": "c", "base": "a100-80g", "intra_node": {"latency_us": 1, "latency_us": 1e6}})")}},
+     .message = "c.json: field 'intra_node.latency_us': duplicate key"},
+    {.name = "SimulateStageTimesDuplicateKey",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", text(R"({"stages": [{"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 0, "t_comm_ms": 0}, {"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 0, "t_comm_ms": 0, "t_f_ms": 9}]})")}},
+     .message = "t.json: field 'stages[1].t_f_ms': duplicate key"},
+    {.name = "ValidateScheduleDuplicateActors", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s0", "B0@s0"]], "actors": [["F0@s0"]]})")}},
+     .message = "s.json: field 'actors': duplicate key"},
+    {.name = "ValidateCsvContentAfterANul", .args = "validate {dir}/s.csv",
+     .files = {{"s.csv", nul_then(text("0F0,0B0\n"), "1F0,1B0\n")}},
+     .message = "s.csv:2:1: contains a NUL byte (byte offset 8)"},
+    {.name = "ExportTraceDuplicateEventKey", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", inserted(trace_with([](json&) {}), "\"actor\":", "\"actor\": 1, ")}},
+     .message = "t.json: field 'events[0].actor': duplicate key"},
+    {.name = "ExportTraceContentAfterANul", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", nul_then(trace_with([](json&) {}), "garbage")}},
+     .message = "contains a NUL byte"},
+    {.name = "CalibrateTraceDuplicateKey", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", with_leading_key(measured_trace_with([](json&) {}), "version", "1")}},
+     .message = "t.json: field 'version': duplicate key"},
+    {.name = "ValidateModelCorpusDuplicateRowKey", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", inserted(corpus_with([](json&) {}), "\"gpus\":", "\"gpus\": 64, ")}},
+     .message = "c.json: field 'rows[0].gpus': duplicate key"},
 };
 // clang-format on
 
@@ -625,7 +920,14 @@ TEST_P(BadInputCatalogue, FailsCleanlyWithAnErrorNamingTheProblem) {
   const BadInputCase& c = GetParam();
   const std::string dir = make_temp_dir();
   const std::string scratch = make_temp_dir();  // stdout/stderr, outside the case's directory
-  for (const File& f : c.files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content();
+  for (const File& f : c.files) {
+    const std::string path = dir + "/" + f.name;
+    if (f.make) {
+      f.make(path);
+    } else {
+      std::ofstream(path, std::ios::binary) << f.content();
+    }
+  }
   const std::set<std::string> before = entries(dir);
   const std::string args =
       replace_all(replace_all(c.args, "{dir}", dir), "{data}", std::string(JAXPP_TEST_DATA_DIR));

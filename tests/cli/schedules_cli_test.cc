@@ -3,10 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "graph/model.h"
-#include "graph/partition.h"
-#include "graph/placement.h"
-#include "graph/plan.h"
 #include "tests/cli/cli_runner.h"
 
 namespace jaxpp {
@@ -183,46 +179,32 @@ TEST(SchedulesCli, ValidateMalformedJsonExitsTwo) {
 TEST(SchedulesCli, ValidateMissingFileExitsTwo) {
   const auto r = run_cli("validate /nonexistent/schedule.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("cannot read the file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot read file: No such file"), std::string::npos) << r.err;
 }
 
-// A two-actor, one-microbatch plan whose program is written by hand.
-Plan tiny_plan() {
-  Plan plan;
-  plan.model = load_model(std::string(JAXPP_TEST_DATA_DIR) + "/graph/tiny_transformer.json");
-  const int n = plan.model.num_layers();
-  plan.partition = partition_from_starts({0, n / 2}, n);
-  plan.placement = make_placement(PlacementKind::kLinear, 2, 2);
-  plan.config.pp = 2;
-  plan.config.gpus = 2;
-  Program& prog = plan.program;
-  prog.num_actors = 2;
-  prog.num_stages = 2;
-  prog.num_microbatches = 1;
-  prog.stage_to_actor = {0, 1};
-  const TaskRef f0{TaskKind::kF, 0, 0}, b0{TaskKind::kB, 0, 0};
-  const TaskRef f1{TaskKind::kF, 1, 0}, b1{TaskKind::kB, 1, 0};
-  prog.actors = {{Instruction{OpKind::kCompute, {f0}, 0, -1, 0, -1, {}},
-                  Instruction{OpKind::kSend, {f0}, 0, 1, 8, 0, {0}},
-                  Instruction{OpKind::kRecv, {b1}, 1, 1, 8, 1, {}},
-                  Instruction{OpKind::kCompute, {b0}, 0, -1, 0, -1, {0, 2}}},
-                 {Instruction{OpKind::kRecv, {f0}, 0, 0, 8, 0, {}},
-                  Instruction{OpKind::kCompute, {f1}, 1, -1, 0, -1, {0}},
-                  Instruction{OpKind::kCompute, {b1}, 1, -1, 0, -1, {1}},
-                  Instruction{OpKind::kSend, {b1}, 1, 0, 8, 1, {2}}}};
-  return plan;
+// A two-actor plan of a small model, as `simulate --plan` writes it (validate also checks that the
+// program is the lowering of the file's own configuration: simulator/plan_check.h).
+nlohmann::json tiny_plan() {
+  const std::string dir = testing::make_temp_dir();
+  const auto r = run_cli("simulate --model " + std::string(JAXPP_TEST_DATA_DIR) +
+                         "/graph/tiny_transformer.json --gpus 2 --pp 2 --global-batch 2 "
+                         "--schedule 1f1b --plan " +
+                         dir + "/plan.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(testing::read_file(dir + "/plan.json"));
 }
 
 TEST(SchedulesCli, ValidatePlanChecksItsProgram) {
-  const Plan plan = tiny_plan();
-  const std::string good = write_temp_file("plan.json", plan_to_json(plan).dump());
+  const nlohmann::json plan = tiny_plan();
+  const std::string good = write_temp_file("plan.json", plan.dump());
   const auto ok = run_cli("validate " + good);
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("OK: "), std::string::npos) << ok.out;
 
-  Plan broken = plan;
-  broken.program.actors[1][0].tag = 7;  // the recv no longer matches the send
-  const std::string bad = write_temp_file("plan.json", plan_to_json(broken).dump());
+  nlohmann::json broken = plan;
+  for (nlohmann::json& ins : broken["program"]["actors"][1])
+    if (ins["op"] == "recv") ins["tag"] = 7;  // the recvs no longer match the sends
+  const std::string bad = write_temp_file("plan.json", broken.dump());
   const auto r = run_cli("validate --json " + bad);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);

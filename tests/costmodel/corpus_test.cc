@@ -384,7 +384,7 @@ std::string temp_file(const std::string& name, const std::string& text) {
 
 TEST(CorpusFile, MissingFile) {
   EXPECT_EQ(load_error("/nonexistent/c.json"),
-            "/nonexistent/c.json: cannot read file: no such file");
+            "/nonexistent/c.json: cannot read file: No such file or directory");
 }
 
 TEST(CorpusFile, Directory) {
@@ -392,14 +392,14 @@ TEST(CorpusFile, Directory) {
 }
 
 TEST(CorpusFile, NotARegularFile) {
-  EXPECT_EQ(load_error("/dev/null"), "/dev/null: not a regular file");
+  EXPECT_EQ(load_error("/dev/null"), "/dev/null: is not a regular file (a character device)");
 }
 
 TEST(CorpusFile, TooLarge) {
   const std::string path =
       temp_file("huge.json", std::string(static_cast<size_t>(kMaxCorpusFileBytes) + 1, ' '));
   EXPECT_EQ(load_error(path),
-            path + ": too large (16777217 bytes; a corpus may be at most 16 MiB)");
+            path + ": is 16.0 MiB (16777217 bytes), the limit is 16 MiB");
   std::filesystem::remove(path);
 }
 

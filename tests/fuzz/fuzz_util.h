@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 
 namespace jaxpp::fuzz {
@@ -42,17 +43,35 @@ int expect_value_or_input_error(Fn&& fn) {
   return 0;
 }
 
-// Reads the input through read_json_file, as the command-line tools read every JSON file (an
-// in-memory file, so syntax errors and number overflows take the real path into InputError), and
-// hands the document to `fn`.
-template <class Fn>
-int with_json(const uint8_t* data, size_t size, Fn&& fn) {
+// The size limit the harness reads under, lowered from kMaxInputFileBytes (graph/limits.h) so that
+// libFuzzer's inputs cross it: scripts/build.sh runs the targets with -max_len above it. Above the
+// largest seed (tiny_gpipe_options.json, 9.4 KiB).
+inline constexpr int64_t kFuzzMaxInputBytes = 16 << 10;
+
+// Reads the input as the command-line tools read every file: through read_input_text (an in-memory
+// file, so the regular-file check, the size limit and the NUL-byte check take their real path).
+inline std::string read_input(const uint8_t* data, size_t size) {
   static const int fd = memfd_create("jaxpp-fuzz-input", 0);
   static const std::string path = "/proc/self/fd/" + std::to_string(fd);
   if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) {
     std::abort();  // the harness itself failed, not the parser
   }
-  return expect_value_or_input_error([&] { fn(read_json_file(path)); });
+  return read_input_text(path, kFuzzMaxInputBytes);
+}
+
+// Reads the input (read_input) and parses it as read_json_file does (parse_json_text: syntax
+// errors, number overflows, the depth limit and duplicate keys take the real path into
+// InputError), and hands the document to `fn`.
+template <class Fn>
+int with_json(const uint8_t* data, size_t size, Fn&& fn) {
+  return expect_value_or_input_error(
+      [&] { fn(parse_json_text(read_input(data, size), "input.json")); });
+}
+
+// Reads the input (read_input) and hands the text to `fn`.
+template <class Fn>
+int with_text(const uint8_t* data, size_t size, Fn&& fn) {
+  return expect_value_or_input_error([&] { fn(read_input(data, size)); });
 }
 
 }  // namespace jaxpp::fuzz

@@ -5,9 +5,8 @@
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  return jaxpp::fuzz::expect_value_or_input_error([&] {
-    const jaxpp::Schedule s =
-        jaxpp::parse_schedule_csv(jaxpp::fuzz::as_text(data, size), "schedule.csv");
+  return jaxpp::fuzz::with_text(data, size, [](const std::string& text) {
+    const jaxpp::Schedule s = jaxpp::parse_schedule_csv(text, "schedule.csv");
     (void)jaxpp::validate_schedule(s);
   });
 }

@@ -136,7 +136,7 @@ TEST(CustomSchedules, UnknownJsonFieldIsRejected) {
 
 TEST(CustomSchedules, MissingFileSaysItCannotBeRead) {
   EXPECT_EQ(error_of([] { load_schedule_file("/nonexistent/s.json"); }),
-            "/nonexistent/s.json: cannot read the file (missing or not readable)");
+            "/nonexistent/s.json: cannot read file: No such file or directory");
 }
 
 TEST(CustomSchedules, FormatIsDetectedByExtensionThenContent) {

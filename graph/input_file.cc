@@ -1,0 +1,135 @@
+#include "graph/input_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace jaxpp {
+namespace {
+
+// What a non-regular file is, for the message ("a FIFO").
+std::string kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+[[noreturn]] void throw_cannot_read(const std::string& path, int error) {
+  throw_input_error(path, std::string("cannot read file: ") + std::strerror(error));
+}
+
+// Throws unless `st` describes a regular file of at most `max_bytes`.
+void check_stat(const std::string& path, const struct stat& st, int64_t max_bytes) {
+  if (S_ISDIR(st.st_mode)) throw_input_error(path, "is a directory, not a file");
+  if (!S_ISREG(st.st_mode))
+    throw_input_error(path, "is not a regular file (" + kind_of(st.st_mode) + ")");
+  if (static_cast<int64_t>(st.st_size) > max_bytes)
+    throw_input_error(path, "is " + format_file_size(st.st_size) + ", the limit is " +
+                                format_file_size(max_bytes));
+}
+
+struct stat stat_or_throw(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_cannot_read(path, errno);
+  return st;
+}
+
+void check_no_nul(const std::string& path, const std::string& text) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return;
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < nul; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  throw_input_error(
+      path + ":" + std::to_string(line) + ":" + std::to_string(col),
+      "contains a NUL byte (byte offset " + std::to_string(nul) + "); input files must be text");
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string format_file_size(int64_t bytes) {
+  constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+  char buf[64];
+  if (bytes >= kGiB && bytes % kGiB == 0) {
+    std::snprintf(buf, sizeof buf, "%lld GiB", static_cast<long long>(bytes / kGiB));
+  } else if (bytes >= kGiB) {
+    std::snprintf(buf, sizeof buf, "%.1f GiB (%lld bytes)", static_cast<double>(bytes) / kGiB,
+                  static_cast<long long>(bytes));
+  } else if (bytes >= kMiB && bytes % kMiB == 0) {
+    std::snprintf(buf, sizeof buf, "%lld MiB", static_cast<long long>(bytes / kMiB));
+  } else if (bytes >= kMiB) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB (%lld bytes)", static_cast<double>(bytes) / kMiB,
+                  static_cast<long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  }
+  return buf;
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void check_input_file(const std::string& path, int64_t max_bytes) {
+  check_stat(path, stat_or_throw(path), max_bytes);
+}
+
+std::string read_input_text(const std::string& path, int64_t max_bytes) {
+  // Classify before opening: opening a FIFO blocks, opening a device may have side effects.
+  check_input_file(path, max_bytes);
+  // O_NONBLOCK: should the path have become a FIFO since, open() still returns at once.
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) throw_cannot_read(path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_cannot_read(path, errno);
+  check_stat(path, st, max_bytes);
+
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_cannot_read(path, errno);
+    }
+    if (n == 0) break;
+    if (static_cast<int64_t>(text.size()) + n > max_bytes)  // the file grew while being read
+      throw_input_error(path, "is more than " + format_file_size(max_bytes) +
+                                  " (the limit), it grew while being read");
+    text.append(buf, static_cast<size_t>(n));
+  }
+  check_no_nul(path, text);
+  return text;
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,218 @@
+#include "simulator/plan_check.h"
+
+#include <algorithm>
+#include <array>
+
+#include "costmodel/analytic_cost.h"
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace jaxpp {
+namespace {
+
+std::string field(const std::string& source, const std::string& name) {
+  return source + ": field '" + name + "'";
+}
+
+void check_config(const Plan& plan, const std::string& source) {
+  const ParallelConfig& c = plan.config;
+  const std::string where = field(source, "config");
+  const int64_t gpus = int64_t{c.pp} * c.tp * c.dp * c.cp;
+  if (gpus != c.gpus)
+    throw_input_error(where, "gpus " + std::to_string(c.gpus) +
+                                 " is not pp·tp·dp·cp = " + std::to_string(c.pp) + "·" +
+                                 std::to_string(c.tp) + "·" + std::to_string(c.dp) + "·" +
+                                 std::to_string(c.cp) + " = " + std::to_string(gpus));
+  const int64_t batch = int64_t{c.dp} * c.microbatch_size * c.num_microbatches;
+  if (batch != c.global_batch)
+    throw_input_error(
+        where, "global_batch " + std::to_string(c.global_batch) +
+                   " is not dp·microbatch_size·num_microbatches = " + std::to_string(c.dp) + "·" +
+                   std::to_string(c.microbatch_size) + "·" + std::to_string(c.num_microbatches) +
+                   " = " + std::to_string(batch));
+  if (plan.model.heads > 0 && plan.model.heads % c.tp != 0)
+    throw_input_error(where, "tp " + std::to_string(c.tp) + " does not divide the " +
+                                 std::to_string(plan.model.heads) +
+                                 " attention heads of the model");
+  if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel)
+    throw_input_error(where, "tp_comm_overlap needs sequence_parallel");
+  const int64_t stages = int64_t{c.pp} * c.virtual_stages;
+  if (stages != plan.partition.num_stages())
+    throw_input_error(where, "pp·virtual_stages = " + std::to_string(c.pp) + "·" +
+                                 std::to_string(c.virtual_stages) + " = " + std::to_string(stages) +
+                                 " stages, but the partition has " +
+                                 std::to_string(plan.partition.num_stages()));
+  if (plan.placement.num_actors != c.pp)
+    throw_input_error(field(source, "placement"),
+                      "places stages on " + std::to_string(plan.placement.num_actors) +
+                          " actors but config.pp is " + std::to_string(c.pp));
+  if (plan.program.num_stages != plan.partition.num_stages())
+    throw_input_error(field(source, "program"), "has " + std::to_string(plan.program.num_stages) +
+                                                    " stages but the partition has " +
+                                                    std::to_string(plan.partition.num_stages()));
+}
+
+// The schedule a program executes: each actor's compute instructions, in order.
+Schedule schedule_of(const Plan& plan) {
+  const Program& program = plan.program;
+  Schedule s;
+  s.name = plan.config.schedule;
+  s.placement = plan.placement;
+  s.num_stages = program.num_stages;
+  s.num_microbatches = program.num_microbatches;
+  s.split_backward.assign(program.num_stages, false);
+  s.actors.resize(program.actors.size());
+  for (size_t r = 0; r < program.actors.size(); ++r) {
+    for (const Instruction& ins : program.actors[r]) {
+      if (ins.op != OpKind::kCompute) continue;
+      s.actors[r].emplace_back(ins.tasks.begin(), ins.tasks.end());
+      for (const TaskRef& t : ins.tasks)
+        if (t.kind == TaskKind::kW && t.stage >= 0 && t.stage < program.num_stages)
+          s.split_backward[t.stage] = true;
+    }
+  }
+  return s;
+}
+
+void check_schedule_name(const Plan& plan, const Schedule& schedule, const std::string& source) {
+  const std::string& name = plan.config.schedule;
+  if (find_schedule(name) == nullptr) return;  // "custom" or a file's own name
+  ScheduleParams params;
+  params.num_actors = plan.config.pp;
+  params.num_stages = schedule.num_stages;
+  params.num_microbatches = schedule.num_microbatches;
+  for (const bool fuse : {false, true}) {
+    params.fuse_steady_state = fuse;
+    Schedule expected;
+    try {
+      expected = generate_schedule(name, params);
+    } catch (const InputError& e) {
+      if (fuse) break;  // only some schedules fuse their steady state
+      throw_input_error(field(source, "config"),
+                        "schedule '" + name + "' cannot describe this program: " + e.what());
+    }
+    if (expected.actors == schedule.actors && expected.placement == schedule.placement) return;
+  }
+  throw_input_error(field(source, "config"),
+                    "schedule '" + name + "' for pp " + std::to_string(plan.config.pp) + ", " +
+                        std::to_string(schedule.num_stages) + " stages and " +
+                        std::to_string(schedule.num_microbatches) +
+                        " microbatches is not the program's compute order");
+}
+
+// Which byte rule gives an instruction's size, for the message.
+std::string size_rule(const Instruction& ins) {
+  if (ins.op == OpKind::kAllReduce) return "the gradient of stage " + std::to_string(ins.stage);
+  const TaskRef& t = ins.tasks[0];
+  const int producer = t.kind == TaskKind::kF ? t.stage : t.stage - 1;
+  return "the activation of stage " + std::to_string(producer);
+}
+
+bool same_but_bytes(const Instruction& a, const Instruction& b) {
+  Instruction c = a;
+  c.bytes = b.bytes;
+  return c == b;
+}
+
+void check_program_is_the_lowering(const Plan& plan, const Schedule& schedule,
+                                   const ClusterSpec& cluster, const std::string& source) {
+  const std::string where = field(source, "program");
+  LoweringOptions lo;
+  lo.emit_grad_reduce = true;
+  try {
+    const AnalyticCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster);
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      lo.activation_bytes.push_back(cost.activation_bytes(s));
+      lo.grad_bytes.push_back(cost.grad_bytes(s));
+    }
+  } catch (const InputError& e) {
+    throw_input_error(field(source, "config"), e.what());
+  }
+  Program expected;
+  try {
+    expected = lower(schedule, lo);
+  } catch (const InputError& e) {
+    throw_input_error(
+        where, std::string("its compute instructions are not a valid schedule: ") + e.what());
+  }
+  const Program& program = plan.program;
+  for (size_t r = 0; r < program.actors.size(); ++r) {
+    const std::vector<Instruction>& got = program.actors[r];
+    const std::vector<Instruction>& want = expected.actors[r];
+    const size_t n = std::min(got.size(), want.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (got[i] == want[i]) continue;
+      const std::string at = "actor " + std::to_string(r) + ", instruction " + std::to_string(i) +
+                             " (" + to_string(got[i]) + ")";
+      if (same_but_bytes(got[i], want[i]))
+        throw_input_error(where, at + ": " + std::to_string(got[i].bytes) +
+                                     " bytes, but the model and configuration give " +
+                                     std::to_string(want[i].bytes) + " (" + size_rule(want[i]) +
+                                     ")");
+      throw_input_error(where, at + ": the lowering of the program's own compute order has " +
+                                   to_string(want[i]) +
+                                   " here (tags, dependencies and peers "
+                                   "must be as lowered)");
+    }
+    if (got.size() != want.size())
+      throw_input_error(where, "actor " + std::to_string(r) + " has " + std::to_string(got.size()) +
+                                   " instructions, but the lowering "
+                                   "of its compute order has " +
+                                   std::to_string(want.size()));
+  }
+}
+
+// Top-level metrics the simulator writes as numbers >= 0 (simulator/plan_builder.h).
+constexpr std::array kNumericMetrics = {"step_time_s",
+                                        "makespan_s",
+                                        "bubble_rate",
+                                        "tokens_per_s",
+                                        "tflops_per_gpu",
+                                        "mfu",
+                                        "hfu",
+                                        "model_flops_per_iteration",
+                                        "hardware_flops_per_iteration",
+                                        "gpus",
+                                        "bubble_actor",
+                                        "collective_bytes"};
+
+void check_predicted(const nlohmann::json& predicted, const std::string& source) {
+  if (predicted.is_null()) return;
+  const std::string where = field(source, "predicted");
+  if (!predicted.is_object())
+    throw_input_error(
+        where, "expected an object of metrics or null, got " + predicted.dump().substr(0, 40));
+  for (const char* key : kNumericMetrics) {
+    const auto it = predicted.find(key);
+    if (it == predicted.end()) continue;
+    if (!it->is_number() || it->get<double>() < 0)
+      throw_input_error(where + ": field '" + key + "'",
+                        "expected a number >= 0, got " + it->dump().substr(0, 40));
+  }
+  const auto warnings = predicted.find("warnings");
+  if (warnings != predicted.end()) {
+    const bool strings =
+        warnings->is_array() && std::all_of(warnings->begin(), warnings->end(),
+                                            [](const nlohmann::json& w) { return w.is_string(); });
+    if (!strings)
+      throw_input_error(where + ": field 'warnings'",
+                        "expected a list of strings, got " + warnings->dump().substr(0, 40));
+  }
+}
+
+}  // namespace
+
+void check_plan(const Plan& plan, const std::string& source) {
+  check_config(plan, source);
+  if (plan.cluster.is_null())
+    throw_input_error(field(source, "cluster"), "missing (the transfer sizes depend on it)");
+  const ClusterSpec cluster = cluster_from_json(plan.cluster, field(source, "cluster"));
+  const Schedule schedule = schedule_of(plan);
+  check_schedule_name(plan, schedule, source);
+  check_program_is_the_lowering(plan, schedule, cluster, source);
+  check_predicted(plan.predicted, source);
+}
+
+}  // namespace jaxpp

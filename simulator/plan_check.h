@@ -1,0 +1,38 @@
+// Checking that a plan read from a file agrees with itself.
+//
+// plan_from_json (graph/plan.h) checks each part of a plan.json on its own and the counts that tie
+// them together (layers, stages, actors, microbatches). A hand-edited or corrupted file can still
+// say one thing in its configuration and do another in its program, and `run` would execute the
+// program while reporting the configuration. check_plan rejects, naming the file and the field:
+//   config     gpus ≠ pp·tp·dp·cp; global_batch ≠ dp·microbatch_size·num_microbatches; tp not
+//              dividing the attention heads; tp communication overlap without sequence
+//              parallelism; virtual_stages ≠ stages / pp; a placement for another number of
+//              actors; a registry schedule name (config.schedule) whose schedule for this pp,
+//              stage count and microbatch count is not the program's compute order (with or
+//              without steady-state fusion; other names, such as "custom", are not checked);
+//   cluster    missing or invalid (costmodel/cluster.h, cluster_from_json);
+//   program    not the lowering (schedules/lower.h) of its own compute order with the transfer
+//              and gradient sizes the model, configuration and cluster imply (AnalyticCost's
+//              activation_bytes and grad_bytes, as build_plan lowers): a send or recv of the wrong
+//              size, a changed tag, dependency, peer or allreduce;
+//   predicted  not null and not an object, or a metric the simulator writes as a number
+//              (step_time_s, mfu, bubble_rate, ...) that is not a number >= 0, or warnings that
+//              are not a list of strings.
+// The program must pass check_program (graph/program.h) first: `validate` reports a malformed
+// program as INVALID (exit 1) and a contradiction found here as bad input (exit 2).
+//
+// Usage:
+//   const Plan plan = load_plan(path);
+//   check_program(plan.program);
+//   check_plan(plan, path);  // InputError "plan.json: field 'config': ..."
+#pragma once
+
+#include <string>
+
+#include "graph/plan.h"
+
+namespace jaxpp {
+
+void check_plan(const Plan& plan, const std::string& source);
+
+}  // namespace jaxpp
