@@ -54,6 +54,8 @@ struct WorkerOutput {
 nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
   Trace t;
   t.num_actors = num_actors;
+  // Every step the worker ran (trace_from_json checks each event's step against it).
+  t.num_steps = std::max(1, static_cast<int>(o.record.step_begin_s.size()));
   t.events = o.record.events;
   t.memory = o.record.memory;
   nlohmann::json j;

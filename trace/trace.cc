@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <tuple>
 
 #include "graph/error.h"
@@ -29,8 +31,9 @@ std::optional<int> parse_int(std::string_view s) {
 std::optional<StreamId> parse_stream(std::string_view s) {
   if (s == "compute") return StreamId{StreamKind::kCompute, -1};
   if (s == "collective") return StreamId{StreamKind::kCollective, -1};
-  for (const auto& [prefix, kind] : {std::pair<std::string_view, StreamKind>{"send->", StreamKind::kSend},
-                                     {"recv<-", StreamKind::kRecv}}) {
+  for (const auto& [prefix, kind] :
+       {std::pair<std::string_view, StreamKind>{"send->", StreamKind::kSend},
+        {"recv<-", StreamKind::kRecv}}) {
     if (s.substr(0, prefix.size()) != prefix) continue;
     const auto peer = parse_int(s.substr(prefix.size()));
     if (!peer || *peer < 0) return std::nullopt;
@@ -55,57 +58,67 @@ int int_in_range(const JsonObject& obj, const std::string& key, int lo, int hi) 
   return static_cast<int>(v);
 }
 
-TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, int num_actors) {
+// No time in a trace is later than this: a run of more than 31 years is a corrupt file, and
+// every writer (text Gantt, Perfetto, Graphviz) scales by the last end time.
+constexpr double kMaxTraceTimeS = 1e9;
+
+double time_in_range(const JsonObject& obj, const std::string& key) {
+  const double t = obj.non_negative_number(key);
+  if (t > kMaxTraceTimeS) {
+    throw_input_error(obj.field(key),
+                      "expected a time in seconds <= 1e9, got " + describe(obj.at(key)));
+  }
+  return t;
+}
+
+TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, int num_actors,
+                           int num_steps) {
+  constexpr int kIntMax = std::numeric_limits<int>::max();
   JsonObject obj(j, where);
   TraceEvent e;
   e.actor = int_in_range(obj, "actor", 0, num_actors - 1);
-  e.instruction = static_cast<int>(obj.non_negative_integer("instruction"));
-  e.step = obj.has("step") ? static_cast<int>(obj.non_negative_integer("step")) : 0;
+  e.instruction = int_in_range(obj, "instruction", 0, kIntMax);
+  e.step = obj.has("step") ? int_in_range(obj, "step", 0, num_steps - 1) : 0;
   const std::string op = obj.string("op");
   const auto parsed_op = parse_op(op);
   if (!parsed_op) {
-    throw_input_error(obj.field("op"),
-                      "expected one of compute, send, recv, allreduce, optimizer, got \"" + op +
-                          "\"");
+    throw_input_error(
+        obj.field("op"),
+        "expected one of compute, send, recv, allreduce, optimizer, got \"" + op + "\"");
   }
   e.op = *parsed_op;
-  if (obj.has("stream")) {
-    const std::string stream = obj.string("stream");
-    const auto parsed = parse_stream(stream);
-    if (!parsed || (parsed->peer >= num_actors)) {
-      throw_input_error(obj.field("stream"),
-                        "expected compute, collective, send-><actor> or recv<-<actor>, got \"" +
-                            stream + "\"");
-    }
-    e.stream = *parsed;
-  }
   if (obj.has("tasks")) {
     const nlohmann::json& tasks = obj.array("tasks");
     for (size_t i = 0; i < tasks.size(); ++i) {
       const std::string field = obj.field("tasks") + "[" + std::to_string(i) + "]";
-      if (!tasks[i].is_string()) throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
+      if (!tasks[i].is_string())
+        throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
       const auto t = parse_task_ref(tasks[i].get<std::string>());
-      if (!t) throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
+      if (!t)
+        throw_input_error(field, "expected a task such as \"F3@s2\", got " + describe(tasks[i]));
       e.tasks.push_back(*t);
     }
   }
-  e.stage = obj.has("stage") ? static_cast<int>(obj.integer("stage")) : -1;
-  if (e.stage < -1) throw_input_error(obj.field("stage"), "expected -1 or a stage index >= 0");
-  e.peer = obj.has("peer") ? static_cast<int>(obj.integer("peer")) : -1;
-  if (e.peer < -1 || e.peer >= num_actors) {
-    throw_input_error(obj.field("peer"), "expected -1 or an actor in [0, " +
-                                             std::to_string(num_actors - 1) + "], got " +
+  e.stage = obj.has("stage") ? int_in_range(obj, "stage", -1, kMaxStages - 1) : -1;
+  e.peer = obj.has("peer") ? int_in_range(obj, "peer", -1, num_actors - 1) : -1;
+  const bool p2p = e.op == OpKind::kSend || e.op == OpKind::kRecv;
+  if (p2p && (e.peer < 0 || e.peer == e.actor)) {
+    throw_input_error(obj.field("peer"), "a " + op + " needs a peer actor other than its own (" +
+                                             std::to_string(e.actor) + "), got " +
                                              std::to_string(e.peer));
   }
   e.bytes = obj.has("bytes") ? obj.non_negative_integer("bytes") : 0;
   e.tag = obj.has("tag") ? obj.integer("tag") : -1;
-  e.start_s = obj.non_negative_number("start_s");
+  if (e.tag < -1)
+    throw_input_error(obj.field("tag"), "expected -1 or a tag >= 0, got " + std::to_string(e.tag));
+  e.start_s = time_in_range(obj, "start_s");
   e.end_s = obj.number("end_s");
   if (!(e.end_s >= e.start_s)) {
-    throw_input_error(obj.field("end_s"), "expected a number >= start_s (" +
-                                              describe(obj.at("start_s")) + "), got " +
-                                              describe(obj.at("end_s")));
+    throw_input_error(obj.field("end_s"),
+                      "expected a number >= start_s (" + describe(obj.at("start_s")) +
+                          "): a negative duration, got " + describe(obj.at("end_s")));
   }
+  e.end_s = time_in_range(obj, "end_s");
   if (obj.has("parts")) {
     const nlohmann::json& parts = obj.array("parts");
     double total = 0;
@@ -118,15 +131,68 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
     if (total > (e.end_s - e.start_s) * (1 + 1e-9) + 1e-12)
       throw_input_error(obj.field("parts"), "the parts last longer than the event");
   }
-  if (!obj.has("stream")) {
-    Instruction ins;
-    ins.op = e.op;
-    ins.peer = e.peer;
-    e.stream = stream_of(ins);
+  Instruction ins;
+  ins.op = e.op;
+  ins.peer = e.peer;
+  e.stream = stream_of(ins);
+  if (obj.has("stream")) {
+    const std::string stream = obj.string("stream");
+    const auto parsed = parse_stream(stream);
+    if (!parsed || (parsed->peer >= num_actors)) {
+      throw_input_error(
+          obj.field("stream"),
+          "expected compute, collective, send-><actor> or recv<-<actor>, got \"" + stream + "\"");
+    }
+    if (*parsed != e.stream) {
+      throw_input_error(obj.field("stream"), "a " + op + " with peer " + std::to_string(e.peer) +
+                                                 " runs on stream \"" + to_string(e.stream) +
+                                                 "\", got \"" + stream + "\"");
+    }
   }
   obj.reject_unknown({"actor", "instruction", "step", "op", "stream", "tasks", "stage", "peer",
                       "bytes", "tag", "start_s", "end_s", "parts"});
   return e;
+}
+
+// Physically impossible event sets: one instruction of one step recorded twice, or two events
+// overlapping in time on a stream that runs one instruction at a time (compute, collective, and
+// each send stream). Receive streams are exempt: a runtime posts several receives of one stream
+// at once and each event lasts from its post to the message's arrival. `events` is in file order.
+void check_event_set(const std::vector<TraceEvent>& events, const std::string& where) {
+  const auto name = [&](size_t i) { return where + ": events[" + std::to_string(i) + "]"; };
+  std::map<std::tuple<int, int, int>, size_t> seen;  // (actor, step, instruction) -> index
+  std::vector<size_t> order;
+  order.reserve(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TraceEvent& e = events[i];
+    const auto [it, inserted] = seen.emplace(std::tuple(e.actor, e.step, e.instruction), i);
+    if (!inserted) {
+      throw_input_error(name(i) + ": field 'instruction'",
+                        "actor " + std::to_string(e.actor) + ", step " + std::to_string(e.step) +
+                            ", instruction " + std::to_string(e.instruction) +
+                            " is recorded twice (also events[" + std::to_string(it->second) + "])");
+    }
+    if (e.stream.kind != StreamKind::kRecv) order.push_back(i);
+  }
+  const auto key = [&](size_t i) {
+    const TraceEvent& e = events[i];
+    return std::tuple(e.actor, e.stream, e.start_s, e.end_s, i);
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const TraceEvent& prev = events[order[k - 1]];
+    const TraceEvent& e = events[order[k]];
+    if (prev.actor != e.actor || prev.stream != e.stream) continue;
+    // Times written with fewer digits by other tools may touch within rounding: 1 ns slack.
+    if (e.start_s < prev.end_s - 1e-9) {
+      throw_input_error(name(order[k]) + ": field 'start_s'",
+                        "overlaps events[" + std::to_string(order[k - 1]) + "] on stream " +
+                            to_string(e.stream) + " of actor " + std::to_string(e.actor) +
+                            " (starts at " + describe(e.start_s) +
+                            " s, before that event ends at " + describe(prev.end_s) +
+                            " s); a stream runs one instruction at a time");
+    }
+  }
 }
 
 }  // namespace
@@ -182,14 +248,15 @@ nlohmann::json trace_to_json(const Trace& trace) {
   for (const MemorySample& m : trace.memory) {
     memory.push_back({{"actor", m.actor}, {"time_s", m.time_s}, {"bytes", m.bytes}});
   }
-  return {{"format", kTraceFormat},     {"version", kTraceVersion},
-          {"source", trace.source},     {"num_actors", trace.num_actors},
+  return {{"format", kTraceFormat},       {"version", kTraceVersion},
+          {"source", trace.source},       {"num_actors", trace.num_actors},
           {"num_steps", trace.num_steps}, {"events", std::move(events)},
           {"memory", std::move(memory)}};
 }
 
 Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) throw_input_error(where, "expected a JSON object (a jaxpp-sim trace), got " + describe(j));
+  if (!j.is_object())
+    throw_input_error(where, "expected a JSON object (a jaxpp-sim trace), got " + describe(j));
   JsonObject obj(j, where);
   const std::string format = obj.string("format");
   if (format != kTraceFormat) {
@@ -198,8 +265,8 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
   }
   const int64_t version = obj.integer("version");
   if (version != kTraceVersion) {
-    throw_input_error(obj.field("version"), "unsupported trace version " +
-                                                std::to_string(version) + " (this build reads " +
+    throw_input_error(obj.field("version"), "unsupported trace version " + std::to_string(version) +
+                                                " (this build reads " +
                                                 std::to_string(kTraceVersion) + ")");
   }
   Trace t;
@@ -214,16 +281,17 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
   const nlohmann::json& events = obj.array("events");
   t.events.reserve(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
-    t.events.push_back(
-        event_from_json(events[i], where + ": events[" + std::to_string(i) + "]", t.num_actors));
+    t.events.push_back(event_from_json(events[i], where + ": events[" + std::to_string(i) + "]",
+                                       t.num_actors, t.num_steps));
   }
+  check_event_set(t.events, where);
   if (obj.has("memory")) {
     const nlohmann::json& memory = obj.array("memory");
     for (size_t i = 0; i < memory.size(); ++i) {
       JsonObject m(memory[i], where + ": memory[" + std::to_string(i) + "]");
       MemorySample s;
       s.actor = int_in_range(m, "actor", 0, t.num_actors - 1);
-      s.time_s = m.non_negative_number("time_s");
+      s.time_s = time_in_range(m, "time_s");
       s.bytes = m.non_negative_integer("bytes");
       m.reject_unknown({"actor", "time_s", "bytes"});
       t.memory.push_back(s);

@@ -56,7 +56,7 @@ struct Trace {
   std::string source;  // "simulated" or "measured:<backend>"
   int num_actors = 0;
   int num_steps = 1;
-  std::vector<TraceEvent> events;  // sorted by (start_s, actor, instruction)
+  std::vector<TraceEvent> events;    // sorted by (start_s, actor, instruction)
   std::vector<MemorySample> memory;  // sorted by (time_s, actor)
 };
 
@@ -72,14 +72,20 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 //                 "start_s": 0.0012, "end_s": 0.0015,
 //                 "parts": [{"name": "gemm", "duration_s": 0.0002}, ...] (optional) }, ... ],
 //   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ] }
-// trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors),
-// end_s >= start_s >= 0) and throws InputError naming the field, e.g.
-//   trace.json: events[3]: field 'end_s': expected a number >= start_s (0.5), got 0.25
+// trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors), step in
+// [0, num_steps), every integer inside int without wrapping, 1e9 >= end_s >= start_s >= 0, a
+// stream that matches the op and peer, a send/recv peer other than the actor itself) and that the
+// events are physically possible: no (actor, step, instruction) twice, and no two events of one
+// actor overlapping in time on its compute stream, collective stream or one send stream (receive
+// streams may hold several posted receives at once). InputError names the event and field, e.g.
+//   trace.json: events[3]: field 'end_s': expected a number >= start_s (0.5): a negative
+//   duration, got 0.25
+//   trace.json: events[7]: field 'start_s': overlaps events[5] on stream compute of actor 1 ...
 // Events and memory samples are re-sorted into the documented order on load.
 inline constexpr int kTraceVersion = 1;
 inline constexpr const char* kTraceFormat = "jaxpp-sim-trace";
 
-Trace load_trace(const std::string& path);                  // read_json_file + trace_from_json
+Trace load_trace(const std::string& path);                     // read_json_file + trace_from_json
 void save_trace(const Trace& trace, const std::string& path);  // atomic write, indented JSON
 
 // Sorts events by (start_s, actor, instruction, step) and memory by (time_s, actor).

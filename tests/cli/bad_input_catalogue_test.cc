@@ -124,6 +124,19 @@ std::function<std::string()> measured_trace_with(std::function<void(json&)> edit
     return t.dump(1);
   };
 }
+// Index of the `nth` (0-based) event of `actor` with op `op` in a trace's JSON (file order).
+size_t event_index(const json& t, int actor, const std::string& op, int nth = 0) {
+  for (size_t i = 0; i < t["events"].size(); ++i) {
+    const json& e = t["events"][i];
+    if (e["actor"] == actor && e["op"] == op && nth-- == 0) return i;
+  }
+  throw std::runtime_error("the baseline trace has no such event");
+}
+// Moves the second compute of actor 0 to start with its first: two computes at once on one stream.
+void overlap_two_computes(json& t) {
+  t["events"][event_index(t, 0, "compute", 1)]["start_s"] =
+      t["events"][event_index(t, 0, "compute", 0)]["start_s"];
+}
 std::function<std::string()> truncated(std::function<std::string()> whole) {
   return [whole] {
     const std::string s = whole();
@@ -489,6 +502,54 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"plan.json", plan_with([](json& p) { p["version"] = 0; })}},
      .message = "unsupported plan version 0"},
 
+    // ---- export: physically impossible traces (issue 16, class 7). --------------------------
+    {.name = "ExportTraceOverlappingComputes", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with(overlap_two_computes)}},
+     .message = "field 'start_s': overlaps events[0] on stream compute of actor 0"},
+    {.name = "ExportTraceOverlappingSends", .args = "export --trace {dir}/t.json -o {dir}/x.svg",
+     .files = {{"t.json", trace_with([](json& t) {
+        t["events"][event_index(t, 0, "send", 1)]["start_s"] =
+            t["events"][event_index(t, 0, "send", 0)]["start_s"]; })}},
+     .message = "on stream send->1 of actor 0"},
+    {.name = "ExportTraceNegativeDuration", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) {
+        json& e = t["events"][event_index(t, 1, "compute", 0)];
+        e["end_s"] = e["start_s"].get<double>() / 2; })}},
+     .message = "field 'end_s': expected a number >= start_s"},
+    {.name = "ExportTraceInstructionThatWrapsAnInt", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][2]["instruction"] = 4294967296LL; })}},
+     .message = "events[2]: field 'instruction': expected an integer in [0, 2147483647]"},
+    {.name = "ExportTracePeerThatWrapsAnInt", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][1]["peer"] = 4294967297LL; })}},
+     .message = "events[1]: field 'peer': expected an integer in [-1, 1]"},
+    {.name = "ExportTraceStageThatWrapsAnInt", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][0]["stage"] = 4294967296LL; })}},
+     .message = "events[0]: field 'stage': expected an integer in [-1,"},
+    {.name = "ExportTraceStepBeyondNumSteps", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][4]["step"] = 3; })}},
+     .message = "events[4]: field 'step': expected an integer in [0, 0], got 3"},
+    {.name = "ExportTraceInstructionRecordedTwice", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][2]["instruction"] = 0; })}},
+     .message = "events[2]: field 'instruction': actor 0, step 0, instruction 0 is recorded twice"},
+    {.name = "ExportTraceStreamContradictsOp", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][0]["stream"] = "collective"; })}},
+     .message = "events[0]: field 'stream': a compute with peer -1 runs on stream \"compute\""},
+    {.name = "ExportTraceSendToItself", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) {
+        json& e = t["events"][event_index(t, 0, "send", 0)];
+        e["peer"] = 0;
+        e.erase("stream"); })}},
+     .message = "field 'peer': a send needs a peer actor other than its own (0), got 0"},
+    {.name = "ExportTraceEndAtTheEndOfTime", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"].back()["end_s"] = 1e302; })}},
+     .message = "field 'end_s': expected a time in seconds <= 1e9"},
+    {.name = "ExportTraceMemorySampleAtTheEndOfTime", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["memory"][0]["time_s"] = 1e300; })}},
+     .message = "memory[0]: field 'time_s': expected a time in seconds <= 1e9"},
+    {.name = "ExportTraceNegativeTag", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["events"][1]["tag"] = -5; })}},
+     .message = "events[1]: field 'tag': expected -1 or a tag >= 0, got -5"},
+
     // ---- run. -------------------------------------------------------------------------------
     {.name = "RunUnknownBackend", .args = kRun + "--backend gpu", .message = "gpu"},
     {.name = "RunCheckWithEmulatedCompute", .args = kRun + "--compute emulated --check",
@@ -595,6 +656,20 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"t.json", measured_trace_with([](json&) {})}}, .message = "must be >= 1"},
     {.name = "CalibrateTraceOutputOntoADirectory", .args = "calibrate --from-trace {dir}/t.json -o {dir}",
      .files = {{"t.json", measured_trace_with([](json&) {})}}, .message = "is a directory"},
+    {.name = "CalibrateTraceOverlappingComputes", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with(overlap_two_computes)}},
+     .message = "overlaps events["},
+    {.name = "CalibrateTraceNegativeDuration", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) {
+        json& e = t["events"][event_index(t, 1, "compute", 1)];
+        e["end_s"] = e["start_s"].get<double>() - 1e-3; })}},
+     .message = "field 'end_s': expected a number >= start_s"},
+    {.name = "CalibrateTraceStepThatWrapsAnInt", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["events"][0]["step"] = 4294967296LL; })}},
+     .message = "events[0]: field 'step': expected an integer in [0, 1]"},
+    {.name = "CalibrateTraceInstructionRecordedTwice", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["events"].push_back(t["events"][0]); })}},
+     .message = "is recorded twice (also events[0])"},
     {.name = "CalibrateZeroRepeats", .args = "calibrate --quick --repeats 0",
      .message = "--repeats: expected >= 1"},
     {.name = "CalibrateOneRank", .args = "calibrate --quick --ranks 1", .message = "--ranks"},
