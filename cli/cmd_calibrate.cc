@@ -18,6 +18,7 @@
 #include "costmodel/cluster.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 #include "runtime/microbench.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/run.h"
@@ -64,28 +65,35 @@ std::string fmt_magnitude_pct(double r) {
   return buf;
 }
 
-void write_cluster(const ClusterSpec& c, const std::string& path) {
-  write_text_file_atomic(path, cluster_to_json(c).dump(2) + "\n");
+// Where the human report goes: stdout, or stderr when -o - puts the cluster JSON on stdout.
+FILE* g_report = stdout;
+
+void write_cluster(const ClusterSpec& c, OutputFiles& out) {
+  if (!out.has("-o")) return;
+  out.set("-o", cluster_to_json(c).dump(2) + "\n");
+  out.write_all();
 }
 
 void print_fit_row(const std::string& fit, const std::string& parameter, const std::string& value,
                    const LinearFit* residuals) {
-  std::printf("%-14s %-28s %16s", fit.c_str(), parameter.c_str(), value.c_str());
+  std::fprintf(g_report, "%-14s %-28s %16s", fit.c_str(), parameter.c_str(), value.c_str());
   if (residuals)
-    std::printf("   rms %6s  max %6s", fmt_magnitude_pct(residuals->rms_residual).c_str(),
-                fmt_magnitude_pct(residuals->max_abs_residual).c_str());
-  std::printf("\n");
+    std::fprintf(g_report, "   rms %6s  max %6s",
+                 fmt_magnitude_pct(residuals->rms_residual).c_str(),
+                 fmt_magnitude_pct(residuals->max_abs_residual).c_str());
+  std::fprintf(g_report, "\n");
 }
 
 void print_residual(const std::string& point, double measured_s, const LinearFit& fit, size_t i) {
-  std::printf("  %-30s %12s %12s %8s\n", point.c_str(), fmt_time(measured_s).c_str(),
-              fmt_time(fit.fitted[i]).c_str(), fmt_pct(fit.residuals[i]).c_str());
+  std::fprintf(g_report, "  %-30s %12s %12s %8s\n", point.c_str(), fmt_time(measured_s).c_str(),
+               fmt_time(fit.fitted[i]).c_str(), fmt_pct(fit.residuals[i]).c_str());
 }
 
 void print_calibration(const Calibration& cal, const Measurements& m) {
-  std::printf("calibrate: backend %s, device %s, %d ranks (%d per host)\n", m.backend.c_str(),
-              m.device.c_str(), m.ranks, m.ranks_per_host);
-  std::printf("%-14s %-28s %16s   %s\n", "fit", "parameter", "value", "relative residuals");
+  std::fprintf(g_report, "calibrate: backend %s, device %s, %d ranks (%d per host)\n",
+               m.backend.c_str(), m.device.c_str(), m.ranks, m.ranks_per_host);
+  std::fprintf(g_report, "%-14s %-28s %16s   %s\n", "fit", "parameter", "value",
+               "relative residuals");
   print_fit_row("GEMM curve", "rate (peak x max eff)", fmt_si(cal.gemm.rate_flops_per_s, "FLOP/s"),
                 &cal.gemm.fit);
   print_fit_row("", "half saturation", fmt_si(cal.gemm.half_saturation_flops, "FLOP"), nullptr);
@@ -113,7 +121,8 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
   }
   print_fit_row("launch", "per compute instruction", fmt_time(cal.launch_overhead_s), nullptr);
 
-  std::printf("\nresiduals per point (measured median, fitted, (measured - fitted) / fitted)\n");
+  std::fprintf(g_report,
+               "\nresiduals per point (measured median, fitted, (measured - fitted) / fitted)\n");
   for (size_t i = 0; i < m.gemm.size(); ++i) {
     const GemmSample& g = m.gemm[i];
     print_residual("GEMM " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
@@ -121,13 +130,15 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                        (g.accumulate ? " +=" : ""),
                    g.seconds, cal.gemm.fit, i);
   }
-  std::printf("  GEMM measured table (mean over the shapes of a size; predictions interpolate it)\n");
+  std::fprintf(
+      g_report,
+      "  GEMM measured table (mean over the shapes of a size; predictions interpolate it)\n");
   for (const GemmPoint& g : cal.gemm_measured) {
     const double curve_s = cal.gemm.time_s(g.flops);
-    std::printf("  %-30s %12s %12s %8s   %s\n", ("GEMM " + fmt_si(g.flops, "FLOP")).c_str(),
-                fmt_time(g.mean_s).c_str(), fmt_time(curve_s).c_str(),
-                fmt_pct(g.mean_s / curve_s - 1).c_str(),
-                fmt_si(g.rate_flops_per_s, "FLOP/s").c_str());
+    std::fprintf(g_report, "  %-30s %12s %12s %8s   %s\n",
+                 ("GEMM " + fmt_si(g.flops, "FLOP")).c_str(), fmt_time(g.mean_s).c_str(),
+                 fmt_time(curve_s).c_str(), fmt_pct(g.mean_s / curve_s - 1).c_str(),
+                 fmt_si(g.rate_flops_per_s, "FLOP/s").c_str());
   }
   for (size_t i = 0; i < m.gelu.size(); ++i)
     print_residual("GeLU " + fmt_si(m.gelu[i].size, ""), m.gelu[i].seconds, cal.gelu.fit, i);
@@ -147,21 +158,24 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
 }
 
 void print_trace_calibration(const TraceCalibration& cal, const std::string& trace_path) {
-  std::printf("calibrate: from trace %s\n", trace_path.c_str());
-  std::printf("compute: measured = launch %s + %.4g x base kernel time (rms residual %s)\n",
-              fmt_time(cal.launch_overhead_s).c_str(), cal.compute_slowdown,
-              fmt_magnitude_pct(cal.compute_fit.rms_residual).c_str());
-  std::printf("(measured: median; for transfer and allreduce the lower quartile, as fitted)\n");
-  std::printf("%-10s %6s %14s %14s %14s %8s\n", "kind", "count", "measured", "base", "fitted",
-              "err");
+  std::fprintf(g_report, "calibrate: from trace %s\n", trace_path.c_str());
+  std::fprintf(g_report,
+               "compute: measured = launch %s + %.4g x base kernel time (rms residual %s)\n",
+               fmt_time(cal.launch_overhead_s).c_str(), cal.compute_slowdown,
+               fmt_magnitude_pct(cal.compute_fit.rms_residual).c_str());
+  std::fprintf(g_report,
+               "(measured: median; for transfer and allreduce the lower quartile, as fitted)\n");
+  std::fprintf(g_report, "%-10s %6s %14s %14s %14s %8s\n", "kind", "count", "measured", "base",
+               "fitted", "err");
   for (const auto& [kind, s] : cal.kinds) {
     const double err =
         s.predicted_after_s > 0 ? (s.measured_s - s.predicted_after_s) / s.predicted_after_s : 0.0;
-    std::printf("%-10s %6d %14s %14s %14s %8s\n", kind.c_str(), s.count,
-                fmt_time(s.measured_s).c_str(), fmt_time(s.predicted_before_s).c_str(),
-                fmt_time(s.predicted_after_s).c_str(), fmt_pct(err).c_str());
+    std::fprintf(g_report, "%-10s %6d %14s %14s %14s %8s\n", kind.c_str(), s.count,
+                 fmt_time(s.measured_s).c_str(), fmt_time(s.predicted_before_s).c_str(),
+                 fmt_time(s.predicted_after_s).c_str(), fmt_pct(err).c_str());
   }
-  if (!cal.fitted_transfers) std::printf("transfers: none matched; links kept from the base\n");
+  if (!cal.fitted_transfers)
+    std::fprintf(g_report, "transfers: none matched; links kept from the base\n");
 }
 
 MlpConfig mlp_from_args(const cxxopts::ParseResult& args) {
@@ -173,10 +187,16 @@ MlpConfig mlp_from_args(const cxxopts::ParseResult& args) {
   mlp.optimizer = parse_optimizer_kind(args["optimizer"].as<std::string>(), "--optimizer");
   if (mlp.hidden < 1 || mlp.seq < 1 || mlp.layers_per_stage < 1 || mlp.ffn < 0)
     throw_input_error("--hidden/--seq/--layers-per-stage", "must be >= 1 (--ffn >= 0)");
+  // The limits of graph/limits.h, so that seq x hidden x 8 transfer bytes cannot overflow.
+  int_flag_in(args, "hidden", 1, kMaxHidden, "a width");
+  int_flag_in(args, "ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
+  int_flag_in(args, "seq", 1, kMaxSeqLen, "a number of tokens");
+  int_flag_in(args, "layers-per-stage", 1, kMaxLayers, "a layer count");
   return mlp;
 }
 
-int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::string& output) {
+int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::string& output,
+                              OutputFiles& out) {
   const std::string path = args["from-trace"].as<std::string>();
   Trace trace = load_trace(path);
   if (!trace.source.starts_with("measured"))
@@ -192,6 +212,7 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
   if (num_stages == 0) throw_input_error(path, "field 'events': no instruction with a stage");
   const int dp = args["dp"].as<int>();
   if (dp < 1) throw_input_error("--dp", "expected >= 1");
+  int_flag_in(args, "dp", 1, kMaxStages, "a number of replicas");
   int first_step =
       args.count("skip-steps") ? args["skip-steps"].as<int>() : (trace.num_steps > 1 ? 1 : 0);
   if (first_step < 0 || first_step >= trace.num_steps)
@@ -202,11 +223,11 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
   const int64_t transfer_bytes = mlp_transfer_bytes(mlp);
   for (const TraceEvent& e : trace.events) {
     if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != transfer_bytes)
-      throw_input_error("--hidden/--seq",
-                        "the trace's transfers carry " + std::to_string(e.bytes) +
-                            " bytes, but --seq " + std::to_string(mlp.seq) + " x --hidden " +
-                            std::to_string(mlp.hidden) + " doubles are " +
-                            std::to_string(transfer_bytes) + " (pass the run's flags)");
+      throw_input_error("--hidden/--seq", "the trace's transfers carry " + std::to_string(e.bytes) +
+                                              " bytes, but --seq " + std::to_string(mlp.seq) +
+                                              " x --hidden " + std::to_string(mlp.hidden) +
+                                              " doubles are " + std::to_string(transfer_bytes) +
+                                              " (pass the run's flags)");
   }
   ClusterSpec base = args.count("base") ? load_cluster_arg(args["base"].as<std::string>())
                                         : reference_host_cluster();
@@ -215,7 +236,7 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
   const std::string name =
       args.count("name") ? args["name"].as<std::string>() : "fitted-from-trace";
   TraceCalibration cal = calibrate_from_trace(obs, base, name);
-  if (!output.empty()) write_cluster(cal.cluster, output);
+  write_cluster(cal.cluster, out);
   if (args.count("json")) {
     nlohmann::json j = trace_calibration_to_json(cal);
     j["trace"] = path;
@@ -223,7 +244,8 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
     std::cout << j.dump(2) << "\n";
   } else {
     print_trace_calibration(cal, path);
-    if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+    for (const std::string& p : out.written_files())
+      std::fprintf(g_report, "wrote %s\n", p.c_str());
   }
   return kExitOk;
 }
@@ -257,13 +279,19 @@ int run_calibrate(int argc, char** argv) {
       ("json", "print the fits, parameters and residuals as JSON")
       ("h,help", "show this help");
   // clang-format on
-  const std::optional<cxxopts::ParseResult> parsed =
-      parse_flags(options, argc, argv, "calibrate");
+  const std::optional<cxxopts::ParseResult> parsed = parse_flags(options, argc, argv, "calibrate");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   const std::string output = args.count("output") ? args["output"].as<std::string>() : "";
-  if (!output.empty()) check_output_path(output, "-o");
-  if (args.count("from-trace")) return calibrate_from_trace_file(args, output);
+  // The output is checked before any work (cli/report_output.h): never an input file, "-" is
+  // stdout (the report then goes to stderr).
+  OutputFiles out("calibrate");
+  for (const char* flag : {"from-trace", "base"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("output")) out.output(output, "-o");
+  out.check_json_flag(args.count("json") > 0);
+  g_report = out.to_stdout() ? stderr : stdout;
+  if (args.count("from-trace")) return calibrate_from_trace_file(args, output, out);
 
   MicrobenchOptions mo;
   mo.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
@@ -282,6 +310,13 @@ int run_calibrate(int argc, char** argv) {
   mo.ranks = args["ranks"].as<int>();
   if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");
   if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
+  // Upper bounds after the messages above: a timeout of 1 ms to a day, a repetition of at most
+  // 10 s, at most 1000 repeats and warm-up runs (a calibration that ends this year).
+  if (mo.timeout_s > 0) double_flag_in(args, "timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
+  if (mo.ranks > 2) int_flag_in(args, "ranks", 2, 1024, "a number of workers");
+  if (args.count("repetition-ms")) double_flag_in(args, "repetition-ms", 0, 10000, "milliseconds");
+  if (args.count("repeats")) int_flag_in(args, "repeats", 1, 1000, "a count");
+  int_flag_in(args, "warmup", 0, 1000, "a count");
   ClusterSpec base =
       args.count("base")
           ? load_cluster_arg(args["base"].as<std::string>())
@@ -310,7 +345,7 @@ int run_calibrate(int argc, char** argv) {
     r = run_microbenchmarks(mo, progress);
   }
   Calibration cal = calibrate(r.measurements, base, name);
-  if (!output.empty()) write_cluster(cal.cluster, output);
+  write_cluster(cal.cluster, out);
   if (args.count("json")) {
     nlohmann::json j = calibration_to_json(cal);
     j["backend"] = r.measurements.backend;
@@ -319,7 +354,8 @@ int run_calibrate(int argc, char** argv) {
     std::cout << j.dump(2) << "\n";
   } else {
     print_calibration(cal, r.measurements);
-    if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+    for (const std::string& p : out.written_files())
+      std::fprintf(g_report, "wrote %s\n", p.c_str());
   }
   std::cout.flush();
   return kExitOk;

@@ -19,6 +19,7 @@
 #include "cli/flags.h"
 #include "cli/explore_report.h"
 #include "cli/graph_report.h"
+#include "cli/report_output.h"
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
@@ -136,10 +137,15 @@ int run_demo(int argc, char** argv) {
   if (!(s.emulated_step_s > 0) || s.emulated_step_s > 60)
     throw_input_error("--emulated-step-s", "expected a value in (0, 60] seconds");
   if (s.threads < 0) throw_input_error("--threads", "must be >= 0");
+  int_flag_in(args, "threads", 0, 4096, "a number of threads (0 = all cores)");
+  // The directory is created, and the files written, only once every step has succeeded
+  // (cli/report_output.h): bad input leaves no directory and no file behind.
   std::error_code ec;
-  std::filesystem::create_directories(s.out_dir, ec);
-  if (ec || !std::filesystem::is_directory(s.out_dir))
-    throw_input_error("--out " + s.out_dir, "cannot create the directory (" + ec.message() + ")");
+  if (s.out_dir.empty() || s.out_dir == "-")
+    throw_input_error("--out", "expected a directory name (the demo writes three files)");
+  if (std::filesystem::exists(std::filesystem::symlink_status(s.out_dir, ec)) &&
+      !std::filesystem::is_directory(s.out_dir, ec))
+    throw_input_error("--out " + s.out_dir, "exists and is not a directory");
   const std::filesystem::path out(s.out_dir);
   std::ostream& log = s.json ? std::cerr : std::cout;
 
@@ -167,16 +173,17 @@ int run_demo(int argc, char** argv) {
   const std::string plan_path = (out / "plan.json").string();
   const std::string svg_path = (out / "timeline.svg").string();
   const std::string trace_path = (out / "trace.json").string();
-  save_plan(plan, plan_path);
-  write_trace_export(sim.result.trace, ExportFormat::kSvg, svg_path, {});
-  write_trace_export(sim.result.trace, ExportFormat::kPerfetto, trace_path, {});
+  std::vector<std::pair<std::string, std::string>> files = {  // (path, bytes), written at the end
+      {plan_path, plan_to_json(plan).dump(2) + "\n"},
+      {svg_path, export_trace(sim.result.trace, ExportFormat::kSvg, {})},
+      {trace_path, export_trace(sim.result.trace, ExportFormat::kPerfetto, {})}};
   log << "\n== 3. best plan: " << describe_config(best.config) << "\n"
       << "predicted step time " << fmt("%.3f", sim.result.step_time_s) << " s, bubble "
       << fmt("%.1f", 100 * sim.result.bubble_rate) << "%, MFU "
       << fmt("%.1f", 100 * sim.metrics.value("mfu", 0.0)) << "%, peak memory "
       << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n"
-      << "wrote " << plan_path << ", " << svg_path << ", " << trace_path
-      << " (open in ui.perfetto.dev)\n";
+      << "writes " << plan_path << ", " << svg_path << ", " << trace_path
+      << " at the end (open the trace in ui.perfetto.dev)\n";
 
   // 4. emulated run
   log << "\n== 4. run the best plan on threads, emulated compute (" << plan.program.num_actors
@@ -197,6 +204,24 @@ int run_demo(int argc, char** argv) {
   log << "; max |loss diff| " << fmt("%.3g", real.max_abs_diff_loss) << ", max |weight diff| "
       << fmt("%.3g", real.max_abs_diff_weights) << " -> " << (pass ? "PASS" : "FAIL") << "\n";
 
+  const bool created = !std::filesystem::exists(s.out_dir, ec);
+  std::filesystem::create_directories(s.out_dir, ec);
+  if (ec || !std::filesystem::is_directory(s.out_dir))
+    throw_input_error("--out " + s.out_dir, "cannot create the directory (" + ec.message() + ")");
+  try {
+    OutputFiles outputs("demo");
+    outputs.input(s.model, "--model");
+    outputs.input(s.cluster, "--cluster");
+    for (auto& [path, bytes] : files) {
+      const std::string flag = "--out " + std::filesystem::path(path).filename().string();
+      outputs.output(path, flag);
+      outputs.set(flag, std::move(bytes));
+    }
+    outputs.write_all();
+  } catch (...) {
+    if (created) std::filesystem::remove(s.out_dir, ec);  // empty: nothing was written
+    throw;
+  }
   if (s.json) {
     nlohmann::json j;
     j["explore"] = explore_result_to_json(req, res, 5, false);

@@ -206,8 +206,15 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
   const std::string csv_path = args.count("csv") ? args["csv"].as<std::string>() : "";
-  if (args.count("plan")) check_output_path(plan_path, "--plan");
-  if (args.count("csv")) check_output_path(csv_path, "--csv");
+  // Outputs checked before any work and written together at the end (cli/report_output.h):
+  // never the model or cluster file, "-" is stdout (the table then goes to stderr).
+  OutputFiles out("explore");
+  for (const char* flag : {"model", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("plan")) out.output(plan_path, "--plan");
+  if (args.count("csv")) out.output(csv_path, "--csv");
+  if (out.to_stdout() && format != OutputFormat::kTable)
+    throw_input_error("--format", "json and csv print to stdout, which is already an output ('-')");
 
   ExploreRequest req;
   req.model = load_model(args["model"].as<std::string>());
@@ -217,7 +224,14 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   if (args.count("max-memory-gib")) {
     const double g = args["max-memory-gib"].as<double>();
     if (!(g > 0)) throw_input_error("--max-memory-gib", "must be > 0, got " + fmt("%g", g));
-    req.max_memory_bytes = static_cast<int64_t>(g * kGiB);
+    // Checked in bytes, after the conversion: 1 MiB to 1 PiB (a denormal would become 0 bytes,
+    // which means "the cluster's memory"; 1e300 would overflow the int64 cast).
+    const double bytes = g * kGiB;
+    if (!(bytes >= 1024.0 * 1024.0 && bytes <= 1024.0 * 1024.0 * kGiB)) {
+      throw_input_error("--max-memory-gib",
+                        "expected 1 MiB to 1 PiB (0.0009765625 to 1048576), got " + fmt("%g", g));
+    }
+    req.max_memory_bytes = static_cast<int64_t>(bytes);
   }
   ExploreSpace& space = req.space;
   if (args.count("schedules")) {
@@ -248,6 +262,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     if (req.threads < 1) {
       throw_input_error("--threads", "must be >= 1, got " + std::to_string(req.threads));
     }
+    int_flag_in(args, "threads", 1, 4096, "a number of threads");
   }
 
   ProgressBar bar(world.rank == 0 && !args.count("quiet") && isatty(STDERR_FILENO));
@@ -261,8 +276,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const bool explain = args.count("explain") > 0;
-  if (!csv_path.empty()) write_text_file_atomic(csv_path, explore_result_to_csv(res));
-  if (res.ranking.empty()) {
+  if (res.ranking.empty()) {  // nothing fits: an error, so no output file is written
     if (format == OutputFormat::kJson) {
       std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
     }
@@ -270,7 +284,10 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     throw InputError(explain_empty(res));
   }
   const ConfigRecord& best = res.records[res.ranking.front()];
-  if (!plan_path.empty()) save_plan(build_config_plan(req, best.config), plan_path);
+  if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
+  if (!plan_path.empty())
+    out.set("--plan", plan_to_json(build_config_plan(req, best.config)).dump(2) + "\n");
+  out.write_all();
   switch (format) {
     case OutputFormat::kJson:
       std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
@@ -281,13 +298,13 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     case OutputFormat::kTable:
       break;
   }
-  print_explore_table(std::cout, req, res, top, wall_s);
-  std::cout << "\nbest: " << describe_config(best.config) << ": step time "
-            << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
-            << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
-  if (explain) print_explore_explain(std::cout, res);
-  if (!csv_path.empty()) std::cout << "wrote " << csv_path << "\n";
-  if (!plan_path.empty()) std::cout << "wrote " << plan_path << "\n";
+  std::ostream& text = out.report_stream();
+  print_explore_table(text, req, res, top, wall_s);
+  text << "\nbest: " << describe_config(best.config) << ": step time "
+       << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
+       << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
+  if (explain) print_explore_explain(text, res);
+  for (const std::string& path : out.written_files()) text << "wrote " << path << "\n";
   return kExitOk;
 }
 

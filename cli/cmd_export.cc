@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
@@ -90,6 +91,11 @@ int run_export(int argc, char** argv) {
     throw_input_error("-o", "cannot write " + std::string(to_string(format)) +
                                 " to stdout; give a file name");
   }
+  OutputFiles out("export");  // cli/report_output.h: never an input, "-" is stdout
+  for (const char* flag : {"trace", "plan"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  out.output(output, "-o", is_binary(format));
+  out.check_json_flag(args.count("json") > 0);
   const std::string view = args["view"].as<std::string>();
   if (view != "timeline" && view != "taskgraph") {
     throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
@@ -98,6 +104,10 @@ int run_export(int argc, char** argv) {
   if (args.count("width")) {
     export_options.width = args["width"].as<int>();
     if (export_options.width < 10) throw_input_error("--width", "must be >= 10");
+    // A text Gantt holds width characters per row; a PNG width x height pixels.
+    const bool text = format == ExportFormat::kText;
+    int_flag_in(args, "width", 10, text ? 10'000 : 20'000,
+                text ? "a number of columns" : "a width in points");
   }
   export_options.per_stream = args.count("per-stream") > 0;
   if (args.count("title")) export_options.title = args["title"].as<std::string>();
@@ -127,11 +137,9 @@ int run_export(int argc, char** argv) {
     num_events = trace.events.size();
   }
 
-  if (output == "-") {
-    std::cout << bytes;
-    return kExitOk;
-  }
-  write_text_file_atomic(output, bytes);
+  out.set("-o", bytes);
+  out.write_all();
+  if (output == "-") return kExitOk;
   if (args.count("json")) {
     nlohmann::json summary = {{"output", output},
                               {"format", std::string(to_string(format))},

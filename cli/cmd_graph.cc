@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/graph_report.h"
+#include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 
@@ -52,17 +53,24 @@ int run_graph(int argc, char** argv) {
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
 
+  // The output is checked before any work (cli/report_output.h): never the model file, "-" is
+  // stdout (the tables then go to stderr).
+  OutputFiles out("graph");
+  out.input(req.model, "--model");
+  if (args.count("dot")) out.output(args["dot"].as<std::string>(), "--dot");
+  out.check_json_flag(args.count("json") > 0);
   const GraphReport report = build_graph_report(req);
-  if (args.count("dot"))
-    write_text_file_atomic(args["dot"].as<std::string>(), report.graph.to_dot());
+  if (args.count("dot")) out.set("--dot", report.graph.to_dot());
+  out.write_all();
   if (args.count("json")) {
     std::cout << graph_report_json(report).dump(2) << "\n";
     return kExitOk;
   }
-  print_model_summary(std::cout, report.model);
-  print_stage_table(std::cout, report);
-  print_task_counts(std::cout, report);
-  if (args.count("dot")) std::cout << "wrote " << args["dot"].as<std::string>() << "\n";
+  std::ostream& text = out.report_stream();
+  print_model_summary(text, report.model);
+  print_stage_table(text, report);
+  print_task_counts(text, report);
+  for (const std::string& path : out.written_files()) text << "wrote " << path << "\n";
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 // --cluster (a calibrated cluster, docs/calibrate.md) from the cost model of what actually runs,
 // otherwise from the emulation cost or the task times the run measured.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -23,6 +24,7 @@
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/plan.h"
 #include "runtime/microbench.h"
 #include "runtime/run.h"
@@ -32,6 +34,7 @@
 #include "simulator/plan_check.h"
 #include "trace/export.h"
 #include "trace/html_report.h"
+#include "trace/trace.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -68,7 +71,11 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
   ScheduleParams params;
   params.num_actors = args["pp"].as<int>();
   params.num_microbatches = args["microbatches"].as<int>();
-  if (args.count("virtual")) params.num_stages = params.num_actors * args["virtual"].as<int>();
+  if (args.count("virtual")) {
+    const int v = args["virtual"].as<int>();
+    if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
+    params.num_stages = checked_int_product(params.num_actors, v, kMaxStages, "--pp x --virtual");
+  }
   Schedule schedule = generate_schedule(args["schedule"].as<std::string>(), params);
   LoweringOptions lo;
   int64_t act = static_cast<int64_t>(mlp.seq) * mlp.hidden * 8;
@@ -222,39 +229,60 @@ int run_run(int argc, char** argv) {
   if (compute != "real" && compute != "emulated")
     throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");
   ro.emulated = compute == "emulated";
-  ro.steps = args["steps"].as<int>();
-  ro.warmup = args["warmup"].as<int>();
-  ro.dp = args["dp"].as<int>();
+  // Every number within a physically meaningful range (graph/limits.h), so that no size product
+  // below overflows and no sleep or deadline is absurd.
+  ro.steps = int_flag_in(args, "steps", 1, kMaxSteps, "a number of steps");
+  ro.warmup = int_flag_in(args, "warmup", 0, kMaxSteps, "a number of steps");
+  if (ro.steps + ro.warmup > kMaxSteps) {
+    throw_input_error("--steps", "--steps " + std::to_string(ro.steps) + " + --warmup " +
+                                     std::to_string(ro.warmup) + " is more than the limit of " +
+                                     std::to_string(kMaxSteps) + " steps");
+  }
+  ro.dp = int_flag_in(args, "dp", 1, kMaxStages, "a number of replicas");
   ro.check = args.count("check") > 0;
-  ro.time_scale = args["time-scale"].as<double>();
-  ro.timeout_s = args["timeout-s"].as<double>();
-  ro.mlp.hidden = args["hidden"].as<int>();
-  ro.mlp.ffn = args["ffn"].as<int>();
-  ro.mlp.seq = args["seq"].as<int>();
-  ro.mlp.layers_per_stage = args["layers-per-stage"].as<int>();
+  ro.time_scale = double_flag_in(args, "time-scale", 0, 1000, "a factor");
+  ro.timeout_s = double_flag_in(args, "timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
+  ro.mlp.hidden = int_flag_in(args, "hidden", 1, kMaxHidden, "a width");
+  ro.mlp.ffn = int_flag_in(args, "ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
+  ro.mlp.seq = int_flag_in(args, "seq", 1, kMaxSeqLen, "a number of tokens");
+  ro.mlp.layers_per_stage = int_flag_in(args, "layers-per-stage", 1, kMaxLayers, "a layer count");
   ro.mlp.optimizer = parse_optimizer_kind(args["optimizer"].as<std::string>(), "--optimizer");
-  ro.mlp.learning_rate = args["lr"].as<double>();
+  ro.mlp.learning_rate = double_flag_in(args, "lr", 0, 100, "a learning rate (0 = the default)");
   ro.mlp.seed = args["seed"].as<uint64_t>();
   ro.drop_tag = args["inject-drop"].as<int64_t>();
   if (args.count("inject-kill")) {
-    std::string v = args["inject-kill"].as<std::string>();
-    if (std::sscanf(v.c_str(), "%d:%d", &ro.kill_actor, &ro.kill_at_instruction) != 2)
-      throw_input_error("--inject-kill", "expected ACTOR:INSTRUCTION, got '" + v + "'");
+    const std::string v = args["inject-kill"].as<std::string>();
+    const size_t colon = v.find(':');
+    const auto parse = [](std::string_view text, int& out) {
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+      return ec == std::errc() && end == text.data() + text.size() && !text.empty() && out >= 0;
+    };
+    if (colon == std::string::npos ||
+        !parse(std::string_view(v).substr(0, colon), ro.kill_actor) ||
+        !parse(std::string_view(v).substr(colon + 1), ro.kill_at_instruction)) {
+      throw_input_error("--inject-kill", "expected ACTOR:INSTRUCTION (two integers >= 0 that fit "
+                                         "in an int), got '" + v + "'");
+    }
   }
-  if (ro.time_scale < 0) throw_input_error("--time-scale", "expected >= 0");
 
-  // Outputs are checked before the run, so a bad path costs nothing.
+  // Outputs are checked before the run, so a bad path costs nothing, and written together at the
+  // end (cli/report_output.h): never an input file, "-" is stdout (the report then on stderr).
+  OutputFiles out("run");
+  for (const char* flag : {"plan", "stage-times", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   std::optional<ClusterSpec> cluster;
   if (args.count("cluster")) cluster = load_cluster_arg(args["cluster"].as<std::string>());
   const std::string report_path = args.count("report") ? args["report"].as<std::string>() : "";
   const std::string timeline_path =
       args.count("timeline") ? args["timeline"].as<std::string>() : "";
-  if (!report_path.empty()) check_output_path(report_path, "--report");
+  if (args.count("trace")) out.output(args["trace"].as<std::string>(), "--trace");
   std::optional<ExportFormat> timeline_format;
-  if (!timeline_path.empty()) {
+  if (args.count("timeline")) {
     timeline_format = export_format_from_path(timeline_path);
-    check_output_path(timeline_path, "--timeline");
+    out.output(timeline_path, "--timeline", is_binary(*timeline_format));
   }
+  if (args.count("report")) out.output(report_path, "--report");
+  out.check_json_flag(args.count("json") > 0);
 
   Setup st = setup_from_args(args, ro.mlp);
   RunResult r = run_program(st.program, st.cost.get(), ro);
@@ -270,8 +298,8 @@ int run_run(int argc, char** argv) {
 
   const bool check_ok = check_passed(r);
 
-  if (args.count("trace")) save_trace(r.trace, args["trace"].as<std::string>());
-  if (timeline_format) write_trace_export(r.trace, *timeline_format, timeline_path, {});
+  if (args.count("trace")) out.set("--trace", trace_to_json(r.trace).dump(1) + "\n");
+  if (timeline_format) out.set("--timeline", export_trace(r.trace, *timeline_format, {}));
   if (!report_path.empty()) {
     ComparisonReport rep;
     const std::string what = st.plan ? "plan " + args["plan"].as<std::string>()
@@ -299,8 +327,9 @@ int run_run(int argc, char** argv) {
     rep.measured = trace_step(r.trace, median_step(r, ro.warmup));
     for (const auto& [k, m] : meas_kinds)
       rep.kinds.push_back({k, pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0.0, m});
-    write_comparison_report(rep, report_path);
+    out.set("--report", comparison_report_html(rep));
   }
+  out.write_all();
 
   if (args.count("json")) {
     nlohmann::json j;
@@ -336,27 +365,29 @@ int run_run(int argc, char** argv) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "run: " << st.program.num_actors << " actors x " << ro.dp << " replicas, "
+    std::ostream& text = out.report_stream();
+    FILE* const file = out.to_stdout() ? stderr : stdout;
+    text << "run: " << st.program.num_actors << " actors x " << ro.dp << " replicas, "
               << st.program.num_stages << " stages, " << st.program.num_microbatches
               << " microbatches, backend " << to_string(ro.backend) << ", compute " << compute
-              << "\n";
+              << "\n" << std::flush;
     for (size_t i = 0; i < r.losses.size(); ++i)
-      std::printf("step %zu: loss %.10g  time %.6f s\n", i, r.losses[i], r.step_times_s[i]);
+      std::fprintf(file, "step %zu: loss %.10g  time %.6f s\n", i, r.losses[i], r.step_times_s[i]);
     if (r.losses.empty())
       for (size_t i = 0; i < r.step_times_s.size(); ++i)
-        std::printf("step %zu: time %.6f s\n", i, r.step_times_s[i]);
-    std::printf("step time (median): %.6f s\n", r.step_time_s);
+        std::fprintf(file, "step %zu: time %.6f s\n", i, r.step_times_s[i]);
+    std::fprintf(file, "step time (median): %.6f s\n", r.step_time_s);
     if (r.checked)
-      std::printf("check: max |loss diff| %.3g, max |weight diff| %.3g -> %s\n",
+      std::fprintf(file, "check: max |loss diff| %.3g, max |weight diff| %.3g -> %s\n",
                   r.max_abs_diff_loss, r.max_abs_diff_weights, check_ok ? "PASS" : "FAIL");
     if (args.count("compare")) {
-      std::printf("predicted step time (%s): %.6f s, measured %.6f s, error %+.1f%%\n",
+      std::fprintf(file, "predicted step time (%s): %.6f s, measured %.6f s, error %+.1f%%\n",
                   predicted_from.c_str(), predicted_s, r.step_time_s,
                   err_pct(predicted_s, r.step_time_s));
-      std::printf("%-10s %14s %14s %8s\n", "kind", "predicted_s", "measured_s", "err%");
+      std::fprintf(file, "%-10s %14s %14s %8s\n", "kind", "predicted_s", "measured_s", "err%");
       for (const auto& [k, m] : meas_kinds) {
         double p = pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0;
-        std::printf("%-10s %14.6g %14.6g %+7.1f%%\n", k.c_str(), p, m, err_pct(p, m));
+        std::fprintf(file, "%-10s %14.6g %14.6g %+7.1f%%\n", k.c_str(), p, m, err_pct(p, m));
       }
     }
   }

@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "schedules/custom.h"
@@ -43,6 +44,14 @@ int run_show(int argc, char** argv) {
     throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");
   }
 
+  // Outputs checked before any work (cli/report_output.h): never the schedule file, "-" is stdout
+  // (the text report then goes to stderr).
+  OutputFiles out("show");
+  if (from_file) out.input(args["schedule-file"].as<std::string>(), "--schedule-file");
+  for (const char* flag : {"export-csv", "export-json"})
+    if (args.count(flag)) out.output(args[flag].as<std::string>(), std::string("--") + flag);
+  out.check_json_flag(args.count("json") > 0);
+
   Schedule schedule;
   if (from_file) {
     for (const char* flag : {"pp", "microbatches", "fuse-steady-state"}) {
@@ -70,10 +79,9 @@ int run_show(int argc, char** argv) {
     for (const std::string& e : report.errors) std::cerr << "  " << e << "\n";
     return kExitFailure;
   }
-  if (args.count("export-csv")) save_schedule_file(schedule, args["export-csv"].as<std::string>());
-  if (args.count("export-json")) {
-    write_text_file_atomic(args["export-json"].as<std::string>(), schedule_to_json_text(schedule));
-  }
+  if (args.count("export-csv")) out.set("--export-csv", schedule_to_csv(schedule));
+  if (args.count("export-json")) out.set("--export-json", schedule_to_json_text(schedule));
+  out.write_all();
   const Timeline timeline = unit_cost_timeline(schedule);
 
   if (args.count("json")) {
@@ -83,7 +91,7 @@ int run_show(int argc, char** argv) {
       for (const ScheduleItem& item : items) list.push_back(item_to_string(item));
       actors.push_back(std::move(list));
     }
-    const nlohmann::ordered_json out = {
+    const nlohmann::ordered_json summary = {
         {"schedule", schedule.name},
         {"num_actors", schedule.num_actors()},
         {"num_stages", schedule.num_stages},
@@ -94,22 +102,21 @@ int run_show(int argc, char** argv) {
         {"actors", std::move(actors)},
         {"makespan_unit", timeline.makespan},
         {"peak_in_flight", report.peak_in_flight}};
-    std::cout << out.dump(2) << "\n";
+    std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }
 
-  std::cout << schedule.name << ": p=" << schedule.num_actors()
+  std::ostream& text = out.report_stream();
+  text << schedule.name << ": p=" << schedule.num_actors()
             << " actors, S=" << schedule.num_stages << " stages ("
             << to_string(schedule.placement.kind) << " placement), m=" << schedule.num_microbatches
             << " microbatches\n\n";
-  std::cout << to_text(schedule);
-  std::cout << "\npeak in-flight activations per actor (stage-microbatches):";
-  for (int v : report.peak_in_flight) std::cout << " " << v;
-  std::cout << "\n";
-  if (!args.count("no-timeline")) std::cout << "\n" << timeline_to_text(schedule, timeline);
-  for (const char* flag : {"export-csv", "export-json"}) {
-    if (args.count(flag)) std::cout << "wrote " << args[flag].as<std::string>() << "\n";
-  }
+  text << to_text(schedule);
+  text << "\npeak in-flight activations per actor (stage-microbatches):";
+  for (int v : report.peak_in_flight) text << " " << v;
+  text << "\n";
+  if (!args.count("no-timeline")) text << "\n" << timeline_to_text(schedule, timeline);
+  for (const std::string& path : out.written_files()) text << "wrote " << path << "\n";
   return kExitOk;
 }
 

@@ -18,6 +18,7 @@
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 #include "graph/plan.h"
 #include "simulator/plan_builder.h"
 #include "trace/export.h"
@@ -27,7 +28,6 @@ namespace jaxpp::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMs = 1e-3;
 
 // The timeline format of a --timeline path, from its extension.
 ExportFormat timeline_format(const std::string& path) {
@@ -41,17 +41,10 @@ ExportFormat timeline_format(const std::string& path) {
                         "for a text Gantt chart)");
 }
 
-// A measured-mode time flag in milliseconds, converted to seconds.
+// A measured-mode time flag in milliseconds, converted to seconds and checked after the
+// conversion (costmodel/stage_times_cost.h).
 double time_flag_s(const cxxopts::ParseResult& args, const char* flag, bool zero_allowed) {
-  const double ms = args[flag].as<double>();
-  if (zero_allowed ? !(ms >= 0) : !(ms > 0)) {
-    char got[64];
-    std::snprintf(got, sizeof got, "%g", ms);
-    throw_input_error(std::string("--") + flag, std::string("expected a time in milliseconds ") +
-                                                    (zero_allowed ? ">= 0" : "> 0") + ", got " +
-                                                    got);
-  }
-  return ms * kMs;
+  return stage_time_s_from_ms(args[flag].as<double>(), zero_allowed, std::string("--") + flag);
 }
 
 void print_summary(std::ostream& out, const nlohmann::json& m) {
@@ -173,19 +166,23 @@ int run_simulate(int argc, char** argv) {
   const std::string timeline_path =
       args.count("timeline") ? args["timeline"].as<std::string>() : "";
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
-  if (args.count("trace")) check_output_path(trace_path, "--trace");
+  // Inputs first, so that no output may name one of them (OutputFiles, cli/report_output.h).
+  OutputFiles out("simulate");
+  for (const char* flag : {"model", "cluster", "stage-times", "schedule-file"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("trace")) out.output(trace_path, "--trace");
   ExportFormat timeline_fmt = ExportFormat::kText;
   if (args.count("timeline")) {
     timeline_fmt = timeline_format(timeline_path);
-    check_output_path(timeline_path, "--timeline");
+    out.output(timeline_path, "--timeline", is_binary(timeline_fmt));
   }
-  if (args.count("plan")) check_output_path(plan_path, "--plan");
+  if (args.count("plan")) out.output(plan_path, "--plan");
+  out.check_json_flag(args.count("json") > 0);
   PlanSimOptions sim_options;
   sim_options.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   sim_options.check_memory = args.count("no-memory-check") == 0;
   sim_options.record_trace = args.count("trace") > 0 || args.count("timeline") > 0;
   sim_options.breakdown = args.count("breakdown") > 0;
-  std::vector<std::pair<std::string, std::string>> outputs;  // (path, bytes), written at the end
   auto require = [&](const char* flag, const char* what) {
     if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
   };
@@ -202,10 +199,12 @@ int run_simulate(int argc, char** argv) {
     if (pp < 1) throw_input_error("--pp", "must be >= 1, got " + std::to_string(pp));
     if (m < 1) throw_input_error("--microbatches", "must be >= 1, got " + std::to_string(m));
     const int v = args["virtual"].as<int>();
+    if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
     const Schedule schedule =
         make_schedule(args.count("schedule") ? args["schedule"].as<std::string>() : "",
                       args.count("schedule-file") ? args["schedule-file"].as<std::string>() : "",
-                      pp, v > 1 ? pp * v : 0, m, args.count("fuse-steady-state") > 0);
+                      pp, v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0,
+                      m, args.count("fuse-steady-state") > 0);
     StageTimes times;
     if (args.count("stage-times")) {
       times = load_stage_times(args["stage-times"].as<std::string>(), schedule.num_stages);
@@ -250,22 +249,23 @@ int run_simulate(int argc, char** argv) {
     sim = simulate_plan(plan, sim_options);
     if (args.count("plan")) {
       plan.predicted = sim.metrics;
-      outputs.emplace_back(plan_path, plan_to_json(plan).dump(2) + "\n");  // as save_plan
+      out.set("--plan", plan_to_json(plan).dump(2) + "\n");  // as save_plan
     }
   }
   if (args.count("trace")) {
-    outputs.emplace_back(trace_path, trace_to_json(sim.result.trace).dump(1) + "\n");
+    out.set("--trace", trace_to_json(sim.result.trace).dump(1) + "\n");
   }
   if (args.count("timeline")) {
-    outputs.emplace_back(timeline_path, export_trace(sim.result.trace, timeline_fmt, {}));
+    out.set("--timeline", export_trace(sim.result.trace, timeline_fmt, {}));
   }
-  for (const auto& [path, bytes] : outputs) write_text_file_atomic(path, bytes);
+  out.write_all();
   if (args.count("json")) {
     std::cout << sim.metrics.dump(2) << "\n";
     return kExitOk;
   }
-  print_summary(std::cout, sim.metrics);
-  for (const auto& [path, bytes] : outputs) std::cout << "wrote " << path << "\n";
+  std::ostream& report = out.report_stream();
+  print_summary(report, sim.metrics);
+  for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";
   return kExitOk;
 }
 

@@ -12,8 +12,8 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
-#include "cli/cluster_arg.h"
 #include "cli/builtin_corpus.h"
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
@@ -200,7 +200,13 @@ int run_validate_model(int argc, char** argv) {
     throw_input_error("--band", "expected a fraction > 0, got " + format("%g", vo.band));
   }
   const std::string out_path = args.count("out") ? args["out"].as<std::string>() : "";
-  if (args.count("out")) check_output_path(out_path, "--out");
+  // The output is checked before any work (cli/report_output.h): never the corpus or cluster
+  // file, "-" is stdout (the table then goes to stderr).
+  OutputFiles out("validate-model");
+  for (const char* flag : {"corpus", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("out")) out.output(out_path, "--out");
+  out.check_json_flag(args.count("json") > 0);
   std::string gpu;
   if (args.count("rows-on")) {
     gpu = args["rows-on"].as<std::string>();
@@ -215,12 +221,13 @@ int run_validate_model(int argc, char** argv) {
   const Corpus selected = select_rows(corpus, gpu, split);
   const ModelValidationReport report = validate_corpus(selected, vo);
   const nlohmann::json json = validation_report_to_json(report);
-  if (args.count("out")) write_text_file_atomic(out_path, json.dump(2) + "\n");
+  if (args.count("out")) out.set("--out", json.dump(2) + "\n");
+  out.write_all();
   if (args.count("json")) {
     std::cout << json.dump(2) << "\n";
   } else {
-    print_table(std::cout, report);
-    if (args.count("out")) std::cout << "wrote " << out_path << "\n";
+    print_table(out.report_stream(), report);
+    for (const std::string& p : out.written_files()) out.report_stream() << "wrote " << p << "\n";
   }
   return args.count("strict") && strict_failure(report) ? kExitFailure : kExitOk;
 }

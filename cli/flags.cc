@@ -1,5 +1,7 @@
 #include "cli/flags.h"
 
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "graph/error.h"
@@ -16,6 +18,36 @@ std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int a
   if (!args.unmatched().empty())
     throw_input_error(command, "unexpected argument '" + args.unmatched()[0] + "'");
   return args;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+double double_flag_in(const cxxopts::ParseResult& args, const std::string& flag, double lo,
+                      double hi, const std::string& what) {
+  const double v = args[flag].as<double>();
+  if (!(std::isfinite(v) && v >= lo && v <= hi)) {
+    throw_input_error("--" + flag, "expected " + what + " in [" + number_text(lo) + ", " +
+                                       number_text(hi) + "], got " + number_text(v));
+  }
+  return v;
+}
+
+int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int lo, int hi,
+                const std::string& what) {
+  const int v = args[flag].as<int>();
+  if (v < lo || v > hi) {
+    throw_input_error("--" + flag, "expected " + what + " in [" + std::to_string(lo) + ", " +
+                                       std::to_string(hi) + "], got " + std::to_string(v));
+  }
+  return v;
 }
 
 }  // namespace jaxpp::cli

@@ -19,4 +19,13 @@ namespace jaxpp::cli {
 std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int argc, char** argv,
                                                 const std::string& command, bool print_help = true);
 
+// A numeric flag checked against a physically meaningful range [lo, hi] (issue 16, class 3;
+// cxxopts has already refused what is not a number, and nan/inf): InputError
+// "--<flag>: expected <what> in [lo, hi], got <value>". The flag must have a value (a default or
+// given).
+double double_flag_in(const cxxopts::ParseResult& args, const std::string& flag, double lo,
+                      double hi, const std::string& what);
+int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int lo, int hi,
+                const std::string& what);
+
 }  // namespace jaxpp::cli

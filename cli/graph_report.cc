@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/limits.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -93,7 +94,8 @@ GraphReport build_graph_report(const GraphRequest& req) {
     throw_input_error("--microbatch-size",
                       "expected at least 1, got " + std::to_string(req.microbatch_size));
   ModelSpec model = load_model(req.model);
-  const int stages = req.pp * req.virtual_stages;
+  const int stages =
+      checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())
     throw_input_error("--pp", std::to_string(stages) + " stages (pp " + std::to_string(req.pp) +
                                   " x virtual " + std::to_string(req.virtual_stages) +

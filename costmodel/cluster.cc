@@ -150,32 +150,64 @@ ClusterSpec mi300x() {
   return c;
 }
 
-// Reads `key` scaled by `scale` into `out`; required when there is no base preset.
+// The physically meaningful range of a field, checked on its SI value after the unit conversion
+// (issue 16, class 3): a denormal that passes "> 0" becomes 0 or a denormal after the scale, and
+// a huge value makes every plan fit or last 1e302 s. `text` says the range in the file's units.
+struct Range {
+  double lo = 0;  // smallest SI value that is not 0
+  double hi = 0;
+  const char* text = "";
+};
+constexpr double kKB = 1e3;
+constexpr double kTB = 1e12;
+constexpr double kExa = 1e18;
+constexpr Range kBandwidth{1 * kKB, 100 * kTB, "1 kB/s to 100 TB/s"};
+constexpr Range kLatency{1e-12, 1.0, "0, or 1 ps to 1 s"};
+constexpr Range kIterationOverhead{1e-12, 3600.0, "0, or 1 ps to 1 h"};
+constexpr Range kPeak{1e6, kExa, "0 (unsupported), or 1 MFLOP/s to 1 EFLOP/s"};
+constexpr Range kFlops{1.0, 1e21, "0, or 1 FLOP to 1e21 FLOPs"};
+constexpr Range kPerElement{1e-15, 1e-3, "0, or 1 fs to 1 ms per element"};
+constexpr Range kWeightBytes{0.5, 64, "0.5 to 64 bytes per parameter"};
+constexpr Range kStateBytes{0.5, 64, "0, or 0.5 to 64 bytes per parameter"};
+constexpr Range kTrafficBytes{0.5, 1024, "0, or 0.5 to 1024 bytes per parameter"};
+constexpr Range kFraction{1e-4, 1.0, "a fraction in [0.0001, 1]"};
+
+// Reads `key` scaled by `scale` into `out`, checked against a Range; required when there is no
+// base preset.
 class Reader {
  public:
   Reader(const JsonObject& obj, bool required) : obj_(obj), required_(required) {}
-  void positive(const std::string& key, double scale, double& out) const {
+  // > 0 in the file, and in [range.lo, range.hi] after the scale.
+  void positive(const std::string& key, double scale, const Range& range, double& out) const {
     if (obj_.has(key)) {
-      out = obj_.positive_number(key) * scale;
+      out = checked(key, obj_.positive_number(key) * scale, range);
     } else if (required_) {
       obj_.at(key);  // throws "missing (required)"
     }
   }
-  void non_negative(const std::string& key, double scale, double& out) const {
+  // >= 0 in the file; 0, or in [range.lo, range.hi] after the scale.
+  void non_negative(const std::string& key, double scale, const Range& range, double& out) const {
     if (obj_.has(key)) {
-      out = obj_.non_negative_number(key) * scale;
+      const double v = obj_.non_negative_number(key) * scale;
+      out = v == 0 && obj_.number(key) == 0 ? 0.0 : checked(key, v, range);
     } else if (required_) {
       obj_.at(key);
     }
   }
   void fraction(const std::string& key, double& out) const {
-    positive(key, 1.0, out);
-    if (obj_.has(key) && out > 1.0)
+    if (obj_.has(key) && obj_.positive_number(key) > 1.0)
       throw_input_error(obj_.field(key),
                         "expected a fraction in (0, 1], got " + obj_.at(key).dump());
+    positive(key, 1.0, kFraction, out);
   }
 
  private:
+  double checked(const std::string& key, double si, const Range& range) const {
+    if (!(si >= range.lo && si <= range.hi))
+      throw_input_error(obj_.field(key), "out of range: expected " + std::string(range.text) +
+                                             ", got " + obj_.at(key).dump());
+    return si;
+  }
   const JsonObject& obj_;
   bool required_;
 };
@@ -188,8 +220,8 @@ void read_link(const JsonObject& parent, const std::string& key, bool required, 
   JsonObject obj = parent.object(key);
   obj.reject_unknown({"bandwidth_gb_per_s", "latency_us", "efficiency"});
   Reader r(obj, required);
-  r.positive("bandwidth_gb_per_s", kGB, link.bandwidth_bytes_per_s);
-  r.non_negative("latency_us", kUs, link.latency_s);
+  r.positive("bandwidth_gb_per_s", kGB, kBandwidth, link.bandwidth_bytes_per_s);
+  r.non_negative("latency_us", kUs, kLatency, link.latency_s);
   r.fraction("efficiency", link.efficiency);
 }
 
@@ -226,8 +258,9 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
     pt.reject_unknown({"gflops", "efficiency"});
     GemmEfficiencyPoint p;
     p.flops = shift_decimal_point(pt.positive_number("gflops"), kGigaExp10);
-    if (!std::isfinite(p.flops))
-      throw_input_error(pt.field("gflops"), "out of range, got " + pt.at("gflops").dump());
+    if (!(p.flops >= kFlops.lo && p.flops <= kFlops.hi))
+      throw_input_error(pt.field("gflops"), "out of range: expected 1 FLOP to 1e21 FLOPs, got " +
+                                                pt.at("gflops").dump());
     if (!points.empty() && !(p.flops > points.back().flops))
       throw_input_error(pt.field("gflops"), "must be greater than the previous point's (" +
                                                 arr[i - 1].at("gflops").dump() + "), got " +
@@ -242,8 +275,11 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
 void read_kernels(const JsonObject& k, ClusterSpec& c) {
   k.reject_unknown(
       {"sms", "gemm_tile", "hbm_efficiency", "attention_efficiency", "kernel_overhead_us"});
-  if (k.has("sms")) c.num_sms = static_cast<int>(k.non_negative_integer("sms"));
-  if (c.num_sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
+  if (k.has("sms")) {
+    const int64_t sms = k.non_negative_integer("sms");  // checked before the cast: 2^32+1 wraps
+    if (sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
+    c.num_sms = static_cast<int>(sms);
+  }
   if (k.has("gemm_tile")) {
     const nlohmann::json& tile = k.array("gemm_tile");
     const bool ok = tile.size() == 2 && tile[0].is_number_integer() &&
@@ -258,7 +294,7 @@ void read_kernels(const JsonObject& k, ClusterSpec& c) {
   }
   Reader r(k, /*required=*/false);
   r.fraction("hbm_efficiency", c.hbm_efficiency);
-  r.non_negative("kernel_overhead_us", kUs, c.kernel_overhead_s);
+  r.non_negative("kernel_overhead_us", kUs, kLatency, c.kernel_overhead_s);
   if (k.has("attention_efficiency")) {
     JsonObject a = k.object("attention_efficiency");
     a.reject_unknown({"forward", "backward"});
@@ -372,52 +408,65 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
     peak.reject_unknown({"bf16", "fp16", "fp32", "fp8"});
     for (Dtype d : kAllDtypes) {
       const std::string key(to_string(d));
-      if (peak.has(key))
-        c.peak_flops_per_s[static_cast<int>(d)] = peak.non_negative_number(key) * kTera;
+      Reader(peak, /*required=*/false)
+          .non_negative(key, kTera, kPeak, c.peak_flops_per_s[static_cast<int>(d)]);
     }
   } else if (required) {
     obj.at("peak_tflops");
   }
   double hbm = static_cast<double>(c.hbm_bytes);
-  r.positive("hbm_gib", kGiB, hbm);
-  if (!(hbm >= 1 && hbm < 0x1p62))  // a whole number of bytes that fits in int64
-    throw_input_error(obj.field("hbm_gib"), "out of range (expected 1 byte to 2^32 GiB)");
+  if (obj.has("hbm_gib")) {  // 1 MiB to 1 PiB: a whole number of bytes far inside int64
+    hbm = obj.positive_number("hbm_gib") * kGiB;
+    if (!(hbm >= 0x1p20 && hbm <= 0x1p50))
+      throw_input_error(obj.field("hbm_gib"),
+                        "out of range: expected 1 MiB to 1 PiB (0.0009765625 "
+                        "to 1048576 GiB), got " +
+                            obj.at("hbm_gib").dump());
+  } else if (required) {
+    obj.at("hbm_gib");
+  }
   c.hbm_bytes = static_cast<int64_t>(hbm + 0.5);
-  r.positive("hbm_bandwidth_gb_per_s", kGB, c.hbm_bandwidth_bytes_per_s);
+  r.positive("hbm_bandwidth_gb_per_s", kGB, kBandwidth, c.hbm_bandwidth_bytes_per_s);
   if (obj.has("gemm_efficiency")) {
     JsonObject g = obj.object("gemm_efficiency");
     g.reject_unknown({"max", "half_saturation_gflops", "measured"});
     Reader gr(g, required);
     gr.fraction("max", c.gemm_efficiency_max);
-    gr.non_negative("half_saturation_gflops", kGiga, c.gemm_half_saturation_flops);
+    gr.non_negative("half_saturation_gflops", kGiga, kFlops, c.gemm_half_saturation_flops);
     read_gemm_efficiency_measured(g, c.gemm_efficiency_measured);  // optional in every form
   } else if (required) {
     obj.at("gemm_efficiency");
   }
   if (obj.has("devices_per_node")) {
     c.devices_per_node = obj.positive_int("devices_per_node");
+    if (c.devices_per_node > 65536)
+      throw_input_error(obj.field("devices_per_node"), "too large (the limit is 65536)");
   } else if (required) {
     obj.at("devices_per_node");
   }
   read_link(obj, "intra_node", required, c.intra_node);
   read_link(obj, "inter_node", required, c.inter_node);
   r.fraction("allreduce_bus_efficiency", c.allreduce_bus_efficiency);
-  r.non_negative("launch_overhead_us", kUs, c.launch_overhead_s);
-  r.non_negative("iteration_overhead_ms", kMs, c.iteration_overhead_s);
-  r.non_negative("p2p_overhead_us", kUs, c.p2p_overhead_s);
-  r.non_negative("weight_bytes_per_param", 1.0, c.weight_bytes_per_param);
-  r.non_negative("grad_bytes_per_param", 1.0, c.grad_bytes_per_param);
-  r.non_negative("optimizer_state_bytes_per_param", 1.0, c.optimizer_state_bytes_per_param);
-  r.non_negative("optimizer_traffic_bytes_per_param", 1.0, c.optimizer_traffic_bytes_per_param);
+  r.non_negative("launch_overhead_us", kUs, kLatency, c.launch_overhead_s);
+  r.non_negative("iteration_overhead_ms", kMs, kIterationOverhead, c.iteration_overhead_s);
+  r.non_negative("p2p_overhead_us", kUs, kLatency, c.p2p_overhead_s);
+  // Weights and gradients always take memory; 0 would make every plan fit.
+  r.positive("weight_bytes_per_param", 1.0, kWeightBytes, c.weight_bytes_per_param);
+  r.positive("grad_bytes_per_param", 1.0, kWeightBytes, c.grad_bytes_per_param);
+  r.non_negative("optimizer_state_bytes_per_param", 1.0, kStateBytes,
+                 c.optimizer_state_bytes_per_param);
+  r.non_negative("optimizer_traffic_bytes_per_param", 1.0, kTrafficBytes,
+                 c.optimizer_traffic_bytes_per_param);
   // Optional in every form (absent or 0 = the intra-node link's latency).
   Reader(obj, /*required=*/false)
-      .non_negative("collective_step_latency_us", kUs, c.collective_step_latency_s);
+      .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
     e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element"});
     Reader er(e, /*required=*/false);
-    er.non_negative("gelu_ns_per_element", kNs, c.gelu_s_per_element);
-    er.non_negative("gelu_backward_ns_per_element", kNs, c.gelu_backward_s_per_element);
+    er.non_negative("gelu_ns_per_element", kNs, kPerElement, c.gelu_s_per_element);
+    er.non_negative("gelu_backward_ns_per_element", kNs, kPerElement,
+                    c.gelu_backward_s_per_element);
   }
   if (obj.has("kernels")) read_kernels(obj.object("kernels"), c);  // optional in every form
   return c;

@@ -2,33 +2,63 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
 
 constexpr double kMs = 1e-3;
 
+double time_s(const JsonObject& obj, const std::string& key, bool zero_allowed) {
+  if (!zero_allowed) obj.positive_number(key);  // the type and sign messages of JsonObject
+  return stage_time_s_from_ms(obj.non_negative_number(key), zero_allowed, obj.field(key));
+}
+
 void read_entry(const JsonObject& obj, StageTimes& t) {
   obj.reject_unknown({"t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms"});
   // A measured forward or backward never takes zero time; W and T_comm may be 0 (not split, no
   // communication).
-  t.t_f_s.push_back(obj.positive_number("t_f_ms") * kMs);
-  t.t_b_s.push_back(obj.positive_number("t_b_ms") * kMs);
-  t.t_w_s.push_back(obj.has("t_w_ms") ? obj.non_negative_number("t_w_ms") * kMs : 0.0);
-  t.t_comm_s.push_back(obj.has("t_comm_ms") ? obj.non_negative_number("t_comm_ms") * kMs : 0.0);
+  t.t_f_s.push_back(time_s(obj, "t_f_ms", false));
+  t.t_b_s.push_back(time_s(obj, "t_b_ms", false));
+  t.t_w_s.push_back(obj.has("t_w_ms") ? time_s(obj, "t_w_ms", true) : 0.0);
+  t.t_comm_s.push_back(obj.has("t_comm_ms") ? time_s(obj, "t_comm_ms", true) : 0.0);
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 }  // namespace
+
+double stage_time_s_from_ms(double ms, bool zero_allowed, const std::string& where) {
+  const double s = ms * kMs;
+  if (std::isfinite(ms) &&
+      ((zero_allowed && ms == 0) || (s >= kMinDurationS && s <= kMaxTaskDurationS))) {
+    return s;
+  }
+  if (zero_allowed ? ms < 0 : ms <= 0) {
+    throw_input_error(where, std::string("expected a time in milliseconds ") +
+                                 (zero_allowed ? ">= 0" : "> 0") + ", got " + number_text(ms));
+  }
+  throw_input_error(where, "expected a time in milliseconds " +
+                               std::string(zero_allowed ? "of 0 or " : "") +
+                               "from 1e-06 (1 ns) to 3.6e+06 (1 h), got " + number_text(ms));
+}
 
 StageTimes uniform_stage_times(int num_stages, double t_f_s, double t_b_s, double t_w_s,
                                double t_comm_s) {
   if (num_stages < 1) throw_input_error("stage times", "need at least one stage");
   for (double v : {t_f_s, t_b_s, t_w_s, t_comm_s}) {
-    if (!(v >= 0)) throw_input_error("stage times", "times must be >= 0");
+    if (!(v >= 0 && v <= kMaxTaskDurationS))
+      throw_input_error("stage times", "times must be in [0, 3600] seconds");
   }
   StageTimes t;
   t.t_f_s.assign(num_stages, t_f_s);

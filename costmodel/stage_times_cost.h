@@ -20,7 +20,10 @@
 //   {"t_f_ms": 1.0, "t_b_ms": 1.0, "t_w_ms": 1.0, "t_comm_ms": 0.05}
 //   {"stages": [{"t_f_ms": 1.0, "t_b_ms": 1.1, "t_w_ms": 0.9, "t_comm_ms": 0.05}, ...]}
 // In the per-stage form the list must have one entry per stage of the program. t_f_ms and t_b_ms
-// must be > 0, t_w_ms and t_comm_ms >= 0 (both optional, default 0).
+// must be > 0, t_w_ms and t_comm_ms >= 0 (both optional, default 0). Checked after the
+// conversion to seconds: a time that is not 0 lies in [1 ns, 1 h] (graph/limits.h), so a
+// denormal such as 1e-320 ms is refused instead of becoming 0 s, and 1e300 ms does not make every
+// step last 1e297 s.
 //
 // Usage:
 //   StageTimes t = uniform_stage_times(4, 1e-3, 1e-3, 1e-3, 0);
@@ -43,6 +46,11 @@ struct StageTimes {
   int num_stages() const { return static_cast<int>(t_f_s.size()); }
 };
 
+// Seconds of a stage time given in milliseconds (`ms`, named `where` in messages, e.g. "--t-f" or
+// "t.json: field 't_f_ms'"): InputError unless ms is finite and the converted value is 0 (only when
+// zero_allowed) or in [kMinDurationS, kMaxTaskDurationS].
+double stage_time_s_from_ms(double ms, bool zero_allowed, const std::string& where);
+
 StageTimes uniform_stage_times(int num_stages, double t_f_s, double t_b_s, double t_w_s,
                                double t_comm_s);
 // Reads the JSON file above. A uniform file is expanded to `num_stages`; a per-stage file must
@@ -56,7 +64,7 @@ class StageTimesCost : public CostProvider {
   explicit StageTimesCost(StageTimes times);
 
   double compute_s(int actor, const Instruction& ins) const override;
-  double p2p_latency_s(int from, int to) const override;  // max T_comm over stages
+  double p2p_latency_s(int from, int to) const override;              // max T_comm over stages
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;  // +infinity
   int link_id(int from, int to) const override;
   double transfer_latency_s(int from, int to, const Instruction& ins) const override;

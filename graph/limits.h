@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace jaxpp {
@@ -39,5 +40,30 @@ inline constexpr int kMaxJsonDepth = 64;
 // InputError "<where>: <n> stages ..." when a pipeline of `num_stages` stages and
 // `num_microbatches` microbatches exceeds the limits above (sizes below 1 are not checked here).
 void check_pipeline_size(int64_t num_stages, int64_t num_microbatches, const std::string& where);
+
+// Numbers at their edges (issue 16, class 3). Every user-given number is checked after its
+// conversion to SI units, against a bound that is physically meaningful:
+//
+// One explicit layer's FLOPs of one pass (1e6 times the forward of a GPT-3 175B layer on a 2048-
+// token sequence); sums over kMaxLayers layers and every microbatch stay finite.
+inline constexpr double kMaxLayerFlops = 1e21;
+// Training steps of one run (warm-up included), and so of a measured trace.
+inline constexpr int kMaxSteps = 100'000;
+// A user-given duration that is not 0 (stage times, emulated steps) is at least 1 ns, so that a
+// denormal in milliseconds does not silently become 0 or a denormal in seconds, and one task or
+// transfer lasts at most an hour. A timeout lasts from 1 ms to one day.
+inline constexpr double kMinDurationS = 1e-9;
+inline constexpr double kMaxTaskDurationS = 3600;
+inline constexpr double kMinTimeoutS = 1e-3;
+inline constexpr double kMaxTimeoutS = 86400;
+
+// Checked 64-bit size arithmetic: a · b and a + b, or nullopt when the exact result does not fit
+// in int64.
+std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+std::optional<int64_t> checked_add(int64_t a, int64_t b);
+// a · b as an int when it is at most `limit` (itself at most INT_MAX), else InputError
+// "<where>: <a> x <b> = <product> is more than the limit of <limit>" (the product written exactly,
+// or "more than 2^63" when it leaves int64).
+int checked_int_product(int64_t a, int64_t b, int64_t limit, const std::string& where);
 
 }  // namespace jaxpp

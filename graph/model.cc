@@ -240,11 +240,22 @@ ModelSpec transformer_from_json(const JsonObject& obj) {
   return build_transformer_model(t, obj.where());
 }
 
-int metadata_int(const JsonObject& obj, const std::string& key) {
+// A shape field of an explicit model: 0 (unknown) or at most `max`, the transformer's limit
+// (graph/limits.h), as the operator cost model multiplies them.
+int metadata_int(const JsonObject& obj, const std::string& key, int max) {
   if (!obj.has(key)) return 0;
-  const int64_t v = obj.non_negative_integer(key);
-  if (v > std::numeric_limits<int>::max()) throw_input_error(obj.field(key), "too large");
-  return static_cast<int>(v);
+  return static_cast<int>(at_most<int64_t>(obj, key, obj.non_negative_integer(key), max));
+}
+
+// FLOPs of one pass of one explicit layer: finite, and at most kMaxLayerFlops so that sums over
+// every layer and microbatch stay finite.
+double layer_flops(const JsonObject& obj, const std::string& key) {
+  const double f = obj.non_negative_number(key);
+  if (f > kMaxLayerFlops) {
+    throw_input_error(obj.field(key), "too large: " + obj.at(key).dump() +
+                                          " (the limit is 1e21 FLOPs per layer pass)");
+  }
+  return f;
 }
 
 LayerWork layer_from_json(const JsonObject& obj) {
@@ -253,9 +264,9 @@ LayerWork layer_from_json(const JsonObject& obj) {
   w.name = obj.string("name");
   w.kind = obj.has("kind") ? parse_layer_kind(obj.string("kind"), obj.field("kind"))
                            : LayerKind::kCustom;
-  w.fwd_flops = obj.non_negative_number("fwd_flops");
-  w.bwd_input_flops = obj.non_negative_number("bwd_input_flops");
-  w.bwd_weight_flops = obj.non_negative_number("bwd_weight_flops");
+  w.fwd_flops = layer_flops(obj, "fwd_flops");
+  w.bwd_input_flops = layer_flops(obj, "bwd_input_flops");
+  w.bwd_weight_flops = layer_flops(obj, "bwd_weight_flops");
   auto quantity = [](const JsonObject& o, const std::string& key) {
     return at_most(o, key, o.non_negative_integer(key), kMaxLayerQuantity);
   };
@@ -276,9 +287,9 @@ LayerWork layer_from_json(const JsonObject& obj) {
     if (obj.at("recompute_flops").is_object()) {
       const JsonObject r = obj.object("recompute_flops");
       r.reject_unknown({"selective", "full"});
-      w.recompute_flops = {0, r.non_negative_number("selective"), r.non_negative_number("full")};
+      w.recompute_flops = {0, layer_flops(r, "selective"), layer_flops(r, "full")};
     } else {
-      w.recompute_flops = {0, 0, obj.non_negative_number("recompute_flops")};
+      w.recompute_flops = {0, 0, layer_flops(obj, "recompute_flops")};
     }
   }
   if (obj.has("tp_allreduce_bytes")) w.tp_allreduce_bytes = quantity(obj, "tp_allreduce_bytes");
@@ -290,12 +301,12 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   ModelSpec m;
   m.name = obj.string("name");
   m.dtype = parse_dtype(obj.string_or("dtype", "bf16"), obj.field("dtype"));
-  m.hidden = metadata_int(obj, "hidden");
-  m.heads = metadata_int(obj, "heads");
-  m.kv_heads = metadata_int(obj, "kv_heads");
-  m.ffn_hidden = metadata_int(obj, "ffn_hidden");
-  m.seq_len = metadata_int(obj, "seq_len");
-  m.vocab = metadata_int(obj, "vocab");
+  m.hidden = metadata_int(obj, "hidden", kMaxHidden);
+  m.heads = metadata_int(obj, "heads", kMaxHeads);
+  m.kv_heads = metadata_int(obj, "kv_heads", kMaxHeads);
+  m.ffn_hidden = metadata_int(obj, "ffn_hidden", kMaxFfnHidden);
+  m.seq_len = metadata_int(obj, "seq_len", kMaxSeqLen);
+  m.vocab = metadata_int(obj, "vocab", kMaxVocab);
   m.tied_embeddings = obj.boolean_or("tied_embeddings", true);
   m.gated_mlp = parse_mlp_gated(obj);
   const nlohmann::json& list = obj.array("layers_list");

@@ -5,6 +5,7 @@
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/partition.h"
 #include "simulator/breakdown.h"
 #include "schedules/custom.h"
@@ -58,6 +59,14 @@ int check_parallel_config(const ParallelConfig& c) {
     throw_input_error("configuration",
                       "gpus, pp, tp, dp, cp, virtual stages, global batch and microbatch size "
                       "must all be >= 1");
+  }
+  // pp·virtual stages and pp·tp·dp·cp GPUs in 64 bits: each factor is an int, and a product that
+  // wraps an int could equal --gpus by accident.
+  if (int64_t{c.pp} * c.virtual_stages > kMaxStages) {
+    throw_input_error("configuration", "pp " + std::to_string(c.pp) + " x virtual " +
+                                           std::to_string(c.virtual_stages) +
+                                           " stages is more than the limit of " +
+                                           std::to_string(kMaxStages));
   }
   const int64_t product = int64_t{c.pp} * c.tp * c.dp * c.cp;
   if (product != c.gpus) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -502,6 +503,179 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"plan.json", plan_with([](json& p) { p["version"] = 0; })}},
      .message = "unsupported plan version 0"},
 
+    // ---- numbers at their edges (issue 16, class 3): checked after the unit conversion. ------
+    {.name = "SimulateDenormalStageTimeFlag",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1e-320 --t-b 1",
+     .message = "--t-f: expected a time in milliseconds from 1e-06 (1 ns) to 3.6e+06 (1 h)"},
+    {.name = "SimulateHugeStageTimeFlag",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1e300",
+     .message = "--t-b: expected a time in milliseconds from 1e-06 (1 ns) to 3.6e+06 (1 h), got 1e+300"},
+    {.name = "SimulateStageTimesFileDenormal",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", text(R"({"t_f_ms": 1e-320, "t_b_ms": 1})")}},
+     .message = "t.json: field 't_f_ms': expected a time in milliseconds"},
+    {.name = "SimulateStageTimesFileHugeComm",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json",
+     .files = {{"t.json", text(R"({"t_f_ms": 1, "t_b_ms": 1, "t_comm_ms": 1e300})")}},
+     .message = "field 't_comm_ms': expected a time in milliseconds of 0 or from 1e-06"},
+    {.name = "SimulatePpTimesVirtualBeyondInt",
+     .args = "simulate --schedule interleaved-1f1b --pp 65536 --virtual 65536 --microbatches 4 --t-f 1 --t-b 1",
+     .message = "--pp x --virtual: 65536 x 65536 = 4294967296 is more than the limit of 16384"},
+    {.name = "SimulateModelPpTimesVirtualBeyondInt",
+     .args = kSim + "--gpus 2 --pp 2 --virtual 1073741824 --global-batch 4",
+     .message = "pp 2 x virtual 1073741824 stages is more than the limit of 16384"},
+    {.name = "SimulateClusterDenormalLatency", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("intra_node", R"({"latency_us": 1e-320})"))}},
+     .message = "field 'latency_us': out of range: expected 0, or 1 ps to 1 s, got 1e-320"},
+    {.name = "SimulateClusterDenormalBandwidth", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("inter_node", R"({"bandwidth_gb_per_s": 1e-320})"))}},
+     .message = "field 'bandwidth_gb_per_s': out of range: expected 1 kB/s to 100 TB/s"},
+    {.name = "SimulateClusterHugeHbmBandwidth", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_bandwidth_gb_per_s", "1e300"))}},
+     .message = "field 'hbm_bandwidth_gb_per_s': out of range: expected 1 kB/s to 100 TB/s"},
+    {.name = "SimulateClusterHugeBytesPerParam", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("weight_bytes_per_param", "1e300"))}},
+     .message = "field 'weight_bytes_per_param': out of range: expected 0.5 to 64 bytes per parameter"},
+    {.name = "SimulateClusterZeroGradBytesPerParam", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("grad_bytes_per_param", "0"))}},
+     .message = "field 'grad_bytes_per_param': expected a number > 0"},
+    {.name = "SimulateClusterDenormalPeak", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("peak_tflops", R"({"bf16": 1e-300})"))}},
+     .message = "field 'bf16': out of range: expected 0 (unsupported), or 1 MFLOP/s to 1 EFLOP/s"},
+    {.name = "SimulateClusterHugePeak", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("peak_tflops", R"({"bf16": 1e10})"))}},
+     .message = "field 'bf16': out of range"},
+    {.name = "SimulateClusterSmsThatWrapAnInt", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("kernels", R"({"sms": 4294967297})"))}},
+     .message = "field 'sms': too large (the limit is 100000)"},
+    {.name = "SimulateClusterDenormalEfficiency", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("allreduce_bus_efficiency", "1e-320"))}},
+     .message = "field 'allreduce_bus_efficiency': out of range: expected a fraction in [0.0001, 1]"},
+    {.name = "SimulateClusterHugeIterationOverhead", .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("iteration_overhead_ms", "1e300"))}},
+     .message = "field 'iteration_overhead_ms': out of range: expected 0, or 1 ps to 1 h"},
+    {.name = "GraphPpTimesVirtualBeyondInt", .args = "graph --model gpt3-1.3b --pp 65536 --virtual 65536",
+     .message = "--pp x --virtual: 65536 x 65536 = 4294967296 is more than the limit"},
+    {.name = "GraphExplicitLayerHugeFlops", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(explicit_layer_with("fwd_flops", "1e300"))}},
+     .message = "field 'fwd_flops': too large: 1e+300 (the limit is 1e21 FLOPs per layer pass)"},
+    {.name = "GraphExplicitModelHiddenBeyondTheLimit", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", [] {
+        json m = json::parse(explicit_layer_with("params", "10"));
+        m["hidden"] = 2147483647;
+        return m.dump(); }}},
+     .message = "field 'hidden': too large: 2147483647"},
+    {.name = "RunPpTimesVirtualBeyondInt", .args = kRun + "--virtual 1073741824",
+     .message = "--pp x --virtual: 2 x 1073741824 = 2147483648 is more than the limit"},
+    {.name = "RunHugeTimeout", .args = kRun + "--timeout-s 1e300",
+     .message = "--timeout-s: expected seconds in [0.001, 86400], got 1e+300"},
+    {.name = "RunDenormalTimeout", .args = kRun + "--timeout-s 1e-320",
+     .message = "--timeout-s: expected seconds in [0.001, 86400]"},
+    {.name = "RunHugeTimeScale", .args = kRun + "--time-scale 1e300",
+     .message = "--time-scale: expected a factor in [0, 1000], got 1e+300"},
+    {.name = "RunStepsPlusWarmupBeyondTheLimit",
+     .args = "run --schedule 1f1b --pp 2 --microbatches 2 --steps 100000 --warmup 100000",
+     .message = "--steps 100000 + --warmup 100000 is more than the limit of 100000 steps"},
+    {.name = "RunHugeStepCount", .args = "run --schedule 1f1b --pp 2 --microbatches 2 --steps 2000000000",
+     .message = "--steps: expected a number of steps in [1, 100000], got 2000000000"},
+    {.name = "RunHiddenBeyondTheLimit", .args = kRun + "--hidden 2147483647",
+     .message = "--hidden: expected a width in [1, 1048576], got 2147483647"},
+    {.name = "RunInjectKillBeyondInt", .args = kRun + "--inject-kill 1:99999999999",
+     .message = "--inject-kill: expected ACTOR:INSTRUCTION (two integers >= 0 that fit in an int)"},
+    {.name = "ExportHugeWidth", .args = "export --trace {dir}/t.json -o {dir}/x.txt --width 2000000000",
+     .files = {{"t.json", trace_with([](json&) {})}},
+     .message = "--width: expected a number of columns in [10, 10000], got 2000000000"},
+    {.name = "ExportHugePictureWidth", .args = "export --trace {dir}/t.json -o {dir}/x.svg --width 1000000",
+     .files = {{"t.json", trace_with([](json&) {})}},
+     .message = "--width: expected a width in points in [10, 20000], got 1000000"},
+    {.name = "ExploreDenormalMemoryLimit", .args = kExplore + "--max-memory-gib 1e-320",
+     .message = "--max-memory-gib: expected 1 MiB to 1 PiB"},
+    {.name = "ExploreHugeMemoryLimit", .args = kExplore + "--max-memory-gib 1e300",
+     .message = "--max-memory-gib: expected 1 MiB to 1 PiB (0.0009765625 to 1048576), got 1e+300"},
+    {.name = "CalibrateHugeTimeout", .args = "calibrate --quick --timeout-s 1e300",
+     .message = "--timeout-s: expected seconds in [0.001, 86400], got 1e+300"},
+
+    // ---- outputs (issue 16, class 6): never an input, never twice, all or none. ------------
+    {.name = "SimulatePlanOntoTheModelFile",
+     .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b --plan {dir}/m.json",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--plan {dir}/m.json: is also the input --model; refusing to overwrite an input"},
+    {.name = "SimulateTraceOntoTheClusterFileByAnotherName",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json --trace {dir}/./c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", "80"))}},
+     .message = "is also the input --cluster; refusing to overwrite an input"},
+    {.name = "SimulateTimelineOntoTheStageTimes",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times {dir}/t.json --timeline {dir}/t.json",
+     .files = {{"t.json", text(R"({"t_f_ms": 1, "t_b_ms": 1})")}},
+     .message = "--timeline {dir}/t.json: is also the input --stage-times"},
+    {.name = "SimulateTwoOutputsToOneFile",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --plan {dir}/out.json --trace {dir}/out.json",
+     .message = "is also the output of --trace (two outputs cannot share a file)"},
+    {.name = "SimulateOutputThroughASymlink",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --plan {dir}/link.json",
+     .files = {{"target.json", text("{}")}, symlink_to("link.json", "target.json")},
+     .message = "--plan {dir}/link.json: is a symbolic link; refusing to replace it"},
+    {.name = "SimulateOutputOntoADevice", .args = kMeasured + "--trace /dev/null",
+     .message = "--trace /dev/null: is not a regular file (a device, FIFO or socket)"},
+    {.name = "SimulateOutputOntoAFifo", .args = kMeasured + "--trace {dir}/fifo",
+     .files = {fifo("fifo")}, .message = "is not a regular file (a device, FIFO or socket)"},
+    {.name = "SimulateTwoOutputsOnStdout", .args = kMeasured + "--trace - --plan -",
+     .message = "--plan -: stdout is already the output of --trace (at most one output may be '-')"},
+    {.name = "SimulateJsonAndAnOutputOnStdout", .args = kMeasured + "--trace - --json",
+     .message = "--json: cannot share stdout with --trace -"},
+    {.name = "SimulateTimelineOnStdoutHasNoFormat", .args = kMeasured + "--timeline -",
+     .message = "--timeline -: unknown extension"},
+    {.name = "SimulateThatDoesNotFitWritesNoOutput",
+     .args = "simulate --model gpt3-175b --schedule 1f1b --gpus 8 --pp 8 --global-batch 16 "
+             "--trace {dir}/t.json --plan {dir}/p.json --timeline {dir}/t.txt",
+     .message = "does not fit"},
+    {.name = "ExportOutputOntoItsTrace", .args = "export --trace {dir}/t.json -o {dir}/t.json",
+     .files = {{"t.json", trace_with([](json&) {})}},
+     .message = "-o {dir}/t.json: is also the input --trace; refusing to overwrite an input"},
+    {.name = "ExportOutputOntoItsPlan", .args = "export --plan {dir}/p.json --format text -o {dir}/p.json",
+     .files = {{"p.json", plan_with([](json&) {})}},
+     .message = "is also the input --plan"},
+    {.name = "ExportJsonSummaryWithStdoutOutput", .args = "export --trace {dir}/t.json -o - --format text --json",
+     .files = {{"t.json", trace_with([](json&) {})}},
+     .message = "--json: cannot share stdout with -o -"},
+    {.name = "GraphDotOntoTheModelFile", .args = "graph --model {dir}/m.json --pp 2 --dot {dir}/m.json",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--dot {dir}/m.json: is also the input --model"},
+    {.name = "GraphDotOnStdoutWithJson", .args = "graph --model gpt3-1.3b --pp 2 --dot - --json",
+     .message = "--json: cannot share stdout with --dot -"},
+    {.name = "ShowExportOntoTheScheduleFile",
+     .args = "show --schedule-file {dir}/s.csv --export-csv {dir}/s.csv",
+     .files = {{"s.csv", text("0F0,0B0\n1F0,1B0\n")}},
+     .message = "--export-csv {dir}/s.csv: is also the input --schedule-file"},
+    {.name = "ShowTwoExportsToOneFile",
+     .args = "show --schedule 1f1b --pp 2 --microbatches 2 --export-csv {dir}/s.txt --export-json {dir}/s.txt",
+     .message = "is also the output of --export-csv"},
+    {.name = "RunTraceOntoThePlan", .args = "run {dir}/plan.json --steps 1 --warmup 0 --trace {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json&) {})}},
+     .message = "--trace {dir}/plan.json: is also the input --plan"},
+    {.name = "RunReportAndTimelineToOneFile",
+     .args = kRun + "--report {dir}/r.txt --timeline {dir}/r.txt",
+     .message = "--report {dir}/r.txt: is also the output of --timeline"},
+    {.name = "ExplorePlanOntoTheClusterFile",
+     .args = kExplore + "--cluster {dir}/c.json --plan {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", "80"))}},
+     .message = "--plan {dir}/c.json: is also the input --cluster"},
+    {.name = "ExploreCsvAndPlanToOneFile", .args = kExplore + "--csv {dir}/x --plan {dir}/x",
+     .message = "is also the output of --plan"},
+    {.name = "ExploreNothingFitsWritesNoCsv",
+     .args = "explore --model gpt3-175b --gpus 8 --global-batch 8 --max-memory-gib 1 --quiet --csv {dir}/all.csv",
+     .message = "no configuration fits in 1 GiB"},
+    {.name = "CalibrateOutputOntoItsTrace", .args = "calibrate --from-trace {dir}/t.json -o {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json&) {})}},
+     .message = "-o {dir}/t.json: is also the input --from-trace"},
+    {.name = "ValidateModelOutOntoTheCorpus", .args = "validate-model --corpus {dir}/c.json --out {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json&) {})}},
+     .message = "--out {dir}/c.json: is also the input --corpus"},
+    {.name = "DemoBadInputCreatesNoDirectory", .args = "demo --out {dir}/demo --gpus 0",
+     .message = "--gpus"},
+    {.name = "DemoOutIsAFile", .args = "demo --out {dir}/f", .files = {{"f", text("x")}},
+     .message = "--out {dir}/f: exists and is not a directory"},
+
     // ---- export: physically impossible traces (issue 16, class 7). --------------------------
     {.name = "ExportTraceOverlappingComputes", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
      .files = {{"t.json", trace_with(overlap_two_computes)}},
@@ -567,7 +741,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "RunNegativeWarmup", .args = kRun + "--warmup -1", .message = "--warmup"},
     {.name = "RunZeroDp", .args = kRun + "--dp 0", .message = "--dp"},
     {.name = "RunZeroHidden", .args = kRun + "--hidden 0", .message = "--hidden"},
-    {.name = "RunHiddenBeyondHostMemory", .args = kRun + "--hidden 100000000",
+    {.name = "RunHiddenBeyondHostMemory", .args = kRun + "--hidden 1000000",
      .message = "needs about"},
     {.name = "RunNegativeLearningRate", .args = kRun + "--lr -1", .message = "--lr"},
     {.name = "RunNegativeFfn", .args = kRun + "--ffn -4", .message = "--ffn"},
@@ -989,6 +1163,16 @@ std::set<std::string> entries(const std::string& dir) {
   return names;
 }
 
+// The bytes of every small regular file in `dir`: an input a failed command must not have changed.
+std::map<std::string, std::string> small_file_contents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_regular_file() && !e.is_symlink() && e.file_size() < (1u << 20))
+      out[e.path().filename().string()] = read_file(e.path().string());
+  }
+  return out;
+}
+
 class BadInputCatalogue : public ::testing::TestWithParam<BadInputCase> {};
 
 TEST_P(BadInputCatalogue, FailsCleanlyWithAnErrorNamingTheProblem) {
@@ -1004,6 +1188,7 @@ TEST_P(BadInputCatalogue, FailsCleanlyWithAnErrorNamingTheProblem) {
     }
   }
   const std::set<std::string> before = entries(dir);
+  const std::map<std::string, std::string> contents_before = small_file_contents(dir);
   const std::string args =
       replace_all(replace_all(c.args, "{dir}", dir), "{data}", std::string(JAXPP_TEST_DATA_DIR));
 
@@ -1014,14 +1199,16 @@ TEST_P(BadInputCatalogue, FailsCleanlyWithAnErrorNamingTheProblem) {
   ASSERT_LT(o.exit_code, 128) << "crash: killed by signal " << o.exit_code - 128 << "\n" << context;
   EXPECT_EQ(o.exit_code, c.exit_code) << context;
   const std::string& text = c.report == Report::kList ? o.out + o.err : o.err;
-  EXPECT_NE(text.find(c.message), std::string::npos) << "expected '" << c.message << "'\n"
-                                                     << context;
+  const std::string message = replace_all(c.message, "{dir}", dir);  // messages name paths too
+  EXPECT_NE(text.find(message), std::string::npos) << "expected '" << message << "'\n"
+                                                   << context;
   if (c.report == Report::kOneLine) {
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << context;
     EXPECT_EQ(o.err.rfind("jaxpp-sim", 0), 0u) << context;
     EXPECT_NE(o.err.find(": error: "), std::string::npos) << context;
   }
   EXPECT_EQ(entries(dir), before) << "an output file was left behind\n" << context;
+  EXPECT_TRUE(small_file_contents(dir) == contents_before) << "an input was changed\n" << context;
 
   fs::remove_all(dir);
   fs::remove_all(scratch);

@@ -121,7 +121,7 @@ TEST(GraphCliTest, DotFileIsWritten) {
 
 TEST(GraphCliTest, UnwritableDotPathIsAnError) {
   expect_one_line_error(run_cli("graph --model bert-large --pp 2 --dot /nonexistent-dir/g.dot"),
-                        {"/nonexistent-dir/g.dot", "cannot write"});
+                        {"--dot /nonexistent-dir/g.dot", "does not exist"});
 }
 
 TEST(GraphCliTest, MalformedJsonNamesFileAndLine) {

@@ -143,5 +143,38 @@ TEST(GraphParserRegression, PlanWhoseProgramDisagreesWithItsConfigIsAnInputError
             std::string::npos);
 }
 
+// --- Checked 64-bit size arithmetic (issue 16, class 3). -----------------------------------------
+
+TEST(CheckedArithmetic, ProductsAndSumsThatLeaveInt64AreNullopt) {
+  EXPECT_EQ(checked_mul(int64_t{1} << 31, int64_t{1} << 31), int64_t{1} << 62);
+  EXPECT_EQ(checked_mul(int64_t{1} << 32, int64_t{1} << 31), std::nullopt);
+  EXPECT_EQ(checked_add(INT64_MAX - 1, 1), INT64_MAX);
+  EXPECT_EQ(checked_add(INT64_MAX, 1), std::nullopt);
+}
+
+TEST(CheckedArithmetic, IntProductAboveItsLimitNamesTheFactors) {
+  EXPECT_EQ(checked_int_product(4, 8, kMaxStages, "--pp x --virtual"), 32);
+  EXPECT_NE(error_of([] {
+              checked_int_product(65536, 65536, kMaxStages, "--pp x --virtual");
+            }).find("--pp x --virtual: 65536 x 65536 = 4294967296 is more than the limit of 16384"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { checked_int_product(INT64_MAX, 3, kMaxStages, "w"); }).find("more than 2^63"),
+      std::string::npos);
+}
+
+TEST(ModelParserRegression, ExplicitLayerFlopsBeyondTheLimitAreRefused) {
+  // Was: two layers of 1e308 FLOPs summed to inf, and every plan of the model took inf seconds.
+  const nlohmann::json layer = {
+      {"name", "a"},  {"fwd_flops", 1e308}, {"bwd_input_flops", 1}, {"bwd_weight_flops", 1},
+      {"params", 10}, {"output_bytes", 4},  {"stash_bytes", 4}};
+  const nlohmann::json model = {{"name", "x"}, {"layers_list", {layer, layer}}};
+  EXPECT_NE(
+      error_of([&] {
+        model_from_json(model, "m.json");
+      }).find("field 'fwd_flops': too large: 1e+308 (the limit is 1e21 FLOPs per layer pass)"),
+      std::string::npos);
+}
+
 }  // namespace
 }  // namespace jaxpp
