@@ -284,14 +284,25 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     throw InputError(explain_empty(res));
   }
   const ConfigRecord& best = res.records[res.ranking.front()];
+  // The best of a space can still be a plan nobody should run: say so (issue 16, class 9).
+  nlohmann::json warnings = nlohmann::json::array();
+  if (best.bubble_rate >= 0.9)
+    warnings.push_back("the best configuration idles " + fmt("%.0f", best.bubble_rate * 100) +
+                       "% of its step (bubble rate): every configuration of this space is "
+                       "dominated by pipeline bubbles or transfers");
+  for (const auto& w : warnings)
+    std::cerr << "jaxpp-sim explore: warning: " << w.get<std::string>() << "\n";
   if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
   if (!plan_path.empty())
     out.set("--plan", plan_to_json(build_config_plan(req, best.config)).dump(2) + "\n");
   out.write_all();
   switch (format) {
-    case OutputFormat::kJson:
-      std::cout << explore_result_to_json(req, res, top, explain).dump(2) << "\n";
+    case OutputFormat::kJson: {
+      nlohmann::json summary = explore_result_to_json(req, res, top, explain);
+      summary["warnings"] = warnings;
+      std::cout << summary.dump(2) << "\n";
       return kExitOk;
+    }
     case OutputFormat::kCsv:
       std::cout << explore_result_to_csv(res);
       return kExitOk;

@@ -263,6 +263,9 @@ int run_simulate(int argc, char** argv) {
     std::cout << sim.metrics.dump(2) << "\n";
     return kExitOk;
   }
+  if (sim.metrics.contains("warnings"))
+    for (const auto& w : sim.metrics["warnings"])
+      std::cerr << "jaxpp-sim simulate: warning: " << w.get<std::string>() << "\n";
   std::ostream& report = out.report_stream();
   print_summary(report, sim.metrics);
   for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";

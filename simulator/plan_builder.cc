@@ -1,5 +1,6 @@
 #include "simulator/plan_builder.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "costmodel/analytic_cost.h"
@@ -49,6 +50,36 @@ nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, doubl
           {"model_flops_per_iteration", model_flops},
           {"hardware_flops_per_iteration", hw_flops},
           {"gpus", c.gpus}};
+}
+
+// Results that are numbers but not a plan anyone should run (issue 16, "plausible nonsense").
+constexpr double kIdleBubbleRate = 0.9;
+
+nlohmann::json plan_warnings(const Plan& plan, const SimResult& result) {
+  nlohmann::json warnings = nlohmann::json::array();
+  if (result.bubble_rate >= kIdleBubbleRate) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "bubble rate %.0f%% on actor %d: the pipeline is idle most of the step (too few "
+                  "microbatches for the stages, or transfers far longer than the compute)",
+                  result.bubble_rate * 100, result.bubble_actor);
+    warnings.push_back(buf);
+  }
+  int transformer_layers = 0;
+  for (const LayerWork& l : plan.model.layers)
+    transformer_layers += l.kind == LayerKind::kTransformer ? 1 : 0;
+  if (transformer_layers == 0) return warnings;
+  std::vector<int> per_actor(plan.placement.num_actors, 0);
+  for (int s = 0; s < plan.partition.num_stages(); ++s)
+    for (int l = plan.partition.begin(s); l < plan.partition.end(s); ++l)
+      per_actor[plan.placement.actor_of(s)] +=
+          plan.model.layers[l].kind == LayerKind::kTransformer ? 1 : 0;
+  for (size_t r = 0; r < per_actor.size(); ++r)
+    if (per_actor[r] == 0)
+      warnings.push_back("actor " + std::to_string(r) +
+                         " holds no transformer layer (only the embedding or the logits): a "
+                         "pipeline rank with almost no work");
+  return warnings;
 }
 
 }  // namespace
@@ -220,6 +251,7 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   out.metrics["cluster"] = cluster.name;
   out.metrics["model"] = plan.model.name;
   out.metrics["config"] = config_to_json(plan.config);
+  out.metrics["warnings"] = plan_warnings(plan, out.result);
   if (options.breakdown) {
     out.metrics["breakdown"] =
         breakdown_to_json(step_breakdown(out.program, cost, out.result));

@@ -18,6 +18,8 @@
 //     mfu              model FLOPs (forward + backward, no recompute; the 6N-style count of
 //                      ModelSpec::model_flops_per_sequence) / step_time_s / (gpus · peak FLOP/s)
 //     hfu              as mfu with hardware FLOPs
+//     warnings         a list of sentences for results that are numbers but not a plan to run:
+//                      a bubble rate of 90 % or more, an actor holding no transformer layer
 //     plus every schedule-level metric of sim_result_to_json (bubble_rate, tasks, peak memory
 //     per actor, volumes, critical path).
 //   simulate_stage_times  the measured-times mode: a schedule and T_F/T_B/T_W/T_comm, no model.

@@ -180,3 +180,50 @@ TEST(ModelOptionsCli, PlanFileCarriesTheOptionsAndOverlapShortensTheStep) {
 
 }  // namespace
 }  // namespace jaxpp::testing
+
+namespace jaxpp::testing {
+namespace {
+
+TEST(PlausibleNonsenseCli, AnActorWithOnlyTheEmbeddingOrTheLogitsIsAWarning) {
+  const std::string args =
+      "simulate --model gpt3-1.3b --gpus 3 --pp 3 --global-batch 6 --schedule 1f1b "
+      "--partition 0,1,25";
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("jaxpp-sim simulate: warning: actor 0 holds no transformer layer"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("warning: actor 2 holds no transformer layer"), std::string::npos) << r.err;
+  const CliResult j = run_cli(args + " --json");
+  const nlohmann::json m = nlohmann::json::parse(j.out);
+  EXPECT_EQ(m["warnings"].size(), 2u);
+}
+
+TEST(PlausibleNonsenseCli, AnAlmostIdlePipelineIsAWarningAndABalancedOneIsNot) {
+  const std::string base = "simulate --model gpt3-1.3b --gpus 16 --pp 16 --schedule gpipe ";
+  const nlohmann::json idle = nlohmann::json::parse(run_cli(base + "--global-batch 1 --json").out);
+  ASSERT_GE(idle["bubble_rate"].get<double>(), 0.9);
+  bool bubble_warned = false;
+  for (const auto& w : idle["warnings"])
+    bubble_warned |= w.get<std::string>().find("bubble rate") != std::string::npos;
+  EXPECT_TRUE(bubble_warned) << idle["warnings"];
+  const nlohmann::json busy = nlohmann::json::parse(
+      run_cli("simulate --model gpt3-1.3b --gpus 4 --pp 4 --schedule gpipe --global-batch 64 "
+              "--json")
+          .out);
+  EXPECT_TRUE(busy["warnings"].empty()) << busy["warnings"];
+}
+
+TEST(PlausibleNonsenseCli, ExploreWarnsWhenEvenItsBestPlanIsIdle) {
+  const CliResult r = run_cli(
+      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 1 --pp 16 --tp 1 "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("jaxpp-sim explore: warning: the best configuration idles"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["warnings"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
