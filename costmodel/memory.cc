@@ -24,8 +24,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
       compute_stage_work(model, partition, config.microbatch_size, config.recompute);
   const OperatorCost op(model, config, cluster);
   const double tp = config.tp;
-  const double optimizer_shards =
-      config.zero1 ? static_cast<double>(config.dp) * std::max(1, config.cp) : 1.0;
+  const double shards = optimizer_shards(config);
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   mem.stash_bytes_per_stage.resize(work.size());
@@ -36,8 +35,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
     a.grad_bytes += std::llround(params * cluster.grad_bytes_per_param);
-    a.optimizer_bytes +=
-        std::llround(params * cluster.optimizer_state_bytes_per_param / optimizer_shards);
+    a.optimizer_bytes += std::llround(params * cluster.optimizer_state_bytes_per_param / shards);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);

@@ -141,33 +141,32 @@ double OperatorCost::tp_allreduce_s(double bytes) const {
 
 double OperatorCost::tp_gather_s(double bytes) const { return tp_allreduce_s(bytes) / 2; }
 
-double OperatorCost::attention_forward_s(const AttentionWork& a) const {
+double OperatorCost::attention_s(const LayerKernels& k, bool forward) const {
+  const AttentionWork& a = k.attention;
   const double tp = config_.tp, cp = std::max(1, config_.cp);
   const double s = model_.tokens_per_sequence();
   const double heads = a.heads / tp;
+  if (config_.attention == AttentionKernel::kUnfused) {
+    const double d = a.head_dim;
+    const double rows = config_.microbatch_size * heads * s;
+    const double traffic = rows * s * k.scores_traffic_bytes_per_head_key;
+    // Forward: QK^T, softmax(+dropout), attention·V. Backward: dP = dO·V^T, dV = P^T·dO,
+    // dQ = dS·K, dK = dS^T·Q; softmax and dropout gradients.
+    if (forward) return gemm_s(rows, s, d) + gemm_s(rows, d, s) + elementwise_s(traffic);
+    return gemm_s(rows, s, d) + 3 * gemm_s(rows, d, s) + elementwise_s(2 * traffic);
+  }
   const double causal = a.causal ? 0.5 : 1.0;
   // Per device: its m query tokens against all s keys, causal-halved (cp ranks balance the
   // causal work with 2·cp chunks).
-  const double flops = tokens_ * a.fwd_flops_per_token(s) / tp * causal;
-  if (cluster_.attention_efficiency_forward <= 0) return curve_s(flops);
+  const double flops =
+      (forward ? 1.0 : kFlashBackwardFlops) * tokens_ * a.fwd_flops_per_token(s) / tp * causal;
+  const double efficiency =
+      forward ? cluster_.attention_efficiency_forward : cluster_.attention_efficiency_backward;
+  if (efficiency <= 0) return curve_s(flops);
   const double blocks = config_.microbatch_size * heads * std::ceil(s / cp / kAttentionBlockRows);
   const double keys = s * causal;
-  const double e = cluster_.attention_efficiency_forward * wave_util(blocks, cluster_.num_sms) *
-                   keys / (keys + kAttentionHalfKeys);
-  return flops / (attention_peak_ * e) + cluster_.kernel_overhead_s;
-}
-
-double OperatorCost::attention_backward_s(const AttentionWork& a) const {
-  const double tp = config_.tp, cp = std::max(1, config_.cp);
-  const double s = model_.tokens_per_sequence();
-  const double causal = a.causal ? 0.5 : 1.0;
-  const double flops = kFlashBackwardFlops * tokens_ * a.fwd_flops_per_token(s) / tp * causal;
-  if (cluster_.attention_efficiency_backward <= 0) return curve_s(flops);
-  const double blocks =
-      config_.microbatch_size * (a.heads / tp) * std::ceil(s / cp / kAttentionBlockRows);
-  const double keys = s * causal;
-  const double e = cluster_.attention_efficiency_backward * wave_util(blocks, cluster_.num_sms) *
-                   keys / (keys + kAttentionHalfKeys);
+  const double e =
+      efficiency * wave_util(blocks, cluster_.num_sms) * keys / (keys + kAttentionHalfKeys);
   return flops / (attention_peak_ * e) + cluster_.kernel_overhead_s;
 }
 
@@ -206,17 +205,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   if (pass == Pass::kRecompute) {
     if (rc == Recompute::kNone || work.kind != LayerKind::kTransformer) return out;
-    if (rc == Recompute::kSelective) {
-      if (config_.attention == AttentionKernel::kFlash) {
-        out.attention_s = attention_forward_s(k.attention);
-        return out;
-      }
-      // Unfused: recompute QK^T, softmax(+dropout) and attention·V.
-      const double heads = k.attention.heads / tp, d = k.attention.head_dim;
-      const double s = model_.tokens_per_sequence();
-      const double rows = config_.microbatch_size * heads * s;
-      out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
-                        elementwise_s(rows * s * k.scores_traffic_bytes_per_head_key);
+    if (rc == Recompute::kSelective) {  // the attention core's forward again
+      out.attention_s = attention_s(k, /*forward=*/true);
       return out;
     }
     // Full: the forward again.
@@ -264,23 +254,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   // Attention core.
   if (k.has_attention) {
-    if (config_.attention == AttentionKernel::kFlash) {
-      out.attention_s = pass == Pass::kForward ? attention_forward_s(k.attention)
-                                               : attention_backward_s(k.attention);
-    } else {
-      const double heads = k.attention.heads / tp, d = k.attention.head_dim;
-      const double s = model_.tokens_per_sequence();
-      const double rows = config_.microbatch_size * heads * s;
-      const double scores = rows * s;
-      if (pass == Pass::kForward) {
-        out.attention_s = gemm_s(rows, s, d) + gemm_s(rows, d, s) +
-                          elementwise_s(scores * k.scores_traffic_bytes_per_head_key);
-      } else {
-        // dP = dO·V^T, dV = P^T·dO, dQ = dS·K, dK = dS^T·Q; softmax and dropout gradients.
-        out.attention_s = gemm_s(rows, s, d) + 3 * gemm_s(rows, d, s) +
-                          elementwise_s(2 * scores * k.scores_traffic_bytes_per_head_key);
-      }
-    }
+    out.attention_s = attention_s(k, pass == Pass::kForward);
     // Ring attention: cp − 1 steps, each overlapping one block's compute.
     const int cp = std::max(1, config_.cp);
     if (cp > 1) {
@@ -354,9 +328,7 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
           layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
     b.fused_backward_hidden_s += hidden;
   }
-  const double shards =
-      config_.zero1 ? static_cast<double>(config_.dp) * std::max(1, config_.cp) : 1.0;
-  const double local_params = params / config_.tp / shards;
+  const double local_params = params / config_.tp / optimizer_shards(config_);
   const double hbm_eff = cluster_.num_sms > 0 ? cluster_.hbm_efficiency : 1.0;
   b.optimizer_s = local_params * cluster_.optimizer_traffic_bytes_per_param /
                   (cluster_.hbm_bandwidth_bytes_per_s * hbm_eff);

@@ -46,6 +46,7 @@
 //   double f = b.pass[static_cast<int>(Pass::kForward)].total_s();
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -79,6 +80,11 @@ struct StageBreakdown {
   const PassBreakdown& at(Pass p) const { return pass[static_cast<int>(p)]; }
 };
 
+// Devices the optimizer state is sharded over: dp · cp with the distributed optimizer, else 1.
+inline int optimizer_shards(const ParallelConfig& c) {
+  return c.zero1 ? c.dp * std::max(1, c.cp) : 1;
+}
+
 class OperatorCost {
  public:
   // InputError when the configuration cannot run the model (cp > 1 with unfused attention, cp
@@ -110,15 +116,15 @@ class OperatorCost {
   PassBreakdown layer_pass(int layer, Pass pass, double* fused_hidden_s) const;
   double compute_stash_bytes(int layer) const;
   double elementwise_s(double bytes) const;
-  double attention_forward_s(const AttentionWork& a) const;
-  double attention_backward_s(const AttentionWork& a) const;
+  // The attention core of one pass (forward or backward), flash or unfused per the config.
+  double attention_s(const LayerKernels& k, bool forward) const;
   double curve_s(double flops) const;  // custom work: flops / (peak · eff(flops))
 
   const ModelSpec& model_;
   ParallelConfig config_;
   const ClusterSpec& cluster_;
-  double peak_ = 0;            // GEMMs, FLOP/s in the model's dtype
-  double attention_peak_ = 0;  // attention: 16-bit even for FP8 models
+  double peak_ = 0;                    // GEMMs, FLOP/s in the model's dtype
+  double attention_peak_ = 0;          // attention: 16-bit even for FP8 models
   double tokens_ = 0;                  // m: tokens of one microbatch on one device
   double db_ = 2;                      // bytes per activation element
   std::vector<LayerKernels> kernels_;  // per layer
