@@ -31,10 +31,18 @@ if(NOT JAXPP_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE} CACHE FILEPATH "nvcc")
     check_language(CUDA)
     if(CMAKE_CUDA_COMPILER)
-      # Before enable_language, which would otherwise pick nvcc's default. Turing (the oldest GPU
-      # CUDA 13 supports), Ampere and Hopper machine code, plus Hopper PTX for newer GPUs.
+      # Before enable_language, which would otherwise pick nvcc's default. Machine code for Turing
+      # (the oldest GPU CUDA 13 supports), Ampere, Hopper, Blackwell data centre (B200/GB200;
+      # B300 runs it too) and Blackwell workstation (RTX 50xx / RTX PRO), plus Hopper PTX, which
+      # the driver compiles for any newer GPU without machine code here (Thor, future ones).
+      # Each architecture adds about 1 s of CPU to kernels.cu (docs/cuda.md).
       if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
-        set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90)
+        set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90 100-real 120-real)
+      endif()
+      # One CUDA runtime in the process: the shared libcudart that CUDA::cudart, cuBLAS and NCCL
+      # use, not a second, static copy in the objects nvcc links (CMake's default for nvcc).
+      if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
+        set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
       endif()
       enable_language(CUDA)
       # CMake before 3.26 does not know nvcc's C++20 flag (nvcc has it since CUDA 12.0).

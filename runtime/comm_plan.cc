@@ -79,6 +79,17 @@ int assign_device(int local_rank, int local_workers, int device_count) {
   return local_rank % device_count;
 }
 
+int device_of_rank(int local_rank, int local_workers, int visible_devices) {
+  if (visible_devices >= local_workers) return local_rank;
+  if (visible_devices == 1) return 0;
+  throw RuntimeFailure("--backend cuda: one GPU per worker: rank " + std::to_string(local_rank) +
+                       " of " + std::to_string(local_workers) + " MPI ranks on this host sees " +
+                       std::to_string(visible_devices) + " GPUs; let every rank see all " +
+                       std::to_string(local_workers) +
+                       " GPUs or exactly one (CUDA_VISIBLE_DEVICES per rank, Slurm "
+                       "--gpus-per-task=1)");
+}
+
 bool launched_by_mpi_launcher(const std::function<const char*(const char*)>& get_env) {
   auto env = get_env ? get_env : [](const char* n) -> const char* { return std::getenv(n); };
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})

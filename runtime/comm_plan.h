@@ -12,8 +12,11 @@
 // Links are sorted by (replica, src, dst), replica groups by actor. Worker id = replica *
 // num_actors + actor, as in runtime/backend.h.
 //
-// Devices: a worker uses GPU `local_rank mod device_count`, where local_rank counts the workers
-// of its host; assign_device throws RuntimeFailure when the host has fewer GPUs than workers.
+// Devices: one process driving every worker of its host (threads) gives worker w GPU w
+// (assign_device). Under an MPI launcher each process is one worker and device_of_rank decides:
+// the process's local rank when it sees at least one GPU per local worker, GPU 0 when it sees
+// exactly one (the launcher gave each rank its own GPU: CUDA_VISIBLE_DEVICES per rank, Slurm
+// --gpus-per-task=1), otherwise a RuntimeFailure naming both counts.
 //
 // LinkHeader: every message on a link is a fixed 24-byte header (ready time, key, element count)
 // followed by `count` fp64 values when count > 0; check_link_header rejects a header whose key is
@@ -55,9 +58,19 @@ struct CommPlan {
 
 CommPlan make_comm_plan(const Program& program, int num_replicas);
 
-// GPU of the worker with host-local index `local_rank` among `local_workers` workers on a host
-// with `device_count` GPUs. RuntimeFailure "... needs N GPUs on this host, found M" otherwise.
+// One process drives all `local_workers` workers of its host, one thread each: GPU of the worker
+// with host-local index `local_rank` among `device_count` visible GPUs. RuntimeFailure "...
+// N workers on this host need N GPUs, found M" when there are fewer GPUs than workers.
 int assign_device(int local_rank, int local_workers, int device_count);
+
+// One process per worker (MPI launcher): GPU of the process with host-local rank `local_rank`
+// among `local_workers` processes of its host, when it sees `visible_devices` GPUs:
+//   visible_devices >= local_workers   local_rank (every rank sees the host's GPUs)
+//   visible_devices == 1               0 (the launcher bound this rank to its own GPU)
+//   otherwise                          RuntimeFailure naming both counts and the two remedies
+// Two ranks given the same single GPU are not detected here; NCCL refuses them when the
+// communicators are created ("Duplicate GPU detected").
+int device_of_rank(int local_rank, int local_workers, int visible_devices);
 
 // True when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or
 // MPI_LOCALNRANKS set); `get_env` defaults to std::getenv.

@@ -120,7 +120,14 @@ class WorkerRun {
     Message message;
     message.data = workload_.take_output(ins.tasks.at(0), step_);
     message.ready_at_s = start + workload_.emulated_s(ins);
-    if (ins.tag != options_.drop_tag) backend_.send_message(ins.peer, key(i), std::move(message));
+    if (ins.tag != options_.drop_tag) {
+      try {
+        backend_.send_message(ins.peer, key(i), std::move(message));
+      } catch (const RuntimeFailure& e) {  // a device backend may time out or fail posting it
+        check_abort();
+        throw RuntimeFailure(where(i) + ": " + e.what());
+      }
+    }
     finish(i, start, backend_.now_s());
   }
 

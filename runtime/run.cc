@@ -191,7 +191,7 @@ std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* c
   CommPlan plan = make_comm_plan(program, o.dp);
   auto body = [&](Backend& host, int device, const std::vector<cuda::NcclId>& ids) {
     int worker = plan.worker(host.actor(), host.replica());
-    cuda::Worker w(host, device, worker, plan, ids, o.timeout_s);
+    cuda::Worker w(host, device, worker, plan, ids, o.timeout_s, o.emulated ? nullptr : &mlp);
     return run_one(program, cost, o, mlp, eo, w.backend(), w.device());
   };
   if (!launched_by_mpi_launcher()) {
@@ -206,7 +206,7 @@ std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* c
       P, o.dp,
       [&](Backend& host) {
         auto [local_rank, local_size] = mpi_local_rank_and_size();
-        int device = assign_device(local_rank, local_size, devices);
+        int device = device_of_rank(local_rank, local_size, devices);
         std::vector<cuda::NcclId> ids(plan.comms.size());
         if (MpiSession::get().rank() == 0) ids = cuda::make_nccl_ids(plan.comms.size());
         MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(cuda::NcclId)), MPI_BYTE, 0,

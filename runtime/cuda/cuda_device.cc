@@ -29,6 +29,7 @@ CudaDevice::CudaDevice(int device_index) : index_(device_index) {
   JAXPP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index_));
   uint64_t keep_all = UINT64_MAX;
   JAXPP_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  load_kernels();  // before any NCCL kernel can be in flight (kernels.h)
   JAXPP_CUBLAS_CHECK(cublasCreate(&blas_));
   JAXPP_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
   JAXPP_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));

@@ -13,7 +13,8 @@
 //
 // No device-wide synchronizing call (cudaMalloc, cudaFree, cudaDeviceSynchronize) is made between
 // construction and destruction, so NCCL kernels waiting on other streams cannot deadlock the host.
-// cuBLAS gets a workspace at construction for the same reason.
+// cuBLAS gets a workspace at construction for the same reason, and the project's kernels are
+// loaded then (load_kernels, kernels.h), not at their first launch.
 //
 // Threading: construct, use and destroy a CudaDevice on one thread; the constructor makes its
 // GPU the thread's current device. Every DeviceArray it allocated must be released before it is

@@ -63,6 +63,16 @@ __global__ void write_link_header_kernel(LinkHeader* dst, LinkHeader header) { *
 
 }  // namespace
 
+void load_kernels() {
+  cudaFuncAttributes attributes{};
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, gelu_kernel));
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, gelu_backward_kernel));
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, mse_loss_kernel));
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sgd_kernel));
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, adam_kernel));
+  JAXPP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, write_link_header_kernel));
+}
+
 void launch_gelu(const double* u, double* a, size_t n, cudaStream_t stream) {
   gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(u, a, n);
   JAXPP_CUDA_CHECK_LAUNCH();

@@ -23,6 +23,10 @@ void launch_mse_loss(const double* y, const double* t, double scale, double* dy,
 void launch_sgd(double* p, const double* g, double lr, size_t n, cudaStream_t stream);
 void launch_adam(double* p, const double* g, double* m, double* v, const AdamStep& step, size_t n,
                  cudaStream_t stream);
+// Loads every kernel of kernels.cu on the current device (cudaFuncGetAttributes on each), so none
+// is loaded on first launch, when under lazy module loading it may need a context
+// synchronisation that a spinning NCCL kernel would block. CudaDevice calls it at construction.
+void load_kernels();
 // *dst = header (one thread); kernel arguments are copied at launch, so no host buffer must
 // outlive the call.
 void launch_write_link_header(LinkHeader* dst, LinkHeader header, cudaStream_t stream);

@@ -28,6 +28,30 @@ std::string seconds(double s) {
 
 void pause() { std::this_thread::sleep_for(kPollInterval); }
 
+// An ncclGroupStart that is always closed. end() closes it and checks ncclGroupEnd (which may
+// answer ncclInProgress on non-blocking communicators); when a throw leaves the scope first, the
+// destructor closes it, so the thread's group depth returns to zero and the ncclCommAbort that
+// follows the failure is not queued into a group that never ends.
+class NcclGroup {
+ public:
+  NcclGroup() { JAXPP_NCCL_CHECK(ncclGroupStart()); }
+  ~NcclGroup() {
+    if (!open_) return;
+    ncclResult_t r = ncclGroupEnd();
+    if (r != ncclSuccess && r != ncclInProgress)
+      warn(__FILE__, __LINE__, "ncclGroupEnd() while unwinding", ncclGetErrorString(r));
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void end() {
+    open_ = false;
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
 }  // namespace
 
 std::vector<NcclId> make_nccl_ids(size_t count) {
@@ -60,27 +84,10 @@ void NcclBackend::create_communicators(const std::vector<NcclId>& ids) {
   int me = plan_.worker(actor(), replica());
   std::vector<int> mine = plan_.comms_of(me);
   comms_.resize(mine.size());
-  // Kept alive until ncclGroupEnd, which may still read them.
-  std::vector<ncclUniqueId> unique_ids(mine.size());
-  std::vector<ncclConfig_t> configs(mine.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
-  JAXPP_NCCL_CHECK(ncclGroupStart());
+  // Streams, header slots and events first: no allocation once an NCCL call was made.
   for (size_t i = 0; i < mine.size(); ++i) {
-    const CommSpec& spec = plan_.comms[mine[i]];
-    int rank = static_cast<int>(std::find(spec.workers.begin(), spec.workers.end(), me) -
-                                spec.workers.begin());
-    std::memcpy(&unique_ids[i], ids[mine[i]].data(), sizeof(ncclUniqueId));
-    configs[i].blocking = 0;  // initialisation and every later call may answer ncclInProgress
     comms_[i].plan_index = mine[i];
-    JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommInitRankConfig(
-        &comms_[i].comm, static_cast<int>(spec.workers.size()), unique_ids[i], rank, &configs[i]));
-  }
-  JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
-  std::vector<ncclComm_t> all;
-  for (const Comm& c : comms_) all.push_back(c.comm);
-  wait_ready(all, "creating the NCCL communicators");
-
-  for (size_t i = 0; i < comms_.size(); ++i) {
-    const CommSpec& spec = plan_.comms[comms_[i].plan_index];
+    const CommSpec& spec = plan_.comms[mine[i]];
     if (spec.kind == CommSpec::Kind::kReplicas) {
       replica_comm_ = static_cast<int>(i);
       JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&allreduce_stream_, cudaStreamNonBlocking));
@@ -88,14 +95,13 @@ void NcclBackend::create_communicators(const std::vector<NcclId>& ids) {
       continue;
     }
     if (spec.src == actor()) {
-      OutLink link;
+      OutLink& link = out_links_.emplace_back();
       link.comm = static_cast<int>(i);
       link.peer = spec.dst;
       JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
       JAXPP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&link.header), sizeof(LinkHeader)));
-      out_links_.push_back(std::move(link));
     } else {
-      InLink link;
+      InLink& link = in_links_.emplace_back();
       link.comm = static_cast<int>(i);
       link.peer = spec.src;
       JAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
@@ -104,9 +110,25 @@ void NcclBackend::create_communicators(const std::vector<NcclId>& ids) {
       JAXPP_CUDA_CHECK(
           cudaMallocHost(reinterpret_cast<void**>(&link.header_host), sizeof(LinkHeader)));
       JAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&link.header_arrived, cudaEventDisableTiming));
-      in_links_.push_back(std::move(link));
     }
   }
+  // Kept alive until ncclGroupEnd, which may still read them.
+  std::vector<ncclUniqueId> unique_ids(mine.size());
+  std::vector<ncclConfig_t> configs(mine.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
+  NcclGroup group;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const CommSpec& spec = plan_.comms[mine[i]];
+    int rank = static_cast<int>(std::find(spec.workers.begin(), spec.workers.end(), me) -
+                                spec.workers.begin());
+    std::memcpy(&unique_ids[i], ids[mine[i]].data(), sizeof(ncclUniqueId));
+    configs[i].blocking = 0;  // initialisation and every later call may answer ncclInProgress
+    JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommInitRankConfig(
+        &comms_[i].comm, static_cast<int>(spec.workers.size()), unique_ids[i], rank, &configs[i]));
+  }
+  group.end();
+  std::vector<ncclComm_t> all;
+  for (const Comm& c : comms_) all.push_back(c.comm);
+  wait_ready(all, "creating the NCCL communicators");
 }
 
 // One byte over every link and one value over the replica communicator, in one group: the
@@ -115,7 +137,9 @@ void NcclBackend::connect_links() {
   connect_scratch_ = device_.zeros(1);
   DeviceArray& scratch = connect_scratch_;
   std::vector<cudaStream_t> streams;
-  JAXPP_NCCL_CHECK(ncclGroupStart());
+  if (replica_comm_ >= 0)
+    device_.order_before(allreduce_stream_);  // `scratch` was zeroed on the compute stream
+  NcclGroup group;
   for (OutLink& link : out_links_) {
     JAXPP_NCCL_CHECK_NONBLOCKING(
         ncclSend(link.header, 1, ncclUint8, kReceiverRank, comms_[link.comm].comm, link.stream));
@@ -127,13 +151,12 @@ void NcclBackend::connect_links() {
     streams.push_back(link.stream);
   }
   if (replica_comm_ >= 0) {
-    device_.order_before(allreduce_stream_);  // `scratch` was zeroed on the compute stream
     JAXPP_NCCL_CHECK_NONBLOCKING(ncclAllReduce(scratch.data(), scratch.data(), 1, ncclFloat64,
                                                ncclSum, comms_[replica_comm_].comm,
                                                allreduce_stream_));
     streams.push_back(allreduce_stream_);
   }
-  JAXPP_NCCL_CHECK_NONBLOCKING(ncclGroupEnd());
+  group.end();
   std::vector<ncclComm_t> all;
   for (const Comm& c : comms_) all.push_back(c.comm);
   wait_ready(all, "connecting the NCCL links");
@@ -265,19 +288,22 @@ void NcclBackend::send_message(int peer, int64_t key, Message message) {
   if (!data.on_host() && data.device() != &device_)
     throw std::logic_error("NcclBackend::send_message: tensor of another device");
   LinkHeader header{message.ready_at_s, key, static_cast<int64_t>(data.size())};
+  Send send;
+  send.key = key;
+  send.done = take_event();
   device_.order_before(link.stream);  // the tensor was produced on the compute stream
   launch_write_link_header(link.header, header, link.stream);
+  // Header and payload in one group: one enqueue (one NCCL progress thread on a non-blocking
+  // communicator) and one readiness wait per message instead of two.
+  NcclGroup group;
   JAXPP_NCCL_CHECK_NONBLOCKING(
       ncclSend(link.header, sizeof(LinkHeader), ncclUint8, kReceiverRank, comm, link.stream));
-  wait_ready({comm}, "sending to actor " + std::to_string(peer));
-  if (!data.empty()) {
+  if (!data.empty())
     JAXPP_NCCL_CHECK_NONBLOCKING(
         ncclSend(data.data(), data.size(), ncclFloat64, kReceiverRank, comm, link.stream));
-    wait_ready({comm}, "sending to actor " + std::to_string(peer));
-  }
-  Send send;
+  group.end();
+  wait_ready({comm}, "sending key " + std::to_string(key) + " to actor " + std::to_string(peer));
   send.data = std::move(data);
-  send.done = take_event();
   JAXPP_CUDA_CHECK(cudaEventRecord(send.done, link.stream));
   link.in_flight.push_back(std::move(send));
   progress();
@@ -289,8 +315,17 @@ int NcclBackend::post_message_recv(int peer, int64_t key) {
   Recv recv;
   recv.link = index;
   recv.key = key;
-  recvs_.push_back(std::move(recv));
-  int handle = static_cast<int>(recvs_.size()) - 1;
+  // Handles are slots, reused once their message was taken: recvs_ holds at most the receives
+  // outstanding at once, not every receive of the run.
+  int handle = -1;
+  if (free_recvs_.empty()) {
+    recvs_.push_back(std::move(recv));
+    handle = static_cast<int>(recvs_.size()) - 1;
+  } else {
+    handle = free_recvs_.back();
+    free_recvs_.pop_back();
+    recvs_[handle] = std::move(recv);
+  }
   link.queued.push_back(handle);
   progress(link);
   return handle;
@@ -351,6 +386,9 @@ void NcclBackend::reap_sends() {
 bool NcclBackend::test_message(int handle, Message* message) {
   progress();
   Recv& recv = recvs_.at(handle);
+  if (recv.state == RecvState::kTaken)
+    throw std::logic_error("NcclBackend::test_message: handle " + std::to_string(handle) +
+                           " was already taken");
   if (recv.state == RecvState::kPayload && event_done(recv.done)) {
     give_event(recv.done);
     recv.done = nullptr;
@@ -359,6 +397,7 @@ bool NcclBackend::test_message(int handle, Message* message) {
   if (recv.state != RecvState::kDone) return false;
   *message = std::move(recv.message);
   recv.state = RecvState::kTaken;
+  free_recvs_.push_back(handle);
   return true;
 }
 
@@ -428,9 +467,14 @@ NcclBackend::~NcclBackend() {
       };
       while (sends_pending()) {
         reap_sends();
-        if (now_s() > deadline) throw RuntimeFailure("sends still in flight at the end of the run");
+        if (now_s() > deadline) throw RuntimeFailure(pending_sends_message());
         pause();
       }
+      // No kernel of this worker is left on any of its streams, and every worker got that far,
+      // before any communicator is finalized or any memory freed: in one process (threads mode)
+      // a worker's ncclCommDestroy or cudaFree must not overtake another worker's NCCL kernels.
+      synchronize_streams();
+      control_.barrier(timeout_s_);
       std::vector<ncclComm_t> all;
       for (Comm& c : comms_) {
         JAXPP_NCCL_CHECK_NONBLOCKING(ncclCommFinalize(c.comm));
@@ -451,10 +495,32 @@ NcclBackend::~NcclBackend() {
   release_resources();
 }
 
+std::string NcclBackend::pending_sends_message() const {
+  for (const OutLink& link : out_links_) {
+    if (link.in_flight.empty()) continue;
+    const Send& oldest = link.in_flight.front();
+    return "the send of key " + std::to_string(oldest.key) + " to actor " +
+           std::to_string(link.peer) + " (" + std::to_string(link.in_flight.size()) +
+           " sends on that link) did not complete within " + seconds(timeout_s_) +
+           " s after the run (the receiver never took it)";
+  }
+  return "no send pending";
+}
+
+void NcclBackend::synchronize_streams() {
+  device_.synchronize();
+  for (const OutLink& link : out_links_) JAXPP_CUDA_CHECK(cudaStreamSynchronize(link.stream));
+  for (const InLink& link : in_links_) JAXPP_CUDA_CHECK(cudaStreamSynchronize(link.stream));
+  if (allreduce_stream_ != nullptr) JAXPP_CUDA_CHECK(cudaStreamSynchronize(allreduce_stream_));
+}
+
 // After the communicators are finalized or aborted no NCCL kernel can hold a stream any more.
+// A link whose creation failed half-way has null members, which are skipped.
 void NcclBackend::release_resources() {
-  for (OutLink& link : out_links_) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
-  for (InLink& link : in_links_) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
+  for (OutLink& link : out_links_)
+    if (link.stream != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
+  for (InLink& link : in_links_)
+    if (link.stream != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(link.stream));
   if (allreduce_stream_ != nullptr)
     JAXPP_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(allreduce_stream_));
   connect_scratch_.reset();
@@ -462,19 +528,21 @@ void NcclBackend::release_resources() {
     for (Send& s : link.in_flight) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(s.done));
     link.in_flight.clear();
     JAXPP_CUDA_CHECK_NOTHROW(cudaFree(link.header));
-    JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
+    if (link.stream != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
   }
   out_links_.clear();
   for (InLink& link : in_links_) {
     JAXPP_CUDA_CHECK_NOTHROW(cudaFree(link.header_device));
     JAXPP_CUDA_CHECK_NOTHROW(cudaFreeHost(link.header_host));
-    JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(link.header_arrived));
-    JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
+    if (link.header_arrived != nullptr)
+      JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(link.header_arrived));
+    if (link.stream != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(link.stream));
   }
   in_links_.clear();
   for (Recv& r : recvs_)
     if (r.done != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(r.done));
   recvs_.clear();
+  free_recvs_.clear();
   for (cudaEvent_t e : free_events_) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
   free_events_.clear();
   if (allreduce_done_ != nullptr) JAXPP_CUDA_CHECK_NOTHROW(cudaEventDestroy(allreduce_done_));

@@ -8,16 +8,21 @@
 // Communicators and streams (runtime/comm_plan.h): one 2-rank communicator per directed link the
 // program sends on, each with its own CUDA stream on both ends (the program's send stream and
 // recv stream per peer), plus one communicator over the replicas of this actor with its own
-// stream for the all-reduce. All are created non-blocking (ncclConfig_t::blocking = 0) inside one
-// ncclGroupStart/End, polled until ready within `timeout_s`, and then every link is connected by a
-// one-byte exchange, so later calls do not wait for a peer on the host.
+// stream for the all-reduce. Streams, header slots and events are allocated first; then the
+// communicators are created non-blocking (ncclConfig_t::blocking = 0) inside one
+// ncclGroupStart/End, polled until ready within `timeout_s`, and every link is connected by a
+// one-byte exchange, so later calls do not wait for a peer on the host. Every group is an
+// NcclGroup scope (nccl_backend.cc), closed even when a call inside it throws.
 //
 // A message on a link is a LinkHeader (ready time, key, count) followed by `count` fp64 values.
 // The sender writes the header with a one-thread kernel into the link's device header slot,
-// then ncclSend(header), ncclSend(payload) on the link stream, after waiting for the compute
-// stream (the payload was produced there). The receiver posts ncclRecv(header) and copies it to
-// pinned host memory; when the host sees it (event), it checks the key (a dropped or reordered
-// message is an error), allocates the payload and posts ncclRecv(payload). Receives of one link
+// then posts ncclSend(header) and ncclSend(payload) in one group on the link stream, after
+// waiting for the compute stream (the payload was produced there). The receiver posts
+// ncclRecv(header) when the receive is posted and copies it to pinned host memory; when the host
+// sees it (event), it checks the key (a dropped or reordered message is an error), allocates the
+// payload and posts ncclRecv(payload): the receiver cannot group the two, as the payload's size
+// is in the header (and grouping a payload with the next header would hold the payload until the
+// next message arrives). Receives of one link
 // are served in posting order, which is the order of the sends (check_program). Progress is made
 // whenever the executor calls into the backend.
 //
@@ -26,10 +31,12 @@
 // handed to the workload only after its ncclRecv completed.
 //
 // Timeouts and faults: waits poll CUDA events against the deadline, the control backend's abort
-// flag and ncclCommGetAsyncError of every communicator. A wait that expires returns false (the
-// executor names the actor and instruction); an NCCL error throws CudaError. abort() and a
-// destructor that finds unfinished work or a failed run call ncclCommAbort on every communicator;
-// a clean run finalizes them (ncclCommFinalize) instead.
+// flag and ncclCommGetAsyncError of every communicator. A wait that expires returns false or
+// throws RuntimeFailure (the executor adds the actor and instruction, sends included); an NCCL
+// error throws CudaError. abort() and a destructor that finds unfinished work or a failed run
+// call ncclCommAbort on every communicator. A clean run waits for its sends, synchronizes all its
+// streams, meets every other worker at a control-plane barrier, and only then finalizes
+// (ncclCommFinalize, polled), destroys the communicators and frees memory.
 //
 // `ids` holds one ncclUniqueId per communicator of `plan` (make_nccl_ids, runtime/cuda/cuda_run.h),
 // the same bytes on every worker.
@@ -89,6 +96,7 @@ class NcclBackend : public Backend {
     ncclComm_t comm = nullptr;
   };
   struct Send {
+    int64_t key = 0;   // named when it never completes
     DeviceArray data;  // kept until `done`
     cudaEvent_t done = nullptr;
   };
@@ -133,6 +141,10 @@ class NcclBackend : public Backend {
   OutLink& out_link(int peer);
   InLink& in_link(int peer, int* index);
   std::string comm_name(int comm) const;
+  // "the send of key K to actor P ... did not complete": the oldest send still in flight.
+  std::string pending_sends_message() const;
+  // Waits for the compute stream and every link and all-reduce stream of this worker.
+  void synchronize_streams();
   void abort_communicators();
   void release_resources();
 
@@ -147,7 +159,8 @@ class NcclBackend : public Backend {
   cudaStream_t allreduce_stream_ = nullptr;
   cudaEvent_t allreduce_done_ = nullptr;
   DeviceArray connect_scratch_;  // the value reduced by connect_links
-  std::vector<Recv> recvs_;      // by handle
+  std::vector<Recv> recvs_;      // by handle; a taken receive's slot is reused
+  std::vector<int> free_recvs_;  // handles of taken receives
   std::vector<cudaEvent_t> free_events_;
   bool aborted_ = false;
 };

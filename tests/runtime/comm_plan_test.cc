@@ -62,6 +62,31 @@ TEST(AssignDevice, NamesBothCountsWhenAHostHasTooFewGpus) {
   }
 }
 
+TEST(DeviceOfRank, UsesTheLocalRankWhenTheRankSeesEveryGpuOfItsHost) {
+  EXPECT_EQ(device_of_rank(5, 8, 8), 5);
+  EXPECT_EQ(device_of_rank(1, 2, 4), 1);
+}
+
+TEST(DeviceOfRank, UsesGpuZeroWhenTheRankSeesExactlyOne) {
+  // CUDA_VISIBLE_DEVICES per rank or Slurm --gpus-per-task=1: 8 ranks, each with its own GPU.
+  EXPECT_EQ(device_of_rank(0, 8, 1), 0);
+  EXPECT_EQ(device_of_rank(7, 8, 1), 0);
+  EXPECT_EQ(device_of_rank(0, 1, 1), 0);
+}
+
+TEST(DeviceOfRank, RefusesARankThatSeesSomeButTooFewGpus) {
+  try {
+    device_of_rank(3, 8, 4);
+    FAIL() << "expected a RuntimeFailure";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3 of 8 MPI ranks on this host sees 4 GPUs"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("CUDA_VISIBLE_DEVICES"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(device_of_rank(0, 2, 0), RuntimeFailure);
+}
+
 TEST(LaunchedByMpiLauncher, LooksAtTheLaunchersEnvironment) {
   std::map<std::string, const char*> env;
   auto get = [&](const char* name) -> const char* {
