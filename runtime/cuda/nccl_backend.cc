@@ -288,9 +288,6 @@ void NcclBackend::send_message(int peer, int64_t key, Message message) {
   if (!data.on_host() && data.device() != &device_)
     throw std::logic_error("NcclBackend::send_message: tensor of another device");
   LinkHeader header{message.ready_at_s, key, static_cast<int64_t>(data.size())};
-  Send send;
-  send.key = key;
-  send.done = take_event();
   device_.order_before(link.stream);  // the tensor was produced on the compute stream
   launch_write_link_header(link.header, header, link.stream);
   // Header and payload in one group: one enqueue (one NCCL progress thread on a non-blocking
@@ -303,7 +300,10 @@ void NcclBackend::send_message(int peer, int64_t key, Message message) {
         ncclSend(data.data(), data.size(), ncclFloat64, kReceiverRank, comm, link.stream));
   group.end();
   wait_ready({comm}, "sending key " + std::to_string(key) + " to actor " + std::to_string(peer));
+  Send send;
+  send.key = key;
   send.data = std::move(data);
+  send.done = take_event();
   JAXPP_CUDA_CHECK(cudaEventRecord(send.done, link.stream));
   link.in_flight.push_back(std::move(send));
   progress();
