@@ -1,8 +1,9 @@
-// jaxpp-sim run: execute a plan (or a named schedule) on threads, MPI processes or CUDA GPUs
-// and report losses, measured step time and, with --check, the difference to a sequential
-// reference (see docs/runtime.md). With --compare it also predicts the step time: with
-// --cluster (a calibrated cluster, docs/calibrate.md) from the cost model of what actually runs,
-// otherwise from the emulation cost or the task times the run measured.
+// jaxpp-sim run: execute a plan (or a named schedule, or a schedule file) on threads, MPI
+// processes or CUDA GPUs and report losses, measured step time and, with --check, the
+// differences to the independent reference and to the same-code orchestration reference (see
+// docs/runtime.md; --inject makes the check fail on purpose). With --compare it also predicts
+// the step time: with --cluster (a calibrated cluster, docs/calibrate.md) from the cost model of
+// what actually runs, otherwise from the emulation cost or the task times the run measured.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -28,8 +29,10 @@
 #include "graph/plan.h"
 #include "runtime/microbench.h"
 #include "runtime/run.h"
+#include "schedules/custom.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "schedules/validate.h"
 #include "simulator/engine.h"
 #include "simulator/plan_check.h"
 #include "trace/export.h"
@@ -48,8 +51,8 @@ struct Setup {
 Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
   Setup st;
   if (args.count("plan")) {
-    if (args.count("schedule"))
-      throw_input_error("run", "give either PLAN.json or --schedule, not both");
+    if (args.count("schedule") || args.count("schedule-file"))
+      throw_input_error("run", "give either PLAN.json or --schedule / --schedule-file, not both");
     st.plan = load_plan(args["plan"].as<std::string>());
     // Refuse a file that contradicts itself before running anything (simulator/plan_check.h).
     check_program(st.plan->program);
@@ -65,18 +68,35 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
     }
     return st;
   }
-  if (!args.count("schedule"))
-    throw_input_error("run", "expected PLAN.json or --schedule NAME --pp P --microbatches M");
-  if (!args.count("pp")) throw_input_error("--pp", "required with --schedule");
-  ScheduleParams params;
-  params.num_actors = args["pp"].as<int>();
-  params.num_microbatches = args["microbatches"].as<int>();
-  if (args.count("virtual")) {
-    const int v = args["virtual"].as<int>();
-    if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
-    params.num_stages = checked_int_product(params.num_actors, v, kMaxStages, "--pp x --virtual");
+  Schedule schedule;
+  if (args.count("schedule-file")) {
+    if (args.count("schedule"))
+      throw_input_error("run", "give either --schedule or --schedule-file, not both");
+    for (const char* flag : {"pp", "microbatches", "virtual", "fuse-steady-state", "group-size"})
+      if (args.count(flag))
+        throw_input_error(std::string("--") + flag,
+                          "not used with --schedule-file (the file fixes the schedule)");
+    const std::string path = args["schedule-file"].as<std::string>();
+    schedule = load_schedule_file(path);
+    validate_or_throw(schedule, path);
+  } else {
+    if (!args.count("schedule"))
+      throw_input_error("run",
+                        "expected PLAN.json, --schedule NAME --pp P --microbatches M or "
+                        "--schedule-file FILE");
+    if (!args.count("pp")) throw_input_error("--pp", "required with --schedule");
+    ScheduleParams params;
+    params.num_actors = args["pp"].as<int>();
+    params.num_microbatches = args["microbatches"].as<int>();
+    params.fuse_steady_state = args.count("fuse-steady-state") > 0;
+    params.group_size = args["group-size"].as<int>();
+    if (args.count("virtual")) {
+      const int v = args["virtual"].as<int>();
+      if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
+      params.num_stages = checked_int_product(params.num_actors, v, kMaxStages, "--pp x --virtual");
+    }
+    schedule = generate_schedule(args["schedule"].as<std::string>(), params);
   }
-  Schedule schedule = generate_schedule(args["schedule"].as<std::string>(), params);
   LoweringOptions lo;
   int64_t act = static_cast<int64_t>(mlp.seq) * mlp.hidden * 8;
   lo.activation_bytes.assign(schedule.num_stages, act);
@@ -90,6 +110,27 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
         uniform_stage_times(st.program.num_stages, 1e-3, 1e-3, 1e-3, 0));
   }
   return st;
+}
+
+// Replicas of a plan run: the plan's config.dp. An explicit --dp, or the world size under
+// mpirun (actors x replicas processes), must agree with it.
+int plan_dp(const Plan& plan, const std::string& path, const cxxopts::ParseResult& args,
+            const std::optional<MpiWorld>& world) {
+  const int dp = plan.config.dp;
+  if (args.count("dp") && args["dp"].as<int>() != dp) {
+    throw_input_error(path, "config.dp is " + std::to_string(dp) + ", but --dp is " +
+                                std::to_string(args["dp"].as<int>()));
+  }
+  if (world) {
+    const int actors = plan.program.num_actors;
+    if (world->size != actors * dp) {
+      throw_input_error(path, "config.dp is " + std::to_string(dp) + " (" + std::to_string(actors) +
+                                  " actors x " + std::to_string(dp) + " replicas = " +
+                                  std::to_string(actors * dp) + " processes), but mpirun started " +
+                                  std::to_string(world->size) + " processes");
+    }
+  }
+  return dp;
 }
 
 // StageTimesCost from the measured task durations of a run (per stage means).
@@ -169,6 +210,17 @@ Prediction predict(const Setup& st, const RunOptions& ro, const RunResult& r,
   return p;
 }
 
+nlohmann::json check_to_json(const CheckResult& c) {
+  return {{"passed", c.passed},
+          {"rel_tolerance", c.rel_tolerance},
+          {"bit_exact", c.rel_tolerance == 0},
+          {"max_abs_diff_loss", c.max_abs_diff_loss},
+          {"max_abs_diff_weights", c.max_abs_diff_weights},
+          {"max_rel_diff_loss", c.max_rel_diff_loss},
+          {"max_rel_diff_weights", c.max_rel_diff_weights},
+          {"first_difference", c.first_difference}};
+}
+
 // The measured step whose time is the median (the one the report shows).
 int median_step(const RunResult& r, int warmup) {
   if (r.step_times_s.empty()) return warmup;
@@ -190,7 +242,8 @@ int run_run(int argc, char** argv) {
       ("compute", "real | emulated", cxxopts::value<std::string>()->default_value("real"))
       ("steps", "measured training steps", cxxopts::value<int>()->default_value("3"))
       ("warmup", "warm-up steps before the measured ones", cxxopts::value<int>()->default_value("1"))
-      ("check", "compare losses and weights with a sequential single-actor reference")
+      ("check", "compare losses and weights with the independent sequential reference (and, bit for bit, with the same-code orchestration reference)")
+      ("inject", "numerical fault for --check to catch: corrupt-grad | skip-accumulate | stale-weight", cxxopts::value<std::string>())
       ("trace", "write the measured trace (trace JSON) to FILE", cxxopts::value<std::string>())
       ("compare", "print predicted vs measured step time and per-kind task durations")
       ("cluster", "calibrated cluster (JSON file or preset) that predicts the run (jaxpp-sim calibrate)", cxxopts::value<std::string>())
@@ -208,18 +261,20 @@ int run_run(int argc, char** argv) {
       ("timeout-s", "give up on a receive or collective after this many seconds", cxxopts::value<double>()->default_value("30"))
       ("stage-times", "stage-times JSON (ms) for emulation/prediction instead of the plan's cost model", cxxopts::value<std::string>())
       ("schedule", "run a built-in schedule instead of a plan", cxxopts::value<std::string>())
+      ("schedule-file", "run a custom schedule (JSON or PyTorch CSV, docs/schedules.md) instead of a plan", cxxopts::value<std::string>())
       ("pp", "with --schedule: pipeline actors", cxxopts::value<int>())
       ("microbatches", "with --schedule: microbatches", cxxopts::value<int>()->default_value("4"))
       ("virtual", "with --schedule: stages per actor", cxxopts::value<int>())
-      ("dp", "data-parallel replicas of the pipeline", cxxopts::value<int>()->default_value("1"))
+      ("fuse-steady-state", "with --schedule Interleaved1F1B / KimiK2: fuse the steady (F, B) pairs")
+      ("group-size", "with --schedule MegatronInterleaved: microbatch group size (0 = p)", cxxopts::value<int>()->default_value("0"))
+      ("dp", "data-parallel replicas of the pipeline (a plan's config.dp by default)", cxxopts::value<int>()->default_value("1"))
       ("inject-drop", "fault injection: drop every message with this tag", cxxopts::value<int64_t>()->default_value("-1"))
       ("inject-kill", "fault injection: ACTOR:INSTRUCTION exits abruptly in step 0 (mpi)", cxxopts::value<std::string>())
       ("h,help", "show this help");
   // clang-format on
   options.parse_positional({"plan"});
   options.positional_help("[PLAN.json]");
-  const std::optional<cxxopts::ParseResult> parsed =
-      parse_flags(options, argc, argv, "run");
+  const std::optional<cxxopts::ParseResult> parsed = parse_flags(options, argc, argv, "run");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
 
@@ -249,6 +304,8 @@ int run_run(int argc, char** argv) {
   ro.mlp.optimizer = parse_optimizer_kind(args["optimizer"].as<std::string>(), "--optimizer");
   ro.mlp.learning_rate = double_flag_in(args, "lr", 0, 100, "a learning rate (0 = the default)");
   ro.mlp.seed = args["seed"].as<uint64_t>();
+  if (args.count("inject"))
+    ro.mlp.fault = parse_mlp_fault(args["inject"].as<std::string>(), "--inject");
   ro.drop_tag = args["inject-drop"].as<int64_t>();
   if (args.count("inject-kill")) {
     const std::string v = args["inject-kill"].as<std::string>();
@@ -257,18 +314,19 @@ int run_run(int argc, char** argv) {
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
       return ec == std::errc() && end == text.data() + text.size() && !text.empty() && out >= 0;
     };
-    if (colon == std::string::npos ||
-        !parse(std::string_view(v).substr(0, colon), ro.kill_actor) ||
+    if (colon == std::string::npos || !parse(std::string_view(v).substr(0, colon), ro.kill_actor) ||
         !parse(std::string_view(v).substr(colon + 1), ro.kill_at_instruction)) {
-      throw_input_error("--inject-kill", "expected ACTOR:INSTRUCTION (two integers >= 0 that fit "
-                                         "in an int), got '" + v + "'");
+      throw_input_error("--inject-kill",
+                        "expected ACTOR:INSTRUCTION (two integers >= 0 that fit "
+                        "in an int), got '" +
+                            v + "'");
     }
   }
 
   // Outputs are checked before the run, so a bad path costs nothing, and written together at the
   // end (cli/report_output.h): never an input file, "-" is stdout (the report then on stderr).
   OutputFiles out("run");
-  for (const char* flag : {"plan", "stage-times", "cluster"})
+  for (const char* flag : {"plan", "stage-times", "cluster", "schedule-file"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   std::optional<ClusterSpec> cluster;
   if (args.count("cluster")) cluster = load_cluster_arg(args["cluster"].as<std::string>());
@@ -285,6 +343,17 @@ int run_run(int argc, char** argv) {
   out.check_json_flag(args.count("json") > 0);
 
   Setup st = setup_from_args(args, ro.mlp);
+  if (st.plan) {
+    std::optional<MpiWorld> world;
+    if (ro.backend == BackendKind::kMpi) world = mpi_world();
+    try {
+      ro.dp = plan_dp(*st.plan, args["plan"].as<std::string>(), args, world);
+    } catch (const InputError&) {
+      // Every rank finds the same mismatch; rank 0 alone reports it.
+      if (world && world->rank != 0) return kExitBadInput;
+      throw;
+    }
+  }
   RunResult r = run_program(st.program, st.cost.get(), ro);
   if (!r.root) return kExitOk;
 
@@ -303,7 +372,9 @@ int run_run(int argc, char** argv) {
   if (!report_path.empty()) {
     ComparisonReport rep;
     const std::string what = st.plan ? "plan " + args["plan"].as<std::string>()
-                                     : "schedule " + args["schedule"].as<std::string>();
+                             : args.count("schedule-file")
+                                 ? "schedule file " + args["schedule-file"].as<std::string>()
+                                 : "schedule " + args["schedule"].as<std::string>();
     rep.title = "jaxpp-sim run: " + what + ", predicted vs measured";
     char buf[64];
     auto sec = [&](double v) {
@@ -351,10 +422,13 @@ int run_run(int argc, char** argv) {
     if (cluster) j["cluster"] = cluster->name;
     if (r.checked) {
       j["reference_losses"] = r.reference_losses;
-      j["max_abs_diff_loss"] = r.max_abs_diff_loss;
-      j["max_abs_diff_weights"] = r.max_abs_diff_weights;
+      j["max_abs_diff_loss"] = r.reference.max_abs_diff_loss;
+      j["max_abs_diff_weights"] = r.reference.max_abs_diff_weights;
       j["check_passed"] = check_ok;
+      j["check"] = {{"reference", check_to_json(r.reference)},
+                    {"orchestration", check_to_json(r.orchestration)}};
     }
+    if (ro.mlp.fault != MlpFault::kNone) j["inject"] = to_string(ro.mlp.fault);
     if (args.count("compare")) {
       nlohmann::json kinds = nlohmann::json::object();
       for (const auto& [k, m] : meas_kinds) {
@@ -368,22 +442,32 @@ int run_run(int argc, char** argv) {
     std::ostream& text = out.report_stream();
     FILE* const file = out.to_stdout() ? stderr : stdout;
     text << "run: " << st.program.num_actors << " actors x " << ro.dp << " replicas, "
-              << st.program.num_stages << " stages, " << st.program.num_microbatches
-              << " microbatches, backend " << to_string(ro.backend) << ", compute " << compute
-              << "\n" << std::flush;
+         << st.program.num_stages << " stages, " << st.program.num_microbatches
+         << " microbatches, backend " << to_string(ro.backend) << ", compute " << compute << "\n"
+         << std::flush;
     for (size_t i = 0; i < r.losses.size(); ++i)
       std::fprintf(file, "step %zu: loss %.10g  time %.6f s\n", i, r.losses[i], r.step_times_s[i]);
     if (r.losses.empty())
       for (size_t i = 0; i < r.step_times_s.size(); ++i)
         std::fprintf(file, "step %zu: time %.6f s\n", i, r.step_times_s[i]);
     std::fprintf(file, "step time (median): %.6f s\n", r.step_time_s);
-    if (r.checked)
-      std::fprintf(file, "check: max |loss diff| %.3g, max |weight diff| %.3g -> %s\n",
-                  r.max_abs_diff_loss, r.max_abs_diff_weights, check_ok ? "PASS" : "FAIL");
+    if (r.checked) {
+      std::fprintf(file,
+                   "check vs independent reference: max rel loss diff %.3g, max rel weight diff "
+                   "%.3g (tolerance %.3g) -> %s\n",
+                   r.reference.max_rel_diff_loss, r.reference.max_rel_diff_weights,
+                   r.reference.rel_tolerance, r.reference.passed ? "PASS" : "FAIL");
+      std::fprintf(file,
+                   "orchestration check vs same-code sequential run (%s): max |loss diff| %.3g, "
+                   "max |weight diff| %.3g -> %s\n",
+                   r.orchestration.rel_tolerance > 0 ? "relative tolerance" : "bit-exact",
+                   r.orchestration.max_abs_diff_loss, r.orchestration.max_abs_diff_weights,
+                   r.orchestration.passed ? "PASS" : "FAIL");
+    }
     if (args.count("compare")) {
       std::fprintf(file, "predicted step time (%s): %.6f s, measured %.6f s, error %+.1f%%\n",
-                  predicted_from.c_str(), predicted_s, r.step_time_s,
-                  err_pct(predicted_s, r.step_time_s));
+                   predicted_from.c_str(), predicted_s, r.step_time_s,
+                   err_pct(predicted_s, r.step_time_s));
       std::fprintf(file, "%-10s %14s %14s %8s\n", "kind", "predicted_s", "measured_s", "err%");
       for (const auto& [k, m] : meas_kinds) {
         double p = pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0;
@@ -392,7 +476,12 @@ int run_run(int argc, char** argv) {
     }
   }
   std::cout.flush();
-  return check_ok ? kExitOk : kExitFailure;
+  if (check_ok) return kExitOk;
+  const CheckResult& failed = r.reference.passed ? r.orchestration : r.reference;
+  std::cerr << "jaxpp-sim run: check failed ("
+            << (r.reference.passed ? "orchestration check" : "independent reference")
+            << "): " << failed.first_difference << "\n";
+  return kExitFailure;
 }
 
 const CommandRegistration kReg{"run",

@@ -15,6 +15,7 @@
 
 #include "graph/error.h"
 #include "runtime/mpi_backend.h"
+#include "runtime/reference.h"
 #include "runtime/threads_backend.h"
 #ifdef JAXPP_HAVE_CUDA
 #include "runtime/comm_plan.h"
@@ -217,6 +218,76 @@ std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* c
 }
 #endif
 
+std::string format_g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// One value of the run against the reference; records the first that exceeds the tolerance.
+void compare_value(double run, double ref, double scale, const std::string& what, double& max_abs,
+                   double& max_rel, CheckResult& check) {
+  const double abs_diff = std::abs(run - ref);
+  const double rel_diff = scale > 0 ? abs_diff / scale : abs_diff;
+  max_abs = std::max(max_abs, abs_diff);
+  max_rel = std::max(max_rel, rel_diff);
+  const bool ok = check.rel_tolerance > 0 ? rel_diff <= check.rel_tolerance : run == ref;
+  if (ok && !std::isnan(run)) return;
+  check.passed = false;
+  if (!check.first_difference.empty()) return;
+  char diff[120];
+  if (check.rel_tolerance > 0)
+    std::snprintf(diff, sizeof diff, "relative difference %.3g > %.3g", rel_diff,
+                  check.rel_tolerance);
+  else
+    std::snprintf(diff, sizeof diff, "differs by %.3g, bit-exact expected", abs_diff);
+  check.first_difference =
+      what + ": run " + format_g17(run) + ", reference " + format_g17(ref) + " (" + diff + ")";
+}
+
+// The run's final weights (every stage of every replica) and its losses of every step against
+// a reference.
+CheckResult compare_with(const std::vector<WorkerOutput>& outputs,
+                         const std::vector<double>& losses, const ReferenceResult& ref,
+                         const MlpConfig& mlp, double rel_tolerance) {
+  CheckResult check;
+  check.rel_tolerance = rel_tolerance;
+  std::vector<std::pair<std::pair<int, int>, const std::vector<double>*>> weights;
+  for (const WorkerOutput& w : outputs)
+    for (const auto& [s, p] : w.params) weights.push_back({{s, w.record.replica}, &p});
+  std::sort(weights.begin(), weights.end());
+  for (const auto& [key, p] : weights) {
+    const auto [s, r] = key;
+    const std::vector<double>& q = ref.stage_params.at(s);
+    if (p->size() != q.size()) throw RuntimeFailure("check: stage weights differ in size");
+    double scale = 0;
+    for (double v : q) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < q.size(); ++i)
+      compare_value((*p)[i], q[i], scale,
+                    "stage " + std::to_string(s) + " (replica " + std::to_string(r) + ") " +
+                        describe_stage_param(mlp, i),
+                    check.max_abs_diff_weights, check.max_rel_diff_weights, check);
+  }
+  for (size_t s = 0; s < losses.size(); ++s)
+    compare_value(losses[s], ref.losses.at(s), std::abs(ref.losses.at(s)),
+                  "loss of step " + std::to_string(s), check.max_abs_diff_loss,
+                  check.max_rel_diff_loss, check);
+  return check;
+}
+
+// Per stage, the microbatches of its B and W tasks in program order: the order in which the
+// stage's weight gradients are accumulated.
+std::vector<std::vector<int>> weight_gradient_order(const Program& program) {
+  std::vector<std::vector<int>> order(program.num_stages);
+  for (const auto& list : program.actors)
+    for (const Instruction& ins : list)
+      if (ins.op == OpKind::kCompute)
+        for (const TaskRef& t : ins.tasks)
+          if (t.kind == TaskKind::kB || t.kind == TaskKind::kW)
+            order.at(t.stage).push_back(t.microbatch);
+  return order;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -225,6 +296,11 @@ double median(std::vector<double> v) {
 }
 
 }  // namespace
+
+MpiWorld mpi_world() {
+  const MpiSession& session = MpiSession::get();
+  return {session.rank(), session.size()};
+}
 
 int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -243,16 +319,12 @@ std::string kind_label(OpKind op, const std::vector<TaskRef>& tasks) {
   return "fused";
 }
 
-bool check_passed(const RunResult& result, double rel_tolerance) {
-  if (!result.checked) return true;
-  double loss_scale = 1;
-  for (double l : result.reference_losses) loss_scale = std::max(loss_scale, std::abs(l));
-  return result.max_abs_diff_loss <= rel_tolerance * loss_scale &&
-         result.max_abs_diff_weights <= rel_tolerance * std::max(1.0, result.max_abs_weight);
+bool check_passed(const RunResult& result) {
+  return !result.checked || (result.reference.passed && result.orchestration.passed);
 }
 
 std::map<std::pair<int, int64_t>, const TraceEvent*> sends_by_step_and_tag(const Trace& trace,
-                                                                          int first_step) {
+                                                                           int first_step) {
   std::map<std::pair<int, int64_t>, const TraceEvent*> sends;
   for (const TraceEvent& e : trace.events)
     if (e.op == OpKind::kSend && e.step >= first_step) sends[{e.step, e.tag}] = &e;
@@ -293,6 +365,13 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     throw InputError("--hidden, --seq and --layers-per-stage must be >= 1");
   if (!o.emulated && o.mlp.ffn < 0)
     throw InputError("--ffn: expected >= 0 (0 = 4 x hidden), got " + std::to_string(o.mlp.ffn));
+  if (o.emulated && o.mlp.fault != MlpFault::kNone)
+    throw InputError("--inject " + std::string(to_string(o.mlp.fault)) +
+                     ": needs --compute real (emulated compute has no numerics)");
+  if (o.mlp.fault == MlpFault::kSkipAccumulate && program.num_microbatches < 2)
+    throw InputError(
+        "--inject skip-accumulate: needs >= 2 microbatches (with one, overwriting "
+        "and accumulating the gradient agree)");
   if (!std::isfinite(o.mlp.learning_rate) || o.mlp.learning_rate < 0)
     throw InputError("--lr: expected a finite value >= 0 (0 = the optimizer's default)");
   if (!o.emulated && o.backend != BackendKind::kCuda) {
@@ -391,28 +470,24 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());
   if (!o.check) return result;
 
-  ReferenceResult ref = run_reference(mlp, total_steps);
-  result.checked = true;
-  result.reference_losses.assign(ref.losses.begin() + o.warmup, ref.losses.end());
-  for (int s = 0; s < total_steps; ++s)
-    result.max_abs_diff_loss =
-        std::max(result.max_abs_diff_loss, std::abs(all_losses[s] - ref.losses[s]));
   std::vector<int> seen(program.num_stages, 0);
-  for (const WorkerOutput& w : outputs) {
-    for (const auto& [s, p] : w.params) {
-      const std::vector<double>& q = ref.stage_params.at(s);
-      if (p.size() != q.size()) throw RuntimeFailure("check: stage weights differ in size");
-      ++seen[s];
-      for (size_t i = 0; i < p.size(); ++i) {
-        result.max_abs_diff_weights = std::max(result.max_abs_diff_weights, std::abs(p[i] - q[i]));
-        result.max_abs_weight = std::max(result.max_abs_weight, std::abs(q[i]));
-      }
-    }
-  }
+  for (const WorkerOutput& w : outputs)
+    for (const auto& [s, p] : w.params) ++seen.at(s);
   for (int s = 0; s < program.num_stages; ++s)
     if (seen[s] != o.dp)
       throw RuntimeFailure("check: stage " + std::to_string(s) + " came back from " +
                            std::to_string(seen[s]) + " replicas, expected " + std::to_string(o.dp));
+  MlpConfig clean = mlp;  // the references run without the injected fault
+  clean.fault = MlpFault::kNone;
+  const ReferenceResult independent = run_independent_reference(clean, total_steps);
+  const ReferenceResult same_code =
+      run_reference(clean, total_steps, weight_gradient_order(program));
+  result.checked = true;
+  result.reference_losses.assign(independent.losses.begin() + o.warmup, independent.losses.end());
+  result.reference = compare_with(outputs, all_losses, independent, mlp, kCheckRelTolerance);
+  // Host backends run the reference's own arithmetic: any difference is an orchestration bug.
+  const double orchestration_tolerance = o.backend == BackendKind::kCuda ? kCheckRelTolerance : 0;
+  result.orchestration = compare_with(outputs, all_losses, same_code, mlp, orchestration_tolerance);
   return result;
 }
 

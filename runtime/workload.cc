@@ -41,16 +41,15 @@ std::vector<double> uniform(uint64_t seed, size_t n, double scale) {
   return v;
 }
 
+// A fixed data set: the same batches every step.
 std::vector<double> input_of(const MlpConfig& c, int step, int replica, int mb) {
-  (void)step;  // a fixed data set: the same batches every step
-  uint64_t key = mix(mix(mix(c.seed, kSaltInput), replica), mb);
-  return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
+  (void)step;
+  return mlp_input(c, replica, mb);
 }
 
 std::vector<double> target_of(const MlpConfig& c, int step, int replica, int mb) {
   (void)step;
-  uint64_t key = mix(mix(mix(c.seed, kSaltTarget), replica), mb);
-  return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
+  return mlp_target(c, replica, mb);
 }
 
 // The numerics of one stage on a Device, shared by MlpWorkload and run_reference so both compute
@@ -106,11 +105,14 @@ struct StageMath {
     return dx;
   }
 
+  // Adds layer l's weight gradients to `grads` (overwrites them when !accumulate: a fault).
   void backward_weight_layer(DeviceArray& grads, int l, const DeviceArray& x, const DeviceArray& a,
-                             const DeviceArray& dy, const DeviceArray& du) const {
-    dev.gemm(true, false, f(), h(), t(), a.data(), f(), dy.data(), h(), 1.0,
+                             const DeviceArray& dy, const DeviceArray& du,
+                             bool accumulate = true) const {
+    const double beta = accumulate ? 1.0 : 0.0;
+    dev.gemm(true, false, f(), h(), t(), a.data(), f(), dy.data(), h(), beta,
              grads.data() + w2_offset(l), h());
-    dev.gemm(true, false, h(), f(), t(), x.data(), h(), du.data(), f(), 1.0,
+    dev.gemm(true, false, h(), f(), t(), x.data(), h(), du.data(), f(), beta,
              grads.data() + w1_offset(l), f());
   }
 
@@ -154,6 +156,27 @@ std::string_view to_string(OptimizerKind k) {
   return "?";
 }
 
+std::string_view to_string(MlpFault f) {
+  switch (f) {
+    case MlpFault::kNone:
+      return "none";
+    case MlpFault::kCorruptGrad:
+      return "corrupt-grad";
+    case MlpFault::kSkipAccumulate:
+      return "skip-accumulate";
+    case MlpFault::kStaleWeight:
+      return "stale-weight";
+  }
+  return "?";
+}
+
+MlpFault parse_mlp_fault(std::string_view s, const std::string& where) {
+  for (MlpFault f : kAllMlpFaults)
+    if (to_string(f) == s) return f;
+  throw_input_error(where, "expected none, corrupt-grad, skip-accumulate or stale-weight, got '" +
+                               std::string(s) + "'");
+}
+
 OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where) {
   if (s == "sgd") return OptimizerKind::kSgd;
   if (s == "adam") return OptimizerKind::kAdam;
@@ -188,6 +211,25 @@ std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
     p.insert(p.end(), w2.begin(), w2.end());
   }
   return p;
+}
+
+std::vector<double> mlp_input(const MlpConfig& c, int replica, int mb) {
+  uint64_t key = mix(mix(mix(c.seed, kSaltInput), replica), mb);
+  return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
+}
+
+std::vector<double> mlp_target(const MlpConfig& c, int replica, int mb) {
+  uint64_t key = mix(mix(mix(c.seed, kSaltTarget), replica), mb);
+  return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
+}
+
+std::string describe_stage_param(const MlpConfig& c, size_t index) {
+  const size_t h = static_cast<size_t>(c.hidden), f = static_cast<size_t>(c.ffn_size());
+  const size_t layer = index / (2 * h * f), rest = index % (2 * h * f);
+  const bool w2 = rest >= h * f;
+  const size_t i = w2 ? rest - h * f : rest, cols = w2 ? h : f;
+  return "layer " + std::to_string(layer) + (w2 ? " W2[" : " W1[") + std::to_string(i / cols) +
+         "," + std::to_string(i % cols) + "]";
 }
 
 MlpWorkload::MlpWorkload(const MlpConfig& config, int actor, int replica,
@@ -301,7 +343,7 @@ void MlpWorkload::backward_input(int s, int mb, bool also_weights) {
     DeviceArray dx = math.backward_input_layer(state.params, l, dy, st.u[l], du);
     st.u[l].reset();
     if (also_weights) {
-      math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], dy, du);
+      math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], dy, du, accumulate());
     } else {
       st.dy[l] = std::move(dy);
       st.du[l] = std::move(du);
@@ -321,7 +363,7 @@ void MlpWorkload::backward_weights(int s, int mb) {
                          " microbatch " + std::to_string(mb) + " before its I");
   Stash& st = it->second;
   for (int l = config_.layers_per_stage - 1; l >= 0; --l)
-    math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], st.dy[l], st.du[l]);
+    math.backward_weight_layer(state.grads, l, st.x[l], st.a[l], st.dy[l], st.du[l], accumulate());
   stash_.erase(it);
 }
 
@@ -351,9 +393,25 @@ void MlpWorkload::put_input(const TaskRef& producer, int step, DeviceArray tenso
 
 DeviceArray& MlpWorkload::grad_buffer(int s) { return stage(s).grads; }
 
+bool MlpWorkload::accumulate() const {
+  return !(replica_ == 0 && config_.fault == MlpFault::kSkipAccumulate);
+}
+
 void MlpWorkload::optimizer_step(int s, int step) {
   StageState& st = stage(s);
-  StageMath{config_, device_}.optimizer(st.params, st.grads, st.adam_m, st.adam_v, step);
+  const bool faulty_step = replica_ == 0 && step == 0;
+  if (faulty_step && config_.fault == MlpFault::kCorruptGrad && s == config_.num_stages - 1) {
+    std::vector<double> g = device_.download(st.grads);
+    g.at(0) += 1e-6;
+    st.grads = device_.upload(g);
+  }
+  if (faulty_step && config_.fault == MlpFault::kStaleWeight && s == 0) {
+    DeviceArray kept = device_.copy(st.params);
+    StageMath{config_, device_}.optimizer(st.params, st.grads, st.adam_m, st.adam_v, step);
+    st.params = std::move(kept);
+  } else {
+    StageMath{config_, device_}.optimizer(st.params, st.grads, st.adam_m, st.adam_v, step);
+  }
   device_.synchronize();
 }
 
@@ -369,10 +427,17 @@ int64_t MlpWorkload::bytes_held() const {
   return total;
 }
 
-ReferenceResult run_reference(const MlpConfig& c, int num_steps) {
+ReferenceResult run_reference(const MlpConfig& c, int num_steps,
+                              const std::vector<std::vector<int>>& weight_gradient_order) {
   HostDevice& dev = host_device();
   StageMath math{c, dev};
-  int S = c.num_stages;
+  const int S = c.num_stages, L = c.layers_per_stage, M = c.num_microbatches;
+  std::vector<std::vector<int>> order = weight_gradient_order;
+  order.resize(S);
+  for (std::vector<int>& o : order) {
+    if (!o.empty()) continue;
+    for (int mb = 0; mb < M; ++mb) o.push_back(mb);
+  }
   std::vector<DeviceArray> params(S), m(S), v(S);
   for (int s = 0; s < S; ++s) params[s] = dev.upload(initial_stage_params(c, s));
   ReferenceResult result;
@@ -381,29 +446,45 @@ ReferenceResult run_reference(const MlpConfig& c, int num_steps) {
     for (int s = 0; s < S; ++s) total[s] = dev.zeros(params[0].size());
     double loss_sum = 0;
     for (int r = 0; r < c.num_replicas; ++r) {
-      std::vector<DeviceArray> grads(S);
-      for (int s = 0; s < S; ++s) grads[s] = dev.zeros(params[0].size());
-      for (int mb = 0; mb < c.num_microbatches; ++mb) {
-        std::vector<std::vector<DeviceArray>> xs(S), us(S), as(S);
+      // stash[mb][s]: what the weight gradients of stage s need, per layer.
+      struct WeightStash {
+        std::vector<DeviceArray> x, a, dy, du;
+      };
+      std::vector<std::vector<WeightStash>> stash(M);
+      for (auto& per_stage : stash) per_stage.resize(S);
+      for (int mb = 0; mb < M; ++mb) {
+        std::vector<std::vector<DeviceArray>> us(S);
         DeviceArray x = dev.upload(input_of(c, step, r, mb));
-        for (int s = 0; s < S; ++s) x = math.forward(params[s], std::move(x), xs[s], us[s], as[s]);
+        for (int s = 0; s < S; ++s)
+          x = math.forward(params[s], std::move(x), stash[mb][s].x, us[s], stash[mb][s].a);
         DeviceArray dy;
         DeviceArray target = dev.upload(target_of(c, step, r, mb));
         loss_sum += math.loss(x, target, dy);
         for (int s = S - 1; s >= 0; --s) {
-          for (int l = c.layers_per_stage - 1; l >= 0; --l) {
-            DeviceArray du;
-            DeviceArray dx = math.backward_input_layer(params[s], l, dy, us[s][l], du);
-            math.backward_weight_layer(grads[s], l, xs[s][l], as[s][l], dy, du);
+          WeightStash& st = stash[mb][s];
+          st.dy.resize(L);
+          st.du.resize(L);
+          for (int l = L - 1; l >= 0; --l) {
+            DeviceArray dx = math.backward_input_layer(params[s], l, dy, us[s][l], st.du[l]);
+            st.dy[l] = std::move(dy);
             dy = std::move(dx);
           }
+        }
+      }
+      std::vector<DeviceArray> grads(S);
+      for (int s = 0; s < S; ++s) {
+        grads[s] = dev.zeros(params[0].size());
+        for (int mb : order[s]) {
+          const WeightStash& st = stash.at(mb)[s];
+          for (int l = L - 1; l >= 0; --l)
+            math.backward_weight_layer(grads[s], l, st.x[l], st.a[l], st.dy[l], st.du[l]);
         }
       }
       for (int s = 0; s < S; ++s)
         for (size_t i = 0; i < total[s].size(); ++i) total[s].data()[i] += grads[s].data()[i];
     }
     for (int s = 0; s < S; ++s) math.optimizer(params[s], total[s], m[s], v[s], step);
-    result.losses.push_back(loss_sum / (static_cast<double>(c.num_microbatches) * c.num_replicas));
+    result.losses.push_back(loss_sum / (static_cast<double>(M) * c.num_replicas));
   }
   for (int s = 0; s < S; ++s) result.stage_params.push_back(dev.download(params[s]));
   return result;

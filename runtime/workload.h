@@ -31,7 +31,16 @@
 // timestamps include its device work.
 //
 // run_reference() executes the same model and data sequentially (one worker, all stages, all
-// microbatches in order, replica gradients summed in replica order) for the --check comparison.
+// microbatches in order, each stage's weight gradients accumulated in the program's microbatch
+// order, replica gradients summed in replica order) with the same StageMath code:
+// the bit-exact "orchestration check" of --check. The independent reference, which shares no
+// arithmetic with this file, is runtime/reference.h.
+//
+// Fault injection (MlpConfig::fault, `run --inject`), on replica 0 only, so that --check has
+// something to catch: kCorruptGrad adds 1e-6 to the first weight gradient of the last stage
+// before the step-0 optimizer update; kSkipAccumulate makes weight gradients overwrite the
+// stage's gradient instead of adding to it (`=` for `+=`); kStaleWeight leaves stage 0's weights
+// unchanged by the step-0 update (its gradients are still zeroed).
 //
 // EmulatedWorkload: no numerics; every compute / optimizer instruction lasts
 // cost.compute_s(actor, ins) * time_scale, a kAllReduce cost.allreduce_s * time_scale and a
@@ -42,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +79,14 @@ class Workload {
 };
 
 enum class OptimizerKind { kSgd, kAdam };
+
+// A deliberate numerical defect of the pipelined run (see above); kNone in normal runs.
+enum class MlpFault { kNone, kCorruptGrad, kSkipAccumulate, kStaleWeight };
+inline constexpr MlpFault kAllMlpFaults[] = {MlpFault::kNone, MlpFault::kCorruptGrad,
+                                             MlpFault::kSkipAccumulate, MlpFault::kStaleWeight};
+// "none", "corrupt-grad", "skip-accumulate", "stale-weight"
+std::string_view to_string(MlpFault f);
+MlpFault parse_mlp_fault(std::string_view s, const std::string& where);
 std::string_view to_string(OptimizerKind k);  // "sgd", "adam"
 OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where);
 
@@ -83,6 +101,7 @@ struct MlpConfig {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0;  // 0 = 0.05 for SGD, 1e-3 for Adam
   uint64_t seed = 1234;
+  MlpFault fault = MlpFault::kNone;  // fault injection, replica 0 of MlpWorkload only
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   double lr() const;
   int64_t params_per_stage() const;  // 2 * hidden * ffn * layers_per_stage
@@ -90,8 +109,8 @@ struct MlpConfig {
 
 // What the MLP workload holds for `stages` stages of `c` at most, in bytes (a double, as absurd
 // sizes overflow integers): weights and gradients (and the two Adam moments) of each stage, plus
-// the activations of every microbatch stashed at once (x, u and gelu(u) of every block). run_program
-// refuses a run whose estimate exceeds the host's memory before allocating anything.
+// the activations of every microbatch stashed at once (x, u and gelu(u) of every block).
+// run_program refuses a run whose estimate exceeds the host's memory before allocating anything.
 double mlp_memory_estimate_bytes(const MlpConfig& c, int stages);
 
 class MlpWorkload : public Workload {
@@ -144,6 +163,7 @@ class MlpWorkload : public Workload {
   void backward_weights(int stage, int mb);
   StageState& stage(int s);
   const StageState& stage(int s) const;
+  bool accumulate() const;  // false under MlpFault::kSkipAccumulate
 
   MlpConfig config_;
   int actor_ = 0;
@@ -160,10 +180,23 @@ struct ReferenceResult {
   std::vector<double> losses;                     // per step: mean over microbatches and replicas
   std::vector<std::vector<double>> stage_params;  // after the last step
 };
-ReferenceResult run_reference(const MlpConfig& config, int num_steps);
+// weight_gradient_order[s]: the microbatches in the order the program accumulates stage s's
+// weight gradients (its B and W tasks in program order; fp64 addition is not associative, and
+// e.g. LoopedBFS runs backwards in reverse). Empty (or an empty entry): microbatch order.
+ReferenceResult run_reference(const MlpConfig& config, int num_steps,
+                              const std::vector<std::vector<int>>& weight_gradient_order = {});
 
-// Deterministic initial parameters of a stage (what every replica starts from).
+// The data description shared by every implementation of the model (the workload, run_reference
+// and the independent reference): no arithmetic of the model, only its inputs.
+// Deterministic initial parameters of a stage (what every replica starts from). Layout, per layer
+// l of the stage in order: W1 (hidden x ffn, row-major), then W2 (ffn x hidden, row-major).
 std::vector<double> initial_stage_params(const MlpConfig& config, int stage);
+// Input of stage 0 and target of the last stage for (replica, microbatch): seq x hidden values,
+// row-major, the same every step.
+std::vector<double> mlp_input(const MlpConfig& config, int replica, int microbatch);
+std::vector<double> mlp_target(const MlpConfig& config, int replica, int microbatch);
+// Name of element `index` of a stage's parameters in the layout above, e.g. "layer 1 W2[3,0]".
+std::string describe_stage_param(const MlpConfig& config, size_t index);
 
 class EmulatedWorkload : public Workload {
  public:
