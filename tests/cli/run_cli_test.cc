@@ -100,6 +100,20 @@ const ScheduleCase kScheduleCases[] = {
     {"CustomCsv", "--schedule-file " + data("schedules/1f1b_p2_m4.csv")},
 };
 
+TEST(RunCli, ScheduleCasesCoverEveryBuiltInSchedule) {
+  const CliResult r = run_cli("schedules --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json all = nlohmann::json::parse(r.out);
+  ASSERT_GE(all.size(), 12u);
+  for (const nlohmann::json& info : all) {
+    const std::string name = info.at("name").get<std::string>();
+    const bool covered = std::any_of(
+        std::begin(kScheduleCases), std::end(kScheduleCases),
+        [&](const ScheduleCase& c) { return c.args.find("--schedule " + name + " ") == 0; });
+    EXPECT_TRUE(covered) << name << " is not run with --check on threads and under mpirun";
+  }
+}
+
 class RunScheduleTest : public ::testing::TestWithParam<ScheduleCase> {};
 
 TEST_P(RunScheduleTest, PassesTheCheckOnThreadsWithDp2) {
