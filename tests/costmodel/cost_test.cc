@@ -110,15 +110,15 @@ TEST(AnalyticCost, TensorParallelismSplitsComputeAndAddsAllReduces) {
 TEST(AnalyticCost, FullRecomputeAddsTheTransformerLayersForwardToTheInputBackward) {
   CostSetup none(2, 1, 1), full(2, 1, 1);
   full.config.recompute = Recompute::kFull;
-  const double extra =
-      full.cost().task_s(TaskKind::kI, 1) - none.cost().task_s(TaskKind::kI, 1);
+  const AnalyticCost none_cost = none.cost(), full_cost = full.cost();
+  const double extra = full_cost.task_s(TaskKind::kI, 1) - none_cost.task_s(TaskKind::kI, 1);
   // Stage 1 holds transformer layers and the logits; the logits are not recomputed.
   const OperatorCost op(none.model, none.config, none.cluster);
-  const StageWork& w = none.cost().stage_work()[1];
+  const StageWork& w = none_cost.stage_work()[1];
   const double layers_fwd =
       op.stage(w.first_layer, w.num_layers - 1, 0).at(Pass::kForward).total_s();
   EXPECT_NEAR(extra, layers_fwd, 1e-12);
-  EXPECT_LT(extra, none.cost().task_s(TaskKind::kF, 1));
+  EXPECT_LT(extra, none_cost.task_s(TaskKind::kF, 1));
 }
 
 TEST(AnalyticCost, LinksFollowTheRankLayout) {
