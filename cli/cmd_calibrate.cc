@@ -291,7 +291,15 @@ int run_calibrate(int argc, char** argv) {
   if (args.count("output")) out.output(output, "-o");
   out.check_json_flag(args.count("json") > 0);
   g_report = out.to_stdout() ? stderr : stdout;
-  if (args.count("from-trace")) return calibrate_from_trace_file(args, output, out);
+  // Flags of the other mode are refused, not ignored (issue 16, class 5).
+  if (args.count("from-trace")) {
+    refuse_flags(args, {"backend", "quick", "hot", "repeats", "warmup", "rounds", "repetition-ms",
+                        "ranks", "timeout-s"},
+                 "a microbenchmark flag, but --from-trace fits from a trace");
+    return calibrate_from_trace_file(args, output, out);
+  }
+  refuse_flags(args, {"hidden", "ffn", "seq", "layers-per-stage", "optimizer", "dp", "skip-steps"},
+               "describes the run of a --from-trace trace; not used by microbenchmarks");
 
   MicrobenchOptions mo;
   mo.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
@@ -330,6 +338,7 @@ int run_calibrate(int argc, char** argv) {
 
   MicrobenchResult r;
   if (mo.backend == BackendKind::kMpi) {
+    refuse_flags(args, {"ranks"}, "threads backend only (under mpi the ranks are mpirun's -n)");
     mo.ranks = MpiSession::get().size();
     try {
       r = run_microbenchmarks(mo, progress);

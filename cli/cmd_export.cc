@@ -100,6 +100,20 @@ int run_export(int argc, char** argv) {
   if (view != "timeline" && view != "taskgraph") {
     throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
   }
+  // Flags that would be ignored are refused (issue 16, class 5).
+  if (view == "taskgraph") {
+    refuse_flags(args, {"width", "per-stream", "title"}, "a timeline option; --view taskgraph draws the plan's task graph");
+  } else if (format == ExportFormat::kPerfetto || format == ExportFormat::kChrome ||
+             format == ExportFormat::kJson) {
+    refuse_flags(args, {"width", "title"},
+                 "a picture option; " + std::string(to_string(format)) +
+                     " output is an event list (one track per actor and stream)");
+    refuse_flags(args, {"per-stream"},
+                 std::string(to_string(format)) +
+                     " output already has one track per actor and stream");
+  } else if (format == ExportFormat::kText) {
+    refuse_flags(args, {"title"}, "a picture option (svg, png, dot); the text Gantt has no title");
+  }
   ExportOptions export_options;
   if (args.count("width")) {
     export_options.width = args["width"].as<int>();

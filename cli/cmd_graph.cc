@@ -41,6 +41,10 @@ int run_graph(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("model")) throw_input_error("--model", "required (a preset name or a JSON file)");
   if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
+  if (args["partition"].as<std::string>() != "auto") {
+    refuse_flags(args, {"first-stage-fewer", "last-stage-fewer"},
+                 "shapes the auto partition, but --partition gives the stages' first layers");
+  }
   req.model = args["model"].as<std::string>();
   req.pp = args["pp"].as<int>();
   req.virtual_stages = args["virtual"].as<int>();

@@ -54,12 +54,8 @@ int run_show(int argc, char** argv) {
 
   Schedule schedule;
   if (from_file) {
-    for (const char* flag : {"pp", "microbatches", "fuse-steady-state"}) {
-      if (args.count(flag)) {
-        throw_input_error(std::string("--") + flag,
-                          "not used with --schedule-file (the file fixes the schedule)");
-      }
-    }
+    refuse_flags(args, {"pp", "microbatches", "stages", "fuse-steady-state", "group-size"},
+                 "not used with --schedule-file (the file fixes the schedule)");
     schedule = load_schedule_file(args["schedule-file"].as<std::string>());
   } else {
     if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");

@@ -161,6 +161,24 @@ int run_simulate(int argc, char** argv) {
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   const bool measured = !args.count("model");
+  // Flags the chosen mode would ignore are refused (issue 16, class 5).
+  refuse_together(args, "schedule", "schedule-file", "give a schedule name or a schedule file, not both");
+  refuse_together(args, "fuse-steady-state", "schedule-file",
+                  "a schedule file gives its own instructions (fuse them in the file)");
+  refuse_together(args, "stage-times", "t-f", "give per-stage times in a file or uniform times, not both");
+  refuse_together(args, "stage-times", "t-b", "give per-stage times in a file or uniform times, not both");
+  refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
+  refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
+  if (measured) {
+    refuse_flags(args, {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
+                        "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
+                        "partition", "breakdown"},
+                 "a model-mode flag, but without --model simulate runs in measured mode");
+  } else {
+    refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
+                 "a measured-mode flag, but --model selects model mode (the microbatches are "
+                 "--global-batch / (dp x --microbatch-size))");
+  }
   // Output paths first: a bad one fails before any work.
   const std::string trace_path = args.count("trace") ? args["trace"].as<std::string>() : "";
   const std::string timeline_path =

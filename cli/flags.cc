@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <vector>
 
 #include "graph/error.h"
 
@@ -17,7 +19,29 @@ std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int a
   }
   if (!args.unmatched().empty())
     throw_input_error(command, "unexpected argument '" + args.unmatched()[0] + "'");
+  std::map<std::string, std::vector<std::string>> given;
+  for (const cxxopts::KeyValue& kv : args.arguments()) given[kv.key()].push_back(kv.value());
+  for (const cxxopts::KeyValue& kv : args.arguments()) {
+    const std::vector<std::string>& values = given[kv.key()];
+    if (values.size() < 2) continue;
+    std::string list;
+    for (const std::string& v : values) list += (list.empty() ? "" : ", ") + v;
+    throw_input_error("--" + kv.key(), "given " + std::to_string(values.size()) + " times (" +
+                                           list + "); give each flag once");
+  }
   return args;
+}
+
+void refuse_flags(const cxxopts::ParseResult& args, std::initializer_list<const char*> flags,
+                  const std::string& why) {
+  for (const char* flag : flags)
+    if (args.count(flag)) throw_input_error(std::string("--") + flag, why);
+}
+
+void refuse_together(const cxxopts::ParseResult& args, const char* a, const char* b,
+                     const std::string& why) {
+  if (args.count(a) && args.count(b))
+    throw_input_error(std::string("--") + a + " and --" + b, why);
 }
 
 namespace {

@@ -5,10 +5,17 @@
 //
 // parse_flags prints the help on -h / --help (when print_help; explore prints it on MPI rank 0
 // only) and returns nullopt; a positional argument the command does not take is an InputError
-// naming the command ("graph: unexpected argument 'x'"); cxxopts' own exceptions (unknown flag,
-// wrong type) pass through to main(), which reports them as bad flags.
+// naming the command ("graph: unexpected argument 'x'"); a flag given twice is an InputError
+// ("--steps: given 2 times (2, 1); give each flag once"), for no command keeps a list of a
+// flag's values and taking the last one silently drops the others; cxxopts' own exceptions
+// (unknown flag, wrong type) pass through to main(), which reports them as bad flags.
+//
+// Flags that a command would ignore or override in the mode it runs in are refused, never
+// dropped (issue 16, class 5; docs/hardening.md): refuse_flags for a flag of the other mode,
+// refuse_together for two flags that say the same thing two ways.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -18,6 +25,14 @@ namespace jaxpp::cli {
 
 std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int argc, char** argv,
                                                 const std::string& command, bool print_help = true);
+
+// The first of `flags` that was given is an InputError "--<flag>: <why>", e.g.
+// refuse_flags(args, {"t-f", "t-b"}, "a measured-mode flag, but --model selects model mode").
+void refuse_flags(const cxxopts::ParseResult& args, std::initializer_list<const char*> flags,
+                  const std::string& why);
+// --a and --b both given: InputError "--a and --b: <why>".
+void refuse_together(const cxxopts::ParseResult& args, const char* a, const char* b,
+                     const std::string& why);
 
 // A numeric flag checked against a physically meaningful range [lo, hi] (issue 16, class 3;
 // cxxopts has already refused what is not a number, and nan/inf): InputError

@@ -160,6 +160,10 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
       throw_input_error(file, "the schedule has " + std::to_string(s.num_actors()) +
                                   " actors but --pp is " + std::to_string(pp));
     }
+    if (num_stages > 0 && s.num_stages != num_stages) {
+      throw_input_error(file, "the schedule has " + std::to_string(s.num_stages) +
+                                  " stages but --pp x --virtual is " + std::to_string(num_stages));
+    }
     if (num_microbatches > 0 && s.num_microbatches != num_microbatches) {
       throw_input_error(file, "the schedule has " + std::to_string(s.num_microbatches) +
                                   " microbatches but the configuration needs " +
