@@ -303,6 +303,7 @@ int run_calibrate(int argc, char** argv) {
 
   MicrobenchOptions mo;
   mo.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
+  refuse_threads_backend_under_mpirun(mo.backend, "calibrate");
   mo.quick = args.count("quick") > 0;
   mo.timing.repeats = args.count("repeats") ? args["repeats"].as<int>() : (mo.quick ? 5 : 7);
   mo.timing.warmup = args["warmup"].as<int>();

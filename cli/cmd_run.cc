@@ -53,6 +53,8 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
   if (args.count("plan")) {
     if (args.count("schedule") || args.count("schedule-file"))
       throw_input_error("run", "give either PLAN.json or --schedule / --schedule-file, not both");
+    refuse_flags(args, {"pp", "microbatches", "virtual", "fuse-steady-state", "group-size"},
+                 "not used with PLAN.json (the plan fixes the program)");
     st.plan = load_plan(args["plan"].as<std::string>());
     // Refuse a file that contradicts itself before running anything (simulator/plan_check.h).
     check_program(st.plan->program);
@@ -280,6 +282,7 @@ int run_run(int argc, char** argv) {
 
   RunOptions ro;
   ro.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
+  refuse_threads_backend_under_mpirun(ro.backend, "run");
   std::string compute = args["compute"].as<std::string>();
   if (compute != "real" && compute != "emulated")
     throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");

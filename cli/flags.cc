@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "runtime/comm_plan.h"
 
 namespace jaxpp::cli {
 
@@ -42,6 +43,17 @@ void refuse_together(const cxxopts::ParseResult& args, const char* a, const char
                      const std::string& why) {
   if (args.count(a) && args.count(b))
     throw_input_error(std::string("--") + a + " and --" + b, why);
+}
+
+void refuse_threads_backend_under_mpirun(BackendKind backend, const std::string& command) {
+  if (backend != BackendKind::kThreads) return;
+  const int size = mpi_launcher_world_size();
+  if (size <= 1) return;
+  throw_input_error("--backend threads",
+                    "this process is one of " + std::to_string(size) +
+                        " that an MPI launcher started, and each would " + command +
+                        " the whole job on its own threads; give --backend mpi (one process "
+                        "per worker) or start one process without mpirun");
 }
 
 namespace {

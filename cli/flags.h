@@ -21,6 +21,8 @@
 
 #include <cxxopts.hpp>
 
+#include "runtime/backend.h"
+
 namespace jaxpp::cli {
 
 std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int argc, char** argv,
@@ -33,6 +35,11 @@ void refuse_flags(const cxxopts::ParseResult& args, std::initializer_list<const 
 // --a and --b both given: InputError "--a and --b: <why>".
 void refuse_together(const cxxopts::ParseResult& args, const char* a, const char* b,
                      const std::string& why);
+
+// `--backend threads` in a process that mpirun (or another MPI launcher) started with more than one
+// process: every process would run the whole job on its own threads and write the same outputs.
+// InputError "--backend threads: this process is one of N that an MPI launcher started; ...".
+void refuse_threads_backend_under_mpirun(BackendKind backend, const std::string& command);
 
 // A numeric flag checked against a physically meaningful range [lo, hi] (issue 16, class 3;
 // cxxopts has already refused what is not a number, and nan/inf): InputError

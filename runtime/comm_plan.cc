@@ -1,7 +1,9 @@
 #include "runtime/comm_plan.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -95,6 +97,19 @@ bool launched_by_mpi_launcher(const std::function<const char*(const char*)>& get
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
     if (env(name) != nullptr) return true;
   return false;
+}
+
+int mpi_launcher_world_size(const std::function<const char*(const char*)>& get_env) {
+  auto env = get_env ? get_env : [](const char* n) -> const char* { return std::getenv(n); };
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const char* v = env(name);
+    if (v == nullptr) continue;
+    int size = 0;
+    const char* end = v + std::strlen(v);
+    const auto [ptr, ec] = std::from_chars(v, end, size);
+    if (ec == std::errc() && ptr == end && size > 0) return size;
+  }
+  return 0;
 }
 
 void check_link_header(const LinkHeader& header, int64_t expected_key, int src, int64_t max_count) {

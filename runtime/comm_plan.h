@@ -75,6 +75,9 @@ int device_of_rank(int local_rank, int local_workers, int visible_devices);
 // True when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or
 // MPI_LOCALNRANKS set); `get_env` defaults to std::getenv.
 bool launched_by_mpi_launcher(const std::function<const char*(const char*)>& get_env = {});
+// The number of processes the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE),
+// 0 when not launched by one or when it does not say.
+int mpi_launcher_world_size(const std::function<const char*(const char*)>& get_env = {});
 
 // RuntimeFailure naming the link and both keys when `header` is not message `expected_key` from
 // actor `src`, or when its count is negative or above `max_count`.

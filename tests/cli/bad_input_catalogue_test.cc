@@ -774,6 +774,11 @@ const std::vector<BadInputCase> kCases = {
      .args = "run --backend mpi --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 "
              "--layers-per-stage 1 --steps 1 --warmup 0",
      .message = "but mpirun started 3", .report = Report::kMpirun, .mpi_processes = 3},
+    {.name = "RunThreadsBackendUnderMpirun",  // issue 16, class 5: would run twice
+     .args = "run --schedule 1f1b --pp 2 --microbatches 2 --hidden 8 --seq 4 "
+             "--layers-per-stage 1 --steps 1 --warmup 0",
+     .message = "--backend threads: this process is one of 2 that an MPI launcher started",
+     .report = Report::kMpirun, .mpi_processes = 2},
 
     // ---- demo. ------------------------------------------------------------------------------
     {.name = "DemoUnknownFlag", .args = "demo --bogus", .message = "bogus"},
@@ -1135,6 +1140,11 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"c.json", inserted(corpus_with([](json&) {}), "\"gpus\":", "\"gpus\": 64, ")}},
      .message = "c.json: field 'rows[0].gpus': duplicate key"},
     // Class 5 (issue 16): flags that would be ignored or overridden are refused.
+    {.name = "RunPlanWithPp", .args = "run {dir}/plan.json --pp 4",
+     .files = {{"plan.json", plan_with([](json&) {})}},
+     .message = "--pp: not used with PLAN.json (the plan fixes the program)"},
+    {.name = "RunRepeatedSteps", .args = kRun.substr(0, kRun.size() - 1) + " --steps 3",
+     .message = "--steps: given 2 times (1, 3)"},
     {.name = "SimulateRepeatedScalarFlag",
      .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 --pp 4",
      .message = "--pp: given 2 times (2, 4); give each flag once"},

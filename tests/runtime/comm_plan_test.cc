@@ -101,6 +101,25 @@ TEST(LaunchedByMpiLauncher, LooksAtTheLaunchersEnvironment) {
   EXPECT_TRUE(launched_by_mpi_launcher(get));
 }
 
+TEST(MpiLauncherWorldSize, ReadsTheLaunchersProcessCount) {
+  std::map<std::string, const char*> env;
+  auto get = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second;
+  };
+  EXPECT_EQ(mpi_launcher_world_size(get), 0);
+  env["OMPI_COMM_WORLD_SIZE"] = "4";
+  EXPECT_EQ(mpi_launcher_world_size(get), 4);
+  env.clear();
+  env["PMI_SIZE"] = "2";
+  EXPECT_EQ(mpi_launcher_world_size(get), 2);
+  env["PMI_SIZE"] = "two";  // not a count: unknown
+  EXPECT_EQ(mpi_launcher_world_size(get), 0);
+  env.clear();
+  env["PMIX_RANK"] = "0";  // launched, size not said
+  EXPECT_EQ(mpi_launcher_world_size(get), 0);
+}
+
 TEST(LinkHeader, AcceptsTheExpectedMessageAndNamesAMismatch) {
   EXPECT_NO_THROW(check_link_header({0.5, 42, 32}, 42, 1, 1000));
   EXPECT_NO_THROW(check_link_header({0, 7, 0}, 7, 1, 1000));
