@@ -371,7 +371,7 @@ int run_calibrate(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"calibrate",
+const CommandRegistration kCalibrateCommand{"calibrate",
                                "Fit a cluster JSON from microbenchmarks on a backend or from a "
                                "measured run trace",
                                run_calibrate};

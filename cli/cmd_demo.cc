@@ -247,7 +247,7 @@ int run_demo(int argc, char** argv) {
   return pass ? kExitOk : kExitFailure;
 }
 
-const CommandRegistration kReg{
+const CommandRegistration kDemoCommand{
     "demo", "End-to-end: explore, simulate the best plan, write timelines, run it and compare",
     run_demo};
 

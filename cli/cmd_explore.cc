@@ -330,7 +330,7 @@ int run_explore(int argc, char** argv) {
   }
 }
 
-const CommandRegistration kReg{
+const CommandRegistration kExploreCommand{
     "explore", "Search parallel configurations, rank them, write the best plan", run_explore};
 
 }  // namespace

@@ -171,7 +171,7 @@ int run_export(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"export",
+const CommandRegistration kExportCommand{"export",
                                "Export a trace or simulated plan: Perfetto/Chrome JSON, SVG, PNG, "
                                "DOT, text Gantt",
                                run_export};

@@ -78,7 +78,7 @@ int run_graph(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"graph", "Summarise a model's pipeline stages and task graph",
+const CommandRegistration kGraphCommand{"graph", "Summarise a model's pipeline stages and task graph",
                                run_graph};
 
 }  // namespace

@@ -487,7 +487,7 @@ int run_run(int argc, char** argv) {
   return kExitFailure;
 }
 
-const CommandRegistration kReg{"run",
+const CommandRegistration kRunCommand{"run",
                                "Execute a plan on threads, MPI processes or CUDA GPUs (real or "
                                "emulated compute)",
                                run_run};

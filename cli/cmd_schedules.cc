@@ -57,7 +57,7 @@ int run_schedules(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"schedules", "List the built-in pipeline schedules", run_schedules};
+const CommandRegistration kSchedulesCommand{"schedules", "List the built-in pipeline schedules", run_schedules};
 
 }  // namespace
 }  // namespace jaxpp::cli

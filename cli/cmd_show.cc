@@ -116,7 +116,7 @@ int run_show(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"show", "Print a schedule's per-actor order and unit-cost timeline",
+const CommandRegistration kShowCommand{"show", "Print a schedule's per-actor order and unit-cost timeline",
                                run_show};
 
 }  // namespace

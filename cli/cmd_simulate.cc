@@ -12,6 +12,7 @@
 
 #include "cli/cluster_arg.h"
 #include "cli/command.h"
+#include "cli/explore_report.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
@@ -27,7 +28,6 @@
 namespace jaxpp::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The timeline format of a --timeline path, from its extension.
 ExportFormat timeline_format(const std::string& path) {
@@ -290,7 +290,7 @@ int run_simulate(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{
+const CommandRegistration kSimulateCommand{
     "simulate", "Simulate a pipeline schedule (model + cluster, or stage times)", run_simulate};
 
 }  // namespace

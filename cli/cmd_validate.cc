@@ -113,7 +113,7 @@ int run_validate(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kReg{"validate", "Check a custom schedule or a plan file", run_validate};
+const CommandRegistration kValidateCommand{"validate", "Check a custom schedule or a plan file", run_validate};
 
 }  // namespace
 }  // namespace jaxpp::cli

@@ -15,6 +15,7 @@
 #include "cli/builtin_corpus.h"
 #include "cli/cluster_arg.h"
 #include "cli/command.h"
+#include "cli/explore_report.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
@@ -26,7 +27,6 @@
 namespace jaxpp::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 const char* kBuiltinName = "corpus.json (built in)";
 
 std::string format(const char* fmt, double v) {
@@ -232,7 +232,7 @@ int run_validate_model(int argc, char** argv) {
   return args.count("strict") && strict_failure(report) ? kExitFailure : kExitOk;
 }
 
-const CommandRegistration kReg{
+const CommandRegistration kValidateModelCommand{
     "validate-model", "Score the cost model against published training runs", run_validate_model};
 
 }  // namespace

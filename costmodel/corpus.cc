@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string lower(std::string s) {
+std::string lowercase(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return s;
@@ -94,7 +94,7 @@ ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
   }
   const std::string name = value.get<std::string>();
   for (const std::string& preset : model_preset_names())
-    if (lower(name) == preset) return load_model(preset);
+    if (lowercase(name) == preset) return load_model(preset);
   std::error_code ec;
   fs::path path(name);
   if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec))
@@ -134,7 +134,7 @@ ModelSpec with_seq_len(const ModelSpec& model, int seq_len, const std::string& w
 }
 
 std::string cluster_name(const JsonObject& row) {
-  const std::string name = lower(row.string("cluster"));
+  const std::string name = lowercase(row.string("cluster"));
   const std::vector<std::string> presets = cluster_preset_names();
   if (std::find(presets.begin(), presets.end(), name) != presets.end()) return name;
   std::string list;
@@ -361,8 +361,8 @@ json csv_cell(const std::string& key, const std::string& cell) {
   if (kCsvIntegerKeys.count(key) || key == "peak_tflops" || key.rfind(kMeasuredPrefix, 0) == 0)
     return number_or_text(cell);
   if (kCsvBoolKeys.count(key)) {
-    if (lower(cell) == "true") return true;
-    if (lower(cell) == "false") return false;
+    if (lowercase(cell) == "true") return true;
+    if (lowercase(cell) == "false") return false;
   }
   return cell;
 }
@@ -571,7 +571,7 @@ Corpus corpus_from_csv(const std::string& text, const std::string& name,
 Corpus load_corpus(const std::string& path) {
   const std::string text = read_input_text(path, kMaxCorpusFileBytes);
   const std::string base_dir = fs::path(path).parent_path().string();
-  if (lower(fs::path(path).extension().string()) == ".csv")
+  if (lowercase(fs::path(path).extension().string()) == ".csv")
     return corpus_from_csv(text, path, base_dir);
   return corpus_from_json(parse_json_text(text, path), path, base_dir);
 }

@@ -13,7 +13,7 @@
 namespace jaxpp {
 namespace {
 
-constexpr double kMs = 1e-3;
+constexpr double kSecondsPerMs = 1e-3;
 
 double time_s(const JsonObject& obj, const std::string& key, bool zero_allowed) {
   if (!zero_allowed) obj.positive_number(key);  // the type and sign messages of JsonObject
@@ -39,7 +39,7 @@ std::string number_text(double v) {
 }  // namespace
 
 double stage_time_s_from_ms(double ms, bool zero_allowed, const std::string& where) {
-  const double s = ms * kMs;
+  const double s = ms * kSecondsPerMs;
   if (std::isfinite(ms) &&
       ((zero_allowed && ms == 0) || (s >= kMinDurationS && s <= kMaxTaskDurationS))) {
     return s;

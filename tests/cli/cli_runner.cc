@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +30,16 @@ CliResult run_binary(const std::string& launcher, const std::string& args) {
 }
 
 }  // namespace
+
+std::string data(const std::string& relative) {
+  return std::string(JAXPP_TEST_DATA_DIR) + "/" + relative;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CliResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace jaxpp::testing {
 
 struct CliResult {
@@ -24,5 +26,9 @@ std::string read_file(const std::string& path);
 std::string write_temp_file(const std::string& name, const std::string& text);
 // A fresh, empty temporary directory for one test.
 std::string make_temp_dir();
+// A file under tests/data: data("graph/tiny_transformer.json").
+std::string data(const std::string& relative);
+// run_cli(args + " --json"), expecting exit 0; the parsed stdout.
+nlohmann::json run_json(const std::string& args);
 
 }  // namespace jaxpp::testing

@@ -16,12 +16,7 @@ namespace {
 using testing::make_temp_dir;
 using testing::run_cli;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 TEST(DemoCliTest, DefaultDemoRunsEveryStepAndPasses) {
   const std::string dir = make_temp_dir();

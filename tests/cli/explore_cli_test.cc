@@ -32,7 +32,7 @@ const std::string kSmallAllSchedules =
     "--tp 1,2 --microbatch-sizes 1,2 --virtual 1,2 --quiet ";
 const std::string kSmall = kSmallAllSchedules + "--schedules 1f1b,zb-h1,interleaved ";
 
-void expect_one_line_error(const CliResult& r, const std::vector<std::string>& needles) {
+void expect_explore_error(const CliResult& r, const std::vector<std::string>& needles) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.err.rfind("jaxpp-sim explore: error: ", 0), 0u) << r.err;
@@ -149,7 +149,7 @@ TEST(ExploreCliTest, NothingFitsSaysWhatTheSmallestNeedsAndExits2) {
   const CliResult r = run_cli(
       "explore --model gpt3-175b --gpus 8 --global-batch 8 --schedules 1f1b "
       "--microbatch-sizes 1 --quiet");
-  expect_one_line_error(r, {"no configuration fits in 80 GiB; the smallest needs ", " GiB (pp "});
+  expect_explore_error(r, {"no configuration fits in 80 GiB; the smallest needs ", " GiB (pp "});
 }
 
 TEST(ExploreCliTest, NothingFitsWithJsonStillPrintsTheCounts) {
@@ -163,25 +163,25 @@ TEST(ExploreCliTest, NothingFitsWithJsonStillPrintsTheCounts) {
 }
 
 TEST(ExploreCliTest, BadInputGivesOneLineAndExitCode2) {
-  expect_one_line_error(run_cli(kSmallAllSchedules + "--schedules 1f1b,nope"),
+  expect_explore_error(run_cli(kSmallAllSchedules + "--schedules 1f1b,nope"),
                         {"--schedules: unknown schedule 'nope'"});
-  expect_one_line_error(run_cli(kSmall + "--format yaml"), {"--format", "yaml"});
-  expect_one_line_error(run_cli(kSmall + "--plan /nonexistent-dir/best.json"),
+  expect_explore_error(run_cli(kSmall + "--format yaml"), {"--format", "yaml"});
+  expect_explore_error(run_cli(kSmall + "--plan /nonexistent-dir/best.json"),
                         {"--plan", "/nonexistent-dir", "does not exist"});
-  expect_one_line_error(run_cli(kSmall + "--csv /nonexistent-dir/all.csv"),
+  expect_explore_error(run_cli(kSmall + "--csv /nonexistent-dir/all.csv"),
                         {"--csv", "does not exist"});
-  expect_one_line_error(run_cli(kSmall + "--plan " + make_temp_dir()), {"--plan", "directory"});
-  expect_one_line_error(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --quiet --pp 2,x"), {"--pp", "positive integers"});
-  expect_one_line_error(run_cli(kSmall + "--recompute sometimes"), {"--recompute"});
-  expect_one_line_error(run_cli(kSmall + "--zero1 maybe"), {"--zero1"});
-  expect_one_line_error(run_cli(kSmall + "--threads 0"), {"--threads"});
-  expect_one_line_error(run_cli(kSmall + "--max-memory-gib -3"), {"--max-memory-gib"});
-  expect_one_line_error(run_cli(kSmall + "--cp 0"), {"--cp", "positive integers"});
-  expect_one_line_error(run_cli(kSmall + "--attention fancy"), {"--attention", "fancy"});
-  expect_one_line_error(run_cli(kSmall + "--tp-comm-overlap"),
+  expect_explore_error(run_cli(kSmall + "--plan " + make_temp_dir()), {"--plan", "directory"});
+  expect_explore_error(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --quiet --pp 2,x"), {"--pp", "positive integers"});
+  expect_explore_error(run_cli(kSmall + "--recompute sometimes"), {"--recompute"});
+  expect_explore_error(run_cli(kSmall + "--zero1 maybe"), {"--zero1"});
+  expect_explore_error(run_cli(kSmall + "--threads 0"), {"--threads"});
+  expect_explore_error(run_cli(kSmall + "--max-memory-gib -3"), {"--max-memory-gib"});
+  expect_explore_error(run_cli(kSmall + "--cp 0"), {"--cp", "positive integers"});
+  expect_explore_error(run_cli(kSmall + "--attention fancy"), {"--attention", "fancy"});
+  expect_explore_error(run_cli(kSmall + "--tp-comm-overlap"),
                         {"--tp-comm-overlap", "needs --sequence-parallel"});
-  expect_one_line_error(run_cli("explore --model gpt3-1.3b --gpus 8"), {"--global-batch"});
-  expect_one_line_error(run_cli("explore --model no-such-model --gpus 8 --global-batch 8"),
+  expect_explore_error(run_cli("explore --model gpt3-1.3b --gpus 8"), {"--global-batch"});
+  expect_explore_error(run_cli("explore --model no-such-model --gpus 8 --global-batch 8"),
                         {"no-such-model"});
 }
 

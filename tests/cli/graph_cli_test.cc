@@ -22,7 +22,7 @@ using testing::write_temp_file;
 const std::string kData = std::string(JAXPP_TEST_DATA_DIR) + "/graph/";
 
 // Bad input: exit code 2 and exactly one line on stderr that contains every `needle`.
-void expect_one_line_error(const testing::CliResult& r, const std::vector<std::string>& needles) {
+void expect_graph_error(const testing::CliResult& r, const std::vector<std::string>& needles) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.err.rfind("jaxpp-sim graph: error: ", 0), 0u) << r.err;
@@ -120,21 +120,21 @@ TEST(GraphCliTest, DotFileIsWritten) {
 }
 
 TEST(GraphCliTest, UnwritableDotPathIsAnError) {
-  expect_one_line_error(run_cli("graph --model bert-large --pp 2 --dot /nonexistent-dir/g.dot"),
+  expect_graph_error(run_cli("graph --model bert-large --pp 2 --dot /nonexistent-dir/g.dot"),
                         {"--dot /nonexistent-dir/g.dot", "does not exist"});
 }
 
 TEST(GraphCliTest, MalformedJsonNamesFileAndLine) {
   const std::string path =
       write_temp_file("bad.json", "{\n  \"name\": \"x\",\n  \"layers\": 4,,\n}\n");
-  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"),
+  expect_graph_error(run_cli("graph --model " + path + " --pp 2"),
                         {path + ":3:", "malformed JSON"});
 }
 
 TEST(GraphCliTest, MissingFieldIsNamed) {
   const std::string path = write_temp_file(
       "m.json", R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})");
-  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"),
+  expect_graph_error(run_cli("graph --model " + path + " --pp 2"),
                         {path, "'seq_len'", "missing"});
 }
 
@@ -142,42 +142,42 @@ TEST(GraphCliTest, NegativeFieldIsNamed) {
   const std::string path = write_temp_file(
       "m.json",
       R"({"name": "x", "layers": -3, "hidden": 64, "heads": 4, "seq_len": 8, "vocab": 100})");
-  expect_one_line_error(run_cli("graph --model " + path + " --pp 2"), {path, "'layers'", "-3"});
+  expect_graph_error(run_cli("graph --model " + path + " --pp 2"), {path, "'layers'", "-3"});
 }
 
 TEST(GraphCliTest, MoreStagesThanLayersIsAnError) {
   // tiny_transformer.json: 4 transformer layers + embedding + logits = 6 layers.
-  expect_one_line_error(run_cli("graph --model " + kData + "tiny_transformer.json --pp 7"),
+  expect_graph_error(run_cli("graph --model " + kData + "tiny_transformer.json --pp 7"),
                         {"7 stages", "only 6 layers"});
 }
 
 TEST(GraphCliTest, UnknownPresetIsAnError) {
-  expect_one_line_error(run_cli("graph --model gpt5-10t --pp 2"),
+  expect_graph_error(run_cli("graph --model gpt5-10t --pp 2"),
                         {"gpt5-10t", "unknown model", "gpt3-175b"});
 }
 
 TEST(GraphCliTest, UnreadableFileIsAnError) {
   const std::string dir = testing::make_temp_dir();
-  expect_one_line_error(run_cli("graph --model " + dir + " --pp 2"), {dir, "directory"});
+  expect_graph_error(run_cli("graph --model " + dir + " --pp 2"), {dir, "directory"});
   std::filesystem::remove_all(dir);
 }
 
 TEST(GraphCliTest, BadPartitionListsAreErrors) {
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9,5"),
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9,5"),
                         {"partition entry 2", "strictly increasing"});
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9"),
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 3 --partition 0,9"),
                         {"--partition", "2 stage starts"});
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --partition 0,x"),
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 2 --partition 0,x"),
                         {"--partition", "'x'"});
 }
 
 TEST(GraphCliTest, BadParallelShapesAreErrors) {
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 0"), {"--pp"});
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --virtual 3 --placement v"),
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 0"), {"--pp"});
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 2 --virtual 3 --placement v"),
                         {"placement v", "6 stages on 2 actors"});
-  expect_one_line_error(run_cli("graph --model gpt3-1.3b --pp 2 --recompute most"),
+  expect_graph_error(run_cli("graph --model gpt3-1.3b --pp 2 --recompute most"),
                         {"--recompute"});
-  expect_one_line_error(run_cli("graph --pp 2"), {"--model"});
+  expect_graph_error(run_cli("graph --pp 2"), {"--model"});
 }
 
 TEST(GraphCliTest, HelpExitsZero) {

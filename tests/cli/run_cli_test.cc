@@ -21,7 +21,6 @@ namespace {
 
 const char* kTiny = " --hidden 8 --seq 4 --layers-per-stage 1 --steps 2 --warmup 1 ";
 
-std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
 
 void expect_check_passed(const CliResult& r) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;

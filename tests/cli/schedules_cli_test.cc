@@ -11,7 +11,7 @@ namespace {
 using testing::run_cli;
 using testing::write_temp_file;
 
-std::string data(const std::string& name) {
+std::string schedule_data(const std::string& name) {
   return std::string(JAXPP_TEST_DATA_DIR) + "/schedules/" + name;
 }
 
@@ -110,14 +110,14 @@ TEST(SchedulesCli, ExportedCsvAndJsonValidateAndShowTheSameGrid) {
 }
 
 TEST(SchedulesCli, ShowOfAnInvalidCustomScheduleExitsOneWithTheErrors) {
-  const auto r = run_cli("show --schedule-file " + data("deadlock.json"));
+  const auto r = run_cli("show --schedule-file " + schedule_data("deadlock.json"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("crossed-1f1b is not a valid schedule"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("deadlock: no actor can make progress"), std::string::npos) << r.err;
 }
 
 TEST(SchedulesCli, ShowNeedsExactlyOneScheduleSource) {
-  const auto both = run_cli("show --schedule 1f1b --schedule-file " + data("deadlock.json"));
+  const auto both = run_cli("show --schedule 1f1b --schedule-file " + schedule_data("deadlock.json"));
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("give exactly one of --schedule NAME or --schedule-file FILE"),
             std::string::npos)
@@ -128,7 +128,7 @@ TEST(SchedulesCli, ShowNeedsExactlyOneScheduleSource) {
 }
 
 TEST(SchedulesCli, ValidateCsvPrintsOkAndPeakInFlight) {
-  const auto r = run_cli("validate " + data("1f1b_p2_m4.csv"));
+  const auto r = run_cli("validate " + schedule_data("1f1b_p2_m4.csv"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("peak in-flight activations per actor (stage-microbatches): 2 1"),
             std::string::npos)
@@ -137,7 +137,7 @@ TEST(SchedulesCli, ValidateCsvPrintsOkAndPeakInFlight) {
 }
 
 TEST(SchedulesCli, ValidateDeadlockExitsOneAndNamesEveryActor) {
-  const auto r = run_cli("validate " + data("deadlock.json"));
+  const auto r = run_cli("validate " + schedule_data("deadlock.json"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("actor 0: position 1 B0@s0 waits for B0@s1 (actor 1, position 3)"),
             std::string::npos)
@@ -148,7 +148,7 @@ TEST(SchedulesCli, ValidateDeadlockExitsOneAndNamesEveryActor) {
 }
 
 TEST(SchedulesCli, ValidateJsonReportsErrors) {
-  const auto r = run_cli("validate --json " + data("missing_task.json"));
+  const auto r = run_cli("validate --json " + schedule_data("missing_task.json"));
   EXPECT_EQ(r.exit_code, 1);
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ok"], false);
@@ -157,13 +157,13 @@ TEST(SchedulesCli, ValidateJsonReportsErrors) {
 }
 
 TEST(SchedulesCli, ValidateDuplicateExitsOne) {
-  const auto r = run_cli("validate " + data("duplicate_task.json"));
+  const auto r = run_cli("validate " + schedule_data("duplicate_task.json"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("B1@s1 is duplicated (first at actor 1, position 3)"), std::string::npos);
 }
 
 TEST(SchedulesCli, ValidateMalformedCsvExitsTwoNamingLineAndToken) {
-  const auto r = run_cli("validate " + data("malformed.csv"));
+  const auto r = run_cli("validate " + schedule_data("malformed.csv"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("malformed.csv: line 2 (actor 1), cell 1: bad action '1X1'"),
             std::string::npos)
@@ -171,7 +171,7 @@ TEST(SchedulesCli, ValidateMalformedCsvExitsTwoNamingLineAndToken) {
 }
 
 TEST(SchedulesCli, ValidateMalformedJsonExitsTwo) {
-  const auto r = run_cli("validate " + data("malformed.json"));
+  const auto r = run_cli("validate " + schedule_data("malformed.json"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("malformed.json"), std::string::npos) << r.err;
 }

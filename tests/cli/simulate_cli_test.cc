@@ -23,9 +23,8 @@ namespace fs = std::filesystem;
 
 // Small, fast configurations of each mode.
 const std::string kModel = "simulate --model gpt3-1.3b --schedule 1f1b ";
-const std::string kMeasured = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 ";
+const std::string kMeasuredMode = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 ";
 
-std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
 
 size_t files_in(const std::string& dir) {
   return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
@@ -42,11 +41,6 @@ void expect_bad_input(const CliResult& r, const std::vector<std::string>& needle
   EXPECT_EQ(r.out, "") << "bad input must not print a result";
 }
 
-nlohmann::json run_json(const std::string& args) {
-  const CliResult r = run_cli(args + " --json");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return nlohmann::json::parse(r.out);
-}
 
 // ---- Bad input: configuration. --------------------------------------------------------------
 
@@ -158,9 +152,9 @@ TEST(SimulateCli, ZeroBackwardTimeIsRejectedNamingTheFlag) {
 }
 
 TEST(SimulateCli, NegativeCommunicationTimeIsRejectedButZeroIsFine) {
-  expect_bad_input(run_cli(kMeasured + "--t-comm -0.5"),
+  expect_bad_input(run_cli(kMeasuredMode + "--t-comm -0.5"),
                    {"--t-comm: expected a time in milliseconds >= 0, got -0.5"});
-  EXPECT_EQ(run_cli(kMeasured + "--t-comm 0 --t-w 0").exit_code, 0);
+  EXPECT_EQ(run_cli(kMeasuredMode + "--t-comm 0 --t-w 0").exit_code, 0);
 }
 
 TEST(SimulateCli, ZeroMicrobatchesAreRejected) {
@@ -240,7 +234,7 @@ TEST(SimulateCli, TimelineFormatFollowsTheExtension) {
   const std::string dir = make_temp_dir();
   for (const char* ext : {"svg", "png", "dot", "json", "txt"}) {
     const std::string path = dir + "/timeline." + ext;
-    const CliResult r = run_cli(kMeasured + "--timeline " + path);
+    const CliResult r = run_cli(kMeasuredMode + "--timeline " + path);
     ASSERT_EQ(r.exit_code, 0) << ext << ": " << r.err;
     EXPECT_NE(r.out.find("wrote " + path), std::string::npos) << r.out;
   }
@@ -256,7 +250,7 @@ TEST(SimulateCli, TimelineFormatFollowsTheExtension) {
 TEST(SimulateCli, JsonTimelineEqualsExportingTheTraceAsPerfetto) {
   const std::string dir = make_temp_dir();
   ASSERT_EQ(
-      run_cli(kMeasured + "--trace " + dir + "/t.json --timeline " + dir + "/a.json").exit_code, 0);
+      run_cli(kMeasuredMode + "--trace " + dir + "/t.json --timeline " + dir + "/a.json").exit_code, 0);
   ASSERT_EQ(run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/b.json")
                 .exit_code,
             0);
@@ -266,7 +260,7 @@ TEST(SimulateCli, JsonTimelineEqualsExportingTheTraceAsPerfetto) {
 
 TEST(SimulateCli, TimelineWithAnUnknownExtensionIsRejectedAndWritesNothing) {
   const std::string dir = make_temp_dir();
-  expect_bad_input(run_cli(kMeasured + "--timeline " + dir + "/t.xyz --trace " + dir + "/t.json"),
+  expect_bad_input(run_cli(kMeasuredMode + "--timeline " + dir + "/t.xyz --trace " + dir + "/t.json"),
                    {"--timeline " + dir + "/t.xyz: unknown extension '.xyz'", ".svg", ".txt"});
   EXPECT_EQ(files_in(dir), 0u);
   fs::remove_all(dir);
@@ -275,7 +269,7 @@ TEST(SimulateCli, TimelineWithAnUnknownExtensionIsRejectedAndWritesNothing) {
 TEST(SimulateCli, TimelineIntoAMissingDirectoryIsRejectedAndWritesNothing) {
   const std::string dir = make_temp_dir();
   expect_bad_input(
-      run_cli(kMeasured + "--trace " + dir + "/t.json --timeline " + dir + "/missing/t.svg"),
+      run_cli(kMeasuredMode + "--trace " + dir + "/t.json --timeline " + dir + "/missing/t.svg"),
       {"--timeline " + dir + "/missing/t.svg: directory", "does not exist"});
   EXPECT_EQ(files_in(dir), 0u);
   fs::remove_all(dir);
@@ -284,7 +278,7 @@ TEST(SimulateCli, TimelineIntoAMissingDirectoryIsRejectedAndWritesNothing) {
 TEST(SimulateCli, TimelineOntoADirectoryIsRejected) {
   const std::string dir = make_temp_dir();
   fs::create_directory(dir + "/t.svg");
-  expect_bad_input(run_cli(kMeasured + "--timeline " + dir + "/t.svg"), {"is a directory"});
+  expect_bad_input(run_cli(kMeasuredMode + "--timeline " + dir + "/t.svg"), {"is a directory"});
   fs::remove_all(dir);
 }
 

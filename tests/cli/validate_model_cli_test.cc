@@ -22,14 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string data(const std::string& name) { return std::string(JAXPP_TEST_DATA_DIR) + "/" + name; }
 const std::string kFixture = "validate-model --corpus " + data("corpus/small.json") + " ";
 
-json run_json(const std::string& args) {
-  const CliResult r = run_cli(args + " --json");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
 
 std::vector<std::string> ids(const json& report) {
   std::vector<std::string> out;

@@ -119,7 +119,7 @@ CorpusRow row_with(const std::function<void(json& row)>& edit) {
   return corpus_from_json(corpus_with(edit), "corpus.json", "").rows.at(0);
 }
 
-std::string error_of(const json& doc) {
+std::string corpus_error_of(const json& doc) {
   try {
     corpus_from_json(doc, "corpus.json", "");
   } catch (const InputError& e) {
@@ -128,7 +128,7 @@ std::string error_of(const json& doc) {
   return "(no error)";
 }
 std::string row_error(const std::function<void(json& row)>& edit) {
-  return error_of(corpus_with(edit));
+  return corpus_error_of(corpus_with(edit));
 }
 
 TEST(CorpusRow, ReadsEveryFieldWithItsDefaults) {
@@ -252,7 +252,7 @@ TEST(CorpusErrors, WrongType) {
 TEST(CorpusErrors, DuplicateIds) {
   json doc = corpus_with([](json&) {});
   doc["rows"].push_back(valid_row());
-  EXPECT_EQ(error_of(doc), "corpus.json: row 'r1': field 'id': duplicate id (rows 0 and 1)");
+  EXPECT_EQ(corpus_error_of(doc), "corpus.json: row 'r1': field 'id': duplicate id (rows 0 and 1)");
 }
 
 TEST(CorpusErrors, UnknownClusterPreset) {
@@ -350,17 +350,17 @@ TEST(CorpusErrors, EmptyExpectedFailureReason) {
 TEST(CorpusErrors, AnotherFormatOrVersion) {
   json doc = corpus_with([](json&) {});
   doc["version"] = 2;
-  EXPECT_EQ(error_of(doc),
+  EXPECT_EQ(corpus_error_of(doc),
             "corpus.json: field 'version': unsupported corpus version 2 (this build reads 1)");
   doc["format"] = "jaxpp-sim-plan";
-  EXPECT_EQ(error_of(doc),
+  EXPECT_EQ(corpus_error_of(doc),
             "corpus.json: field 'format': expected \"jaxpp-sim-corpus\", got \"jaxpp-sim-plan\"");
 }
 
 TEST(CorpusErrors, SourceWithoutACitation) {
   json doc = corpus_with([](json&) {});
   doc["sources"]["s"].erase("citation");
-  EXPECT_EQ(error_of(doc),
+  EXPECT_EQ(corpus_error_of(doc),
             "corpus.json: field 'sources': field 's': field 'citation': missing "
             "(required)");
 }
@@ -376,8 +376,11 @@ std::string load_error(const std::string& path) {
   return "(no error)";
 }
 
+// A file of this test's own (ctest runs tests in parallel processes that share TempDir()).
 std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path = ::testing::TempDir() + "/" + test->test_suite_name() + "." +
+                           test->name() + "." + name;
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }

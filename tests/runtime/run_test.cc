@@ -37,7 +37,7 @@ RunOptions small_real_run(int dp) {
   return o;
 }
 
-struct Case {
+struct ScheduleCase {
   std::string name;
   std::string schedule;  // built-in name, or a file under tests/data/schedules
   int p = 0, m = 0, stages = 0;
@@ -46,9 +46,9 @@ struct Case {
 };
 
 // ctest lists parameterised tests with their printed parameter: the case name suffices.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
 
-Program program_of(const Case& c) {
+Program program_of(const ScheduleCase& c) {
   if (c.p == 0) {
     return lower(load_schedule_file(std::string(JAXPP_TEST_DATA_DIR) + "/schedules/" + c.schedule),
                  {});
@@ -64,7 +64,7 @@ Program program_of(const Case& c) {
 
 // All twelve built-in schedules (docs/schedules.md), the fused and virtual variants of those that
 // have them, and custom PyTorch CSV schedules.
-const Case kCases[] = {
+const ScheduleCase kCases[] = {
     {"GPipe", "GPipe", 3, 4},
     {"Std1F1B", "Std1F1B", 4, 6},
     {"Eager1F1B", "Eager1F1B", 3, 4},
@@ -85,7 +85,7 @@ const Case kCases[] = {
     {"CustomZeroBubbleCsv", "zero_bubble_p2_m2.csv"},
 };
 
-class EquivalenceTest : public ::testing::TestWithParam<Case> {};
+class EquivalenceTest : public ::testing::TestWithParam<ScheduleCase> {};
 
 TEST_P(EquivalenceTest, PipelinedTrainingMatchesTheIndependentReferenceWithDp2) {
   Program prog = program_of(GetParam());
@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, EquivalenceTest, ::testing::ValuesIn(kCases)
 
 TEST(Run, EveryBuiltInScheduleIsInTheCheckedList) {
   std::set<std::string> checked;
-  for (const Case& c : kCases)
+  for (const ScheduleCase& c : kCases)
     if (c.p > 0) checked.insert(schedule_or_throw(c.schedule).name);
   for (const ScheduleInfo& info : all_schedules())
     EXPECT_TRUE(checked.count(info.name)) << info.name << " is not run with --check";

@@ -12,7 +12,7 @@
 namespace jaxpp {
 namespace {
 
-std::string data(const std::string& name) {
+std::string schedule_data(const std::string& name) {
   return std::string(JAXPP_TEST_DATA_DIR) + "/schedules/" + name;
 }
 
@@ -28,7 +28,7 @@ TEST(ValidateSchedule, BuiltinIsValid) {
 }
 
 TEST(ValidateSchedule, DeadlockListsTheBlockedTaskOnEveryActor) {
-  const ValidationReport r = validate_schedule(load_schedule_file(data("deadlock.json")));
+  const ValidationReport r = validate_schedule(load_schedule_file(schedule_data("deadlock.json")));
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0],
             "deadlock: no actor can make progress; actor 0: position 1 B0@s0 waits for B0@s1 "
@@ -37,13 +37,13 @@ TEST(ValidateSchedule, DeadlockListsTheBlockedTaskOnEveryActor) {
 }
 
 TEST(ValidateSchedule, MissingTaskIsNamed) {
-  const ValidationReport r = validate_schedule(load_schedule_file(data("missing_task.json")));
+  const ValidationReport r = validate_schedule(load_schedule_file(schedule_data("missing_task.json")));
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0], "actor 1: task B1@s1 is missing (every stage-microbatch needs F and B)");
 }
 
 TEST(ValidateSchedule, DuplicatedTaskNamesBothPositions) {
-  const ValidationReport r = validate_schedule(load_schedule_file(data("duplicate_task.json")));
+  const ValidationReport r = validate_schedule(load_schedule_file(schedule_data("duplicate_task.json")));
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0], "actor 1, position 4: B1@s1 is duplicated (first at actor 1, position 3)");
 }
@@ -84,7 +84,7 @@ TEST(ValidateSchedule, FusedGroupMembersMayDependOnEachOther) {
 }
 
 TEST(ValidateSchedule, ValidateOrThrowCarriesTheFirstError) {
-  const Schedule s = load_schedule_file(data("deadlock.json"));
+  const Schedule s = load_schedule_file(schedule_data("deadlock.json"));
   try {
     validate_or_throw(s, "deadlock.json");
     FAIL() << "expected InputError";
@@ -95,7 +95,7 @@ TEST(ValidateSchedule, ValidateOrThrowCarriesTheFirstError) {
 }
 
 TEST(ValidateSchedule, TimelineOfADeadlockThrows) {
-  EXPECT_THROW(unit_cost_timeline(load_schedule_file(data("deadlock.json"))), InputError);
+  EXPECT_THROW(unit_cost_timeline(load_schedule_file(schedule_data("deadlock.json"))), InputError);
 }
 
 TEST(ValidateSchedule, TimelineTextHasOneRowPerActorAndTheMakespan) {

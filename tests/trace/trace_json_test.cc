@@ -44,7 +44,7 @@ void expect_same(const Trace& a, const Trace& b) {
   }
 }
 
-std::string error_of(const nlohmann::json& j) {
+std::string trace_error_of(const nlohmann::json& j) {
   try {
     trace_from_json(j, "t.json");
   } catch (const InputError& e) {
@@ -97,57 +97,57 @@ TEST(TraceJson, EventNamesFollowInstructionText) {
 TEST(TraceJson, RejectsAnotherFormatOrVersion) {
   nlohmann::json j = trace_to_json(small_trace());
   j["format"] = "jaxpp-sim-plan";
-  EXPECT_THAT(error_of(j), HasSubstr("field 'format'"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("field 'format'"));
   j = trace_to_json(small_trace());
   j["version"] = 7;
-  EXPECT_THAT(error_of(j), HasSubstr("field 'version'"));
-  EXPECT_THAT(error_of(nlohmann::json::array()), HasSubstr("expected a JSON object"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("field 'version'"));
+  EXPECT_THAT(trace_error_of(nlohmann::json::array()), HasSubstr("expected a JSON object"));
 }
 
 TEST(TraceJson, NamesTheMissingOrBadTopLevelField) {
   nlohmann::json j = trace_to_json(small_trace());
   j.erase("num_actors");
-  EXPECT_THAT(error_of(j), HasSubstr("field 'num_actors'"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("field 'num_actors'"));
   j = trace_to_json(small_trace());
   j["events"] = "none";
-  EXPECT_THAT(error_of(j), HasSubstr("field 'events': expected an array"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("field 'events': expected an array"));
   j = trace_to_json(small_trace());
   j["colour"] = "blue";
-  EXPECT_THAT(error_of(j), HasSubstr("field 'colour': unknown field"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("field 'colour': unknown field"));
 }
 
 TEST(TraceJson, NamesTheEventIndexAndFieldOfAMalformedEvent) {
   nlohmann::json j = trace_to_json(small_trace());
   j["events"][3]["end_s"] = 0.0;
-  const std::string err = error_of(j);
+  const std::string err = trace_error_of(j);
   EXPECT_THAT(err, HasSubstr("t.json: events[3]: field 'end_s'"));
   EXPECT_THAT(err, HasSubstr(">= start_s"));
 
   j = trace_to_json(small_trace());
   j["events"][2]["actor"] = 5;
-  EXPECT_THAT(error_of(j), HasSubstr("events[2]: field 'actor': expected an integer in [0, 1]"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("events[2]: field 'actor': expected an integer in [0, 1]"));
 
   j = trace_to_json(small_trace());
   j["events"][0]["op"] = "jump";
-  EXPECT_THAT(error_of(j), HasSubstr("events[0]: field 'op'"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("events[0]: field 'op'"));
 
   j = trace_to_json(small_trace());
   j["events"][1]["stream"] = "send=>1";
-  EXPECT_THAT(error_of(j), HasSubstr("events[1]: field 'stream'"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("events[1]: field 'stream'"));
 
   j = trace_to_json(small_trace());
   j["events"][0]["tasks"] = {"X9"};
-  EXPECT_THAT(error_of(j), HasSubstr("events[0]: field 'tasks'[0]"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("events[0]: field 'tasks'[0]"));
 
   j = trace_to_json(small_trace());
   j["events"][0]["start_s"] = "early";
-  EXPECT_THAT(error_of(j), HasSubstr("events[0]: field 'start_s': expected a number"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("events[0]: field 'start_s': expected a number"));
 }
 
 TEST(TraceJson, NamesTheMemorySampleOfAMalformedSample) {
   nlohmann::json j = trace_to_json(small_trace());
   j["memory"][4]["bytes"] = -1;
-  EXPECT_THAT(error_of(j), HasSubstr("memory[4]: field 'bytes'"));
+  EXPECT_THAT(trace_error_of(j), HasSubstr("memory[4]: field 'bytes'"));
 }
 
 TEST(TraceJson, LoadTraceNamesAnUnreadableOrMalformedFile) {
