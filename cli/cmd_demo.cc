@@ -174,7 +174,7 @@ int run_demo(int argc, char** argv) {
   const std::string svg_path = (out / "timeline.svg").string();
   const std::string trace_path = (out / "trace.json").string();
   std::vector<std::pair<std::string, std::string>> files = {  // (path, bytes), written at the end
-      {plan_path, plan_to_json(plan).dump(2) + "\n"},
+      {plan_path, plan_to_text(plan, plan_path)},
       {svg_path, export_trace(sim.result.trace, ExportFormat::kSvg, {})},
       {trace_path, export_trace(sim.result.trace, ExportFormat::kPerfetto, {})}};
   log << "\n== 3. best plan: " << describe_config(best.config) << "\n"

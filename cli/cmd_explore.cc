@@ -294,7 +294,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     std::cerr << "jaxpp-sim explore: warning: " << w.get<std::string>() << "\n";
   if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
   if (!plan_path.empty())
-    out.set("--plan", plan_to_json(build_config_plan(req, best.config)).dump(2) + "\n");
+    out.set("--plan", plan_to_text(build_config_plan(req, best.config), "--plan"));
   out.write_all();
   switch (format) {
     case OutputFormat::kJson: {

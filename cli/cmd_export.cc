@@ -11,14 +11,25 @@
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
+#include "graph/program.h"
 #include "graph/task_graph.h"
 #include "simulator/plan_builder.h"
+#include "simulator/plan_check.h"
 #include "trace/export.h"
 #include "trace/graphviz_render.h"
 #include "trace/trace.h"
 
 namespace jaxpp::cli {
 namespace {
+
+// A plan file that contradicts itself is refused before anything is drawn from it, as in
+// `validate` and `run` (simulator/plan_check.h).
+Plan load_checked_plan(const std::string& path) {
+  Plan plan = load_plan(path);
+  check_program(plan.program);
+  check_plan(plan, path);
+  return plan;
+}
 
 // The task graph of a plan, with the backward split exactly where the plan's program has I tasks.
 TaskGraph task_graph_of(const Plan& plan) {
@@ -132,7 +143,7 @@ int run_export(int argc, char** argv) {
   size_t num_events = 0;
   if (view == "taskgraph") {
     if (!args.count("plan")) throw_input_error("--view taskgraph", "needs --plan FILE");
-    const Plan plan = load_plan(args["plan"].as<std::string>());
+    const Plan plan = load_checked_plan(args["plan"].as<std::string>());
     bytes = export_task_graph(plan, format);
     source = "plan task graph";
   } else {
@@ -140,7 +151,7 @@ int run_export(int argc, char** argv) {
     if (args.count("trace")) {
       trace = load_trace(args["trace"].as<std::string>());
     } else {
-      const Plan plan = load_plan(args["plan"].as<std::string>());
+      const Plan plan = load_checked_plan(args["plan"].as<std::string>());
       PlanSimOptions sim_options;
       sim_options.record_trace = true;
       sim_options.check_memory = false;  // a timeline of a plan that does not fit is still useful

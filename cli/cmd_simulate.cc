@@ -267,7 +267,7 @@ int run_simulate(int argc, char** argv) {
     sim = simulate_plan(plan, sim_options);
     if (args.count("plan")) {
       plan.predicted = sim.metrics;
-      out.set("--plan", plan_to_json(plan).dump(2) + "\n");  // as save_plan
+      out.set("--plan", plan_to_text(plan, "--plan"));  // as save_plan
     }
   }
   if (args.count("trace")) {

@@ -29,8 +29,9 @@ inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
 
 // Input files (graph/input_file.h): the size of any one file, so that /dev/zero or a mistyped
 // path to a disk image is refused before it is read. A plan.json takes about 1 KiB per
-// stage-microbatch (64 stages and 1024 microbatches: about 70 MiB), so plans of more than about
-// 250,000 stage-microbatches (below kMaxStageMicrobatches) can be written but not read back.
+// stage-microbatch (64 stages and 1024 microbatches: about 70 MiB), so a plan of more than about
+// 250,000 stage-microbatches is refused when written (plan_to_text, graph/plan.h) rather than
+// written and then not read back.
 inline constexpr int64_t kMaxInputFileBytes = int64_t{256} << 20;
 // JSON nesting (graph/json_util.h): objects and arrays open at once. Every file format of the
 // project nests at most 6 deep; the bound keeps the recursive code that walks, copies and prints a

@@ -1,7 +1,9 @@
 #include "graph/plan.h"
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -128,8 +130,22 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
 
 Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
 
+std::string plan_to_text(const Plan& plan, const std::string& where, int64_t max_bytes) {
+  std::string text = plan_to_json(plan).dump(2) + "\n";
+  if (static_cast<int64_t>(text.size()) > max_bytes) {
+    throw_input_error(where, "the plan would be " +
+                                 format_file_size(static_cast<int64_t>(text.size())) +
+                                 ", more than the " + format_file_size(max_bytes) +
+                                 " a plan file may have to be read back (" +
+                                 std::to_string(plan.program.num_stages) + " stages x " +
+                                 std::to_string(plan.program.num_microbatches) +
+                                 " microbatches); use fewer microbatches or stages");
+  }
+  return text;
+}
+
 void save_plan(const Plan& plan, const std::string& path) {
-  write_text_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
+  write_text_file_atomic(path, plan_to_text(plan, path));
 }
 
 }  // namespace jaxpp

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/limits.h"
 #include "graph/model.h"
 #include "graph/partition.h"
 #include "graph/placement.h"
@@ -79,6 +81,11 @@ struct Plan {
 nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& j, const std::string& source);
 Plan load_plan(const std::string& path);
+// The plan file's text (plan_to_json, indented). A plan that could not be read back (longer than
+// kMaxInputFileBytes, graph/limits.h) is an InputError "<where>: the plan would be N MiB, ..."
+// instead of a file that load_plan refuses.
+std::string plan_to_text(const Plan& plan, const std::string& where = "plan",
+                         int64_t max_bytes = kMaxInputFileBytes);
 void save_plan(const Plan& plan, const std::string& path);  // atomic write
 
 }  // namespace jaxpp

@@ -203,6 +203,24 @@ TEST(PlanTest, PartitionThatDoesNotFitTheModelIsRejected) {
             std::string::npos);
 }
 
+TEST(PlanTest, APlanTooLongToBeReadBackIsNotWritten) {
+  const Plan plan = small_plan();
+  const std::string text = plan_to_text(plan);
+  EXPECT_EQ(text, plan_to_json(plan).dump(2) + "\n");
+  // The same plan under a limit one byte below its length: refused, naming the sizes.
+  try {
+    plan_to_text(plan, "out.json", static_cast<int64_t>(text.size()) - 1);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out.json: the plan would be"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("a plan file may have to be read back"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(plan_to_text(plan, "out.json", static_cast<int64_t>(text.size())));
+}
+
 TEST(PlanTest, SaveToAMissingDirectoryIsAnInputError) {
   EXPECT_THROW(save_plan(small_plan(), "/nonexistent-dir/plan.json"), InputError);
 }
