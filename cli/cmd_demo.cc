@@ -112,7 +112,7 @@ int run_demo(int argc, char** argv) {
   DemoSettings s;
   // clang-format off
   options.add_options()
-      ("model", "model preset or JSON file", cxxopts::value<std::string>()->default_value(s.model))
+      ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>()->default_value(s.model))
       ("cluster", "cluster preset or JSON file", cxxopts::value<std::string>()->default_value(s.cluster))
       ("gpus", "total GPUs", cxxopts::value<int>()->default_value(std::to_string(s.gpus)))
       ("global-batch", "sequences per iteration", cxxopts::value<int>()->default_value(std::to_string(s.global_batch)))

@@ -158,7 +158,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       "Under mpirun -n K the space is split across the K processes; rank 0 prints.");
   // clang-format off
   options.add_options()
-      ("model", "model preset or JSON file", cxxopts::value<std::string>())
+      ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
       ("cluster", "cluster preset (a100-80g, h100-sxm, h200) or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("global-batch", "sequences per iteration", cxxopts::value<int>())

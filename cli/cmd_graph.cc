@@ -20,7 +20,7 @@ int run_graph(int argc, char** argv) {
   GraphRequest req;
   // clang-format off
   options.add_options()
-      ("model", "preset name or model JSON file", cxxopts::value<std::string>())
+      ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
       ("pp", "pipeline actors (ranks)", cxxopts::value<int>())
       ("virtual", "stages per actor (S = pp x virtual)", cxxopts::value<int>()->default_value("1"))
       ("microbatches", "microbatches per iteration", cxxopts::value<int>()->default_value("8"))

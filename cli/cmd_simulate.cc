@@ -122,7 +122,7 @@ int run_simulate(int argc, char** argv) {
       "                 backward, a full backward B takes T_B + T_W)");
   // clang-format off
   options.add_options()
-      ("model", "model preset or JSON file", cxxopts::value<std::string>())
+      ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
       ("cluster", "cluster preset (a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72, mi300x) or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("pp", "pipeline actors", cxxopts::value<int>())

@@ -129,12 +129,29 @@ GraphReport build_graph_report(const GraphRequest& req) {
 
 void print_model_summary(std::ostream& out, const ModelSpec& m) {
   out << "model " << m.name << ": " << m.num_layers() << " layers (" << m.num_transformer_layers
-      << " transformer), " << human(static_cast<double>(m.total_params()), "") << " params, "
-      << to_string(m.dtype);
+      << " transformer), " << human(static_cast<double>(m.total_params()), "") << " params";
+  if (m.moe.enabled())
+    out << " (" << human(static_cast<double>(m.active_params()), "") << " active per token)";
+  if (m.mtp_modules > 0)
+    out << " + " << human(static_cast<double>(m.mtp_params()), "") << " in " << m.mtp_modules
+        << " MTP module(s)";
+  out << ", " << to_string(m.dtype);
   if (m.hidden > 0)
     out << ", hidden " << m.hidden << ", heads " << m.heads << " (kv " << m.kv_heads << "), ffn "
         << m.ffn_hidden << (m.gated_mlp ? " swiglu" : " gelu") << ", seq " << m.seq_len
         << ", vocab " << m.vocab << (m.tied_embeddings ? ", tied" : ", untied");
+  if (m.mla.enabled())
+    out << ", MLA (q rank " << m.mla.q_lora_rank << ", kv rank " << m.mla.kv_lora_rank
+        << ", qk " << m.mla.qk_nope_head_dim << "+" << m.mla.qk_rope_head_dim << ", v "
+        << m.mla.v_head_dim << ")";
+  if (m.moe.enabled()) {
+    out << ", " << m.moe.experts << " experts (top " << m.moe.top_k << ", ffn "
+        << m.moe.expert_ffn_hidden << ")";
+    if (m.moe.shared_experts > 0)
+      out << " + " << m.moe.shared_experts << " shared (ffn " << m.moe.shared_ffn_hidden << ")";
+    if (m.moe.first_dense_layers > 0)
+      out << ", first " << m.moe.first_dense_layers << " layers dense";
+  }
   out << "\n";
 }
 
@@ -218,6 +235,8 @@ nlohmann::json graph_report_json(const GraphReport& r) {
   const auto counts = count_tasks(r.graph);
   return {{"model", r.model.name},
           {"params", r.model.total_params()},
+          {"active_params", r.model.active_params()},
+          {"mtp_params", r.model.mtp_params()},
           {"num_layers", r.model.num_layers()},
           {"pp", r.placement.num_actors},
           {"num_stages", r.partition.num_stages()},

@@ -76,6 +76,10 @@ const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_op
 
 // The transformer shape a convention needs; InputError when the model has none.
 void require_shape(const ModelSpec& m, FlopsConvention c, const std::string& where) {
+  if (m.moe.enabled() || m.mla.enabled())
+    throw_input_error(where, std::string(to_string(c)) +
+                                 " is a dense-transformer formula; model '" + m.name +
+                                 "' has experts or MLA attention");
   if (m.hidden > 0 && m.num_transformer_layers > 0) return;
   throw_input_error(where, std::string(to_string(c)) +
                                " needs a transformer model (layers, "
@@ -119,18 +123,7 @@ ModelSpec with_seq_len(const ModelSpec& model, int seq_len, const std::string& w
                                  "' is given in explicit form (layers_list); its sequence length "
                                  "cannot be changed");
   }
-  const json shape = {{"name", model.name},
-                      {"layers", model.num_transformer_layers},
-                      {"hidden", model.hidden},
-                      {"heads", model.heads},
-                      {"kv_heads", model.kv_heads},
-                      {"ffn_hidden", model.ffn_hidden},
-                      {"seq_len", seq_len},
-                      {"vocab", model.vocab},
-                      {"dtype", std::string(to_string(model.dtype))},
-                      {"tied_embeddings", model.tied_embeddings},
-                      {"mlp", model.gated_mlp ? "swiglu" : "gelu"}};
-  return model_from_json(shape, where);
+  return model_from_json(model_shape_to_json(model, seq_len), where);
 }
 
 std::string cluster_name(const JsonObject& row) {

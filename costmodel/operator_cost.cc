@@ -62,11 +62,12 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
                                            std::to_string(model.seq_len) +
                                            " into 2·cp load-balanced chunks");
   tokens_ = static_cast<double>(config.microbatch_size) * model.tokens_per_sequence() / cp;
-  // Layers of one kind share their kernels: list and price each kind once.
+  // Layers of one kind (dense or MoE for transformer layers) share their kernels: list and
+  // price each kind once.
   kernels_.reserve(model.layers.size());
-  std::array<int, 4> first_of_kind = {-1, -1, -1, -1};
+  std::array<int, 8> first_of_kind = {-1, -1, -1, -1, -1, -1, -1, -1};
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int kind = static_cast<int>(model.layers[l].kind);
+    const int kind = static_cast<int>(model.layers[l].kind) * 2 + (model.layers[l].moe ? 1 : 0);
     if (model.layers[l].kind != LayerKind::kCustom && first_of_kind[kind] >= 0) {
       kernels_.push_back(kernels_[first_of_kind[kind]]);
       cached_.push_back(cached_[first_of_kind[kind]]);
@@ -113,6 +114,18 @@ double OperatorCost::gemm_s(double m, double n, double k) const {
   const double flops = 2.0 * m * n * k;
   const double compute_s = flops / (peak_ * gemm_efficiency(m, n, k));
   const double memory_s = (m * k + k * n + m * n) * db_ /
+                          (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
+  return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::grouped_gemm_s(double count, double m, double n, double k) const {
+  if (count == 1) return gemm_s(m, n, k);
+  if (count <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  // One launch: the groups' output tiles share the SMs (efficiency of the stacked count·m × n
+  // problem); every group reads its own weights.
+  const double flops = 2.0 * count * m * n * k;
+  const double compute_s = flops / (peak_ * gemm_efficiency(count * m, n, k));
+  const double memory_s = count * (m * k + k * n + m * n) * db_ /
                           (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
 }
@@ -225,16 +238,18 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   std::vector<double> gemm_times;
   for (const GemmKernel& g : k.gemms) {
     const double n = split_n(g), kk = split_k(g);
+    // Routed experts: `count` GEMMs, each over its share of the tokens.
+    const double gm = m * g.token_fraction;
     double t = 0;
     switch (pass) {
       case Pass::kForward:
-        t = gemm_s(m, n, kk);
+        t = grouped_gemm_s(g.count, gm, n, kk);
         break;
       case Pass::kBackwardInput:
-        t = gemm_s(m, kk, n);
+        t = grouped_gemm_s(g.count, gm, kk, n);
         break;
       case Pass::kBackwardWeight:
-        t = gemm_s(kk, n, m);
+        t = grouped_gemm_s(g.count, kk, n, gm);
         break;
       case Pass::kRecompute:
         break;
@@ -279,22 +294,30 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     if (work.kind == LayerKind::kTransformer) {
       // Forward: (all-gather →) qkv, proj (→ reduce-scatter), (all-gather →) mlp_up,
       // mlp_down (→ reduce-scatter); without sp each pair is one all-reduce after the row GEMM.
-      // Backward: the mirror image (the column GEMMs' input gradients are reduced).
+      // Backward: the mirror image (the column GEMMs' input gradients are reduced). The GEMMs
+      // flagged tp_collective (graph/kernels.h) pair with the collectives; the block's first
+      // ones (qkv or MLA's first projection, mlp_up or expert_up) consume the gathered input.
       const double one = sp ? tp_gather_s(bytes) : tp_allreduce_s(bytes) / 2;
+      std::vector<size_t> block_inputs;
       double comm = 0;
-      for (size_t i = 0; i < gemm_times.size(); ++i) comm += exposed(one, gemm_times[i]);
+      for (size_t i = 0; i < gemm_times.size(); ++i) {
+        if (!k.gemms[i].tp_collective) continue;
+        comm += exposed(one, gemm_times[i]);
+        if (k.gemms[i].split != TpSplit::kRow) block_inputs.push_back(i);
+      }
       if (sp && pass == Pass::kBackwardInput) {
         // Re-gather of the sharded inputs of qkv and mlp_up for their weight gradients, issued
         // while the input-gradient GEMMs run.
-        for (size_t i : {size_t{0}, size_t{2}}) comm += std::max(0.0, one - gemm_times[i]);
+        for (size_t i : block_inputs) comm += std::max(0.0, one - gemm_times[i]);
       }
       out.tp_comm_s = comm;
       if (pass == Pass::kBackwardInput && fused_hidden_s != nullptr) {
         // In a fused backward, the input-gradient collective of each column GEMM (qkv, mlp_up)
         // runs under its weight-gradient GEMM.
-        for (size_t i : {size_t{0}, size_t{2}}) {
+        for (size_t i : block_inputs) {
           const GemmKernel& g = k.gemms[i];
-          const double wgrad = gemm_s(split_k(g), split_n(g), m);
+          const double wgrad =
+              grouped_gemm_s(g.count, split_k(g), split_n(g), m * g.token_fraction);
           *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
         }
       }

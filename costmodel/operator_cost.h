@@ -4,6 +4,9 @@
 //
 // Per layer pass (m = microbatch_size · seq_len / cp tokens on a device, tp-split shapes):
 //   GEMM         t = max(2mnk / (peak · e), bytes / (hbm · hbm_efficiency)) + kernel_overhead,
+//                routed experts (graph/kernels.h: E = count GEMMs of m' = m·top_k/E tokens each,
+//                a balanced router, no expert parallelism) as one grouped GEMM: 2·E·m'·n·k FLOPs
+//                at the efficiency of the stacked (E·m') × n problem, every expert's weights read,
 //                e = eff(2mnk) (cluster.h's curve or measured table) · q(m, n) · k / (k + 32),
 //                q = tile quantization · wave quantization of ⌈m/Tm⌉·⌈n/Tn⌉ output tiles over
 //                the GPU's SMs, for the best of the tiles Tm×Tn, Tn×Tm, Tm×Tn/2, Tn/2×Tm (at
@@ -102,6 +105,9 @@ class OperatorCost {
   // One GEMM out[m×n] = in[m×k]·W[k×n] on one device.
   double gemm_s(double m, double n, double k) const;
   double gemm_efficiency(double m, double n, double k) const;
+  // `count` GEMMs of one shape in one launch (grouped GEMM, as MoE expert kernels run); gemm_s
+  // for count 1.
+  double grouped_gemm_s(double count, double m, double n, double k) const;
   // A ring collective moving `bytes` per device over a group of `n` devices within the
   // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.
   double tp_allreduce_s(double bytes) const;
@@ -129,7 +135,7 @@ class OperatorCost {
   double db_ = 2;                      // bytes per activation element
   std::vector<LayerKernels> kernels_;  // per layer
   std::vector<int> cached_;            // per layer: index into cache_, -1 = priced on demand
-  std::vector<LayerCache> cache_;      // one per layer kind with kernels
+  std::vector<LayerCache> cache_;      // one per layer kind (dense or MoE) with kernels
 };
 
 }  // namespace jaxpp

@@ -8,24 +8,64 @@ namespace {
 double activation_bytes(Dtype d) { return d == Dtype::kFp8 ? 2.0 : dtype_bytes(d); }
 
 bool has_shape(const ModelSpec& m) {
-  return m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0 && m.hidden % m.heads == 0;
+  const bool heads_fit =
+      m.mla.enabled() || m.head_dim > 0 || (m.heads > 0 && m.hidden % m.heads == 0);
+  return m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0 && heads_fit;
 }
 
-LayerKernels transformer_kernels(const ModelSpec& m) {
+LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   const double h = m.hidden, f = m.ffn_hidden > 0 ? m.ffn_hidden : 4.0 * m.hidden;
   const int kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  const double d = static_cast<double>(m.hidden / m.heads);
+  const double d = static_cast<double>(m.attention_head_dim());
   const double q = m.heads * d, kv = kv_heads * d;
   const double db = activation_bytes(m.dtype);
   const bool gpt = !m.gated_mlp;  // GPT-style: LayerNorm, biases, GeLU, dropout
+  const bool classic = m.is_classic_transformer();
+  const MlaSpec& mla = m.mla;
+  const MoeSpec& moe = m.moe;
+  moe_layer = moe_layer && moe.enabled();
   LayerKernels k;
   k.has_kernels = true;
-  k.gemms = {{"qkv", q + 2 * kv, h, TpSplit::kColumn},
-             {"proj", h, q, TpSplit::kRow},
-             {"mlp_up", m.gated_mlp ? 2 * f : f, h, TpSplit::kColumn},
-             {"mlp_down", h, f, TpSplit::kRow}};
   k.has_attention = true;
-  k.attention = {m.heads, kv_heads, static_cast<int>(d), /*causal=*/true};
+  if (mla.enabled()) {
+    const double a = m.heads, qk = mla.qk_head_dim(), vd = mla.v_head_dim;
+    if (mla.q_lora_rank > 0) {
+      k.gemms.push_back({"q_down", static_cast<double>(mla.q_lora_rank), h, TpSplit::kNone, 1, 1,
+                         true});
+      k.gemms.push_back({"q_up", a * qk, static_cast<double>(mla.q_lora_rank), TpSplit::kColumn});
+    } else {
+      k.gemms.push_back({"q", a * qk, h, TpSplit::kColumn, 1, 1, true});
+    }
+    k.gemms.push_back(
+        {"kv_down", static_cast<double>(mla.kv_lora_rank + mla.qk_rope_head_dim), h,
+         TpSplit::kNone});
+    k.gemms.push_back({"kv_up", a * (mla.qk_nope_head_dim + vd),
+                       static_cast<double>(mla.kv_lora_rank), TpSplit::kColumn});
+    k.gemms.push_back({"proj", h, a * vd, TpSplit::kRow, 1, 1, true});
+    k.attention = {m.heads, m.heads, mla.qk_head_dim(), /*causal=*/true, mla.v_head_dim};
+  } else {
+    k.gemms.push_back({"qkv", q + 2 * kv, h, TpSplit::kColumn, 1, 1, true});
+    k.gemms.push_back({"proj", h, q, TpSplit::kRow, 1, 1, true});
+    k.attention = {m.heads, kv_heads, static_cast<int>(d), /*causal=*/true};
+  }
+  // Intermediate FFN elements per token (a token passes through top_k routed + shared experts).
+  double ffn_width = f;
+  if (moe_layer) {
+    const double experts = moe.experts, fe = moe.expert_ffn_hidden;
+    const double shared = static_cast<double>(moe.shared_experts) * moe.shared_ffn_hidden;
+    k.gemms.push_back({"router", experts, h, TpSplit::kNone});
+    if (shared > 0) {
+      k.gemms.push_back({"shared_up", 2 * shared, h, TpSplit::kColumn});
+      k.gemms.push_back({"shared_down", h, shared, TpSplit::kRow});
+    }
+    const double share = moe.top_k / experts;
+    k.gemms.push_back({"expert_up", 2 * fe, h, TpSplit::kColumn, experts, share, true});
+    k.gemms.push_back({"expert_down", h, fe, TpSplit::kRow, experts, share, true});
+    ffn_width = moe.top_k * fe + shared;
+  } else {
+    k.gemms.push_back({"mlp_up", m.gated_mlp ? 2 * f : f, h, TpSplit::kColumn, 1, 1, true});
+    k.gemms.push_back({"mlp_down", h, f, TpSplit::kRow, 1, 1, true});
+  }
   // Norm: read x, write y (16-bit) = 2·h·db; twice per layer.
   k.elementwise.push_back({"norm", 2 * 2 * h * db, 2 * 2 * 2 * h * db, TpSplit::kSequence});
   if (gpt) {
@@ -39,9 +79,31 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
     k.elementwise.push_back(
         {"residual_add", 2 * 3 * h * db, 2 * 2 * 3 * h * db, TpSplit::kSequence});
     // SwiGLU: read gate and up, write f.
-    k.elementwise.push_back({"swiglu", 3 * f * db, 2 * 3 * f * db, TpSplit::kColumn});
-    // RoPE on q and k: read and write.
-    k.elementwise.push_back({"rope", 2 * (q + kv) * db, 2 * 2 * (q + kv) * db, TpSplit::kColumn});
+    k.elementwise.push_back(
+        {"swiglu", 3 * ffn_width * db, 2 * 3 * ffn_width * db, TpSplit::kColumn});
+    if (mla.enabled()) {
+      // RoPE on the rope part of each head's q and on the one shared rope key; the latent norms.
+      const double rope = (static_cast<double>(m.heads) + 1) * mla.qk_rope_head_dim;
+      k.elementwise.push_back({"rope", 2 * rope * db, 2 * 2 * rope * db, TpSplit::kColumn});
+      const double latent = mla.q_lora_rank + mla.kv_lora_rank;
+      k.elementwise.push_back(
+          {"latent_norm", 2 * latent * db, 2 * 2 * latent * db, TpSplit::kNone});
+    } else {
+      // RoPE on q and k: read and write.
+      k.elementwise.push_back({"rope", 2 * (q + kv) * db, 2 * 2 * (q + kv) * db, TpSplit::kColumn});
+    }
+    if (m.qk_norm)
+      k.elementwise.push_back(
+          {"qk_norm", 2 * (q + kv) * db, 2 * 2 * (q + kv) * db, TpSplit::kColumn});
+  }
+  if (moe_layer) {
+    // Dispatch: each token's hidden state copied to its top_k expert slots; combine: the top_k
+    // outputs read back and summed (no expert parallelism: every tp rank permutes all tokens).
+    const double moved = (h + moe.top_k * h) * db;
+    k.elementwise.push_back({"moe_permute", 2 * moved, 2 * 2 * moved, TpSplit::kNone});
+    // Router: read the E logits, write fp32 probabilities, pick the top_k.
+    k.elementwise.push_back(
+        {"router_topk", moe.experts * (db + 4.0), 2 * moe.experts * (db + 4.0), TpSplit::kNone});
   }
   // Stash (Korthikanti et al. 2022, Sec. 4.1, without the s×s terms): norm inputs 2·h, the
   // inputs of qkv and mlp_up (h each) and GPT's two dropout masks (1 byte each) on the full
@@ -50,6 +112,23 @@ LayerKernels transformer_kernels(const ModelSpec& m) {
   const double mlp_split = gpt ? 2 * f * db   // GeLU input and output
                                : 3 * f * db;  // gate, up, and their product
   k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + mlp_split;
+  if (!classic) {
+    // Other shapes: the same inventory with their own sizes. MLA: q, k (qk_nope + qk_rope per
+    // head), v and the attention output (v_head_dim per head) split by tp; the latent vectors
+    // (replicated) counted on the hidden state. MoE: gate, up and product of the top_k routed
+    // and the shared experts split by tp; the permuted expert inputs (top_k·h) and the router's
+    // fp32 probabilities on the hidden state.
+    double attention_split = (q + 2 * kv + q) * db;
+    if (mla.enabled()) {
+      const double a = m.heads;
+      attention_split = (2 * a * mla.qk_head_dim() + 2 * a * mla.v_head_dim) * db;
+      k.stash_sequence_bytes_per_token +=
+          (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) * db;
+    }
+    if (moe_layer)
+      k.stash_sequence_bytes_per_token += moe.top_k * h * db + moe.experts * 4.0;
+    k.stash_split_bytes_per_token = attention_split + (gpt ? 2 : 3) * ffn_width * db;
+  }
   k.stash_full_recompute_bytes_per_token = h * db;
   k.stash_scores_bytes_per_head_key = gpt ? 5 : 2;  // softmax output (2) + dropout mask/output
   k.scores_traffic_bytes_per_head_key = gpt ? 9 : 4;
@@ -74,7 +153,7 @@ LayerKernels logits_kernels(const ModelSpec& m) {
 
 LayerKernels embedding_kernels(const ModelSpec& m) {
   const double h = m.hidden, db = activation_bytes(m.dtype);
-  const bool gpt = !m.gated_mlp;
+  const bool gpt = m.learned_positions();
   LayerKernels k;
   k.has_kernels = true;
   // Gather a row, (GPT) add the learned position and apply dropout; backward: accumulate the
@@ -91,7 +170,7 @@ LayerKernels layer_kernels(const ModelSpec& model, int index) {
   if (!has_shape(model) || index < 0 || index >= model.num_layers()) return {};
   switch (model.layers[index].kind) {
     case LayerKind::kTransformer:
-      return transformer_kernels(model);
+      return transformer_kernels(model, model.layers[index].moe);
     case LayerKind::kLogits:
       return logits_kernels(model);
     case LayerKind::kEmbedding:

@@ -27,6 +27,14 @@
 //               (= 34·h bytes per token for GPT with f = 4h), split as above; unfused attention
 //               adds 5 bytes per (head, key) per token (2 without dropout) unless selective or
 //               full recompute.
+// Mixture-of-experts layers (a transformer layer with `moe`; no expert parallelism: every tp rank
+// holds every expert, split like a dense MLP): router (n = E, k = h, replicated), shared experts
+// as one MLP of S·f_s (column, row), the routed experts as E GEMMs each over the top_k/E share of
+// the tokens a balanced router sends it (count E, token_fraction top_k/E; column, row); the
+// dispatch/combine permutation and the router's softmax/top-k as element-wise kernels.
+// MLA attention (model.h): q_down (replicated) + q_up (column) or q (column), kv_down
+// (replicated), kv_up (column), proj (row); the attention core with q/k head size
+// qk_nope + qk_rope and v head size v_head_dim.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
 // the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
 // Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits).
@@ -48,6 +56,13 @@ struct GemmKernel {
   double n = 0;  // output columns
   double k = 0;  // inner dimension
   TpSplit split = TpSplit::kNone;
+  // The GEMM runs `count` times (one per routed expert), each over token_fraction of the tokens.
+  double count = 1;
+  double token_fraction = 1;
+  // Paired with one of the layer's tensor-parallel collectives: the all-gather (sequence
+  // parallelism) before the first GEMM of the attention or the MLP block, the reduce-scatter (or
+  // all-reduce) after its last GEMM (kRow).
+  bool tp_collective = false;
 };
 
 struct ElementwiseKernel {
@@ -62,9 +77,13 @@ struct AttentionWork {
   int kv_heads = 0;
   int head_dim = 0;
   bool causal = true;
+  int v_head_dim = 0;  // 0 = head_dim (MLA: v has its own size)
   // FLOPs of the forward core for one query token against `keys` keys, before tp and the causal
-  // halving: 4·keys·heads·head_dim (QK^T and attention·V).
-  double fwd_flops_per_token(double keys) const { return 4.0 * keys * heads * head_dim; }
+  // halving: 2·keys·heads·(head_dim + v_head_dim) (QK^T and attention·V).
+  double fwd_flops_per_token(double keys) const {
+    if (v_head_dim == 0 || v_head_dim == head_dim) return 4.0 * keys * heads * head_dim;
+    return 2.0 * keys * heads * (static_cast<double>(head_dim) + v_head_dim);
+  }
 };
 
 struct LayerKernels {

@@ -24,6 +24,7 @@ inline constexpr int kMaxHeads = 1 << 14;
 inline constexpr int kMaxFfnHidden = 1 << 22;
 inline constexpr int kMaxSeqLen = 1 << 22;
 inline constexpr int kMaxVocab = 1 << 24;
+inline constexpr int kMaxExperts = 1 << 16;  // routed (or shared) experts of one MoE layer
 // One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
 inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
 

@@ -1,13 +1,16 @@
 #include "graph/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <limits>
 #include <set>
 
 #include "graph/error.h"
+#include "graph/hf_config.h"
 #include "graph/input_file.h"
+#include "graph/kernels.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 
@@ -23,6 +26,8 @@ std::string lower(std::string_view s) {
 
 // The shape of a decoder/encoder-only transformer; everything else is derived in one place,
 // build_transformer_model() below.
+enum class Positions { kAuto, kLearned, kRope };  // kAuto: learned for GELU, RoPE for SwiGLU
+
 struct TransformerShape {
   std::string name;
   int layers = 0;
@@ -35,43 +40,98 @@ struct TransformerShape {
   Dtype dtype = Dtype::kBf16;
   bool tied_embeddings = true;
   bool gated_mlp = false;  // SwiGLU (3 matrices), RMSNorm, no biases, RoPE (Llama)
+  int head_dim = 0;        // 0 = hidden / heads
+  Positions positions = Positions::kAuto;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  MoeSpec moe;
+  MlaSpec mla;
+  int mtp_modules = 0;
+
+  bool learned_positions() const {
+    return positions == Positions::kAuto ? !gated_mlp : positions == Positions::kLearned;
+  }
+  int64_t d() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  bool classic() const {
+    return head_dim == 0 && !qkv_bias && !qk_norm && !moe.enabled() && !mla.enabled() &&
+           mtp_modules == 0 && learned_positions() == !gated_mlp;
+  }
 };
 
 // ---- The work formulas (VALIDATION.md; Megatron-LM, Narayanan et al. 2021). -----------------
 // All for one sequence of length s, no tensor parallelism.
 
-// Weight-matrix elements of one transformer layer: q and o are h×h, k and v are h×(kv·h/a),
-// the MLP has 2 (GELU) or 3 (SwiGLU) h×f matrices. = 12h² for GPT.
-int64_t layer_matrix_params(const TransformerShape& t) {
-  const int64_t h = t.hidden, f = t.ffn_hidden;
-  const int64_t kv_dim = static_cast<int64_t>(t.kv_heads) * (h / t.heads);
-  return 2 * h * h + 2 * h * kv_dim + (t.gated_mlp ? 3 : 2) * h * f;
+// Weight-matrix elements of the attention of one layer: q and o are h×(a·d), k and v are
+// h×(kv·d) (= 4h² for GPT); MLA: its down and up projections (model.h).
+int64_t attention_matrix_params(const TransformerShape& t) {
+  const int64_t h = t.hidden, a = t.heads;
+  if (t.mla.enabled()) {
+    const MlaSpec& m = t.mla;
+    const int64_t q_out = a * m.qk_head_dim();
+    const int64_t q =
+        m.q_lora_rank > 0 ? h * m.q_lora_rank + int64_t{m.q_lora_rank} * q_out : h * q_out;
+    return q + h * (m.kv_lora_rank + m.qk_rope_head_dim) +
+           int64_t{m.kv_lora_rank} * a * (m.qk_nope_head_dim + m.v_head_dim) +
+           a * m.v_head_dim * h;
+  }
+  return 2 * h * a * t.d() + 2 * h * t.kv_heads * t.d();
+}
+
+// FFN weight elements of one layer: 2 (GELU) or 3 (SwiGLU) h×f matrices; a mixture of experts
+// has the router (h×E) and every routed and shared expert (`active`: the top-k routed ones).
+int64_t ffn_matrix_params(const TransformerShape& t, bool moe, bool active) {
+  const int64_t h = t.hidden;
+  if (!moe) return (t.gated_mlp ? 3 : 2) * h * t.ffn_hidden;
+  const MoeSpec& e = t.moe;
+  const int64_t routed = active ? e.top_k : e.experts;
+  return h * e.experts + routed * 3 * h * e.expert_ffn_hidden +
+         int64_t{e.shared_experts} * 3 * h * e.shared_ffn_hidden;
 }
 
 // Biases and norms of one layer: GPT-style biases on q,k,v,o and both MLP matrices plus two
-// LayerNorms (scale + shift) = 13h for the 4h MLP; Llama-style: two RMSNorm scales, no biases.
+// LayerNorms (scale + shift) = 13h for the 4h MLP; Llama-style: two RMSNorm scales, no biases,
+// plus q/k/v biases (Qwen2), per-head q and k norms (Qwen3), MLA's two latent norms.
 int64_t layer_vector_params(const TransformerShape& t) {
   const int64_t h = t.hidden, f = t.ffn_hidden;
-  if (t.gated_mlp) return 2 * h;
-  const int64_t kv_dim = static_cast<int64_t>(t.kv_heads) * (h / t.heads);
-  return (h + 2 * kv_dim + h) + (f + h) + 4 * h;
+  const int64_t q_dim = t.heads * t.d(), kv_dim = t.kv_heads * t.d();
+  if (!t.gated_mlp) return (q_dim + 2 * kv_dim + h) + (f + h) + 4 * h;
+  int64_t v = 2 * h;
+  if (t.qkv_bias) v += q_dim + 2 * kv_dim;
+  if (t.qk_norm) v += 2 * t.d();
+  if (t.mla.enabled()) v += t.mla.q_lora_rank + t.mla.kv_lora_rank;
+  return v;
 }
 
-LayerWork transformer_layer(const TransformerShape& t, int index) {
-  const double s = t.seq_len, h = t.hidden, a = t.heads;
+// Forward FLOPs of the attention core (QK^T and attention·V over all s keys, not halved for
+// causality): 4·s²·h for GPT; 2·s²·a·(d_qk + d_v) in general.
+double attention_core_fwd_flops(const TransformerShape& t) {
+  const double s = t.seq_len, a = t.heads;
+  if (t.classic()) return 4.0 * s * s * t.hidden;
+  const double dqk = t.mla.enabled() ? t.mla.qk_head_dim() : t.d();
+  const double dv = t.mla.enabled() ? t.mla.v_head_dim : t.d();
+  return 2.0 * s * s * a * (dqk + dv);
+}
+
+LayerWork transformer_layer(const TransformerShape& t, int index, bool moe) {
+  const double s = t.seq_len, a = t.heads;
   const int64_t db = dtype_bytes(t.dtype);
   const int64_t si = t.seq_len, hi = t.hidden;
-  const double matrix_flops = 2.0 * s * static_cast<double>(layer_matrix_params(t));
-  const double attention_fwd_flops = 4.0 * s * s * h;  // QK^T and attention·V
+  const int64_t attention = attention_matrix_params(t);
+  const int64_t active_matrix = attention + ffn_matrix_params(t, moe, /*active=*/true);
+  const double matrix_flops = 2.0 * s * static_cast<double>(active_matrix);
+  const double attention_fwd_flops = attention_core_fwd_flops(t);
   LayerWork w;
   w.name = "layer" + std::to_string(index);
   w.kind = LayerKind::kTransformer;
+  w.moe = moe;
   w.fwd_flops = matrix_flops + attention_fwd_flops;
   w.bwd_input_flops = matrix_flops + 2.0 * attention_fwd_flops;
   w.bwd_weight_flops = matrix_flops;
-  w.params = layer_matrix_params(t) + layer_vector_params(t);
+  w.params = attention + ffn_matrix_params(t, moe, /*active=*/false) + layer_vector_params(t);
+  if (moe) w.active_params = active_matrix + layer_vector_params(t);
   w.output_bytes = si * hi * db;
-  // Megatron's activation memory in 16-bit units, scaled to the dtype.
+  // Megatron's activation memory in 16-bit units, scaled to the dtype (models of other shapes
+  // take their kernels' inventory instead, in build_transformer_model).
   const int64_t none_16 = 34 * si * hi + 5 * static_cast<int64_t>(a) * si * si;
   w.stash_bytes = {none_16 * db / 2, 34 * si * hi * db / 2, 2 * si * hi * db / 2};
   w.recompute_flops = {0, attention_fwd_flops, w.fwd_flops};
@@ -81,11 +141,10 @@ LayerWork transformer_layer(const TransformerShape& t, int index) {
 
 LayerWork embedding_layer(const TransformerShape& t) {
   const int64_t s = t.seq_len, h = t.hidden, v = t.vocab;
-  const bool learned_positions = !t.gated_mlp;  // GPT/BERT learn positions; Llama uses RoPE
   LayerWork w;
   w.name = "embedding";
   w.kind = LayerKind::kEmbedding;
-  w.params = v * h + (learned_positions ? s * h : 0);
+  w.params = v * h + (t.learned_positions() ? s * h : 0);
   w.output_bytes = s * h * dtype_bytes(t.dtype);
   return w;
 }
@@ -108,17 +167,33 @@ LayerWork logits_layer(const TransformerShape& t) {
   return w;
 }
 
-ModelSpec build_transformer_model(TransformerShape t, const std::string& where) {
-  if (t.kv_heads == 0) t.kv_heads = t.heads;
-  if (t.ffn_hidden == 0) t.ffn_hidden = 4 * t.hidden;
-  if (t.hidden % t.heads != 0)
-    throw_input_error(where, "hidden (" + std::to_string(t.hidden) +
-                                 ") must be a multiple of heads (" + std::to_string(t.heads) + ")");
-  if (t.heads % t.kv_heads != 0)
-    throw_input_error(where, "heads (" + std::to_string(t.heads) +
-                                 ") must be a multiple of kv_heads (" + std::to_string(t.kv_heads) +
-                                 ")");
-  ModelSpec m;
+// An MTP module (DeepSeek-V3 report, Sec. 2.2): RMSNorms of the hidden state and of the next
+// token's embedding (shared embedding table), their concatenation projected 2h -> h, one
+// transformer block (a mixture of experts when the model has one), a final norm and the shared
+// output head with its own loss. A custom layer: priced by its FLOPs, not kernel by kernel.
+LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index) {
+  const double s = t.seq_len, h = t.hidden, v = t.vocab;
+  const int64_t db = dtype_bytes(t.dtype);
+  const double proj_flops = 2.0 * s * 2.0 * h * h;
+  const double head_flops = 2.0 * s * h * v;
+  LayerWork w = block;
+  w.name = "mtp" + std::to_string(index);
+  w.kind = LayerKind::kCustom;
+  w.moe = false;
+  w.fwd_flops = block.fwd_flops + proj_flops + head_flops;
+  w.bwd_input_flops = block.bwd_input_flops + proj_flops + head_flops;
+  w.bwd_weight_flops = block.bwd_weight_flops + proj_flops + head_flops;
+  const int64_t extra = 2 * static_cast<int64_t>(t.hidden) * t.hidden + 3 * int64_t{t.hidden};
+  w.params = block.params + extra;
+  w.active_params = block.active() + extra;
+  const int64_t logits_stash =
+      (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
+  for (int64_t& b : w.stash_bytes) b += logits_stash;
+  w.recompute_flops = {0, block.recompute_flops[1], w.fwd_flops};
+  return w;
+}
+
+void fill_shape(ModelSpec& m, const TransformerShape& t) {
   m.name = t.name;
   m.dtype = t.dtype;
   m.hidden = t.hidden;
@@ -129,10 +204,50 @@ ModelSpec build_transformer_model(TransformerShape t, const std::string& where) 
   m.vocab = t.vocab;
   m.tied_embeddings = t.tied_embeddings;
   m.gated_mlp = t.gated_mlp;
+  m.head_dim = t.head_dim;
+  m.gelu_rope = !t.gated_mlp && !t.learned_positions();
+  m.qkv_bias = t.qkv_bias;
+  m.qk_norm = t.qk_norm;
+  m.moe = t.moe;
+  m.mla = t.mla;
+  m.mtp_modules = t.mtp_modules;
+}
+
+ModelSpec build_transformer_model(TransformerShape t, const std::string& where) {
+  if (t.mla.enabled()) t.kv_heads = t.heads;  // after the up-projection every head has its k, v
+  if (t.kv_heads == 0) t.kv_heads = t.heads;
+  if (t.ffn_hidden == 0) t.ffn_hidden = 4 * t.hidden;
+  if (t.head_dim > 0 && t.hidden % t.heads == 0 && t.head_dim == t.hidden / t.heads)
+    t.head_dim = 0;  // the default, said explicitly
+  if (t.head_dim == 0 && !t.mla.enabled() && t.hidden % t.heads != 0)
+    throw_input_error(where, "hidden (" + std::to_string(t.hidden) +
+                                 ") must be a multiple of heads (" + std::to_string(t.heads) + ")");
+  if (t.heads % t.kv_heads != 0)
+    throw_input_error(where, "heads (" + std::to_string(t.heads) +
+                                 ") must be a multiple of kv_heads (" + std::to_string(t.kv_heads) +
+                                 ")");
+  ModelSpec m;
+  fill_shape(m, t);
   m.num_transformer_layers = t.layers;
-  m.layers.reserve(t.layers + 2);
+  m.layers.reserve(t.layers + t.mtp_modules + 2);
   m.layers.push_back(embedding_layer(t));
-  for (int i = 0; i < t.layers; ++i) m.layers.push_back(transformer_layer(t, i));
+  for (int i = 0; i < t.layers; ++i)
+    m.layers.push_back(transformer_layer(t, i, t.moe.enabled() && i >= t.moe.first_dense_layers));
+  if (!t.classic()) {
+    // Activations stashed for the backward: the kernels' inventory (graph/kernels.h), with the
+    // unfused attention's scores for kNone.
+    const double s = t.seq_len;
+    for (int i = 1; i <= t.layers; ++i) {
+      const LayerKernels k = layer_kernels(m, i);
+      const double per_token = k.stash_sequence_bytes_per_token + k.stash_split_bytes_per_token;
+      const double scores = static_cast<double>(k.attention.heads) * s * s *
+                            k.stash_scores_bytes_per_head_key;
+      m.layers[i].stash_bytes = {std::llround(s * per_token + scores), std::llround(s * per_token),
+                                 std::llround(s * k.stash_full_recompute_bytes_per_token)};
+    }
+  }
+  // The MTP block is shaped like the last transformer layer (a mixture of experts in MoE models).
+  for (int i = 0; i < t.mtp_modules; ++i) m.layers.push_back(mtp_layer(t, m.layers[t.layers], i));
   m.layers.push_back(logits_layer(t));
   return m;
 }
@@ -157,6 +272,26 @@ TransformerShape llama(std::string name, int layers, int hidden, int heads, int 
   t.ffn_hidden = ffn;
   t.gated_mlp = true;
   t.tied_embeddings = false;
+  return t;
+}
+
+TransformerShape qwen3(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn,
+                       int seq) {
+  TransformerShape t = llama(std::move(name), layers, hidden, heads, kv_heads, ffn, 151936, seq);
+  t.head_dim = 128;
+  t.qk_norm = true;
+  return t;
+}
+
+TransformerShape with_moe(TransformerShape t, int experts, int top_k, int expert_ffn,
+                          int shared = 0, int first_dense = 0) {
+  t.moe = {experts, top_k, expert_ffn, shared, shared > 0 ? expert_ffn : 0, first_dense};
+  return t;
+}
+
+// DeepSeek-V3 / Kimi K2: MLA with q rank 1536, kv rank 512, rope 64, nope 128, v 128.
+TransformerShape with_mla(TransformerShape t) {
+  t.mla = {1536, 512, 64, 128, 128};
   return t;
 }
 
@@ -189,6 +324,30 @@ const std::vector<TransformerShape>& presets() {
     p.push_back(gpt("megatron-310.1b", 96, 16384, 128, 51200, 2048));
     p.push_back(gpt("megatron-529.6b", 105, 20480, 128, 51200, 2048));
     p.push_back(gpt("megatron-1t", 128, 25600, 160, 51200, 2048));
+    // Qwen3 (Qwen3 technical report, 2025; Hugging Face Qwen/Qwen3-*/config.json): head_dim 128,
+    // q/k RMSNorm, vocabulary 151936, untied; pretraining sequence length 4096.
+    p.push_back(qwen3("qwen3-8b", 36, 4096, 32, 8, 12288, 4096));
+    p.push_back(qwen3("qwen3-32b", 64, 5120, 64, 8, 25600, 4096));
+    // Mixture of experts (docs/graph.md lists the published counts and the configs used).
+    // Mixtral (Jiang et al. 2024; mistralai/Mixtral-8x7B-v0.1 and -8x22B-v0.1 config.json).
+    p.push_back(with_moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336));
+    p.push_back(
+        with_moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32000, 4096), 8, 2, 16384));
+    // Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json): no shared expert.
+    p.push_back(with_moe(qwen3("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 4096), 128, 8, 768));
+    p.push_back(with_moe(qwen3("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 4096), 128, 8, 1536));
+    // DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437; deepseek-ai/DeepSeek-V3 config.json):
+    // 3 dense layers, 256 routed experts (top 8) and 1 shared, MLA, one MTP module, 4K sequences.
+    {
+      TransformerShape t = with_mla(with_moe(
+          llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3));
+      t.mtp_modules = 1;
+      p.push_back(t);
+    }
+    // Kimi K2 (Moonshot AI 2025, arXiv 2507.20534; moonshotai/Kimi-K2-Instruct config.json):
+    // DeepSeek-V3's architecture with 64 heads, 384 experts, 1 dense layer, no MTP.
+    p.push_back(with_mla(with_moe(
+        llama("kimi-k2", 61, 7168, 64, 64, 18432, 163840, 4096), 384, 8, 2048, 1, 1)));
     return p;
   }();
   return kPresets;
@@ -196,15 +355,31 @@ const std::vector<TransformerShape>& presets() {
 
 // ---- JSON. ----------------------------------------------------------------------------------
 
-const std::set<std::string> kTransformerKeys = {"name",     "layers",          "hidden",  "heads",
-                                                "kv_heads", "ffn_hidden",      "seq_len", "vocab",
-                                                "dtype",    "tied_embeddings", "mlp"};
-const std::set<std::string> kExplicitKeys = {"name",  "dtype",           "layers_list", "hidden",
-                                             "heads", "kv_heads",        "ffn_hidden",  "seq_len",
-                                             "vocab", "tied_embeddings", "mlp"};
+// Keys of the shape that MoE, MLA, MTP and non-Llama attention add (both forms).
+const std::set<std::string> kMlaKeys = {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                                        "qk_nope_head_dim", "v_head_dim"};
+const std::set<std::string> kMoeKeys = {"experts",           "top_k",
+                                        "expert_ffn_hidden", "shared_experts",
+                                        "shared_ffn_hidden", "first_dense_layers"};
+const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
+                                          "attention", "mtp_modules"};
+
+std::set<std::string> with_extras(std::set<std::string> keys) {
+  for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
+    keys.insert(extra->begin(), extra->end());
+  return keys;
+}
+
+const std::set<std::string> kTransformerKeys =
+    with_extras({"name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab",
+                 "dtype", "tied_embeddings", "mlp"});
+const std::set<std::string> kExplicitKeys =
+    with_extras({"name", "dtype", "layers_list", "hidden", "heads", "kv_heads", "ffn_hidden",
+                 "seq_len", "vocab", "tied_embeddings", "mlp"});
 const std::set<std::string> kLayerKeys = {
     "name",   "kind",         "fwd_flops",   "bwd_input_flops", "bwd_weight_flops",
-    "params", "output_bytes", "stash_bytes", "recompute_flops", "tp_allreduce_bytes"};
+    "params", "output_bytes", "stash_bytes", "recompute_flops", "tp_allreduce_bytes",
+    "moe",    "active_params"};
 
 bool parse_mlp_gated(const JsonObject& obj) {
   const std::string mlp = lower(obj.string_or("mlp", "gelu"));
@@ -222,6 +397,97 @@ T at_most(const JsonObject& obj, const std::string& key, T value, T max) {
   return value;
 }
 
+// A non-negative integer field (0 when absent) of at most `max`.
+int count_or_zero(const JsonObject& obj, const std::string& key, int max) {
+  if (!obj.has(key)) return 0;
+  return static_cast<int>(at_most<int64_t>(obj, key, obj.non_negative_integer(key), max));
+}
+
+// The fields MoE, MLA, MTP, explicit head sizes, biases and norms add to a shape (model.h), with
+// their consistency checks. `layers` is the transformer layer count (0 = unknown).
+void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) {
+  const std::string attention = lower(obj.string_or("attention", "mha"));
+  if (attention != "mha" && attention != "mla")
+    throw_input_error(obj.field("attention"),
+                      "expected \"mha\" or \"mla\", got \"" + attention + "\"");
+  if (attention == "mha") {
+    for (const std::string& key : kMlaKeys)
+      if (obj.has(key))
+        throw_input_error(obj.field(key),
+                          "an MLA field, but the model's attention is not MLA (add \"attention\": "
+                          "\"mla\" or remove the field)");
+  } else {
+    for (const char* key : {"kv_heads", "head_dim"})
+      if (obj.has(key))
+        throw_input_error(obj.field(key), "not used with MLA attention (its head sizes are "
+                                          "qk_nope_head_dim, qk_rope_head_dim and v_head_dim)");
+    t.mla.q_lora_rank = count_or_zero(obj, "q_lora_rank", kMaxHidden);
+    t.mla.kv_lora_rank = at_most(obj, "kv_lora_rank", obj.positive_int("kv_lora_rank"), kMaxHidden);
+    t.mla.qk_rope_head_dim =
+        at_most(obj, "qk_rope_head_dim", obj.positive_int("qk_rope_head_dim"), kMaxHidden);
+    t.mla.qk_nope_head_dim = count_or_zero(obj, "qk_nope_head_dim", kMaxHidden);
+    t.mla.v_head_dim = at_most(obj, "v_head_dim", obj.positive_int("v_head_dim"), kMaxHidden);
+    if (!obj.has("qk_nope_head_dim"))
+      throw_input_error(obj.field("qk_nope_head_dim"), "missing (required with MLA attention)");
+  }
+  if (obj.has("head_dim"))
+    t.head_dim = at_most(obj, "head_dim", obj.positive_int("head_dim"), kMaxHidden);
+  const std::string positions = lower(obj.string_or("positions", t.gated_mlp ? "rope" : "learned"));
+  if (positions != "learned" && positions != "rope")
+    throw_input_error(obj.field("positions"),
+                      "expected \"learned\" or \"rope\", got \"" + positions + "\"");
+  if (positions == "learned" && t.gated_mlp)
+    throw_input_error(obj.field("positions"), "SwiGLU models use RoPE (learned positions need "
+                                              "\"mlp\": \"gelu\")");
+  t.positions = positions == "learned" ? Positions::kLearned : Positions::kRope;
+  t.qkv_bias = obj.boolean_or("qkv_bias", false);
+  t.qk_norm = obj.boolean_or("qk_norm", false);
+  t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
+
+  if (!obj.has("experts")) {
+    for (const std::string& key : kMoeKeys)
+      if (obj.has(key))
+        throw_input_error(obj.field(key),
+                          "a mixture-of-experts field, but 'experts' is not given");
+  } else {
+    MoeSpec& e = t.moe;
+    e.experts = at_most(obj, "experts", obj.positive_int("experts"), kMaxExperts);
+    e.top_k = obj.positive_int("top_k");
+    if (e.top_k > e.experts)
+      throw_input_error(obj.field("top_k"), "top_k (" + std::to_string(e.top_k) +
+                                                ") is larger than experts (" +
+                                                std::to_string(e.experts) + ")");
+    e.expert_ffn_hidden =
+        at_most(obj, "expert_ffn_hidden", obj.positive_int("expert_ffn_hidden"), kMaxFfnHidden);
+    e.shared_experts = count_or_zero(obj, "shared_experts", kMaxExperts);
+    if (obj.has("shared_ffn_hidden") && e.shared_experts == 0)
+      throw_input_error(obj.field("shared_ffn_hidden"), "given, but there are no shared_experts");
+    e.shared_ffn_hidden =
+        e.shared_experts == 0
+            ? 0
+            : at_most(obj, "shared_ffn_hidden",
+                      obj.positive_int_or("shared_ffn_hidden", e.expert_ffn_hidden), kMaxFfnHidden);
+    e.first_dense_layers = count_or_zero(obj, "first_dense_layers", kMaxLayers);
+    if (layers > 0 && e.first_dense_layers > layers)
+      throw_input_error(obj.field("first_dense_layers"),
+                        std::to_string(e.first_dense_layers) + " dense layers, but the model has " +
+                            std::to_string(layers) + " layers");
+    // Sums over every layer stay inside int64 (graph/limits.h).
+    const double expert_params = static_cast<double>(e.experts + e.shared_experts) * 3.0 *
+                                 t.hidden * std::max(e.expert_ffn_hidden, e.shared_ffn_hidden);
+    if (expert_params > static_cast<double>(kMaxLayerQuantity))
+      throw_input_error(obj.field("experts"),
+                        "too large: the experts of one layer would hold more than 2^45 parameters");
+  }
+  for (const auto& [key, on] : {std::pair<std::string, bool>{"experts", t.moe.enabled()},
+                                {"attention", t.mla.enabled()},
+                                {"qkv_bias", t.qkv_bias},
+                                {"qk_norm", t.qk_norm}})
+    if (on && !t.gated_mlp)
+      throw_input_error(obj.field(key), "needs \"mlp\": \"swiglu\" (GELU models have neither "
+                                        "experts, MLA nor Qwen-style q/k/v biases and norms)");
+}
+
 ModelSpec transformer_from_json(const JsonObject& obj) {
   obj.reject_unknown(kTransformerKeys);
   TransformerShape t;
@@ -237,6 +503,7 @@ ModelSpec transformer_from_json(const JsonObject& obj) {
   t.dtype = parse_dtype(obj.string_or("dtype", "bf16"), obj.field("dtype"));
   t.tied_embeddings = obj.boolean_or("tied_embeddings", true);
   t.gated_mlp = parse_mlp_gated(obj);
+  parse_shape_extras(obj, t, t.layers);
   return build_transformer_model(t, obj.where());
 }
 
@@ -293,6 +560,15 @@ LayerWork layer_from_json(const JsonObject& obj) {
     }
   }
   if (obj.has("tp_allreduce_bytes")) w.tp_allreduce_bytes = quantity(obj, "tp_allreduce_bytes");
+  w.moe = obj.boolean_or("moe", false);
+  if (w.moe && w.kind != LayerKind::kTransformer)
+    throw_input_error(obj.field("moe"), "only a layer of kind transformer has experts");
+  if (obj.has("active_params")) {
+    w.active_params = quantity(obj, "active_params");
+    if (w.active_params > w.params)
+      throw_input_error(obj.field("active_params"),
+                        "larger than params (" + std::to_string(w.params) + ")");
+  }
   return w;
 }
 
@@ -309,6 +585,18 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   m.vocab = metadata_int(obj, "vocab", kMaxVocab);
   m.tied_embeddings = obj.boolean_or("tied_embeddings", true);
   m.gated_mlp = parse_mlp_gated(obj);
+  TransformerShape extras;
+  extras.hidden = m.hidden;
+  extras.gated_mlp = m.gated_mlp;
+  parse_shape_extras(obj, extras, 0);
+  m.head_dim = extras.head_dim;
+  m.gelu_rope = !m.gated_mlp && !extras.learned_positions();
+  m.qkv_bias = extras.qkv_bias;
+  m.qk_norm = extras.qk_norm;
+  m.moe = extras.moe;
+  m.mla = extras.mla;
+  if (m.mla.enabled()) m.kv_heads = m.heads;
+  m.mtp_modules = extras.mtp_modules;
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
   if (list.size() > static_cast<size_t>(kMaxLayers))
@@ -404,10 +692,38 @@ LayerKind parse_layer_kind(std::string_view s, const std::string& where) {
                                "\" (expected embedding, transformer, logits or custom)");
 }
 
+namespace {
+// An MTP module: a custom layer named "mtp<i>" (counted only when the model has mtp_modules).
+bool is_mtp(const LayerWork& l) {
+  return l.kind == LayerKind::kCustom && l.name.rfind("mtp", 0) == 0;
+}
+}  // namespace
+
 int64_t ModelSpec::total_params() const {
   int64_t n = 0;
-  for (const LayerWork& l : layers) n += l.params;
+  for (const LayerWork& l : layers)
+    if (mtp_modules == 0 || !is_mtp(l)) n += l.params;
   return n;
+}
+
+int64_t ModelSpec::active_params() const {
+  int64_t n = 0;
+  for (const LayerWork& l : layers)
+    if (mtp_modules == 0 || !is_mtp(l)) n += l.active();
+  return n;
+}
+
+int64_t ModelSpec::mtp_params() const {
+  int64_t n = 0;
+  if (mtp_modules > 0)
+    for (const LayerWork& l : layers)
+      if (is_mtp(l)) n += l.params;
+  return n;
+}
+
+bool ModelSpec::is_classic_transformer() const {
+  return head_dim == 0 && !qkv_bias && !qk_norm && !moe.enabled() && !mla.enabled() &&
+         mtp_modules == 0 && !gelu_rope;
 }
 
 double ModelSpec::model_flops_per_sequence() const {
@@ -444,6 +760,55 @@ ModelSpec model_from_json(const nlohmann::json& doc, const std::string& source) 
   return transformer_from_json(obj);
 }
 
+namespace {
+
+// The fields parse_shape_extras reads, written only where they differ from the defaults (so a
+// Llama or GPT model's JSON is as before).
+void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
+  if (m.head_dim > 0) j["head_dim"] = m.head_dim;
+  if (m.gelu_rope) j["positions"] = "rope";
+  if (m.qkv_bias) j["qkv_bias"] = true;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
+  if (m.mla.enabled()) {
+    j["attention"] = "mla";
+    if (m.mla.q_lora_rank > 0) j["q_lora_rank"] = m.mla.q_lora_rank;
+    j["kv_lora_rank"] = m.mla.kv_lora_rank;
+    j["qk_rope_head_dim"] = m.mla.qk_rope_head_dim;
+    j["qk_nope_head_dim"] = m.mla.qk_nope_head_dim;
+    j["v_head_dim"] = m.mla.v_head_dim;
+    j.erase("kv_heads");
+  }
+  if (m.moe.enabled()) {
+    j["experts"] = m.moe.experts;
+    j["top_k"] = m.moe.top_k;
+    j["expert_ffn_hidden"] = m.moe.expert_ffn_hidden;
+    if (m.moe.shared_experts > 0) {
+      j["shared_experts"] = m.moe.shared_experts;
+      j["shared_ffn_hidden"] = m.moe.shared_ffn_hidden;
+    }
+    if (m.moe.first_dense_layers > 0) j["first_dense_layers"] = m.moe.first_dense_layers;
+  }
+}
+
+}  // namespace
+
+nlohmann::json model_shape_to_json(const ModelSpec& m, int seq_len) {
+  nlohmann::json j = {{"name", m.name},
+                      {"layers", m.num_transformer_layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"ffn_hidden", m.ffn_hidden},
+                      {"seq_len", seq_len > 0 ? seq_len : m.seq_len},
+                      {"vocab", m.vocab},
+                      {"dtype", std::string(to_string(m.dtype))},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"mlp", m.gated_mlp ? "swiglu" : "gelu"}};
+  add_shape_extras(j, m);
+  return j;
+}
+
 nlohmann::json model_to_json(const ModelSpec& model) {
   nlohmann::json j;
   j["name"] = model.name;
@@ -455,6 +820,7 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     if (value != 0) j[key] = value;
   j["tied_embeddings"] = model.tied_embeddings;
   j["mlp"] = model.gated_mlp ? "swiglu" : "gelu";
+  add_shape_extras(j, model);
   nlohmann::json list = nlohmann::json::array();
   for (const LayerWork& l : model.layers) {
     nlohmann::json lj;
@@ -469,6 +835,8 @@ nlohmann::json model_to_json(const ModelSpec& model) {
         {"none", l.stash_bytes[0]}, {"selective", l.stash_bytes[1]}, {"full", l.stash_bytes[2]}};
     lj["recompute_flops"] = {{"selective", l.recompute_flops[1]}, {"full", l.recompute_flops[2]}};
     lj["tp_allreduce_bytes"] = l.tp_allreduce_bytes;
+    if (l.moe) lj["moe"] = true;
+    if (l.active_params >= 0) lj["active_params"] = l.active_params;
     list.push_back(std::move(lj));
   }
   j["layers_list"] = std::move(list);
@@ -485,7 +853,9 @@ ModelSpec load_model(const std::string& name_or_path) {
     throw_input_error(name_or_path,
                       "unknown model: not a preset and no such file (presets: " + list + ")");
   }
-  return model_from_json(read_json_file(name_or_path), name_or_path);
+  const nlohmann::json doc = read_json_file(name_or_path);
+  if (is_hf_config(doc)) return hf_model_from_json(doc, name_or_path);
+  return model_from_json(doc, name_or_path);
 }
 
 }  // namespace jaxpp

@@ -13,6 +13,14 @@
 //   activations      s·h·(34 + 5·a·s/h) bytes (none), 34·s·h (selective), 2·s·h (full recompute)
 // Embedding and logits/loss are layers of their own (kind kEmbedding / kLogits).
 //
+// Mixture of experts (MoeSpec) and multi-head latent attention (MlaSpec) change what a layer's
+// weights are, not the formulas: "weights" above are the weights a token passes through (the
+// router, the top-k routed experts and the shared experts), so FLOPs count active experts only,
+// while `params` counts every expert (what memory holds). An MTP (multi-token prediction) module
+// is a layer of kind kCustom named "mtp<i>" before the logits; total_params() and
+// active_params() leave it out (the published convention, DeepSeek-V3 report Sec. 2.2),
+// mtp_params() counts it, and the memory model holds it like any layer.
+//
 // Usage:
 //   ModelSpec m = load_model("gpt3-13b");           // a preset, or a path to a JSON file
 //   int64_t n = m.total_params();
@@ -48,10 +56,15 @@ LayerKind parse_layer_kind(std::string_view s, const std::string& where);
 struct LayerWork {
   std::string name;
   LayerKind kind = LayerKind::kCustom;
+  bool moe = false;  // a transformer layer whose FFN is a mixture of experts
   double fwd_flops = 0;         // forward
   double bwd_input_flops = 0;   // backward for inputs (I)
   double bwd_weight_flops = 0;  // backward for weights (W)
   int64_t params = 0;
+  // Parameters one token passes through (the top-k routed and shared experts, not all of them);
+  // -1 = params (dense layers).
+  int64_t active_params = -1;
+  int64_t active() const { return active_params >= 0 ? active_params : params; }
   int64_t output_bytes = 0;  // activation handed to the next layer (pipeline P2P payload)
   // Bytes stashed between this layer's F and its backward, indexed by Recompute.
   std::array<int64_t, 3> stash_bytes = {0, 0, 0};
@@ -60,6 +73,31 @@ struct LayerWork {
   // Tensor-parallel all-reduce payload per pass (forward; the backward has the same), in bytes.
   // 2 all-reduces of s·h elements per transformer layer (Megatron); 0 for other layers.
   int64_t tp_allreduce_bytes = 0;
+};
+
+// Mixture of experts in the FFN of every transformer layer but the first `first_dense_layers`
+// (which keep a dense FFN of ffn_hidden). experts == 0: a dense model.
+struct MoeSpec {
+  int experts = 0;            // routed experts per layer
+  int top_k = 0;              // routed experts per token
+  int expert_ffn_hidden = 0;  // FFN width of each routed expert
+  int shared_experts = 0;     // experts every token passes through
+  int shared_ffn_hidden = 0;  // FFN width of each shared expert
+  int first_dense_layers = 0;
+  bool enabled() const { return experts > 0; }
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): q = W_qb·norm(W_qa·x) (or W_q·x when
+// q_lora_rank is 0), [c_kv, k_rope] = W_kva·x, [k_nope, v] = W_kvb·norm(c_kv); per head, q and k
+// have qk_nope_head_dim + qk_rope_head_dim elements, v has v_head_dim. kv_lora_rank == 0: none.
+struct MlaSpec {
+  int q_lora_rank = 0;  // 0 = a plain q projection
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+  int qk_nope_head_dim = 0;
+  int v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
 };
 
 struct ModelSpec {
@@ -74,11 +112,31 @@ struct ModelSpec {
   int vocab = 0;
   bool tied_embeddings = true;
   bool gated_mlp = false;  // SwiGLU-style MLP with 3 weight matrices (Llama)
+  // Attention head size of q, k and v (0 = hidden / heads; Qwen3 sets 128 whatever the hidden).
+  int head_dim = 0;
+  bool gelu_rope = false;  // a GELU model with RoPE instead of learned positions (GPT-NeoX)
+  bool qkv_bias = false;          // biases on q, k, v of a SwiGLU model (Qwen2)
+  bool qk_norm = false;           // RMSNorm on each head's q and k (Qwen3)
+  MoeSpec moe;
+  MlaSpec mla;
+  int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)
   int num_transformer_layers = 0;
   std::vector<LayerWork> layers;  // in execution order, embedding first, logits last
 
   int num_layers() const { return static_cast<int>(layers.size()); }
+  // Every parameter but the MTP modules', all experts included (the published "total").
   int64_t total_params() const;
+  // Parameters one token passes through, MTP modules left out (the published "activated").
+  int64_t active_params() const;
+  int64_t mtp_params() const;
+  // q (and k) head size of standard attention: head_dim, or hidden / heads.
+  int attention_head_dim() const {
+    return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0);
+  }
+  bool learned_positions() const { return !gated_mlp && !gelu_rope; }
+  // True for a model with none of MoE, MLA, MTP, an explicit head_dim, qkv_bias, qk_norm or
+  // gelu_rope.
+  bool is_classic_transformer() const;
   // Tokens per sequence (seq_len; 1 if unknown).
   int tokens_per_sequence() const { return seq_len > 0 ? seq_len : 1; }
   // Forward + both backward FLOPs of one sequence, no recompute (the "model FLOPs" of MFU).
@@ -87,12 +145,17 @@ struct ModelSpec {
   double hardware_flops_per_sequence(Recompute r) const;
 };
 
-// A preset name (case-insensitive) or a path to a JSON file. InputError otherwise.
+// A preset name (case-insensitive), a path to a model JSON file, or a path to a Hugging Face
+// transformers config.json (recognised by its "architectures" or "model_type" field;
+// graph/hf_config.h). InputError otherwise.
 ModelSpec load_model(const std::string& name_or_path);
 // Parses a model JSON document (transformer or explicit form); `source` names it in errors.
 ModelSpec model_from_json(const nlohmann::json& doc, const std::string& source);
 // The explicit form (layers_list), which model_from_json reads back to an equal ModelSpec.
 nlohmann::json model_to_json(const ModelSpec& model);
+// The transformer form of a model with a shape (hidden > 0 and transformer layers), with
+// `seq_len` (0 = the model's own): model_from_json reads it back to the same model.
+nlohmann::json model_shape_to_json(const ModelSpec& model, int seq_len = 0);
 std::vector<std::string> model_preset_names();
 
 }  // namespace jaxpp

@@ -152,6 +152,20 @@ std::string tiny_model_with(const std::string& key, const std::string& value) {
   j[key] = json::parse(value);
   return j.dump();
 }
+// tests/data/hf/<name>.json (a published Hugging Face config) with `key` set to the JSON text
+// `value`, or removed when `value` is empty.
+std::function<std::string()> hf_config_with(const std::string& name, const std::string& key,
+                                             const std::string& value) {
+  return [=] {
+    std::ifstream in(std::string(JAXPP_TEST_DATA_DIR) + "/hf/" + name + ".json");
+    json j = json::parse(in);
+    if (value.empty())
+      j.erase(key);
+    else
+      j[key] = json::parse(value);
+    return j.dump(2);
+  };
+}
 std::string explicit_layer_with(const std::string& key, const std::string& value) {
   json layer = {{"name", "a"},           {"fwd_flops", 1}, {"bwd_input_flops", 1},
                 {"bwd_weight_flops", 1}, {"params", 10},   {"output_bytes", 4},
@@ -297,6 +311,32 @@ const std::vector<BadInputCase> kCases = {
     {.name = "GraphZeroPp", .args = "graph --model gpt3-1.3b --pp 0", .message = "--pp"},
     {.name = "GraphMoreStagesThanLayers", .args = "graph --model " + kTinyFile + " --pp 7",
      .message = "7 stages"},
+    // ---- graph: mixture-of-experts and MLA fields, Hugging Face configs (issue 13). --------
+    {.name = "GraphMoeTopKAboveExperts", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(R"({"name": "m", "layers": 4, "hidden": 64, "heads": 4,
+         "seq_len": 32, "vocab": 100, "mlp": "swiglu", "experts": 4, "top_k": 6,
+         "expert_ffn_hidden": 32})")}},
+     .message = "m.json: field 'top_k': top_k (6) is larger than experts (4)"},
+    {.name = "GraphMlaFieldOnAModelWithoutMla", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("kv_lora_rank", "16"))}},
+     .message = "m.json: field 'kv_lora_rank': an MLA field"},
+    {.name = "HfConfigUnknownArchitecture", .args = "graph --model {dir}/config.json --pp 2",
+     .files = {{"config.json", text(R"({"architectures": ["FalconForCausalLM"],
+         "model_type": "falcon", "hidden_size": 4544})")}},
+     .message = "config.json: field 'model_type': unsupported architecture 'falcon'"},
+    {.name = "HfConfigMissingField", .args = "graph --model {dir}/config.json --pp 2",
+     .files = {{"config.json", hf_config_with("llama3-8b", "num_hidden_layers", "")}},
+     .message = "config.json: field 'num_hidden_layers': missing (required)"},
+    {.name = "HfConfigTopKAboveExperts", .args = "graph --model {dir}/config.json --pp 2",
+     .files = {{"config.json", hf_config_with("mixtral-8x7b", "num_experts_per_tok", "9")}},
+     .message = "field 'num_experts_per_tok': 9 experts per token, more than num_local_experts (8)"},
+    {.name = "HfConfigMlaFieldOnALlama", .args = "graph --model {dir}/config.json --pp 2",
+     .files = {{"config.json", hf_config_with("llama3-8b", "kv_lora_rank", "512")}},
+     .message = "field 'kv_lora_rank': an MLA attention field, but llama models have none"},
+    {.name = "SimulateHfConfigTopKAboveExperts",
+     .args = "simulate --model {dir}/config.json --schedule 1f1b --pp 2 --gpus 2 --global-batch 4",
+     .files = {{"config.json", hf_config_with("qwen3-30b-a3b", "num_experts_per_tok", "129")}},
+     .message = "field 'num_experts_per_tok'"},
     {.name = "GraphZeroMicrobatches", .args = "graph --model gpt3-1.3b --pp 2 --microbatches 0",
      .message = "--microbatches"},
     {.name = "GraphHugeMicrobatchCount",

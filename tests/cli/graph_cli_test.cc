@@ -57,6 +57,29 @@ TEST(GraphCliTest, JsonHasParamsStagesAndTaskCount) {
   EXPECT_EQ(j["task_counts"]["F"].get<int>(), 32);
 }
 
+TEST(GraphCliTest, JsonReportsTotalActiveAndMtpParamsOfAHuggingFaceConfig) {
+  const auto r = run_cli("graph --model " + std::string(JAXPP_TEST_DATA_DIR) +
+                         "/hf/deepseek-v3.json --pp 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const ModelSpec m = load_model("deepseek-v3");
+  EXPECT_EQ(j["params"].get<int64_t>(), m.total_params());
+  EXPECT_EQ(j["active_params"].get<int64_t>(), m.active_params());
+  EXPECT_EQ(j["mtp_params"].get<int64_t>(), m.mtp_params());
+  EXPECT_LT(j["active_params"].get<int64_t>(), j["params"].get<int64_t>() / 10);
+  int64_t stage_params = 0;
+  for (const auto& s : j["stages"]) stage_params += s["params"].get<int64_t>();
+  EXPECT_EQ(stage_params, m.total_params() + m.mtp_params());  // every expert, the MTP module
+}
+
+TEST(GraphCliTest, DenseModelsReportActiveEqualToTotal) {
+  const auto r = run_cli("graph --model llama3-8b --pp 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["active_params"], j["params"]);
+  EXPECT_EQ(j["mtp_params"], 0);
+}
+
 TEST(GraphCliTest, VirtualStagesWithVPlacementAndSplitBackward) {
   const auto r = run_cli(
       "graph --model megatron-1.7b --pp 2 --virtual 2 --placement v --split-backward "

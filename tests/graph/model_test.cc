@@ -144,7 +144,7 @@ TEST(ModelTest, PresetNamesAreCaseInsensitive) {
 
 TEST(ModelTest, EveryPresetRoundTripsThroughJson) {
   const auto names = model_preset_names();
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 29u);
   for (const std::string& name : names) {
     const ModelSpec m = load_model(name);
     const ModelSpec back = model_from_json(model_to_json(m), name + ".json");

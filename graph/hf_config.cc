@@ -1,0 +1,252 @@
+#include "graph/hf_config.h"
+
+#include <array>
+#include <filesystem>
+
+#include "graph/error.h"
+#include "graph/json_util.h"
+
+namespace jaxpp {
+namespace {
+
+enum class Family { kLlama, kMixtral, kQwen3Moe, kDeepseek, kGpt2, kGptNeox };
+
+struct Architecture {
+  const char* model_type;
+  const char* class_name;
+  Family family;
+};
+
+constexpr std::array kArchitectures = {
+    Architecture{"llama", "LlamaForCausalLM", Family::kLlama},
+    Architecture{"mistral", "MistralForCausalLM", Family::kLlama},
+    Architecture{"qwen2", "Qwen2ForCausalLM", Family::kLlama},
+    Architecture{"qwen3", "Qwen3ForCausalLM", Family::kLlama},
+    Architecture{"mixtral", "MixtralForCausalLM", Family::kMixtral},
+    Architecture{"qwen3_moe", "Qwen3MoeForCausalLM", Family::kQwen3Moe},
+    Architecture{"deepseek_v3", "DeepseekV3ForCausalLM", Family::kDeepseek},
+    Architecture{"kimi_k2", "DeepseekV3ForCausalLM", Family::kDeepseek},
+    Architecture{"gpt2", "GPT2LMHeadModel", Family::kGpt2},
+    Architecture{"gpt_neox", "GPTNeoXForCausalLM", Family::kGptNeox},
+};
+
+const std::array kMlaFields = {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                               "qk_nope_head_dim", "v_head_dim"};
+const std::array kExpertFields = {"num_local_experts", "num_experts",
+                                  "n_routed_experts",  "num_experts_per_tok",
+                                  "n_shared_experts",  "moe_intermediate_size"};
+
+// Present and not null (transformers reads null as "use the default").
+bool present(const nlohmann::json& doc, const char* key) {
+  return doc.contains(key) && !doc.at(key).is_null();
+}
+
+std::string supported_list() {
+  std::string list;
+  for (const Architecture& a : kArchitectures)
+    list += (list.empty() ? "" : ", ") + std::string(a.model_type);
+  return list;
+}
+
+// The architecture from "architectures" (first known class) or else "model_type".
+const Architecture& detect(const JsonObject& obj, const nlohmann::json& doc) {
+  std::string model_type;
+  if (present(doc, "model_type")) model_type = obj.string("model_type");
+  if (present(doc, "architectures")) {
+    const nlohmann::json& list = obj.array("architectures");
+    std::string names;
+    for (const nlohmann::json& entry : list) {
+      if (!entry.is_string())
+        throw_input_error(obj.field("architectures"), "expected a list of class names");
+      const std::string name = entry.get<std::string>();
+      names += (names.empty() ? "" : ", ") + name;
+      for (const Architecture& a : kArchitectures) {
+        // DeepseekV3ForCausalLM serves deepseek_v3 and kimi_k2: model_type picks the entry.
+        if (name == a.class_name &&
+            (model_type.empty() || model_type == a.model_type || a.family != Family::kDeepseek))
+          return a;
+      }
+    }
+    if (model_type.empty())
+      throw_input_error(obj.field("architectures"),
+                        "unsupported architecture '" + names +
+                            "' (supported model types: " + supported_list() + ")");
+  }
+  for (const Architecture& a : kArchitectures)
+    if (model_type == a.model_type) return a;
+  throw_input_error(obj.field(model_type.empty() ? "architectures" : "model_type"),
+                    "unsupported architecture '" + model_type +
+                        "' (supported model types: " + supported_list() + ")");
+}
+
+Dtype hf_dtype(const JsonObject& obj, const nlohmann::json& doc) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!present(doc, key)) continue;
+    const std::string d = obj.string(key);
+    if (d == "bfloat16") return Dtype::kBf16;
+    if (d == "float16") return Dtype::kFp16;
+    if (d == "float32") return Dtype::kFp32;
+    throw_input_error(obj.field(key),
+                      "unsupported dtype '" + d + "' (expected bfloat16, float16 or float32)");
+  }
+  return Dtype::kBf16;
+}
+
+std::string model_name(const JsonObject& obj, const nlohmann::json& doc,
+                       const std::string& source) {
+  if (present(doc, "_name_or_path")) {
+    const std::string n = obj.string("_name_or_path");
+    if (!n.empty()) return n;
+  }
+  const std::filesystem::path path(source);
+  if (path.stem() == "config" && path.has_parent_path() && !path.parent_path().filename().empty())
+    return path.parent_path().filename().string();
+  return path.stem().string();
+}
+
+int positive_or(const JsonObject& obj, const nlohmann::json& doc, const char* key, int fallback) {
+  return present(doc, key) ? obj.positive_int(key) : fallback;
+}
+
+int non_negative_or(const JsonObject& obj, const nlohmann::json& doc, const char* key,
+                    int fallback) {
+  if (!present(doc, key)) return fallback;
+  const int64_t v = obj.non_negative_integer(key);
+  if (v > (int64_t{1} << 30)) throw_input_error(obj.field(key), "too large");
+  return static_cast<int>(v);
+}
+
+bool bool_or(const JsonObject& obj, const nlohmann::json& doc, const char* key, bool fallback) {
+  return present(doc, key) ? obj.boolean_or(key, fallback) : fallback;
+}
+
+void refuse_fields(const JsonObject& obj, const nlohmann::json& doc, const auto& fields,
+                   const std::string& what, const Architecture& a) {
+  for (const char* key : fields)
+    if (present(doc, key))
+      throw_input_error(obj.field(key), what + ", but " + a.model_type + " models have none");
+}
+
+// Experts per token, checked against the expert count (named by `experts_key`).
+int top_k(const JsonObject& obj, int experts, const char* experts_key) {
+  const int k = obj.positive_int("num_experts_per_tok");
+  if (k > experts)
+    throw_input_error(obj.field("num_experts_per_tok"),
+                      std::to_string(k) + " experts per token, more than " + experts_key + " (" +
+                          std::to_string(experts) + ")");
+  return k;
+}
+
+}  // namespace
+
+bool is_hf_config(const nlohmann::json& doc) {
+  return doc.is_object() && (doc.contains("architectures") || doc.contains("model_type"));
+}
+
+std::vector<std::string> hf_model_types() {
+  std::vector<std::string> types;
+  for (const Architecture& a : kArchitectures) types.push_back(a.model_type);
+  return types;
+}
+
+nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::string& source) {
+  const JsonObject obj(doc, source);
+  const Architecture& arch = detect(obj, doc);
+  const std::string type = arch.model_type;
+  nlohmann::json m = {{"name", model_name(obj, doc, source)},
+                      {"dtype", std::string(to_string(hf_dtype(obj, doc)))}};
+  if (arch.family != Family::kDeepseek)
+    refuse_fields(obj, doc, kMlaFields, "an MLA attention field", arch);
+  if (arch.family == Family::kLlama || arch.family == Family::kGpt2 ||
+      arch.family == Family::kGptNeox)
+    refuse_fields(obj, doc, kExpertFields, "a mixture-of-experts field", arch);
+
+  if (arch.family == Family::kGpt2) {
+    m["layers"] = obj.positive_int("n_layer");
+    m["hidden"] = obj.positive_int("n_embd");
+    m["heads"] = obj.positive_int("n_head");
+    m["ffn_hidden"] = positive_or(obj, doc, "n_inner", 4 * obj.positive_int("n_embd"));
+    m["seq_len"] = obj.positive_int("n_positions");
+    m["vocab"] = obj.positive_int("vocab_size");
+    m["tied_embeddings"] = bool_or(obj, doc, "tie_word_embeddings", true);
+    m["mlp"] = "gelu";
+    return m;
+  }
+
+  m["layers"] = obj.positive_int("num_hidden_layers");
+  m["hidden"] = obj.positive_int("hidden_size");
+  m["heads"] = obj.positive_int("num_attention_heads");
+  m["ffn_hidden"] = obj.positive_int("intermediate_size");
+  m["seq_len"] = obj.positive_int("max_position_embeddings");
+  m["vocab"] = obj.positive_int("vocab_size");
+  m["tied_embeddings"] = bool_or(obj, doc, "tie_word_embeddings", false);
+  if (arch.family == Family::kGptNeox) {
+    m["mlp"] = "gelu";
+    m["positions"] = "rope";
+    return m;
+  }
+  m["mlp"] = "swiglu";
+  if (bool_or(obj, doc, "attention_bias", false))
+    throw_input_error(obj.field("attention_bias"),
+                      "biases on the attention projections are not supported for " + type);
+
+  if (arch.family == Family::kDeepseek) {
+    if (non_negative_or(obj, doc, "moe_layer_freq", 1) != 1)
+      throw_input_error(obj.field("moe_layer_freq"),
+                        "only 1 is supported (every layer after first_k_dense_replace is MoE)");
+    m["attention"] = "mla";
+    if (present(doc, "q_lora_rank")) m["q_lora_rank"] = obj.positive_int("q_lora_rank");
+    for (const char* key : {"kv_lora_rank", "qk_rope_head_dim", "v_head_dim"})
+      m[key] = obj.positive_int(key);
+    m["qk_nope_head_dim"] = obj.non_negative_integer("qk_nope_head_dim");
+    const int experts = obj.positive_int("n_routed_experts");
+    m["experts"] = experts;
+    m["top_k"] = top_k(obj, experts, "n_routed_experts");
+    m["expert_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+    const int shared = non_negative_or(obj, doc, "n_shared_experts", 0);
+    if (shared > 0) {
+      m["shared_experts"] = shared;
+      m["shared_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+    }
+    const int dense = non_negative_or(obj, doc, "first_k_dense_replace", 0);
+    if (dense > 0) m["first_dense_layers"] = dense;
+    const int mtp = non_negative_or(obj, doc, "num_nextn_predict_layers", 0);
+    if (mtp > 0) m["mtp_modules"] = mtp;
+    return m;
+  }
+
+  m["kv_heads"] =
+      positive_or(obj, doc, "num_key_value_heads", obj.positive_int("num_attention_heads"));
+  const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
+  if (qwen3) {
+    m["head_dim"] = positive_or(obj, doc, "head_dim", 128);  // Qwen3Config's default
+    m["qk_norm"] = true;
+  } else if (present(doc, "head_dim")) {
+    m["head_dim"] = obj.positive_int("head_dim");
+  }
+  if (type == "qwen2") m["qkv_bias"] = true;
+  if (arch.family == Family::kMixtral) {
+    const int experts = obj.positive_int("num_local_experts");
+    m["experts"] = experts;
+    m["top_k"] = top_k(obj, experts, "num_local_experts");
+    m["expert_ffn_hidden"] = obj.positive_int("intermediate_size");
+  } else if (arch.family == Family::kQwen3Moe) {
+    if (non_negative_or(obj, doc, "decoder_sparse_step", 1) != 1)
+      throw_input_error(obj.field("decoder_sparse_step"),
+                        "only 1 is supported (every layer is a mixture of experts)");
+    if (present(doc, "mlp_only_layers") && !obj.array("mlp_only_layers").empty())
+      throw_input_error(obj.field("mlp_only_layers"),
+                        "dense layers among the MoE layers are not supported");
+    const int experts = obj.positive_int("num_experts");
+    m["experts"] = experts;
+    m["top_k"] = top_k(obj, experts, "num_experts");
+    m["expert_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+  }
+  return m;
+}
+
+ModelSpec hf_model_from_json(const nlohmann::json& doc, const std::string& source) {
+  return model_from_json(hf_config_to_model_json(doc, source), source);
+}
+
+}  // namespace jaxpp

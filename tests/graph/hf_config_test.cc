@@ -1,0 +1,158 @@
+#include "graph/hf_config.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "graph/json_util.h"
+#include "graph/model.h"
+#include "tests/testing/input_error.h"
+
+namespace jaxpp {
+namespace {
+
+const std::string kHf = std::string(JAXPP_TEST_DATA_DIR) + "/hf/";
+
+// tests/data/hf/<preset>.json holds the preset's published Hugging Face config.json.
+const char* const kPresetConfigs[] = {
+    "llama2-7b", "llama3-8b",     "llama3-70b",      "qwen3-8b",
+    "qwen3-32b", "mixtral-8x7b",  "mixtral-8x22b",   "deepseek-v3",
+    "kimi-k2",   "qwen3-30b-a3b", "qwen3-235b-a22b",
+};
+
+TEST(HfConfigTest, EachPresetsConfigGivesThePresetsModel) {
+  for (const char* preset : kPresetConfigs) {
+    const std::string path = kHf + preset + ".json";
+    const ModelSpec hf = load_model(path);
+    // The config says nothing of the training sequence length (max_position_embeddings is
+    // taken): compare with the preset at that length, layer by layer.
+    const ModelSpec p = load_model(preset);
+    const ModelSpec same_seq = model_from_json(model_shape_to_json(p, hf.seq_len), preset);
+    nlohmann::json a = model_to_json(hf), b = model_to_json(same_seq);
+    a.erase("name");
+    b.erase("name");
+    EXPECT_EQ(a, b) << preset;
+    EXPECT_EQ(hf.total_params(), p.total_params()) << preset;
+    EXPECT_EQ(hf.active_params(), p.active_params()) << preset;
+    EXPECT_EQ(hf.mtp_params(), p.mtp_params()) << preset;
+  }
+}
+
+TEST(HfConfigTest, ConfigsAreRecognisedAndOurModelFilesAreNot) {
+  EXPECT_TRUE(is_hf_config(read_json_file(kHf + "gpt2.json")));
+  EXPECT_FALSE(is_hf_config(
+      read_json_file(std::string(JAXPP_TEST_DATA_DIR) + "/graph/tiny_transformer.json")));
+}
+
+TEST(HfConfigTest, NameComesFromTheFile) {
+  EXPECT_EQ(load_model(kHf + "kimi-k2.json").name, "kimi-k2");
+}
+
+TEST(HfConfigTest, Gpt2HasLearnedPositionsAndTiedEmbeddings) {
+  // openai-community/gpt2: 124,439,808 parameters, of which the final LayerNorm (2·768) is not
+  // modelled.
+  const ModelSpec m = load_model(kHf + "gpt2.json");
+  EXPECT_EQ(m.total_params(), 124'439'808 - 2 * 768);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_TRUE(m.learned_positions());
+  EXPECT_EQ(m.seq_len, 1024);
+}
+
+TEST(HfConfigTest, GptNeoxUsesRopeAndGeluWithBiases) {
+  // EleutherAI/pythia-1b: 1,011,781,632 parameters, less the final LayerNorm (2·2048).
+  const ModelSpec m = load_model(kHf + "pythia-1b.json");
+  EXPECT_EQ(m.total_params(), 1'011'781'632 - 2 * 2048);
+  EXPECT_TRUE(m.gelu_rope);
+  EXPECT_FALSE(m.gated_mlp);
+  EXPECT_EQ(m.dtype, Dtype::kFp16);
+}
+
+TEST(HfConfigTest, MistralAndQwen2CountTheirPublishedParameters) {
+  // mistralai/Mistral-7B-v0.1 7,241,732,096 and Qwen/Qwen2-7B 7,615,616,512, less the final
+  // RMSNorm; Qwen2 has biases on q, k and v.
+  EXPECT_EQ(load_model(kHf + "mistral-7b.json").total_params(), 7'241'732'096 - 4096);
+  const ModelSpec qwen2 = load_model(kHf + "qwen2-7b.json");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_EQ(qwen2.total_params(), 7'615'616'512 - 3584);
+}
+
+nlohmann::json config(const std::string& name) { return read_json_file(kHf + name + ".json"); }
+
+std::string error_for(const nlohmann::json& doc) {
+  return error_of([&] { hf_model_from_json(doc, "config.json"); });
+}
+
+TEST(HfConfigTest, UnsupportedArchitectureIsNamed) {
+  nlohmann::json doc = config("llama3-8b");
+  doc["architectures"] = {"FalconForCausalLM"};
+  doc["model_type"] = "falcon";
+  EXPECT_EQ(error_for(doc).rfind("config.json: field 'model_type': unsupported architecture "
+                                 "'falcon' (supported model types: llama, ",
+                                 0),
+            0u);
+}
+
+TEST(HfConfigTest, UnsupportedArchitectureWithoutModelTypeNamesArchitectures) {
+  nlohmann::json doc = config("llama3-8b");
+  doc.erase("model_type");
+  doc["architectures"] = {"FalconForCausalLM"};
+  EXPECT_NE(error_for(doc).find("field 'architectures': unsupported architecture "
+                                "'FalconForCausalLM'"),
+            std::string::npos);
+}
+
+TEST(HfConfigTest, MissingFieldIsNamed) {
+  nlohmann::json doc = config("deepseek-v3");
+  doc.erase("kv_lora_rank");
+  EXPECT_EQ(error_for(doc), "config.json: field 'kv_lora_rank': missing (required)");
+}
+
+TEST(HfConfigTest, TopKAboveTheExpertsIsNamed) {
+  nlohmann::json doc = config("mixtral-8x7b");
+  doc["num_experts_per_tok"] = 9;
+  EXPECT_EQ(error_for(doc),
+            "config.json: field 'num_experts_per_tok': 9 experts per token, more than "
+            "num_local_experts (8)");
+}
+
+TEST(HfConfigTest, MlaFieldOnALlamaIsNamed) {
+  nlohmann::json doc = config("llama3-8b");
+  doc["kv_lora_rank"] = 512;
+  EXPECT_EQ(error_for(doc),
+            "config.json: field 'kv_lora_rank': an MLA attention field, but llama models have "
+            "none");
+}
+
+TEST(HfConfigTest, ExpertFieldOnADenseQwen3IsNamed) {
+  nlohmann::json doc = config("qwen3-8b");
+  doc["num_experts"] = 128;
+  EXPECT_NE(error_for(doc).find("field 'num_experts': a mixture-of-experts field"),
+            std::string::npos);
+}
+
+TEST(HfConfigTest, NullMeansAbsent) {
+  nlohmann::json doc = config("deepseek-v3");
+  doc["q_lora_rank"] = nullptr;  // DeepSeek-V2-Lite style: a plain q projection
+  const ModelSpec m = hf_model_from_json(doc, "config.json");
+  EXPECT_EQ(m.mla.q_lora_rank, 0);
+  // q = W_q·x (h × a·192) instead of W_qb·norm(W_qa·x) in each of the 61 layers and the MTP block.
+  const int64_t h = 7168, q = 128 * 192, rank = 1536;
+  const int64_t per_layer = h * q - (h * rank + rank * q + rank);
+  EXPECT_EQ(m.total_params(), load_model("deepseek-v3").total_params() + 61 * per_layer);
+  EXPECT_EQ(m.mtp_params(), load_model("deepseek-v3").mtp_params() + per_layer);
+}
+
+TEST(HfConfigTest, LayoutsTheModelCannotExpressAreRefused) {
+  nlohmann::json doc = config("qwen3-30b-a3b");
+  doc["decoder_sparse_step"] = 2;
+  EXPECT_NE(error_for(doc).find("field 'decoder_sparse_step'"), std::string::npos);
+  doc = config("qwen3-30b-a3b");
+  doc["mlp_only_layers"] = {0};
+  EXPECT_NE(error_for(doc).find("field 'mlp_only_layers'"), std::string::npos);
+  doc = config("deepseek-v3");
+  doc["moe_layer_freq"] = 2;
+  EXPECT_NE(error_for(doc).find("field 'moe_layer_freq'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace jaxpp
