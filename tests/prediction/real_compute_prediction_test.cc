@@ -9,12 +9,12 @@
 // of the calibration, and the two vCPUs need not run alike: single runs moved by 20-30% here from
 // one minute to the next. The median of five runs within 35% leaves that room. It is still a bound
 // that fails: a cluster whose compute rates are three times what was measured lands at a median
-// |error| of 2.3-2.7 (measured), and AnOptimisticClusterFallsOutsideTheBand asserts that the same
+// |error| of 1.8-3.2 (measured), and AnOptimisticClusterFallsOutsideTheBand asserts that the same
 // check fails then. A machine whose cores are both taken by other jobs for the whole test fails it,
 // as it should: the prediction is not for such a machine.
 //
 // The test runs alone (RUN_SERIAL in tests/CMakeLists.txt): the suite's other tests would
-// otherwise load the machine it measures. About 10 s.
+// otherwise load the machine it measures. About 9 s each.
 #include <gtest/gtest.h>
 
 #include <algorithm>
