@@ -18,10 +18,13 @@
 //   bin/calibration_bench --skip-mpi --runs 3     # threads only, 3 runs per schedule
 //   bin/calibration_bench --mpirun "mpirun --oversubscribe" --jaxpp-sim bin/jaxpp-sim
 //   bin/calibration_bench --calibrate-flags "--repetition-ms 20"   # longer repetitions
+//   bin/calibration_bench --skip-mpi --hidden 64 --seq 64          # another threads workload size
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +49,8 @@ struct Options {
   bool skip_mpi = false;
   bool quick = false;
   std::string calibrate_flags;  // extra flags for every calibrate
+  int hidden = 128;             // the threads workload: features per token
+  int seq = 128;                // and tokens per microbatch
 };
 
 struct Case {
@@ -76,6 +81,23 @@ std::string run(const std::string& command, const std::string& log) {
     throw std::runtime_error("command failed (" + std::to_string(WEXITSTATUS(status)) +
                              "): " + command + "\n" + slurp(log));
   return slurp(out);
+}
+
+// Busy CPU seconds of the whole host so far (/proc/stat: user, nice, system, irq, softirq, steal).
+double host_busy_s() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds used by the finished children of this process (every jaxpp-sim it ran).
+double children_cpu_s() {
+  rusage r{};
+  getrusage(RUSAGE_CHILDREN, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
 double load_average() {
@@ -142,8 +164,9 @@ BackendFigures figures_for(const Options& o, const std::string& backend) {
   const std::string cluster = dir + "/cluster-b.json";
   const std::string workload =
       mpi ? " --backend mpi --compute emulated --pp 8 --microbatches 16 --time-scale 4"
-          : " --backend threads --compute real --pp 2 --microbatches 8 --hidden 128 --seq 128 "
-            "--layers-per-stage 2";
+          : " --backend threads --compute real --pp 2 --microbatches 8 --hidden " +
+                std::to_string(o.hidden) + " --seq " + std::to_string(o.seq) +
+                " --layers-per-stage 2";
   std::vector<double> abs_errors;
   for (const Case& c : kCases)
     for (int r = 0; r < o.runs; ++r) {
@@ -159,8 +182,12 @@ BackendFigures figures_for(const Options& o, const std::string& backend) {
   return f;
 }
 
-void print_figures(const BackendFigures& f) {
-  std::printf("\n== %s ==\n", f.name.c_str());
+void print_figures(const BackendFigures& f, const Options& o) {
+  if (f.name == "threads")
+    std::printf("\n== threads (real compute, p = 2, m = 8, hidden %d, seq %d) ==\n", o.hidden,
+                o.seq);
+  else
+    std::printf("\n== %s ==\n", f.name.c_str());
   std::printf("%-16s %14s %14s %10s\n", "schedule", "predicted_s", "measured_s", "error");
   for (const auto& [label, j] : f.runs)
     std::printf("%-16s %14.6f %14.6f %+9.1f%%\n", label.c_str(),
@@ -168,6 +195,18 @@ void print_figures(const BackendFigures& f) {
                 100 * j.at("prediction_error").get<double>());
   std::printf("median |error|: %.1f%% (target <= 5%%: %s)\n", 100 * f.median_abs_error,
               f.median_abs_error <= 0.05 ? "met" : "NOT met");
+  // Per instruction kind, the median over the runs of (measured - predicted) / predicted of the
+  // mean duration: which part of the prediction is off.
+  std::map<std::string, std::vector<double>> by_kind;
+  for (const auto& [label, j] : f.runs)
+    if (j.contains("kinds"))
+      for (const auto& [kind, k] : j.at("kinds").items())
+        if (k.at("predicted_s").get<double>() > 0)
+          by_kind[kind].push_back(k.at("error_pct").get<double>());
+  std::printf("per kind, median error over the runs:");
+  for (const auto& [kind, errors] : by_kind)
+    std::printf(" %s %+.1f%%", kind.c_str(), median(errors));
+  std::printf("\n");
   std::printf("%-30s %14s %14s %8s\n", "fitted parameter", "calibration 1", "calibration 2",
               "diff");
   for (const auto& [name, v] : f.parameters) {
@@ -232,28 +271,43 @@ int main(int argc, char** argv) {
       o.quick = true;
     } else if (a == "--calibrate-flags") {
       o.calibrate_flags = value();
+    } else if (a == "--hidden") {
+      o.hidden = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--seq") {
+      o.seq = std::max(1, std::atoi(value().c_str()));
     } else {
       std::fprintf(stderr,
                    "usage: calibration_bench [--jaxpp-sim PATH] [--mpirun CMD] [--out DIR] "
                    "[--runs N] [--skip-threads] [--skip-mpi] [--quick] [--calibrate-flags "
-                   "'...']\n");
+                   "'...'] [--hidden N] [--seq N]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   try {
     nlohmann::json summary;
     summary["load_average_before"] = load_average();
+    const double busy0 = host_busy_s(), mine0 = children_cpu_s();
+    const auto wall0 = std::chrono::steady_clock::now();
     std::vector<BackendFigures> all;
     if (!o.skip_threads) all.push_back(figures_for(o, "threads"));
     if (!o.skip_mpi) all.push_back(figures_for(o, "mpi"));
     summary["load_average_after"] = load_average();
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    // Cores the rest of the host kept busy meanwhile: the load that timings of a shared machine
+    // carry (the load average counts this benchmark's own threads too).
+    summary["other_processes_cores"] =
+        std::max(0.0, (host_busy_s() - busy0) - (children_cpu_s() - mine0)) / wall_s;
     std::printf("load average (1 min): %.2f before, %.2f after, on %u hardware threads\n",
                 summary["load_average_before"].get<double>(),
                 summary["load_average_after"].get<double>(),
                 std::max(1u, static_cast<unsigned>(sysconf(_SC_NPROCESSORS_ONLN))));
+    std::printf("other processes kept %.2f cores busy on average over %.0f s\n",
+                summary["other_processes_cores"].get<double>(), wall_s);
     for (const BackendFigures& f : all) {
-      print_figures(f);
+      print_figures(f, o);
       summary[f.name] = to_json(f);
+      if (f.name == "threads") summary[f.name]["workload"] = {{"hidden", o.hidden}, {"seq", o.seq}};
     }
     std::ofstream(o.out_dir + "/summary.json") << summary.dump(2) << "\n";
     std::printf("\nwrote %s/summary.json\n", o.out_dir.c_str());

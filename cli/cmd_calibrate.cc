@@ -85,8 +85,9 @@ void print_fit_row(const std::string& fit, const std::string& parameter, const s
 }
 
 void print_residual(const std::string& point, double measured_s, const LinearFit& fit, size_t i) {
-  std::fprintf(g_report, "  %-30s %12s %12s %8s\n", point.c_str(), fmt_time(measured_s).c_str(),
-               fmt_time(fit.fitted[i]).c_str(), fmt_pct(fit.residuals[i]).c_str());
+  std::fprintf(g_report, "  %-30s %12s %12s %8s%s\n", point.c_str(), fmt_time(measured_s).c_str(),
+               fmt_time(fit.fitted[i]).c_str(), fmt_pct(fit.residuals[i]).c_str(),
+               fit.is_rejected(i) ? "  rejected (outlier)" : "");
 }
 
 void print_calibration(const Calibration& cal, const Measurements& m) {
@@ -101,6 +102,9 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
   print_fit_row("GeLU", "per element", fmt_time(cal.gelu.s_per_element), &cal.gelu.fit);
   print_fit_row("GeLU gradient", "per element", fmt_time(cal.gelu_backward.s_per_element),
                 &cal.gelu_backward.fit);
+  if (cal.has_input_generation)
+    print_fit_row("input gen.", "per element", fmt_time(cal.input_generation.s_per_element),
+                  &cal.input_generation.fit);
   print_fit_row("copy", "memory bandwidth", fmt_si(cal.copy.bandwidth_bytes_per_s, "B/s"),
                 &cal.copy.fit);
   if (cal.has_p2p) {
@@ -147,6 +151,10 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                    m.gelu_backward[i].seconds, cal.gelu_backward.fit, i);
   for (size_t i = 0; i < m.copy.size(); ++i)
     print_residual("copy " + fmt_si(m.copy[i].size, "B"), m.copy[i].seconds, cal.copy.fit, i);
+  if (cal.has_input_generation)
+    for (size_t i = 0; i < m.input_generation.size(); ++i)
+      print_residual("input gen. " + fmt_si(m.input_generation[i].size, ""),
+                     m.input_generation[i].seconds, cal.input_generation.fit, i);
   if (cal.has_p2p)
     for (size_t i = 0; i < m.p2p.size(); ++i)
       print_residual("p2p " + fmt_si(m.p2p[i].size, "B"), m.p2p[i].seconds, cal.p2p.fit, i);

@@ -71,11 +71,13 @@ bool weighted_solve(const std::vector<std::vector<double>>& rows, std::span<cons
   return true;
 }
 
+// Fitted values and residuals of every point; the rms and max over the points not rejected.
 void fill_residuals(const std::vector<std::vector<double>>& rows, std::span<const double> y,
                     LinearFit& fit) {
   fit.fitted.assign(y.size(), 0);
   fit.residuals.assign(y.size(), 0);
   double sum_sq = 0;
+  size_t counted = 0;
   fit.max_abs_residual = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     double f = 0;
@@ -83,10 +85,12 @@ void fill_residuals(const std::vector<std::vector<double>>& rows, std::span<cons
     fit.fitted[i] = f;
     const double r = (y[i] - f) / (f > 0 ? f : y[i]);
     fit.residuals[i] = r;
+    if (fit.is_rejected(i)) continue;
     sum_sq += r * r;
+    ++counted;
     fit.max_abs_residual = std::max(fit.max_abs_residual, std::abs(r));
   }
-  fit.rms_residual = y.empty() ? 0 : std::sqrt(sum_sq / static_cast<double>(y.size()));
+  fit.rms_residual = counted == 0 ? 0 : std::sqrt(sum_sq / static_cast<double>(counted));
 }
 
 void check_points(size_t x_size, size_t y_size, size_t min_points, const std::string& what) {
@@ -99,9 +103,14 @@ void check_points(size_t x_size, size_t y_size, size_t min_points, const std::st
 }
 
 nlohmann::json fit_json(const LinearFit& fit) {
-  return {{"residuals", fit.residuals},
-          {"rms_residual", fit.rms_residual},
-          {"max_abs_residual", fit.max_abs_residual}};
+  nlohmann::json j = {{"residuals", fit.residuals},
+                      {"rms_residual", fit.rms_residual},
+                      {"max_abs_residual", fit.max_abs_residual}};
+  std::vector<size_t> rejected;
+  for (size_t i = 0; i < fit.residuals.size(); ++i)
+    if (fit.is_rejected(i)) rejected.push_back(i);
+  if (!rejected.empty()) j["rejected"] = rejected;
+  return j;
 }
 
 double clamp_fraction(double v) { return std::clamp(v, 1e-6, 1.0); }
@@ -153,6 +162,44 @@ LinearFit fit_nonnegative_relative(const std::vector<std::vector<double>>& rows,
   return fit;
 }
 
+LinearFit fit_robust_relative(const std::vector<std::vector<double>>& rows,
+                              std::span<const double> y, const std::string& what) {
+  assert(!rows.empty() && "fit needs at least one row");
+  const size_t n = y.size();
+  const size_t keep_at_least = std::max(rows[0].size() + 1, n / 2 + 1);
+  std::vector<bool> rejected(n, false);
+  size_t kept = n;
+  while (true) {
+    std::vector<std::vector<double>> sub_rows;
+    std::vector<double> sub_y;
+    for (size_t i = 0; i < n; ++i)
+      if (!rejected[i]) {
+        sub_rows.push_back(rows[i]);
+        sub_y.push_back(y[i]);
+      }
+    LinearFit sub = fit_nonnegative_relative(sub_rows, sub_y, what);
+    LinearFit fit;
+    fit.coefficients = sub.coefficients;
+    fit.rejected = rejected;
+    fill_residuals(rows, y, fit);
+    if (kept <= keep_at_least) return fit;
+    std::vector<double> kept_residuals;
+    size_t worst = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (rejected[i]) continue;
+      kept_residuals.push_back(fit.residuals[i]);
+      if (worst == n || std::abs(fit.residuals[i]) > std::abs(fit.residuals[worst])) worst = i;
+    }
+    const double center = median_of(kept_residuals);
+    std::vector<double> deviations;
+    for (double r : kept_residuals) deviations.push_back(std::abs(r - center));
+    const double threshold = std::max(kOutlierMads * 1.4826 * median_of(deviations), kOutlierFloor);
+    if (!(std::abs(fit.residuals[worst] - center) > threshold)) return fit;
+    rejected[worst] = true;
+    --kept;
+  }
+}
+
 GemmCurveFit fit_gemm_curve(std::span<const double> flops, std::span<const double> seconds) {
   check_points(flops.size(), seconds.size(), 2, "GEMM benchmark");
   std::vector<std::vector<double>> rows;
@@ -168,12 +215,13 @@ GemmCurveFit fit_gemm_curve(std::span<const double> flops, std::span<const doubl
 }
 
 AlphaBetaFit fit_alpha_beta(std::span<const double> bytes, std::span<const double> seconds,
-                            const std::string& what) {
+                            const std::string& what, bool robust) {
   check_points(bytes.size(), seconds.size(), 2, what);
   std::vector<std::vector<double>> rows;
   for (double n : bytes) rows.push_back({1.0, n});
   AlphaBetaFit a;
-  a.fit = fit_nonnegative_relative(rows, seconds, what);
+  a.fit = robust ? fit_robust_relative(rows, seconds, what)
+                 : fit_nonnegative_relative(rows, seconds, what);
   if (!(a.fit.coefficients[1] > 0)) throw_input_error(what, "times do not grow with size");
   a.latency_s = a.fit.coefficients[0];
   a.bandwidth_bytes_per_s = 1.0 / a.fit.coefficients[1];
@@ -225,7 +273,7 @@ AllReduceFit fit_allreduce_with_latency(std::span<const int> ranks, std::span<co
     rows.push_back({2.0 * (ranks[i] - 1), 2.0 * (ranks[i] - 1) / ranks[i] * bytes[i]});
   }
   AllReduceFit f;
-  f.fit = fit_nonnegative_relative(rows, seconds, what);
+  f.fit = fit_robust_relative(rows, seconds, what);
   f.latency_s = f.fit.coefficients[0];
   f.bus_bandwidth_bytes_per_s = f.fit.coefficients[1] > 0
                                     ? 1.0 / f.fit.coefficients[1]
@@ -270,6 +318,11 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   auto [cx, ct] = sizes_and_times(m.copy);
   for (double& b : cx) b *= 2;  // read + write
   cal.copy = fit_alpha_beta(cx, ct, "copy benchmark");
+  if (!m.input_generation.empty()) {
+    auto [ix, it] = sizes_and_times(m.input_generation);
+    cal.input_generation = fit_per_element(ix, it, "input-generation benchmark");
+    cal.has_input_generation = true;
+  }
   if (!m.p2p.empty()) {
     auto [px, pt] = sizes_and_times(m.p2p);
     cal.p2p = fit_alpha_beta(px, pt, "point-to-point benchmark");
@@ -336,6 +389,8 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   c.optimizer_traffic_bytes_per_param = 64;
   c.gelu_s_per_element = cal.gelu.s_per_element;
   c.gelu_backward_s_per_element = cal.gelu_backward.s_per_element;
+  if (cal.has_input_generation)
+    c.input_generation_s_per_element = cal.input_generation.s_per_element;
   return cal;
 }
 
@@ -345,6 +400,7 @@ std::vector<std::pair<std::string, double>> fitted_parameters(const ClusterSpec&
           {"gemm_half_saturation_flops", c.gemm_half_saturation_flops},
           {"gelu_s_per_element", c.gelu_s_per_element},
           {"gelu_backward_s_per_element", c.gelu_backward_s_per_element},
+          {"input_generation_s_per_element", c.input_generation_s_per_element},
           {"memory_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
           {"p2p_latency_s", c.intra_node.latency_s + c.p2p_overhead_s},
           {"p2p_bandwidth_bytes_per_s", c.intra_node.effective_bandwidth_bytes_per_s()},
@@ -386,6 +442,10 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                            {"bandwidth_bytes_per_s", cal.p2p.bandwidth_bytes_per_s},
                            {"fit", fit_json(cal.p2p.fit)}}},
                          {"launch_overhead_s", cal.launch_overhead_s}};
+  if (cal.has_input_generation)
+    fits["input_generation"] = {{"s_per_element", cal.input_generation.s_per_element},
+                                {"call_overhead_s", cal.input_generation.call_overhead_s},
+                                {"fit", fit_json(cal.input_generation.fit)}};
   if (cal.has_allreduce) {
     fits["allreduce"] = {{"step_latency_s", cal.allreduce.latency_s},
                          {"unbounded", cal.allreduce_unbounded},
@@ -402,6 +462,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
   gelu_elements += o.gelu_elements;
   gelu_backward_elements += o.gelu_backward_elements;
+  generated_elements += o.generated_elements;
   memory_bytes += o.memory_bytes;
   return *this;
 }
@@ -423,6 +484,7 @@ double kernel_time_s(const KernelWork& w, const ClusterSpec& c, Dtype dtype) {
   }
   t += static_cast<double>(w.gelu_elements) * c.gelu_s_per_element;
   t += static_cast<double>(w.gelu_backward_elements) * c.gelu_backward_s_per_element;
+  t += static_cast<double>(w.generated_elements) * c.input_generation_s_per_element;
   if (w.memory_bytes > 0 && c.hbm_bandwidth_bytes_per_s > 0)
     t += static_cast<double>(w.memory_bytes) / c.hbm_bandwidth_bytes_per_s;
   return t;
@@ -644,6 +706,7 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
   for (double& p : c.peak_flops_per_s) p /= slowdown;
   c.gelu_s_per_element *= slowdown;
   c.gelu_backward_s_per_element *= slowdown;
+  c.input_generation_s_per_element *= slowdown;
   c.hbm_bandwidth_bytes_per_s /= slowdown;
   c.launch_overhead_s = launch;
 

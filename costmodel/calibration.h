@@ -17,9 +17,20 @@
 //                    pipeline's receiver is woken, and the two latencies differ by 5x on an
 //                    oversubscribed host); a trace fit keeps the base's latency and fits the
 //                    bandwidth.
-//   per element      t(n) = t0 + n · s_per_element (GeLU and its gradient).
+//   per element      t(n) = t0 + n · s_per_element (GeLU and its gradient; the host-side
+//                    generation of the MLP workload's inputs and targets).
 // Residuals are reported per point as (measured − fitted) / fitted (signed, so + means the
 // model is optimistic).
+//
+// Link fits reject outliers (fit_alpha_beta, fit_allreduce_with_latency, the trace's link fits;
+// fit_robust_relative): a point of a shared host's microbenchmark is sometimes bimodal (a 2 MiB
+// message that took 0.66 ms in one calibration and 1.24 ms in the next) and, weighing by its
+// relative error like every other point, pulls the latency and the bandwidth of the whole fit.
+// After the least-squares fit, the point with the largest |relative residual| is dropped when that
+// residual exceeds max(kOutlierMads · 1.4826 · MAD of the residuals, kOutlierFloor), and the
+// fit is redone; this repeats while more than half of the points (and one more than the
+// coefficients) remain. A dropped point keeps its residual against the final fit and is marked in
+// LinearFit::rejected.
 //
 // Units: seconds, bytes, FLOPs, bytes per second, FLOP/s; sizes are counts of elements or bytes
 // as the names say.
@@ -62,13 +73,25 @@ struct LinearFit {
   std::vector<double> coefficients;
   std::vector<double> fitted;     // ŷ_i
   std::vector<double> residuals;  // (y_i − ŷ_i) / ŷ_i
-  double rms_residual = 0;        // root mean square of `residuals`
-  double max_abs_residual = 0;
+  double rms_residual = 0;        // root mean square of `residuals` of the points fitted
+  double max_abs_residual = 0;    // likewise
+  // Per point: true when a robust fit left it out as an outlier (empty: every point was fitted).
+  std::vector<bool> rejected;
+  bool is_rejected(size_t i) const { return i < rejected.size() && rejected[i]; }
 };
 // InputError ("<what>: ...") when there are fewer points than coefficients, a y is not > 0, or
 // the points cannot determine the coefficients (e.g. every x equal).
 LinearFit fit_nonnegative_relative(const std::vector<std::vector<double>>& rows,
                                    std::span<const double> y, const std::string& what);
+
+// Outlier rejection of the robust fit (see the top of this file): a residual counts as an
+// outlier beyond kOutlierMads robust standard deviations (1.4826 · MAD) and beyond kOutlierFloor
+// (so that a near-perfect fit, whose MAD is ~0, does not reject ordinary 5% noise).
+inline constexpr double kOutlierMads = 3.0;
+inline constexpr double kOutlierFloor = 0.15;
+// fit_nonnegative_relative with outliers dropped one at a time; `rejected` marks them.
+LinearFit fit_robust_relative(const std::vector<std::vector<double>>& rows,
+                              std::span<const double> y, const std::string& what);
 
 struct GemmCurveFit {
   double rate_flops_per_s = 0;       // R: the asymptotic rate (peak · emax)
@@ -86,8 +109,9 @@ struct AlphaBetaFit {
   LinearFit fit;
   double time_s(double bytes) const { return latency_s + bytes / bandwidth_bytes_per_s; }
 };
+// Robust (outliers rejected). `robust` false: plain least squares (kept for comparison).
 AlphaBetaFit fit_alpha_beta(std::span<const double> bytes, std::span<const double> seconds,
-                            const std::string& what);
+                            const std::string& what, bool robust = true);
 
 struct AllReduceFit {
   double latency_s = 0;  // per ring step (given, or fitted)
@@ -100,7 +124,7 @@ struct AllReduceFit {
 AllReduceFit fit_allreduce(std::span<const int> ranks, std::span<const double> bytes,
                            std::span<const double> seconds, double latency_s);
 // Both the step latency and the bandwidth (needs two or more points of different sizes or rank
-// counts). InputError when the points cannot determine them.
+// counts), outliers rejected. InputError when the points cannot determine them.
 AllReduceFit fit_allreduce_with_latency(std::span<const int> ranks, std::span<const double> bytes,
                                         std::span<const double> seconds);
 
@@ -145,6 +169,7 @@ struct Measurements {
   std::vector<SizeSample> gelu;           // size = elements
   std::vector<SizeSample> gelu_backward;  // size = elements
   std::vector<SizeSample> copy;           // size = bytes of the array (2x moved: read + write)
+  std::vector<SizeSample> input_generation;  // size = elements; empty: not measured
   std::vector<SizeSample> p2p;            // size = payload bytes; seconds = one-way time
   std::vector<AllReduceSample> allreduce;
   std::vector<double> launch_overhead_s;  // per compute instruction; the fit takes the median
@@ -163,6 +188,8 @@ struct Calibration {
   GemmCurveFit gemm;
   std::vector<GemmPoint> gemm_measured;  // by increasing FLOPs
   PerElementFit gelu, gelu_backward;
+  PerElementFit input_generation;  // valid when has_input_generation
+  bool has_input_generation = false;
   AlphaBetaFit copy;  // bandwidth = bytes moved (read + written) per second
   AlphaBetaFit p2p;   // valid when has_p2p
   bool has_p2p = false;
@@ -213,12 +240,14 @@ struct KernelWork {
   int64_t gelu_elements = 0;
   int64_t gelu_backward_elements = 0;
   int64_t memory_bytes = 0;  // streaming traffic (read + written): copies, loss, optimizer
+  // Elements of inputs and targets the runtime's MLP workload generates on the host.
+  int64_t generated_elements = 0;
   KernelWork& operator+=(const KernelWork& other);
   double gemm_flops() const;
 };
 
 // Σ_gemm flops / (peak(dtype) · eff(flops)) + gelu and gelu-gradient elements · their costs +
-// memory_bytes / hbm_bandwidth. No launch overhead.
+// generated elements · input_generation cost + memory_bytes / hbm_bandwidth. No launch overhead.
 double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
 
 // Ring all-reduce of `bytes` per device over `ranks` data-parallel replicas, hierarchical as in

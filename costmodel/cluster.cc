@@ -462,11 +462,14 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
       .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
-    e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element"});
+    e.reject_unknown(
+        {"gelu_ns_per_element", "gelu_backward_ns_per_element", "input_generation_ns_per_element"});
     Reader er(e, /*required=*/false);
     er.non_negative("gelu_ns_per_element", kNs, kPerElement, c.gelu_s_per_element);
     er.non_negative("gelu_backward_ns_per_element", kNs, kPerElement,
                     c.gelu_backward_s_per_element);
+    er.non_negative("input_generation_ns_per_element", kNs, kPerElement,
+                    c.input_generation_s_per_element);
   }
   if (obj.has("kernels")) read_kernels(obj.object("kernels"), c);  // optional in every form
   return c;
@@ -518,9 +521,12 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   }
   if (c.collective_step_latency_s > 0)
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
-  if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0) {
+  if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0 ||
+      c.input_generation_s_per_element > 0) {
     j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
                         {"gelu_backward_ns_per_element", c.gelu_backward_s_per_element / kNs}};
+    if (c.input_generation_s_per_element > 0)
+      j["elementwise"]["input_generation_ns_per_element"] = c.input_generation_s_per_element / kNs;
   }
   return j;
 }

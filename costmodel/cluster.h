@@ -54,7 +54,8 @@
 //     "allreduce_bus_efficiency": 0.75, "launch_overhead_us": 10, "iteration_overhead_ms": 0,
 //     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
 //     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
-//     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2},
+//     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2,
+//                     "input_generation_ns_per_element": 2.5},
 //     "collective_step_latency_us": 12,
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
@@ -133,6 +134,9 @@ struct ClusterSpec {
   // Element-wise kernels (see above); 0 = not modelled.
   double gelu_s_per_element = 0;
   double gelu_backward_s_per_element = 0;
+  // Host-side generation of the runtime MLP workload's inputs and targets (seeded generator, per
+  // element; calibrate measures it); 0 = not modelled.
+  double input_generation_s_per_element = 0;
   // Kernel model (see above); zeros = not modelled.
   int num_sms = 0;
   int gemm_tile_m = 128;

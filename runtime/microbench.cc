@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "graph/error.h"
@@ -155,6 +156,7 @@ Measurements compute_suite(Device& device, bool quick, const Timing& timing) {
   m.gelu = bench_gelu(device, default_elementwise_sizes(quick), false, timing);
   m.gelu_backward = bench_gelu(device, default_elementwise_sizes(quick), true, timing);
   m.copy = bench_copy(device, default_copy_sizes_bytes(quick), timing);
+  m.input_generation = bench_input_generation(default_elementwise_sizes(quick), timing);
   return m;
 }
 
@@ -184,6 +186,7 @@ Measurements quantile_of_suites(const std::vector<Measurements>& suites, double 
   merge(&Measurements::gelu);
   merge(&Measurements::gelu_backward);
   merge(&Measurements::copy);
+  merge(&Measurements::input_generation);
   return out;
 }
 
@@ -680,6 +683,23 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
   return out;
 }
 
+std::vector<SizeSample> bench_input_generation(const std::vector<int64_t>& elements,
+                                               const Timing& timing) {
+  std::vector<SizeSample> out;
+  for (int64_t n : elements) {
+    MlpConfig c;
+    c.seq = static_cast<int>(n);
+    c.hidden = 1;
+    int microbatch = 0;
+    const double t = time_per_call_s(host_device(), timing, [&] {
+      std::vector<double> v = mlp_input(c, 0, microbatch++);
+      if (v.empty()) throw std::logic_error("bench_input_generation: nothing generated");
+    });
+    out.push_back({static_cast<double>(n), t});
+  }
+  return out;
+}
+
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
                                   const Timing& timing, double think_s, bool spin, double timeout_s,
                                   Device& device) {
@@ -844,8 +864,14 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
   for (int s = 0; s < num_stages; ++s) {
     StageKernels& k = stages[s];
     KernelWork f_s = fwd;
-    if (s == 0) f_s.memory_bytes += 2 * th_bytes;  // upload of the input
-    if (s == num_stages - 1) f_s.memory_bytes += 2 * th_bytes + 3 * th_bytes;  // target, loss
+    if (s == 0) {  // generation and upload of the input
+      f_s.generated_elements += t * h;
+      f_s.memory_bytes += 2 * th_bytes;
+    }
+    if (s == num_stages - 1) {  // generation and upload of the target, loss
+      f_s.generated_elements += t * h;
+      f_s.memory_bytes += 2 * th_bytes + 3 * th_bytes;
+    }
     k.task[static_cast<int>(TaskKind::kF)] = f_s;
     k.task[static_cast<int>(TaskKind::kI)] = input;
     k.task[static_cast<int>(TaskKind::kW)] = weight;

@@ -5,6 +5,9 @@
 //                 transpositions and accumulation (forward NN, input-gradient NT, weight-gradient
 //                 TN accumulating), so the fitted curve is the workload's average efficiency
 //   GeLU          Device::gelu and Device::gelu_backward over a range of element counts
+//   input gen.    the MLP workload's seeded generation of an input or target (mlp_input), on the
+//                 host, over element counts (the first stage's forward generates its input, the
+//                 last stage's its target: 40-50 us per 16 Ki elements here, 1% of a task)
 //   copy          Device::copy (allocation + copy, as the workload's residual copies) over sizes
 //   P2P           ping-pong of Backend::send_message / wait_message over message sizes (one-way
 //                 time = round trip / 2), the executor's transfer path; actors pair up (0-1, 2-3,
@@ -105,6 +108,9 @@ std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& e
                                    bool backward, const Timing& timing);
 std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
                                    const Timing& timing);
+// The host-side generation of inputs and targets (mlp_input) of `elements` each.
+std::vector<SizeSample> bench_input_generation(const std::vector<int64_t>& elements,
+                                               const Timing& timing);
 
 // Communication benchmarks: every worker of the backend's world calls them (they synchronise with
 // Backend::barrier); the samples come back on the measuring worker (actor 0, replica 0) and are

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -15,14 +16,40 @@ struct MpiBackend::PendingSend {
 };
 
 namespace {
+
+// Paces the polls of one wait (see mpi_backend.h): spins for kSpinS, then yields the CPU between
+// polls until kYieldS, then sleeps, kFirstSleepS first and twice as long each time after, at most
+// kMaxSleepS.
+class WaitBackoff {
+ public:
+  explicit WaitBackoff(const MpiBackend& b) : backend_(b), start_s_(b.now_s()) {}
+  // Called after a poll that found nothing.
+  void pause() {
+    const double waited_s = backend_.now_s() - start_s_;
+    if (waited_s < MpiBackend::kSpinS) return;
+    if (waited_s < MpiBackend::kYieldS) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
+    sleep_s_ = std::min(2 * sleep_s_, MpiBackend::kMaxSleepS);
+  }
+
+ private:
+  const MpiBackend& backend_;
+  double start_s_;
+  double sleep_s_ = MpiBackend::kFirstSleepS;
+};
+
 // Polls `request` until done or the deadline; false on timeout.
 bool poll_until(MPI_Request* request, const MpiBackend& b, double deadline_s) {
+  WaitBackoff backoff(b);
   while (true) {
     int flag = 0;
     MPI_Test(request, &flag, MPI_STATUS_IGNORE);
     if (flag) return true;
     if (b.now_s() > deadline_s) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    backoff.pause();
   }
 }
 }  // namespace
@@ -144,11 +171,12 @@ bool MpiBackend::test_recv(int handle, std::vector<char>* payload) {
 }
 
 bool MpiBackend::wait_recv(int handle, double deadline_s, std::vector<char>* payload) {
+  WaitBackoff backoff(*this);
   while (true) {
     reap_sends();
     if (test_recv(handle, payload)) return true;
     if (now_s() > deadline_s) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    backoff.pause();
   }
 }
 

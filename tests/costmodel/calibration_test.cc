@@ -73,6 +73,82 @@ TEST(CalibrationFit, AlphaBetaRecoversLatencyAndBandwidthFromNoisyTimes) {
   EXPECT_NEAR(f.bandwidth_bytes_per_s / bandwidth, 1.0, 0.05);
 }
 
+// The default P2P sizes (8 B ... 8 MiB), 3% noise, and the two kinds of outlier a shared host
+// produced in calibrations here: a 256 KiB message at +90% and a 2 MiB one at +85% (bimodal
+// around the L2 cache).
+struct LinkPoints {
+  std::vector<double> bytes, seconds;
+};
+LinkPoints link_points_with_outliers(double latency, double bandwidth) {
+  Noise noise(17, 0.03);
+  LinkPoints p;
+  p.bytes = {8, 512, 4096, 32768, 262144, 2097152, 8388608};
+  for (double n : p.bytes) p.seconds.push_back(noise(latency + n / bandwidth));
+  p.seconds[4] *= 1.90;
+  p.seconds[5] *= 1.85;
+  return p;
+}
+
+// Stated bound: with 2 of 7 points spoiled by +85..90%, the robust fit stays within 10% of the
+// latency and the bandwidth that generated the points, and rejects exactly those two; the
+// least-squares fit of the same points is off by more than 15% (16% here, the bandwidth; the
+// robust one by 7.6%, the noise of the one clean large point), so the
+// bound tells the two apart.
+TEST(CalibrationFit, LinkFitRejectsOutliersThatMoveTheLeastSquaresFit) {
+  const double latency = 60e-6, bandwidth = 4e9;
+  const LinkPoints p = link_points_with_outliers(latency, bandwidth);
+  const AlphaBetaFit robust = fit_alpha_beta(p.bytes, p.seconds, "p2p");
+  EXPECT_NEAR(robust.latency_s / latency, 1.0, 0.10) << robust.latency_s;
+  EXPECT_NEAR(robust.bandwidth_bytes_per_s / bandwidth, 1.0, 0.10) << robust.bandwidth_bytes_per_s;
+  ASSERT_EQ(robust.fit.rejected.size(), p.bytes.size());
+  for (size_t i = 0; i < p.bytes.size(); ++i)
+    EXPECT_EQ(robust.fit.is_rejected(i), i == 4 || i == 5) << "point " << i;
+  EXPECT_GT(robust.fit.residuals[4], 0.5) << "a rejected point keeps its residual";
+
+  const AlphaBetaFit plain = fit_alpha_beta(p.bytes, p.seconds, "p2p", /*robust=*/false);
+  const double worst = std::max(std::abs(plain.latency_s / latency - 1),
+                                std::abs(plain.bandwidth_bytes_per_s / bandwidth - 1));
+  EXPECT_GT(worst, 0.15) << "least squares: latency " << plain.latency_s << " s, bandwidth "
+                         << plain.bandwidth_bytes_per_s << " B/s";
+}
+
+TEST(CalibrationFit, RobustFitOfCleanPointsRejectsNothing) {
+  const double latency = 20e-6, bandwidth = 5e9;
+  Noise noise(11, 0.05);
+  std::vector<double> bytes = geometric(8, 4.0, 11), seconds;
+  for (double n : bytes) seconds.push_back(noise(latency + n / bandwidth));
+  AlphaBetaFit f = fit_alpha_beta(bytes, seconds, "p2p");
+  for (size_t i = 0; i < bytes.size(); ++i) EXPECT_FALSE(f.fit.is_rejected(i)) << i;
+}
+
+TEST(CalibrationFit, RobustFitKeepsMoreThanHalfOfThePoints) {
+  // Every other point doubled: no majority to call the rest outliers.
+  std::vector<double> bytes = geometric(8, 8.0, 6), seconds;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    seconds.push_back((10e-6 + bytes[i] / 1e9) * (i % 2 ? 2.0 : 1.0));
+  AlphaBetaFit f = fit_alpha_beta(bytes, seconds, "p2p");
+  int kept = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) kept += !f.fit.is_rejected(i);
+  EXPECT_GE(kept, 4);
+}
+
+TEST(CalibrationFit, AllReduceWithLatencyRejectsAnOutlier) {
+  const double latency = 15e-6, bus = 3e9;
+  Noise noise(5, 0.02);
+  std::vector<int> ranks;
+  std::vector<double> bytes, seconds;
+  for (double n : geometric(8, 8.0, 7)) {
+    ranks.push_back(2);
+    bytes.push_back(n);
+    seconds.push_back(noise(2 * latency + n / bus));
+  }
+  seconds[5] *= 2.0;
+  AllReduceFit f = fit_allreduce_with_latency(ranks, bytes, seconds);
+  EXPECT_TRUE(f.fit.is_rejected(5));
+  EXPECT_NEAR(f.latency_s / latency, 1.0, 0.10);
+  EXPECT_NEAR(f.bus_bandwidth_bytes_per_s / bus, 1.0, 0.10);
+}
+
 TEST(CalibrationFit, NegativeInterceptIsDroppedNotReported) {
   // Pure bandwidth: the unconstrained fit of these points has a negative intercept.
   std::vector<double> bytes = {1e3, 1e4, 1e5, 1e6}, seconds = {0.9e-7, 1e-6, 1e-5, 1.05e-4};
@@ -164,6 +240,7 @@ Measurements synthetic_measurements(uint64_t seed) {
   for (double n : geometric(1024, 4.0, 5)) {
     m.gelu.push_back({n, noise(2e-7 + n * 6e-9)});
     m.gelu_backward.push_back({n, noise(2e-7 + n * 9e-9)});
+    m.input_generation.push_back({n, noise(1e-7 + n * 2.5e-9)});
   }
   for (double b : geometric(8192, 4.0, 5)) m.copy.push_back({b, noise(1e-7 + 2 * b / 2e10)});
   for (double b : geometric(8, 8.0, 7)) m.p2p.push_back({b, noise(4e-6 + b / 8e9)});
@@ -188,6 +265,7 @@ TEST(Calibrate, BuildsTheClusterThatGeneratedTheMeasurements) {
   EXPECT_NEAR(c.gemm_half_saturation_flops / 1e5, 1.0, 0.25);
   EXPECT_NEAR(c.gelu_s_per_element / 6e-9, 1.0, 0.03);
   EXPECT_NEAR(c.gelu_backward_s_per_element / 9e-9, 1.0, 0.03);
+  EXPECT_NEAR(c.input_generation_s_per_element / 2.5e-9, 1.0, 0.03);
   EXPECT_NEAR(c.hbm_bandwidth_bytes_per_s / 2e10, 1.0, 0.05);
   EXPECT_NEAR(c.intra_node.latency_s / 4e-6, 1.0, 0.10);
   EXPECT_NEAR(c.intra_node.bandwidth_bytes_per_s / 8e9, 1.0, 0.05);
@@ -301,6 +379,7 @@ TEST(Calibrate, ACalibratedClusterRoundTripsThroughJson) {
       calibrate(synthetic_measurements(9), cluster_preset("a100-80g"), "host").cluster;
   const nlohmann::json j = cluster_to_json(c);
   ASSERT_TRUE(j.contains("elementwise"));
+  EXPECT_TRUE(j.at("elementwise").contains("input_generation_ns_per_element"));
   const ClusterSpec back = cluster_from_json(j, "calibrated.json");
   EXPECT_EQ(cluster_to_json(back), j);
   const auto a = fitted_parameters(c), b = fitted_parameters(back);
@@ -354,9 +433,12 @@ TEST(KernelCost, KernelTimeIsGemmCurvePlusElementwisePlusTraffic) {
   w.gelu_elements = 1000;
   w.gelu_backward_elements = 10;
   w.memory_bytes = 1e6;
+  w.generated_elements = 100;
+  ClusterSpec c = simple_cluster();
+  c.input_generation_s_per_element = 3e-9;
   const double expect =
-      (12000 + 1e4) / 1e10 + (2e6 + 1e4) / 1e10 + 1000 * 1e-8 + 10 * 2e-8 + 1e6 / 1e10;
-  EXPECT_NEAR(kernel_time_s(w, simple_cluster(), Dtype::kFp32), expect, 1e-15);
+      (12000 + 1e4) / 1e10 + (2e6 + 1e4) / 1e10 + 1000 * 1e-8 + 10 * 2e-8 + 100 * 3e-9 + 1e6 / 1e10;
+  EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), expect, 1e-15);
   EXPECT_DOUBLE_EQ(w.gemm_flops(), 12000 + 2e6);
 }
 

@@ -80,6 +80,14 @@ TEST(Microbench, ElementwiseAndCopyReportTheirSizes) {
   EXPECT_GT(c[0].seconds, 0);
 }
 
+TEST(Microbench, InputGenerationReportsItsElementCounts) {
+  auto g = bench_input_generation({16, 1000}, tiny_timing());
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].size, 16);
+  EXPECT_EQ(g[1].size, 1000);
+  EXPECT_GT(g[1].seconds, 0);
+}
+
 TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
   auto samples = on_world(3, 1, [](Backend& b) {
     auto s = bench_p2p(b, {8, 4096}, tiny_timing(), /*think_s=*/1e-5, /*spin=*/true, 10);
@@ -173,7 +181,12 @@ TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   EXPECT_DOUBLE_EQ(b.gemm_flops(), i.gemm_flops() + w.gemm_flops());
   EXPECT_EQ(i.gelu_backward_elements, 2 * 3 * 16);
   EXPECT_EQ(w.gelu_elements + w.gelu_backward_elements, 0);
-  // The first stage uploads its input; the last one also computes the loss.
+  // The first stage generates and uploads its input; the last one its target, and it computes
+  // the loss.
+  EXPECT_EQ(f.generated_elements, 0);
+  EXPECT_EQ(k[0].task[0].generated_elements, 3 * 4);
+  EXPECT_EQ(k[2].task[0].generated_elements, 3 * 4);
+  EXPECT_EQ(k[0].task[static_cast<int>(TaskKind::kB)].generated_elements, 0);
   EXPECT_GT(k[0].task[0].memory_bytes, f.memory_bytes);
   EXPECT_GT(k[2].task[0].memory_bytes, k[0].task[0].memory_bytes);
   EXPECT_EQ(k[1].optimizer.memory_bytes, mlp.params_per_stage() * 32);  // SGD
