@@ -110,7 +110,8 @@ run_asan() {
   # Tests that launch mpirun carry "Mpi" in their names. OpenMPI allocates its leaks in
   # components it unloads at MPI_Finalize, so only the slow unwinder reaches the libmpi /
   # libopen-pal frames that lsan.supp names; it is used for those tests only.
-  (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 -E Mpi) ||
+  (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 -E Mpi \
+     -LE '^timing$') ||
     status=1
   (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \
      ctest --output-on-failure -j "$jobs" --timeout 900 -R Mpi) || status=1

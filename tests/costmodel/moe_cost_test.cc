@@ -10,7 +10,7 @@
 namespace jaxpp {
 namespace {
 
-constexpr int kLayer = 1;  // the first transformer layer
+constexpr int kMoeLayer = 1;  // the first transformer layer
 
 // Mixtral 8x7B with `top_k` of its 8 experts per token.
 ModelSpec mixtral_with_top_k(int top_k) {
@@ -19,21 +19,21 @@ ModelSpec mixtral_with_top_k(int top_k) {
   return model_from_json(j, "mixtral.json");
 }
 
-struct Fixture {
+struct MoeFixture {
   ParallelConfig config;
   ClusterSpec cluster = cluster_preset("h100-sxm");
-  Fixture() { cluster.kernel_overhead_s = 0; }
+  MoeFixture() { cluster.kernel_overhead_s = 0; }
 };
 
 TEST(MoeCost, GroupedGemmOfOneGroupIsTheGemm) {
-  Fixture f;
+  MoeFixture f;
   const ModelSpec m = load_model("mixtral-8x7b");
   const OperatorCost op(m, f.config, f.cluster);
   EXPECT_EQ(op.grouped_gemm_s(1, 512, 4096, 1024), op.gemm_s(512, 4096, 1024));
 }
 
 TEST(MoeCost, GroupedGemmReadsEveryGroupsWeights) {
-  Fixture f;
+  MoeFixture f;
   const ModelSpec m = load_model("mixtral-8x7b");
   const OperatorCost op(m, f.config, f.cluster);
   // 256 groups of 1 token: bound by reading 256 weight matrices of 4096 × 4096.
@@ -43,26 +43,26 @@ TEST(MoeCost, GroupedGemmReadsEveryGroupsWeights) {
 }
 
 TEST(MoeCost, ExpertGemmsArePricedFromTheTopKExpertsAToken) {
-  Fixture f;
+  MoeFixture f;
   const ModelSpec two = mixtral_with_top_k(2), eight = mixtral_with_top_k(8);
   const OperatorCost op2(two, f.config, f.cluster), op8(eight, f.config, f.cluster);
   const double m = 4096, h = 4096, fe = 14336;
   // Forward: qkv, proj, router, then the 8 experts' up and down GEMMs as grouped GEMMs over
   // m·top_k/8 tokens each.
   const double attention = op2.gemm_s(m, h + 2 * 1024, h) + op2.gemm_s(m, h, h);
-  EXPECT_NEAR(op2.stage(kLayer, 1, 0).at(Pass::kForward).gemm_s,
+  EXPECT_NEAR(op2.stage(kMoeLayer, 1, 0).at(Pass::kForward).gemm_s,
               attention + op2.gemm_s(m, 8, h) + op2.grouped_gemm_s(8, m * 2 / 8, 2 * fe, h) +
                   op2.grouped_gemm_s(8, m * 2 / 8, h, fe),
               1e-12);
   // Four times the routed tokens: close to four times the expert GEMM time, compute bound.
-  const double t2 = op2.stage(kLayer, 1, 0).at(Pass::kForward).gemm_s - attention;
-  const double t8 = op8.stage(kLayer, 1, 0).at(Pass::kForward).gemm_s - attention;
+  const double t2 = op2.stage(kMoeLayer, 1, 0).at(Pass::kForward).gemm_s - attention;
+  const double t8 = op8.stage(kMoeLayer, 1, 0).at(Pass::kForward).gemm_s - attention;
   EXPECT_GT(t8 / t2, 3.5);
   EXPECT_LT(t8 / t2, 4.5);
 }
 
 TEST(MoeCost, DenseAndMoeLayersOfOneModelArePricedApart) {
-  Fixture f;
+  MoeFixture f;
   const ModelSpec m = load_model("deepseek-v3");  // layers 1-3 dense, 4.. MoE
   const OperatorCost op(m, f.config, f.cluster);
   const double dense = op.stage(1, 1, 0).at(Pass::kForward).gemm_s;
@@ -74,18 +74,18 @@ TEST(MoeCost, DenseAndMoeLayersOfOneModelArePricedApart) {
 }
 
 TEST(MoeCost, TensorParallelCollectivesPairWithTheBlocksNotWithEveryGemm) {
-  Fixture f;
+  MoeFixture f;
   f.config.tp = 8;
   const ModelSpec m = load_model("mixtral-8x7b");
   const OperatorCost op(m, f.config, f.cluster);
   const double bytes = 4096.0 * 4096 * 2;
   // Two all-reduces per layer (after attention and after the experts), as in a dense layer.
-  EXPECT_NEAR(op.stage(kLayer, 1, 0).at(Pass::kForward).tp_comm_s, 2 * op.tp_allreduce_s(bytes),
+  EXPECT_NEAR(op.stage(kMoeLayer, 1, 0).at(Pass::kForward).tp_comm_s, 2 * op.tp_allreduce_s(bytes),
               1e-15);
 }
 
 TEST(MoeCost, MemoryHoldsEveryExpertWithItsGradientsAndOptimizerState) {
-  Fixture f;
+  MoeFixture f;
   f.config.tp = 8;
   f.config.pp = 2;
   const ModelSpec m = load_model("mixtral-8x7b");
