@@ -193,6 +193,18 @@ LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index
   return w;
 }
 
+// The fields beyond the classic shape (head size, biases, norms, MoE, MLA, MTP) that a model takes
+// from its transformer shape, whether the shape is a preset's or was parsed beside explicit layers.
+void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
+  m.head_dim = t.head_dim;
+  m.gelu_rope = !t.gated_mlp && !t.learned_positions();
+  m.qkv_bias = t.qkv_bias;
+  m.qk_norm = t.qk_norm;
+  m.moe = t.moe;
+  m.mla = t.mla;
+  m.mtp_modules = t.mtp_modules;
+}
+
 void fill_shape(ModelSpec& m, const TransformerShape& t) {
   m.name = t.name;
   m.dtype = t.dtype;
@@ -204,13 +216,7 @@ void fill_shape(ModelSpec& m, const TransformerShape& t) {
   m.vocab = t.vocab;
   m.tied_embeddings = t.tied_embeddings;
   m.gated_mlp = t.gated_mlp;
-  m.head_dim = t.head_dim;
-  m.gelu_rope = !t.gated_mlp && !t.learned_positions();
-  m.qkv_bias = t.qkv_bias;
-  m.qk_norm = t.qk_norm;
-  m.moe = t.moe;
-  m.mla = t.mla;
-  m.mtp_modules = t.mtp_modules;
+  copy_shape_extras(t, m);
 }
 
 ModelSpec build_transformer_model(TransformerShape t, const std::string& where) {
@@ -589,14 +595,8 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   extras.hidden = m.hidden;
   extras.gated_mlp = m.gated_mlp;
   parse_shape_extras(obj, extras, 0);
-  m.head_dim = extras.head_dim;
-  m.gelu_rope = !m.gated_mlp && !extras.learned_positions();
-  m.qkv_bias = extras.qkv_bias;
-  m.qk_norm = extras.qk_norm;
-  m.moe = extras.moe;
-  m.mla = extras.mla;
+  copy_shape_extras(extras, m);
   if (m.mla.enabled()) m.kv_heads = m.heads;
-  m.mtp_modules = extras.mtp_modules;
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
   if (list.size() > static_cast<size_t>(kMaxLayers))

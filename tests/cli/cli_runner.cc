@@ -15,7 +15,7 @@ namespace jaxpp::testing {
 namespace {
 
 // Runs `launcher` + the binary + `args` with stdout and stderr captured.
-CliResult run_binary(const std::string& launcher, const std::string& args) {
+CliResult launch(const std::string& launcher, const std::string& args) {
   const std::string dir = make_temp_dir();
   const std::string out = dir + "/stdout", err = dir + "/stderr";
   const std::string cmd =
@@ -60,10 +60,14 @@ std::string write_temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-CliResult run_cli(const std::string& args) { return run_binary("", args); }
+CliResult run_cli_with_launcher(const std::string& launcher, const std::string& args) {
+  return launch(launcher, args);
+}
+
+CliResult run_cli(const std::string& args) { return launch("", args); }
 
 CliResult run_cli_under_mpirun(int processes, const std::string& args) {
-  return run_binary(std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
+  return launch(std::string(JAXPP_MPIEXEC) + " --oversubscribe --allow-run-as-root -n " +
                         std::to_string(processes) + " ",
                     args);
 }

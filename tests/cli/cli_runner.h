@@ -20,6 +20,9 @@ struct CliResult {
 CliResult run_cli(const std::string& args);
 // The same under `mpirun --oversubscribe --allow-run-as-root -n <processes>` on localhost.
 CliResult run_cli_under_mpirun(int processes, const std::string& args);
+// `launcher` (a command prefix ending in a space, e.g. an mpirun line with a shell wrapper), then
+// the binary and `args`; the other two are this with an empty or an mpirun launcher.
+CliResult run_cli_with_launcher(const std::string& launcher, const std::string& args);
 // The whole content of a file ("" when it cannot be read).
 std::string read_file(const std::string& path);
 // Writes `text` to a fresh file under the test's temporary directory and returns its path.

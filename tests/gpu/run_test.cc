@@ -3,10 +3,7 @@
 // zero bubble, pp 4 x dp 2), one GPU per rank through CUDA_VISIBLE_DEVICES, and the fault paths
 // (an injected numerical fault, a dropped message, a killed rank, too few GPUs). Each test skips
 // when the machine has fewer GPUs than it needs, saying how many it has.
-#include <sys/wait.h>
-
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "tests/cli/cli_runner.h"
@@ -133,19 +130,11 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CudaMpirun,
 TEST(CudaMpirunRanks, EachRankSeeingOneGpuUsesItsDeviceZero) {
   JAXPP_REQUIRE_GPUS(2);
   // Every rank sees exactly one GPU, a different one per rank (as Slurm --gpus-per-task=1 does).
-  const std::string dir = make_temp_dir();
-  const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = std::string(JAXPP_MPIEXEC) +
-                          " --oversubscribe --allow-run-as-root -n 2 sh -c 'CUDA_VISIBLE_DEVICES="
-                          "$OMPI_COMM_WORLD_LOCAL_RANK exec \"$0\" \"$@\"' " JAXPP_SIM_BINARY
-                          " run --backend cuda --check --schedule 1F1B --pp 2 --microbatches 4" +
-                          std::string(kSmall) + " >" + out + " 2>" + err + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  std::filesystem::remove_all(dir);
+  const CliResult r = run_cli_with_launcher(
+      std::string(JAXPP_MPIEXEC) +
+          " --oversubscribe --allow-run-as-root -n 2 sh -c 'CUDA_VISIBLE_DEVICES="
+          "$OMPI_COMM_WORLD_LOCAL_RANK exec \"$0\" \"$@\"' ",
+      "run --backend cuda --check --schedule 1F1B --pp 2 --microbatches 4" + std::string(kSmall));
   expect_check_passed(r, "one GPU per rank");
 }
 
