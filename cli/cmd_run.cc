@@ -74,10 +74,8 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
   if (args.count("schedule-file")) {
     if (args.count("schedule"))
       throw_input_error("run", "give either --schedule or --schedule-file, not both");
-    for (const char* flag : {"pp", "microbatches", "virtual", "fuse-steady-state", "group-size"})
-      if (args.count(flag))
-        throw_input_error(std::string("--") + flag,
-                          "not used with --schedule-file (the file fixes the schedule)");
+    refuse_flags(args, {"pp", "microbatches", "virtual", "fuse-steady-state", "group-size"},
+                 "not used with --schedule-file (the file fixes the schedule)");
     const std::string path = args["schedule-file"].as<std::string>();
     schedule = load_schedule_file(path);
     validate_or_throw(schedule, path);
