@@ -61,9 +61,9 @@ TEST(MoeModelTest, OnlyThreePresetsNeedMoreThanOnePercentAndNoneMoreThanThree) {
 }
 
 TEST(MoeModelTest, CountsEqualTheReleasedCheckpointsLessTheTensorsNotModelled) {
-  // Tensor counts of the released safetensors: Mixtral-8x7B-v0.1 46,702,792,704 (less the final
-  // norm, 4096); Kimi-K2 1,026,408,232,448 (less the final norm, 7168, and the 60 MoE layers'
-  // router score-correction biases, 384 each).
+  // Tensor counts of the released safetensors (docs/graph.md says where each comes from):
+  // Mixtral-8x7B-v0.1 46,702,792,704 (less the final norm, 4096); Kimi-K2 1,026,408,232,448
+  // (less the final norm, 7168, and the 60 MoE layers' router score-correction biases, 384 each).
   EXPECT_EQ(load_model("mixtral-8x7b").total_params(), int64_t{46'702'792'704} - 4096);
   EXPECT_EQ(load_model("kimi-k2").total_params(), int64_t{1'026'408'232'448} - 7168 - 60 * 384);
 }
