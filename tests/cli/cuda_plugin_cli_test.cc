@@ -1,6 +1,6 @@
 // The CUDA backend as a plugin, from the command line: jaxpp-sim links no CUDA library, runs every
 // other command without the plugin, and when `--backend cuda` cannot load it says so in one line
-// and exits 1 (never the dynamic loader's text).
+// and exits 1 (never the dynamic loader's text). `--version` reports the build options.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -125,6 +125,31 @@ TEST(CudaPluginCli, OtherBackendsAndCommandsNeverOpenThePlugin) {
   const CliResult schedules = run_with_plugin_path(dir, "schedules");
   EXPECT_EQ(schedules.exit_code, 0) << schedules.err;
   EXPECT_NE(schedules.out.find("ZeroBubble"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaPluginCli, VersionPrintsTheVersionAndTheBuildOptions) {
+  const CliResult r = run_cli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("jaxpp-sim 0.1.0\n", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nmpi backend: Open MPI "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncuda plugin abi: 1\n"), std::string::npos) << r.out;
+  const std::string real = JAXPP_CUDA_PLUGIN_FILE;
+  if (real.empty()) {
+    EXPECT_NE(r.out.find("\ncuda plugin: not available: not built"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("\ncuda plugin: available, " +
+                         std::filesystem::canonical(real).string() + " (built with CUDA 13."),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(CudaPluginCli, VersionSaysWhenThePluginIsNotFound) {
+  const std::string dir = plugin_dir_with("");
+  const CliResult r = run_with_plugin_path(dir, "--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\ncuda plugin: not available: "), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
 }
 
