@@ -84,8 +84,7 @@ std::string explain_dlopen_failure(const std::string& path, const std::string& l
     begin = begin == std::string::npos ? 0 : begin + 1;
     std::string library = loader_text.substr(begin, at - begin);
     if (library.find('/') != std::string::npos) library = library.substr(library.rfind('/') + 1);
-    if (!library.empty() && library != kCudaPluginFileName &&
-        path.size() >= library.size() &&
+    if (!library.empty() && library != kCudaPluginFileName && path.size() >= library.size() &&
         path.compare(path.size() - library.size(), library.size(), library) != 0)
       return "--backend cuda: the CUDA plugin " + path + " needs " + library +
              ", which is not installed or not on the library path (" + kHowToGetCuda + ")";
@@ -117,6 +116,8 @@ CudaPluginStatus find_cuda_plugin() {
 }
 
 CudaPlugin& load_cuda_plugin(const std::string& path) {
+  if (!is_file(path))
+    throw RuntimeFailure("--backend cuda: the CUDA plugin " + path + " does not exist");
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* text = ::dlerror();
@@ -125,8 +126,9 @@ CudaPlugin& load_cuda_plugin(const std::string& path) {
   auto symbol = [&](const char* name) {
     void* s = ::dlsym(handle, name);
     if (s == nullptr)
-      throw RuntimeFailure("--backend cuda: " + path + " is not a jaxpp-sim CUDA plugin (it has no " +
-                           name + "); reinstall jaxpp-sim or rebuild it with -DJAXPP_WITH_CUDA=ON");
+      throw RuntimeFailure("--backend cuda: " + path +
+                           " is not a jaxpp-sim CUDA plugin (it has no " + name +
+                           "); reinstall jaxpp-sim or rebuild it with -DJAXPP_WITH_CUDA=ON");
     return s;
   };
   const auto abi_version = reinterpret_cast<int (*)()>(symbol(kCudaPluginAbiSymbol));
@@ -161,8 +163,8 @@ CudaPlugin& cuda_plugin() {
           throw RuntimeFailure(
               "--backend cuda: this jaxpp-sim was built without the CUDA plugin (configure with "
               "-DJAXPP_WITH_CUDA=ON on a machine with CUDA 13 and NCCL; docs/cuda.md)");
-        throw RuntimeFailure(std::string("--backend cuda: the CUDA plugin ") +
-                             kCudaPluginFileName + " is not in " +
+        throw RuntimeFailure(std::string("--backend cuda: the CUDA plugin ") + kCudaPluginFileName +
+                             " is not in " +
                              (status.searched.empty() ? "any directory" : join(status.searched)) +
                              " (reinstall jaxpp-sim with its CUDA plugin, or set "
                              "JAXPP_PLUGIN_PATH to the directory that holds it)");

@@ -84,8 +84,8 @@ class CudaPlugin {
   // Runs every kernel and GEMM layout of the MLP workload once at the shapes of `mlp`.
   virtual void warm_up_compute(Device& device, const MlpConfig& mlp) = 0;
   // A worker on GPU `device_index`; `warm_up`: the MLP sizes to warm up at, nullptr for none.
-  virtual std::unique_ptr<CudaWorker> make_worker(Backend& control, int device_index,
-                                                  int worker_id, const CommPlan& plan,
+  virtual std::unique_ptr<CudaWorker> make_worker(Backend& control, int device_index, int worker_id,
+                                                  const CommPlan& plan,
                                                   const std::vector<NcclId>& ids, double timeout_s,
                                                   const MlpConfig* warm_up) = 0;
   // "CUDA runtime 13.0, cuBLAS 13.0.0, NCCL 2.27.3": the versions the module was built against.
@@ -94,8 +94,8 @@ class CudaPlugin {
 
 // What the loader would do, without loading anything (for `jaxpp-sim --version`).
 struct CudaPluginStatus {
-  bool built = false;           // this build of jaxpp-sim produced the module
-  std::string path;             // the module file found, empty when none
+  bool built = false;                 // this build of jaxpp-sim produced the module
+  std::string path;                   // the module file found, empty when none
   std::vector<std::string> searched;  // the directories looked in, in order
 };
 CudaPluginStatus find_cuda_plugin();

@@ -78,8 +78,8 @@ MpiSession::~MpiSession() {
 
 std::string mpi_library_version() {
 #if defined(OMPI_MAJOR_VERSION)
-  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." + std::to_string(OMPI_MINOR_VERSION) +
-         "." + std::to_string(OMPI_RELEASE_VERSION);
+  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." +
+         std::to_string(OMPI_MINOR_VERSION) + "." + std::to_string(OMPI_RELEASE_VERSION);
 #elif defined(MPICH_VERSION)
   return std::string("MPICH ") + MPICH_VERSION;
 #else

@@ -190,8 +190,8 @@ std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* c
   CommPlan plan = make_comm_plan(program, o.dp);
   auto body = [&](Backend& host, int device, const std::vector<NcclId>& ids) {
     int worker = plan.worker(host.actor(), host.replica());
-    std::unique_ptr<CudaWorker> w = cuda.make_worker(host, device, worker, plan, ids, o.timeout_s,
-                                                     o.emulated ? nullptr : &mlp);
+    std::unique_ptr<CudaWorker> w =
+        cuda.make_worker(host, device, worker, plan, ids, o.timeout_s, o.emulated ? nullptr : &mlp);
     return run_one(program, cost, o, mlp, eo, w->backend(), w->device());
   };
   if (!launched_by_mpi_launcher()) {

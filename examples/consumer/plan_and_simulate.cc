@@ -21,9 +21,8 @@ int main(int argc, char** argv) try {
   request.config.schedule = argc > 1 ? argv[1] : "zb-h1";
   const jaxpp::Plan plan = jaxpp::build_plan(request);
   const jaxpp::SimulatedPlan sim = jaxpp::simulate_plan(plan, {});
-  std::printf("schedule %s: %d microbatches, %lld instructions\n",
-              request.config.schedule.c_str(), plan.config.num_microbatches,
-              static_cast<long long>(sim.result.num_instructions));
+  std::printf("schedule %s: %d microbatches, %lld instructions\n", request.config.schedule.c_str(),
+              plan.config.num_microbatches, static_cast<long long>(sim.result.num_instructions));
   std::printf("step time %.3f s, bubble rate %.3f, MFU %.3f\n", sim.result.step_time_s,
               sim.result.bubble_rate, sim.metrics.at("mfu").get<double>());
   return 0;

@@ -73,7 +73,8 @@ TEST(CudaPluginCli, RunWithNoPluginInThePathSaysWhereItLooked) {
   const CliResult r = run_with_plugin_path(dir, "run --backend cuda" + std::string(kPluginCliTiny));
   expect_one_line_failure(r);
   EXPECT_NE(r.err.find("jaxpp-sim run: error: --backend cuda: the CUDA plugin libjaxpp_cuda.so "
-                       "is not in " + dir + " (reinstall jaxpp-sim"),
+                       "is not in " +
+                       dir + " (reinstall jaxpp-sim"),
             std::string::npos)
       << r.err;
   std::filesystem::remove_all(dir);
@@ -138,8 +139,8 @@ TEST(CudaPluginCli, VersionPrintsTheVersionAndTheBuildOptions) {
   if (real.empty()) {
     EXPECT_NE(r.out.find("\ncuda plugin: not available: not built"), std::string::npos) << r.out;
   } else {
-    EXPECT_NE(r.out.find("\ncuda plugin: available, " +
-                         std::filesystem::canonical(real).string() + " (built with CUDA 13."),
+    EXPECT_NE(r.out.find("\ncuda plugin: available, " + std::filesystem::canonical(real).string() +
+                         " (built with CUDA 13."),
               std::string::npos)
         << r.out;
   }

@@ -38,8 +38,7 @@ class FakePlugin final : public jaxpp::CudaPlugin {
   }
   std::unique_ptr<jaxpp::Device> make_device(int) override { return nullptr; }
   void warm_up_compute(jaxpp::Device&, const jaxpp::MlpConfig&) override {}
-  std::unique_ptr<jaxpp::CudaWorker> make_worker(jaxpp::Backend&, int, int,
-                                                 const jaxpp::CommPlan&,
+  std::unique_ptr<jaxpp::CudaWorker> make_worker(jaxpp::Backend&, int, int, const jaxpp::CommPlan&,
                                                  const std::vector<jaxpp::NcclId>&, double,
                                                  const jaxpp::MlpConfig*) override {
     return nullptr;

@@ -47,7 +47,9 @@ std::string plugin_temp_dir() {
 // Sets JAXPP_PLUGIN_PATH for the life of the object.
 class PluginPathEnv {
  public:
-  explicit PluginPathEnv(const std::string& value) { setenv("JAXPP_PLUGIN_PATH", value.c_str(), 1); }
+  explicit PluginPathEnv(const std::string& value) {
+    setenv("JAXPP_PLUGIN_PATH", value.c_str(), 1);
+  }
   ~PluginPathEnv() { unsetenv("JAXPP_PLUGIN_PATH"); }
 };
 
@@ -104,10 +106,17 @@ TEST(CudaPluginLoader, RefusesAFileThatIsNoSharedLibrary) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CudaPluginLoader, NamesAPluginFileThatDoesNotExist) {
+  const std::string m = plugin_refusal("/nonexistent/libjaxpp_cuda.so");
+  expect_one_line_without_loader_text(m);
+  EXPECT_NE(m.find("the CUDA plugin /nonexistent/libjaxpp_cuda.so does not exist"),
+            std::string::npos)
+      << m;
+}
+
 TEST(CudaPluginLoader, SearchesOnlyThePluginPathWhenItIsSet) {
   const std::string empty = plugin_temp_dir(), full = plugin_temp_dir();
-  std::filesystem::copy_file(plugin_fixture("jaxpp_fake_plugin"),
-                             full + "/" + kCudaPluginFileName);
+  std::filesystem::copy_file(plugin_fixture("jaxpp_fake_plugin"), full + "/" + kCudaPluginFileName);
   {
     PluginPathEnv env(empty + "::" + full);
     const CudaPluginStatus status = find_cuda_plugin();
