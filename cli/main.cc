@@ -11,6 +11,13 @@
 
 #include "cli/command.h"
 #include "graph/error.h"
+#include "runtime/cuda_plugin.h"
+#include "runtime/mpi_backend.h"
+
+// Set by cli/CMakeLists.txt for this file.
+#ifndef JAXPP_VERSION
+#error "JAXPP_VERSION must be defined"
+#endif
 
 namespace jaxpp::cli {
 namespace {
@@ -28,6 +35,31 @@ void print_usage(std::ostream& out) {
     out << "  " << c.name << std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ')
         << c.summary << "\n";
   }
+}
+
+// `jaxpp-sim --version`: the version, then one line per build option. The CUDA plugin is looked
+// for (as `--backend cuda` would) but not loaded, so this works without the CUDA libraries.
+void print_version(std::ostream& out) {
+  out << "jaxpp-sim " << JAXPP_VERSION << "\n"
+      << "build type: " << JAXPP_BUILD_TYPE << "\n"
+      << "mpi backend: " << jaxpp::mpi_library_version() << "\n";
+  const jaxpp::CudaPluginStatus cuda = jaxpp::find_cuda_plugin();
+  const std::string cuda_build = JAXPP_CUDA_BUILD;
+  out << "cuda plugin: ";
+  if (!cuda.path.empty()) {
+    out << "available, " << cuda.path;
+    if (!cuda_build.empty()) out << " (built with " << cuda_build << ")";
+    out << "; loaded by --backend cuda\n";
+  } else if (cuda.built) {
+    std::string dirs;
+    for (const std::string& d : cuda.searched) dirs += (dirs.empty() ? "" : ", ") + d;
+    out << "not available: built with " << cuda_build << ", but " << jaxpp::kCudaPluginFileName
+        << " is not in " << (dirs.empty() ? "any directory" : dirs) << "\n";
+  } else {
+    out << "not available: not built (JAXPP_WITH_CUDA=OFF or no CUDA 13 toolkit with NCCL at "
+           "configure time)\n";
+  }
+  out << "cuda plugin abi: " << jaxpp::kCudaPluginAbiVersion << "\n";
 }
 
 }  // namespace
@@ -60,7 +92,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (name == "--version") {
-    std::cout << "jaxpp-sim 0.1.0\n";
+    print_version(std::cout);
     return kExitOk;
   }
   for (const Command& c : commands()) {

@@ -20,14 +20,11 @@
 
 #include "graph/error.h"
 #include "runtime/comm_plan.h"
+#include "runtime/cuda_plugin.h"
 #include "runtime/executor.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/run.h"
 #include "runtime/threads_backend.h"
-#ifdef JAXPP_HAVE_CUDA
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/cuda_run.h"
-#endif
 
 namespace jaxpp {
 namespace {
@@ -453,19 +450,20 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
   return result;
 }
 
-#ifdef JAXPP_HAVE_CUDA
 // Runs `fn(worker)` on a threads world of program.num_actors x `replicas` workers, each on its own
 // GPU with the NCCL backend of `program`'s links and replica groups (as run_program's cuda path
 // does).
 template <class Fn>
-void on_gpu_world(const Program& program, int replicas, int devices, double timeout_s, Fn&& fn) {
+void on_gpu_world(CudaPlugin& cuda, const Program& program, int replicas, int devices,
+                  double timeout_s, Fn&& fn) {
   const CommPlan plan = make_comm_plan(program, replicas);
   const int workers = program.num_actors * replicas;
-  const std::vector<cuda::NcclId> ids = cuda::make_nccl_ids(plan.comms.size());
+  const std::vector<NcclId> ids = cuda.make_nccl_ids(plan.comms.size());
   on_threads_world(program.num_actors, replicas, [&](Backend& host) {
     const int worker = plan.worker(host.actor(), host.replica());
-    cuda::Worker w(host, assign_device(worker, workers, devices), worker, plan, ids, timeout_s);
-    fn(w);
+    std::unique_ptr<CudaWorker> w = cuda.make_worker(host, assign_device(worker, workers, devices),
+                                                     worker, plan, ids, timeout_s, nullptr);
+    fn(*w);
   });
 }
 
@@ -489,14 +487,13 @@ Program pairs_program(int actors) {
   }
   return p;
 }
-#endif
 
 MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
                                 const std::function<void(const std::string&)>& progress) {
-#ifdef JAXPP_HAVE_CUDA
   // The GPUs of this process (at most 8, one host): P2P between pairs of them and all-reduces
   // over them with NCCL, as run_program's cuda backend moves tensors; one GPU: compute only.
-  const int devices = std::min(cuda::prepare_process(), 8);
+  CudaPlugin& cuda = cuda_plugin();  // RuntimeFailure naming what is missing
+  const int devices = std::min(cuda.prepare_process(), 8);
   const int link_gpus = devices - devices % 2;
   MicrobenchResult result;
   Rounds rounds;
@@ -504,13 +501,13 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
     const std::string label = round_label(round, o.timing.rounds);
     {
       say(progress, label + "compute: GEMM, GeLU, copy on GPU 0");
-      cuda::CudaDevice device(0);
-      rounds.compute.push_back(compute_suite(device, o.quick, o.timing));
+      std::unique_ptr<Device> device = cuda.make_device(0);
+      rounds.compute.push_back(compute_suite(*device, o.quick, o.timing));
     }
     if (link_gpus >= 2) {
       say(progress, label + "point-to-point: NCCL ping-pong of GPU pairs, " +
                         std::to_string(link_gpus) + " GPUs");
-      on_gpu_world(pairs_program(link_gpus), 1, devices, o.timeout_s, [&](cuda::Worker& w) {
+      on_gpu_world(cuda, pairs_program(link_gpus), 1, devices, o.timeout_s, [&](CudaWorker& w) {
         auto samples = bench_p2p(w.backend(), default_message_sizes_bytes(o.quick), o.timing,
                                  o.p2p_think_s, /*spin=*/true, o.timeout_s, w.device());
         if (w.backend().actor() == 0) rounds.p2p.push_back(std::move(samples));
@@ -522,7 +519,7 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
         Program none;
         none.num_actors = devices / r;
         none.actors.resize(devices / r);
-        on_gpu_world(none, r, devices, o.timeout_s, [&](cuda::Worker& w) {
+        on_gpu_world(cuda, none, r, devices, o.timeout_s, [&](CudaWorker& w) {
           auto samples = bench_allreduce(w.backend(), default_message_sizes_bytes(o.quick),
                                          o.timing, o.timeout_s, w.device());
           if (w.backend().actor() == 0 && w.backend().replica() == 0)
@@ -543,13 +540,6 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
   result.measurements.ranks_per_host = link_gpus >= 2 ? devices : 0;
   result.measurements.p2p_is_network = false;
   return result;
-#else
-  (void)o;
-  (void)progress;
-  throw RuntimeFailure(
-      "--backend cuda: this jaxpp-sim was built without the CUDA backend (configure with "
-      "-DJAXPP_WITH_CUDA=ON on a machine with CUDA and NCCL)");
-#endif
 }
 
 }  // namespace

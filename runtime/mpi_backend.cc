@@ -76,6 +76,17 @@ MpiSession::~MpiSession() {
   if (!finalized) MPI_Finalize();
 }
 
+std::string mpi_library_version() {
+#if defined(OMPI_MAJOR_VERSION)
+  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." +
+         std::to_string(OMPI_MINOR_VERSION) + "." + std::to_string(OMPI_RELEASE_VERSION);
+#elif defined(MPICH_VERSION)
+  return std::string("MPICH ") + MPICH_VERSION;
+#else
+  return "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
+#endif
+}
+
 void mpi_abort(const std::string& message, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);

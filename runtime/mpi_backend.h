@@ -51,6 +51,10 @@ class MpiSession {
 // Ends every process of the job (MPI_Abort) after printing `message` on stderr.
 [[noreturn]] void mpi_abort(const std::string& message, int code);
 
+// The MPI library this build uses, from its headers ("Open MPI 4.1.4", "MPICH 4.0.2", or the
+// standard version "MPI 3.1"); needs no MPI_Init.
+std::string mpi_library_version();
+
 // Gathers every rank's bytes at rank 0 (in rank order); other ranks get an empty vector.
 std::vector<std::vector<char>> mpi_gather_bytes(const std::vector<char>& mine);
 

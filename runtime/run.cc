@@ -14,13 +14,11 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "runtime/comm_plan.h"
+#include "runtime/cuda_plugin.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/reference.h"
 #include "runtime/threads_backend.h"
-#ifdef JAXPP_HAVE_CUDA
-#include "runtime/comm_plan.h"
-#include "runtime/cuda/cuda_run.h"
-#endif
 
 namespace jaxpp {
 
@@ -169,7 +167,6 @@ std::vector<WorkerOutput> run_mpi(int num_actors, int dp, const WorkerBody& body
   return outputs;
 }
 
-#ifdef JAXPP_HAVE_CUDA
 // Host-local rank and size of this MPI process (the processes sharing its memory).
 std::pair<int, int> mpi_local_rank_and_size() {
   MPI_Comm local = MPI_COMM_NULL;
@@ -186,18 +183,20 @@ std::pair<int, int> mpi_local_rank_and_size() {
 std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* cost,
                                    const RunOptions& o, const MlpConfig& mlp,
                                    const ExecutorOptions& eo, bool* root) {
-  int devices = cuda::prepare_process();
+  CudaPlugin& cuda = cuda_plugin();  // RuntimeFailure naming what is missing
+  int devices = cuda.prepare_process();
   int P = program.num_actors;
   int workers = P * o.dp;
   CommPlan plan = make_comm_plan(program, o.dp);
-  auto body = [&](Backend& host, int device, const std::vector<cuda::NcclId>& ids) {
+  auto body = [&](Backend& host, int device, const std::vector<NcclId>& ids) {
     int worker = plan.worker(host.actor(), host.replica());
-    cuda::Worker w(host, device, worker, plan, ids, o.timeout_s, o.emulated ? nullptr : &mlp);
-    return run_one(program, cost, o, mlp, eo, w.backend(), w.device());
+    std::unique_ptr<CudaWorker> w =
+        cuda.make_worker(host, device, worker, plan, ids, o.timeout_s, o.emulated ? nullptr : &mlp);
+    return run_one(program, cost, o, mlp, eo, w->backend(), w->device());
   };
   if (!launched_by_mpi_launcher()) {
     assign_device(0, workers, devices);  // RuntimeFailure when there are too few GPUs
-    std::vector<cuda::NcclId> ids = cuda::make_nccl_ids(plan.comms.size());
+    std::vector<NcclId> ids = cuda.make_nccl_ids(plan.comms.size());
     return run_threads(P, o.dp, [&](Backend& host) {
       int worker = plan.worker(host.actor(), host.replica());
       return body(host, assign_device(worker, workers, devices), ids);
@@ -208,15 +207,14 @@ std::vector<WorkerOutput> run_cuda(const Program& program, const CostProvider* c
       [&](Backend& host) {
         auto [local_rank, local_size] = mpi_local_rank_and_size();
         int device = device_of_rank(local_rank, local_size, devices);
-        std::vector<cuda::NcclId> ids(plan.comms.size());
-        if (MpiSession::get().rank() == 0) ids = cuda::make_nccl_ids(plan.comms.size());
-        MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(cuda::NcclId)), MPI_BYTE, 0,
+        std::vector<NcclId> ids(plan.comms.size());
+        if (MpiSession::get().rank() == 0) ids = cuda.make_nccl_ids(plan.comms.size());
+        MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(NcclId)), MPI_BYTE, 0,
                   MPI_COMM_WORLD);
         return body(host, device, ids);
       },
       root);
 }
-#endif
 
 std::string format_g17(double v) {
   char buf[40];
@@ -423,14 +421,8 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
           &result.root);
       break;
     case BackendKind::kCuda:
-#ifdef JAXPP_HAVE_CUDA
       outputs = run_cuda(program, emulation_cost, o, mlp, eo, &result.root);
       break;
-#else
-      throw RuntimeFailure(
-          "--backend cuda: this jaxpp-sim was built without the CUDA backend "
-          "(configure with -DJAXPP_WITH_CUDA=ON on a machine with CUDA and NCCL)");
-#endif
   }
   if (!result.root) return result;
 

@@ -13,11 +13,12 @@
 //   mpi      this process is one worker; the program needs num_actors * dp processes under
 //            mpirun; rank 0 gathers everything and returns a RunResult with root = true, the
 //            other ranks return root = false (and print nothing)
-//   cuda     one GPU per worker (runtime/cuda/, docs/runtime.md): under an MPI launcher one
-//            process per worker as for mpi, otherwise one thread per worker of this process on
-//            as many GPUs; tensors stay on the GPUs and move with NCCL. RuntimeFailure
-//            "--backend cuda: no CUDA device visible" on a machine without a GPU, and "... built
-//            without the CUDA backend" from a binary configured without it
+//   cuda     one GPU per worker (the CUDA plugin, runtime/cuda_plugin.h, docs/runtime.md): under
+//            an MPI launcher one process per worker as for mpi, otherwise one thread per worker
+//            of this process on as many GPUs; tensors stay on the GPUs and move with NCCL.
+//            RuntimeFailure "--backend cuda: no CUDA device visible" on a machine without a GPU,
+//            "... built without the CUDA plugin" from a binary configured without it, and one
+//            line naming the missing piece when the plugin or a CUDA library cannot be loaded
 //
 // Step time of step s = (latest end of any worker's last instruction of s) - (earliest start of
 // s after its barrier); step_time_s is the median over the measured (non-warm-up) steps.

@@ -278,7 +278,7 @@ TEST(RunCli, CudaBackendWithoutAGpuFailsCleanly) {
       run_cli("run --backend cuda --schedule 1f1b --pp 2 --microbatches 2" + std::string(kTiny));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   bool no_device = r.err.find("no CUDA device visible") != std::string::npos;
-  bool not_built = r.err.find("built without the CUDA backend") != std::string::npos;
+  bool not_built = r.err.find("built without the CUDA plugin") != std::string::npos;
   EXPECT_TRUE(no_device || not_built) << r.err;
 }
 

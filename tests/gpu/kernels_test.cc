@@ -1,4 +1,4 @@
-// The CUDA device (runtime/cuda) against the host device (OpenBLAS and loops) on the same inputs:
+// The CUDA device (runtime/cuda, through the plugin) against the host device (OpenBLAS and loops) on the same inputs:
 // every GEMM layout the workload uses and the fourth, on non-square shapes with and without
 // padded leading dimensions, and the GeLU, loss, SGD and Adam kernels on sizes that span several
 // blocks and are no multiple of the block size. fp64 on both sides: the results differ only by
@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/cuda/cuda_run.h"
+#include "runtime/cuda_plugin.h"
 #include "runtime/device.h"
 #include "runtime/workload.h"
 #include "tests/gpu/gpu_env.h"
@@ -45,7 +45,7 @@ class DeviceVsHost : public ::testing::Test {
  protected:
   void SetUp() override {
     JAXPP_REQUIRE_GPUS(1);
-    gpu_ = cuda::make_cuda_device(0);
+    gpu_ = cuda_plugin().make_device(0);
   }
 
   std::unique_ptr<Device> gpu_;  // GPU 0; null when the test skipped
@@ -209,7 +209,7 @@ TEST_F(DeviceVsHost, WarmUpAtTheWorkloadShapesLeavesTheDeviceCorrect) {
   mlp.ffn = 80;
   mlp.seq = 24;
   mlp.optimizer = OptimizerKind::kAdam;
-  cuda::warm_up_compute(*gpu_, mlp);
+  cuda_plugin().warm_up_compute(*gpu_, mlp);
   // The device still computes what the host computes.
   const auto a = random_values(24 * 48, 13), w = random_values(48 * 80, 14);
   std::vector<double> out[2];
