@@ -106,10 +106,11 @@ std::vector<ScheduleInfo> build_registry() {
                    "Shardy's Circular: loop placement, forwards then backwards in phases of p "
                    "microbatches",
                    "S divisible by p (loop), m >= 1"),
-      shardy_entry(ShardySchedule::kCircularWithReversedBackward,
-                   {"circular-reversed-backward", "circular-reversed"},
-                   "Shardy's Circular with the backwards in reverse (phase, stage, microbatch) order",
-                   "S divisible by p (loop), m >= 1"),
+      shardy_entry(
+          ShardySchedule::kCircularWithReversedBackward,
+          {"circular-reversed-backward", "circular-reversed"},
+          "Shardy's Circular with the backwards in reverse (phase, stage, microbatch) order",
+          "S divisible by p (loop), m >= 1"),
       shardy_entry(ShardySchedule::kGPipeBut1F1BForLastMesh, {"gpipe-1f1b-last"},
                    "Shardy's GPipe on every actor but the last, which runs 1F1B",
                    "S = p (linear), m >= 1"),

@@ -216,7 +216,8 @@ RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
     throw InputError(name + " needs S >= 1" + values({{"S", params.num_stages}}));
   }
   if (params.fuse_steady_state) {
-    throw InputError(name + " does not take fuse_steady_state (only Interleaved1F1B and KimiK2 do)");
+    throw InputError(name +
+                     " does not take fuse_steady_state (only Interleaved1F1B and KimiK2 do)");
   }
   if (params.group_size != 0) {
     throw InputError(name + " does not take a group size (only MegatronInterleaved does)" +
@@ -241,9 +242,8 @@ RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
   const int64_t per_actor = int64_t{S / p} * m * (shardy_splits_backward(s) ? 3 : 2);
   if (per_actor * per_actor * p > kMaxShardyPairs) {
     throw InputError(name + " is scheduled from pairwise rules; " + std::to_string(per_actor) +
-                     " tasks per actor is too many (at most " +
-                     std::to_string(kMaxShardyPairs) + " ordered pairs over all actors)" +
-                     values({{"p", p}, {"S", S}, {"m", m}}));
+                     " tasks per actor is too many (at most " + std::to_string(kMaxShardyPairs) +
+                     " ordered pairs over all actors)" + values({{"p", p}, {"S", S}, {"m", m}}));
   }
   std::vector<bool> split = shardy_splits_backward(s) ? split_where_gradient_is_sent(placement)
                                                       : std::vector<bool>(S, false);

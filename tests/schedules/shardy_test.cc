@@ -28,10 +28,9 @@ std::vector<std::string> grid_lines(const Schedule& s) {
 // pipeline_schedule.cc, OneFOneBMustHappenBefore's example (4 meshes, 6 microbatches).
 TEST(ShardySchedules, OneFOneBReproducesShardysExample) {
   EXPECT_EQ(grid_lines(shardy(ShardySchedule::k1F1B, 4, 6)),
-            (std::vector<std::string>{"F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5",
-                                      "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
-                                      "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
-                                      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5"}));
+            (std::vector<std::string>{
+                "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5", "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
+                "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5", "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5"}));
 }
 
 // GPipeBut1F1BLastMeshHappenBefore's example (3 meshes, 4 microbatches).
@@ -45,11 +44,11 @@ TEST(ShardySchedules, GPipeBut1F1BForLastMeshReproducesShardysExample) {
 // draws mesh 0 as Bᵃ Bʷ pairs but leaves that backward unsplit (it sends nothing): one B here.
 TEST(ShardySchedules, ZeroBubbleH1ReproducesShardysExample) {
   const Schedule s = shardy(ShardySchedule::kZeroBubbleH1, 4, 5);
-  EXPECT_EQ(grid_lines(s), (std::vector<std::string>{
-                               "F0 F1 F2 F3 B0 F4 B1 B2 B3 B4",
-                               "F0 F1 F2 I0 F3 I1 W0 F4 I2 W1 I3 W2 I4 W3 W4",
-                               "F0 F1 I0 F2 I1 F3 I2 W0 F4 I3 W1 I4 W2 W3 W4",
-                               "F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 W2 W3 W4"}));
+  EXPECT_EQ(grid_lines(s),
+            (std::vector<std::string>{"F0 F1 F2 F3 B0 F4 B1 B2 B3 B4",
+                                      "F0 F1 F2 I0 F3 I1 W0 F4 I2 W1 I3 W2 I4 W3 W4",
+                                      "F0 F1 I0 F2 I1 F3 I2 W0 F4 I3 W1 I4 W2 W3 W4",
+                                      "F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 W2 W3 W4"}));
   EXPECT_EQ(s.split_backward, (std::vector<bool>{false, true, true, true}));
 }
 
@@ -58,21 +57,19 @@ TEST(ShardySchedules, ZeroBubbleH1ReproducesShardysExample) {
 TEST(ShardySchedules, CircularReproducesShardysForwardExampleThenBackwardPhases) {
   const Schedule s = shardy(ShardySchedule::kCircular, 2, 4, 4);
   EXPECT_EQ(grid_lines(s),
-            (std::vector<std::string>{
-                "F0@s0 F1@s0 F0@s2 F1@s2 F2@s0 F3@s0 F2@s2 F3@s2 "
-                "B0@s2 B1@s2 B0@s0 B1@s0 B2@s2 B3@s2 B2@s0 B3@s0",
-                "F0@s1 F1@s1 F0@s3 F1@s3 F2@s1 F3@s1 F2@s3 F3@s3 "
-                "B0@s3 B1@s3 B0@s1 B1@s1 B2@s3 B3@s3 B2@s1 B3@s1"}));
+            (std::vector<std::string>{"F0@s0 F1@s0 F0@s2 F1@s2 F2@s0 F3@s0 F2@s2 F3@s2 "
+                                      "B0@s2 B1@s2 B0@s0 B1@s0 B2@s2 B3@s2 B2@s0 B3@s0",
+                                      "F0@s1 F1@s1 F0@s3 F1@s3 F2@s1 F3@s1 F2@s3 F3@s3 "
+                                      "B0@s3 B1@s3 B0@s1 B1@s1 B2@s3 B3@s3 B2@s1 B3@s1"}));
 }
 
 TEST(ShardySchedules, CircularWithReversedBackwardRunsBackwardsFromTheLastPhase) {
   const Schedule s = shardy(ShardySchedule::kCircularWithReversedBackward, 2, 4, 4);
   EXPECT_EQ(grid_lines(s),
-            (std::vector<std::string>{
-                "F0@s0 F1@s0 F0@s2 F1@s2 F2@s0 F3@s0 F2@s2 F3@s2 "
-                "B3@s2 B2@s2 B3@s0 B2@s0 B1@s2 B0@s2 B1@s0 B0@s0",
-                "F0@s1 F1@s1 F0@s3 F1@s3 F2@s1 F3@s1 F2@s3 F3@s3 "
-                "B3@s3 B2@s3 B3@s1 B2@s1 B1@s3 B0@s3 B1@s1 B0@s1"}));
+            (std::vector<std::string>{"F0@s0 F1@s0 F0@s2 F1@s2 F2@s0 F3@s0 F2@s2 F3@s2 "
+                                      "B3@s2 B2@s2 B3@s0 B2@s0 B1@s2 B0@s2 B1@s0 B0@s0",
+                                      "F0@s1 F1@s1 F0@s3 F1@s3 F2@s1 F3@s1 F2@s3 F3@s3 "
+                                      "B3@s3 B2@s3 B3@s1 B2@s1 B1@s3 B0@s3 B1@s1 B0@s1"}));
 }
 
 TEST(ShardySchedules, ZeroBubbleH2WarmUpFollowsShardysFormula) {
@@ -117,9 +114,9 @@ TEST(ShardySchedules, ZeroBubbleH2StreamsInitForwardsBeforeTheFirstBackward) {
 // I0 F1 I1 F2 I2 F3 I3; Ba(i+2) < Bw(i) puts W0 after I2 and W1 after I3; Bw(i) < Ba(i+3) puts
 // W0 before I3; W2 W3 trail in program order.
 TEST(ShardySchedules, ZeroBubbleH2ZeroTxLatencyMatchesAHandDerivation) {
-  EXPECT_EQ(grid_lines(shardy(ShardySchedule::kZeroBubbleH2ZeroTxLatency, 2, 4)),
-            (std::vector<std::string>{"F0 F1 F2 B0 F3 B1 B2 B3",
-                                      "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3"}));
+  EXPECT_EQ(
+      grid_lines(shardy(ShardySchedule::kZeroBubbleH2ZeroTxLatency, 2, 4)),
+      (std::vector<std::string>{"F0 F1 F2 B0 F3 B1 B2 B3", "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3"}));
 }
 
 TEST(ShardySchedules, OneFOneBAndGPipeEqualJaxppsOrderForOrder) {
@@ -174,8 +171,9 @@ TEST(ShardySchedules, CircularWithReversedBackwardEqualsLoopedBfsInOnePhase) {
     for (int v = 1; v <= 3; ++v) {
       for (int m = 1; m <= p; ++m) {
         const ScheduleParams params{.num_actors = p, .num_stages = v * p, .num_microbatches = m};
-        EXPECT_EQ(make_shardy_schedule(ShardySchedule::kCircularWithReversedBackward, params).actors,
-                  make_looped_bfs(params).actors)
+        EXPECT_EQ(
+            make_shardy_schedule(ShardySchedule::kCircularWithReversedBackward, params).actors,
+            make_looped_bfs(params).actors)
             << "p=" << p << " v=" << v << " m=" << m;
       }
     }
@@ -213,8 +211,8 @@ TEST(ShardySchedules, EveryOrderHonoursEveryPairItsRuleFixes) {
 
 TEST(ShardySchedules, RuleSchedulerEqualsShardysPairwiseLoop) {
   for (ShardySchedule kind : kAllShardySchedules) {
-    const bool loop = kind == ShardySchedule::kCircular ||
-                      kind == ShardySchedule::kCircularWithReversedBackward;
+    const bool loop =
+        kind == ShardySchedule::kCircular || kind == ShardySchedule::kCircularWithReversedBackward;
     for (int p = 1; p <= 4; ++p) {
       for (int m = 1; m <= 7; ++m) {
         const RuleProgram program = shardy_program(
@@ -229,8 +227,8 @@ TEST(ShardySchedules, RuleSchedulerEqualsShardysPairwiseLoop) {
 
 TEST(ShardySchedules, EveryScheduleValidatesAndLowers) {
   for (ShardySchedule kind : kAllShardySchedules) {
-    const bool loop = kind == ShardySchedule::kCircular ||
-                      kind == ShardySchedule::kCircularWithReversedBackward;
+    const bool loop =
+        kind == ShardySchedule::kCircular || kind == ShardySchedule::kCircularWithReversedBackward;
     for (int p : {1, 2, 3, 5, 8}) {
       for (int m : {1, 2, 5, 8, 17}) {
         for (int v : {1, 2, 3}) {
@@ -272,8 +270,8 @@ TEST(ShardySchedules, UnknownNameSuggestsTheNearest) {
 
 TEST(ShardySchedules, ShapeErrorsNameTheScheduleAndValues) {
   try {
-    make_shardy_schedule(ShardySchedule::kCircular, {.num_actors = 3, .num_stages = 4,
-                                                     .num_microbatches = 2});
+    make_shardy_schedule(ShardySchedule::kCircular,
+                         {.num_actors = 3, .num_stages = 4, .num_microbatches = 2});
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -282,9 +280,9 @@ TEST(ShardySchedules, ShapeErrorsNameTheScheduleAndValues) {
   EXPECT_THROW(make_shardy_schedule(ShardySchedule::kZeroBubbleH1,
                                     {.num_actors = 2, .num_stages = 4, .num_microbatches = 2}),
                InputError);
-  EXPECT_THROW(make_shardy_schedule(ShardySchedule::k1F1B,
-                                    {.num_actors = 2, .num_microbatches = 100000}),
-               InputError);  // too many pairs for the rule scheduler
+  EXPECT_THROW(
+      make_shardy_schedule(ShardySchedule::k1F1B, {.num_actors = 2, .num_microbatches = 100000}),
+      InputError);  // too many pairs for the rule scheduler
 }
 
 TEST(RuleProgram, MicrobatchMajorOrderWithSplitBackwardAndAccumulation) {
@@ -292,8 +290,8 @@ TEST(RuleProgram, MicrobatchMajorOrderWithSplitBackwardAndAccumulation) {
                                              {false, true}, ProgramOrder::kMicrobatchMajor);
   std::vector<std::string> tokens;
   for (const TaskRef& t : prog.tasks) tokens.push_back(to_string(t));
-  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "I0@s1", "W0@s1", "B0@s0",
-                                               "F1@s0", "F1@s1", "I1@s1", "W1@s1", "B1@s0"}));
+  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "I0@s1", "W0@s1", "B0@s0", "F1@s0",
+                                              "F1@s1", "I1@s1", "W1@s1", "B1@s0"}));
   // W1@s1 accumulates onto W0@s1; B1@s0 onto B0@s0 and needs I1@s1's gradient.
   EXPECT_EQ(prog.preds[8], (std::vector<int>{7, 3}));
   EXPECT_EQ(prog.preds[9], (std::vector<int>{5, 7, 4}));
@@ -304,8 +302,8 @@ TEST(RuleProgram, ReversedBackwardRunsEveryForwardThenBackwardsFromTheLastMicrob
                                              {false, false}, ProgramOrder::kReversedBackward);
   std::vector<std::string> tokens;
   for (const TaskRef& t : prog.tasks) tokens.push_back(to_string(t));
-  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "F1@s0", "F1@s1", "B1@s1",
-                                               "B1@s0", "B0@s1", "B0@s0"}));
+  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "F1@s0", "F1@s1", "B1@s1", "B1@s0",
+                                              "B0@s1", "B0@s0"}));
 }
 
 TEST(RuleProgram, SplitOnlyWhereTheGradientIsSentToAnotherActor) {
@@ -336,8 +334,8 @@ TEST(RuleProgram, SortPlacesEachReadyTaskInProgramOrderSweeps) {
   const ProgramSort sorted = sort_program(prog, {{f1, b0, 0}});
   std::vector<std::string> tokens;
   for (int i : sorted.order) tokens.push_back(to_string(prog.tasks[i]));
-  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "B0@s1", "F1@s0", "F1@s1",
-                                               "B1@s1", "B0@s0", "B1@s0"}));
+  EXPECT_EQ(tokens, (std::vector<std::string>{"F0@s0", "F0@s1", "B0@s1", "F1@s0", "F1@s1", "B1@s1",
+                                              "B0@s0", "B1@s0"}));
   EXPECT_TRUE(sorted.forced.empty());
 }
 
