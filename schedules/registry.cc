@@ -159,6 +159,11 @@ const ScheduleInfo* find_schedule(std::string_view name) {
 
 const ScheduleInfo& schedule_or_throw(std::string_view name) {
   if (const ScheduleInfo* info = find_schedule(name)) return *info;
+  if (is_wrap_around_name(name)) {
+    throw InputError(std::string(kParallelPipelinesWithWrapAround) +
+                     " is forward-only and moves stages between actors with the microbatch, so "
+                     "only `jaxpp-sim show` prints it; it cannot be simulated, lowered or run");
+  }
   std::string names;
   const std::string key = normalize_schedule_name(name);
   std::string nearest;

@@ -93,6 +93,7 @@ std::vector<bool> split_where_gradient_is_sent(const Placement& placement) {
 RuleProgram make_rule_program(const Placement& placement, int num_microbatches,
                               std::vector<bool> split_backward, ProgramOrder order) {
   RuleProgram prog;
+  prog.num_actors = placement.num_actors;
   prog.placement = placement;
   prog.num_stages = placement.num_stages();
   prog.num_microbatches = num_microbatches;
@@ -148,6 +149,25 @@ RuleProgram make_rule_program(const Placement& placement, int num_microbatches,
   return prog;
 }
 
+RuleProgram make_wrap_around_program(int num_actors) {
+  RuleProgram prog;
+  prog.num_actors = num_actors;
+  prog.placement.num_actors = num_actors;
+  prog.num_stages = num_actors;
+  prog.num_microbatches = num_actors;
+  prog.split_backward.assign(num_actors, false);
+  for (int c = 0; c < num_actors; ++c) {
+    for (int j = 0; j < num_actors; ++j) {
+      std::vector<int> preds;
+      if (j > 0) preds.push_back(static_cast<int>(prog.tasks.size()) - 1);
+      prog.tasks.push_back(TaskRef{TaskKind::kF, j, c});
+      prog.actor.push_back((c + j) % num_actors);
+      prog.preds.push_back(std::move(preds));
+    }
+  }
+  return prog;
+}
+
 ProgramSort sort_program(const RuleProgram& program, const std::vector<ControlEdge>& edges) {
   ProgramGraph graph(program);
   for (const ControlEdge& e : edges) graph.add(e.before, e.after);
@@ -156,7 +176,7 @@ ProgramSort sort_program(const RuleProgram& program, const std::vector<ControlEd
 
 std::vector<std::vector<TaskRef>> per_actor_orders(const RuleProgram& program,
                                                    const std::vector<int>& order) {
-  std::vector<std::vector<TaskRef>> out(program.placement.num_actors);
+  std::vector<std::vector<TaskRef>> out(program.num_actors);
   for (int i : order) out[program.actor[i]].push_back(program.tasks[i]);
   return out;
 }
@@ -165,7 +185,7 @@ namespace {
 
 // Program indices of each actor's tasks, in program order.
 std::vector<std::vector<int>> tasks_by_actor(const RuleProgram& program) {
-  std::vector<std::vector<int>> by_actor(program.placement.num_actors);
+  std::vector<std::vector<int>> by_actor(program.num_actors);
   for (size_t i = 0; i < program.tasks.size(); ++i) {
     by_actor[program.actor[i]].push_back(static_cast<int>(i));
   }
@@ -176,7 +196,7 @@ std::vector<std::vector<int>> tasks_by_actor(const RuleProgram& program) {
 
 std::vector<ControlEdge> rule_edges(const RuleProgram& program, const MustHappenBefore& rule) {
   std::vector<ControlEdge> edges;
-  const int num_actors = program.placement.num_actors;
+  const int num_actors = program.num_actors;
   const std::vector<std::vector<int>> by_actor = tasks_by_actor(program);
   for (int r = 0; r < num_actors; ++r) {
     for (int a : by_actor[r]) {
@@ -201,7 +221,7 @@ std::vector<std::vector<TaskRef>> schedule_by_rules_pairwise(const RuleProgram& 
                                                              const MustHappenBefore& rule) {
   ProgramGraph graph(program);
   const int n = static_cast<int>(program.tasks.size());
-  const int num_actors = program.placement.num_actors;
+  const int num_actors = program.num_actors;
   // Shardy's TargetDependsOnSourceOp: is `target` reachable from `source` along dependencies
   // without passing a task later in the program than `target`? Positions are program indices
   // (the program is not reordered until the sort).

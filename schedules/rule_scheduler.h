@@ -51,7 +51,8 @@ inline constexpr std::array kAllProgramOrders = {ProgramOrder::kMicrobatchMajor,
 std::string_view to_string(ProgramOrder order);  // "microbatch", "reversed-backward"
 
 struct RuleProgram {
-  Placement placement;
+  int num_actors = 0;
+  Placement placement;  // stage -> actor (empty stage_to_actor for a wrap-around program)
   int num_stages = 0;
   int num_microbatches = 0;
   std::vector<bool> split_backward;  // per stage
@@ -64,6 +65,13 @@ struct RuleProgram {
 
 RuleProgram make_rule_program(const Placement& placement, int num_microbatches,
                               std::vector<bool> split_backward, ProgramOrder order);
+
+// Shardy's ParallelPipelinesWithWrapAround program: forward only, p microbatches; microbatch c
+// enters at actor c and visits actors c, c+1, ..., c+p-1 (mod p), one forward per hop. Task
+// F(j, c) has stage = hop j (the j-th block of layers), lives on actor (c + j) mod p and depends
+// on F(j-1, c); program order microbatch-major. `placement` is empty (the actor of a stage depends
+// on the microbatch), split_backward all false.
+RuleProgram make_wrap_around_program(int num_actors);
 
 // Shardy's backward split policy: a backward is split into I and W only when it sends a result
 // to another actor and keeps one (the weight gradient), i.e. stage s > 0 whose stage s-1 lives on

@@ -250,6 +250,39 @@ RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
   return make_rule_program(placement, m, std::move(split), shardy_program_order(s));
 }
 
+bool is_wrap_around_name(std::string_view name) {
+  return normalize_schedule_name(name) == normalize_schedule_name(kParallelPipelinesWithWrapAround);
+}
+
+bool shardy_wrap_around_rule(const TaskRef& a, const TaskRef& b, int actor, int) {
+  // ParallelPipelinesWithWrapAroundMustHappenBefore: the entry microbatch of actor r is r.
+  const int pivot = actor;
+  if (a.microbatch == pivot || b.microbatch == pivot) return a.microbatch == pivot;
+  const bool same_side = (a.microbatch > pivot) == (b.microbatch > pivot);
+  return same_side ? a.microbatch > b.microbatch : a.microbatch < b.microbatch;
+}
+
+ForwardOnlyOrders make_parallel_pipelines_with_wrap_around(int num_actors, int num_microbatches) {
+  const std::string name(kParallelPipelinesWithWrapAround);
+  if (num_actors < 1) {
+    throw InputError(name + " needs p >= 1 actor (got p=" + std::to_string(num_actors) + ")");
+  }
+  if (num_microbatches != num_actors) {
+    throw InputError(name + " runs one microbatch per actor: needs m = p (got m=" +
+                     std::to_string(num_microbatches) + ", p=" + std::to_string(num_actors) + ")");
+  }
+  if (int64_t{num_actors} * num_actors * num_actors > kMaxShardyPairs) {
+    throw InputError(name + " is scheduled from pairwise rules; at most " +
+                     std::to_string(kMaxShardyPairs) +
+                     " ordered pairs over all actors (got p=" + std::to_string(num_actors) + ")");
+  }
+  ForwardOnlyOrders out;
+  out.num_actors = num_actors;
+  out.num_microbatches = num_microbatches;
+  out.actors = schedule_by_rules(make_wrap_around_program(num_actors), shardy_wrap_around_rule);
+  return out;
+}
+
 Schedule make_shardy_schedule(ShardySchedule s, const ScheduleParams& params) {
   const RuleProgram program = shardy_program(s, params);
   Schedule out;

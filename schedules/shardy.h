@@ -66,4 +66,22 @@ RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params);
 // The schedule Shardy's rules and scheduler produce, named by Shardy's spelling.
 Schedule make_shardy_schedule(ShardySchedule s, const ScheduleParams& params);
 
+// ParallelPipelinesWithWrapAround: forward only, m = p microbatches, microbatch c entering at
+// actor c (rule_scheduler.h, make_wrap_around_program). It is not a Schedule: the actor of a
+// stage depends on the microbatch and there is no backward, so it is shown, never simulated,
+// lowered or run. Shardy's rule on actor r (the pivot): F(r) first; two microbatches on the same
+// side of r in descending order, on different sides in ascending order; so actor r runs
+// r, r-1, ..., 0, p-1, ..., r+1. Tasks are F<c>@s<hop>.
+inline constexpr std::string_view kParallelPipelinesWithWrapAround =
+    "ParallelPipelinesWithWrapAround";
+bool is_wrap_around_name(std::string_view name);  // as registry names: case, '-', '_' ignored
+bool shardy_wrap_around_rule(const TaskRef& a, const TaskRef& b, int actor, int num_actors);
+struct ForwardOnlyOrders {
+  int num_actors = 0;
+  int num_microbatches = 0;
+  std::vector<std::vector<TaskRef>> actors;
+};
+// InputError unless p >= 1 and m = p.
+ForwardOnlyOrders make_parallel_pipelines_with_wrap_around(int num_actors, int num_microbatches);
+
 }  // namespace jaxpp

@@ -90,6 +90,25 @@ TEST(ShardyCli, AMisspelledShardyNameSuggestsTheNearestAndExitsTwo) {
   EXPECT_TRUE(r.out.empty());
 }
 
+TEST(ShardyCli, ParallelPipelinesWithWrapAroundIsShownNotSimulated) {
+  const json j = run_json("show --schedule parallelpipelineswithwraparound --pp 3");
+  EXPECT_EQ(j["forward_only"], true);
+  EXPECT_EQ(j["actors"], json({{"F0@s0", "F2@s1", "F1@s2"},
+                               {"F1@s0", "F0@s1", "F2@s2"},
+                               {"F2@s0", "F1@s1", "F0@s2"}}));
+  const auto text = run_cli("show --schedule ParallelPipelinesWithWrapAround --pp 3");
+  EXPECT_NE(text.out.find("actor0: F0@s0 F2@s1 F1@s2\n"), std::string::npos) << text.out;
+  const auto sim = run_cli(
+      "simulate --schedule ParallelPipelinesWithWrapAround --pp 3 --microbatches 3 --t-f 1 --t-b "
+      "1");
+  EXPECT_EQ(sim.exit_code, 2);
+  EXPECT_NE(sim.err.find("only `jaxpp-sim show` prints it"), std::string::npos) << sim.err;
+  const auto bad_m =
+      run_cli("show --schedule ParallelPipelinesWithWrapAround --pp 3 --microbatches 4");
+  EXPECT_EQ(bad_m.exit_code, 2);
+  EXPECT_NE(bad_m.err.find("needs m = p"), std::string::npos) << bad_m.err;
+}
+
 // Rule-based custom schedule files.
 
 TEST(ShardyCli, RuleFileShowsValidatesAndSimulatesLikeAnyScheduleFile) {

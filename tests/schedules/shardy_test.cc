@@ -285,6 +285,53 @@ TEST(ShardySchedules, ShapeErrorsNameTheScheduleAndValues) {
       InputError);  // too many pairs for the rule scheduler
 }
 
+// ParallelPipelinesWithWrapAroundMustHappenBefore's example (3 meshes, call counters 1..3 there,
+// 0..2 here): "F1 F3 F2 / F2 F1 F3 / F3 F2 F1".
+TEST(ShardySchedules, ParallelPipelinesWithWrapAroundReproducesShardysExample) {
+  const ForwardOnlyOrders orders = make_parallel_pipelines_with_wrap_around(3, 3);
+  std::vector<std::vector<std::string>> tokens;
+  for (const auto& actor : orders.actors) {
+    tokens.emplace_back();
+    for (const TaskRef& t : actor) tokens.back().push_back(to_string(t));
+  }
+  EXPECT_EQ(tokens, (std::vector<std::vector<std::string>>{{"F0@s0", "F2@s1", "F1@s2"},
+                                                           {"F1@s0", "F0@s1", "F2@s2"},
+                                                           {"F2@s0", "F1@s1", "F0@s2"}}));
+}
+
+TEST(ShardySchedules, WrapAroundActorRRunsItsEntryThenDescendingAroundThePivot) {
+  for (int p = 1; p <= 7; ++p) {
+    const ForwardOnlyOrders orders = make_parallel_pipelines_with_wrap_around(p, p);
+    EXPECT_EQ(orders.actors,
+              schedule_by_rules_pairwise(make_wrap_around_program(p), shardy_wrap_around_rule));
+    for (int r = 0; r < p; ++r) {
+      ASSERT_EQ(orders.actors[r].size(), static_cast<size_t>(p));
+      for (int k = 0; k < p; ++k) {
+        const TaskRef& t = orders.actors[r][k];
+        EXPECT_EQ(t.microbatch, ((r - k) % p + p) % p) << "p=" << p << " actor " << r;
+        EXPECT_EQ(t.stage, k) << "hop k of the k-th microbatch to arrive";
+      }
+    }
+  }
+}
+
+TEST(ShardySchedules, WrapAroundNeedsOneMicrobatchPerActorAndIsShowOnly) {
+  try {
+    make_parallel_pipelines_with_wrap_around(3, 4);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "ParallelPipelinesWithWrapAround runs one microbatch per actor: needs m = p (got "
+              "m=4, p=3)");
+  }
+  try {
+    schedule_or_throw("parallel-pipelines-with-wrap-around");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("only `jaxpp-sim show` prints it"), std::string::npos);
+  }
+}
+
 TEST(RuleProgram, MicrobatchMajorOrderWithSplitBackwardAndAccumulation) {
   const RuleProgram prog = make_rule_program(make_placement(PlacementKind::kLinear, 2, 2), 2,
                                              {false, true}, ProgramOrder::kMicrobatchMajor);
