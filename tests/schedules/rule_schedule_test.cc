@@ -47,6 +47,34 @@ TEST(RuleSchedules, ShardysZeroBubbleH1RulesInAFileGiveItsOrder) {
   EXPECT_EQ(s.actors, make_zero_bubble({.num_actors = 4, .num_microbatches = 8}).actors);
 }
 
+// With "unordered": "program-order" a rule file is scheduled exactly as Shardy schedules its own
+// rules: Shardy's five ZeroBubbleH1 clauses alone give the built-in ZeroBubbleH1.
+TEST(RuleSchedules, ShardysClausesWithProgramOrderGiveShardysOwnOrderOverAGrid) {
+  for (int p = 1; p <= 5; ++p) {
+    for (int m = 1; m <= 8; ++m) {
+      const std::string text =
+          R"({"num_actors": )" + std::to_string(p) + R"(, "num_microbatches": )" +
+          std::to_string(m) + R"(, "split_backward": "where-sent", "unordered": "program-order",
+          "rules": [
+            {"before": ["I", "B"], "after": "F", "offset": {"meshes": 1, "mesh": -1}},
+            {"before": "F", "after": ["I", "B"], "offset": {"const": 1, "meshes": -1, "mesh": 1}},
+            {"before": "W", "after": "F", "offset": {"meshes": 1}},
+            {"before": "I", "after": "W", "offset": {"mesh": -1}},
+            {"before": "W", "after": "I", "offset": {"const": 1, "mesh": 1}}]})";
+      if (p == 1) {
+        // One actor: nothing is split, so the W and I rules name missing tasks.
+        EXPECT_THROW(parse_schedule_json(text, "r.json"), InputError);
+        continue;
+      }
+      EXPECT_EQ(parse_schedule_json(text, "r.json").actors,
+                make_shardy_schedule(ShardySchedule::kZeroBubbleH1,
+                                     {.num_actors = p, .num_microbatches = m})
+                    .actors)
+          << "p=" << p << " m=" << m;
+    }
+  }
+}
+
 TEST(RuleSchedules, OneFOneBRulesReproduceStd1F1BOverAGrid) {
   for (int p = 1; p <= 5; ++p) {
     for (int m = 1; m <= 10; ++m) {
