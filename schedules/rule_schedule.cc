@@ -396,19 +396,7 @@ Schedule expand_rule_schedule(const RuleSchedule& rs, const std::string& where) 
     }
   }
 
-  Schedule out;
-  out.name = rs.name;
-  out.placement = rs.placement;
-  out.num_stages = rs.placement.num_stages();
-  out.num_microbatches = rs.num_microbatches;
-  out.split_backward = rs.split_backward;
-  for (const std::vector<TaskRef>& tasks : per_actor_orders(program, sorted.order)) {
-    std::vector<ScheduleItem> items;
-    items.reserve(tasks.size());
-    for (const TaskRef& t : tasks) items.push_back({t});
-    out.actors.push_back(std::move(items));
-  }
-  return out;
+  return schedule_from_orders(rs.name, program, per_actor_orders(program, sorted.order));
 }
 
 }  // namespace jaxpp

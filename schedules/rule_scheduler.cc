@@ -181,6 +181,23 @@ std::vector<std::vector<TaskRef>> per_actor_orders(const RuleProgram& program,
   return out;
 }
 
+Schedule schedule_from_orders(std::string name, const RuleProgram& program,
+                              const std::vector<std::vector<TaskRef>>& orders) {
+  Schedule out;
+  out.name = std::move(name);
+  out.placement = program.placement;
+  out.num_stages = program.num_stages;
+  out.num_microbatches = program.num_microbatches;
+  out.split_backward = program.split_backward;
+  for (const std::vector<TaskRef>& tasks : orders) {
+    std::vector<ScheduleItem> items;
+    items.reserve(tasks.size());
+    for (const TaskRef& t : tasks) items.push_back({t});
+    out.actors.push_back(std::move(items));
+  }
+  return out;
+}
+
 namespace {
 
 // Program indices of each actor's tasks, in program order.

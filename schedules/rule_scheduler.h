@@ -42,6 +42,7 @@
 
 #include "graph/placement.h"
 #include "graph/task.h"
+#include "schedules/schedule.h"
 
 namespace jaxpp {
 
@@ -118,5 +119,10 @@ std::vector<std::vector<TaskRef>> schedule_by_rules_pairwise(const RuleProgram& 
 // Projects a program order onto the actors.
 std::vector<std::vector<TaskRef>> per_actor_orders(const RuleProgram& program,
                                                    const std::vector<int>& order);
+
+// The Schedule named `name` of a (placed) program run in the per-actor `orders`: one task per
+// item, the program's placement, sizes and split.
+Schedule schedule_from_orders(std::string name, const RuleProgram& program,
+                              const std::vector<std::vector<TaskRef>>& orders);
 
 }  // namespace jaxpp

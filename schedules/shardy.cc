@@ -285,19 +285,8 @@ ForwardOnlyOrders make_parallel_pipelines_with_wrap_around(int num_actors, int n
 
 Schedule make_shardy_schedule(ShardySchedule s, const ScheduleParams& params) {
   const RuleProgram program = shardy_program(s, params);
-  Schedule out;
-  out.name = std::string(to_string(s));
-  out.placement = program.placement;
-  out.num_stages = program.num_stages;
-  out.num_microbatches = program.num_microbatches;
-  out.split_backward = program.split_backward;
-  for (const std::vector<TaskRef>& tasks : schedule_by_rules(program, shardy_rule(s))) {
-    std::vector<ScheduleItem> items;
-    items.reserve(tasks.size());
-    for (const TaskRef& t : tasks) items.push_back({t});
-    out.actors.push_back(std::move(items));
-  }
-  return out;
+  return schedule_from_orders(std::string(to_string(s)), program,
+                              schedule_by_rules(program, shardy_rule(s)));
 }
 
 }  // namespace jaxpp
