@@ -119,6 +119,19 @@ TEST(ShardySchedules, ZeroBubbleH2ZeroTxLatencyMatchesAHandDerivation) {
       (std::vector<std::string>{"F0 F1 F2 B0 F3 B1 B2 B3", "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3"}));
 }
 
+// What the rules leave open is decided by the sort's sweeps in program order: on actor 2, I2
+// waits for F5 (rule 3) and I5, later in the program, is visited after F5 in the same sweep.
+TEST(ShardySchedules, ZeroBubbleH2HalfTxLatencyLeavesBackpropsToTheSweep) {
+  const Schedule s = shardy(ShardySchedule::kZeroBubbleH2HalfTxLatency, 4, 8);
+  EXPECT_EQ(actor_to_text(s, 2),
+            "F0 F1 F2 F3 I0 F4 I1 F5 I5 I2 F6 I6 W0 I3 F7 I7 W1 W2 W3 I4 W4 W5 W6 W7");
+  const RuleProgram program = shardy_program(ShardySchedule::kZeroBubbleH2HalfTxLatency,
+                                             {.num_actors = 4, .num_microbatches = 8});
+  EXPECT_EQ(
+      schedule_by_rules_pairwise(program, shardy_rule(ShardySchedule::kZeroBubbleH2HalfTxLatency)),
+      schedule_by_rules(program, shardy_rule(ShardySchedule::kZeroBubbleH2HalfTxLatency)));
+}
+
 TEST(ShardySchedules, OneFOneBAndGPipeEqualJaxppsOrderForOrder) {
   for (int p = 1; p <= 6; ++p) {
     for (int m = 1; m <= 12; ++m) {
