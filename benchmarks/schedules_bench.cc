@@ -7,6 +7,7 @@
 
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "schedules/shardy.h"
 #include "schedules/validate.h"
 
 namespace jaxpp {
@@ -15,7 +16,9 @@ namespace {
 ScheduleParams big_params(const std::string& name) {
   const int p = 16, m = 64;
   ScheduleParams params{.num_actors = p, .num_microbatches = m};
-  if (name == "Interleaved1F1B" || name == "MegatronInterleaved") params.num_stages = 4 * p;
+  if (name == "Interleaved1F1B" || name == "MegatronInterleaved" || name == "Circular") {
+    params.num_stages = 4 * p;
+  }
   return params;
 }
 
@@ -128,6 +131,39 @@ BENCHMARK_CAPTURE(BM_Validate, interleaved_p16_v4_m64, std::string("Interleaved1
 BENCHMARK_CAPTURE(BM_Validate, dualpipev_p16_m64, std::string("DualPipeV"));
 BENCHMARK_CAPTURE(BM_Lower, zerobubble_p16_m64, std::string("ZeroBubble"));
 BENCHMARK_CAPTURE(BM_Lower, megatron_p16_v4_m64, std::string("MegatronInterleaved"));
+
+// Shardy's rule scheduler: every rule edge and one sort, against Shardy's literal pairwise loop
+// with its dependency search (the fallback), on the same program.
+void BM_ShardyRuleScheduler(benchmark::State& state, ShardySchedule kind, bool pairwise) {
+  const int p = 4, m = static_cast<int>(state.range(0));
+  const RuleProgram program = shardy_program(kind, {.num_actors = p, .num_microbatches = m});
+  const MustHappenBefore rule = shardy_rule(kind);
+  for (auto _ : state) {
+    auto orders =
+        pairwise ? schedule_by_rules_pairwise(program, rule) : schedule_by_rules(program, rule);
+    benchmark::DoNotOptimize(orders);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(program.tasks.size()));
+}
+
+BENCHMARK_CAPTURE(BM_Generate, shardy_zerobubbleh1_p16_m64, std::string("ZeroBubbleH1"));
+BENCHMARK_CAPTURE(BM_Generate, shardy_gpipe_1f1b_last_p16_m64,
+                  std::string("GPipeBut1F1BForLastMesh"));
+BENCHMARK_CAPTURE(BM_Generate, shardy_circular_p16_v4_m64, std::string("Circular"));
+BENCHMARK_CAPTURE(BM_ShardyRuleScheduler, zerobubbleh1_edges_p4, ShardySchedule::kZeroBubbleH1,
+                  false)
+    ->Arg(16)
+    ->Arg(64);
+BENCHMARK_CAPTURE(BM_ShardyRuleScheduler, zerobubbleh1_pairwise_p4, ShardySchedule::kZeroBubbleH1,
+                  true)
+    ->Arg(16)
+    ->Arg(64);
+BENCHMARK_CAPTURE(BM_ShardyRuleScheduler, gpipe_edges_p4, ShardySchedule::kGPipe, false)
+    ->Arg(16)
+    ->Arg(64);
+BENCHMARK_CAPTURE(BM_ShardyRuleScheduler, gpipe_pairwise_p4, ShardySchedule::kGPipe, true)
+    ->Arg(16)
+    ->Arg(64);
 
 }  // namespace
 }  // namespace jaxpp

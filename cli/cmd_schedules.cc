@@ -8,6 +8,7 @@
 #include "cli/flags.h"
 #include "graph/error.h"
 #include "schedules/registry.h"
+#include "schedules/shardy.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -27,8 +28,7 @@ int run_schedules(int argc, char** argv) {
       ("json", "print JSON instead of a table")
       ("h,help", "show this help");
   // clang-format on
-  const std::optional<cxxopts::ParseResult> parsed =
-      parse_flags(options, argc, argv, "schedules");
+  const std::optional<cxxopts::ParseResult> parsed = parse_flags(options, argc, argv, "schedules");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   if (args.count("json")) {
@@ -52,12 +52,18 @@ int run_schedules(int argc, char** argv) {
     if (!info.aliases.empty()) std::cout << pad << "aliases: " << join(info.aliases, ", ") << "\n";
     std::cout << pad << "constraints: " << info.constraints << "\n";
   }
+  std::cout << "\n"
+            << kParallelPipelinesWithWrapAround
+            << " (Shardy's, forward only, m = p) is printed by show only: "
+               "jaxpp-sim show --schedule "
+            << kParallelPipelinesWithWrapAround << " --pp P\n";
   std::cout << "\nNames are case-insensitive; '-', '_' and spaces are ignored. "
                "Show one: jaxpp-sim show --schedule NAME --pp P --microbatches M\n";
   return kExitOk;
 }
 
-const CommandRegistration kSchedulesCommand{"schedules", "List the built-in pipeline schedules", run_schedules};
+const CommandRegistration kSchedulesCommand{"schedules", "List the built-in pipeline schedules",
+                                            run_schedules};
 
 }  // namespace
 }  // namespace jaxpp::cli

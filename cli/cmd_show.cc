@@ -10,11 +10,49 @@
 #include "graph/json_util.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
+#include "schedules/shardy.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
 
 namespace jaxpp::cli {
 namespace {
+
+// Shardy's ParallelPipelinesWithWrapAround: forward-only orders, not a Schedule (shardy.h).
+int show_wrap_around(const cxxopts::ParseResult& args) {
+  refuse_flags(
+      args,
+      {"stages", "fuse-steady-state", "group-size", "no-timeline", "export-csv", "export-json"},
+      "not used with ParallelPipelinesWithWrapAround (forward only: one stage per hop, "
+      "no timeline, no export)");
+  if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
+  const int p = args["pp"].as<int>();
+  const int m = args.count("microbatches") ? args["microbatches"].as<int>() : p;
+  const ForwardOnlyOrders orders = make_parallel_pipelines_with_wrap_around(p, m);
+  if (args.count("json")) {
+    nlohmann::json actors = nlohmann::json::array();
+    for (const auto& tasks : orders.actors) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const TaskRef& t : tasks) list.push_back(to_string(t));
+      actors.push_back(std::move(list));
+    }
+    const nlohmann::ordered_json summary = {{"schedule", kParallelPipelinesWithWrapAround},
+                                            {"num_actors", orders.num_actors},
+                                            {"num_microbatches", orders.num_microbatches},
+                                            {"forward_only", true},
+                                            {"actors", std::move(actors)}};
+    std::cout << summary.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << kParallelPipelinesWithWrapAround << ": p=" << p << " actors, m=" << m
+            << " microbatches, forward only; microbatch c enters at actor c and visits actors c, "
+               "c+1, ... (mod p); F<c>@s<j> is its j-th hop\n\n";
+  for (int r = 0; r < p; ++r) {
+    std::cout << "actor" << r << ":";
+    for (const TaskRef& t : orders.actors[r]) std::cout << " " << to_string(t);
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
 
 int run_show(int argc, char** argv) {
   cxxopts::Options options("jaxpp-sim show",
@@ -35,8 +73,7 @@ int run_show(int argc, char** argv) {
       ("json", "print JSON instead of text")
       ("h,help", "show this help");
   // clang-format on
-  const std::optional<cxxopts::ParseResult> parsed =
-      parse_flags(options, argc, argv, "show");
+  const std::optional<cxxopts::ParseResult> parsed = parse_flags(options, argc, argv, "show");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   const bool from_file = args.count("schedule-file") > 0;
@@ -51,6 +88,10 @@ int run_show(int argc, char** argv) {
   for (const char* flag : {"export-csv", "export-json"})
     if (args.count(flag)) out.output(args[flag].as<std::string>(), std::string("--") + flag);
   out.check_json_flag(args.count("json") > 0);
+
+  if (!from_file && is_wrap_around_name(args["schedule"].as<std::string>())) {
+    return show_wrap_around(args);
+  }
 
   Schedule schedule;
   if (from_file) {
@@ -103,10 +144,9 @@ int run_show(int argc, char** argv) {
   }
 
   std::ostream& text = out.report_stream();
-  text << schedule.name << ": p=" << schedule.num_actors()
-            << " actors, S=" << schedule.num_stages << " stages ("
-            << to_string(schedule.placement.kind) << " placement), m=" << schedule.num_microbatches
-            << " microbatches\n\n";
+  text << schedule.name << ": p=" << schedule.num_actors() << " actors, S=" << schedule.num_stages
+       << " stages (" << to_string(schedule.placement.kind)
+       << " placement), m=" << schedule.num_microbatches << " microbatches\n\n";
   text << to_text(schedule);
   text << "\npeak in-flight activations per actor (stage-microbatches):";
   for (int v : report.peak_in_flight) text << " " << v;
@@ -116,8 +156,8 @@ int run_show(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistration kShowCommand{"show", "Print a schedule's per-actor order and unit-cost timeline",
-                               run_show};
+const CommandRegistration kShowCommand{
+    "show", "Print a schedule's per-actor order and unit-cost timeline", run_show};
 
 }  // namespace
 }  // namespace jaxpp::cli

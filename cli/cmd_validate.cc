@@ -79,7 +79,7 @@ int run_validate(int argc, char** argv) {
   const nlohmann::json doc = csv ? nlohmann::json() : parse_json_text(text, path);
   if (is_plan(doc)) return validate_plan(doc, path, json);
 
-  const Schedule schedule = csv ? parse_schedule_csv(text, path) : schedule_from_json(doc, path);
+  const Schedule schedule = csv ? parse_schedule_csv(text, path) : custom_schedule_from_json(doc, path);
   const ValidationReport report = validate_schedule(schedule);
   int64_t makespan = -1;
   if (report.ok()) makespan = unit_cost_timeline(schedule).makespan;

@@ -7,6 +7,7 @@
 #include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
+#include "schedules/rule_schedule.h"
 
 namespace jaxpp {
 namespace {
@@ -160,7 +161,17 @@ std::string schedule_to_csv(const Schedule& schedule) {
 }
 
 Schedule parse_schedule_json(std::string_view text, const std::string& where) {
-  return schedule_from_json(parse_json_text(std::string(text), where), where);
+  return custom_schedule_from_json(parse_json_text(std::string(text), where), where);
+}
+
+Schedule custom_schedule_from_json(const nlohmann::json& j, const std::string& where) {
+  if (j.is_object() && j.contains("rules")) {
+    if (j.contains("actors")) {
+      throw_input_error(where, "give either 'actors' (explicit orders) or 'rules', not both");
+    }
+    return expand_rule_schedule(rule_schedule_from_json(j, where), where);
+  }
+  return schedule_from_json(j, where);
 }
 
 std::string schedule_to_json_text(const Schedule& schedule) {

@@ -11,6 +11,8 @@
 //                                      //   actor holds each stage (linear/loop/V if it matches)
 //    "actors": [["F0@s0", "F1@s0", "B0@s0", ...], ["F0@s1", "F0@s1+B0@s1", ...]]}
 //   Tokens: <F|B|I|W><microbatch>@s<stage>; a fused group joins tokens with '+'.
+// JSON with "rules" instead of "actors" — Shardy-style "before" rules, expanded into orders by
+// rule_schedule.h (errors for cycles, missing tasks and unordered tasks name the rule).
 //
 // CSV — PyTorch torch.distributed.pipelining, compute_only dialect (what
 // `_dump_csv(..., "compute_only")` writes and `_load_csv` reads): one row per rank, one action
@@ -47,6 +49,9 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& where);
 std::string schedule_to_csv(const Schedule& schedule);
 Schedule parse_schedule_json(std::string_view text, const std::string& where);
 std::string schedule_to_json_text(const Schedule& schedule);  // pretty, one actor per line
+// A parsed JSON schedule document: rule-based (rule_schedule.h) when it has "rules", else the
+// explicit form (schedule_from_json). parse_schedule_json is parse_json_text + this.
+Schedule custom_schedule_from_json(const nlohmann::json& j, const std::string& where);
 
 // Reads (graph/input_file.h: a regular text file within the size limit) and parses a schedule file
 // of either format. InputError when unreadable or malformed. parse_schedule_json is strict JSON

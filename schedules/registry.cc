@@ -5,9 +5,38 @@
 
 #include "graph/error.h"
 #include "graph/limits.h"
+#include "schedules/shardy.h"
 
 namespace jaxpp {
 namespace {
+
+ScheduleInfo shardy_entry(ShardySchedule s, std::vector<std::string> aliases,
+                          std::string description, std::string constraints) {
+  ScheduleInfo info;
+  info.name = std::string(to_string(s));
+  info.aliases = std::move(aliases);
+  info.description = std::move(description);
+  info.constraints = std::move(constraints);
+  info.generate = [s](const ScheduleParams& params) { return make_shardy_schedule(s, params); };
+  info.searched_by_default = false;
+  return info;
+}
+
+// Levenshtein distance of two normalised names.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 std::vector<ScheduleInfo> build_registry() {
   return {
@@ -73,6 +102,30 @@ std::vector<ScheduleInfo> build_registry() {
        "S divisible by p (loop), p <= g <= m and m divisible by g when v > 1 (--group-size, "
        "default p)",
        make_megatron_interleaved},
+      shardy_entry(ShardySchedule::kCircular, {"shardy-circular"},
+                   "Shardy's Circular: loop placement, forwards then backwards in phases of p "
+                   "microbatches",
+                   "S divisible by p (loop), m >= 1"),
+      shardy_entry(
+          ShardySchedule::kCircularWithReversedBackward,
+          {"circular-reversed-backward", "circular-reversed"},
+          "Shardy's Circular with the backwards in reverse (phase, stage, microbatch) order",
+          "S divisible by p (loop), m >= 1"),
+      shardy_entry(ShardySchedule::kGPipeBut1F1BForLastMesh, {"gpipe-1f1b-last"},
+                   "Shardy's GPipe on every actor but the last, which runs 1F1B",
+                   "S = p (linear), m >= 1"),
+      shardy_entry(ShardySchedule::kZeroBubbleH1, {"shardy-zb-h1"},
+                   "Shardy's ZeroBubbleH1: pairwise ZB-H1 rules, split backward but on stage 0",
+                   "S = p (linear), m >= 1"),
+      shardy_entry(ShardySchedule::kZeroBubbleH2ZeroTxLatency, {"zb-h2-zero-tx"},
+                   "Shardy's ZeroBubbleH2, warm-up 2(p-r)-1 forwards (transfers cost nothing)",
+                   "S = p (linear), m >= 1"),
+      shardy_entry(ShardySchedule::kZeroBubbleH2HalfTxLatency, {"zb-h2-half-tx"},
+                   "Shardy's ZeroBubbleH2, warm-up hides transfers of half a stage's compute",
+                   "S = p (linear), m >= 1"),
+      shardy_entry(ShardySchedule::kZeroBubbleH2FullTxLatency, {"zb-h2-full-tx"},
+                   "Shardy's ZeroBubbleH2, warm-up hides transfers of a whole stage's compute",
+                   "S = p (linear), m >= 1"),
   };
 }
 
@@ -106,11 +159,31 @@ const ScheduleInfo* find_schedule(std::string_view name) {
 
 const ScheduleInfo& schedule_or_throw(std::string_view name) {
   if (const ScheduleInfo* info = find_schedule(name)) return *info;
+  if (is_wrap_around_name(name)) {
+    throw InputError(std::string(kParallelPipelinesWithWrapAround) +
+                     " is forward-only and moves stages between actors with the microbatch, so "
+                     "only `jaxpp-sim show` prints it; it cannot be simulated, lowered or run");
+  }
   std::string names;
+  const std::string key = normalize_schedule_name(name);
+  std::string nearest;
+  size_t best = std::string::npos;
   for (const ScheduleInfo& info : all_schedules()) {
     names += (names.empty() ? "" : ", ") + info.name;
+    std::vector<std::string> spellings = info.aliases;
+    spellings.push_back(info.name);
+    for (const std::string& spelling : spellings) {
+      const size_t d = edit_distance(key, normalize_schedule_name(spelling));
+      if (d < best) {
+        best = d;
+        nearest = info.name;
+      }
+    }
   }
-  throw InputError("unknown schedule '" + std::string(name) + "' (valid: " + names +
+  // A suggestion only when it is close: at most a third of the name's letters differ.
+  const std::string hint =
+      !key.empty() && best * 3 <= key.size() ? "; did you mean " + nearest + "?" : "";
+  throw InputError("unknown schedule '" + std::string(name) + "'" + hint + " (valid: " + names +
                    "; see jaxpp-sim schedules for aliases)");
 }
 

@@ -1,10 +1,12 @@
 // Registry of built-in pipeline schedules, looked up by name.
 //
 // Names are matched case-insensitively and ignoring '-', '_' and spaces, so "1F1B", "std-1f1b"
-// and "Std1F1B" name the same schedule. Each entry has a canonical name (JaxPP's spelling for
-// JaxPP's schedules), aliases, a one-line description, a constraints text, and a generator.
-// The exact order each generator emits is specified in ../shared/SCHEDULES.md and
-// docs/schedules.md; schedules with a JaxPP name reproduce JaxPP's order token for token.
+// and "Std1F1B" name the same schedule. JaxPP's schedules come first, then the other well-known
+// ones, then Shardy:MPMD's (schedules/shardy.h) under Shardy's names. Each entry has a canonical
+// name (JaxPP's spelling for JaxPP's schedules, Shardy's for Shardy's), aliases, a one-line
+// description, a constraints text, and a generator. The exact order each generator emits is
+// specified in docs/schedules.md; schedules with a JaxPP name reproduce JaxPP's order token for
+// token, and those with a Shardy name the order of Shardy's rules and scheduler.
 //
 // A generator CHECKS its constraints and throws InputError with the values it got, e.g.
 //   ZeroBubble needs m >= S (got m=2, S=4)
@@ -39,13 +41,16 @@ struct ScheduleInfo {
   std::string description;           // one line
   std::string constraints;           // human text, e.g. "S = p, m >= S >= 2"
   std::function<Schedule(const ScheduleParams&)> generate;
+  // Whether `explore` tries it when --schedules is not given. Shardy:MPMD's schedules are not
+  // (each equals or closely follows a JaxPP one, and they are scheduled from pairwise rules).
+  bool searched_by_default = true;
 };
 
 // All built-in schedules, in a fixed documented order (JaxPP's first).
 const std::vector<ScheduleInfo>& all_schedules();
 // nullptr when no canonical name or alias matches.
 const ScheduleInfo* find_schedule(std::string_view name);
-// As find_schedule, but InputError listing the valid names when unknown.
+// As find_schedule, but InputError listing the valid names (and the nearest one) when unknown.
 const ScheduleInfo& schedule_or_throw(std::string_view name);
 // schedule_or_throw(name).generate(params).
 Schedule generate_schedule(std::string_view name, const ScheduleParams& params);
@@ -66,5 +71,7 @@ Schedule make_zb_h2(const ScheduleParams& params);
 Schedule make_zb_v(const ScheduleParams& params);
 Schedule make_looped_bfs(const ScheduleParams& params);
 Schedule make_megatron_interleaved(const ScheduleParams& params);
+// Shardy:MPMD's schedules (schedules/shardy.h) are registered under Shardy's names; its 1F1B and
+// GPipe are JaxPP's Std1F1B and GPipe order for order (tested), so those names resolve there.
 
 }  // namespace jaxpp

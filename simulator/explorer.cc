@@ -85,7 +85,8 @@ Layout probe_layout(const ScheduleInfo& info) {
 std::vector<ScheduleChoice> schedule_choices(const std::vector<std::string>& names) {
   std::vector<const ScheduleInfo*> infos;
   if (names.empty()) {
-    for (const ScheduleInfo& info : all_schedules()) infos.push_back(&info);
+    for (const ScheduleInfo& info : all_schedules())
+      if (info.searched_by_default) infos.push_back(&info);
   } else {
     for (const std::string& name : names) {
       const ScheduleInfo* info = nullptr;

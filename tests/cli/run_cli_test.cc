@@ -77,8 +77,8 @@ struct ScheduleCase {
 // ctest lists parameterised tests with their printed parameter: the case name suffices.
 void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
 
-// All twelve built-in schedules with two actors, the fused and virtual variants, and a custom
-// PyTorch CSV schedule.
+// All nineteen built-in schedules with two actors, the fused and virtual variants, a custom
+// PyTorch CSV schedule and a rule-based one (Shardy's ZeroBubbleH1 rules).
 const ScheduleCase kScheduleCases[] = {
     {"GPipe", "--schedule GPipe --pp 2 --microbatches 2"},
     {"Std1F1B", "--schedule Std1F1B --pp 2 --microbatches 3"},
@@ -96,7 +96,16 @@ const ScheduleCase kScheduleCases[] = {
     {"LoopedBFS", "--schedule LoopedBFS --pp 2 --virtual 2 --microbatches 2"},
     {"MegatronInterleaved",
      "--schedule MegatronInterleaved --pp 2 --virtual 2 --microbatches 4 --group-size 2"},
+    {"Circular", "--schedule Circular --pp 2 --virtual 2 --microbatches 3"},
+    {"CircularWithReversedBackward",
+     "--schedule CircularWithReversedBackward --pp 2 --virtual 2 --microbatches 3"},
+    {"GPipeBut1F1BForLastMesh", "--schedule GPipeBut1F1BForLastMesh --pp 2 --microbatches 3"},
+    {"ZeroBubbleH1", "--schedule ZeroBubbleH1 --pp 2 --microbatches 3"},
+    {"ZeroBubbleH2ZeroTxLatency", "--schedule ZeroBubbleH2ZeroTxLatency --pp 2 --microbatches 3"},
+    {"ZeroBubbleH2HalfTxLatency", "--schedule ZeroBubbleH2HalfTxLatency --pp 2 --microbatches 3"},
+    {"ZeroBubbleH2FullTxLatency", "--schedule ZeroBubbleH2FullTxLatency --pp 2 --microbatches 3"},
     {"CustomCsv", "--schedule-file " + data("schedules/1f1b_p2_m4.csv")},
+    {"CustomRules", "--schedule-file " + data("schedules/rules_zero_bubble_h1_p2_m3.json")},
 };
 
 TEST(RunCli, ScheduleCasesCoverEveryBuiltInSchedule) {

@@ -31,7 +31,7 @@ TEST(SchedulesCli, JsonListHasNamesAliasesDescriptionsConstraints) {
   const auto r = run_cli("schedules --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 12u);
+  ASSERT_EQ(j.size(), 19u);
   EXPECT_EQ(j[1]["name"], "Std1F1B");
   EXPECT_EQ(j[1]["aliases"][0], "1f1b");
   EXPECT_FALSE(j[1]["description"].get<std::string>().empty());

@@ -81,6 +81,13 @@ const ScheduleCase kCases[] = {
     {"LoopedBFS", "LoopedBFS", 2, 3, 4},
     {"MegatronInterleaved", "MegatronInterleaved", 2, 4, 4},
     {"MegatronInterleavedGroup4", "MegatronInterleaved", 2, 4, 4, false, 4},
+    {"ShardyCircular", "Circular", 2, 4, 4},
+    {"ShardyCircularWithReversedBackward", "CircularWithReversedBackward", 2, 4, 4},
+    {"ShardyGPipeBut1F1BForLastMesh", "GPipeBut1F1BForLastMesh", 3, 4},
+    {"ShardyZeroBubbleH1", "ZeroBubbleH1", 3, 2},
+    {"ShardyZeroBubbleH2ZeroTxLatency", "ZeroBubbleH2ZeroTxLatency", 3, 4},
+    {"ShardyZeroBubbleH2HalfTxLatency", "ZeroBubbleH2HalfTxLatency", 3, 4},
+    {"ShardyZeroBubbleH2FullTxLatency", "ZeroBubbleH2FullTxLatency", 3, 4},
     {"Custom1F1BCsv", "1f1b_p2_m4.csv"},
     {"CustomZeroBubbleCsv", "zero_bubble_p2_m2.csv"},
 };

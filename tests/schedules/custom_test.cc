@@ -31,7 +31,8 @@ TEST(CustomSchedules, JsonRoundTripKeepsEveryBuiltinExactly) {
     const bool v_shape = info.name == "DualPipeV" || info.name == "ZB-V";
     const bool loop = info.name == "Interleaved1F1B" || info.name == "KimiK2" ||
                       info.name == "InterleavedGPipe" || info.name == "LoopedBFS" ||
-                      info.name == "MegatronInterleaved";
+                      info.name == "MegatronInterleaved" || info.name == "Circular" ||
+                      info.name == "CircularWithReversedBackward";
     const Schedule s = info.generate({.num_actors = 3,
                                       .num_stages = v_shape ? 6
                                                     : loop  ? 6

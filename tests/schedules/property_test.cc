@@ -36,7 +36,8 @@ std::vector<Case> grid() {
 int stages_for(const std::string& name, const Case& c) {
   if (name == "DualPipeV" || name == "ZB-V") return 2 * c.p;
   if (name == "Interleaved1F1B" || name == "KimiK2" || name == "InterleavedGPipe" ||
-      name == "LoopedBFS" || name == "MegatronInterleaved") {
+      name == "LoopedBFS" || name == "MegatronInterleaved" || name == "Circular" ||
+      name == "CircularWithReversedBackward") {
     return c.v * c.p;
   }
   return c.p;
@@ -44,7 +45,8 @@ int stages_for(const std::string& name, const Case& c) {
 
 bool uses_v(const std::string& name) {
   return name == "DualPipeV" || name == "ZB-V" || name == "Interleaved1F1B" || name == "KimiK2" ||
-         name == "InterleavedGPipe" || name == "LoopedBFS" || name == "MegatronInterleaved";
+         name == "InterleavedGPipe" || name == "LoopedBFS" || name == "MegatronInterleaved" ||
+         name == "Circular" || name == "CircularWithReversedBackward";
 }
 
 TEST(SchedulesProperty, EveryBuiltinValidatesAndLowersOverTheGrid) {
