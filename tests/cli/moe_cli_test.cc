@@ -36,8 +36,10 @@ TEST(MoeCli, EpOnADenseModelIsRejected) {
 }
 
 TEST(MoeCli, EpNotDividingTheExpertsIsRejected) {
-  expect_moe_bad_input(run_cli(kMixtral + "--ep 3 --gpus 24 --dp 6 --global-batch 48"), "simulate",
-                       {"--ep", "does not divide the 8 routed experts"});
+  expect_moe_bad_input(
+      run_cli("simulate --model mixtral-8x7b --cluster h100-sxm --gpus 24 --pp 4 --dp 6 "
+              "--global-batch 48 --schedule 1f1b --ep 3"),
+      "simulate", {"--ep", "does not divide the 8 routed experts"});
 }
 
 TEST(MoeCli, EpNotDividingTheDevicesOfAStageIsRejected) {
@@ -102,7 +104,7 @@ TEST(MoeCli, TheTimelineShowsTheAllToAllAsItsOwnStream) {
   // One per F and B of every MoE stage: 4 actors x 8 microbatches x 2.
   EXPECT_EQ(a2a, 4 * 8 * 2);
   // The trace reads back (export accepts it) and the Perfetto file names the stream.
-  const CliResult p = run_cli("export " + dir + "/t.json -o " + dir + "/p.json");
+  const CliResult p = run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/p.json");
   ASSERT_EQ(p.exit_code, 0) << p.err;
   const std::string perfetto = read_file(dir + "/p.json");
   EXPECT_NE(perfetto.find("\"alltoall\""), std::string::npos);
