@@ -128,5 +128,24 @@ TEST(MoeCli, PlanJsonKeepsTheExpertFieldsAndValidatesThem) {
   EXPECT_NE(v.err.find("does not divide the 8 routed experts"), std::string::npos) << v.err;
 }
 
+TEST(MoeCli, ExploreRefusesEpOnADenseModel) {
+  expect_moe_bad_input(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2"),
+                       "explore", {"--ep", "no routed experts"});
+}
+
+TEST(MoeCli, ExploreSearchesEpAndShowsItsColumns) {
+  const std::string args =
+      "explore --model mixtral-8x7b --cluster h100-sxm --gpus 32 --global-batch 64 "
+      "--schedules 1f1b,dualpipev --recompute full --microbatch-sizes 1 --threads 2 --top 3 ";
+  const CliResult r = run_cli(args + "--bound-prune");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("   ep etp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" bound"), std::string::npos) << r.out;
+  const nlohmann::json full = run_json(args);
+  const nlohmann::json bound = run_json(args + "--bound-prune");
+  EXPECT_EQ(full["best"]["id"], bound["best"]["id"]);
+  EXPECT_LT(bound["evaluated"].get<int>(), full["evaluated"].get<int>());
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
