@@ -89,7 +89,7 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
 }
 
 nlohmann::json config_to_json(const ParallelConfig& c) {
-  return {{"gpus", c.gpus},
+  nlohmann::json j = {{"gpus", c.gpus},
           {"pp", c.pp},
           {"tp", c.tp},
           {"dp", c.dp},
@@ -104,11 +104,13 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
           {"cp", c.cp},
           {"attention", std::string(to_string(c.attention))},
           {"tp_comm_overlap", c.tp_comm_overlap},
-          {"overlap_grad_reduce", c.overlap_grad_reduce},
-          {"ep", c.ep},
-          {"etp", c.expert_tp()},
-          {"moe_imbalance", c.moe_imbalance},
-          {"moe_overlap", std::string(to_string(c.moe_overlap))}};
+          {"overlap_grad_reduce", c.overlap_grad_reduce}};
+  // The expert-parallel fields only where they differ from the defaults (dense plans as before).
+  if (c.ep != 1) j["ep"] = c.ep;
+  if (c.etp > 0) j["etp"] = c.etp;
+  if (c.moe_imbalance != 1.0) j["moe_imbalance"] = c.moe_imbalance;
+  if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
+  return j;
 }
 
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where) {

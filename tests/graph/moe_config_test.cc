@@ -41,11 +41,14 @@ TEST(MoeConfig, ExpertFieldsRoundTripThroughJson) {
   EXPECT_EQ(config_from_json(j, "config"), c);
 }
 
-TEST(MoeConfig, DefaultEtpIsWrittenAsTpAndReadBackAsTheDefault) {
+TEST(MoeConfig, DefaultsAreNotWrittenAndAnEtpEqualToTpReadsAsTheDefault) {
   ParallelConfig c = moe_config();
   c.etp = 0;
-  const nlohmann::json j = config_to_json(c);
-  EXPECT_EQ(j["etp"], 2);
+  nlohmann::json j = config_to_json(c);
+  EXPECT_FALSE(j.contains("etp"));
+  EXPECT_FALSE(config_to_json(ParallelConfig{}).contains("ep"));
+  EXPECT_FALSE(config_to_json(ParallelConfig{}).contains("moe_overlap"));
+  j["etp"] = 2;  // = tp
   EXPECT_EQ(config_from_json(j, "config").etp, 0);
   EXPECT_EQ(c.expert_tp(), 2);
   EXPECT_EQ(c.expert_dp(), 2 * 8 / (4 * 2));
