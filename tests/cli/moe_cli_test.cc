@@ -128,6 +128,27 @@ TEST(MoeCli, PlanJsonKeepsTheExpertFieldsAndValidatesThem) {
   EXPECT_NE(v.err.find("does not divide the 8 routed experts"), std::string::npos) << v.err;
 }
 
+TEST(MoeCli, APlanPairedForOneFOneBOverlapValidatesAndRunsTheCheck) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+      "--global-batch 8 --schedule 1f1b --moe-overlap 1f1b --no-memory-check --plan " +
+      dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  // The last actor runs F0 [B0+F1] [B1+F2] [B2+F3] B3: three paired groups.
+  int pairs = 0;
+  for (const auto& ins : plan["program"]["actors"][1])
+    if (ins["op"] == "compute" && ins["tasks"].get<std::string>().find('+') != std::string::npos)
+      ++pairs;
+  EXPECT_EQ(pairs, 3);
+  const CliResult v = run_cli("validate " + dir + "/p.json");
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  const CliResult check = run_cli("run " + dir + "/p.json --check");
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("PASS"), std::string::npos) << check.out;
+}
+
 TEST(MoeCli, ExploreRefusesEpOnADenseModel) {
   expect_moe_bad_input(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2"),
                        "explore", {"--ep", "no routed experts"});
