@@ -54,8 +54,8 @@ void report(benchmark::State& state, const ExploreResult& res, int64_t runs) {
   state.counters["evaluated"] = static_cast<double>(res.evaluated);
   state.counters["feasible"] = static_cast<double>(res.feasible);
   state.counters["programs"] = static_cast<double>(t.programs_lowered);
-  state.counters["bound_pruned"] = static_cast<double>(
-      res.by_status[static_cast<size_t>(jaxpp::ConfigStatus::kBound)]);
+  state.counters["bound_pruned"] =
+      static_cast<double>(res.by_status[static_cast<size_t>(jaxpp::ConfigStatus::kBound)]);
   if (worker_s > 0) {
     state.counters["schedule_share"] = t.schedule_s / worker_s;
     state.counters["memory_share"] = t.memory_s / worker_s;

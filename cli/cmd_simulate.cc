@@ -104,9 +104,9 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                   a["actor"].get<int>(), a["gemm_s"].get<double>() * 1e3,
                   a["attention_s"].get<double>() * 1e3, a["elementwise_s"].get<double>() * 1e3,
                   a["tp_comm_s"].get<double>() * 1e3, a["cp_comm_s"].get<double>() * 1e3,
-                  a["ep_comm_s"].get<double>() * 1e3, a["other_s"].get<double>() * 1e3, a["optimizer_s"].get<double>() * 1e3,
-                  a["p2p_exposed_s"].get<double>() * 1e3, a["dp_exposed_s"].get<double>() * 1e3,
-                  a["bubble_s"].get<double>() * 1e3);
+                  a["ep_comm_s"].get<double>() * 1e3, a["other_s"].get<double>() * 1e3,
+                  a["optimizer_s"].get<double>() * 1e3, a["p2p_exposed_s"].get<double>() * 1e3,
+                  a["dp_exposed_s"].get<double>() * 1e3, a["bubble_s"].get<double>() * 1e3);
     out << line;
   }
 }
@@ -174,9 +174,10 @@ int run_simulate(int argc, char** argv) {
   refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
   if (measured) {
-    refuse_flags(args, {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
-                        "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
-                        "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap"},
+    refuse_flags(args,
+                 {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
+                  "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
+                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap"},
                  "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},

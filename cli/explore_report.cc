@@ -16,9 +16,9 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
                         const std::vector<int64_t>& ids, bool with_rank) {
   char line[320];
   // Expert-parallel columns only when some configuration uses them (MoE models).
-  const bool experts = std::any_of(res.records.begin(), res.records.end(), [](const ConfigRecord& r) {
-    return r.config.ep > 1 || r.config.etp > 0;
-  });
+  const bool experts =
+      std::any_of(res.records.begin(), res.records.end(),
+                  [](const ConfigRecord& r) { return r.config.ep > 1 || r.config.etp > 0; });
   std::snprintf(line, sizeof line,
                 "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
                 "pp", "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",

@@ -104,9 +104,9 @@ class AnalyticCost : public CostProvider {
   std::vector<double> optimizer_s_;
   std::vector<double> tp_comm_s_;
   std::vector<StageBreakdown> breakdown_;
-  std::vector<double> device_params_;            // per stage, per device
-  std::vector<double> expert_grad_fraction_;     // per stage: routed experts' share of grad bytes
-  std::vector<std::array<double, 4>> a2a_s_;     // [stage][TaskKind]
+  std::vector<double> device_params_;         // per stage, per device
+  std::vector<double> expert_grad_fraction_;  // per stage: routed experts' share of grad bytes
+  std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
   // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
   struct GroupTime {
     double total_s = 0;

@@ -32,8 +32,8 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     // Routed experts ÷ ep·etp, the rest ÷ tp (OperatorCost::device_params).
     const double whole = static_cast<double>(work[s].params);
     const double params = op.device_params(work[s].first_layer, work[s].num_layers, whole, false);
-    const double sharded =
-        op.device_params(work[s].first_layer, work[s].num_layers, whole, /*optimizer_sharded=*/true);
+    const double sharded = op.device_params(work[s].first_layer, work[s].num_layers, whole,
+                                            /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
     a.grad_bytes += std::llround(params * cluster.grad_bytes_per_param);

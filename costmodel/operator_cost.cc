@@ -185,8 +185,7 @@ double OperatorCost::device_params(int first_layer, int num_layers, double param
     experts += static_cast<double>(model_.routed_expert_params(l));
   const double dense = std::max(0.0, params - experts);
   const double expert_devices = static_cast<double>(std::max(1, config_.ep)) * config_.expert_tp();
-  if (!optimizer_sharded || !config_.zero1)
-    return dense / config_.tp + experts / expert_devices;
+  if (!optimizer_sharded || !config_.zero1) return dense / config_.tp + experts / expert_devices;
   return dense / config_.tp / optimizer_shards(config_) +
          experts / expert_devices / std::max(1, config_.expert_dp());
 }
@@ -318,8 +317,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   // Expert-parallel dispatch and combine (forward; the input-gradient pass sends the gradients
   // back the same way).
   if (work.moe && model_.moe.enabled() && config_.ep > 1) {
-    const double bytes = m * (etp / tp) * model_.moe.top_k * k.hidden_bytes_per_token *
-                         config_.moe_imbalance;
+    const double bytes =
+        m * (etp / tp) * model_.moe.top_k * k.hidden_bytes_per_token * config_.moe_imbalance;
     out.ep_comm_s = 2 * moe_alltoall_s(bytes);
   }
 

@@ -60,17 +60,17 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
       throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " on " + model.name +
                                                 ", which has no routed experts (a dense model)");
     if (c.etp > 0 && c.etp != c.tp)
-      throw_input_error(name("--etp", "etp"),
-                        "expert tensor parallelism on " + model.name + ", which has no routed experts");
+      throw_input_error(name("--etp", "etp"), "expert tensor parallelism on " + model.name +
+                                                  ", which has no routed experts");
     if (c.moe_imbalance != 1.0)
       throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                         "a routing imbalance on " + model.name + ", which has no routed experts");
     return;
   }
   if (experts % c.ep != 0)
-    throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) +
-                                              " does not divide the " + std::to_string(experts) +
-                                              " routed experts of " + model.name);
+    throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " does not divide the " +
+                                              std::to_string(experts) + " routed experts of " +
+                                              model.name);
   const int64_t stage_devices = int64_t{c.tp} * c.cp * c.dp;
   const int64_t expert_devices = int64_t{c.ep} * c.expert_tp();
   if (stage_devices % expert_devices != 0)
@@ -90,21 +90,21 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
 
 nlohmann::json config_to_json(const ParallelConfig& c) {
   nlohmann::json j = {{"gpus", c.gpus},
-          {"pp", c.pp},
-          {"tp", c.tp},
-          {"dp", c.dp},
-          {"virtual_stages", c.virtual_stages},
-          {"microbatch_size", c.microbatch_size},
-          {"num_microbatches", c.num_microbatches},
-          {"global_batch", c.global_batch},
-          {"schedule", c.schedule},
-          {"recompute", std::string(to_string(c.recompute))},
-          {"sequence_parallel", c.sequence_parallel},
-          {"zero1", c.zero1},
-          {"cp", c.cp},
-          {"attention", std::string(to_string(c.attention))},
-          {"tp_comm_overlap", c.tp_comm_overlap},
-          {"overlap_grad_reduce", c.overlap_grad_reduce}};
+                      {"pp", c.pp},
+                      {"tp", c.tp},
+                      {"dp", c.dp},
+                      {"virtual_stages", c.virtual_stages},
+                      {"microbatch_size", c.microbatch_size},
+                      {"num_microbatches", c.num_microbatches},
+                      {"global_batch", c.global_batch},
+                      {"schedule", c.schedule},
+                      {"recompute", std::string(to_string(c.recompute))},
+                      {"sequence_parallel", c.sequence_parallel},
+                      {"zero1", c.zero1},
+                      {"cp", c.cp},
+                      {"attention", std::string(to_string(c.attention))},
+                      {"tp_comm_overlap", c.tp_comm_overlap},
+                      {"overlap_grad_reduce", c.overlap_grad_reduce}};
   // The expert-parallel fields only where they differ from the defaults (dense plans as before).
   if (c.ep != 1) j["ep"] = c.ep;
   if (c.etp > 0) j["etp"] = c.etp;
@@ -115,10 +115,26 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
 
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
   const JsonObject obj(j, where);
-  obj.reject_unknown({"gpus", "pp", "tp", "dp", "virtual_stages", "microbatch_size",
-                      "num_microbatches", "global_batch", "schedule", "recompute",
-                      "sequence_parallel", "zero1", "cp", "attention", "tp_comm_overlap",
-                      "overlap_grad_reduce", "ep", "etp", "moe_imbalance", "moe_overlap"});
+  obj.reject_unknown({"gpus",
+                      "pp",
+                      "tp",
+                      "dp",
+                      "virtual_stages",
+                      "microbatch_size",
+                      "num_microbatches",
+                      "global_batch",
+                      "schedule",
+                      "recompute",
+                      "sequence_parallel",
+                      "zero1",
+                      "cp",
+                      "attention",
+                      "tp_comm_overlap",
+                      "overlap_grad_reduce",
+                      "ep",
+                      "etp",
+                      "moe_imbalance",
+                      "moe_overlap"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);

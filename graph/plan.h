@@ -36,7 +36,8 @@ std::string_view to_string(AttentionKernel a);  // "flash", "unfused"
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where);
 
 // How an MoE layer's expert-parallel all-to-all overlaps compute (docs/simulate.md):
-//   kDualPipe  a fused group holding a forward and a backward of different microbatches (DualPipeV's
+//   kDualPipe  a fused group holding a forward and a backward of different microbatches
+//   (DualPipeV's
 //              F&B pairs, Interleaved1F1B/KimiK2 with --fuse-steady-state) hides each one's
 //              all-to-all behind the other's compute
 //   k1F1B      as kDualPipe, and every backward immediately followed on its actor by the forward
@@ -103,8 +104,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 // imbalance on a model without routed experts, ep not dividing the routed experts, ep·etp not
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
 // flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field 'config.ep'".
-void check_moe_config(const ModelSpec& model, const ParallelConfig& config, const std::string& where,
-                      bool flags);
+void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
+                      const std::string& where, bool flags);
 
 struct Plan {
   ModelSpec model;

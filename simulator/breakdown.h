@@ -18,8 +18,8 @@
 //                                        (pipeline fill/drain and waits on other actors)
 // The compute categories sum to r's busy time; all categories sum to step_time_s.
 // The timeline parts (needs a recorded trace): each compute event of the trace gets `parts`
-// (gemm, attention, elementwise, tp_comm, cp_comm, ep_comm, other) that the Perfetto writer nests inside
-// it.
+// (gemm, attention, elementwise, tp_comm, cp_comm, ep_comm, other) that the Perfetto writer nests
+// inside it.
 //
 // Usage:
 //   SimulatedPlan sim = simulate_plan(plan, {.record_trace = true, .breakdown = true});

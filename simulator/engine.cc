@@ -906,16 +906,16 @@ nlohmann::json sim_result_to_json(const SimResult& r, const Program& program) {
                     {"end_s", c.end_s}});
   }
   nlohmann::json out = {{"step_time_s", r.step_time_s},
-          {"makespan_s", r.makespan_s},
-          {"bubble_rate", r.bubble_rate},
-          {"bubble_actor", r.bubble_actor},
-          {"tasks", r.num_instructions},
-          {"peak_memory_bytes", peak},
-          {"peak_stashed_per_stage", r.peak_stashed_per_stage},
-          {"p2p_bytes", r.p2p_bytes},
-          {"collective_bytes", r.collective_bytes},
-          {"actors", actors},
-          {"critical_path", path}};
+                        {"makespan_s", r.makespan_s},
+                        {"bubble_rate", r.bubble_rate},
+                        {"bubble_actor", r.bubble_actor},
+                        {"tasks", r.num_instructions},
+                        {"peak_memory_bytes", peak},
+                        {"peak_stashed_per_stage", r.peak_stashed_per_stage},
+                        {"p2p_bytes", r.p2p_bytes},
+                        {"collective_bytes", r.collective_bytes},
+                        {"actors", actors},
+                        {"critical_path", path}};
   if (r.alltoall_s > 0) {
     out["alltoall_s"] = r.alltoall_s;
     out["alltoall_exposed_s"] = r.alltoall_exposed_s;

@@ -106,7 +106,7 @@ struct SimResult {
   double bubble_rate = 0;
   int64_t p2p_bytes = 0;         // Σ send payloads (per device)
   int64_t collective_bytes = 0;  // Σ all-reduce payloads (per device)
-  double alltoall_s = 0;          // Σ over actors of ActorStats::alltoall_s
+  double alltoall_s = 0;         // Σ over actors of ActorStats::alltoall_s
   double alltoall_exposed_s = 0;  // Σ over actors of ActorStats::alltoall_exposed_s
   std::vector<CriticalStep> critical_path;
   // Per actor, per instruction (only with record_trace).

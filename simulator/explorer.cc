@@ -415,12 +415,12 @@ void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec) {
   } else if (model.moe.enabled() && model.moe.experts % c.ep != 0) {
     rec.reason = "ep " + std::to_string(c.ep) + " does not divide the " +
                  std::to_string(model.moe.experts) + " routed experts";
-  } else if (model.moe.enabled() &&
-             (static_cast<int64_t>(c.tp) * c.cp * c.dp) % (static_cast<int64_t>(c.ep) * c.expert_tp()) != 0) {
+  } else if (model.moe.enabled() && (static_cast<int64_t>(c.tp) * c.cp * c.dp) %
+                                            (static_cast<int64_t>(c.ep) * c.expert_tp()) !=
+                                        0) {
     rec.reason = "ep·etp = " + std::to_string(c.ep) + "·" + std::to_string(c.expert_tp()) +
                  " does not divide the tp·cp·dp = " +
-                 std::to_string(static_cast<int64_t>(c.tp) * c.cp * c.dp) +
-                 " devices of a stage";
+                 std::to_string(static_cast<int64_t>(c.tp) * c.cp * c.dp) + " devices of a stage";
   } else if (model.moe.enabled() && model.moe.expert_ffn_hidden % c.expert_tp() != 0) {
     rec.reason = "etp " + std::to_string(c.expert_tp()) + " does not divide the expert FFN width";
   } else if (stages > model.num_layers()) {
@@ -618,6 +618,9 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                       model.name + " has no routed experts (a dense model)");
   const std::vector<int> etps =
       space.etp.empty() ? std::vector<int>{0} : checked_list(space.etp, "--etp");
+  std::vector<std::pair<int, int>> experts;  // (ep, etp), etp 0 = tp
+  for (int ep : eps)
+    for (int etp : etps) experts.emplace_back(ep, etp);
 
   auto stage_counts = [&](Layout layout) -> std::vector<int> {
     switch (layout) {
@@ -645,30 +648,28 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
               if (!v_allowed(v)) continue;
               for (Recompute rc : recomputes) {
                 for (bool z : zero1s) {
-                  for (int ep : eps) {
-                  for (int etp : etps) {
-                  ConfigRecord rec;
-                  rec.id = static_cast<int64_t>(records.size());
-                  ParallelConfig& c = rec.config;
-                  c.gpus = request.gpus;
-                  c.pp = pp;
-                  c.tp = tp;
-                  c.cp = cp;
-                  c.virtual_stages = v;
-                  c.microbatch_size = b;
-                  c.global_batch = request.global_batch;
-                  c.schedule = sc.name;
-                  c.recompute = rc;
-                  c.sequence_parallel = space.sequence_parallel;
-                  c.zero1 = z;
-                  c.attention = space.attention;
-                  c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
-                  c.overlap_grad_reduce = request.overlap_grad_reduce;
-                  c.ep = ep;
-                  c.etp = etp == tp ? 0 : etp;
-                  classify(model, zero1_on, rec);
-                  records.push_back(std::move(rec));
-                  }
+                  for (const auto& [ep, etp] : experts) {
+                    ConfigRecord rec;
+                    rec.id = static_cast<int64_t>(records.size());
+                    ParallelConfig& c = rec.config;
+                    c.gpus = request.gpus;
+                    c.pp = pp;
+                    c.tp = tp;
+                    c.cp = cp;
+                    c.virtual_stages = v;
+                    c.microbatch_size = b;
+                    c.global_batch = request.global_batch;
+                    c.schedule = sc.name;
+                    c.recompute = rc;
+                    c.sequence_parallel = space.sequence_parallel;
+                    c.zero1 = z;
+                    c.attention = space.attention;
+                    c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
+                    c.overlap_grad_reduce = request.overlap_grad_reduce;
+                    c.ep = ep;
+                    c.etp = etp == tp ? 0 : etp;
+                    classify(model, zero1_on, rec);
+                    records.push_back(std::move(rec));
                   }
                 }
               }
@@ -816,16 +817,15 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
     // fastest[i]: the index of the fastest of front[0..i] (peak ascending).
     std::vector<size_t> fastest(front.size());
     for (size_t i = 0; i < front.size(); ++i)
-      fastest[i] = i == 0 || std::get<1>(front[i]) < std::get<1>(front[fastest[i - 1]])
-                       ? i
-                       : fastest[i - 1];
+      fastest[i] =
+          i == 0 || std::get<1>(front[i]) < std::get<1>(front[fastest[i - 1]]) ? i : fastest[i - 1];
     for (size_t k = cursor; k < order.size(); ++k) {
       ConfigRecord& x = records[order[k]];
       if (x.status != ConfigStatus::kPending) continue;
-      const auto end = std::upper_bound(
-          front.begin(), front.end(),
-          Point(x.peak_memory_bytes, std::numeric_limits<double>::infinity(),
-                std::numeric_limits<int64_t>::max()));
+      const auto end =
+          std::upper_bound(front.begin(), front.end(),
+                           Point(x.peak_memory_bytes, std::numeric_limits<double>::infinity(),
+                                 std::numeric_limits<int64_t>::max()));
       if (end == front.begin()) continue;
       const auto& [peak, step, id] = front[fastest[static_cast<size_t>(end - front.begin()) - 1]];
       if (step > x.lower_bound_s) continue;

@@ -8,12 +8,12 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
-#include "simulator/breakdown.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
 #include "schedules/moe_pairing.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "simulator/breakdown.h"
 
 namespace jaxpp {
 namespace {
@@ -193,8 +193,8 @@ Plan build_plan(const PlanRequest& req) {
                                            " attention heads of " + req.model.name);
   }
   const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
-  Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp,
-                                    requested_stages, m, req.fuse_steady_state);
+  Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp, requested_stages,
+                                    m, req.fuse_steady_state);
   // Megatron's combined 1F1B: each backward runs paired with the next forward (the order is
   // kept; only the grouping changes).
   if (config.moe_overlap == MoeOverlap::k1F1B && config.ep > 1)

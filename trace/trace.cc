@@ -142,7 +142,8 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
     if (!parsed || (parsed->peer >= num_actors)) {
       throw_input_error(
           obj.field("stream"),
-          "expected compute, collective, alltoall, send-><actor> or recv<-<actor>, got \"" + stream + "\"");
+          "expected compute, collective, alltoall, send-><actor> or recv<-<actor>, got \"" +
+              stream + "\"");
     }
     // A compute event may also be the all-to-all of an MoE instruction (simulated traces).
     const bool alltoall = e.op == OpKind::kCompute && parsed->kind == StreamKind::kAllToAll;

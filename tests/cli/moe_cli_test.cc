@@ -76,9 +76,9 @@ TEST(MoeCli, TopKLargerThanTheExpertsIsRejectedNamingTheFile) {
   const std::string file = write_temp_file(
       "topk.json", R"({"name": "m", "layers": 4, "hidden": 256, "heads": 4, "seq_len": 128,
                       "vocab": 1000, "experts": 4, "top_k": 6, "expert_ffn_hidden": 512})");
-  expect_moe_bad_input(run_cli("simulate --model " + file +
-                               " --schedule 1f1b --gpus 2 --pp 2 --global-batch 4"),
-                       "simulate", {file, "top_k", "larger than experts"});
+  expect_moe_bad_input(
+      run_cli("simulate --model " + file + " --schedule 1f1b --gpus 2 --pp 2 --global-batch 4"),
+      "simulate", {file, "top_k", "larger than experts"});
 }
 
 TEST(MoeCli, ExpertParallelismShrinksMemoryAndAddsAllToAll) {
@@ -104,7 +104,8 @@ TEST(MoeCli, TheTimelineShowsTheAllToAllAsItsOwnStream) {
   // One per F and B of every MoE stage: 4 actors x 8 microbatches x 2.
   EXPECT_EQ(a2a, 4 * 8 * 2);
   // The trace reads back (export accepts it) and the Perfetto file names the stream.
-  const CliResult p = run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/p.json");
+  const CliResult p =
+      run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/p.json");
   ASSERT_EQ(p.exit_code, 0) << p.err;
   const std::string perfetto = read_file(dir + "/p.json");
   EXPECT_NE(perfetto.find("\"alltoall\""), std::string::npos);

@@ -150,12 +150,11 @@ TEST(ExpertParallelCost, AnFAndBPairHidesEachAllToAllBehindTheOtherSidesCompute)
   const double c_b = cost.task_s(TaskKind::kB, 0) - a_b;
   ASSERT_GT(a_f, 0);
   const Instruction pair = f.group({{TaskKind::kF, 0, 1}, {TaskKind::kB, 0, 0}});
-  const double expected = f.cluster.launch_overhead_s + c_f + c_b + std::max(0.0, a_f - c_b) +
-                          std::max(0.0, a_b - c_f);
+  const double expected =
+      f.cluster.launch_overhead_s + c_f + c_b + std::max(0.0, a_f - c_b) + std::max(0.0, a_b - c_f);
   EXPECT_NEAR(cost.compute_s(0, pair), expected, 1e-12);
-  EXPECT_LT(cost.compute_s(0, pair),
-            f.cluster.launch_overhead_s + cost.task_s(TaskKind::kF, 0) +
-                cost.task_s(TaskKind::kB, 0));
+  EXPECT_LT(cost.compute_s(0, pair), f.cluster.launch_overhead_s + cost.task_s(TaskKind::kF, 0) +
+                                         cost.task_s(TaskKind::kB, 0));
   const CostProvider::AllToAll a = cost.alltoall(0, pair);
   EXPECT_NEAR(a.busy_s, a_f + a_b, 1e-12);
   EXPECT_LT(a.exposed_s, a.busy_s);

@@ -21,7 +21,8 @@ std::vector<std::vector<TaskRef>> flat_orders(const Schedule& s) {
   std::vector<std::vector<TaskRef>> out;
   for (const auto& items : s.actors) {
     out.emplace_back();
-    for (const ScheduleItem& item : items) out.back().insert(out.back().end(), item.begin(), item.end());
+    for (const ScheduleItem& item : items)
+      out.back().insert(out.back().end(), item.begin(), item.end());
   }
   return out;
 }
@@ -34,12 +35,14 @@ TEST(MoePairing, OneFOneBPairsEachSteadyStateBackwardWithTheNextForward) {
   EXPECT_EQ(to_text(paired).substr(0, to_text(paired).find('\n')),
             "actor0: F0 F1 F2 F3 [B0+F4] [B1+F5] [B2+F6] [B3+F7] B4 B5 B6 B7");
   // Last actor: F0 [B0+F1] ... [B6+F7] B7 (a backward never pairs with its own forward).
-  EXPECT_EQ(actor_to_text(paired, 3), "F0 [B0+F1] [B1+F2] [B2+F3] [B3+F4] [B4+F5] [B5+F6] [B6+F7] B7");
+  EXPECT_EQ(actor_to_text(paired, 3),
+            "F0 [B0+F1] [B1+F2] [B2+F3] [B3+F4] [B4+F5] [B5+F6] [B6+F7] B7");
   EXPECT_EQ(count_backward_forward_pairs(s), 4 + 5 + 6 + 7);
 }
 
 TEST(MoePairing, EveryBuiltInScheduleStaysDeadlockFreeAndInOrder) {
-  for (const char* name : {"1f1b", "eager1f1b", "zb-h1", "interleaved1f1b", "kimik2", "dualpipev"}) {
+  for (const char* name :
+       {"1f1b", "eager1f1b", "zb-h1", "interleaved1f1b", "kimik2", "dualpipev"}) {
     const int stages = std::string(name).find("interleaved") != std::string::npos ||
                                std::string(name) == "kimik2" || std::string(name) == "dualpipev"
                            ? 8

@@ -61,8 +61,8 @@ TEST(DualPipeTable, DualPipeVBubbleIsHalfPpMinusOneTimesFAndBPlusBWithoutWeightS
     for (double f : {1.0, 2.0, 3.0})
       for (double b : {f}) {
         const double fb = f + b;
-        EXPECT_NEAR(idle_per_actor(table_run("dualpipev", p, 4 * p, f, b, 0)),
-                    (p - 1) * (fb + b), 1e-9)
+        EXPECT_NEAR(idle_per_actor(table_run("dualpipev", p, 4 * p, f, b, 0)), (p - 1) * (fb + b),
+                    1e-9)
             << p << " " << f << " " << b;
       }
 }
