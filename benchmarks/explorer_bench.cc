@@ -9,6 +9,10 @@
 //   BM_ExploreLlama3_8b_32k_64 Llama 3 8B on 32k-token sequences (seq_len >= 16384, so the
 //                              default space includes cp 1, 2, 4, 8) on 64 A100s, global batch
 //                              64 sequences (2M tokens), sequence parallelism, 2 threads
+//   BM_ExploreDeepseekV3_2048  DeepSeek-V3 (preset deepseek-v3, MoE: ep 1..256 searched) on
+//                              2048 H100s, global batch 15360 sequences of 4096 tokens, default
+//                              space, 2 threads; Arg 1: with --bound-prune (branch and bound),
+//                              Arg 0: the full search
 //   BM_Unit*                   the steps of one typical configuration of the 175B space
 //                              (pp 16, tp 8, dp 8, b 1, m 192, ZeroBubble, selective
 //                              recompute, ZeRO-1): generate the schedule, validate it, lower
@@ -50,6 +54,8 @@ void report(benchmark::State& state, const ExploreResult& res, int64_t runs) {
   state.counters["evaluated"] = static_cast<double>(res.evaluated);
   state.counters["feasible"] = static_cast<double>(res.feasible);
   state.counters["programs"] = static_cast<double>(t.programs_lowered);
+  state.counters["bound_pruned"] =
+      static_cast<double>(res.by_status[static_cast<size_t>(jaxpp::ConfigStatus::kBound)]);
   if (worker_s > 0) {
     state.counters["schedule_share"] = t.schedule_s / worker_s;
     state.counters["memory_share"] = t.memory_s / worker_s;
@@ -107,6 +113,23 @@ void BM_ExploreGpt3_1_3b_8(benchmark::State& state) {
   run(state, request(state, "gpt3-1.3b", 8, 64));
 }
 BENCHMARK(BM_ExploreGpt3_1_3b_8)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ExploreDeepseekV3_2048(benchmark::State& state) {
+  ExploreRequest req;
+  req.model = jaxpp::load_model("deepseek-v3");
+  req.cluster = jaxpp::load_cluster("h100-sxm");
+  req.gpus = 2048;
+  req.global_batch = 15360;
+  req.threads = 2;
+  req.bound_prune = state.range(0) != 0;
+  run(state, req);
+}
+BENCHMARK(BM_ExploreDeepseekV3_2048)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 void BM_ExploreLlama3_8b_32k_64(benchmark::State& state) {
   ExploreRequest req = request(state, "llama3-8b", 64, 64);

@@ -109,6 +109,10 @@ class ProgressBar {
 // Other ranks return std::nullopt after sending theirs.
 std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
                                                         const ExploreMpiWorld& world) {
+  if (req.bound_prune && world.distributed())
+    throw_input_error("--bound-prune",
+                      "needs a single process (its batches span the whole space), not " +
+                          std::to_string(world.size) + " mpirun processes");
   std::vector<ConfigRecord> records = enumerate_configs(req);
   req.shard_index = world.rank;
   req.shard_count = world.size;
@@ -166,6 +170,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("schedules", "comma-separated schedule names (default: all, see jaxpp-sim schedules)", cxxopts::value<std::string>())
       ("pp", "pipeline actors to try, e.g. 4,8 (default: divisors of --gpus)", cxxopts::value<std::string>())
       ("tp", "tensor parallelism to try (default: 1,2,4,... up to GPUs per node)", cxxopts::value<std::string>())
+      ("ep", "MoE: expert parallelism to try (default: 1 and every power of two dividing the routed experts)", cxxopts::value<std::string>())
+      ("etp", "MoE: expert tensor parallelism to try (default: tp)", cxxopts::value<std::string>())
       ("cp", "context parallelism to try (default: 1, or 1,2,4,... up to GPUs per node when seq_len >= 16384)", cxxopts::value<std::string>())
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
@@ -182,6 +188,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("plan", "write the best configuration's plan.json to FILE", cxxopts::value<std::string>())
       ("explain", "list every pruned configuration and why (JSON: 'pruned_configs')")
       ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
+      ("bound-prune", "branch and bound: skip simulating configurations that a simulated one is at least as fast and as small as (a lower bound on their step time); single process only")
       ("quiet", "no progress bar")
       ("h,help", "show this help");
   // clang-format on
@@ -240,6 +247,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   }
   if (args.count("pp")) space.pp = parse_int_list("--pp", args["pp"].as<std::string>());
   if (args.count("tp")) space.tp = parse_int_list("--tp", args["tp"].as<std::string>());
+  if (args.count("ep")) space.ep = parse_int_list("--ep", args["ep"].as<std::string>());
+  if (args.count("etp")) space.etp = parse_int_list("--etp", args["etp"].as<std::string>());
   if (args.count("cp")) space.cp = parse_int_list("--cp", args["cp"].as<std::string>());
   if (args.count("microbatch-sizes")) {
     space.microbatch_sizes =
@@ -257,6 +266,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  req.bound_prune = args.count("bound-prune") > 0;
   if (args.count("threads")) {
     req.threads = args["threads"].as<int>();
     if (req.threads < 1) {

@@ -95,18 +95,18 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
   }
   if (!m.contains("breakdown")) return;
   out << "  breakdown (ms per step)\n"
-         "  actor  gemm       attention  elementw.  tp_comm    cp_comm    other      "
+         "  actor  gemm       attention  elementw.  tp_comm    cp_comm    ep_comm    other      "
          "optimizer  p2p_exp.   dp_exp.    bubble\n";
   for (const auto& a : m["breakdown"]) {
     std::snprintf(line, sizeof line,
                   "  %5d  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  %-9.2f  "
-                  "%-9.2f\n",
+                  "%-9.2f  %-9.2f\n",
                   a["actor"].get<int>(), a["gemm_s"].get<double>() * 1e3,
                   a["attention_s"].get<double>() * 1e3, a["elementwise_s"].get<double>() * 1e3,
                   a["tp_comm_s"].get<double>() * 1e3, a["cp_comm_s"].get<double>() * 1e3,
-                  a["other_s"].get<double>() * 1e3, a["optimizer_s"].get<double>() * 1e3,
-                  a["p2p_exposed_s"].get<double>() * 1e3, a["dp_exposed_s"].get<double>() * 1e3,
-                  a["bubble_s"].get<double>() * 1e3);
+                  a["ep_comm_s"].get<double>() * 1e3, a["other_s"].get<double>() * 1e3,
+                  a["optimizer_s"].get<double>() * 1e3, a["p2p_exposed_s"].get<double>() * 1e3,
+                  a["dp_exposed_s"].get<double>() * 1e3, a["bubble_s"].get<double>() * 1e3);
     out << line;
   }
 }
@@ -142,6 +142,10 @@ int run_simulate(int argc, char** argv) {
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto | even | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
+      ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
+      ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
+      ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
+      ("moe-overlap", "MoE all-to-all overlap: auto | dualpipe | 1f1b | none (docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
       ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
@@ -170,9 +174,10 @@ int run_simulate(int argc, char** argv) {
   refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
   if (measured) {
-    refuse_flags(args, {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
-                        "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
-                        "partition", "breakdown"},
+    refuse_flags(args,
+                 {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
+                  "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
+                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap"},
                  "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
@@ -260,6 +265,12 @@ int run_simulate(int argc, char** argv) {
     c.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
     c.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
     c.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
+    c.ep = args["ep"].as<int>();
+    c.etp = args.count("etp") ? args["etp"].as<int>() : 0;
+    if (args.count("etp") && c.etp < 1)
+      throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
+    c.moe_imbalance = args["moe-imbalance"].as<double>();
+    c.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);

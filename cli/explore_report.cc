@@ -15,11 +15,17 @@ std::string fmt(const char* format, double value) {
 void print_explore_rows(std::ostream& out, const ExploreResult& res,
                         const std::vector<int64_t>& ids, bool with_rank) {
   char line[320];
+  // Expert-parallel columns only when some configuration uses them (MoE models).
+  const bool experts =
+      std::any_of(res.records.begin(), res.records.end(),
+                  [](const ConfigRecord& r) { return r.config.ep > 1 || r.config.etp > 0; });
   std::snprintf(line, sizeof line,
                 "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
                 "pp", "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
                 "MFU%", "mem_GiB", "bubble%", "id");
-  out << line;
+  std::string header = line;
+  if (experts) header.insert(header.find("  dp") + 5, "   ep etp");
+  out << header;
   std::map<int64_t, size_t> rank_of;
   for (size_t i = 0; i < res.ranking.size(); ++i) rank_of[res.ranking[i]] = i + 1;
   for (int64_t id : ids) {
@@ -36,7 +42,14 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
         c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
         static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
         static_cast<long long>(r.id));
-    out << line;
+    std::string row = line;
+    if (experts) {
+      char ep[32];
+      std::snprintf(ep, sizeof ep, " %4d %3d", c.ep, c.expert_tp());
+      // After the dp column: "  rank pp tp cp dp" is 4+1+4+1+3+1+3+1+4 characters after 2.
+      row.insert(2 + 4 + 1 + 4 + 1 + 3 + 1 + 3 + 1 + 4, ep);
+    }
+    out << row;
   }
 }
 

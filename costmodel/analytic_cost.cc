@@ -40,6 +40,19 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
     task_s_[s][static_cast<int>(TaskKind::kW)] = w;
     task_s_[s][static_cast<int>(TaskKind::kB)] = i + w - b.fused_backward_hidden_s;
     optimizer_s_[s] = b.optimizer_s;
+    const double local = op.device_params(work_[s].first_layer, work_[s].num_layers,
+                                          static_cast<double>(work_[s].params), false);
+    device_params_.push_back(local);
+    double experts = 0;
+    for (int l = work_[s].first_layer; l < work_[s].first_layer + work_[s].num_layers; ++l)
+      experts += static_cast<double>(model.routed_expert_params(l));
+    const double expert_local =
+        experts / (static_cast<double>(std::max(1, config.ep)) * config.expert_tp());
+    expert_grad_fraction_.push_back(local > 0 ? expert_local / local : 0.0);
+    // All-to-all time inside each task (AnalyticCost::a2a_parts).
+    const double a2a_f = b.at(Pass::kForward).ep_comm_s;
+    const double a2a_i = b.at(Pass::kBackwardInput).ep_comm_s + b.at(Pass::kRecompute).ep_comm_s;
+    a2a_s_.push_back({a2a_f, a2a_i, a2a_i, 0.0});
   }
 }
 
@@ -51,12 +64,61 @@ double AnalyticCost::optimizer_s(int stage) const { return optimizer_s_.at(stage
 
 double AnalyticCost::tp_comm_s(int stage) const { return tp_comm_s_.at(stage); }
 
+double AnalyticCost::alltoall_task_s(TaskKind kind, int stage) const {
+  return a2a_s_.at(stage)[static_cast<int>(kind)];
+}
+
+namespace {
+
+// A group whose forward tasks and backward tasks share no (stage, microbatch): each side's
+// all-to-all can run while the other side computes.
+bool f_and_b_overlappable(const Instruction& ins) {
+  bool fwd = false, bwd = false;
+  for (const TaskRef& t : ins.tasks) (t.kind == TaskKind::kF ? fwd : bwd) = true;
+  if (!fwd || !bwd) return false;
+  for (const TaskRef& f : ins.tasks) {
+    if (f.kind != TaskKind::kF) continue;
+    for (const TaskRef& b : ins.tasks)
+      if (b.kind != TaskKind::kF && b.stage == f.stage && b.microbatch == f.microbatch)
+        return false;  // a backward of the same microbatch waits for its forward
+  }
+  return true;
+}
+
+}  // namespace
+
+AnalyticCost::GroupTime AnalyticCost::group_time(const Instruction& ins) const {
+  GroupTime g;
+  double c_f = 0, c_b = 0, a_f = 0, a_b = 0;
+  for (const TaskRef& t : ins.tasks) {
+    const double total = task_s(t.kind, t.stage);
+    const double a2a = alltoall_task_s(t.kind, t.stage);
+    (t.kind == TaskKind::kF ? c_f : c_b) += total - a2a;
+    (t.kind == TaskKind::kF ? a_f : a_b) += a2a;
+  }
+  g.busy_s = a_f + a_b;
+  g.exposed_s = g.busy_s;
+  if (g.busy_s > 0 && config_.moe_overlap != MoeOverlap::kNone && f_and_b_overlappable(ins))
+    g.exposed_s = std::max(0.0, a_f - c_b) + std::max(0.0, a_b - c_f);
+  g.total_s = cluster_.launch_overhead_s + c_f + c_b + g.exposed_s;
+  return g;
+}
+
 double AnalyticCost::compute_s(int /*actor*/, const Instruction& ins) const {
   if (ins.op == OpKind::kOptimizer) return optimizer_s(ins.stage);
   if (ins.op != OpKind::kCompute) return 0;
-  double total = cluster_.launch_overhead_s;
-  for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
-  return total;
+  if (config_.ep <= 1) {
+    double total = cluster_.launch_overhead_s;
+    for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
+    return total;
+  }
+  return group_time(ins).total_s;
+}
+
+CostProvider::AllToAll AnalyticCost::alltoall(int /*actor*/, const Instruction& ins) const {
+  if (ins.op != OpKind::kCompute || config_.ep <= 1) return {};
+  const GroupTime g = group_time(ins);
+  return {g.busy_s, g.exposed_s};
 }
 
 bool AnalyticCost::same_node(int a, int b) const {
@@ -78,10 +140,13 @@ int AnalyticCost::link_id(int from, int to) const { return from * num_actors_ + 
 
 double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
   // Gradients are reduced over the dp · cp devices holding the same parameters.
-  const int replicas = config_.dp * config_.cp;
+  return replica_allreduce_s(static_cast<double>(bytes), config_.dp * config_.cp, config_.tp);
+}
+
+double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride) const {
   if (replicas <= 1 || bytes <= 0) return 0;
-  const double n = static_cast<double>(bytes);
-  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.tp), 1, replicas);
+  const double n = bytes;
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, stride), 1, replicas);
   const int k = (replicas + g - 1) / g;
   const double eff = cluster_.allreduce_bus_efficiency;
   const double intra_bw = cluster_.intra_node.bandwidth_bytes_per_s * eff;
@@ -112,7 +177,16 @@ double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
 }
 
 double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
-  return dp_allreduce_s(ins.bytes);
+  // The routed experts' gradients are reduced over their edp replicas (ep·etp devices apart),
+  // the rest over dp·cp (tp apart).
+  const double expert = ins.stage >= 0 && ins.stage < static_cast<int>(expert_grad_fraction_.size())
+                            ? expert_grad_fraction_[ins.stage]
+                            : 0.0;
+  const double bytes = static_cast<double>(ins.bytes);
+  if (expert <= 0) return dp_allreduce_s(ins.bytes);
+  return replica_allreduce_s(bytes * (1 - expert), config_.dp * config_.cp, config_.tp) +
+         replica_allreduce_s(bytes * expert, config_.expert_dp(),
+                             std::max(1, config_.ep) * config_.expert_tp());
 }
 
 int64_t AnalyticCost::activation_bytes(int stage) const {
@@ -121,8 +195,7 @@ int64_t AnalyticCost::activation_bytes(int stage) const {
 }
 
 int64_t AnalyticCost::grad_bytes(int stage) const {
-  return std::llround(static_cast<double>(work_.at(stage).params) / config_.tp *
-                      cluster_.grad_bytes_per_param);
+  return std::llround(device_params_.at(stage) * cluster_.grad_bytes_per_param);
 }
 
 }  // namespace jaxpp

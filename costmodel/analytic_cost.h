@@ -14,6 +14,14 @@
 //   F = forward      I = backward for inputs + recompute      W = backward for weights
 //   B = I + W − the input-gradient collectives a fused backward hides under its weight GEMMs
 //   a fused group = Σ tasks + launch_overhead_s; kOptimizer = operator_cost.h's optimizer step.
+// Expert-parallel all-to-all (MoE, ep > 1): every task's time includes its dispatch and combine
+//   (A_F in F; the input-gradient pass's A_B, and the recompute's, in I and B; none in W). An
+//   overlapped F&B group (a kCompute holding forward tasks and backward tasks that share no
+//   (stage, microbatch), and ParallelConfig::moe_overlap not kNone) runs each side's all-to-all
+//   behind the other side's compute:
+//     group = launch + C_F + C_B + max(0, A_F − C_B) + max(0, A_B − C_F)
+//   with C = the side's task times without their all-to-all (C_B: its I, W or B tasks).
+//   Every other group keeps Σ tasks (all-to-all serialised).
 // P2P: latency = link latency + p2p_overhead_s, bandwidth = link bandwidth · efficiency, link by
 //   the rank layout above; payload per device = the stage's output bytes / (tp · cp) (Megatron's
 //   scatter/gather: each of the tp devices sends its slice over its own NIC; each cp rank its
@@ -39,6 +47,7 @@
 //   double f = cost.task_s(TaskKind::kF, /*stage=*/0);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -65,12 +74,17 @@ class AnalyticCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;
   int link_id(int from, int to) const override;  // directed actor pair
   double allreduce_s(int actor, const Instruction& ins) const override;
+  AllToAll alltoall(int actor, const Instruction& ins) const override;
+  // All-to-all time inside one task of a stage (dispatch + combine of its MoE layers).
+  double alltoall_task_s(TaskKind kind, int stage) const;
 
   double task_s(TaskKind kind, int stage) const;  // without launch overhead
   double optimizer_s(int stage) const;
   double tp_comm_s(int stage) const;  // TP all-reduce time of one pass (forward) of a stage
   // Gradient all-reduce time of `bytes` per device across the dp replicas.
   double dp_allreduce_s(int64_t bytes) const;
+  // Hierarchical all-reduce of `bytes` per device over `replicas` devices `stride` ranks apart.
+  double replica_allreduce_s(double bytes, int replicas, int stride) const;
   bool same_node(int actor_a, int actor_b) const;
 
   // Per-device payload of the activation stage s sends forward (= gradient sent backward).
@@ -90,6 +104,16 @@ class AnalyticCost : public CostProvider {
   std::vector<double> optimizer_s_;
   std::vector<double> tp_comm_s_;
   std::vector<StageBreakdown> breakdown_;
+  std::vector<double> device_params_;         // per stage, per device
+  std::vector<double> expert_grad_fraction_;  // per stage: routed experts' share of grad bytes
+  std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
+  // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
+  struct GroupTime {
+    double total_s = 0;
+    double busy_s = 0;
+    double exposed_s = 0;
+  };
+  GroupTime group_time(const Instruction& ins) const;
 };
 
 }  // namespace jaxpp

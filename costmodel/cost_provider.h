@@ -36,6 +36,20 @@ class CostProvider {
     return p2p_latency_s(from, to) + static_cast<double>(bytes) / p2p_bandwidth_bytes_per_s(from, to);
   }
 
+  // Expert-parallel all-to-all inside a kCompute instruction (MoE layers; 0 for others):
+  // busy_s = the time the actor's all-to-all stream is busy (dispatch + combine of every MoE
+  // layer of its tasks), exposed_s = the part of it compute_s() includes (busy_s when the
+  // all-to-all is serialised with compute, less when it hides behind paired compute).
+  struct AllToAll {
+    double busy_s = 0;
+    double exposed_s = 0;
+  };
+  virtual AllToAll alltoall(int actor, const Instruction& ins) const {
+    (void)actor;
+    (void)ins;
+    return {};
+  }
+
   // Duration of a kAllReduce instruction (gradient reduction of a stage across dp replicas);
   // 0 when there is a single replica.
   virtual double allreduce_s(int actor, const Instruction& ins) const = 0;

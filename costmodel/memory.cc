@@ -23,19 +23,21 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   const std::vector<StageWork> work =
       compute_stage_work(model, partition, config.microbatch_size, config.recompute);
   const OperatorCost op(model, config, cluster);
-  const double tp = config.tp;
-  const double shards = optimizer_shards(config);
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   mem.stash_bytes_per_stage.resize(work.size());
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
     const int actor = placement.actor_of(s);
     ActorMemory& a = mem.actors[actor];
-    const double params = static_cast<double>(work[s].params) / tp;
+    // Routed experts ÷ ep·etp, the rest ÷ tp (OperatorCost::device_params).
+    const double whole = static_cast<double>(work[s].params);
+    const double params = op.device_params(work[s].first_layer, work[s].num_layers, whole, false);
+    const double sharded = op.device_params(work[s].first_layer, work[s].num_layers, whole,
+                                            /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
     a.grad_bytes += std::llround(params * cluster.grad_bytes_per_param);
-    a.optimizer_bytes += std::llround(params * cluster.optimizer_state_bytes_per_param / shards);
+    a.optimizer_bytes += std::llround(sharded * cluster.optimizer_state_bytes_per_param);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);

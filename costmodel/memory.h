@@ -1,10 +1,12 @@
 // Memory model: bytes one device of each actor holds (Megatron-style mixed-precision Adam).
 //
-// Static (for the whole iteration), per device of actor r, P_r = Σ params of r's stages / tp:
+// Static (for the whole iteration), per device of actor r, P_r = Σ params of r's stages / tp
+// (the routed experts of MoE layers / (ep · etp): expert parallelism):
 //   weights    P_r · weight_bytes_per_param            (2, bf16)
 //   gradients  P_r · grad_bytes_per_param              (4, fp32 main grads)
 //   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v)
-// (÷ dp·cp with the distributed optimizer). Activations: one stashed microbatch of stage s
+// (÷ dp·cp with the distributed optimizer; the routed experts' ÷ their edp = tp·cp·dp/(ep·etp)
+// replicas). Activations: one stashed microbatch of stage s
 // holds the sum over its layers of OperatorCost::stash_bytes (operator_cost.h, graph/kernels.h):
 // Korthikanti et al. 2022's inventory for today's kernels (FlashAttention keeps no s×s scores;
 // the unfused attention of Megatron before it adds 5 bytes per head and key unless recomputed),

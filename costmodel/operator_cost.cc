@@ -41,6 +41,7 @@ PassBreakdown& PassBreakdown::operator+=(const PassBreakdown& o) {
   tp_comm_s += o.tp_comm_s;
   cp_comm_s += o.cp_comm_s;
   other_s += o.other_s;
+  ep_comm_s += o.ep_comm_s;
   return *this;
 }
 
@@ -154,6 +155,41 @@ double OperatorCost::tp_allreduce_s(double bytes) const {
 
 double OperatorCost::tp_gather_s(double bytes) const { return tp_allreduce_s(bytes) / 2; }
 
+double OperatorCost::moe_alltoall_s(double bytes) const {
+  const int ep = std::max(1, config_.ep);
+  if (ep <= 1 || bytes <= 0) return 0;
+  const int etp = config_.expert_tp();
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, etp), 1, ep);
+  const int k = (ep + g - 1) / g;
+  const double bw_intra = cluster_.intra_node.effective_bandwidth_bytes_per_s();
+  const double bw_inter = cluster_.inter_node.effective_bandwidth_bytes_per_s();
+  const double lat_intra = g > 1 ? cluster_.intra_node.latency_s : 0;
+  const double lat_inter = k > 1 ? cluster_.inter_node.latency_s : 0;
+  const double intra_bytes = bytes * (g - 1) / ep;
+  const double inter_bytes = bytes * (ep - g) / ep;
+  const double flat = std::max(intra_bytes / bw_intra, k > 1 ? inter_bytes / bw_inter : 0.0) +
+                      lat_intra + lat_inter;
+  if (k <= 1) return flat;
+  const double top_k = std::max(1, model_.moe.top_k);
+  const double remote_nodes = (k - 1) * (1 - std::pow(1 - 1.0 / k, top_k));
+  const double hierarchical = bytes * remote_nodes / top_k / bw_inter +
+                              (g > 1 ? bytes * (g - 1) / g / bw_intra : 0.0) + lat_intra +
+                              lat_inter;
+  return std::min(flat, hierarchical);
+}
+
+double OperatorCost::device_params(int first_layer, int num_layers, double params,
+                                   bool optimizer_sharded) const {
+  double experts = 0;
+  for (int l = first_layer; l < first_layer + num_layers; ++l)
+    experts += static_cast<double>(model_.routed_expert_params(l));
+  const double dense = std::max(0.0, params - experts);
+  const double expert_devices = static_cast<double>(std::max(1, config_.ep)) * config_.expert_tp();
+  if (!optimizer_sharded || !config_.zero1) return dense / config_.tp + experts / expert_devices;
+  return dense / config_.tp / optimizer_shards(config_) +
+         experts / expert_devices / std::max(1, config_.expert_dp());
+}
+
 double OperatorCost::attention_s(const LayerKernels& k, bool forward) const {
   const AttentionWork& a = k.attention;
   const double tp = config_.tp, cp = std::max(1, config_.cp);
@@ -227,11 +263,22 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     return layer_pass(layer, Pass::kForward, &unused);
   }
 
+  // Routed experts (count > 1): split over etp, E/ep of them per device, each over the tokens
+  // of the ep group routed to it (× the imbalance on the busiest rank).
+  const double etp = config_.expert_tp();
+  const double ep = std::max(1, config_.ep);
+  const auto routed = [](const GemmKernel& g) { return g.count > 1; };
+  const auto split_of = [&](const GemmKernel& g) { return routed(g) ? etp : tp; };
   const auto split_n = [&](const GemmKernel& g) {
-    return g.split == TpSplit::kColumn ? g.n / tp : g.n;
+    return g.split == TpSplit::kColumn ? g.n / split_of(g) : g.n;
   };
   const auto split_k = [&](const GemmKernel& g) {
-    return g.split == TpSplit::kRow ? g.k / tp : g.k;
+    return g.split == TpSplit::kRow ? g.k / split_of(g) : g.k;
+  };
+  const auto group_count = [&](const GemmKernel& g) { return routed(g) ? g.count / ep : g.count; };
+  const auto group_tokens = [&](const GemmKernel& g) {
+    if (!routed(g)) return m * g.token_fraction;
+    return m * g.token_fraction * ep * (etp / tp) * config_.moe_imbalance;
   };
 
   // GEMMs and, per GEMM, the one that pairs with each TP collective.
@@ -239,17 +286,17 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   for (const GemmKernel& g : k.gemms) {
     const double n = split_n(g), kk = split_k(g);
     // Routed experts: `count` GEMMs, each over its share of the tokens.
-    const double gm = m * g.token_fraction;
+    const double gm = group_tokens(g), count = group_count(g);
     double t = 0;
     switch (pass) {
       case Pass::kForward:
-        t = grouped_gemm_s(g.count, gm, n, kk);
+        t = grouped_gemm_s(count, gm, n, kk);
         break;
       case Pass::kBackwardInput:
-        t = grouped_gemm_s(g.count, gm, kk, n);
+        t = grouped_gemm_s(count, gm, kk, n);
         break;
       case Pass::kBackwardWeight:
-        t = grouped_gemm_s(g.count, kk, n, gm);
+        t = grouped_gemm_s(count, kk, n, gm);
         break;
       case Pass::kRecompute:
         break;
@@ -265,6 +312,14 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         e.split == TpSplit::kColumn || (e.split == TpSplit::kSequence && sp) ? tp : 1;
     const double per_token = pass == Pass::kForward ? e.fwd_bytes_per_token : e.bwd_bytes_per_token;
     out.elementwise_s += elementwise_s(per_token * m / div);
+  }
+
+  // Expert-parallel dispatch and combine (forward; the input-gradient pass sends the gradients
+  // back the same way).
+  if (work.moe && model_.moe.enabled() && config_.ep > 1) {
+    const double bytes =
+        m * (etp / tp) * model_.moe.top_k * k.hidden_bytes_per_token * config_.moe_imbalance;
+    out.ep_comm_s = 2 * moe_alltoall_s(bytes);
   }
 
   // Attention core.
@@ -317,7 +372,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         for (size_t i : block_inputs) {
           const GemmKernel& g = k.gemms[i];
           const double wgrad =
-              grouped_gemm_s(g.count, split_k(g), split_n(g), m * g.token_fraction);
+              grouped_gemm_s(group_count(g), split_k(g), split_n(g), group_tokens(g));
           *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
         }
       }
@@ -351,7 +406,8 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
           layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
     b.fused_backward_hidden_s += hidden;
   }
-  const double local_params = params / config_.tp / optimizer_shards(config_);
+  const double local_params =
+      device_params(first_layer, num_layers, params, /*optimizer_sharded=*/true);
   const double hbm_eff = cluster_.num_sms > 0 ? cluster_.hbm_efficiency : 1.0;
   b.optimizer_s = local_params * cluster_.optimizer_traffic_bytes_per_param /
                   (cluster_.hbm_bandwidth_bytes_per_s * hbm_eff);

@@ -38,6 +38,20 @@
 //   recompute    none: nothing; selective: the attention core's forward again; full: the whole
 //                forward again, its TP communication included.
 //   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
+// Expert parallelism (ParallelConfig::ep, etp, moe_imbalance; docs/simulate.md): a device holds
+//                E/ep routed experts, each split over etp devices (column/row as a dense MLP),
+//                and receives the tokens of its ep group routed to them: the routed GEMMs run as
+//                E/ep groups of m·(etp/tp)·top_k·ep/E tokens each (× the imbalance f on the
+//                busiest rank, which the pipeline waits for). Per MoE layer and pass (forward;
+//                input gradient; full recompute) a dispatch and a combine all-to-all, each of
+//                V = m·(etp/tp)·top_k·h·bytes·f bytes per device, (ep−1)/ep of it leaving the
+//                device. The ep group spans g = clamp(devices_per_node/etp, 1, ep) devices per
+//                node on k = ⌈ep/g⌉ nodes:
+//                  flat          max(V(g−1)/ep / bw_nvlink, V(ep−g)/ep / bw_net) + latencies
+//                  hierarchical  V·d/top_k / bw_net + V(g−1)/g / bw_nvlink + latencies, d =
+//                                (k−1)(1 − (1 − 1/k)^top_k) distinct remote nodes per token
+//                                (a token crosses the network once per destination node)
+//                the cheaper of the two (bw = LinkSpec::effective_bandwidth_bytes_per_s).
 // Optimizer step: per-device parameters (÷ dp·cp with the distributed optimizer) ·
 //   optimizer_traffic_bytes_per_param / (hbm · hbm_efficiency).
 // FP8 models: GEMMs at the FP8 peak; attention at the BF16 peak; activations 16-bit.
@@ -70,8 +84,11 @@ struct PassBreakdown {
   double tp_comm_s = 0;  // exposed
   double cp_comm_s = 0;  // exposed
   double other_s = 0;    // custom layers priced by the efficiency curve
+  // Expert-parallel all-to-all (dispatch + combine of every MoE layer), serialised; how much of
+  // it a schedule hides is the cost provider's business (AnalyticCost, MoeOverlap).
+  double ep_comm_s = 0;
   double total_s() const {
-    return gemm_s + attention_s + elementwise_s + tp_comm_s + cp_comm_s + other_s;
+    return gemm_s + attention_s + elementwise_s + tp_comm_s + cp_comm_s + other_s + ep_comm_s;
   }
   PassBreakdown& operator+=(const PassBreakdown& o);
 };
@@ -112,6 +129,13 @@ class OperatorCost {
   // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.
   double tp_allreduce_s(double bytes) const;
   double tp_gather_s(double bytes) const;  // all-gather or reduce-scatter
+  // One expert-parallel all-to-all (dispatch or combine) of `bytes` per device (V above).
+  double moe_alltoall_s(double bytes) const;
+  // Parameters one device holds of layers [first_layer, first_layer + num_layers) whose whole
+  // count is `params`: the routed experts ÷ (ep·etp), the rest ÷ tp; with `optimizer_sharded`
+  // also ÷ the distributed optimizer's shards (experts over their edp replicas).
+  double device_params(int first_layer, int num_layers, double params,
+                       bool optimizer_sharded) const;
 
  private:
   struct LayerCache {

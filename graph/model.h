@@ -129,6 +129,13 @@ struct ModelSpec {
   // Parameters one token passes through, MTP modules left out (the published "activated").
   int64_t active_params() const;
   int64_t mtp_params() const;
+  // Parameters of the routed experts of layer `index` (experts · 3 · hidden · expert_ffn_hidden
+  // for an MoE layer of a model with a MoeSpec; 0 otherwise): what expert parallelism spreads.
+  int64_t routed_expert_params(int index) const {
+    const LayerWork& l = layers[static_cast<size_t>(index)];
+    if (!l.moe || !moe.enabled() || hidden <= 0) return 0;
+    return int64_t{moe.experts} * 3 * hidden * moe.expert_ffn_hidden;
+  }
   // q (and k) head size of standard attention: head_dim, or hidden / heads.
   int attention_head_dim() const {
     return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0);

@@ -1,5 +1,7 @@
 #include "graph/plan.h"
 
+#include <cmath>
+
 #include "graph/error.h"
 #include "graph/input_file.h"
 #include "graph/json_util.h"
@@ -22,31 +24,117 @@ AttentionKernel parse_attention_kernel(std::string_view s, const std::string& wh
   throw_input_error(where, "expected \"flash\" or \"unfused\", got \"" + std::string(s) + "\"");
 }
 
+std::string_view to_string(MoeOverlap o) {
+  switch (o) {
+    case MoeOverlap::kAuto:
+      return "auto";
+    case MoeOverlap::kDualPipe:
+      return "dualpipe";
+    case MoeOverlap::k1F1B:
+      return "1f1b";
+    case MoeOverlap::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where) {
+  for (MoeOverlap o : kAllMoeOverlaps)
+    if (to_string(o) == s) return o;
+  throw_input_error(where, "expected auto, dualpipe, 1f1b or none, got \"" + std::string(s) + "\"");
+}
+
+void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
+                      bool flags) {
+  const auto name = [&](const char* flag, const char* field) {
+    return flags ? std::string(flag) : where + ": field 'config." + field + "'";
+  };
+  const int experts = model.moe.experts;
+  if (c.ep < 1) throw_input_error(name("--ep", "ep"), "must be >= 1");
+  if (c.etp < 0) throw_input_error(name("--etp", "etp"), "must be >= 1");
+  if (!(c.moe_imbalance >= 1.0) || !std::isfinite(c.moe_imbalance))
+    throw_input_error(name("--moe-imbalance", "moe_imbalance"),
+                      "must be a number >= 1 (1 = a balanced router)");
+  if (!model.moe.enabled()) {
+    if (c.ep > 1)
+      throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " on " + model.name +
+                                                ", which has no routed experts (a dense model)");
+    if (c.etp > 0 && c.etp != c.tp)
+      throw_input_error(name("--etp", "etp"), "expert tensor parallelism on " + model.name +
+                                                  ", which has no routed experts");
+    if (c.moe_imbalance != 1.0)
+      throw_input_error(name("--moe-imbalance", "moe_imbalance"),
+                        "a routing imbalance on " + model.name + ", which has no routed experts");
+    return;
+  }
+  if (experts % c.ep != 0)
+    throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " does not divide the " +
+                                              std::to_string(experts) + " routed experts of " +
+                                              model.name);
+  const int64_t stage_devices = int64_t{c.tp} * c.cp * c.dp;
+  const int64_t expert_devices = int64_t{c.ep} * c.expert_tp();
+  if (stage_devices % expert_devices != 0)
+    throw_input_error(name(c.etp > 0 ? "--etp" : "--ep", c.etp > 0 ? "etp" : "ep"),
+                      "ep·etp = " + std::to_string(c.ep) + "·" + std::to_string(c.expert_tp()) +
+                          " does not divide the tp·cp·dp = " + std::to_string(stage_devices) +
+                          " devices of a pipeline stage it is carved from");
+  if (model.moe.expert_ffn_hidden % c.expert_tp() != 0)
+    throw_input_error(name("--etp", "etp"), "etp " + std::to_string(c.expert_tp()) +
+                                                " does not divide the expert FFN width " +
+                                                std::to_string(model.moe.expert_ffn_hidden));
+  if (c.moe_imbalance > c.ep)
+    throw_input_error(name("--moe-imbalance", "moe_imbalance"),
+                      "larger than ep (" + std::to_string(c.ep) +
+                          "): the busiest rank cannot receive more than every token");
+}
+
 nlohmann::json config_to_json(const ParallelConfig& c) {
-  return {{"gpus", c.gpus},
-          {"pp", c.pp},
-          {"tp", c.tp},
-          {"dp", c.dp},
-          {"virtual_stages", c.virtual_stages},
-          {"microbatch_size", c.microbatch_size},
-          {"num_microbatches", c.num_microbatches},
-          {"global_batch", c.global_batch},
-          {"schedule", c.schedule},
-          {"recompute", std::string(to_string(c.recompute))},
-          {"sequence_parallel", c.sequence_parallel},
-          {"zero1", c.zero1},
-          {"cp", c.cp},
-          {"attention", std::string(to_string(c.attention))},
-          {"tp_comm_overlap", c.tp_comm_overlap},
-          {"overlap_grad_reduce", c.overlap_grad_reduce}};
+  nlohmann::json j = {{"gpus", c.gpus},
+                      {"pp", c.pp},
+                      {"tp", c.tp},
+                      {"dp", c.dp},
+                      {"virtual_stages", c.virtual_stages},
+                      {"microbatch_size", c.microbatch_size},
+                      {"num_microbatches", c.num_microbatches},
+                      {"global_batch", c.global_batch},
+                      {"schedule", c.schedule},
+                      {"recompute", std::string(to_string(c.recompute))},
+                      {"sequence_parallel", c.sequence_parallel},
+                      {"zero1", c.zero1},
+                      {"cp", c.cp},
+                      {"attention", std::string(to_string(c.attention))},
+                      {"tp_comm_overlap", c.tp_comm_overlap},
+                      {"overlap_grad_reduce", c.overlap_grad_reduce}};
+  // The expert-parallel fields only where they differ from the defaults (dense plans as before).
+  if (c.ep != 1) j["ep"] = c.ep;
+  if (c.etp > 0) j["etp"] = c.etp;
+  if (c.moe_imbalance != 1.0) j["moe_imbalance"] = c.moe_imbalance;
+  if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
+  return j;
 }
 
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
   const JsonObject obj(j, where);
-  obj.reject_unknown({"gpus", "pp", "tp", "dp", "virtual_stages", "microbatch_size",
-                      "num_microbatches", "global_batch", "schedule", "recompute",
-                      "sequence_parallel", "zero1", "cp", "attention", "tp_comm_overlap",
-                      "overlap_grad_reduce"});
+  obj.reject_unknown({"gpus",
+                      "pp",
+                      "tp",
+                      "dp",
+                      "virtual_stages",
+                      "microbatch_size",
+                      "num_microbatches",
+                      "global_batch",
+                      "schedule",
+                      "recompute",
+                      "sequence_parallel",
+                      "zero1",
+                      "cp",
+                      "attention",
+                      "tp_comm_overlap",
+                      "overlap_grad_reduce",
+                      "ep",
+                      "etp",
+                      "moe_imbalance",
+                      "moe_overlap"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -66,6 +154,16 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.attention = parse_attention_kernel(obj.string("attention"), obj.field("attention"));
   c.tp_comm_overlap = obj.boolean_or("tp_comm_overlap", c.tp_comm_overlap);
   c.overlap_grad_reduce = obj.boolean_or("overlap_grad_reduce", c.overlap_grad_reduce);
+  c.ep = obj.positive_int_or("ep", c.ep);
+  c.etp = obj.has("etp") ? obj.positive_int_or("etp", 1) : 0;
+  if (c.etp == c.tp) c.etp = 0;  // the default (etp = tp) is stored as 0
+  if (obj.has("moe_imbalance")) {
+    if (!obj.at("moe_imbalance").is_number())
+      throw_input_error(obj.field("moe_imbalance"), "expected a number >= 1");
+    c.moe_imbalance = obj.at("moe_imbalance").get<double>();
+  }
+  if (obj.has("moe_overlap"))
+    c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
   return c;
 }
 
@@ -104,6 +202,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
   plan.placement = placement_from_json(obj.at("placement"), obj.field("placement"));
   plan.program = program_from_json(obj.at("program"), obj.field("program"));
   plan.predicted = obj.has("predicted") ? obj.at("predicted") : nlohmann::json();
+  check_moe_config(plan.model, plan.config, source, /*flags=*/false);
   if (plan.partition.num_layers != plan.model.num_layers())
     throw_input_error(obj.field("partition"),
                       "covers " + std::to_string(plan.partition.num_layers) +

@@ -7,6 +7,7 @@
 // format or version is rejected with a clear error.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -33,6 +34,21 @@ inline constexpr std::array kAllAttentionKernels = {AttentionKernel::kFlash,
                                                     AttentionKernel::kUnfused};
 std::string_view to_string(AttentionKernel a);  // "flash", "unfused"
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where);
+
+// How an MoE layer's expert-parallel all-to-all overlaps compute (docs/simulate.md):
+//   kDualPipe  a fused group holding a forward and a backward of different microbatches
+//   (DualPipeV's
+//              F&B pairs, Interleaved1F1B/KimiK2 with --fuse-steady-state) hides each one's
+//              all-to-all behind the other's compute
+//   k1F1B      as kDualPipe, and every backward immediately followed on its actor by the forward
+//              of another microbatch is paired with it (Megatron-LM's combined 1F1B EP overlap)
+//   kNone      every all-to-all is serialised with the compute of its layer
+//   kAuto      kDualPipe (overlap exactly what the schedule pairs)
+enum class MoeOverlap { kAuto, kDualPipe, k1F1B, kNone };
+inline constexpr std::array kAllMoeOverlaps = {MoeOverlap::kAuto, MoeOverlap::kDualPipe,
+                                               MoeOverlap::k1F1B, MoeOverlap::kNone};
+std::string_view to_string(MoeOverlap o);  // "auto", "dualpipe", "1f1b", "none"
+MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where);
 
 // How the devices are used. gpus = pp · dp · cp · tp. Rank layout (costmodel/analytic_cost.h):
 // tensor parallelism innermost, then context parallelism, then data parallelism, then pipeline.
@@ -63,10 +79,33 @@ struct ParallelConfig {
   // --overlap-grad-reduce) and, with the distributed optimizer, the parameter all-gather with the
   // next forward (--overlap-param-gather). Megatron's default: off.
   bool overlap_grad_reduce = false;
+  // Expert parallelism (MoE models only; docs/simulate.md "Expert parallelism"). The routed
+  // experts of every MoE layer are spread over ep devices, each expert's weights split over etp
+  // devices (expert tensor parallelism; 0 = tp, Megatron-LM's default). Placement rule (Megatron
+  // Core's "parallel folding"): the ep·etp expert ranks are carved out of the tp·cp·dp devices of
+  // one pipeline stage, etp innermost: device d of a stage (d = tp_index + tp·(cp_index +
+  // cp·dp_index)) has etp_index d mod etp, ep_index (d / etp) mod ep; edp = tp·cp·dp / (ep·etp)
+  // replicas hold the same experts. So ep must divide the routed experts and ep·etp the
+  // stage's tp·cp·dp devices.
+  int ep = 1;
+  int etp = 0;
+  // Tokens the busiest expert rank receives over the balanced share (>= 1; 1 = a balanced
+  // router): scales that rank's routed-expert compute and the all-to-all volume.
+  double moe_imbalance = 1.0;
+  MoeOverlap moe_overlap = MoeOverlap::kAuto;
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // Replicas of each expert (expert data parallelism): tp·cp·dp / (ep·etp).
+  int expert_dp() const { return tp * cp * dp / std::max(1, ep * expert_tp()); }
   bool operator==(const ParallelConfig&) const = default;
 };
 nlohmann::json config_to_json(const ParallelConfig& c);
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where);
+// InputError when the expert-parallel fields do not fit the model and the devices: ep, etp or an
+// imbalance on a model without routed experts, ep not dividing the routed experts, ep·etp not
+// dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
+// flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field 'config.ep'".
+void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
+                      const std::string& where, bool flags);
 
 struct Plan {
   ModelSpec model;

@@ -96,6 +96,8 @@ std::string_view to_string(StreamKind k) {
       return "recv";
     case StreamKind::kCollective:
       return "collective";
+    case StreamKind::kAllToAll:
+      return "alltoall";
   }
   return "?";
 }

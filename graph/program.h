@@ -35,8 +35,10 @@ inline constexpr std::array kAllOpKinds = {OpKind::kCompute, OpKind::kSend, OpKi
                                            OpKind::kAllReduce, OpKind::kOptimizer};
 std::string_view to_string(OpKind k);  // "compute", "send", "recv", "allreduce", "optimizer"
 
-enum class StreamKind { kCompute, kSend, kRecv, kCollective };
-std::string_view to_string(StreamKind k);  // "compute", "send", "recv", "collective"
+// kAllToAll: the expert-parallel all-to-all of MoE layers. No instruction runs on it; the
+// simulator records the all-to-all inside compute instructions as trace events on it.
+enum class StreamKind { kCompute, kSend, kRecv, kCollective, kAllToAll };
+std::string_view to_string(StreamKind k);  // "compute", "send", "recv", "collective", "alltoall"
 
 struct StreamId {
   StreamKind kind = StreamKind::kCompute;

@@ -292,6 +292,8 @@ class WorkerRun {
           case StreamKind::kCollective:
             if (head[s] < st.order.size()) collective_head = st.order[head[s]];
             break;
+          case StreamKind::kAllToAll:  // never an instruction's stream (stream_of)
+            break;
         }
       }
       if (poll_recvs()) progress = true;

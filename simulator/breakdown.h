@@ -5,6 +5,8 @@
 //   gemm_s, attention_s, elementwise_s   compute kernels of the tasks r ran (operator_cost.h)
 //   tp_comm_s, cp_comm_s                 tensor-/context-parallel communication those tasks
 //                                        expose (a fused backward's hidden part already removed)
+//   ep_comm_s                            expert-parallel all-to-all those tasks expose (what an
+//                                        overlapped F&B pair hides already removed)
 //   other_s                              custom layers (efficiency curve) and the per-instruction
 //                                        launch overhead
 //   optimizer_s                          the optimizer steps of r's stages
@@ -16,8 +18,8 @@
 //                                        (pipeline fill/drain and waits on other actors)
 // The compute categories sum to r's busy time; all categories sum to step_time_s.
 // The timeline parts (needs a recorded trace): each compute event of the trace gets `parts`
-// (gemm, attention, elementwise, tp_comm, cp_comm, other) that the Perfetto writer nests inside
-// it.
+// (gemm, attention, elementwise, tp_comm, cp_comm, ep_comm, other) that the Perfetto writer nests
+// inside it.
 //
 // Usage:
 //   SimulatedPlan sim = simulate_plan(plan, {.record_trace = true, .breakdown = true});
@@ -41,6 +43,7 @@ struct ActorBreakdown {
   double elementwise_s = 0;
   double tp_comm_s = 0;
   double cp_comm_s = 0;
+  double ep_comm_s = 0;
   double other_s = 0;
   double optimizer_s = 0;
   double p2p_exposed_s = 0;
@@ -49,7 +52,7 @@ struct ActorBreakdown {
 };
 
 // The compute time of one compute instruction split by kind (gemm, attention, elementwise,
-// tp_comm, cp_comm, other incl. launch overhead); sums to cost.compute_s(actor, ins).
+// tp_comm, cp_comm, ep_comm, other incl. launch overhead); sums to cost.compute_s(actor, ins).
 PassBreakdown instruction_breakdown(const AnalyticCost& cost, const Instruction& ins);
 
 // Needs result.start_s / end_s (SimOptions::record_trace).

@@ -234,6 +234,11 @@ class Engine {
   std::vector<ActiveTransfer> keep_scratch_;  // on_link_check
   std::vector<int> finished_scratch_;
   std::vector<int> start_order_;  // with record_trace: g in start order
+  struct AllToAllTime {
+    int g;
+    double busy_s, exposed_s;
+  };
+  std::vector<AllToAllTime> alltoall_;  // compute instructions with an MoE all-to-all
 
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
   uint64_t seq_ = 0;
@@ -398,6 +403,16 @@ void Engine::build() {
         allreduces.push_back(g);
       }
       look_up_cost(g, in, r);
+      if (in.op == OpKind::kCompute && !(node.flags & kCostDeferred)) {
+        const CostProvider::AllToAll a = cost_.alltoall(r, in);
+        if (a.busy_s > 0) {
+          alltoall_.push_back({g, a.busy_s, a.exposed_s});
+          result_.actors[r].alltoall_s += a.busy_s;
+          result_.actors[r].alltoall_exposed_s += a.exposed_s;
+          result_.alltoall_s += a.busy_s;
+          result_.alltoall_exposed_s += a.exposed_s;
+        }
+      }
       if (in.op == OpKind::kSend) {
         const int id = cost_.link_id(r, in.peer);
         const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
@@ -745,6 +760,34 @@ void Engine::fill_trace() {
     ev.start_s = node.start_s;
     ev.end_s = node.end_s;
   }
+  // The all-to-all inside MoE compute instructions, as events of the actor's alltoall stream:
+  // from the instruction's start where it is (partly) hidden behind paired compute, at its end
+  // where it is serialised.
+  if (!alltoall_.empty()) {
+    for (const AllToAllTime& a : alltoall_) {
+      const Node& node = nodes_[a.g];
+      const int r = actor_of(a.g);
+      const Instruction& in = program_.actors[r][a.g - offset_[r]];
+      TraceEvent ev;
+      ev.actor = r;
+      ev.instruction = a.g - offset_[r];
+      ev.op = OpKind::kCompute;
+      ev.stream = StreamId{StreamKind::kAllToAll, -1};
+      ev.tasks.assign(in.tasks.begin(), in.tasks.end());
+      ev.stage = in.stage;
+      const double busy = std::min(a.busy_s, node.end_s - node.start_s);
+      const bool hidden = a.exposed_s < a.busy_s;
+      ev.start_s = hidden ? node.start_s : node.end_s - busy;
+      ev.end_s = hidden ? node.start_s + busy : node.end_s;
+      tr.events.push_back(std::move(ev));
+    }
+    std::stable_sort(tr.events.begin(), tr.events.end(),
+                     [](const TraceEvent& a, const TraceEvent& b) {
+                       if (a.start_s != b.start_s) return a.start_s < b.start_s;
+                       if (a.actor != b.actor) return a.actor < b.actor;
+                       return a.instruction < b.instruction;
+                     });
+  }
   auto& memory = tr.memory;
   for (size_t i = 0; i < memory.size();) {
     size_t j = i + 1;
@@ -847,6 +890,10 @@ nlohmann::json sim_result_to_json(const SimResult& r, const Program& program) {
                       {"p2p_send_bytes", a.p2p_send_bytes},
                       {"collective_bytes", a.collective_bytes},
                       {"instructions", a.instructions}});
+    if (r.alltoall_s > 0) {
+      actors.back()["alltoall_s"] = a.alltoall_s;
+      actors.back()["alltoall_exposed_s"] = a.alltoall_exposed_s;
+    }
   }
   nlohmann::json peak = nlohmann::json::array();
   for (const ActorStats& a : r.actors) peak.push_back(a.peak_memory_bytes);
@@ -858,17 +905,22 @@ nlohmann::json sim_result_to_json(const SimResult& r, const Program& program) {
                     {"start_s", c.start_s},
                     {"end_s", c.end_s}});
   }
-  return {{"step_time_s", r.step_time_s},
-          {"makespan_s", r.makespan_s},
-          {"bubble_rate", r.bubble_rate},
-          {"bubble_actor", r.bubble_actor},
-          {"tasks", r.num_instructions},
-          {"peak_memory_bytes", peak},
-          {"peak_stashed_per_stage", r.peak_stashed_per_stage},
-          {"p2p_bytes", r.p2p_bytes},
-          {"collective_bytes", r.collective_bytes},
-          {"actors", actors},
-          {"critical_path", path}};
+  nlohmann::json out = {{"step_time_s", r.step_time_s},
+                        {"makespan_s", r.makespan_s},
+                        {"bubble_rate", r.bubble_rate},
+                        {"bubble_actor", r.bubble_actor},
+                        {"tasks", r.num_instructions},
+                        {"peak_memory_bytes", peak},
+                        {"peak_stashed_per_stage", r.peak_stashed_per_stage},
+                        {"p2p_bytes", r.p2p_bytes},
+                        {"collective_bytes", r.collective_bytes},
+                        {"actors", actors},
+                        {"critical_path", path}};
+  if (r.alltoall_s > 0) {
+    out["alltoall_s"] = r.alltoall_s;
+    out["alltoall_exposed_s"] = r.alltoall_exposed_s;
+  }
+  return out;
 }
 
 }  // namespace jaxpp

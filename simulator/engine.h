@@ -22,6 +22,13 @@
 //   * Memory: an actor holds static_bytes_per_actor[r]; the start of an F of stage s adds
 //     stash_bytes_per_stage[s] (one stashed microbatch), the END of that stage's backward for
 //     inputs (B, or I when split) frees it. W keeps nothing extra (its inputs are not modelled).
+//   * Expert-parallel all-to-all (MoE layers): CostProvider::alltoall gives, per compute
+//     instruction, the time its all-to-all stream is busy and the part compute_s already holds
+//     (exposed). The all-to-all is a stream of its own in the trace (StreamKind::kAllToAll, one
+//     event per instruction: from its start where paired compute hides it, at its end where it
+//     is serialised) and in the metrics (alltoall_s, alltoall_exposed_s); it changes no timing
+//     beyond compute_s, so the cost provider's overlap rule (costmodel/analytic_cost.h) is the
+//     whole model.
 //   * Deterministic: events at equal times are processed in the order they were created (a
 //     stable sequence number), never by address. Cost O(E log E) for E instructions; memory
 //     about 80 bytes per instruction without a trace, about 200 with one (TraceEvent and
@@ -76,6 +83,10 @@ struct ActorStats {
   int64_t p2p_send_bytes = 0;
   int64_t collective_bytes = 0;
   int64_t instructions = 0;
+  // Expert-parallel all-to-all inside this actor's compute instructions (MoE, ep > 1): the time
+  // its all-to-all stream is busy, and the part of it that lengthens the compute stream.
+  double alltoall_s = 0;
+  double alltoall_exposed_s = 0;
 };
 
 struct CriticalStep {
@@ -95,6 +106,8 @@ struct SimResult {
   double bubble_rate = 0;
   int64_t p2p_bytes = 0;         // Σ send payloads (per device)
   int64_t collective_bytes = 0;  // Σ all-reduce payloads (per device)
+  double alltoall_s = 0;         // Σ over actors of ActorStats::alltoall_s
+  double alltoall_exposed_s = 0;  // Σ over actors of ActorStats::alltoall_exposed_s
   std::vector<CriticalStep> critical_path;
   // Per actor, per instruction (only with record_trace).
   std::vector<std::vector<double>> start_s;

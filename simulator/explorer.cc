@@ -202,10 +202,75 @@ class ProgramTemplate {
   std::vector<int32_t> marker_;  // per instruction (actors concatenated): stage index or -1
 };
 
+// Compute-stream work of a schedule's program, per actor: each distinct compute instruction
+// (tasks by kind and stage, and whether it is an overlapped F&B pair) with its count, and the
+// optimizer steps. The sum of their durations bounds the step time from below.
+struct ComputeSignatures {
+  struct Entry {
+    Instruction rep;
+    int64_t count = 0;
+  };
+  std::vector<std::vector<Entry>> actors;
+
+  explicit ComputeSignatures(const Schedule& schedule) {
+    actors.resize(schedule.actors.size());
+    for (size_t r = 0; r < schedule.actors.size(); ++r) {
+      std::map<std::string, size_t> index;
+      for (const ScheduleItem& item : schedule.actors[r]) {
+        std::string key;
+        bool fwd = false, bwd = false, same = false;
+        for (const TaskRef& t : item) {
+          key += static_cast<char>(t.kind);
+          key.append(reinterpret_cast<const char*>(&t.stage), sizeof t.stage);
+          (t.kind == TaskKind::kF ? fwd : bwd) = true;
+          for (const TaskRef& u : item)
+            if (t.kind == TaskKind::kF && u.kind != TaskKind::kF && u.stage == t.stage &&
+                u.microbatch == t.microbatch)
+              same = true;
+        }
+        key += fwd && bwd && !same ? 'p' : 's';
+        const auto [it, inserted] = index.emplace(key, actors[r].size());
+        if (inserted) {
+          Entry e;
+          e.rep.op = OpKind::kCompute;
+          e.rep.tasks.assign(item.begin(), item.end());
+          e.rep.stage = item.front().stage;
+          actors[r].push_back(std::move(e));
+        }
+        ++actors[r][it->second].count;
+      }
+    }
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      Entry e;
+      e.rep.op = OpKind::kOptimizer;
+      e.rep.stage = s;
+      e.count = 1;
+      actors[schedule.placement.actor_of(s)].push_back(std::move(e));
+    }
+  }
+
+  double lower_bound_s(const CostProvider& cost, double overhead_s) const {
+    double best = 0;
+    for (size_t r = 0; r < actors.size(); ++r) {
+      double busy = 0;
+      for (const Entry& e : actors[r])
+        busy += static_cast<double>(e.count) * cost.compute_s(static_cast<int>(r), e.rep);
+      best = std::max(best, busy);
+    }
+    return best + overhead_s;
+  }
+};
+
+// What evaluate_unit does: everything (kAll); the memory pre-check and the lower bound of every
+// configuration that fits (kBound); the simulation of configurations already pre-checked
+// (kSimulate).
+enum class UnitMode { kAll, kBound, kSimulate };
+
 // Schedule check, memory check and simulation of one unit: records sharing pp, schedule, v and
-// m (so one schedule and one program), in sub-groups of equal (tp, cp, b).
+// m (so one schedule and one program), in sub-groups of equal (tp, cp, ep, etp, b).
 void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& records,
-                   const std::vector<int64_t>& ids, UnitTimings& t) {
+                   const std::vector<int64_t>& ids, UnitTimings& t,
+                   UnitMode mode = UnitMode::kAll) {
   const ParallelConfig& base = records[ids.front()].config;
   const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
   auto t0 = Clock::now();
@@ -226,11 +291,13 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
   const Partition partition = auto_partition(request.model, {.num_stages = schedule.num_stages});
   const int64_t limit = limit_bytes(request);
   std::optional<ProgramTemplate> program;
+  std::optional<ComputeSignatures> signatures;
   for (size_t first = 0; first < ids.size();) {
     size_t last = first + 1;
     const ParallelConfig& head = records[ids[first]].config;
     while (last < ids.size() && records[ids[last]].config.tp == head.tp &&
-           records[ids[last]].config.cp == head.cp &&
+           records[ids[last]].config.cp == head.cp && records[ids[last]].config.ep == head.ep &&
+           records[ids[last]].config.etp == head.etp &&
            records[ids[last]].config.microbatch_size == head.microbatch_size) {
       ++last;
     }
@@ -241,6 +308,11 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[ids[k]];
       MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
                                            request.cluster);
+      if (mode == UnitMode::kSimulate) {  // pre-checked already
+        survivors.push_back(ids[k]);
+        memories.push_back(std::move(mem));
+        continue;
+      }
       const std::vector<int64_t> peak = peak_memory_per_actor(schedule, mem);
       const auto worst = std::max_element(peak.begin(), peak.end());
       rec.peak_memory_bytes = *worst;
@@ -261,6 +333,18 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     t.memory_s += seconds_since(t0);
     first = last;
     if (survivors.empty()) continue;
+    if (mode == UnitMode::kBound) {
+      t0 = Clock::now();
+      if (!signatures) signatures.emplace(schedule);
+      for (int64_t id : survivors) {
+        ConfigRecord& rec = records[id];
+        const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
+                                request.cluster);
+        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s);
+      }
+      t.memory_s += seconds_since(t0);
+      continue;
+    }
 
     t0 = Clock::now();
     if (!program) {
@@ -329,6 +413,17 @@ void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec) {
     rec.reason = "cp " + std::to_string(c.cp) +
                  " needs flash attention (ring attention exchanges K/V blocks), not " +
                  std::string(to_string(c.attention));
+  } else if (model.moe.enabled() && model.moe.experts % c.ep != 0) {
+    rec.reason = "ep " + std::to_string(c.ep) + " does not divide the " +
+                 std::to_string(model.moe.experts) + " routed experts";
+  } else if (model.moe.enabled() && (static_cast<int64_t>(c.tp) * c.cp * c.dp) %
+                                            (static_cast<int64_t>(c.ep) * c.expert_tp()) !=
+                                        0) {
+    rec.reason = "ep·etp = " + std::to_string(c.ep) + "·" + std::to_string(c.expert_tp()) +
+                 " does not divide the tp·cp·dp = " +
+                 std::to_string(static_cast<int64_t>(c.tp) * c.cp * c.dp) + " devices of a stage";
+  } else if (model.moe.enabled() && model.moe.expert_ffn_hidden % c.expert_tp() != 0) {
+    rec.reason = "etp " + std::to_string(c.expert_tp()) + " does not divide the expert FFN width";
   } else if (stages > model.num_layers()) {
     rec.reason = std::to_string(stages) + " stages (pp·v) exceed the model's " +
                  std::to_string(model.num_layers()) + " layers";
@@ -396,6 +491,8 @@ std::string_view to_string(ConfigStatus s) {
       return "memory";
     case ConfigStatus::kFailed:
       return "failed";
+    case ConfigStatus::kBound:
+      return "bound";
   }
   return "?";
 }
@@ -438,6 +535,8 @@ ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string&
 std::string describe_config(const ParallelConfig& c) {
   std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp);
   if (c.cp > 1) s += ", cp " + std::to_string(c.cp);
+  if (c.ep > 1) s += ", ep " + std::to_string(c.ep);
+  if (c.etp > 0) s += ", etp " + std::to_string(c.etp);
   s += ", dp " + std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
        std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
        std::to_string(c.virtual_stages) + ", recompute " + std::string(to_string(c.recompute));
@@ -506,6 +605,23 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   std::sort(zero1s.begin(), zero1s.end());
   zero1s.erase(std::unique(zero1s.begin(), zero1s.end()), zero1s.end());
   const bool zero1_on = zero1s.back();
+  // Expert parallelism (MoE models only): ep over the powers of two dividing the routed experts
+  // (up to the GPUs), etp = tp (0) unless --etp lists values.
+  std::vector<int> eps = {1};
+  if (!space.ep.empty()) {
+    eps = checked_list(space.ep, "--ep");
+  } else if (model.moe.enabled()) {
+    for (int e = 2; e <= model.moe.experts && e <= request.gpus; e *= 2)
+      if (model.moe.experts % e == 0) eps.push_back(e);
+  }
+  if (!model.moe.enabled() && (eps != std::vector<int>{1} || !space.etp.empty()))
+    throw_input_error(space.etp.empty() ? "--ep" : "--etp",
+                      model.name + " has no routed experts (a dense model)");
+  const std::vector<int> etps =
+      space.etp.empty() ? std::vector<int>{0} : checked_list(space.etp, "--etp");
+  std::vector<std::pair<int, int>> experts;  // (ep, etp), etp 0 = tp
+  for (int ep : eps)
+    for (int etp : etps) experts.emplace_back(ep, etp);
 
   auto stage_counts = [&](Layout layout) -> std::vector<int> {
     switch (layout) {
@@ -533,25 +649,29 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
               if (!v_allowed(v)) continue;
               for (Recompute rc : recomputes) {
                 for (bool z : zero1s) {
-                  ConfigRecord rec;
-                  rec.id = static_cast<int64_t>(records.size());
-                  ParallelConfig& c = rec.config;
-                  c.gpus = request.gpus;
-                  c.pp = pp;
-                  c.tp = tp;
-                  c.cp = cp;
-                  c.virtual_stages = v;
-                  c.microbatch_size = b;
-                  c.global_batch = request.global_batch;
-                  c.schedule = sc.name;
-                  c.recompute = rc;
-                  c.sequence_parallel = space.sequence_parallel;
-                  c.zero1 = z;
-                  c.attention = space.attention;
-                  c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
-                  c.overlap_grad_reduce = request.overlap_grad_reduce;
-                  classify(model, zero1_on, rec);
-                  records.push_back(std::move(rec));
+                  for (const auto& [ep, etp] : experts) {
+                    ConfigRecord rec;
+                    rec.id = static_cast<int64_t>(records.size());
+                    ParallelConfig& c = rec.config;
+                    c.gpus = request.gpus;
+                    c.pp = pp;
+                    c.tp = tp;
+                    c.cp = cp;
+                    c.virtual_stages = v;
+                    c.microbatch_size = b;
+                    c.global_batch = request.global_batch;
+                    c.schedule = sc.name;
+                    c.recompute = rc;
+                    c.sequence_parallel = space.sequence_parallel;
+                    c.zero1 = z;
+                    c.attention = space.attention;
+                    c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
+                    c.overlap_grad_reduce = request.overlap_grad_reduce;
+                    c.ep = ep;
+                    c.etp = etp == tp ? 0 : etp;
+                    classify(model, zero1_on, rec);
+                    records.push_back(std::move(rec));
+                  }
                 }
               }
             }
@@ -596,29 +716,18 @@ std::vector<int> assign_units(const std::vector<ConfigRecord>& records,
   return shard;
 }
 
-void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
-                      ExploreTimings* timings) {
-  const std::vector<std::vector<int64_t>> units = unit_configs(records);
-  const std::vector<int> shard = assign_units(records, units, request.shard_count);
-  std::vector<size_t> mine;
-  int64_t total = 0;
-  for (size_t g = 0; g < units.size(); ++g) {
-    if (shard[g] != request.shard_index) continue;
-    mine.push_back(g);
-    total += static_cast<int64_t>(units[g].size());
-  }
-  // Largest first, so the last units to finish are short.
-  std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
-    return unit_cost(records, units[a]) > unit_cost(records, units[b]);
-  });
+namespace {
+
+// Evaluates `work` (lists of ids of one unit each, largest first) on the request's threads.
+// `done` and `total` feed the progress callback (not called for kBound).
+void run_units(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+               const std::vector<std::vector<int64_t>>& work, UnitMode mode, int64_t& done,
+               int64_t total, ExploreTimings& sum) {
   int threads =
       request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(mine.size())));
-
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(work.size())));
   std::atomic<size_t> next{0};
   std::mutex mutex;  // guards done, the progress callback and the timings
-  int64_t done = 0;
-  ExploreTimings sum;
   // An error in a unit (e.g. InputError from the cost model) is rethrown after all threads
   // have joined; the one of the unit with the lowest first id wins, so the message does not
   // depend on timing.
@@ -626,11 +735,11 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
   int64_t error_id = std::numeric_limits<int64_t>::max();
   auto worker = [&] {
     UnitTimings local;
-    for (size_t i = next.fetch_add(1); i < mine.size(); i = next.fetch_add(1)) {
-      const std::vector<int64_t>& ids = units[mine[i]];
+    for (size_t i = next.fetch_add(1); i < work.size(); i = next.fetch_add(1)) {
+      const std::vector<int64_t>& ids = work[i];
       // Units touch disjoint records, so no lock is needed while evaluating.
       try {
-        evaluate_unit(request, records, ids, local);
+        evaluate_unit(request, records, ids, local, mode);
       } catch (...) {
         std::lock_guard lock(mutex);
         if (ids.front() < error_id) {
@@ -639,6 +748,7 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
         }
       }
       std::lock_guard lock(mutex);
+      if (mode == UnitMode::kBound) continue;
       done += static_cast<int64_t>(ids.size());
       if (request.progress) request.progress(done, total);
     }
@@ -659,6 +769,109 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
     for (std::thread& t : pool) t.join();
   }
   if (error) std::rethrow_exception(error);
+}
+
+// ExploreRequest::bound_prune: lower bounds first, then batches in (LB, id) order, pruning what a
+// simulated configuration dominates after each batch.
+void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+                        const std::vector<std::vector<int64_t>>& units, ExploreTimings& sum) {
+  int64_t done = 0;
+  run_units(request, records, units, UnitMode::kBound, done, 0, sum);
+  std::map<int64_t, size_t> unit_of;
+  for (size_t g = 0; g < units.size(); ++g)
+    for (int64_t id : units[g]) unit_of[id] = g;
+  std::vector<int64_t> order;
+  for (const std::vector<int64_t>& ids : units)
+    for (int64_t id : ids)
+      if (records[id].status == ConfigStatus::kPending) order.push_back(id);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (records[a].lower_bound_s != records[b].lower_bound_s)
+      return records[a].lower_bound_s < records[b].lower_bound_s;
+    return a < b;
+  });
+  const int64_t total = static_cast<int64_t>(order.size());
+  const size_t batch_size = static_cast<size_t>(std::max(1, request.bound_batch));
+  using Point = std::tuple<int64_t, double, int64_t>;  // simulated, fitting: (peak, step, id)
+  std::vector<Point> front;
+  size_t cursor = 0;
+  while (cursor < order.size()) {
+    std::vector<int64_t> batch;
+    while (cursor < order.size() && batch.size() < batch_size) {
+      const int64_t id = order[cursor++];
+      if (records[id].status == ConfigStatus::kPending) batch.push_back(id);
+    }
+    if (batch.empty()) break;
+    // The batch by unit (ids ascending within a unit), largest unit first.
+    std::sort(batch.begin(), batch.end());
+    std::map<size_t, std::vector<int64_t>> by_unit;
+    for (int64_t id : batch) by_unit[unit_of.at(id)].push_back(id);
+    std::vector<std::vector<int64_t>> work;
+    for (auto& entry : by_unit) work.push_back(std::move(entry.second));
+    std::stable_sort(work.begin(), work.end(), [&](const auto& a, const auto& b) {
+      return unit_cost(records, a) > unit_cost(records, b);
+    });
+    run_units(request, records, work, UnitMode::kSimulate, done, total, sum);
+    for (int64_t id : batch)
+      if (records[id].fits)
+        front.emplace_back(records[id].peak_memory_bytes, records[id].step_time_s, id);
+    std::sort(front.begin(), front.end());
+    // fastest[i]: the index of the fastest of front[0..i] (peak ascending).
+    std::vector<size_t> fastest(front.size());
+    for (size_t i = 0; i < front.size(); ++i)
+      fastest[i] =
+          i == 0 || std::get<1>(front[i]) < std::get<1>(front[fastest[i - 1]]) ? i : fastest[i - 1];
+    for (size_t k = cursor; k < order.size(); ++k) {
+      ConfigRecord& x = records[order[k]];
+      if (x.status != ConfigStatus::kPending) continue;
+      const auto end =
+          std::upper_bound(front.begin(), front.end(),
+                           Point(x.peak_memory_bytes, std::numeric_limits<double>::infinity(),
+                                 std::numeric_limits<int64_t>::max()));
+      if (end == front.begin()) continue;
+      const auto& [peak, step, id] = front[fastest[static_cast<size_t>(end - front.begin()) - 1]];
+      if (step > x.lower_bound_s) continue;
+      x.status = ConfigStatus::kBound;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "takes at least %.2f ms (its busiest actor's compute), but configuration %lld "
+                    "takes %.2f ms in %.2f GiB",
+                    x.lower_bound_s * 1e3, static_cast<long long>(id), step * 1e3,
+                    static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0));
+      x.reason = buf;
+    }
+  }
+}
+
+}  // namespace
+
+void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& records,
+                      ExploreTimings* timings) {
+  const std::vector<std::vector<int64_t>> units = unit_configs(records);
+  const std::vector<int> shard = assign_units(records, units, request.shard_count);
+  std::vector<size_t> mine;
+  int64_t total = 0;
+  for (size_t g = 0; g < units.size(); ++g) {
+    if (shard[g] != request.shard_index) continue;
+    mine.push_back(g);
+    total += static_cast<int64_t>(units[g].size());
+  }
+  // Largest first, so the last units to finish are short.
+  std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
+    return unit_cost(records, units[a]) > unit_cost(records, units[b]);
+  });
+  std::vector<std::vector<int64_t>> work;
+  work.reserve(mine.size());
+  for (size_t g : mine) work.push_back(units[g]);
+  ExploreTimings sum;
+  if (request.bound_prune) {
+    if (request.shard_count > 1)
+      throw_input_error("--bound-prune",
+                        "needs a single process (its batches span the whole space)");
+    bound_and_simulate(request, records, work, sum);
+  } else {
+    int64_t done = 0;
+    run_units(request, records, work, UnitMode::kAll, done, total, sum);
+  }
   if (timings != nullptr) *timings = sum;
 }
 
@@ -817,7 +1030,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 std::string explore_result_to_csv(const ExploreResult& result) {
   std::string out =
       "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
-      "zero1,"
+      "zero1,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -828,11 +1041,12 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ParallelConfig& c = r.config;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,%d\n",
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,"
+                  "%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
-                  c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
+                  c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);
     out += line;

@@ -17,6 +17,9 @@
 //                      schedules: linear ones need 1 in it, V ones 2.                  (--virtual)
 //   recompute          none, selective, full                                         (--recompute)
 //   zero1              off, on                                                           (--zero1)
+//   ep                 MoE models: 1 and every power of two dividing the routed experts, up to N
+//                      (expert parallelism, carved out of a stage's tp·cp·dp devices)    (--ep)
+//   etp                MoE models: tp (Megatron's default) unless a list is given        (--etp)
 //   partition          automatic (cost-balanced, as `simulate --partition auto`)
 // Options applied to every configuration (not dimensions): sequence parallelism, the attention
 // kernel (flash by default), TP communication overlap (set only where sp is on and tp > 1) and
@@ -24,7 +27,7 @@
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
 //
-// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1, each
+// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1, ep, etp, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
 //
@@ -32,7 +35,8 @@
 //   kDivisibility  pp·tp·cp does not divide N; dp·b does not divide B; tp does not divide the
 //                  attention heads; seq_len is not divisible by 2·cp (ring attention's
 //                  load-balanced chunks); cp > 1 with unfused attention (ring attention needs
-//                  flash); S = pp·v stages exceed the model's layers
+//                  flash); ep not dividing the routed experts, ep·etp not dividing tp·cp·dp, etp
+//                  not dividing the expert FFN width; S = pp·v stages exceed the model's layers
 //   kDuplicate     ZeRO-1 with dp = 1 (identical to ZeRO-1 off); v > 1 with pp = 1 (one actor
 //                  running its layers in v pieces: no pipeline to interleave)
 //   kDominated     ZeRO-1 off with dp > 1 when ZeRO-1 on is in the space: the same program with
@@ -42,6 +46,8 @@
 //                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking.)
 //   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
 //                  needs m >= S (got m=2, S=4)")
+//   kBound         (--bound-prune only) dominated by a simulated configuration: see
+//                  ExploreRequest::bound_prune
 //   kMemory        the peak memory is above the limit. The peak per actor is computed before
 //                  simulating, exactly as the simulator accounts it: the memory model's static
 //                  bytes (costmodel/memory.h) plus the largest sum of stashed microbatches along
@@ -100,6 +106,8 @@ struct ExploreSpace {
   std::vector<std::string> schedules;  // registry names or aliases
   std::vector<Recompute> recompute;
   std::vector<bool> zero1;
+  std::vector<int> ep;   // MoE only; empty = 1 and every power of two dividing the experts
+  std::vector<int> etp;  // MoE only; empty = tp (Megatron's default)
   // Applied to every configuration.
   bool sequence_parallel = false;
   AttentionKernel attention = AttentionKernel::kFlash;
@@ -117,6 +125,17 @@ struct ExploreRequest {
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
+  // Branch and bound (explore --bound-prune; single process only): every configuration that
+  // passes the memory pre-check gets a lower bound on its step time, LB = max over actors of the
+  // sum of its compute-stream durations + iteration overhead (the compute stream runs one
+  // instruction at a time, so no schedule beats it). Configurations are then simulated in
+  // batches of bound_batch in ascending (LB, id) order; after each batch, a configuration X is
+  // pruned (kBound) when a simulated, fitting Y has step(Y) <= LB(X) and peak(Y) <= peak(X)
+  // (the pre-check's peak is exact): X can be neither the best nor on the Pareto front. The
+  // ranking and the front are those of the full search; only dominated configurations lose
+  // their step time. Deterministic: the batches do not depend on threads or timing.
+  bool bound_prune = false;
+  int bound_batch = 32;
   // Evaluate only the units assign_units gives shard `shard_index` of `shard_count`.
   int shard_index = 0;
   int shard_count = 1;
@@ -135,14 +154,15 @@ enum class ConfigStatus {
   kDominated,
   kSchedule,
   kMemory,
-  kFailed
+  kFailed,
+  kBound
 };
 inline constexpr std::array kAllConfigStatuses = {
     ConfigStatus::kPending,   ConfigStatus::kSimulated, ConfigStatus::kDivisibility,
     ConfigStatus::kDuplicate, ConfigStatus::kDominated, ConfigStatus::kSchedule,
-    ConfigStatus::kMemory,    ConfigStatus::kFailed};
+    ConfigStatus::kMemory,    ConfigStatus::kFailed,    ConfigStatus::kBound};
 // "pending", "simulated", "divisibility", "duplicate", "dominated", "schedule", "memory",
-// "failed"
+// "failed", "bound"
 std::string_view to_string(ConfigStatus s);
 ConfigStatus parse_config_status(std::string_view s, const std::string& where);
 
@@ -156,6 +176,9 @@ struct ConfigRecord {
   // configurations), then from the simulation (simulated ones).
   int64_t peak_memory_bytes = 0;
   int peak_memory_actor = 0;
+  // ExploreRequest::bound_prune: a lower bound on the step time (the busiest actor's compute
+  // alone, plus the iteration overhead), 0 when not computed.
+  double lower_bound_s = 0;
   // Simulated metrics (kSimulated only), as simulate_plan computes them.
   double step_time_s = 0;
   double bubble_rate = 0;

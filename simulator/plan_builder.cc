@@ -8,11 +8,12 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
-#include "simulator/breakdown.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
+#include "schedules/moe_pairing.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "simulator/breakdown.h"
 
 namespace jaxpp {
 namespace {
@@ -184,14 +185,20 @@ Plan build_plan(const PlanRequest& req) {
   ParallelConfig config = req.config;
   const int m = check_parallel_config(config);
   config.num_microbatches = m;
+  if (config.etp == config.tp) config.etp = 0;  // the default, stored as 0
+  check_moe_config(req.model, config, "configuration", /*flags=*/true);
   if (req.model.heads > 0 && req.model.heads % config.tp != 0) {
     throw_input_error("configuration", "tp " + std::to_string(config.tp) + " does not divide the " +
                                            std::to_string(req.model.heads) +
                                            " attention heads of " + req.model.name);
   }
   const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
-  const Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp,
-                                          requested_stages, m, req.fuse_steady_state);
+  Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp, requested_stages,
+                                    m, req.fuse_steady_state);
+  // Megatron's combined 1F1B: each backward runs paired with the next forward (the order is
+  // kept; only the grouping changes).
+  if (config.moe_overlap == MoeOverlap::k1F1B && config.ep > 1)
+    schedule = pair_backward_forward(schedule, "--moe-overlap 1f1b (" + schedule.name + ")");
   const int num_stages = schedule.num_stages;
   if (num_stages % config.pp != 0) {
     throw_input_error("schedule", std::to_string(num_stages) + " stages on " +

@@ -8,7 +8,10 @@
 //                   layers split evenly, embedding on the first and logits on the last stage, as
 //                   Megatron-LM does; or explicit stage starts), lower it with per-device
 //                   activation bytes (stage output / tp) and gradient bytes (params / tp ·
-//                   grad_bytes_per_param).
+//                   grad_bytes_per_param); the expert-parallel fields are checked against the
+//                   model (check_moe_config) and, with --moe-overlap 1f1b and ep > 1, every
+//                   backward is paired with the forward that follows it
+//                   (schedules/moe_pairing.h).
 //   simulate_plan   AnalyticCost + memory model + the engine; returns the SimResult and the
 //                   metrics JSON (also stored as plan.predicted by the CLI):
 //     step_time_s      makespan + cluster.iteration_overhead_s

@@ -7,6 +7,7 @@
 #include "costmodel/cluster.h"
 #include "graph/error.h"
 #include "schedules/lower.h"
+#include "schedules/moe_pairing.h"
 #include "schedules/registry.h"
 
 namespace jaxpp {
@@ -92,6 +93,14 @@ void check_schedule_name(const Plan& plan, const Schedule& schedule, const std::
       if (fuse) break;  // only some schedules fuse their steady state
       throw_input_error(field(source, "config"),
                         "schedule '" + name + "' cannot describe this program: " + e.what());
+    }
+    // Megatron-style pairing of the all-to-all overlap (build_plan does the same).
+    if (plan.config.moe_overlap == MoeOverlap::k1F1B && plan.config.ep > 1) {
+      try {
+        expected = pair_backward_forward(expected, "schedule");
+      } catch (const InputError&) {
+        continue;
+      }
     }
     if (expected.actors == schedule.actors && expected.placement == schedule.placement) return;
   }

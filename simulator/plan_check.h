@@ -9,7 +9,8 @@
 //              parallelism; virtual_stages ≠ stages / pp; a placement for another number of
 //              actors; a registry schedule name (config.schedule) whose schedule for this pp,
 //              stage count and microbatch count is not the program's compute order (with or
-//              without steady-state fusion; other names, such as "custom", are not checked);
+//              without steady-state fusion, paired as build_plan pairs it for moe_overlap 1f1b
+//              with ep > 1; other names, such as "custom", are not checked);
 //   cluster    missing or invalid (costmodel/cluster.h, cluster_from_json);
 //   program    not the lowering (schedules/lower.h) of its own compute order with the transfer
 //              and gradient sizes the model, configuration and cluster imply (AnalyticCost's

@@ -28,6 +28,8 @@ int chrome_tid_of(const StreamId& stream) {
     case StreamKind::kCollective: return 2;
     case StreamKind::kSend: return 3 + 2 * stream.peer;
     case StreamKind::kRecv: return 4 + 2 * stream.peer;
+    case StreamKind::kAllToAll:
+      return kAllToAllTid;
   }
   return 0;
 }

@@ -23,6 +23,7 @@ EventCategory category_of(const TraceEvent& e) {
     case OpKind::kOptimizer: return EventCategory::kOptimizer;
     case OpKind::kCompute: break;
   }
+  if (e.stream.kind == StreamKind::kAllToAll) return EventCategory::kComm;
   if (e.tasks.empty()) return EventCategory::kForward;
   switch (e.tasks.front().kind) {
     case TaskKind::kF: return EventCategory::kForward;

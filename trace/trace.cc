@@ -31,6 +31,7 @@ std::optional<int> parse_int(std::string_view s) {
 std::optional<StreamId> parse_stream(std::string_view s) {
   if (s == "compute") return StreamId{StreamKind::kCompute, -1};
   if (s == "collective") return StreamId{StreamKind::kCollective, -1};
+  if (s == "alltoall") return StreamId{StreamKind::kAllToAll, -1};
   for (const auto& [prefix, kind] :
        {std::pair<std::string_view, StreamKind>{"send->", StreamKind::kSend},
         {"recv<-", StreamKind::kRecv}}) {
@@ -141,8 +142,12 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
     if (!parsed || (parsed->peer >= num_actors)) {
       throw_input_error(
           obj.field("stream"),
-          "expected compute, collective, send-><actor> or recv<-<actor>, got \"" + stream + "\"");
+          "expected compute, collective, alltoall, send-><actor> or recv<-<actor>, got \"" +
+              stream + "\"");
     }
+    // A compute event may also be the all-to-all of an MoE instruction (simulated traces).
+    const bool alltoall = e.op == OpKind::kCompute && parsed->kind == StreamKind::kAllToAll;
+    if (alltoall) e.stream = *parsed;
     if (*parsed != e.stream) {
       throw_input_error(obj.field("stream"), "a " + op + " with peer " + std::to_string(e.peer) +
                                                  " runs on stream \"" + to_string(e.stream) +
@@ -160,12 +165,14 @@ TraceEvent event_from_json(const nlohmann::json& j, const std::string& where, in
 // at once and each event lasts from its post to the message's arrival. `events` is in file order.
 void check_event_set(const std::vector<TraceEvent>& events, const std::string& where) {
   const auto name = [&](size_t i) { return where + ": events[" + std::to_string(i) + "]"; };
-  std::map<std::tuple<int, int, int>, size_t> seen;  // (actor, step, instruction) -> index
+  // (actor, step, instruction, all-to-all event) -> index
+  std::map<std::tuple<int, int, int, bool>, size_t> seen;
   std::vector<size_t> order;
   order.reserve(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
-    const auto [it, inserted] = seen.emplace(std::tuple(e.actor, e.step, e.instruction), i);
+    const auto [it, inserted] = seen.emplace(
+        std::tuple(e.actor, e.step, e.instruction, e.stream.kind == StreamKind::kAllToAll), i);
     if (!inserted) {
       throw_input_error(name(i) + ": field 'instruction'",
                         "actor " + std::to_string(e.actor) + ", step " + std::to_string(e.step) +
@@ -205,6 +212,7 @@ std::string TraceEvent::name() const {
   ins.peer = peer;
   ins.bytes = bytes;
   ins.tag = tag;
+  if (stream.kind == StreamKind::kAllToAll) return "a2a " + to_string(ins);
   return to_string(ins);
 }
 

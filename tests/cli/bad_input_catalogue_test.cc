@@ -258,6 +258,32 @@ const std::vector<BadInputCase> kCases = {
     {.name = "FlagOfWrongType", .args = "graph --model gpt3-1.3b --pp two", .message = "two"},
     {.name = "FlagWithoutItsValue", .args = "simulate --pp", .message = "pp"},
 
+    // ---- Expert parallelism (issue 13): one line naming the flag, nothing written. ---------
+    {.name = "SimulateEpOnADenseModel",
+     .args = kSim + "--gpus 4 --pp 2 --dp 2 --global-batch 8 --ep 2 --plan {dir}/p.json",
+     .message = "--ep: ep 2 on gpt3-1.3b, which has no routed experts"},
+    {.name = "SimulateEpNotDividingTheExperts",
+     .args = "simulate --model mixtral-8x7b --schedule 1f1b --gpus 24 --pp 4 --dp 6 "
+             "--global-batch 48 --ep 3 --timeline {dir}/t.svg",
+     .message = "--ep: ep 3 does not divide the 8 routed experts"},
+    {.name = "SimulateEpNotDividingTheStageDevices",
+     .args = "simulate --model qwen3-30b-a3b --schedule 1f1b --gpus 24 --pp 4 --dp 6 "
+             "--global-batch 48 --ep 4 --trace {dir}/t.json",
+     .message = "does not divide the tp·cp·dp = 6 devices"},
+    {.name = "SimulateMoeImbalanceBelowOne",
+     .args = "simulate --model mixtral-8x7b --schedule 1f1b --gpus 32 --pp 4 --dp 8 "
+             "--global-batch 64 --ep 8 --moe-imbalance 0.5",
+     .message = "--moe-imbalance: must be a number >= 1"},
+    {.name = "SimulateMoeTopKAboveExperts",
+     .args = "simulate --model {dir}/m.json --schedule 1f1b --gpus 2 --pp 2 --global-batch 4",
+     .files = {{"m.json", text(R"({"name": "m", "layers": 4, "hidden": 256, "heads": 4,
+                                    "seq_len": 128, "vocab": 1000, "experts": 4, "top_k": 6,
+                                    "expert_ffn_hidden": 512})")}},
+     .message = "field 'top_k': top_k (6) is larger than experts (4)"},
+    {.name = "ExploreEpOnADenseModel",
+     .args = "explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2 --plan {dir}/p.json",
+     .message = "--ep: gpt3-1.3b has no routed experts"},
+
     // ---- graph: model files and shapes. -----------------------------------------------------
     {.name = "GraphMalformedModelJson", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(R"({"name": "m", "layers": 2,, })")}}, .message = "malformed JSON"},

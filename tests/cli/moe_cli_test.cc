@@ -1,0 +1,173 @@
+// Expert parallelism on the command line (issue 13, items 4, 5 and 8): --ep, --etp,
+// --moe-imbalance and --moe-overlap in simulate, explore and plan.json; every bad input is one
+// line naming the flag or field, exit code 2 and nothing written.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+const std::string kMixtral =
+    "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 32 --pp 4 --dp 8 --global-batch 64 "
+    "--schedule 1f1b --no-memory-check ";
+
+void expect_moe_bad_input(const CliResult& r, const std::string& command,
+                          const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("jaxpp-sim " + command + ": error: ", 0), 0u) << r.err;
+  for (const std::string& n : needles)
+    EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
+  EXPECT_EQ(r.out, "") << "bad input must not print a result";
+}
+
+TEST(MoeCli, EpOnADenseModelIsRejected) {
+  expect_moe_bad_input(run_cli("simulate --model gpt3-1.3b --schedule 1f1b --gpus 4 --pp 2 --dp 2 "
+                               "--global-batch 8 --ep 2"),
+                       "simulate", {"--ep", "no routed experts"});
+}
+
+TEST(MoeCli, EpNotDividingTheExpertsIsRejected) {
+  expect_moe_bad_input(
+      run_cli("simulate --model mixtral-8x7b --cluster h100-sxm --gpus 24 --pp 4 --dp 6 "
+              "--global-batch 48 --schedule 1f1b --ep 3"),
+      "simulate", {"--ep", "does not divide the 8 routed experts"});
+}
+
+TEST(MoeCli, EpNotDividingTheDevicesOfAStageIsRejected) {
+  expect_moe_bad_input(
+      run_cli("simulate --model qwen3-30b-a3b --cluster h100-sxm --gpus 24 --pp 4 --dp 6 "
+              "--global-batch 48 --schedule 1f1b --ep 4"),
+      "simulate", {"--ep", "does not divide the tp·cp·dp = 6 devices"});
+}
+
+TEST(MoeCli, EtpTimesEpNotDividingTheDevicesIsRejected) {
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 8 --etp 2"), "simulate",
+                       {"--etp", "ep·etp = 8·2", "tp·cp·dp = 8"});
+}
+
+TEST(MoeCli, ImbalanceBelowOneOrAboveEpIsRejected) {
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 8 --moe-imbalance 0.5"), "simulate",
+                       {"--moe-imbalance", ">= 1"});
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 2 --moe-imbalance 3"), "simulate",
+                       {"--moe-imbalance", "larger than ep"});
+}
+
+TEST(MoeCli, UnknownOverlapModeIsRejected) {
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 8 --moe-overlap always"), "simulate",
+                       {"--moe-overlap", "auto, dualpipe, 1f1b or none", "always"});
+}
+
+TEST(MoeCli, ExpertFlagsInMeasuredModeAreRefused) {
+  expect_moe_bad_input(
+      run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 --ep 2"),
+      "simulate", {"--ep", "measured mode"});
+}
+
+TEST(MoeCli, TopKLargerThanTheExpertsIsRejectedNamingTheFile) {
+  const std::string file = write_temp_file(
+      "topk.json", R"({"name": "m", "layers": 4, "hidden": 256, "heads": 4, "seq_len": 128,
+                      "vocab": 1000, "experts": 4, "top_k": 6, "expert_ffn_hidden": 512})");
+  expect_moe_bad_input(
+      run_cli("simulate --model " + file + " --schedule 1f1b --gpus 2 --pp 2 --global-batch 4"),
+      "simulate", {file, "top_k", "larger than experts"});
+}
+
+TEST(MoeCli, ExpertParallelismShrinksMemoryAndAddsAllToAll) {
+  const nlohmann::json one = run_json(kMixtral);
+  const nlohmann::json eight = run_json(kMixtral + "--ep 8");
+  EXPECT_FALSE(one.contains("alltoall_s"));
+  ASSERT_TRUE(eight.contains("alltoall_s"));
+  EXPECT_GT(eight["alltoall_s"].get<double>(), 0);
+  // The 8 experts' weights, grads and optimizer state are spread over 8 devices.
+  EXPECT_LT(eight["actors"][1]["static_bytes"].get<double>(),
+            0.3 * one["actors"][1]["static_bytes"].get<double>());
+  EXPECT_EQ(eight["config"]["ep"], 8);
+}
+
+TEST(MoeCli, TheTimelineShowsTheAllToAllAsItsOwnStream) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(kMixtral + "--ep 8 --trace " + dir + "/t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json trace = nlohmann::json::parse(read_file(dir + "/t.json"));
+  int a2a = 0;
+  for (const auto& e : trace["events"])
+    if (e["stream"] == "alltoall") ++a2a;
+  // One per F and B of every MoE stage: 4 actors x 8 microbatches x 2.
+  EXPECT_EQ(a2a, 4 * 8 * 2);
+  // The trace reads back (export accepts it) and the Perfetto file names the stream.
+  const CliResult p =
+      run_cli("export --trace " + dir + "/t.json --format perfetto -o " + dir + "/p.json");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string perfetto = read_file(dir + "/p.json");
+  EXPECT_NE(perfetto.find("\"alltoall\""), std::string::npos);
+  EXPECT_NE(perfetto.find("a2a F0@s1"), std::string::npos);
+}
+
+TEST(MoeCli, PlanJsonKeepsTheExpertFieldsAndValidatesThem) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(kMixtral + "--ep 4 --moe-overlap none --plan " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  EXPECT_EQ(plan["config"]["ep"], 4);
+  EXPECT_EQ(plan["config"]["moe_overlap"], "none");
+  const CliResult ok = run_cli("validate " + dir + "/p.json");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  plan["config"]["ep"] = 3;
+  const std::string bad = write_temp_file("bad_ep_plan.json", plan.dump());
+  const CliResult v = run_cli("validate " + bad);
+  EXPECT_EQ(v.exit_code, 2) << v.err;
+  EXPECT_NE(v.err.find("field 'config.ep'"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("does not divide the 8 routed experts"), std::string::npos) << v.err;
+}
+
+TEST(MoeCli, APlanPairedForOneFOneBOverlapValidatesAndRunsTheCheck) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+      "--global-batch 8 --schedule 1f1b --moe-overlap 1f1b --no-memory-check --plan " +
+      dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  // The last actor runs F0 [B0+F1] [B1+F2] [B2+F3] B3: three paired groups.
+  int pairs = 0;
+  for (const auto& ins : plan["program"]["actors"][1])
+    if (ins["op"] == "compute" && ins["tasks"].get<std::string>().find('+') != std::string::npos)
+      ++pairs;
+  EXPECT_EQ(pairs, 3);
+  const CliResult v = run_cli("validate " + dir + "/p.json");
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  const CliResult check = run_cli("run " + dir + "/p.json --check");
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("PASS"), std::string::npos) << check.out;
+}
+
+TEST(MoeCli, ExploreRefusesEpOnADenseModel) {
+  expect_moe_bad_input(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2"),
+                       "explore", {"--ep", "no routed experts"});
+}
+
+TEST(MoeCli, ExploreSearchesEpAndShowsItsColumns) {
+  const std::string args =
+      "explore --model mixtral-8x7b --cluster h100-sxm --gpus 32 --global-batch 64 "
+      "--schedules 1f1b,dualpipev --recompute full --microbatch-sizes 1 --threads 2 --top 3 ";
+  const CliResult r = run_cli(args + "--bound-prune");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("   ep etp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" bound"), std::string::npos) << r.out;
+  const nlohmann::json full = run_json(args);
+  const nlohmann::json bound = run_json(args + "--bound-prune");
+  EXPECT_EQ(full["best"]["id"], bound["best"]["id"]);
+  EXPECT_LT(bound["evaluated"].get<int>(), full["evaluated"].get<int>());
+}
+
+}  // namespace
+}  // namespace jaxpp::testing

@@ -1,0 +1,195 @@
+// Expert parallelism in the cost model (issue 13, item 4): routed experts per ep rank, the
+// dispatch/combine all-to-all inside and across nodes, the routing imbalance, the overlap rule of
+// an F&B pair, and expert weights, gradients and optimizer state per ep·etp device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "costmodel/analytic_cost.h"
+#include "costmodel/memory.h"
+#include "costmodel/operator_cost.h"
+#include "graph/partition.h"
+#include "graph/placement.h"
+
+namespace jaxpp {
+namespace {
+
+constexpr int kEpMoeLayer = 1;  // mixtral: the first transformer layer is an MoE layer
+
+struct EpFixture {
+  ParallelConfig config;
+  ClusterSpec cluster = cluster_preset("h100-sxm");
+  ModelSpec model = load_model("mixtral-8x7b");
+  EpFixture() {
+    cluster.kernel_overhead_s = 0;
+    config.dp = 64;
+  }
+  PassBreakdown pass(Pass p) const {
+    const OperatorCost op(model, config, cluster);
+    return op.stage(kEpMoeLayer, 1, 0).at(p);
+  }
+};
+
+TEST(ExpertParallelCost, NoAllToAllWithoutExpertParallelism) {
+  EpFixture f;
+  EXPECT_EQ(f.pass(Pass::kForward).ep_comm_s, 0);
+  EXPECT_EQ(f.pass(Pass::kBackwardInput).ep_comm_s, 0);
+}
+
+TEST(ExpertParallelCost, AllToAllInsideANodeIsTheNvlinkShareOfTheBytes) {
+  EpFixture f;
+  f.config.ep = 8;  // 8 devices of one node
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double v = 4096.0 * 2 * 4096 * 2;  // tokens · top_k · hidden · bf16
+  const LinkSpec& nv = f.cluster.intra_node;
+  const double one = v * 7 / 8 / nv.effective_bandwidth_bytes_per_s() + nv.latency_s;
+  EXPECT_NEAR(op.moe_alltoall_s(v), one, 1e-12);
+  // Dispatch + combine in the forward, the same again in the input-gradient pass, none in W.
+  EXPECT_NEAR(f.pass(Pass::kForward).ep_comm_s, 2 * one, 1e-12);
+  EXPECT_NEAR(f.pass(Pass::kBackwardInput).ep_comm_s, 2 * one, 1e-12);
+  EXPECT_EQ(f.pass(Pass::kBackwardWeight).ep_comm_s, 0);
+}
+
+TEST(ExpertParallelCost, AllToAllAcrossNodesUsesTheNetworkAndTheCheaperOfFlatAndHierarchical) {
+  EpFixture f;
+  f.model = load_model("deepseek-v3");
+  f.config.ep = 64;  // 8 nodes
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double v = 1e8;
+  const double nv = f.cluster.intra_node.effective_bandwidth_bytes_per_s();
+  const double net = f.cluster.inter_node.effective_bandwidth_bytes_per_s();
+  const double lat = f.cluster.intra_node.latency_s + f.cluster.inter_node.latency_s;
+  const double flat = std::max(v * 7 / 64 / nv, v * 56 / 64 / net) + lat;
+  const double remote_nodes = 7 * (1 - std::pow(7.0 / 8, 8));  // top 8 of 256 experts
+  const double hierarchical = v * remote_nodes / 8 / net + v * 7 / 8 / nv + lat;
+  EXPECT_NEAR(op.moe_alltoall_s(v), std::min(flat, hierarchical), 1e-12);
+  EXPECT_LT(hierarchical, flat) << "top-8 routing over 8 nodes sends a token to fewer nodes";
+  // The network is the bottleneck: across nodes costs more than inside one.
+  ParallelConfig intra = f.config;
+  intra.ep = 8;
+  EXPECT_GT(op.moe_alltoall_s(v), OperatorCost(f.model, intra, f.cluster).moe_alltoall_s(v));
+}
+
+TEST(ExpertParallelCost, ExpertGemmsRunAsFewerLargerGroupsPerRank) {
+  EpFixture f;
+  f.config.ep = 4;
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double m = 4096, h = 4096, fe = 14336;
+  const double attention = op.gemm_s(m, h + 2 * 1024, h) + op.gemm_s(m, h, h);
+  // 2 of the 8 experts per rank, each over the tokens of 4 ranks routed to it (m·2/8·4).
+  EXPECT_NEAR(f.pass(Pass::kForward).gemm_s,
+              attention + op.gemm_s(m, 8, h) + op.grouped_gemm_s(2, m * 2 / 8 * 4, 2 * fe, h) +
+                  op.grouped_gemm_s(2, m * 2 / 8 * 4, h, fe),
+              1e-12);
+}
+
+TEST(ExpertParallelCost, ImbalanceScalesTheBusiestRanksExpertsAndTheAllToAll) {
+  EpFixture f;
+  f.config.ep = 8;
+  const PassBreakdown balanced = f.pass(Pass::kForward);
+  f.config.moe_imbalance = 1.5;
+  const PassBreakdown skewed = f.pass(Pass::kForward);
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double v = 4096.0 * 2 * 4096 * 2;
+  EXPECT_NEAR(skewed.ep_comm_s, 2 * op.moe_alltoall_s(1.5 * v), 1e-12);
+  EXPECT_GT(skewed.gemm_s, balanced.gemm_s * 1.3);
+  EXPECT_EQ(skewed.attention_s, balanced.attention_s);
+}
+
+TEST(ExpertParallelCost, ExpertWeightsGradsAndOptimizerStateAreDividedByEpTimesEtp) {
+  EpFixture f;
+  f.config.pp = 2;
+  f.config.tp = 2;
+  f.config.dp = 8;
+  f.config.ep = 4;
+  f.config.etp = 2;
+  const Partition p = auto_partition(f.model, {2, 0, 0});
+  const Placement place = make_placement(PlacementKind::kLinear, 2, 2);
+  const MemoryModel mem = build_memory_model(f.model, p, place, f.config, f.cluster);
+  double routed = 0;
+  for (int l = 0; l < f.model.num_layers(); ++l)
+    routed += static_cast<double>(f.model.routed_expert_params(l));
+  int64_t params = 0;
+  for (const ActorMemory& a : mem.actors) params += a.params;
+  const double expected =
+      (static_cast<double>(f.model.total_params()) - routed) / 2 + routed / (4 * 2);
+  EXPECT_NEAR(static_cast<double>(params), expected, 4);
+  // The distributed optimizer shards the experts over their edp = 2·8/(4·2) = 2 replicas.
+  f.config.zero1 = true;
+  const MemoryModel z = build_memory_model(f.model, p, place, f.config, f.cluster);
+  int64_t optimizer = 0;
+  for (const ActorMemory& a : z.actors) optimizer += a.optimizer_bytes;
+  const double dense = static_cast<double>(f.model.total_params()) - routed;
+  EXPECT_NEAR(static_cast<double>(optimizer), 12 * (dense / 2 / 8 + routed / 8 / 2), 64);
+}
+
+// One stage of one MoE layer: F and B of a microbatch, priced by AnalyticCost.
+struct PairFixture : EpFixture {
+  Partition partition;
+  Placement placement = make_placement(PlacementKind::kLinear, 1, 1);
+  PairFixture() {
+    config.dp = 64;
+    config.ep = 64;  // across 8 nodes
+    partition = auto_partition(model, {1, 0, 0});
+  }
+  Instruction group(std::vector<TaskRef> tasks) const {
+    Instruction ins;
+    ins.op = OpKind::kCompute;
+    ins.tasks.assign(tasks.begin(), tasks.end());
+    ins.stage = 0;
+    return ins;
+  }
+};
+
+TEST(ExpertParallelCost, AnFAndBPairHidesEachAllToAllBehindTheOtherSidesCompute) {
+  PairFixture f;
+  const AnalyticCost cost(f.model, f.partition, f.placement, f.config, f.cluster);
+  const double a_f = cost.alltoall_task_s(TaskKind::kF, 0);
+  const double a_b = cost.alltoall_task_s(TaskKind::kB, 0);
+  const double c_f = cost.task_s(TaskKind::kF, 0) - a_f;
+  const double c_b = cost.task_s(TaskKind::kB, 0) - a_b;
+  ASSERT_GT(a_f, 0);
+  const Instruction pair = f.group({{TaskKind::kF, 0, 1}, {TaskKind::kB, 0, 0}});
+  const double expected =
+      f.cluster.launch_overhead_s + c_f + c_b + std::max(0.0, a_f - c_b) + std::max(0.0, a_b - c_f);
+  EXPECT_NEAR(cost.compute_s(0, pair), expected, 1e-12);
+  EXPECT_LT(cost.compute_s(0, pair), f.cluster.launch_overhead_s + cost.task_s(TaskKind::kF, 0) +
+                                         cost.task_s(TaskKind::kB, 0));
+  const CostProvider::AllToAll a = cost.alltoall(0, pair);
+  EXPECT_NEAR(a.busy_s, a_f + a_b, 1e-12);
+  EXPECT_LT(a.exposed_s, a.busy_s);
+}
+
+TEST(ExpertParallelCost, APairOfOneMicrobatchOrOverlapNoneKeepsTheAllToAllSerialised) {
+  PairFixture f;
+  const Instruction same = f.group({{TaskKind::kF, 0, 0}, {TaskKind::kB, 0, 0}});
+  const Instruction other = f.group({{TaskKind::kF, 0, 1}, {TaskKind::kB, 0, 0}});
+  const AnalyticCost cost(f.model, f.partition, f.placement, f.config, f.cluster);
+  const double serial =
+      f.cluster.launch_overhead_s + cost.task_s(TaskKind::kF, 0) + cost.task_s(TaskKind::kB, 0);
+  EXPECT_NEAR(cost.compute_s(0, same), serial, 1e-12);  // B waits for its own F
+  f.config.moe_overlap = MoeOverlap::kNone;
+  const AnalyticCost none(f.model, f.partition, f.placement, f.config, f.cluster);
+  EXPECT_NEAR(none.compute_s(0, other), serial, 1e-12);
+  EXPECT_EQ(none.alltoall(0, other).exposed_s, none.alltoall(0, other).busy_s);
+}
+
+TEST(ExpertParallelCost, ExpertGradientsAreReducedOverTheirOwnReplicas) {
+  PairFixture f;
+  const AnalyticCost cost(f.model, f.partition, f.placement, f.config, f.cluster);
+  Instruction reduce;
+  reduce.op = OpKind::kAllReduce;
+  reduce.stage = 0;
+  reduce.bytes = cost.grad_bytes(0);
+  // Per device: the dense gradients plus 1/64 of the experts'.
+  double routed = 0;
+  for (int l = 0; l < f.model.num_layers(); ++l)
+    routed += static_cast<double>(f.model.routed_expert_params(l));
+  const double dense = static_cast<double>(f.model.total_params()) - routed;
+  EXPECT_NEAR(static_cast<double>(reduce.bytes), 4 * (dense + routed / 64), 8);
+  // ep = dp = 64: each expert has a single replica, so only the dense part is reduced.
+  EXPECT_NEAR(cost.allreduce_s(0, reduce), cost.replica_allreduce_s(4 * dense, 64, 1), 1e-9);
+}
+
+}  // namespace
+}  // namespace jaxpp
