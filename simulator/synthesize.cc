@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <queue>
 #include <stdexcept>
 #include <utility>
 
@@ -191,6 +192,7 @@ SynthOrders greedy_orders(int p, int m, const SynthTimes& t, const std::vector<i
       arr_g(n, kSynthUnknown);
   std::vector<double> free_at(p, 0.0), link_f(p, 0.0), link_g(p, 0.0);
   std::vector<int> nf(p, 0), ni(p, 0), nw(p, 0), warm(p), cap(p);
+  std::vector<char> waiting(p, 0);
   for (int r = 0; r < p; ++r) {
     const int limit = std::min(budget[r], m);
     const int want = g.warmup_scale == 0 ? limit : g.warmup_scale * (p - r) + g.warmup_offset;
@@ -275,39 +277,50 @@ SynthOrders greedy_orders(int p, int m, const SynthTimes& t, const std::vector<i
     }
     return false;
   };
+  // Event loop: an actor re-decides when its task ends, when a dependency it knows of becomes
+  // ready, and when a neighbour runs a task whose result it needs (so a waiting actor learns an
+  // arrival time as soon as it is known). Heap entries that no longer match wake_at are stale.
+  using Wake = std::pair<double, int>;
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> heap;
+  std::vector<double> wake_at(p, 0.0);
+  for (int r = 0; r < p; ++r) heap.push({0.0, r});
+  double now = 0;
+  auto wake_neighbour = [&](int q) {
+    if (q < 0 || q >= p || !waiting[q] || wake_at[q] <= now) return;
+    wake_at[q] = now;
+    heap.push({now, q});
+  };
   while (true) {
-    double now = kSynthInf;
-    for (int r = 0; r < p; ++r)
-      if (!done(r)) now = std::min(now, free_at[r]);
-    if (now == kSynthInf) break;
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      for (int r = 0; r < p; ++r)
-        if (!done(r) && free_at[r] == now && decide(r, now)) progress = true;
-    }
-    // Every actor at `now` waits: move them to the next moment something may change.
-    double next = kSynthInf;
-    for (int r = 0; r < p; ++r) {
-      if (done(r)) continue;
-      if (free_at[r] > now) next = std::min(next, free_at[r]);
+    while (!heap.empty()) {
+      const auto [time, r] = heap.top();
+      heap.pop();
+      if (time != wake_at[r] || done(r)) continue;
+      now = time;
+      const int before_f = nf[r], before_i = ni[r];
+      if (decide(r, now)) {
+        waiting[r] = 0;
+        wake_at[r] = free_at[r];
+        heap.push({free_at[r], r});
+        if (nf[r] != before_f) wake_neighbour(r + 1);
+        if (ni[r] != before_i) wake_neighbour(r - 1);
+        continue;
+      }
+      waiting[r] = 1;
+      double next = kSynthInf;
       for (double x : {ready_i(r), ready_f(r, ni[r] == 0 && nf[r] < warm[r] ? warm[r] : cap[r])})
         if (x > now && x < kSynthInf) next = std::min(next, x);
+      wake_at[r] = next;
+      if (next < kSynthInf) heap.push({next, r});
     }
-    if (next == kSynthInf) {
-      if (std::all_of(nw.begin(), nw.end(), [&](int w) { return w == m; })) break;
-      // Only pending W (gap-aware refused them) can be left: run one on the first such actor.
-      bool ran = false;
-      for (int r = 0; r < p && !ran; ++r)
-        if (!done(r) && free_at[r] == now && nw[r] < ni[r]) {
-          run(r, SynthOp::kW, nw[r], now);
-          ran = true;
-        }
-      if (!ran) throw std::logic_error("synthesize: greedy construction made no progress");
-      continue;
-    }
-    for (int r = 0; r < p; ++r)
-      if (!done(r) && free_at[r] == now) free_at[r] = next;
+    if (std::all_of(nw.begin(), nw.end(), [&](int w) { return w == m; })) break;
+    // Only W that a gap-aware or lazy policy held back can be left: run one on the first actor.
+    int r = 0;
+    while (r < p && (done(r) || nw[r] >= ni[r])) ++r;
+    if (r == p) throw std::logic_error("synthesize: greedy construction made no progress");
+    run(r, SynthOp::kW, nw[r], std::max(now, free_at[r]));
+    waiting[r] = 0;
+    wake_at[r] = free_at[r];
+    heap.push({free_at[r], r});
   }
   return orders;
 }
