@@ -23,6 +23,7 @@
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "runtime/explore_mpi.h"
+#include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
 
 namespace jaxpp::cli {
@@ -181,6 +182,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("csv", "write every simulated configuration as CSV to FILE", cxxopts::value<std::string>())
       ("plan", "write the best configuration's plan.json to FILE", cxxopts::value<std::string>())
       ("explain", "list every pruned configuration and why (JSON: 'pruned_configs')")
+      ("synthesize", "also synthesize a schedule under the memory limit for the best configurations with one stage per actor (docs/synthesize.md)")
+      ("synthesize-top", "with --synthesize: configurations to synthesize for, best first", cxxopts::value<int>()->default_value("10"))
+      ("synthesize-time-s", "with --synthesize: search time per configuration, seconds", cxxopts::value<double>()->default_value("0.1"))
       ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
       ("quiet", "no progress bar")
       ("h,help", "show this help");
@@ -202,6 +206,13 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     }
     format = OutputFormat::kJson;
   }
+  if (!args.count("synthesize"))
+    refuse_flags(args, {"synthesize-top", "synthesize-time-s"}, "needs --synthesize");
+  ExploreSynthesisOptions synth_options;
+  synth_options.top_groups =
+      int_flag_in(args, "synthesize-top", 1, 10000, "a number of configurations");
+  synth_options.time_budget_s =
+      double_flag_in(args, "synthesize-time-s", 0, 600, "a search time in seconds");
   const int top = args["top"].as<int>();
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
@@ -271,7 +282,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   std::optional<std::vector<ConfigRecord>> records = evaluate_space(req, world);
   bar.clear();
   if (!records) return kExitOk;  // not rank 0: rank 0 reports
-  const ExploreResult res = finish_exploration(req, std::move(*records));
+  ExploreResult res = finish_exploration(req, std::move(*records));
+  ExploreSynthesis synthesis;
+  if (args.count("synthesize")) synthesis = add_synthesized_configs(req, res, synth_options);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -293,13 +306,20 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   for (const auto& w : warnings)
     std::cerr << "jaxpp-sim explore: warning: " << w.get<std::string>() << "\n";
   if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
-  if (!plan_path.empty())
-    out.set("--plan", plan_to_text(build_config_plan(req, best.config), "--plan"));
+  if (!plan_path.empty()) {
+    const Plan* synthesized = synthesized_plan(synthesis, best.id);
+    out.set("--plan", plan_to_text(synthesized ? *synthesized : build_config_plan(req, best.config),
+                                   "--plan"));
+  }
   out.write_all();
   switch (format) {
     case OutputFormat::kJson: {
       nlohmann::json summary = explore_result_to_json(req, res, top, explain);
       summary["warnings"] = warnings;
+      if (args.count("synthesize"))
+        summary["synthesis"] = {{"considered", synthesis.considered},
+                                {"improved", synthesis.improved},
+                                {"seconds", synthesis.seconds}};
       std::cout << summary.dump(2) << "\n";
       return kExitOk;
     }
@@ -314,6 +334,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   text << "\nbest: " << describe_config(best.config) << ": step time "
        << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
        << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
+  if (args.count("synthesize"))
+    text << "synthesize: " << synthesis.considered << " configurations, " << synthesis.improved
+         << " faster with a synthesized schedule (" << fmt("%.2f", synthesis.seconds) << " s)\n";
   if (explain) print_explore_explain(text, res);
   for (const std::string& path : out.written_files()) text << "wrote " << path << "\n";
   return kExitOk;

@@ -142,5 +142,35 @@ TEST(SynthesizeCli, FlagsOfTheOtherModeAreRefused) {
   EXPECT_NE(r.err.find("--memory-limit-bytes: a plan-mode flag"), std::string::npos) << r.err;
 }
 
+const std::string kSynthExplore =
+    "explore --model gpt3-1.3b --cluster a100-80g --gpus 8 --global-batch 64 --tp 1 --pp 4 "
+    "--recompute none --zero1 on --schedules 1f1b,zb-h1,zb-h2 --quiet ";
+
+TEST(SynthesizeCli, ExploreSynthesizeAddsFasterSynthesizedConfigurationsAndWritesTheirPlan) {
+  const std::string dir = make_temp_dir();
+  const nlohmann::json plain = run_json(kSynthExplore);
+  const nlohmann::json j = run_json(kSynthExplore + "--synthesize --plan " + dir + "/best.json");
+  EXPECT_GE(j.at("synthesis").at("considered").get<int>(), 1);
+  EXPECT_GE(j.at("synthesis").at("improved").get<int>(), 1);
+  EXPECT_FALSE(plain.contains("synthesis"));
+  // The best is now a synthesized schedule, faster than the best registry schedule.
+  EXPECT_EQ(j.at("best").at("config").at("schedule"), "synthesized") << j.at("best");
+  EXPECT_LT(j.at("best").at("step_time_s").get<double>(),
+            plain.at("best").at("step_time_s").get<double>());
+  const nlohmann::json v = run_json("validate " + dir + "/best.json");
+  EXPECT_TRUE(v.at("ok").get<bool>());
+  const CliResult run = run_cli("run " + dir +
+                                "/best.json --check --json --hidden 8 --seq 4 --layers-per-stage 1 "
+                                "--steps 2 --warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(nlohmann::json::parse(run.out).at("check_passed").get<bool>());
+}
+
+TEST(SynthesizeCli, ExploreSynthesizeFlagsNeedSynthesize) {
+  const CliResult r = run_cli(kSynthExplore + "--synthesize-top 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--synthesize-top: needs --synthesize"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
