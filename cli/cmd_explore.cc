@@ -294,7 +294,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   ExploreSynthesis synthesis;
   if (args.count("synthesize")) synthesis = add_synthesized_configs(req, res, synth_options);
   std::vector<RobustEntry> robust;
-  if (robust_runs > 0) robust = robust_ranking(req, res, robust_runs, robust_jitter, top);
+  if (robust_runs > 0) robust = robust_ranking(req, res, robust_runs, robust_jitter, top, synthesis.plans);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -39,11 +39,15 @@ double nearest_rank_quantile(std::vector<double> values, double p) {
 }
 
 std::vector<RobustEntry> robust_ranking(const ExploreRequest& request, const ExploreResult& result,
-                                        int runs, double jitter, int top) {
+                                        int runs, double jitter, int top,
+                                        const std::vector<std::pair<int64_t, Plan>>& plans) {
   std::vector<RobustEntry> out;
   for (size_t i = 0; i < result.ranking.size() && static_cast<int>(i) < top; ++i) {
     const ConfigRecord& rec = result.records[result.ranking[i]];
-    const Plan plan = build_config_plan(request, rec.config);
+    const Plan* given = nullptr;
+    for (const auto& [id, p] : plans)
+      if (id == rec.id) given = &p;
+    const Plan plan = given ? *given : build_config_plan(request, rec.config);
     std::vector<double> steps;
     for (int seed = 1; seed <= runs; ++seed) {
       Perturbation p;

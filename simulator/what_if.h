@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,7 +39,11 @@ struct RobustEntry {
 // The p-th quantile (0 < p <= 1) by nearest rank of `values` (not empty).
 double nearest_rank_quantile(std::vector<double> values, double p);
 
+// `plans` gives the plan of records the explorer cannot rebuild from their configuration (the
+// synthesized ones of explore_synthesize.h, by id); other records are rebuilt with
+// build_config_plan.
 std::vector<RobustEntry> robust_ranking(const ExploreRequest& request, const ExploreResult& result,
-                                        int runs, double jitter, int top);
+                                        int runs, double jitter, int top,
+                                        const std::vector<std::pair<int64_t, Plan>>& plans = {});
 
 }  // namespace jaxpp

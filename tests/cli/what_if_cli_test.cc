@@ -57,5 +57,16 @@ TEST(WhatIfCli, ExploreRobustRanksByP90) {
               r.at("ranking")[i].at("p90_step_time_s").get<double>());
 }
 
+TEST(WhatIfCli, ExploreRobustTakesSynthesizedConfigurationsToo) {
+  const nlohmann::json j = run_json(
+      "explore --model gpt3-1.3b --gpus 8 --global-batch 64 --pp 4 --tp 1 --recompute none "
+      "--zero1 on --schedules 1f1b,zb-h1,zb-h2 --quiet --top 3 --synthesize --robust 4");
+  ASSERT_EQ(j.at("best").at("config").at("schedule"), "synthesized");
+  bool found = false;
+  for (const auto& e : j.at("robust").at("ranking"))
+    found = found || e.at("config").get<std::string>().find("synthesized") != std::string::npos;
+  EXPECT_TRUE(found) << j.at("robust");
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
