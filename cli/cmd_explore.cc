@@ -23,7 +23,9 @@
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "runtime/explore_mpi.h"
+#include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
+#include "simulator/what_if.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -187,6 +189,11 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("csv", "write every simulated configuration as CSV to FILE", cxxopts::value<std::string>())
       ("plan", "write the best configuration's plan.json to FILE", cxxopts::value<std::string>())
       ("explain", "list every pruned configuration and why (JSON: 'pruned_configs')")
+      ("synthesize", "also synthesize a schedule under the memory limit for the best configurations with one stage per actor (docs/synthesize.md)")
+      ("synthesize-top", "with --synthesize: configurations to synthesize for, best first", cxxopts::value<int>()->default_value("10"))
+      ("synthesize-time-s", "with --synthesize: search time per configuration, seconds", cxxopts::value<double>()->default_value("0.1"))
+      ("robust", "also rank the --top best configurations by their 90th-percentile step time over N runs with jittered task times (seeds 1..N)", cxxopts::value<int>())
+      ("robust-jitter", "with --robust: jitter of every task time, a fraction in [0, 1)", cxxopts::value<double>()->default_value("0.1"))
       ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
       ("bound-prune", "branch and bound: skip simulating configurations that a simulated one is at least as fast and as small as (a lower bound on their step time); single process only")
       ("quiet", "no progress bar")
@@ -209,6 +216,18 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     }
     format = OutputFormat::kJson;
   }
+  if (!args.count("synthesize"))
+    refuse_flags(args, {"synthesize-top", "synthesize-time-s"}, "needs --synthesize");
+  ExploreSynthesisOptions synth_options;
+  synth_options.top_groups =
+      int_flag_in(args, "synthesize-top", 1, 10000, "a number of configurations");
+  synth_options.time_budget_s =
+      double_flag_in(args, "synthesize-time-s", 0, 600, "a search time in seconds");
+  if (!args.count("robust")) refuse_flags(args, {"robust-jitter"}, "needs --robust");
+  const int robust_runs =
+      args.count("robust") ? int_flag_in(args, "robust", 1, 10000, "a number of runs") : 0;
+  const double robust_jitter =
+      double_flag_in(args, "robust-jitter", 0, 0.999, "a jitter fraction");
   const int top = args["top"].as<int>();
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
@@ -281,7 +300,11 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   std::optional<std::vector<ConfigRecord>> records = evaluate_space(req, world);
   bar.clear();
   if (!records) return kExitOk;  // not rank 0: rank 0 reports
-  const ExploreResult res = finish_exploration(req, std::move(*records));
+  ExploreResult res = finish_exploration(req, std::move(*records));
+  ExploreSynthesis synthesis;
+  if (args.count("synthesize")) synthesis = add_synthesized_configs(req, res, synth_options);
+  std::vector<RobustEntry> robust;
+  if (robust_runs > 0) robust = robust_ranking(req, res, robust_runs, robust_jitter, top, synthesis.plans);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -303,13 +326,32 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   for (const auto& w : warnings)
     std::cerr << "jaxpp-sim explore: warning: " << w.get<std::string>() << "\n";
   if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
-  if (!plan_path.empty())
-    out.set("--plan", plan_to_text(build_config_plan(req, best.config), "--plan"));
+  if (!plan_path.empty()) {
+    const Plan* synthesized = synthesized_plan(synthesis, best.id);
+    out.set("--plan", plan_to_text(synthesized ? *synthesized : build_config_plan(req, best.config),
+                                   "--plan"));
+  }
   out.write_all();
   switch (format) {
     case OutputFormat::kJson: {
       nlohmann::json summary = explore_result_to_json(req, res, top, explain);
       summary["warnings"] = warnings;
+      if (robust_runs > 0) {
+        nlohmann::json ranking = nlohmann::json::array();
+        for (size_t i = 0; i < robust.size(); ++i)
+          ranking.push_back({{"rank", i + 1},
+                             {"id", robust[i].id},
+                             {"config", describe_config(res.records[robust[i].id].config)},
+                             {"step_time_s", robust[i].nominal_step_time_s},
+                             {"p50_step_time_s", robust[i].p50_step_time_s},
+                             {"p90_step_time_s", robust[i].p90_step_time_s},
+                             {"max_step_time_s", robust[i].max_step_time_s}});
+        summary["robust"] = {{"runs", robust_runs}, {"jitter", robust_jitter}, {"ranking", ranking}};
+      }
+      if (args.count("synthesize"))
+        summary["synthesis"] = {{"considered", synthesis.considered},
+                                {"improved", synthesis.improved},
+                                {"seconds", synthesis.seconds}};
       std::cout << summary.dump(2) << "\n";
       return kExitOk;
     }
@@ -324,6 +366,21 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   text << "\nbest: " << describe_config(best.config) << ": step time "
        << fmt("%.2f", best.step_time_s * 1e3) << " ms, peak memory "
        << fmt("%.2f", static_cast<double>(best.peak_memory_bytes) / kGiB) << " GiB\n";
+  if (args.count("synthesize"))
+    text << "synthesize: " << synthesis.considered << " configurations, " << synthesis.improved
+         << " faster with a synthesized schedule (" << fmt("%.2f", synthesis.seconds) << " s)\n";
+  if (robust_runs > 0) {
+    text << "\nRobust ranking: p90 step time over " << robust_runs << " runs, task times jittered by "
+         << fmt("%.0f", robust_jitter * 100) << " %:\n";
+    text << "  rank     id  nominal_ms   p50_ms      p90_ms      configuration\n";
+    for (size_t i = 0; i < robust.size(); ++i) {
+      const RobustEntry& e = robust[i];
+      text << fmt("  %4.0f", static_cast<double>(i + 1)) << fmt("  %5.0f", static_cast<double>(e.id))
+           << fmt("  %-10.2f", e.nominal_step_time_s * 1e3) << fmt("  %-10.2f", e.p50_step_time_s * 1e3)
+           << fmt("  %-10.2f", e.p90_step_time_s * 1e3) << "  "
+           << describe_config(res.records[e.id].config) << "\n";
+    }
+  }
   if (explain) print_explore_explain(text, res);
   for (const std::string& path : out.written_files()) text << "wrote " << path << "\n";
   return kExitOk;

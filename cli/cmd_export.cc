@@ -13,6 +13,9 @@
 #include "graph/plan.h"
 #include "graph/program.h"
 #include "graph/task_graph.h"
+#include "handoff/handoff.h"
+#include "schedules/custom.h"
+#include "schedules/registry.h"
 #include "simulator/plan_builder.h"
 #include "simulator/plan_check.h"
 #include "trace/export.h"
@@ -62,6 +65,52 @@ std::string export_task_graph(const Plan& plan, ExportFormat format) {
   }
 }
 
+// --format megatron|torchtitan|jaxpp: the plan as text for a trainer (handoff/handoff.h).
+int run_handoff(const cxxopts::ParseResult& args, HandoffTarget target) {
+  const std::string format(to_string(target));
+  if (!args.count("plan")) throw_input_error("--format " + format, "needs --plan FILE");
+  refuse_flags(args, {"trace"}, "--format " + format + " hands a plan to a trainer (give --plan)");
+  refuse_flags(args, {"width", "per-stream", "title", "view"},
+               "a timeline option; --format " + format + " writes text for a trainer");
+  if (!args.count("output")) throw_input_error("-o", "required (output file, or '-' for stdout)");
+  const std::string output = args["output"].as<std::string>();
+  if (output.empty()) throw_input_error("-o", "empty output path");
+  if (target == HandoffTarget::kTorchtitan && !args.count("csv"))
+    throw_input_error("--csv", "required with --format torchtitan (the schedule CSV the TOML loads)");
+  if (target != HandoffTarget::kTorchtitan)
+    refuse_flags(args, {"csv"}, "only --format torchtitan writes a schedule CSV");
+  OutputFiles out("export");
+  out.input(args["plan"].as<std::string>(), "--plan");
+  out.output(output, "-o");
+  const std::string csv_path = args.count("csv") ? args["csv"].as<std::string>() : "";
+  if (!csv_path.empty()) out.output(csv_path, "--csv");
+  out.check_json_flag(args.count("json") > 0);
+  const Plan plan = load_checked_plan(args["plan"].as<std::string>());
+  const ScheduleInfo* info = find_schedule(plan.config.schedule);
+  const std::string schedule = info ? info->name : plan.config.schedule;
+  std::string text;
+  switch (target) {
+    case HandoffTarget::kMegatron: text = megatron_arguments(plan, schedule); break;
+    case HandoffTarget::kTorchtitan:
+      text = torchtitan_toml(plan, schedule, csv_path);
+      out.set("--csv", schedule_to_csv(plan_schedule(plan)));
+      break;
+    case HandoffTarget::kJaxpp: text = jaxpp_snippet(plan, schedule); break;
+  }
+  out.set("-o", text);
+  out.write_all();
+  if (output == "-") return kExitOk;
+  if (args.count("json")) {
+    nlohmann::json summary = {{"output", output}, {"format", format}, {"bytes", text.size()},
+                              {"schedule", schedule}};
+    if (!csv_path.empty()) summary["csv"] = csv_path;
+    std::cout << summary.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const std::string& path : out.written_files()) std::cout << "wrote " << path << "\n";
+  return kExitOk;
+}
+
 int run_export(int argc, char** argv) {
   cxxopts::Options options(
       "jaxpp-sim export",
@@ -70,13 +119,16 @@ int run_export(int argc, char** argv) {
       "  jaxpp-sim export --plan plan.json --format svg -o timeline.svg\n"
       "  jaxpp-sim export --plan plan.json --format text -o -          (Gantt on stdout)\n"
       "  jaxpp-sim export --plan plan.json --view taskgraph --format svg -o graph.svg\n"
+      "  jaxpp-sim export --plan plan.json --format megatron -o args.txt   (also torchtitan\n"
+      "  with --csv schedule.csv, jaxpp; docs/export.md)\n"
       "Formats: perfetto, chrome (Chrome trace-event JSON), svg, png (Graphviz timeline),\n"
       "dot (its DOT text), text (Gantt chart), json (the trace itself).");
   // clang-format off
   options.add_options()
       ("trace", "trace JSON file (from simulate --trace or run)", cxxopts::value<std::string>())
       ("plan", "plan JSON file: simulated first (analytic cost model)", cxxopts::value<std::string>())
-      ("format", "perfetto | chrome | svg | png | dot | text | json (default: from the -o extension)", cxxopts::value<std::string>())
+      ("format", "perfetto | chrome | svg | png | dot | text | json (default: from the -o extension); megatron | torchtitan | jaxpp: the plan for a trainer", cxxopts::value<std::string>())
+      ("csv", "--format torchtitan: write the schedule CSV the TOML loads to FILE", cxxopts::value<std::string>())
       ("o,output", "output file ('-' = stdout, text formats only)", cxxopts::value<std::string>())
       ("width", "text: columns (100); svg/png/dot: points (1000)", cxxopts::value<int>())
       ("per-stream", "one row per (actor, stream) instead of per actor")
@@ -89,6 +141,10 @@ int run_export(int argc, char** argv) {
       parse_flags(options, argc, argv, "export");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
+  HandoffTarget target;
+  if (args.count("format") && parse_handoff_target(args["format"].as<std::string>(), target))
+    return run_handoff(args, target);
+  refuse_flags(args, {"csv"}, "only --format torchtitan writes a schedule CSV");
   if (args.count("trace") == args.count("plan")) {
     throw_input_error("export", "give exactly one input: --trace FILE or --plan FILE");
   }

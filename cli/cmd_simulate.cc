@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "graph/limits.h"
 #include "graph/plan.h"
 #include "simulator/plan_builder.h"
+#include "simulator/what_if.h"
 #include "trace/export.h"
 #include "trace/trace.h"
 
@@ -93,6 +95,22 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                   a["idle_s"].get<double>() * 1e3, a["peak_stashed_microbatches"].get<int>());
     out << line;
   }
+  if (m.contains("perturbation")) {
+    const auto& p = m["perturbation"];
+    out << "  perturbation " << p["spec"].get<std::string>() << ": step "
+        << num(p["baseline_step_time_s"].get<double>() * 1e3, "%.3f") << " -> "
+        << num(p["step_time_s"].get<double>() * 1e3, "%.3f") << " ms (x"
+        << num(p["slowdown"].get<double>(), "%.3f") << "), bubble "
+        << num(p["baseline_bubble_rate"].get<double>() * 100, "%.2f") << " -> "
+        << num(p["bubble_rate"].get<double>() * 100, "%.2f") << " %\n";
+    out << "  actor  idle_ms base -> perturbed    end delay ms\n";
+    for (const auto& a : p["actors"]) {
+      std::snprintf(line, sizeof line, "  %5d  %-10.3f -> %-10.3f   %+.3f\n", a["actor"].get<int>(),
+                    a["baseline_idle_s"].get<double>() * 1e3, a["idle_s"].get<double>() * 1e3,
+                    a["end_delay_s"].get<double>() * 1e3);
+      out << line;
+    }
+  }
   if (!m.contains("breakdown")) return;
   out << "  breakdown (ms per step)\n"
          "  actor  gemm       attention  elementw.  tp_comm    cp_comm    ep_comm    other      "
@@ -153,6 +171,7 @@ int run_simulate(int argc, char** argv) {
       ("t-comm", "measured mode: P2P transfer time, ms", cxxopts::value<double>()->default_value("0"))
       ("stage-times", "measured mode: per-stage times JSON file", cxxopts::value<std::string>())
       ("breakdown", "model mode: where the step's time goes per actor (GEMM, attention, element-wise, exposed TP/CP/P2P/DP communication, optimizer, bubble); also nested slices in a Perfetto --timeline")
+      ("perturb", "what-if: comma-separated slow-actor=R:F, slow-link=A-B:F, jitter=J, seed=S; reports how the step and each actor's idle time change (docs/simulate.md)", cxxopts::value<std::string>())
       ("no-memory-check", "report plans that do not fit instead of failing")
       ("json", "print metrics as JSON")
       ("trace", "write the simulated trace JSON to FILE", cxxopts::value<std::string>())
@@ -184,6 +203,12 @@ int run_simulate(int argc, char** argv) {
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
                  "--global-batch / (dp x --microbatch-size))");
   }
+  refuse_together(args, "perturb", "breakdown",
+                  "the breakdown prices the unperturbed cost model; run them separately");
+  refuse_together(args, "perturb", "plan", "a plan holds the unperturbed prediction");
+  std::optional<Perturbation> perturbation;
+  if (args.count("perturb"))
+    perturbation = parse_perturbation(args["perturb"].as<std::string>(), "--perturb");
   // Output paths first: a bad one fails before any work.
   const std::string trace_path = args.count("trace") ? args["trace"].as<std::string>() : "";
   const std::string timeline_path =
@@ -238,7 +263,17 @@ int run_simulate(int argc, char** argv) {
                                   time_flag_s(args, "t-b", false), time_flag_s(args, "t-w", true),
                                   time_flag_s(args, "t-comm", true));
     }
-    sim = simulate_stage_times(schedule, times, sim_options);
+    if (perturbation) {
+      check_perturbation(*perturbation, schedule.num_actors(), "--perturb");
+      PlanSimOptions base_options = sim_options;
+      base_options.record_trace = false;
+      const SimulatedPlan base = simulate_stage_times(schedule, times, base_options);
+      sim_options.perturbation = &*perturbation;
+      sim = simulate_stage_times(schedule, times, sim_options);
+      sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, *perturbation);
+    } else {
+      sim = simulate_stage_times(schedule, times, sim_options);
+    }
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());
@@ -275,7 +310,17 @@ int run_simulate(int argc, char** argv) {
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);
     Plan plan = build_plan(req);
-    sim = simulate_plan(plan, sim_options);
+    if (perturbation) {
+      check_perturbation(*perturbation, plan.placement.num_actors, "--perturb");
+      PlanSimOptions base_options = sim_options;
+      base_options.record_trace = false;
+      const SimulatedPlan base = simulate_plan(plan, base_options);
+      sim_options.perturbation = &*perturbation;
+      sim = simulate_plan(plan, sim_options);
+      sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, *perturbation);
+    } else {
+      sim = simulate_plan(plan, sim_options);
+    }
     if (args.count("plan")) {
       plan.predicted = sim.metrics;
       out.set("--plan", plan_to_text(plan, "--plan"));  // as save_plan

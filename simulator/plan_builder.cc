@@ -255,7 +255,12 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
   SimulatedPlan out;
   out.program = plan.program;
-  out.result = simulate(plan.program, cost, so);
+  if (options.perturbation) {
+    const PerturbedCost perturbed(cost, *options.perturbation);
+    out.result = simulate(plan.program, perturbed, so);
+  } else {
+    out.result = simulate(plan.program, cost, so);
+  }
   out.metrics = sim_result_to_json(out.result, plan.program);
   const nlohmann::json extra = model_metrics(plan, cluster, out.result.step_time_s);
   for (const auto& [key, value] : extra.items()) out.metrics[key] = value;
@@ -292,7 +297,12 @@ SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& t
   SimOptions so;
   so.record_trace = options.record_trace;
   so.overlap_grad_reduce = options.overlap_grad_reduce;
-  out.result = simulate(program, cost, so);
+  if (options.perturbation) {
+    const PerturbedCost perturbed(cost, *options.perturbation);
+    out.result = simulate(program, perturbed, so);
+  } else {
+    out.result = simulate(program, cost, so);
+  }
   out.metrics = sim_result_to_json(out.result, program);
   out.metrics["schedule"] = schedule.name;
   out.metrics["num_microbatches"] = schedule.num_microbatches;

@@ -40,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/cluster.h"
+#include "costmodel/perturbed_cost.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/model.h"
 #include "graph/plan.h"
@@ -90,6 +91,9 @@ struct PlanSimOptions {
   // Model mode: metrics["breakdown"] (simulator/breakdown.h) and the cost model's parts on
   // every compute event of the trace; records the timeline (as record_trace) to measure it.
   bool breakdown = false;
+  // What-if: durations changed by a PerturbedCost around the cost model (costmodel/
+  // perturbed_cost.h); nullptr = none. Not combined with breakdown (which prices the model).
+  const Perturbation* perturbation = nullptr;
 };
 
 SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options);

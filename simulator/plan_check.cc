@@ -224,4 +224,6 @@ void check_plan(const Plan& plan, const std::string& source) {
   check_predicted(plan.predicted, source);
 }
 
+Schedule plan_schedule(const Plan& plan) { return schedule_of(plan); }
+
 }  // namespace jaxpp

@@ -31,9 +31,14 @@
 #include <string>
 
 #include "graph/plan.h"
+#include "schedules/schedule.h"
 
 namespace jaxpp {
 
 void check_plan(const Plan& plan, const std::string& source);
+
+// The schedule a plan's program executes: each actor's compute instructions in order (fused
+// groups kept), the plan's placement, split_backward where the program has W tasks.
+Schedule plan_schedule(const Plan& plan);
 
 }  // namespace jaxpp

@@ -1,0 +1,527 @@
+#include "handoff/handoff.h"
+
+#include <cctype>
+#include <sstream>
+
+#include "graph/error.h"
+
+namespace jaxpp {
+namespace {
+
+// Versions the texts were checked against (docs/export.md says where each flag comes from).
+constexpr const char* kMegatronVersion =
+    "NVIDIA/Megatron-LM megatron/training/arguments.py at commit 000c4ac2 (2025)";
+constexpr const char* kTorchtitanVersion =
+    "pytorch/torchtitan torchtitan/config/job_config.py at commit 6404b932";
+constexpr const char* kJaxppVersion = "NVIDIA/jaxpp src/jaxpp/api.py at commit 01dfbd9c";
+
+[[noreturn]] void cannot_express(HandoffTarget target, const std::string& what) {
+  throw_input_error("--format " + std::string(to_string(target)), what);
+}
+
+int transformer_layers(const ModelSpec& model) {
+  int n = 0;
+  for (const LayerWork& l : model.layers) n += l.kind == LayerKind::kTransformer ? 1 : 0;
+  return n;
+}
+
+int first_transformer(const ModelSpec& model) {
+  for (int i = 0; i < model.num_layers(); ++i)
+    if (model.layers[i].kind == LayerKind::kTransformer) return i;
+  return 0;
+}
+
+// Megatron-LM's own split: embedding on the first stage, the LM head on the last, transformer
+// layers evenly (it needs them divisible by the stages).
+bool is_megatron_even_split(const Plan& plan) {
+  const int S = plan.partition.num_stages();
+  const int count = transformer_layers(plan.model);
+  if (count == 0 || count % S != 0) return false;
+  const int first = first_transformer(plan.model);
+  for (int i = 0; i < first; ++i)
+    if (plan.model.layers[i].kind != LayerKind::kEmbedding) return false;
+  for (int i = first + count; i < plan.model.num_layers(); ++i)
+    if (plan.model.layers[i].kind != LayerKind::kLogits) return false;
+  for (int s = 1; s < S; ++s)
+    if (plan.partition.begin(s) != first + s * (count / S)) return false;
+  return true;
+}
+
+char layout_symbol(const LayerWork& layer) {
+  switch (layer.kind) {
+    case LayerKind::kEmbedding:
+      return 'E';
+    case LayerKind::kTransformer:
+      return 't';
+    case LayerKind::kLogits:
+      return 'L';
+    case LayerKind::kCustom:
+      break;
+  }
+  cannot_express(HandoffTarget::kMegatron,
+                 "layer '" + layer.name +
+                     "' (custom) has no symbol in --pipeline-model-parallel-layout (E, t, L)");
+}
+
+// "Et*3|t*4|t*4|t*3L": one '|'-separated group per stage, runs of a symbol as "t*k".
+std::string megatron_layout(const Plan& plan) {
+  std::string out;
+  for (int s = 0; s < plan.partition.num_stages(); ++s) {
+    if (s > 0) out += '|';
+    int l = plan.partition.begin(s);
+    while (l < plan.partition.end(s)) {
+      const char c = layout_symbol(plan.model.layers[l]);
+      int run = 1;
+      while (l + run < plan.partition.end(s) && layout_symbol(plan.model.layers[l + run]) == c)
+        ++run;
+      out += c;
+      if (run > 1) {
+        out += '*';
+        out += std::to_string(run);
+      }
+      l += run;
+    }
+  }
+  return out;
+}
+
+std::string describe_plan(const Plan& plan, const std::string& schedule) {
+  const ParallelConfig& c = plan.config;
+  std::ostringstream o;
+  o << plan.model.name << " on " << c.gpus << " GPUs: pp " << c.pp << ", tp " << c.tp << ", dp "
+    << c.dp;
+  if (c.cp > 1) o << ", cp " << c.cp;
+  o << ", v " << c.virtual_stages << ", " << c.num_microbatches << " microbatches of "
+    << c.microbatch_size << ", " << schedule;
+  return o.str();
+}
+
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string_view to_string(HandoffTarget t) {
+  switch (t) {
+    case HandoffTarget::kMegatron:
+      return "megatron";
+    case HandoffTarget::kTorchtitan:
+      return "torchtitan";
+    case HandoffTarget::kJaxpp:
+      return "jaxpp";
+  }
+  return "?";
+}
+
+bool parse_handoff_target(std::string_view text, HandoffTarget& out) {
+  for (HandoffTarget t : kAllHandoffTargets) {
+    if (text == to_string(t)) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- Megatron-LM ---------------------------------------------------------------------------
+
+std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
+  const ParallelConfig& c = plan.config;
+  const HandoffTarget target = HandoffTarget::kMegatron;
+  const int v = c.virtual_stages;
+  if (schedule == "Std1F1B") {
+    if (v != 1)
+      cannot_express(target, "schedule Std1F1B with " + std::to_string(v) + " virtual stages");
+  } else if (schedule == "MegatronInterleaved") {
+    if (plan.placement.kind != PlacementKind::kLoop)
+      cannot_express(target, "schedule MegatronInterleaved with a non-loop placement");
+  } else {
+    cannot_express(target, "schedule " + schedule +
+                               " cannot be expressed (Megatron-LM runs 1F1B, or interleaved 1F1B "
+                               "with virtual stages: Std1F1B or MegatronInterleaved)");
+  }
+  std::vector<std::pair<std::string, std::string>> flags;  // flag, value ("" for a switch)
+  auto add = [&](const std::string& flag, const std::string& value = "") {
+    flags.emplace_back(flag, value);
+  };
+  add("--tensor-model-parallel-size", std::to_string(c.tp));
+  add("--pipeline-model-parallel-size", std::to_string(c.pp));
+  if (c.cp > 1) add("--context-parallel-size", std::to_string(c.cp));
+  if (is_megatron_even_split(plan)) {
+    if (v > 1) add("--num-virtual-stages-per-pipeline-rank", std::to_string(v));
+  } else {
+    add("--pipeline-model-parallel-layout", "\"" + megatron_layout(plan) + "\"");
+  }
+  add("--micro-batch-size", std::to_string(c.microbatch_size));
+  add("--global-batch-size", std::to_string(c.global_batch));
+  switch (c.recompute) {
+    case Recompute::kNone:
+      break;
+    case Recompute::kSelective:
+      add("--recompute-granularity", "selective");
+      break;
+    case Recompute::kFull:
+      add("--recompute-granularity", "full");
+      add("--recompute-method", "uniform");
+      add("--recompute-num-layers", "1");
+      break;
+  }
+  if (c.sequence_parallel) add("--sequence-parallel");
+  if (c.zero1) add("--use-distributed-optimizer");
+  if (c.overlap_grad_reduce) {
+    add("--overlap-grad-reduce");
+    if (c.zero1) add("--overlap-param-gather");
+  }
+  if (c.tp_comm_overlap) add("--tp-comm-overlap");
+  add("--attention-backend", c.attention == AttentionKernel::kFlash ? "flash" : "unfused");
+  add("--num-layers", std::to_string(transformer_layers(plan.model)));
+  if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
+  if (plan.model.ffn_hidden > 0) add("--ffn-hidden-size", std::to_string(plan.model.ffn_hidden));
+  if (plan.model.heads > 0) add("--num-attention-heads", std::to_string(plan.model.heads));
+  if (plan.model.seq_len > 0) add("--seq-length", std::to_string(plan.model.seq_len));
+
+  std::ostringstream o;
+  o << "# Megatron-LM arguments for " << describe_plan(plan, schedule) << "\n";
+  o << "# Flags checked against " << kMegatronVersion << ".\n";
+  o << "# Launch on " << c.gpus << " GPUs (world size): Megatron-LM derives dp = world size / "
+    << "(tp x pp x cp) = " << c.dp << ".\n";
+  for (size_t i = 0; i < flags.size(); ++i) {
+    o << flags[i].first;
+    if (!flags[i].second.empty()) o << " " << flags[i].second;
+    o << (i + 1 < flags.size() ? " \\\n" : "\n");
+  }
+  return o.str();
+}
+
+namespace {
+
+std::vector<int> parse_layout(const std::string& layout, const std::string& where,
+                              int* num_transformer) {
+  std::vector<int> stages(1, 0);
+  *num_transformer = 0;
+  size_t i = 0;
+  while (i < layout.size()) {
+    const char ch = layout[i];
+    if (ch == '|') {
+      stages.push_back(0);
+      ++i;
+      continue;
+    }
+    if (ch == ',') {
+      ++i;
+      continue;
+    }
+    if (ch != 'E' && ch != 't' && ch != 'L') {
+      throw_input_error(where, "--pipeline-model-parallel-layout: unsupported symbol '" +
+                                   std::string(1, ch) + "' at position " + std::to_string(i) +
+                                   " (expected E, t, L, '*k', '|' or ',')");
+    }
+    ++i;
+    int count = 1;
+    if (i < layout.size() && layout[i] == '*') {
+      ++i;
+      size_t digits = 0;
+      while (i + digits < layout.size() &&
+             std::isdigit(static_cast<unsigned char>(layout[i + digits])))
+        ++digits;
+      if (digits == 0 || digits > 6)
+        throw_input_error(where, "--pipeline-model-parallel-layout: expected a count after '*'");
+      count = std::stoi(layout.substr(i, digits));
+      i += digits;
+    }
+    stages.back() += count;
+    if (ch == 't') *num_transformer += count;
+  }
+  return stages;
+}
+
+}  // namespace
+
+MegatronSettings parse_megatron_arguments(const std::string& text, const std::string& where) {
+  std::vector<std::string> tokens;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) {
+      if (w == "\\") continue;
+      if (w.size() >= 2 && w.front() == '"' && w.back() == '"') w = w.substr(1, w.size() - 2);
+      tokens.push_back(w);
+    }
+  }
+  MegatronSettings out;
+  ParallelConfig& c = out.config;
+  c.schedule = "Std1F1B";
+  auto value_int = [&](size_t& i) {
+    if (i + 1 >= tokens.size()) throw_input_error(where, tokens[i] + ": missing value");
+    const std::string& v = tokens[++i];
+    try {
+      size_t pos = 0;
+      const int x = std::stoi(v, &pos);
+      if (pos != v.size() || x < 1) throw std::invalid_argument(v);
+      return x;
+    } catch (const std::exception&) {
+      throw_input_error(where, tokens[i - 1] + ": expected a positive integer, got '" + v + "'");
+    }
+  };
+  auto value_str = [&](size_t& i) {
+    if (i + 1 >= tokens.size()) throw_input_error(where, tokens[i] + ": missing value");
+    return tokens[++i];
+  };
+  std::string layout;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& f = tokens[i];
+    if (f == "--tensor-model-parallel-size")
+      c.tp = value_int(i);
+    else if (f == "--pipeline-model-parallel-size")
+      c.pp = value_int(i);
+    else if (f == "--context-parallel-size")
+      c.cp = value_int(i);
+    else if (f == "--num-virtual-stages-per-pipeline-rank")
+      c.virtual_stages = value_int(i);
+    else if (f == "--pipeline-model-parallel-layout")
+      layout = value_str(i);
+    else if (f == "--micro-batch-size")
+      c.microbatch_size = value_int(i);
+    else if (f == "--global-batch-size")
+      c.global_batch = value_int(i);
+    else if (f == "--recompute-granularity") {
+      const std::string g = value_str(i);
+      if (g == "full")
+        c.recompute = Recompute::kFull;
+      else if (g == "selective")
+        c.recompute = Recompute::kSelective;
+      else
+        throw_input_error(where,
+                          "--recompute-granularity: expected full or selective, got '" + g + "'");
+    } else if (f == "--recompute-method")
+      value_str(i);
+    else if (f == "--recompute-num-layers")
+      value_int(i);
+    else if (f == "--sequence-parallel")
+      c.sequence_parallel = true;
+    else if (f == "--use-distributed-optimizer")
+      c.zero1 = true;
+    else if (f == "--overlap-grad-reduce")
+      c.overlap_grad_reduce = true;
+    else if (f == "--overlap-param-gather")
+      continue;
+    else if (f == "--tp-comm-overlap")
+      c.tp_comm_overlap = true;
+    else if (f == "--attention-backend") {
+      const std::string a = value_str(i);
+      if (a == "flash")
+        c.attention = AttentionKernel::kFlash;
+      else if (a == "unfused")
+        c.attention = AttentionKernel::kUnfused;
+      else
+        throw_input_error(where, "--attention-backend: expected flash or unfused, got '" + a + "'");
+    } else if (f == "--num-layers")
+      out.num_layers = value_int(i);
+    else if (f == "--hidden-size" || f == "--ffn-hidden-size" || f == "--num-attention-heads" ||
+             f == "--seq-length")
+      value_int(i);
+    else
+      throw_input_error(where, "unknown argument '" + f + "'");
+  }
+  if (!layout.empty()) {
+    int transformer = 0;
+    out.stage_layers = parse_layout(layout, where, &transformer);
+    if (static_cast<int>(out.stage_layers.size()) % c.pp != 0)
+      throw_input_error(
+          where, "--pipeline-model-parallel-layout: " + std::to_string(out.stage_layers.size()) +
+                     " stages are not a multiple of --pipeline-model-parallel-size " +
+                     std::to_string(c.pp));
+    c.virtual_stages = static_cast<int>(out.stage_layers.size()) / c.pp;
+    if (out.num_layers != 0 && transformer != out.num_layers)
+      throw_input_error(where,
+                        "--pipeline-model-parallel-layout holds " + std::to_string(transformer) +
+                            " transformer layers, --num-layers " + std::to_string(out.num_layers));
+  }
+  if (c.virtual_stages > 1) c.schedule = "MegatronInterleaved";
+  return out;
+}
+
+// ---- torchtitan ----------------------------------------------------------------------------
+
+std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
+                            const std::string& csv_path) {
+  const ParallelConfig& c = plan.config;
+  const HandoffTarget target = HandoffTarget::kTorchtitan;
+  if (c.zero1)
+    cannot_express(target,
+                   "ZeRO-1 (distributed optimizer): torchtitan shards with FSDP "
+                   "(parameters, gradients and optimizer state); explore with --zero1 off");
+  if (c.attention == AttentionKernel::kUnfused)
+    cannot_express(target, "unfused attention (torchtitan runs SDPA/flash attention)");
+  if (c.tp > 1 && !c.sequence_parallel)
+    cannot_express(target,
+                   "tensor parallelism without sequence parallelism (torchtitan's "
+                   "tensor-parallel plan always shards the sequence in norm regions)");
+  const char* style = nullptr;
+  switch (plan.placement.kind) {
+    case PlacementKind::kLinear:
+      style = "1F1B";
+      break;
+    case PlacementKind::kLoop:
+      style = c.virtual_stages > 1 ? "Interleaved1F1B" : "1F1B";
+      break;
+    case PlacementKind::kV:
+      style = "ZBVZeroBubble";
+      break;
+    case PlacementKind::kExplicit:
+      cannot_express(target,
+                     "an explicit stage placement (torchtitan places stages in a loop or "
+                     "a V)");
+  }
+  const int first = first_transformer(plan.model);
+  std::ostringstream parts;
+  parts << "[";
+  for (int s = 0; s < plan.partition.num_stages(); ++s) {
+    parts << (s ? ", [" : "[");
+    bool any = false;
+    auto name = [&](const std::string& n) {
+      parts << (any ? ", " : "") << toml_string(n);
+      any = true;
+    };
+    for (int l = plan.partition.begin(s); l < plan.partition.end(s); ++l) {
+      const LayerWork& layer = plan.model.layers[l];
+      switch (layer.kind) {
+        case LayerKind::kEmbedding:
+          name("tok_embeddings");
+          break;
+        case LayerKind::kTransformer:
+          name("layers." + std::to_string(l - first));
+          break;
+        case LayerKind::kLogits:
+          name("norm");
+          name("output");
+          break;
+        case LayerKind::kCustom:
+          cannot_express(target,
+                         "layer '" + layer.name + "' (custom) has no torchtitan module name");
+      }
+    }
+    parts << "]";
+  }
+  parts << "]";
+  const char* ac = c.recompute == Recompute::kFull        ? "full"
+                   : c.recompute == Recompute::kSelective ? "selective"
+                                                          : "none";
+  std::ostringstream o;
+  o << "# torchtitan job config for " << describe_plan(plan, schedule) << "\n";
+  o << "# Keys checked against " << kTorchtitanVersion << ".\n";
+  o << "# The schedule itself is the CSV (PyTorch pipelining, compute_only): with "
+       "pipeline_parallel_schedule_csv\n# set, torchtitan runs _PipelineScheduleRuntime; "
+       "pipeline_parallel_schedule only places the stages\n# ("
+    << style << ").\n";
+  if (c.overlap_grad_reduce)
+    o << "# Gradient reduction overlapped with the backward: torchtitan's FSDP/DDP default.\n";
+  o << "[parallelism]\n";
+  o << "data_parallel_replicate_degree = " << c.dp << "\n";
+  o << "data_parallel_shard_degree = 1\n";
+  o << "tensor_parallel_degree = " << c.tp << "\n";
+  o << "context_parallel_degree = " << c.cp << "\n";
+  o << "pipeline_parallel_degree = " << c.pp << "\n";
+  o << "pipeline_parallel_schedule = " << toml_string(style) << "\n";
+  o << "pipeline_parallel_schedule_csv = " << toml_string(csv_path) << "\n";
+  o << "pipeline_parallel_microbatch_size = " << c.microbatch_size << "\n";
+  o << "module_fqns_per_model_part = " << parts.str() << "\n";
+  if (c.tp_comm_overlap)
+    o << "enable_async_tensor_parallel = true  # takes effect with torch.compile\n";
+  o << "\n[training]\n";
+  o << "local_batch_size = " << c.global_batch / c.dp << "\n";
+  o << "global_batch_size = " << c.global_batch << "\n";
+  if (plan.model.seq_len > 0) o << "seq_len = " << plan.model.seq_len << "\n";
+  o << "\n[activation_checkpoint]\n";
+  o << "mode = " << toml_string(ac) << "\n";
+  return o.str();
+}
+
+// ---- JaxPP ---------------------------------------------------------------------------------
+
+std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
+  const ParallelConfig& c = plan.config;
+  const HandoffTarget target = HandoffTarget::kJaxpp;
+  if (c.cp > 1) cannot_express(target, "context parallelism (cp " + std::to_string(c.cp) + ")");
+  if (c.zero1) cannot_express(target, "ZeRO-1 (distributed optimizer)");
+  if (c.sequence_parallel)
+    cannot_express(target, "sequence parallelism (XLA decides the sharding)");
+  if (c.tp_comm_overlap) cannot_express(target, "tensor-parallel communication overlap");
+  if (c.overlap_grad_reduce)
+    cannot_express(target, "the overlapped gradient reduction (XLA schedules the reduction)");
+  const int S = plan.partition.num_stages();
+  std::string schedule_expr;
+  if (schedule == "Std1F1B" || schedule == "Eager1F1B" || schedule == "ZeroBubble") {
+    if (plan.placement.kind != PlacementKind::kLinear)
+      cannot_express(target, "schedule " + schedule + " with a non-linear placement");
+    schedule_expr = "jaxpp." + schedule + "(num_stages=NUM_STAGES)";
+  } else if (schedule == "Interleaved1F1B") {
+    if (c.num_microbatches % S != 0)
+      cannot_express(target, "Interleaved1F1B with " + std::to_string(c.num_microbatches) +
+                                 " microbatches, not a multiple of the " + std::to_string(S) +
+                                 " stages (JaxPP requires it)");
+    schedule_expr = "jaxpp.Interleaved1F1B(num_stages=NUM_STAGES, mpmd_dim=PP)";
+  } else {
+    cannot_express(target, "schedule " + schedule +
+                               " cannot be expressed (jaxpp.api has Std1F1B, Eager1F1B, "
+                               "ZeroBubble and Interleaved1F1B)");
+  }
+  std::ostringstream starts;
+  for (int s = 0; s < S; ++s) starts << (s ? ", " : "") << plan.partition.begin(s);
+  std::ostringstream o;
+  o << "# JaxPP hand-off for " << describe_plan(plan, schedule) << "\n";
+  o << "# API checked against " << kJaxppVersion << ".\n";
+  o << "from functools import partial\n\n";
+  o << "import jax\nimport numpy as np\nimport optax\n\nimport jaxpp.api as jaxpp\n\n";
+  o << "PP, DP, TP = " << c.pp << ", " << c.dp << ", " << c.tp << "  # mesh shape: " << c.gpus
+    << " devices\n";
+  o << "NUM_STAGES = " << S << "  # " << c.virtual_stages << " per pipeline rank\n";
+  o << "NUM_MICROBATCHES = " << c.num_microbatches
+    << "  # leading axis of the batch given to treduce\n";
+  o << "MICROBATCH_SIZE = " << c.microbatch_size << " * DP  # sequences per microbatch (global)\n";
+  o << "# First model layer of each stage (layers in model order: embedding, blocks, head):\n";
+  o << "STAGE_FIRST_LAYER = [" << starts.str() << "]\n\n";
+  o << "mpmd_mesh = jaxpp.MpmdMesh(\n"
+       "    jax.sharding.Mesh(np.array(jax.devices()).reshape((PP, DP, TP)), (\"stages\", "
+       "\"data\", \"model\")),\n"
+       "    \"stages\",\n)\n";
+  o << "schedule = " << schedule_expr << "\n\n";
+  std::string layer_call = "layer(p, x)";
+  if (c.recompute == Recompute::kFull) {
+    o << "# Full recompute: every layer rematerialised in the backward.\n";
+    layer_call = "jax.checkpoint(layer)(p, x)";
+  } else if (c.recompute == Recompute::kSelective) {
+    o << "# Selective recompute: keep the matmul outputs, recompute the rest.\n";
+    layer_call = "jax.checkpoint(layer, policy=jax.checkpoint_policies.checkpoint_dots)(p, x)";
+  }
+  o << "def forward(layers, params, x):\n"
+       "    for index, (layer, p) in enumerate(zip(layers, params)):\n"
+       "        if index in STAGE_FIRST_LAYER[1:]:\n"
+       "            x = jaxpp.pipeline_enter_stage(x)\n"
+       "        x = "
+    << layer_call
+    << "\n"
+       "    return x\n\n";
+  o << "def make_train_step(loss_fn, optimizer):\n"
+       "    @partial(jaxpp.mpmd_jit_with_loop, mpmd_mesh=mpmd_mesh)\n"
+       "    def train_step(opt_state, params, batch):  # batch: [NUM_MICROBATCHES, "
+       "MICROBATCH_SIZE, ...]\n"
+       "        grad_fn = partial(jax.value_and_grad(loss_fn), params)\n"
+       "        losses, grad = jaxpp.treduce(grad_fn, batch, schedule=schedule)\n"
+       "        updates, opt_state = optimizer.update(grad, opt_state, params)\n"
+       "        return opt_state, optax.apply_updates(params, updates), losses\n"
+       "    return train_step\n";
+  return o.str();
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,71 @@
+// Hand-off of a plan (graph/plan.h) to the trainer that will run it, as text:
+//
+//   megatron_arguments   Megatron-LM command-line arguments (megatron/training/arguments.py of
+//                        NVIDIA/Megatron-LM at commit 000c4ac2, 2025):
+//                        --tensor-model-parallel-size,
+//                        --pipeline-model-parallel-size, --context-parallel-size (cp > 1),
+//                        --num-virtual-stages-per-pipeline-rank (v > 1, even partition) or
+//                        --pipeline-model-parallel-layout (any other partition: "Et*3|t*4|...L"),
+//                        --micro-batch-size, --global-batch-size, --recompute-granularity
+//                        (+ --recompute-method uniform --recompute-num-layers 1 for full),
+//                        --sequence-parallel, --use-distributed-optimizer, --overlap-grad-reduce
+//                        (+ --overlap-param-gather with the distributed optimizer),
+//                        --tp-comm-overlap, --attention-backend, and the model's --num-layers,
+//                        --hidden-size, --ffn-hidden-size, --num-attention-heads, --seq-length.
+//                        One flag per line, shell continuations, comments first.
+//   torchtitan_toml      a torchtitan job config (pytorch/torchtitan
+//   torchtitan/config/job_config.py
+//                        at commit 6404b932): [parallelism] (degrees, pipeline_parallel_schedule
+//                        naming the stage placement, pipeline_parallel_schedule_csv = the CSV the
+//                        caller writes, pipeline_parallel_microbatch_size,
+//                        module_fqns_per_model_part with torchtitan's Llama module names),
+//                        [training] (local/global batch, seq_len), [activation_checkpoint] mode.
+//   jaxpp_snippet        a Python snippet for JaxPP (NVIDIA/jaxpp src/jaxpp/api.py at commit
+//                        01dfbd9c): the MpmdMesh of shape (pp, dp, tp), the schedule class and its
+//                        arguments, where to call pipeline_enter_stage, treduce.
+//
+// `schedule` is the canonical registry name of the plan's schedule (schedules/registry.h; the
+// caller resolves aliases), or the plan's own name for a custom or synthesized program.
+// An option the target cannot express throws InputError naming the target and the option, e.g.
+//   --format megatron: schedule ZeroBubble cannot be expressed (Megatron-LM runs 1F1B, or
+//   interleaved 1F1B with virtual stages)
+//
+// parse_megatron_arguments reads the text of megatron_arguments back (the round trip of the
+// tests: arguments -> configuration and partition -> the same plan).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/plan.h"
+
+namespace jaxpp {
+
+enum class HandoffTarget { kMegatron, kTorchtitan, kJaxpp };
+inline constexpr std::array kAllHandoffTargets = {
+    HandoffTarget::kMegatron, HandoffTarget::kTorchtitan, HandoffTarget::kJaxpp};
+std::string_view to_string(HandoffTarget t);  // "megatron", "torchtitan", "jaxpp"
+// nullopt-like: false when `text` names no target.
+bool parse_handoff_target(std::string_view text, HandoffTarget& out);
+
+std::string megatron_arguments(const Plan& plan, const std::string& schedule);
+std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
+                            const std::string& csv_path);
+std::string jaxpp_snippet(const Plan& plan, const std::string& schedule);
+
+// What Megatron-LM arguments say about a plan.
+struct MegatronSettings {
+  ParallelConfig config;          // pp, tp, cp, v, microbatch_size, global_batch, recompute,
+                                  // sequence_parallel, zero1, overlap_grad_reduce,
+                                  // tp_comm_overlap, attention, schedule (Std1F1B or
+                                  // MegatronInterleaved); gpus and dp are not in the arguments
+  int num_layers = 0;             // transformer layers
+  std::vector<int> stage_layers;  // from the layout: model layers (E, t, L) per stage; empty
+                                  // when there is no layout (Megatron's even split)
+};
+// InputError naming `where` and the flag for an unknown flag or a bad value.
+MegatronSettings parse_megatron_arguments(const std::string& text, const std::string& where);
+
+}  // namespace jaxpp

@@ -1,0 +1,92 @@
+// jaxpp-sim export --format megatron|torchtitan|jaxpp: files written through the CLI, the
+// torchtitan schedule CSV validates and equals the plan's order, options a target cannot express
+// exit 2 naming them and write nothing.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+std::string handoff_plan(const std::string& dir, const std::string& flags) {
+  const std::string path = dir + "/plan.json";
+  const CliResult r = run_cli("simulate --model gpt3-1.3b --cluster a100-80g --global-batch 64 " +
+                              flags + " --plan " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return path;
+}
+
+TEST(ExportHandoffCli, MegatronArgumentsAreWrittenForA1F1BPlan) {
+  const std::string dir = make_temp_dir();
+  const std::string plan =
+      handoff_plan(dir, "--gpus 16 --pp 4 --tp 2 --dp 2 --schedule 1f1b --sequence-parallel");
+  const nlohmann::json j =
+      run_json("export --plan " + plan + " --format megatron -o " + dir + "/args.txt");
+  EXPECT_EQ(j.at("schedule"), "Std1F1B");
+  const std::string args = read_file(dir + "/args.txt");
+  EXPECT_NE(args.find("--tensor-model-parallel-size 2 \\\n"), std::string::npos) << args;
+  EXPECT_NE(args.find("--pipeline-model-parallel-size 4 \\\n"), std::string::npos) << args;
+  EXPECT_NE(args.find("--sequence-parallel"), std::string::npos) << args;
+}
+
+TEST(ExportHandoffCli, TorchtitanWritesTheTomlAndTheScheduleCsvItLoads) {
+  const std::string dir = make_temp_dir();
+  const std::string plan = handoff_plan(dir, "--gpus 8 --pp 4 --dp 2 --schedule zb-h1");
+  const CliResult r = run_cli("export --plan " + plan + " --format torchtitan -o " + dir +
+                              "/job.toml --csv " + dir + "/zb.csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      read_file(dir + "/job.toml").find("pipeline_parallel_schedule_csv = \"" + dir + "/zb.csv\""),
+      std::string::npos);
+  const CliResult v = run_cli("validate " + dir + "/zb.csv");
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  // The CSV is the plan's own order: simulating it gives the plan's step.
+  const nlohmann::json from_plan = run_json(
+      "simulate --model gpt3-1.3b --cluster a100-80g "
+      "--global-batch 64 --gpus 8 --pp 4 --dp 2 --schedule zb-h1");
+  const nlohmann::json from_csv = run_json(
+      "simulate --model gpt3-1.3b --cluster a100-80g "
+      "--global-batch 64 --gpus 8 --pp 4 --dp 2 --schedule-file " +
+      dir + "/zb.csv");
+  EXPECT_NEAR(from_csv.at("step_time_s").get<double>(), from_plan.at("step_time_s").get<double>(),
+              1e-9 * from_plan.at("step_time_s").get<double>());
+}
+
+TEST(ExportHandoffCli, JaxppSnippetIsWritten) {
+  const std::string dir = make_temp_dir();
+  const std::string plan = handoff_plan(dir, "--gpus 8 --pp 4 --dp 2 --schedule zb-h1");
+  ASSERT_EQ(run_cli("export --plan " + plan + " --format jaxpp -o " + dir + "/pp.py").exit_code, 0);
+  EXPECT_NE(read_file(dir + "/pp.py").find("schedule = jaxpp.ZeroBubble(num_stages=NUM_STAGES)"),
+            std::string::npos);
+}
+
+TEST(ExportHandoffCli, AScheduleMegatronCannotRunExitsTwoNamingItAndWritesNothing) {
+  const std::string dir = make_temp_dir();
+  const std::string plan = handoff_plan(dir, "--gpus 8 --pp 4 --dp 2 --schedule zb-h1");
+  const CliResult r = run_cli("export --plan " + plan + " --format megatron -o " + dir + "/a.txt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--format megatron: schedule ZeroBubble cannot be expressed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(dir + "/a.txt"), "");
+}
+
+TEST(ExportHandoffCli, TorchtitanNeedsCsvAndOtherFormatsRefuseIt) {
+  const std::string dir = make_temp_dir();
+  const std::string plan = handoff_plan(dir, "--gpus 8 --pp 4 --dp 2 --schedule zb-h1");
+  const CliResult no_csv =
+      run_cli("export --plan " + plan + " --format torchtitan -o " + dir + "/j.toml");
+  EXPECT_EQ(no_csv.exit_code, 2);
+  EXPECT_NE(no_csv.err.find("--csv: required with --format torchtitan"), std::string::npos);
+  const CliResult csv = run_cli("export --plan " + plan + " --format jaxpp -o " + dir +
+                                "/p.py --csv " + dir + "/s.csv");
+  EXPECT_EQ(csv.exit_code, 2);
+  EXPECT_NE(csv.err.find("--csv: only --format torchtitan"), std::string::npos) << csv.err;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing

@@ -1,0 +1,220 @@
+// Hand-off to trainers (handoff/handoff.h): golden Megatron-LM arguments, torchtitan TOML and
+// JaxPP snippets; the Megatron arguments read back build the same plan (round trip); options a
+// target cannot express are errors naming them.
+// Regenerate the golden files after an intended change with
+//   JAXPP_UPDATE_GOLDEN=1 ./build/bin/handoff_tests      (then review the diff)
+#include "handoff/handoff.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "costmodel/cluster.h"
+#include "graph/error.h"
+#include "graph/model.h"
+#include "simulator/plan_builder.h"
+
+namespace jaxpp {
+namespace {
+
+void expect_handoff_golden(const std::string& actual, const std::string& name) {
+  const std::string path = std::string(JAXPP_TEST_DATA_DIR) + "/handoff/" + name;
+  if (const char* update = std::getenv("JAXPP_UPDATE_GOLDEN");
+      update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path;
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "output differs from " << path;
+}
+
+struct HandoffCase {
+  int gpus, pp, tp, dp, v, global_batch, microbatch_size;
+  std::string schedule;
+  Recompute recompute = Recompute::kNone;
+  bool sp = false, zero1 = false, overlap = false;
+  PartitionMode partition = PartitionMode::kAuto;
+  int cp = 1;
+};
+
+PlanRequest handoff_request(const HandoffCase& c) {
+  PlanRequest req;
+  req.model = load_model("gpt3-1.3b");
+  req.cluster = load_cluster("a100-80g");
+  ParallelConfig& p = req.config;
+  p.gpus = c.gpus;
+  p.pp = c.pp;
+  p.tp = c.tp;
+  p.dp = c.dp;
+  p.cp = c.cp;
+  p.virtual_stages = c.v;
+  p.global_batch = c.global_batch;
+  p.microbatch_size = c.microbatch_size;
+  p.schedule = c.schedule;
+  p.recompute = c.recompute;
+  p.sequence_parallel = c.sp;
+  p.zero1 = c.zero1;
+  p.overlap_grad_reduce = c.overlap;
+  req.partition = c.partition;
+  return req;
+}
+
+// Uneven (cost-balanced) partition: the layout; 1F1B with everything Megatron has a flag for.
+const HandoffCase kMegatron1F1B{.gpus = 16,
+                                .pp = 4,
+                                .tp = 2,
+                                .dp = 2,
+                                .v = 1,
+                                .global_batch = 64,
+                                .microbatch_size = 1,
+                                .schedule = "Std1F1B",
+                                .recompute = Recompute::kFull,
+                                .sp = true,
+                                .zero1 = true,
+                                .overlap = true};
+// Megatron's own even split with virtual stages: --num-virtual-stages-per-pipeline-rank.
+const HandoffCase kMegatronInterleaved{.gpus = 8,
+                                       .pp = 2,
+                                       .tp = 2,
+                                       .dp = 2,
+                                       .v = 3,
+                                       .global_batch = 32,
+                                       .microbatch_size = 2,
+                                       .schedule = "MegatronInterleaved",
+                                       .recompute = Recompute::kSelective,
+                                       .sp = true,
+                                       .partition = PartitionMode::kEven};
+const HandoffCase kZbH1{.gpus = 8,
+                        .pp = 4,
+                        .tp = 1,
+                        .dp = 2,
+                        .v = 1,
+                        .global_batch = 64,
+                        .microbatch_size = 1,
+                        .schedule = "ZeroBubble"};
+const HandoffCase kInterleavedJaxpp{.gpus = 8,
+                                    .pp = 2,
+                                    .tp = 2,
+                                    .dp = 2,
+                                    .v = 2,
+                                    .global_batch = 32,
+                                    .microbatch_size = 1,
+                                    .schedule = "Interleaved1F1B"};
+
+TEST(Handoff, MegatronArgumentsOfAnUnevenPartitionGiveTheLayout) {
+  const Plan plan = build_plan(handoff_request(kMegatron1F1B));
+  const std::string text = megatron_arguments(plan, "Std1F1B");
+  EXPECT_NE(text.find("--pipeline-model-parallel-layout \"E"), std::string::npos) << text;
+  expect_handoff_golden(text, "megatron_1f1b_layout.txt");
+}
+
+TEST(Handoff, MegatronArgumentsOfAnEvenInterleavedPlanGiveTheVirtualStages) {
+  const Plan plan = build_plan(handoff_request(kMegatronInterleaved));
+  const std::string text = megatron_arguments(plan, "MegatronInterleaved");
+  EXPECT_NE(text.find("--num-virtual-stages-per-pipeline-rank 3"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--pipeline-model-parallel-layout"), std::string::npos) << text;
+  expect_handoff_golden(text, "megatron_interleaved_even.txt");
+}
+
+// Arguments -> configuration and partition -> build_plan gives the same plan.
+void expect_megatron_round_trip(const HandoffCase& c) {
+  const PlanRequest original_request = handoff_request(c);
+  const Plan plan = build_plan(original_request);
+  const MegatronSettings s = parse_megatron_arguments(megatron_arguments(plan, c.schedule), "args");
+  PlanRequest req;
+  req.model = original_request.model;
+  req.cluster = original_request.cluster;
+  req.config = s.config;
+  req.config.gpus = plan.config.gpus;  // the launch's world size
+  req.config.dp = plan.config.gpus / (s.config.pp * s.config.tp * s.config.cp);
+  if (s.stage_layers.empty()) {
+    req.partition = PartitionMode::kEven;
+  } else {
+    req.partition = PartitionMode::kExplicit;
+    int start = 0;
+    for (int layers : s.stage_layers) {
+      req.partition_starts.push_back(start);
+      start += layers;
+    }
+  }
+  const Plan back = build_plan(req);
+  EXPECT_EQ(back.config, plan.config);
+  EXPECT_EQ(back.partition, plan.partition);
+  EXPECT_EQ(back.placement, plan.placement);
+  EXPECT_EQ(back.program, plan.program);
+  EXPECT_EQ(s.num_layers, 24);
+}
+
+TEST(Handoff, MegatronArgumentsReadBackBuildTheSamePlan) {
+  expect_megatron_round_trip(kMegatron1F1B);
+  expect_megatron_round_trip(kMegatronInterleaved);
+}
+
+TEST(Handoff, TorchtitanTomlNamesTheCsvAndTheModulesOfEachStage) {
+  const Plan plan = build_plan(handoff_request(kZbH1));
+  const std::string text = torchtitan_toml(plan, "ZeroBubble", "zb.csv");
+  EXPECT_NE(text.find("pipeline_parallel_schedule_csv = \"zb.csv\""), std::string::npos);
+  EXPECT_NE(text.find("[\"tok_embeddings\", \"layers.0\""), std::string::npos);
+  EXPECT_NE(text.find("\"norm\", \"output\"]]"), std::string::npos);
+  expect_handoff_golden(text, "torchtitan_zb_h1.toml");
+}
+
+TEST(Handoff, JaxppSnippetGivesTheScheduleClassMeshAndStageBoundaries) {
+  const Plan plan = build_plan(handoff_request(kInterleavedJaxpp));
+  const std::string text = jaxpp_snippet(plan, "Interleaved1F1B");
+  EXPECT_NE(text.find("jaxpp.Interleaved1F1B(num_stages=NUM_STAGES, mpmd_dim=PP)"),
+            std::string::npos);
+  EXPECT_NE(text.find("reshape((PP, DP, TP))"), std::string::npos);
+  expect_handoff_golden(text, "jaxpp_interleaved.py");
+}
+
+std::string handoff_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Handoff, OptionsATargetCannotExpressAreErrorsNamingThem) {
+  const Plan zb = build_plan(handoff_request(kZbH1));
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(zb, "ZeroBubble");
+            }).find("--format megatron: schedule ZeroBubble cannot be expressed"),
+            std::string::npos);
+  const Plan zero1 = build_plan(handoff_request(kMegatron1F1B));
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(zero1, "Std1F1B", "s.csv");
+            }).find("--format torchtitan: ZeRO-1"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(zero1, "Std1F1B"); }).find("--format jaxpp: ZeRO-1"),
+            std::string::npos);
+  const Plan interleaved = build_plan(handoff_request(kMegatronInterleaved));
+  EXPECT_NE(handoff_error([&] {
+              jaxpp_snippet(interleaved, "MegatronInterleaved");
+            }).find("--format jaxpp: sequence parallelism"),
+            std::string::npos);
+  HandoffCase gpipe = kZbH1;
+  gpipe.schedule = "GPipe";
+  EXPECT_NE(handoff_error([&] {
+              jaxpp_snippet(build_plan(handoff_request(gpipe)), "GPipe");
+            }).find("--format jaxpp: schedule GPipe cannot be expressed"),
+            std::string::npos);
+}
+
+TEST(Handoff, UnknownMegatronArgumentIsRefusedWithItsName) {
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments("--pipeline-model-parallel-size 2 --foo 3", "a.txt");
+            }).find("a.txt: unknown argument '--foo'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace jaxpp
