@@ -127,7 +127,7 @@ int run_export(int argc, char** argv) {
   options.add_options()
       ("trace", "trace JSON file (from simulate --trace or run)", cxxopts::value<std::string>())
       ("plan", "plan JSON file: simulated first (analytic cost model)", cxxopts::value<std::string>())
-      ("format", "perfetto | chrome | svg | png | dot | text | json (default: from the -o extension); megatron | torchtitan | jaxpp: the plan for a trainer", cxxopts::value<std::string>())
+      ("format", "perfetto | chrome | svg | png | dot | text | json | megatron | torchtitan | jaxpp (default: from the -o extension; the last three: the plan for a trainer)", cxxopts::value<std::string>())
       ("csv", "--format torchtitan: write the schedule CSV the TOML loads to FILE", cxxopts::value<std::string>())
       ("o,output", "output file ('-' = stdout, text formats only)", cxxopts::value<std::string>())
       ("width", "text: columns (100); svg/png/dot: points (1000)", cxxopts::value<int>())

@@ -37,11 +37,14 @@ for c in $commands; do
   echo "      flags=\"${flags% }\""
   echo "      valued=\" ${valued}\""
   echo "      case \$prev in"
-  # Flags whose description starts with an enumeration "a | b | c".
+  # Flags whose description starts with an enumeration "a | b | c"; an enumeration that the help
+  # wraps after a "|" is joined with its continuation line first.
+  joined=$(awk '{ if (pending != "") { sub(/^ +/, ""); $0 = pending $0; pending = "" }
+                  if ($0 ~ /\| *$/) { sub(/ +$/, " "); pending = $0; next } print }' <<< "$help")
   while read -r flag choices; do
     [ -n "$flag" ] || continue
     echo "        $flag) values=\"$choices\" ;;"
-  done < <(sed -n 's/^ \{2,\}\(-[a-zA-Z], \)\{0,1\}\(--[a-z0-9-]*\) arg  *\([a-z0-9.-]*\( | [a-z0-9.-]*\)\{1,\}\)\( .*\)\{0,1\}$/\2 \3/p' <<< "$help" |
+  done < <(sed -n 's/^ \{2,\}\(-[a-zA-Z], \)\{0,1\}\(--[a-z0-9-]*\) arg  *\([a-z0-9.-]*\( | [a-z0-9.-]*\)\{1,\}\)\( .*\)\{0,1\}$/\2 \3/p' <<< "$joined" |
              sed 's/ | / /g')
   if grep -q -- '--schedule arg' <<< "$help"; then
     echo "        --schedule) values=\"${schedules% }\" ;;"
