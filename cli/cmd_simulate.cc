@@ -163,7 +163,7 @@ int run_simulate(int argc, char** argv) {
       ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
       ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
-      ("moe-overlap", "MoE all-to-all overlap: auto | dualpipe | 1f1b | none (docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
+      ("moe-overlap", "auto | dualpipe | 1f1b | none (how the MoE all-to-all overlaps compute; docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
       ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
