@@ -226,6 +226,21 @@ TEST(DualPipeTable, JaxPPOrderEqualsTheReferenceWithoutWeightSplitAndNotWithIt) 
   EXPECT_NEAR(idle_per_actor(table_run("dualpipev", 4, 16, 2, 1, 0)), 15, 1e-9);
 }
 
+TEST(DualPipeTable, JaxPPOrderExcessIsTheUnsplitHopsAndTheTrailingWeightsOfActorOne) {
+  // With T_B = T_W and p even >= 4 both orders agree up to the last microbatch's gradient chain
+  // (stages 2p−2 … 0 after actor 0's I+W of stage 2p−1). JaxPP's step 6 keeps p/2 hops of that
+  // chain full (stage b on even actors, stage a on odd ones: + (p/2)·T_W), and its chain ends on
+  // actor 1, which still runs its p−1 deferred W's, where DualPipe's ends with actor 0's I(0) and
+  // one W: + (p−1)T_W − (T_B + T_W) = (p−3)·T_W. Together (3p/2 − 3)·T_W more makespan.
+  for (int p : {4, 6, 8})
+    for (const auto& [f, bw] : {std::pair{1.0, 1.0}, std::pair{2.0, 1.0}, std::pair{1.0, 0.5},
+                                std::pair{1.0, 2.0}, std::pair{3.0, 1.0}}) {
+      const double jaxpp = table_run("dualpipev", p, 4 * p, f, bw, bw).makespan_s;
+      const double reference = run_schedule(dualpipe_reference(p, 4 * p), f, bw, bw).makespan_s;
+      EXPECT_NEAR(jaxpp - reference, (1.5 * p - 3) * bw, 1e-9) << p << " " << f << " " << bw;
+    }
+}
+
 TEST(DualPipeTable, ActivationsArePpForOneFOneBAndZeroBubbleAndPpPlusOneForDualPipeV) {
   for (int p : {2, 4, 8}) {
     // In stashed (stage, microbatch) chunks of the worst actor; PP = p stages for 1F1B and ZB1P.
