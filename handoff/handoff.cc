@@ -153,6 +153,11 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
   add("--tensor-model-parallel-size", std::to_string(c.tp));
   add("--pipeline-model-parallel-size", std::to_string(c.pp));
   if (c.cp > 1) add("--context-parallel-size", std::to_string(c.cp));
+  // Expert parallelism: Megatron Core carves ep·etp out of a stage's tp·cp·dp devices, as the
+  // plan does (graph/plan.h); its --expert-tensor-parallel-size defaults to tp.
+  if (c.ep > 1) add("--expert-model-parallel-size", std::to_string(c.ep));
+  if (c.ep > 1 && c.expert_tp() != c.tp)
+    add("--expert-tensor-parallel-size", std::to_string(c.expert_tp()));
   if (is_megatron_even_split(plan)) {
     if (v > 1) add("--num-virtual-stages-per-pipeline-rank", std::to_string(v));
   } else {
@@ -286,6 +291,10 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       c.pp = value_int(i);
     else if (f == "--context-parallel-size")
       c.cp = value_int(i);
+    else if (f == "--expert-model-parallel-size")
+      c.ep = value_int(i);
+    else if (f == "--expert-tensor-parallel-size")
+      c.etp = value_int(i);
     else if (f == "--num-virtual-stages-per-pipeline-rank")
       c.virtual_stages = value_int(i);
     else if (f == "--pipeline-model-parallel-layout")
@@ -363,6 +372,18 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                    "(parameters, gradients and optimizer state); explore with --zero1 off");
   if (c.attention == AttentionKernel::kUnfused)
     cannot_express(target, "unfused attention (torchtitan runs SDPA/flash attention)");
+  // torchtitan carves ep out of data_parallel_shard_degree·cp (·tp when etp = 1) and supports
+  // etp = tp or 1 only; the plan's data parallelism is written as replicas (shard degree 1), so
+  // ep must equal cp (etp = tp) or cp·tp (etp = 1).
+  if (c.ep > 1) {
+    const int etp = c.expert_tp();
+    const bool fits = (etp == c.tp && c.ep == c.cp) || (etp == 1 && c.ep == c.cp * c.tp);
+    if (!fits)
+      cannot_express(target, "expert parallelism ep " + std::to_string(c.ep) + " with etp " +
+                                 std::to_string(etp) +
+                                 ": torchtitan needs etp = tp with ep = cp, or etp = 1 with ep = "
+                                 "cp*tp, when data parallelism is replicated");
+  }
   if (c.tp > 1 && !c.sequence_parallel)
     cannot_express(target,
                    "tensor parallelism without sequence parallelism (torchtitan's "
@@ -431,6 +452,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   o << "data_parallel_shard_degree = 1\n";
   o << "tensor_parallel_degree = " << c.tp << "\n";
   o << "context_parallel_degree = " << c.cp << "\n";
+  if (c.ep > 1) {
+    o << "expert_parallel_degree = " << c.ep << "\n";
+    o << "expert_tensor_parallel_degree = " << c.expert_tp() << "\n";
+  }
   o << "pipeline_parallel_degree = " << c.pp << "\n";
   o << "pipeline_parallel_schedule = " << toml_string(style) << "\n";
   o << "pipeline_parallel_schedule_csv = " << toml_string(csv_path) << "\n";
@@ -453,6 +478,7 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kJaxpp;
   if (c.cp > 1) cannot_express(target, "context parallelism (cp " + std::to_string(c.cp) + ")");
+  if (c.ep > 1) cannot_express(target, "expert parallelism (ep " + std::to_string(c.ep) + ")");
   if (c.zero1) cannot_express(target, "ZeRO-1 (distributed optimizer)");
   if (c.sequence_parallel)
     cannot_express(target, "sequence parallelism (XLA decides the sharding)");

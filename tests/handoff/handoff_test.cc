@@ -209,6 +209,54 @@ TEST(Handoff, OptionsATargetCannotExpressAreErrorsNamingThem) {
             std::string::npos);
 }
 
+// An MoE plan: Megatron gets the expert-parallel sizes (and reads them back), torchtitan only
+// the expert layouts it supports with replicated data parallelism, JaxPP none.
+PlanRequest moe_handoff_request(int ep, int etp) {
+  PlanRequest req;
+  req.model = load_model("mixtral-8x7b");
+  req.cluster = load_cluster("h100-sxm");
+  ParallelConfig& p = req.config;
+  p.gpus = 16;
+  p.pp = 2;
+  p.tp = 2;
+  p.dp = 4;
+  p.ep = ep;
+  p.etp = etp;
+  p.global_batch = 64;
+  p.microbatch_size = 1;
+  p.schedule = "Std1F1B";
+  p.sequence_parallel = true;
+  req.partition = PartitionMode::kEven;
+  return req;
+}
+
+TEST(Handoff, ExpertParallelSizesGoToMegatronAndTorchtitanWhereExpressible) {
+  const Plan ep4 = build_plan(moe_handoff_request(4, 1));
+  const std::string args = megatron_arguments(ep4, "Std1F1B");
+  EXPECT_NE(args.find("--expert-model-parallel-size 4"), std::string::npos) << args;
+  EXPECT_NE(args.find("--expert-tensor-parallel-size 1"), std::string::npos) << args;
+  const MegatronSettings back = parse_megatron_arguments(args, "args");
+  EXPECT_EQ(back.config.ep, 4);
+  EXPECT_EQ(back.config.expert_tp(), 1);
+  // etp = tp is Megatron's default: not written.
+  const std::string args_etp_tp = megatron_arguments(build_plan(moe_handoff_request(2, 0)), "Std1F1B");
+  EXPECT_NE(args_etp_tp.find("--expert-model-parallel-size 2"), std::string::npos);
+  EXPECT_EQ(args_etp_tp.find("--expert-tensor-parallel-size"), std::string::npos);
+  // torchtitan: etp 1 with ep = cp·tp = 2 fits; ep 4 does not (its ep comes from FSDP shards).
+  const std::string toml = torchtitan_toml(build_plan(moe_handoff_request(2, 1)), "Std1F1B", "s.csv");
+  EXPECT_NE(toml.find("expert_parallel_degree = 2\nexpert_tensor_parallel_degree = 1\n"),
+            std::string::npos)
+      << toml;
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(ep4, "Std1F1B", "s.csv");
+            }).find("--format torchtitan: expert parallelism ep 4 with etp 1"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] {
+              jaxpp_snippet(ep4, "Std1F1B");
+            }).find("--format jaxpp: expert parallelism (ep 4)"),
+            std::string::npos);
+}
+
 TEST(Handoff, UnknownMegatronArgumentIsRefusedWithItsName) {
   EXPECT_NE(handoff_error([] {
               parse_megatron_arguments("--pipeline-model-parallel-size 2 --foo 3", "a.txt");
