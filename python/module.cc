@@ -400,7 +400,8 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
                      int microbatches, int virtual_stages, bool fuse_steady_state,
                      const std::string& plan_text, const std::string& compute, double time_scale,
                      int steps, int warmup, int dp, double timeout_s, bool check, int hidden,
-                     int seq, int layers_per_stage, const std::string& optimizer, uint64_t seed) {
+                     int seq, int layers_per_stage, const std::string& optimizer, uint64_t seed,
+                     int64_t inject_drop) {
   if (compute != "real" && compute != "emulated")
     throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");
   if (steps < 1) throw_input_error("--steps", "must be >= 1, got " + std::to_string(steps));
@@ -420,6 +421,7 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
   ro.mlp.layers_per_stage = layers_per_stage;
   ro.mlp.optimizer = parse_optimizer_kind(optimizer, "--optimizer");
   ro.mlp.seed = seed;
+  ro.drop_tag = inject_drop;
   Program program;
   std::unique_ptr<CostProvider> cost;
   if (!plan_text.empty()) {
@@ -545,5 +547,5 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("plan"), py::arg("compute"), py::arg("time_scale"), py::arg("steps"),
         py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"),
         py::arg("hidden"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
-        py::arg("seed"));
+        py::arg("seed"), py::arg("inject_drop"));
 }

@@ -395,13 +395,15 @@ class RunResult:
 def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=None, virtual=1,
         fuse_steady_state=False, compute="real", time_scale=1.0, steps=3, warmup=1, dp=1,
         timeout_s=30.0, check=False, hidden=32, seq=8, layers_per_stage=2, optimizer="sgd",
-        seed=1234):
+        seed=1234, inject_drop=-1):
     """Execute a program on the threads backend, as ``jaxpp-sim run``: a plan (a dict in the
     plan.json format, e.g. ``ExploreResult.best_plan()`` or ``SimResult.plan``, or a path) or a
     schedule (``schedule``, ``pp``, ``microbatches``, ``virtual``) on the MLP workload.
     ``compute`` is "real" (fp64 numerics; ``check=True`` compares with the independent
     reference) or "emulated" (each task sleeps its predicted duration times ``time_scale``).
-    Raises ``RuntimeError`` when the run fails (timeout, dead peer)."""
+    ``inject_drop=TAG`` loses that message (``--inject-drop``: the receiver times out after
+    ``timeout_s``). Raises ``RuntimeError`` when the run fails (timeout, dead peer), with the
+    message the CLI prints."""
     plan_text = ""
     if plan is not None:
         if isinstance(plan, dict):
@@ -413,7 +415,7 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
                      int(virtual), bool(fuse_steady_state), plan_text, str(compute),
                      float(time_scale), int(steps), int(warmup), int(dp), float(timeout_s),
                      bool(check), int(hidden), int(seq), int(layers_per_stage), str(optimizer),
-                     int(seed))
+                     int(seed), int(inject_drop))
     return RunResult(_json.loads(text))
 
 

@@ -268,9 +268,20 @@ def test_run_plan_from_simulate_emulated():
 
 
 def test_run_refuses_a_deadlocked_schedule():
-    # A deadlocked custom schedule is refused before running (bad input) ...
-    with pytest.raises(js.InputError):
-        js.run(schedule_file=os.path.join(DATA, "schedules", "deadlock.json"))
+    path = os.path.join(DATA, "schedules", "deadlock.json")
+    with pytest.raises(js.InputError) as e:
+        js.run(schedule_file=path)
+    assert str(e.value) == cli_error("run", "--schedule-file", path)
+
+
+def test_run_failure_raises_runtime_error_with_the_cli_message():
+    with pytest.raises(RuntimeError) as e:
+        js.run(schedule="1f1b", pp=2, microbatches=4, inject_drop=0, timeout_s=0.5)
+    assert not isinstance(e.value, ValueError)
+    code, _, err = cli("run", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4",
+                       "--inject-drop", "0", "--timeout-s", "0.5")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == "jaxpp-sim run: error: " + str(e.value)
 
 
 # --- JaxPP adapter --------------------------------------------------------------------------------
