@@ -12,8 +12,8 @@
 
 #include <chrono>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -48,7 +48,9 @@ namespace {
 
 using json = nlohmann::json;
 
-json parse(const std::string& text, const std::string& where) { return parse_json_text(text, where); }
+json parse(const std::string& text, const std::string& where) {
+  return parse_json_text(text, where);
+}
 
 // --- catalogues --------------------------------------------------------------------------------
 
@@ -158,9 +160,9 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
 
 SimOut simulate_measured_mode(const std::string& schedule, const std::string& schedule_file,
                               std::optional<int> pp, std::optional<int> microbatches,
-                              int virtual_stages, bool fuse_steady_state,
-                              std::optional<double> t_f, std::optional<double> t_b, double t_w,
-                              double t_comm, const std::string& stage_times_file,
+                              int virtual_stages, bool fuse_steady_state, std::optional<double> t_f,
+                              std::optional<double> t_b, double t_w, double t_comm,
+                              const std::string& stage_times_file,
                               const std::string& stage_times_text, bool record_trace) {
   MeasuredRequest req;
   req.schedule = schedule;
@@ -178,8 +180,7 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
   SimOut out;
   {
     py::gil_scoped_release release;
-    const SimulatedPlan sim =
-        simulate_measured(req, sim_options(record_trace, false, true, false));
+    const SimulatedPlan sim = simulate_measured(req, sim_options(record_trace, false, true, false));
     out = sim_out(sim, record_trace);
   }
   return out;
@@ -196,16 +197,14 @@ std::vector<bool> zero1_domain(const std::string& text) {
 
 // Returns the explore --json text and the wall time of the exploration itself (enumerate,
 // evaluate, rank), which the overhead benchmark compares with the whole Python call.
-std::pair<std::string, double> explore_json(const std::string& model_text, const std::string& cluster_text, int gpus,
-                         int global_batch, double max_memory_gib,
-                         const std::vector<std::string>& schedules, const std::vector<int>& pp,
-                         const std::vector<int>& tp, const std::vector<int>& cp,
-                         const std::vector<int>& microbatch_sizes,
-                         const std::vector<int>& virtual_stages,
-                         const std::vector<std::string>& recompute, const std::string& zero1,
-                         bool sequence_parallel, const std::string& attention,
-                         bool tp_comm_overlap, bool overlap_grad_reduce, int threads, int top,
-                         bool explain, std::optional<py::function> progress) {
+std::pair<std::string, double> explore_json(
+    const std::string& model_text, const std::string& cluster_text, int gpus, int global_batch,
+    double max_memory_gib, const std::vector<std::string>& schedules, const std::vector<int>& pp,
+    const std::vector<int>& tp, const std::vector<int>& cp,
+    const std::vector<int>& microbatch_sizes, const std::vector<int>& virtual_stages,
+    const std::vector<std::string>& recompute, const std::string& zero1, bool sequence_parallel,
+    const std::string& attention, bool tp_comm_overlap, bool overlap_grad_reduce, int threads,
+    int top, bool explain, std::optional<py::function> progress) {
   ExploreRequest req;
   req.model = model_from_json(parse(model_text, "model"), "model");
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
@@ -219,7 +218,8 @@ std::pair<std::string, double> explore_json(const std::string& model_text, const
   space.cp = cp;
   space.microbatch_sizes = microbatch_sizes;
   space.virtual_stages = virtual_stages;
-  for (const std::string& r : recompute) space.recompute.push_back(parse_recompute(r, "--recompute"));
+  for (const std::string& r : recompute)
+    space.recompute.push_back(parse_recompute(r, "--recompute"));
   space.zero1 = zero1_domain(zero1);
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
@@ -347,15 +347,14 @@ std::string validate_json(const std::string& path) {
       error = e.what();
     }
     if (error.empty()) check_plan(plan, path);
-    nlohmann::ordered_json out = {
-        {"file", path},
-        {"kind", "plan"},
-        {"ok", error.empty()},
-        {"errors", error.empty() ? json::array() : json::array({error})},
-        {"num_actors", plan.program.num_actors},
-        {"num_stages", plan.program.num_stages},
-        {"num_microbatches", plan.program.num_microbatches},
-        {"num_instructions", plan.program.num_instructions()}};
+    nlohmann::ordered_json out = {{"file", path},
+                                  {"kind", "plan"},
+                                  {"ok", error.empty()},
+                                  {"errors", error.empty() ? json::array() : json::array({error})},
+                                  {"num_actors", plan.program.num_actors},
+                                  {"num_stages", plan.program.num_stages},
+                                  {"num_microbatches", plan.program.num_microbatches},
+                                  {"num_instructions", plan.program.num_instructions()}};
     return out.dump();
   }
   const Schedule schedule =
@@ -523,17 +522,17 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
         py::arg("partition"), py::arg("breakdown"), py::arg("check_memory"),
         py::arg("record_trace"));
-  m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"),
-        py::arg("schedule_file"), py::arg("pp"), py::arg("microbatches"),
-        py::arg("virtual_stages"), py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"),
-        py::arg("t_w"), py::arg("t_comm"), py::arg("stage_times_file"),
-        py::arg("stage_times"), py::arg("record_trace"));
+  m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
+        py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
+        py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
+        py::arg("t_comm"), py::arg("stage_times_file"), py::arg("stage_times"),
+        py::arg("record_trace"));
   m.def("explore", &explore_json, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("max_memory_gib"), py::arg("schedules"), py::arg("pp"),
         py::arg("tp"), py::arg("cp"), py::arg("microbatch_sizes"), py::arg("virtual_stages"),
-        py::arg("recompute"), py::arg("zero1"), py::arg("sequence_parallel"),
-        py::arg("attention"), py::arg("tp_comm_overlap"), py::arg("overlap_grad_reduce"),
-        py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("progress"));
+        py::arg("recompute"), py::arg("zero1"), py::arg("sequence_parallel"), py::arg("attention"),
+        py::arg("tp_comm_overlap"), py::arg("overlap_grad_reduce"), py::arg("threads"),
+        py::arg("top"), py::arg("explain"), py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"));
   m.def("show", &show_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
@@ -545,7 +544,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("run", &run_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
         py::arg("microbatches"), py::arg("virtual_stages"), py::arg("fuse_steady_state"),
         py::arg("plan"), py::arg("compute"), py::arg("time_scale"), py::arg("steps"),
-        py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"),
-        py::arg("hidden"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
-        py::arg("seed"), py::arg("inject_drop"));
+        py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"), py::arg("hidden"),
+        py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"), py::arg("seed"),
+        py::arg("inject_drop"));
 }

@@ -39,10 +39,10 @@
 
 #include "costmodel/cost_provider.h"
 #include "graph/program.h"
-#include "schedules/schedule.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "runtime/workload.h"
+#include "schedules/schedule.h"
 #include "trace/trace.h"
 
 namespace jaxpp {

@@ -297,7 +297,8 @@ SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& t
 SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOptions& options) {
   if (!request.pp) throw_input_error("--pp", "required (pipeline actors)");
   if (!request.microbatches) {
-    throw_input_error("--microbatches", "required in measured mode (or give --model for model mode)");
+    throw_input_error("--microbatches",
+                      "required in measured mode (or give --model for model mode)");
   }
   if (request.schedule.empty() && request.schedule_file.empty()) {
     throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
@@ -319,9 +320,12 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
     times = stage_times_from_json(*request.stage_times_doc, request.stage_times_source,
                                   schedule.num_stages);
   } else {
-    if (!request.t_f_ms) throw_input_error("--t-f", "required in measured mode (or --stage-times FILE)");
-    if (!request.t_b_ms) throw_input_error("--t-b", "required in measured mode (or --stage-times FILE)");
-    times = uniform_stage_times(schedule.num_stages, stage_time_s_from_ms(*request.t_f_ms, false, "--t-f"),
+    if (!request.t_f_ms)
+      throw_input_error("--t-f", "required in measured mode (or --stage-times FILE)");
+    if (!request.t_b_ms)
+      throw_input_error("--t-b", "required in measured mode (or --stage-times FILE)");
+    times = uniform_stage_times(schedule.num_stages,
+                                stage_time_s_from_ms(*request.t_f_ms, false, "--t-f"),
                                 stage_time_s_from_ms(*request.t_b_ms, false, "--t-b"),
                                 stage_time_s_from_ms(request.t_w_ms, true, "--t-w"),
                                 stage_time_s_from_ms(request.t_comm_ms, true, "--t-comm"));

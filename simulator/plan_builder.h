@@ -106,7 +106,7 @@ struct MeasuredRequest {
   bool fuse_steady_state = false;
   std::optional<double> t_f_ms, t_b_ms;
   double t_w_ms = 0, t_comm_ms = 0;
-  std::string stage_times_file;                  // or
+  std::string stage_times_file;                   // or
   std::optional<nlohmann::json> stage_times_doc;  // (source name: stage_times_source)
   std::string stage_times_source = "stage_times";
 };
