@@ -33,6 +33,7 @@
 #include "schedules/registry.h"
 #include "schedules/schedule.h"
 #include "schedules/shardy.h"
+#include "schedules/summary.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
 #include "simulator/explorer.h"
@@ -277,29 +278,15 @@ std::string explore_best_plan(const std::string& model_text, const std::string& 
 
 // --- show and validate -------------------------------------------------------------------------
 
-std::string schedule_summary(const Schedule& schedule, const ValidationReport& report,
-                             const std::optional<Timeline>& timeline) {
-  json actors = json::array();
-  for (const auto& items : schedule.actors) {
-    json list = json::array();
-    for (const ScheduleItem& item : items) list.push_back(item_to_string(item));
-    actors.push_back(std::move(list));
-  }
-  nlohmann::ordered_json out = {{"schedule", schedule.name},
-                                {"num_actors", schedule.num_actors()},
-                                {"num_stages", schedule.num_stages},
-                                {"num_microbatches", schedule.num_microbatches},
-                                {"placement", std::string(to_string(schedule.placement.kind))},
-                                {"stage_to_actor", schedule.placement.stage_to_actor},
-                                {"split_backward", schedule.split_backward},
-                                {"actors", std::move(actors)}};
-  if (timeline) out["makespan_unit"] = timeline->makespan;
-  out["peak_in_flight"] = report.peak_in_flight;
+// show --json's summary (schedules/summary.h) plus the texts show prints or exports.
+std::string schedule_summary(const Schedule& schedule, const ValidationReport& report) {
+  const int64_t makespan = report.ok() ? unit_cost_timeline(schedule).makespan : -1;
+  nlohmann::ordered_json out = schedule_summary_json(schedule, report, makespan);
   out["ok"] = report.ok();
   out["errors"] = report.errors;
   if (report.ok()) {
     out["text"] = to_text(schedule);
-    out["timeline_text"] = timeline_to_text(schedule, *timeline);
+    out["timeline_text"] = timeline_to_text(schedule, unit_cost_timeline(schedule));
     out["json_text"] = schedule_to_json_text(schedule);
     out["csv_text"] = schedule_to_csv(schedule);
   }
@@ -328,50 +315,17 @@ std::string show_json(const std::string& name, const std::string& schedule_file,
     params.group_size = group_size;
     schedule = generate_schedule(name, params);
   }
-  const ValidationReport report = validate_schedule(schedule);
-  std::optional<Timeline> timeline;
-  if (report.ok()) timeline = unit_cost_timeline(schedule);
-  return schedule_summary(schedule, report, timeline);
+  return schedule_summary(schedule, validate_schedule(schedule));
 }
 
 std::string validate_json(const std::string& path) {
   const std::string text = read_input_text(path);
   const bool csv = detect_schedule_format(path, text) == ScheduleFileFormat::kCsv;
   const json doc = csv ? json() : parse_json_text(text, path);
-  if (doc.is_object() && doc.contains("format") && doc["format"] == "jaxpp-sim-plan") {
-    const Plan plan = plan_from_json(doc, path);
-    std::string error;
-    try {
-      check_program(plan.program);
-    } catch (const InputError& e) {
-      error = e.what();
-    }
-    if (error.empty()) check_plan(plan, path);
-    nlohmann::ordered_json out = {{"file", path},
-                                  {"kind", "plan"},
-                                  {"ok", error.empty()},
-                                  {"errors", error.empty() ? json::array() : json::array({error})},
-                                  {"num_actors", plan.program.num_actors},
-                                  {"num_stages", plan.program.num_stages},
-                                  {"num_microbatches", plan.program.num_microbatches},
-                                  {"num_instructions", plan.program.num_instructions()}};
-    return out.dump();
-  }
+  if (is_plan_document(doc)) return plan_file_report_json(doc, path).dump();
   const Schedule schedule =
       csv ? parse_schedule_csv(text, path) : custom_schedule_from_json(doc, path);
-  const ValidationReport report = validate_schedule(schedule);
-  nlohmann::ordered_json out = {{"file", path},
-                                {"kind", "schedule"},
-                                {"schedule", schedule.name},
-                                {"ok", report.ok()},
-                                {"errors", report.errors},
-                                {"num_actors", schedule.num_actors()},
-                                {"num_stages", schedule.num_stages},
-                                {"num_microbatches", schedule.num_microbatches},
-                                {"stage_to_actor", schedule.placement.stage_to_actor},
-                                {"peak_in_flight", report.peak_in_flight}};
-  if (report.ok()) out["makespan_unit"] = unit_cost_timeline(schedule).makespan;
-  return out.dump();
+  return schedule_file_report_json(path, schedule, validate_schedule(schedule)).dump();
 }
 
 // --- export ------------------------------------------------------------------------------------
