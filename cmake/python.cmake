@@ -3,7 +3,9 @@
 # OFF skips it. The module is a shared object that links the static libraries, so they are compiled
 # as position-independent code when it is built.
 set(JAXPP_PYTHON_ENABLED OFF)
-if(NOT JAXPP_WITH_PYTHON STREQUAL "OFF")
+if(JAXPP_WITH_PYTHON STREQUAL "OFF")
+  message(STATUS "jaxpp-sim: Python module disabled (JAXPP_WITH_PYTHON=OFF)")
+else()
   if(JAXPP_WITH_PYTHON STREQUAL "ON")
     set(_jaxpp_py_required REQUIRED)
   else()
