@@ -453,6 +453,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   using namespace jaxpp::python;
   namespace jp = jaxpp;
   m.doc() = "Compiled core of jaxpp_sim (use the jaxpp_sim package, not this module).";
+  m.attr("__version__") = JAXPP_VERSION;
   py::register_exception<jp::InputError>(m, "InputError", PyExc_ValueError);
 
   m.def("model_presets", &jp::model_preset_names);

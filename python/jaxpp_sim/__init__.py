@@ -24,6 +24,7 @@ import json as _json
 
 from . import _jaxpp_sim as _core
 from ._jaxpp_sim import InputError
+from ._jaxpp_sim import __version__  # the project's version (jaxpp-sim --version)
 
 __all__ = [
     "InputError", "Model", "Cluster", "SimResult", "ExploreResult", "RunResult",

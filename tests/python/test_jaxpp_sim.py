@@ -120,6 +120,11 @@ def test_input_errors_carry_the_cli_message():
                                      "--global-batch", "64", "--schedule", "1f1b")
 
 
+def test_version_is_the_cli_version():
+    code, out, _ = cli("--version")
+    assert code == 0 and js.__version__ in out.splitlines()[0]
+
+
 def test_models_clusters_schedules_match_the_cli():
     assert "gpt3-13b" in js.models() and "deepseek-v3" in js.models()
     assert "h100-sxm" in js.clusters()
