@@ -25,8 +25,10 @@
 #include "graph/hf_config.h"
 #include "graph/input_file.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 #include "graph/model.h"
 #include "graph/plan.h"
+#include "graph/range_check.h"
 #include "runtime/backend.h"
 #include "runtime/run.h"
 #include "schedules/custom.h"
@@ -357,9 +359,20 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
                      int64_t inject_drop) {
   if (compute != "real" && compute != "emulated")
     throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");
-  if (steps < 1) throw_input_error("--steps", "must be >= 1, got " + std::to_string(steps));
-  if (warmup < 0) throw_input_error("--warmup", "must be >= 0, got " + std::to_string(warmup));
-  if (dp < 1) throw_input_error("--dp", "must be >= 1, got " + std::to_string(dp));
+  // The CLI's ranges and messages (cli/cmd_run.cc, graph/limits.h).
+  check_int_in(steps, "--steps", 1, kMaxSteps, "a number of steps");
+  check_int_in(warmup, "--warmup", 0, kMaxSteps, "a number of steps");
+  if (steps + warmup > kMaxSteps) {
+    throw_input_error("--steps", "--steps " + std::to_string(steps) + " + --warmup " +
+                                     std::to_string(warmup) + " is more than the limit of " +
+                                     std::to_string(kMaxSteps) + " steps");
+  }
+  check_int_in(dp, "--dp", 1, kMaxStages, "a number of replicas");
+  check_double_in(time_scale, "--time-scale", 0, 1000, "a factor");
+  check_double_in(timeout_s, "--timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
+  check_int_in(hidden, "--hidden", 1, kMaxHidden, "a width");
+  check_int_in(seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
+  check_int_in(layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
   RunOptions ro;
   ro.backend = BackendKind::kThreads;
   ro.emulated = compute == "emulated";

@@ -272,6 +272,41 @@ def test_run_plan_from_simulate_emulated():
     assert r.step_time_s > 0
 
 
+@pytest.mark.parametrize("kwargs, flags", [
+    (dict(steps=0), ["--steps", "0"]),
+    (dict(warmup=-1), ["--warmup", "-1"]),
+    (dict(hidden=0), ["--hidden", "0"]),
+    (dict(seq=1 << 23), ["--seq", str(1 << 23)]),
+    (dict(timeout_s=0), ["--timeout-s", "0"]),
+    (dict(time_scale=-1), ["--time-scale", "-1"]),
+    (dict(compute="gpu"), ["--compute", "gpu"]),
+    (dict(optimizer="lion"), ["--optimizer", "lion"]),
+])
+def test_run_argument_checks_are_the_cli_checks(kwargs, flags):
+    with pytest.raises(js.InputError) as e:
+        js.run(schedule="1f1b", pp=2, microbatches=4, **kwargs)
+    assert str(e.value) == cli_error("run", "--schedule", "1f1b", "--pp", "2", "--microbatches",
+                                     "4", *flags)
+
+
+def test_other_argument_checks():
+    with pytest.raises(js.InputError) as e:
+        small_explore(zero1="maybe")
+    assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--zero1", "maybe", "--quiet")
+    with pytest.raises(js.InputError) as e:
+        small_explore(threads=0)
+    assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--threads", "0", "--quiet")
+    with pytest.raises(js.InputError) as e:
+        js.simulate(model="gpt3-13b", gpus=8, pp=1, global_batch=8, schedule="1f1b", t_f=1)
+    assert str(e.value).startswith("t_f: a measured-mode argument")
+    with pytest.raises(js.InputError) as e:
+        js.export(js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, trace=False))
+    assert "no trace" in str(e.value)
+    with pytest.raises(js.InputError) as e:
+        js.show(schedule="1f1b")
+    assert str(e.value) == cli_error("show", "--schedule", "1f1b")
+
+
 def test_run_refuses_a_deadlocked_schedule():
     path = os.path.join(DATA, "schedules", "deadlock.json")
     with pytest.raises(js.InputError) as e:
