@@ -252,8 +252,14 @@ def test_export_svg_and_perfetto(tmp_path):
     code, _, err = cli("export", "--trace", str(trace_file), "-o", str(out))
     assert code == 0, err
     assert out.read_text() == svg
+    png = js.export(r, "png")
+    assert isinstance(png, bytes) and png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert js.export(r, "dot").startswith("digraph")
     with pytest.raises(js.InputError):
         js.export(r, "gif")
+    # A measured run's trace exports too.
+    run = js.run(schedule="1f1b", pp=2, microbatches=4, steps=1)
+    assert "<svg" in js.export(run, "svg")
 
 
 def test_run_threads_with_check():
