@@ -248,16 +248,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   req.gpus = args["gpus"].as<int>();
   req.global_batch = args["global-batch"].as<int>();
   if (args.count("max-memory-gib")) {
-    const double g = args["max-memory-gib"].as<double>();
-    if (!(g > 0)) throw_input_error("--max-memory-gib", "must be > 0, got " + fmt("%g", g));
-    // Checked in bytes, after the conversion: 1 MiB to 1 PiB (a denormal would become 0 bytes,
-    // which means "the cluster's memory"; 1e300 would overflow the int64 cast).
-    const double bytes = g * kGiB;
-    if (!(bytes >= 1024.0 * 1024.0 && bytes <= 1024.0 * 1024.0 * kGiB)) {
-      throw_input_error("--max-memory-gib",
-                        "expected 1 MiB to 1 PiB (0.0009765625 to 1048576), got " + fmt("%g", g));
-    }
-    req.max_memory_bytes = static_cast<int64_t>(bytes);
+    req.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
   }
   ExploreSpace& space = req.space;
   if (args.count("schedules")) {

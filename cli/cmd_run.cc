@@ -97,11 +97,7 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
     }
     schedule = generate_schedule(args["schedule"].as<std::string>(), params);
   }
-  LoweringOptions lo;
-  int64_t act = static_cast<int64_t>(mlp.seq) * mlp.hidden * 8;
-  lo.activation_bytes.assign(schedule.num_stages, act);
-  lo.grad_bytes.assign(schedule.num_stages, mlp.params_per_stage() * 8);
-  st.program = lower(schedule, lo);
+  st.program = lower_mlp_program(schedule, mlp);
   if (args.count("stage-times")) {
     st.cost = std::make_unique<StageTimesCost>(
         load_stage_times(args["stage-times"].as<std::string>(), st.program.num_stages));

@@ -11,6 +11,7 @@
 #include "schedules/custom.h"
 #include "schedules/registry.h"
 #include "schedules/shardy.h"
+#include "schedules/summary.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
 
@@ -122,23 +123,8 @@ int run_show(int argc, char** argv) {
   const Timeline timeline = unit_cost_timeline(schedule);
 
   if (args.count("json")) {
-    nlohmann::json actors = nlohmann::json::array();
-    for (const auto& items : schedule.actors) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const ScheduleItem& item : items) list.push_back(item_to_string(item));
-      actors.push_back(std::move(list));
-    }
-    const nlohmann::ordered_json summary = {
-        {"schedule", schedule.name},
-        {"num_actors", schedule.num_actors()},
-        {"num_stages", schedule.num_stages},
-        {"num_microbatches", schedule.num_microbatches},
-        {"placement", std::string(to_string(schedule.placement.kind))},
-        {"stage_to_actor", schedule.placement.stage_to_actor},
-        {"split_backward", schedule.split_backward},
-        {"actors", std::move(actors)},
-        {"makespan_unit", timeline.makespan},
-        {"peak_in_flight", report.peak_in_flight}};
+    const nlohmann::ordered_json summary =
+        schedule_summary_json(schedule, report, timeline.makespan);
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }

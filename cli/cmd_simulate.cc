@@ -43,12 +43,6 @@ ExportFormat timeline_format(const std::string& path) {
                         "for a text Gantt chart)");
 }
 
-// A measured-mode time flag in milliseconds, converted to seconds and checked after the
-// conversion (costmodel/stage_times_cost.h).
-double time_flag_s(const cxxopts::ParseResult& args, const char* flag, bool zero_allowed) {
-  return stage_time_s_from_ms(args[flag].as<double>(), zero_allowed, std::string("--") + flag);
-}
-
 void print_summary(std::ostream& out, const nlohmann::json& m) {
   char line[256];
   auto row = [&](const char* label, const std::string& value) {
@@ -237,43 +231,20 @@ int run_simulate(int argc, char** argv) {
   SimulatedPlan sim;
   if (measured) {
     if (args.count("plan")) throw_input_error("--plan", "needs --model (a plan holds a model)");
-    require("pp", "required (pipeline actors)");
-    require("microbatches", "required in measured mode (or give --model for model mode)");
-    if (!args.count("schedule") && !args.count("schedule-file")) {
-      throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
-    }
-    const int pp = args["pp"].as<int>();
-    const int m = args["microbatches"].as<int>();
-    if (pp < 1) throw_input_error("--pp", "must be >= 1, got " + std::to_string(pp));
-    if (m < 1) throw_input_error("--microbatches", "must be >= 1, got " + std::to_string(m));
-    const int v = args["virtual"].as<int>();
-    if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
-    const Schedule schedule =
-        make_schedule(args.count("schedule") ? args["schedule"].as<std::string>() : "",
-                      args.count("schedule-file") ? args["schedule-file"].as<std::string>() : "",
-                      pp, v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0,
-                      m, args.count("fuse-steady-state") > 0);
-    StageTimes times;
-    if (args.count("stage-times")) {
-      times = load_stage_times(args["stage-times"].as<std::string>(), schedule.num_stages);
-    } else {
-      require("t-f", "required in measured mode (or --stage-times FILE)");
-      require("t-b", "required in measured mode (or --stage-times FILE)");
-      times = uniform_stage_times(schedule.num_stages, time_flag_s(args, "t-f", false),
-                                  time_flag_s(args, "t-b", false), time_flag_s(args, "t-w", true),
-                                  time_flag_s(args, "t-comm", true));
-    }
-    if (perturbation) {
-      check_perturbation(*perturbation, schedule.num_actors(), "--perturb");
-      PlanSimOptions base_options = sim_options;
-      base_options.record_trace = false;
-      const SimulatedPlan base = simulate_stage_times(schedule, times, base_options);
-      sim_options.perturbation = &*perturbation;
-      sim = simulate_stage_times(schedule, times, sim_options);
-      sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, *perturbation);
-    } else {
-      sim = simulate_stage_times(schedule, times, sim_options);
-    }
+    MeasuredRequest mreq;
+    if (args.count("pp")) mreq.pp = args["pp"].as<int>();
+    if (args.count("microbatches")) mreq.microbatches = args["microbatches"].as<int>();
+    if (args.count("schedule")) mreq.schedule = args["schedule"].as<std::string>();
+    if (args.count("schedule-file")) mreq.schedule_file = args["schedule-file"].as<std::string>();
+    mreq.virtual_stages = args["virtual"].as<int>();
+    mreq.fuse_steady_state = args.count("fuse-steady-state") > 0;
+    if (args.count("stage-times")) mreq.stage_times_file = args["stage-times"].as<std::string>();
+    if (args.count("t-f")) mreq.t_f_ms = args["t-f"].as<double>();
+    if (args.count("t-b")) mreq.t_b_ms = args["t-b"].as<double>();
+    mreq.t_w_ms = args["t-w"].as<double>();
+    mreq.t_comm_ms = args["t-comm"].as<double>();
+    if (perturbation) sim_options.perturbation = &*perturbation;  // reported against a base run
+    sim = simulate_measured(mreq, sim_options);
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());

@@ -11,6 +11,7 @@
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "schedules/custom.h"
+#include "schedules/summary.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
 #include "simulator/plan_check.h"
@@ -18,40 +19,24 @@
 namespace jaxpp::cli {
 namespace {
 
-bool is_plan(const nlohmann::json& j) {
-  return j.is_object() && j.contains("format") && j["format"] == "jaxpp-sim-plan";
-}
-
 int validate_plan(const nlohmann::json& doc, const std::string& path, bool json) {
-  const Plan plan = plan_from_json(doc, path);
-  std::string error;
-  try {
-    check_program(plan.program);
-  } catch (const InputError& e) {
-    error = e.what();
-  }
-  // A well-formed program that contradicts the rest of the file is bad input (exit 2).
-  if (error.empty()) check_plan(plan, path);
+  // simulator/plan_check.h: a well-formed program that contradicts the rest of the file throws
+  // (bad input, exit 2); a malformed program is reported (exit 1).
+  const nlohmann::ordered_json report = plan_file_report_json(doc, path);
+  const bool ok = report["ok"].get<bool>();
   if (json) {
-    nlohmann::ordered_json out = {
-        {"file", path},
-        {"kind", "plan"},
-        {"ok", error.empty()},
-        {"errors", error.empty() ? nlohmann::json::array() : nlohmann::json::array({error})},
-        {"num_actors", plan.program.num_actors},
-        {"num_stages", plan.program.num_stages},
-        {"num_microbatches", plan.program.num_microbatches},
-        {"num_instructions", plan.program.num_instructions()}};
-    std::cout << out.dump(2) << "\n";
-  } else if (error.empty()) {
-    std::cout << "OK: " << path << ": plan, program with " << plan.program.num_actors << " actors, "
-              << plan.program.num_stages << " stages, " << plan.program.num_microbatches
-              << " microbatches, " << plan.program.num_instructions()
+    std::cout << report.dump(2) << "\n";
+  } else if (ok) {
+    std::cout << "OK: " << path << ": plan, program with " << report["num_actors"].get<int>()
+              << " actors, " << report["num_stages"].get<int>() << " stages, "
+              << report["num_microbatches"].get<int>() << " microbatches, "
+              << report["num_instructions"].get<int64_t>()
               << " instructions; every send has its recv\n";
   } else {
-    std::cout << "INVALID: " << path << ": plan program: " << error << "\n";
+    std::cout << "INVALID: " << path << ": plan program: " << report["errors"][0].get<std::string>()
+              << "\n";
   }
-  return error.empty() ? kExitOk : kExitFailure;
+  return ok ? kExitOk : kExitFailure;
 }
 
 int run_validate(int argc, char** argv) {
@@ -77,24 +62,12 @@ int run_validate(int argc, char** argv) {
   const std::string text = read_input_text(path);
   const bool csv = detect_schedule_format(path, text) == ScheduleFileFormat::kCsv;
   const nlohmann::json doc = csv ? nlohmann::json() : parse_json_text(text, path);
-  if (is_plan(doc)) return validate_plan(doc, path, json);
+  if (is_plan_document(doc)) return validate_plan(doc, path, json);
 
   const Schedule schedule = csv ? parse_schedule_csv(text, path) : custom_schedule_from_json(doc, path);
   const ValidationReport report = validate_schedule(schedule);
-  int64_t makespan = -1;
-  if (report.ok()) makespan = unit_cost_timeline(schedule).makespan;
   if (json) {
-    nlohmann::ordered_json out = {{"file", path},
-                                  {"kind", "schedule"},
-                                  {"schedule", schedule.name},
-                                  {"ok", report.ok()},
-                                  {"errors", report.errors},
-                                  {"num_actors", schedule.num_actors()},
-                                  {"num_stages", schedule.num_stages},
-                                  {"num_microbatches", schedule.num_microbatches},
-                                  {"stage_to_actor", schedule.placement.stage_to_actor},
-                                  {"peak_in_flight", report.peak_in_flight}};
-    if (report.ok()) out["makespan_unit"] = makespan;
+    const nlohmann::ordered_json out = schedule_file_report_json(path, schedule, report);
     std::cout << out.dump(2) << "\n";
     return report.ok() ? kExitOk : kExitFailure;
   }
@@ -109,7 +82,8 @@ int run_validate(int argc, char** argv) {
             << schedule.num_microbatches << " microbatches, " << schedule.num_tasks() << " tasks\n";
   std::cout << "peak in-flight activations per actor (stage-microbatches):";
   for (int v : report.peak_in_flight) std::cout << " " << v;
-  std::cout << "\nunit-cost makespan (F=1, B=2, I=W=1): " << makespan << "\n";
+  std::cout << "\nunit-cost makespan (F=1, B=2, I=W=1): " << unit_cost_timeline(schedule).makespan
+            << "\n";
   return kExitOk;
 }
 

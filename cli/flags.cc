@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/range_check.h"
 #include "runtime/comm_plan.h"
 
 namespace jaxpp::cli {
@@ -56,34 +57,14 @@ void refuse_threads_backend_under_mpirun(BackendKind backend, const std::string&
                         "per worker) or start one process without mpirun");
 }
 
-namespace {
-
-std::string number_text(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
-
 double double_flag_in(const cxxopts::ParseResult& args, const std::string& flag, double lo,
                       double hi, const std::string& what) {
-  const double v = args[flag].as<double>();
-  if (!(std::isfinite(v) && v >= lo && v <= hi)) {
-    throw_input_error("--" + flag, "expected " + what + " in [" + number_text(lo) + ", " +
-                                       number_text(hi) + "], got " + number_text(v));
-  }
-  return v;
+  return check_double_in(args[flag].as<double>(), "--" + flag, lo, hi, what);
 }
 
 int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int lo, int hi,
                 const std::string& what) {
-  const int v = args[flag].as<int>();
-  if (v < lo || v > hi) {
-    throw_input_error("--" + flag, "expected " + what + " in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + "], got " + std::to_string(v));
-  }
-  return v;
+  return check_int_in(args[flag].as<int>(), "--" + flag, lo, hi, what);
 }
 
 }  // namespace jaxpp::cli

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 
 namespace jaxpp {
@@ -540,6 +541,23 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
     return cluster_from_json(read_json_file(name_or_path), name_or_path);
   }
   return cluster_preset(name_or_path);  // throws: unknown preset, not a file either
+}
+
+ClusterSpec load_cluster_arg(const std::string& name_or_path) {
+  std::string key = name_or_path;
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::vector<std::string> presets = cluster_preset_names();
+  if (std::find(presets.begin(), presets.end(), key) != presets.end())
+    return load_cluster(name_or_path);
+  if (!path_exists(name_or_path)) {
+    std::string list;
+    for (const std::string& p : presets) list += (list.empty() ? "" : ", ") + p;
+    throw_input_error(name_or_path,
+                      "unknown cluster: not a preset and no such file (presets: " + list + ")");
+  }
+  check_input_file(name_or_path);  // a directory, a FIFO, a device, too large: says which
+  return load_cluster(name_or_path);
 }
 
 }  // namespace jaxpp

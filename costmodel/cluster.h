@@ -159,6 +159,13 @@ struct ClusterSpec {
 // A preset name (case-insensitive: a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72,
 // mi300x; docs/hardware.md gives each field its source) or a path to a JSON file.
 ClusterSpec load_cluster(const std::string& name_or_path);
+
+// load_cluster for a user-given name or path (the CLI's --cluster, the Python module's
+// Cluster.load): it says what was actually given when it is neither a preset nor a regular file:
+//   h900: unknown cluster: not a preset and no such file (presets: a100-80g, ...)
+//   clusters/: is a directory, not a file
+//   pipe: is not a regular file (a FIFO)
+ClusterSpec load_cluster_arg(const std::string& name_or_path);
 // Parses the JSON form; "base" (a preset) supplies defaults, otherwise every field is required.
 // `source` names the document in errors.
 ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source);

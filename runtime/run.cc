@@ -19,8 +19,18 @@
 #include "runtime/mpi_backend.h"
 #include "runtime/reference.h"
 #include "runtime/threads_backend.h"
+#include "schedules/lower.h"
 
 namespace jaxpp {
+
+Program lower_mlp_program(const Schedule& schedule, const MlpConfig& mlp) {
+  LoweringOptions lo;
+  const int64_t act = static_cast<int64_t>(mlp.seq) * mlp.hidden * 8;
+  lo.activation_bytes.assign(schedule.num_stages, act);
+  lo.grad_bytes.assign(schedule.num_stages, mlp.params_per_stage() * 8);
+  return lower(schedule, lo);
+}
+
 
 std::string_view to_string(BackendKind k) {
   switch (k) {

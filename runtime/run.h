@@ -42,6 +42,7 @@
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "runtime/workload.h"
+#include "schedules/schedule.h"
 #include "trace/trace.h"
 
 namespace jaxpp {
@@ -92,6 +93,11 @@ struct RunResult {
   CheckResult reference;                 // against the independent reference
   CheckResult orchestration;             // against the same-code sequential run_reference
 };
+
+// The program of a schedule run on the MLP workload (run --schedule / --schedule-file, the Python
+// module's run): lowered with the workload's activation bytes (seq x hidden fp64 values) and
+// gradient bytes (params_per_stage fp64 values) on every stage.
+Program lower_mlp_program(const Schedule& schedule, const MlpConfig& mlp);
 
 RunResult run_program(const Program& program, const CostProvider* emulation_cost,
                       const RunOptions& options);

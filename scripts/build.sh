@@ -17,6 +17,7 @@
 #                             "skipped: no GPU" on a machine without one, never a pass
 # Idempotent: packages already installed are not touched, the build is incremental.
 # Environment: BUILD_DIR (default build), JOBS (default nproc), JAXPP_WITH_CUDA (AUTO|ON|OFF),
+#   JAXPP_WITH_PYTHON (AUTO|ON|OFF, the Python module; off in the sanitizer and fuzz builds),
 #   SAN_CXX (compiler for sanitize, default clang++), SANITIZERS (default "asan tsan"),
 #   FUZZ_SECONDS (default 30 per target),
 #   FUZZ_TARGETS (default: all), FUZZ_ARTIFACTS (where crashing inputs go, default
@@ -34,9 +35,12 @@ jobs=${JOBS:-$(nproc)}
 action=${1:-build}
 
 # dpkg-dev: dpkg-shlibdeps computes the Debian package's Depends (package, and its ctest).
+# python3-*, pybind11-dev: the Python module jaxpp_sim (build/python), its pytest suite and the
+# example's plots (docs/python.md); Debian's packages, no PyPI.
 packages=(g++ cmake make pkg-config libboost-graph-dev nlohmann-json3-dev libcxxopts-dev
           libgraphviz-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          libopenmpi-dev openmpi-bin dpkg-dev)
+          libopenmpi-dev openmpi-bin dpkg-dev
+          python3-dev pybind11-dev python3-pytest python3-numpy python3-pandas python3-matplotlib)
 case "$action" in
   # clang with its sanitizer and libFuzzer runtimes; llvm for llvm-symbolizer (readable reports).
   sanitize | fuzz) packages+=(clang libclang-rt-14-dev llvm) ;;
@@ -89,7 +93,7 @@ san_common() {
   local cc=${cxx/clang++/clang}
   [ "$cc" = "$cxx" ] && cc=${cxx/g++/gcc}
   san_args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc"
-            -DJAXPP_WITH_CUDA=OFF -DJAXPP_BUILD_BENCHMARKS=OFF "${build_args[@]}")
+            -DJAXPP_WITH_CUDA=OFF -DJAXPP_WITH_PYTHON=OFF -DJAXPP_BUILD_BENCHMARKS=OFF "${build_args[@]}")
   san_flags="-O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all"
 }
 
@@ -188,7 +192,7 @@ run_fuzz() {
   local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
   local start=$SECONDS
   configure "$fuzz" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
-            -DJAXPP_WITH_CUDA=OFF -DJAXPP_BUILD_BENCHMARKS=OFF -DJAXPP_BUILD_TESTS=OFF \
+            -DJAXPP_WITH_CUDA=OFF -DJAXPP_WITH_PYTHON=OFF -DJAXPP_BUILD_BENCHMARKS=OFF -DJAXPP_BUILD_TESTS=OFF \
             -DJAXPP_BUILD_FUZZERS=ON -DCMAKE_CXX_FLAGS="$flags" \
             -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" "${build_args[@]}"
   echo "== building the fuzz targets with $jobs jobs"
@@ -220,8 +224,9 @@ case "$action" in
 esac
 
 configure "$build_dir" -DCMAKE_BUILD_TYPE=Release -DJAXPP_WITH_CUDA="${JAXPP_WITH_CUDA:-AUTO}" \
+          -DJAXPP_WITH_PYTHON="${JAXPP_WITH_PYTHON:-AUTO}" \
           "${build_args[@]}"
-grep -E "CUDA backend" "$build_dir.configure.log" || true
+grep -E "CUDA backend|Python module" "$build_dir.configure.log" || true
 echo "== building with $jobs jobs"
 cmake --build "$build_dir" -j "$jobs"
 

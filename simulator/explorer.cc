@@ -24,6 +24,20 @@
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
+
+int64_t max_memory_bytes_from_gib(double g) {
+  constexpr double kGiBBytes = 1024.0 * 1024.0 * 1024.0;
+  char text[64];
+  std::snprintf(text, sizeof text, "%g", g);
+  if (!(g > 0)) throw_input_error("--max-memory-gib", std::string("must be > 0, got ") + text);
+  const double bytes = g * kGiBBytes;
+  if (!(bytes >= 1024.0 * 1024.0 && bytes <= 1024.0 * 1024.0 * kGiBBytes)) {
+    throw_input_error(
+        "--max-memory-gib",
+        std::string("expected 1 MiB to 1 PiB (0.0009765625 to 1048576), got ") + text);
+  }
+  return static_cast<int64_t>(bytes);
+}
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -114,6 +114,11 @@ struct ExploreSpace {
   bool tp_comm_overlap = false;  // needs sequence_parallel; set where tp > 1
 };
 
+// --max-memory-gib (and the Python module's max_memory_gib): GiB to bytes, checked after the
+// conversion: > 0 and 1 MiB to 1 PiB (a denormal would become 0 bytes, which means "the
+// cluster's memory"; 1e300 would overflow the int64 cast). InputError naming --max-memory-gib.
+int64_t max_memory_bytes_from_gib(double gib);
+
 struct ExploreRequest {
   ModelSpec model;
   ClusterSpec cluster;

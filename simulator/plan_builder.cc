@@ -14,6 +14,7 @@
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "simulator/breakdown.h"
+#include "simulator/what_if.h"
 
 namespace jaxpp {
 namespace {
@@ -309,6 +310,55 @@ SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& t
   out.metrics["num_stages"] = schedule.num_stages;
   out.metrics["pp"] = schedule.num_actors();
   return out;
+}
+
+SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOptions& options) {
+  if (!request.pp) throw_input_error("--pp", "required (pipeline actors)");
+  if (!request.microbatches) {
+    throw_input_error("--microbatches",
+                      "required in measured mode (or give --model for model mode)");
+  }
+  if (request.schedule.empty() && request.schedule_file.empty()) {
+    throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
+  }
+  const int pp = *request.pp;
+  const int m = *request.microbatches;
+  const int v = request.virtual_stages;
+  if (pp < 1) throw_input_error("--pp", "must be >= 1, got " + std::to_string(pp));
+  if (m < 1) throw_input_error("--microbatches", "must be >= 1, got " + std::to_string(m));
+  if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
+  const Schedule schedule =
+      make_schedule(request.schedule, request.schedule_file, pp,
+                    v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0, m,
+                    request.fuse_steady_state);
+  StageTimes times;
+  if (!request.stage_times_file.empty()) {
+    times = load_stage_times(request.stage_times_file, schedule.num_stages);
+  } else if (request.stage_times_doc) {
+    times = stage_times_from_json(*request.stage_times_doc, request.stage_times_source,
+                                  schedule.num_stages);
+  } else {
+    if (!request.t_f_ms)
+      throw_input_error("--t-f", "required in measured mode (or --stage-times FILE)");
+    if (!request.t_b_ms)
+      throw_input_error("--t-b", "required in measured mode (or --stage-times FILE)");
+    times = uniform_stage_times(schedule.num_stages,
+                                stage_time_s_from_ms(*request.t_f_ms, false, "--t-f"),
+                                stage_time_s_from_ms(*request.t_b_ms, false, "--t-b"),
+                                stage_time_s_from_ms(request.t_w_ms, true, "--t-w"),
+                                stage_time_s_from_ms(request.t_comm_ms, true, "--t-comm"));
+  }
+  if (!options.perturbation) return simulate_stage_times(schedule, times, options);
+  // What-if: the unperturbed run first, then the perturbed one with a report of the difference.
+  check_perturbation(*options.perturbation, schedule.num_actors(), "--perturb");
+  PlanSimOptions base_options = options;
+  base_options.record_trace = false;
+  base_options.perturbation = nullptr;
+  const SimulatedPlan base = simulate_stage_times(schedule, times, base_options);
+  SimulatedPlan sim = simulate_stage_times(schedule, times, options);
+  sim.metrics["perturbation"] =
+      perturbation_report(base.result, sim.result, *options.perturbation);
+  return sim;
 }
 
 }  // namespace jaxpp

@@ -34,6 +34,7 @@
 //   plan.predicted = sim.metrics;
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,26 @@ struct PlanSimOptions {
 };
 
 SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options);
+
+// The measured mode of `jaxpp-sim simulate` and of the Python module's simulate(): a schedule
+// name (or file) with pp actors, v stages per actor and m microbatches, and the stage times in
+// milliseconds, uniform (t_f, t_b, t_w, t_comm), from a stage-times file or from a stage-times
+// document (stage_times_from_json). Checked in the CLI's order with its messages (flag names):
+// --pp, --microbatches, --schedule required; pp, m, v >= 1; one source of times.
+struct MeasuredRequest {
+  std::string schedule;       // registry name or alias; or
+  std::string schedule_file;  // a custom schedule file
+  std::optional<int> pp;
+  std::optional<int> microbatches;
+  int virtual_stages = 1;
+  bool fuse_steady_state = false;
+  std::optional<double> t_f_ms, t_b_ms;
+  double t_w_ms = 0, t_comm_ms = 0;
+  std::string stage_times_file;                   // or
+  std::optional<nlohmann::json> stage_times_doc;  // (source name: stage_times_source)
+  std::string stage_times_source = "stage_times";
+};
+SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOptions& options);
 
 // Measured-times mode: simulate `schedule` (p actors, its own S and m) with StageTimesCost.
 SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& times,

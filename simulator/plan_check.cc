@@ -226,4 +226,27 @@ void check_plan(const Plan& plan, const std::string& source) {
 
 Schedule plan_schedule(const Plan& plan) { return schedule_of(plan); }
 
+bool is_plan_document(const nlohmann::json& doc) {
+  return doc.is_object() && doc.contains("format") && doc["format"] == "jaxpp-sim-plan";
+}
+
+nlohmann::ordered_json plan_file_report_json(const nlohmann::json& doc, const std::string& path) {
+  const Plan plan = plan_from_json(doc, path);
+  std::string error;
+  try {
+    check_program(plan.program);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (error.empty()) check_plan(plan, path);
+  return {{"file", path},
+          {"kind", "plan"},
+          {"ok", error.empty()},
+          {"errors", error.empty() ? nlohmann::json::array() : nlohmann::json::array({error})},
+          {"num_actors", plan.program.num_actors},
+          {"num_stages", plan.program.num_stages},
+          {"num_microbatches", plan.program.num_microbatches},
+          {"num_instructions", plan.program.num_instructions()}};
+}
+
 }  // namespace jaxpp

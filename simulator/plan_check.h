@@ -41,4 +41,14 @@ void check_plan(const Plan& plan, const std::string& source);
 // groups kept), the plan's placement, split_backward where the program has W tasks.
 Schedule plan_schedule(const Plan& plan);
 
+// Whether a JSON document is a plan.json ("format": "jaxpp-sim-plan").
+bool is_plan_document(const nlohmann::json& doc);
+
+// `jaxpp-sim validate` of a plan document (and jaxpp_sim.validate): plan_from_json, then
+// check_program (its message becomes the one entry of "errors", "ok" false), then, for a
+// well-formed program, check_plan (InputError: a program that contradicts the rest of the file is
+// bad input). Fields: file, kind "plan", ok, errors, num_actors, num_stages, num_microbatches,
+// num_instructions.
+nlohmann::ordered_json plan_file_report_json(const nlohmann::json& doc, const std::string& path);
+
 }  // namespace jaxpp

@@ -1,0 +1,15 @@
+// Range checks of user-given numbers, shared by the CLI's flags (cli/flags.h int_flag_in,
+// double_flag_in) and the Python module's keyword arguments: InputError naming `where`
+// ("--steps"), e.g. "--steps: expected a number of steps in [1, 100000], got 0".
+#pragma once
+
+#include <string>
+
+namespace jaxpp {
+
+int check_int_in(int value, const std::string& where, int lo, int hi, const std::string& what);
+// Also refuses NaN and infinities.
+double check_double_in(double value, const std::string& where, double lo, double hi,
+                       const std::string& what);
+
+}  // namespace jaxpp

@@ -1,0 +1,518 @@
+// _jaxpp_sim: the compiled part of the Python package jaxpp_sim (python/jaxpp_sim/__init__.py
+// wraps it in Python's conventions; docs/python.md). Every function calls the same library code
+// as the matching jaxpp-sim command. Structured values cross the boundary as JSON text (the
+// formats the CLI prints with --json), which the Python side parses once.
+//
+// Errors: jaxpp::InputError -> jaxpp_sim.InputError (a ValueError) with the CLI's one-line
+// message; any other std::exception -> RuntimeError. Every call that simulates, explores or runs
+// releases the GIL while the C++ code works.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/analytic_cost.h"
+#include "costmodel/cluster.h"
+#include "costmodel/stage_times_cost.h"
+#include "graph/error.h"
+#include "graph/hf_config.h"
+#include "graph/input_file.h"
+#include "graph/json_util.h"
+#include "graph/limits.h"
+#include "graph/model.h"
+#include "graph/plan.h"
+#include "graph/range_check.h"
+#include "runtime/backend.h"
+#include "runtime/run.h"
+#include "schedules/custom.h"
+#include "schedules/registry.h"
+#include "schedules/schedule.h"
+#include "schedules/shardy.h"
+#include "schedules/summary.h"
+#include "schedules/timeline.h"
+#include "schedules/validate.h"
+#include "simulator/explorer.h"
+#include "simulator/plan_builder.h"
+#include "simulator/plan_check.h"
+#include "trace/export.h"
+#include "trace/trace.h"
+
+namespace py = pybind11;
+
+namespace jaxpp::python {
+namespace {
+
+using json = nlohmann::json;
+
+json parse(const std::string& text, const std::string& where) {
+  return parse_json_text(text, where);
+}
+
+// --- catalogues --------------------------------------------------------------------------------
+
+std::string schedules_json() {
+  json out = json::array();
+  for (const ScheduleInfo& info : all_schedules()) {
+    out.push_back({{"name", info.name},
+                   {"aliases", info.aliases},
+                   {"description", info.description},
+                   {"constraints", info.constraints}});
+  }
+  return out.dump();
+}
+
+// --- models and clusters -----------------------------------------------------------------------
+
+std::string load_model_json(const std::string& name_or_path) {
+  return model_to_json(load_model(name_or_path)).dump();
+}
+// A dict in the model JSON format or a Hugging Face config (as load_model tells them apart).
+std::string model_from_json_text(const std::string& text, const std::string& source) {
+  const json doc = parse(text, source);
+  if (is_hf_config(doc)) return model_to_json(hf_model_from_json(doc, source)).dump();
+  return model_to_json(model_from_json(doc, source)).dump();
+}
+std::string model_shape_json(const std::string& model_text) {
+  return model_shape_to_json(model_from_json(parse(model_text, "model"), "model")).dump();
+}
+std::string load_cluster_json(const std::string& name_or_path) {
+  return cluster_to_json(load_cluster_arg(name_or_path)).dump();
+}
+std::string cluster_from_json_text(const std::string& text, const std::string& source) {
+  return cluster_to_json(cluster_from_json(parse(text, source), source)).dump();
+}
+
+// --- simulate ----------------------------------------------------------------------------------
+
+struct SimOut {
+  std::string metrics;
+  std::string trace;
+  std::string plan;
+};
+
+SimOut sim_out(const SimulatedPlan& sim, bool with_trace) {
+  SimOut out;
+  out.metrics = sim.metrics.dump();
+  if (with_trace) out.trace = trace_to_json(sim.result.trace).dump();
+  return out;
+}
+
+PlanSimOptions sim_options(bool record_trace, bool breakdown, bool check_memory,
+                           bool overlap_grad_reduce) {
+  PlanSimOptions o;
+  o.record_trace = record_trace;
+  o.breakdown = breakdown;
+  o.check_memory = check_memory;
+  o.overlap_grad_reduce = overlap_grad_reduce;
+  return o;
+}
+
+SimOut simulate_model_mode(const std::string& model_text, const std::string& cluster_text, int gpus,
+                           int pp, int tp, int dp, int cp, int virtual_stages, int global_batch,
+                           int microbatch_size, const std::string& schedule,
+                           const std::string& schedule_file, bool fuse_steady_state,
+                           const std::string& recompute, bool sequence_parallel, bool zero1,
+                           bool overlap_grad_reduce, bool tp_comm_overlap,
+                           const std::string& attention, const std::string& partition,
+                           bool breakdown, bool check_memory, bool record_trace) {
+  PlanRequest req;
+  req.model = model_from_json(parse(model_text, "model"), "model");
+  req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
+  if (schedule.empty() && schedule_file.empty())
+    throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
+  if (!schedule.empty() && !schedule_file.empty())
+    throw_input_error("--schedule", "give a schedule name or a schedule file, not both");
+  ParallelConfig& c = req.config;
+  c.gpus = gpus;
+  c.pp = pp;
+  c.tp = tp;
+  c.dp = dp;
+  c.cp = cp;
+  c.virtual_stages = virtual_stages;
+  c.global_batch = global_batch;
+  c.microbatch_size = microbatch_size;
+  c.schedule = schedule.empty() ? "custom" : schedule;
+  c.recompute = parse_recompute(recompute, "--recompute");
+  c.sequence_parallel = sequence_parallel;
+  c.zero1 = zero1;
+  c.overlap_grad_reduce = overlap_grad_reduce;
+  c.tp_comm_overlap = tp_comm_overlap;
+  c.attention = parse_attention_kernel(attention, "--attention");
+  req.schedule_file = schedule_file;
+  req.fuse_steady_state = fuse_steady_state;
+  parse_partition_flag(partition, req);
+  SimOut out;
+  {
+    py::gil_scoped_release release;
+    Plan plan = build_plan(req);
+    const SimulatedPlan sim = simulate_plan(
+        plan, sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce));
+    out = sim_out(sim, record_trace || breakdown);
+    plan.predicted = sim.metrics;
+    out.plan = plan_to_json(plan).dump();
+  }
+  return out;
+}
+
+SimOut simulate_measured_mode(const std::string& schedule, const std::string& schedule_file,
+                              std::optional<int> pp, std::optional<int> microbatches,
+                              int virtual_stages, bool fuse_steady_state, std::optional<double> t_f,
+                              std::optional<double> t_b, double t_w, double t_comm,
+                              const std::string& stage_times_file,
+                              const std::string& stage_times_text, bool record_trace) {
+  MeasuredRequest req;
+  req.schedule = schedule;
+  req.schedule_file = schedule_file;
+  req.pp = pp;
+  req.microbatches = microbatches;
+  req.virtual_stages = virtual_stages;
+  req.fuse_steady_state = fuse_steady_state;
+  req.t_f_ms = t_f;
+  req.t_b_ms = t_b;
+  req.t_w_ms = t_w;
+  req.t_comm_ms = t_comm;
+  req.stage_times_file = stage_times_file;
+  if (!stage_times_text.empty()) req.stage_times_doc = parse(stage_times_text, "stage_times");
+  SimOut out;
+  {
+    py::gil_scoped_release release;
+    const SimulatedPlan sim = simulate_measured(req, sim_options(record_trace, false, true, false));
+    out = sim_out(sim, record_trace);
+  }
+  return out;
+}
+
+// --- explore -----------------------------------------------------------------------------------
+
+std::vector<bool> zero1_domain(const std::string& text) {
+  if (text == "off") return {false};
+  if (text == "on") return {true};
+  if (text == "both") return {false, true};
+  throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
+}
+
+// Returns the explore --json text and the wall time of the exploration itself (enumerate,
+// evaluate, rank), which the overhead benchmark compares with the whole Python call.
+std::pair<std::string, double> explore_json(
+    const std::string& model_text, const std::string& cluster_text, int gpus, int global_batch,
+    double max_memory_gib, const std::vector<std::string>& schedules, const std::vector<int>& pp,
+    const std::vector<int>& tp, const std::vector<int>& cp,
+    const std::vector<int>& microbatch_sizes, const std::vector<int>& virtual_stages,
+    const std::vector<std::string>& recompute, const std::string& zero1, bool sequence_parallel,
+    const std::string& attention, bool tp_comm_overlap, bool overlap_grad_reduce, int threads,
+    int top, bool explain, std::optional<py::function> progress) {
+  ExploreRequest req;
+  req.model = model_from_json(parse(model_text, "model"), "model");
+  req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
+  req.gpus = gpus;
+  req.global_batch = global_batch;
+  if (max_memory_gib != 0) req.max_memory_bytes = max_memory_bytes_from_gib(max_memory_gib);
+  ExploreSpace& space = req.space;
+  space.schedules = schedules;
+  space.pp = pp;
+  space.tp = tp;
+  space.cp = cp;
+  space.microbatch_sizes = microbatch_sizes;
+  space.virtual_stages = virtual_stages;
+  for (const std::string& r : recompute)
+    space.recompute.push_back(parse_recompute(r, "--recompute"));
+  space.zero1 = zero1_domain(zero1);
+  space.sequence_parallel = sequence_parallel;
+  space.attention = parse_attention_kernel(attention, "--attention");
+  space.tp_comm_overlap = tp_comm_overlap;
+  req.overlap_grad_reduce = overlap_grad_reduce;
+  if (threads < 0) throw_input_error("--threads", "must be >= 1, got " + std::to_string(threads));
+  req.threads = threads;
+  if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
+  // The callback runs on the explorer's worker threads (serialised by it): it takes the GIL, and
+  // the first Python exception it raises is kept and raised once the exploration has ended.
+  std::optional<py::error_already_set> callback_error;
+  if (progress) {
+    req.progress = [&progress, &callback_error](int64_t done, int64_t total) {
+      py::gil_scoped_acquire gil;
+      if (callback_error) return;
+      try {
+        (*progress)(done, total);
+      } catch (py::error_already_set& e) {
+        callback_error = std::move(e);
+      }
+    };
+  }
+  std::string text;
+  std::string empty_reason;
+  double explore_s = 0;
+  {
+    py::gil_scoped_release release;
+    const auto start = std::chrono::steady_clock::now();
+    const ExploreResult res = explore(req);
+    explore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (res.ranking.empty()) {
+      empty_reason = explain_empty(res);
+    } else {
+      text = explore_result_to_json(req, res, top, explain).dump();
+    }
+  }
+  if (callback_error) throw std::move(*callback_error);
+  if (!empty_reason.empty()) throw InputError(empty_reason);
+  return {text, explore_s};
+}
+
+std::string explore_best_plan(const std::string& model_text, const std::string& cluster_text,
+                              int gpus, int global_batch, const std::string& config_text,
+                              bool overlap_grad_reduce) {
+  ExploreRequest req;
+  req.model = model_from_json(parse(model_text, "model"), "model");
+  req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
+  req.gpus = gpus;
+  req.global_batch = global_batch;
+  req.overlap_grad_reduce = overlap_grad_reduce;
+  const ParallelConfig config = config_from_json(parse(config_text, "config"), "config");
+  py::gil_scoped_release release;
+  return plan_to_json(build_config_plan(req, config)).dump();
+}
+
+// --- show and validate -------------------------------------------------------------------------
+
+// show --json's summary (schedules/summary.h) plus the texts show prints or exports.
+std::string schedule_summary(const Schedule& schedule, const ValidationReport& report) {
+  const int64_t makespan = report.ok() ? unit_cost_timeline(schedule).makespan : -1;
+  nlohmann::ordered_json out = schedule_summary_json(schedule, report, makespan);
+  out["ok"] = report.ok();
+  out["errors"] = report.errors;
+  if (report.ok()) {
+    out["text"] = to_text(schedule);
+    out["timeline_text"] = timeline_to_text(schedule, unit_cost_timeline(schedule));
+    out["json_text"] = schedule_to_json_text(schedule);
+    out["csv_text"] = schedule_to_csv(schedule);
+  }
+  return out.dump();
+}
+
+std::string show_json(const std::string& name, const std::string& schedule_file, int pp,
+                      int microbatches, int stages, bool fuse_steady_state, int group_size) {
+  if (name.empty() == schedule_file.empty())
+    throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");
+  if (!name.empty() && is_wrap_around_name(name)) {
+    throw_input_error("--schedule", std::string(kParallelPipelinesWithWrapAround) +
+                                        " is forward only: show it with the CLI (jaxpp-sim show)");
+  }
+  Schedule schedule;
+  if (!schedule_file.empty()) {
+    schedule = load_schedule_file(schedule_file);
+  } else {
+    if (pp == 0) throw_input_error("--pp", "required (number of pipeline actors)");
+    if (microbatches == 0) throw_input_error("--microbatches", "required");
+    ScheduleParams params;
+    params.num_actors = pp;
+    params.num_microbatches = microbatches;
+    params.num_stages = stages;
+    params.fuse_steady_state = fuse_steady_state;
+    params.group_size = group_size;
+    schedule = generate_schedule(name, params);
+  }
+  return schedule_summary(schedule, validate_schedule(schedule));
+}
+
+std::string validate_json(const std::string& path) {
+  const std::string text = read_input_text(path);
+  const bool csv = detect_schedule_format(path, text) == ScheduleFileFormat::kCsv;
+  const json doc = csv ? json() : parse_json_text(text, path);
+  if (is_plan_document(doc)) return plan_file_report_json(doc, path).dump();
+  const Schedule schedule =
+      csv ? parse_schedule_csv(text, path) : custom_schedule_from_json(doc, path);
+  return schedule_file_report_json(path, schedule, validate_schedule(schedule)).dump();
+}
+
+// --- export ------------------------------------------------------------------------------------
+
+py::object export_json(const std::string& trace_text, const std::string& format, int width,
+                       bool per_stream, const std::string& title) {
+  const Trace trace = trace_from_json(parse(trace_text, "trace"), "trace");
+  const ExportFormat f = parse_export_format(format, "--format");
+  ExportOptions o;
+  o.width = width;
+  o.per_stream = per_stream;
+  o.title = title;
+  std::string out;
+  {
+    py::gil_scoped_release release;
+    out = export_trace(trace, f, o);
+  }
+  if (is_binary(f)) return py::bytes(out);
+  return py::str(out);
+}
+
+// --- run ---------------------------------------------------------------------------------------
+
+std::string run_json(const std::string& schedule, const std::string& schedule_file, int pp,
+                     int microbatches, int virtual_stages, bool fuse_steady_state,
+                     const std::string& plan_text, const std::string& compute, double time_scale,
+                     int steps, int warmup, int dp, double timeout_s, bool check, int hidden,
+                     int seq, int layers_per_stage, const std::string& optimizer, uint64_t seed,
+                     int64_t inject_drop) {
+  if (compute != "real" && compute != "emulated")
+    throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");
+  // The CLI's ranges and messages (cli/cmd_run.cc, graph/limits.h).
+  check_int_in(steps, "--steps", 1, kMaxSteps, "a number of steps");
+  check_int_in(warmup, "--warmup", 0, kMaxSteps, "a number of steps");
+  if (steps + warmup > kMaxSteps) {
+    throw_input_error("--steps", "--steps " + std::to_string(steps) + " + --warmup " +
+                                     std::to_string(warmup) + " is more than the limit of " +
+                                     std::to_string(kMaxSteps) + " steps");
+  }
+  check_int_in(dp, "--dp", 1, kMaxStages, "a number of replicas");
+  check_double_in(time_scale, "--time-scale", 0, 1000, "a factor");
+  check_double_in(timeout_s, "--timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
+  check_int_in(hidden, "--hidden", 1, kMaxHidden, "a width");
+  check_int_in(seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
+  check_int_in(layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
+  RunOptions ro;
+  ro.backend = BackendKind::kThreads;
+  ro.emulated = compute == "emulated";
+  ro.time_scale = time_scale;
+  ro.steps = steps;
+  ro.warmup = warmup;
+  ro.dp = dp;
+  ro.timeout_s = timeout_s;
+  ro.check = check;
+  ro.mlp.hidden = hidden;
+  ro.mlp.seq = seq;
+  ro.mlp.layers_per_stage = layers_per_stage;
+  ro.mlp.optimizer = parse_optimizer_kind(optimizer, "--optimizer");
+  ro.mlp.seed = seed;
+  ro.drop_tag = inject_drop;
+  Program program;
+  std::unique_ptr<CostProvider> cost;
+  if (!plan_text.empty()) {
+    if (!schedule.empty() || !schedule_file.empty())
+      throw_input_error("run", "give either PLAN.json or --schedule / --schedule-file, not both");
+    const Plan plan = plan_from_json(parse(plan_text, "plan"), "plan");
+    check_program(plan.program);
+    check_plan(plan, "plan");
+    program = plan.program;
+    ro.dp = plan.config.dp;
+    cost = std::make_unique<AnalyticCost>(plan.model, plan.partition, plan.placement, plan.config,
+                                          cluster_from_json(plan.cluster, "plan"));
+  } else {
+    Schedule s;
+    if (!schedule_file.empty()) {
+      if (!schedule.empty())
+        throw_input_error("run", "give either --schedule or --schedule-file, not both");
+      s = load_schedule_file(schedule_file);
+      validate_or_throw(s, schedule_file);
+    } else {
+      if (schedule.empty())
+        throw_input_error("run",
+                          "expected PLAN.json, --schedule NAME --pp P --microbatches M or "
+                          "--schedule-file FILE");
+      if (pp == 0) throw_input_error("--pp", "required with --schedule");
+      ScheduleParams params;
+      params.num_actors = pp;
+      params.num_microbatches = microbatches;
+      params.fuse_steady_state = fuse_steady_state;
+      if (virtual_stages > 1) params.num_stages = pp * virtual_stages;
+      s = generate_schedule(schedule, params);
+    }
+    program = lower_mlp_program(s, ro.mlp);
+    cost = std::make_unique<StageTimesCost>(
+        uniform_stage_times(program.num_stages, 1e-3, 1e-3, 1e-3, 0));
+  }
+  RunResult r;
+  {
+    py::gil_scoped_release release;
+    r = run_program(program, cost.get(), ro);
+  }
+  json j;
+  j["backend"] = "threads";
+  j["compute"] = compute;
+  j["num_actors"] = program.num_actors;
+  j["num_stages"] = program.num_stages;
+  j["num_microbatches"] = program.num_microbatches;
+  j["dp"] = ro.dp;
+  j["steps"] = ro.steps;
+  j["warmup"] = ro.warmup;
+  j["losses"] = r.losses;
+  j["step_times_s"] = r.step_times_s;
+  j["step_time_s"] = r.step_time_s;
+  j["checked"] = r.checked;
+  if (r.checked) {
+    auto check_json = [](const CheckResult& c) {
+      return json{{"passed", c.passed},
+                  {"max_rel_diff_loss", c.max_rel_diff_loss},
+                  {"max_rel_diff_weights", c.max_rel_diff_weights},
+                  {"rel_tolerance", c.rel_tolerance},
+                  {"first_difference", c.first_difference}};
+    };
+    j["reference"] = check_json(r.reference);
+    j["orchestration"] = check_json(r.orchestration);
+    j["reference_losses"] = r.reference_losses;
+  }
+  j["check_passed"] = check_passed(r);
+  j["trace"] = trace_to_json(r.trace);
+  return j.dump();
+}
+
+}  // namespace
+}  // namespace jaxpp::python
+
+PYBIND11_MODULE(_jaxpp_sim, m) {
+  using namespace jaxpp::python;
+  namespace jp = jaxpp;
+  m.doc() = "Compiled core of jaxpp_sim (use the jaxpp_sim package, not this module).";
+  m.attr("__version__") = JAXPP_VERSION;
+  py::register_exception<jp::InputError>(m, "InputError", PyExc_ValueError);
+
+  m.def("model_presets", &jp::model_preset_names);
+  m.def("cluster_presets", &jp::cluster_preset_names);
+  m.def("schedules_json", &schedules_json);
+  m.def("load_model", &load_model_json, py::arg("name_or_path"));
+  m.def("model_from_json", &model_from_json_text, py::arg("text"), py::arg("source"));
+  m.def("model_shape", &model_shape_json, py::arg("model"));
+  m.def("load_cluster", &load_cluster_json, py::arg("name_or_path"));
+  m.def("cluster_from_json", &cluster_from_json_text, py::arg("text"), py::arg("source"));
+
+  py::class_<SimOut>(m, "SimOut")
+      .def_readonly("metrics", &SimOut::metrics)
+      .def_readonly("trace", &SimOut::trace)
+      .def_readonly("plan", &SimOut::plan);
+  m.def("simulate_model", &simulate_model_mode, py::arg("model"), py::arg("cluster"),
+        py::arg("gpus"), py::arg("pp"), py::arg("tp"), py::arg("dp"), py::arg("cp"),
+        py::arg("virtual_stages"), py::arg("global_batch"), py::arg("microbatch_size"),
+        py::arg("schedule"), py::arg("schedule_file"), py::arg("fuse_steady_state"),
+        py::arg("recompute"), py::arg("sequence_parallel"), py::arg("zero1"),
+        py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
+        py::arg("partition"), py::arg("breakdown"), py::arg("check_memory"),
+        py::arg("record_trace"));
+  m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
+        py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
+        py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
+        py::arg("t_comm"), py::arg("stage_times_file"), py::arg("stage_times"),
+        py::arg("record_trace"));
+  m.def("explore", &explore_json, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
+        py::arg("global_batch"), py::arg("max_memory_gib"), py::arg("schedules"), py::arg("pp"),
+        py::arg("tp"), py::arg("cp"), py::arg("microbatch_sizes"), py::arg("virtual_stages"),
+        py::arg("recompute"), py::arg("zero1"), py::arg("sequence_parallel"), py::arg("attention"),
+        py::arg("tp_comm_overlap"), py::arg("overlap_grad_reduce"), py::arg("threads"),
+        py::arg("top"), py::arg("explain"), py::arg("progress"));
+  m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
+        py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"));
+  m.def("show", &show_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
+        py::arg("microbatches"), py::arg("stages"), py::arg("fuse_steady_state"),
+        py::arg("group_size"));
+  m.def("validate", &validate_json, py::arg("path"));
+  m.def("export_trace", &export_json, py::arg("trace"), py::arg("format"), py::arg("width"),
+        py::arg("per_stream"), py::arg("title"));
+  m.def("run", &run_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
+        py::arg("microbatches"), py::arg("virtual_stages"), py::arg("fuse_steady_state"),
+        py::arg("plan"), py::arg("compute"), py::arg("time_scale"), py::arg("steps"),
+        py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"), py::arg("hidden"),
+        py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"), py::arg("seed"),
+        py::arg("inject_drop"));
+}
