@@ -225,14 +225,15 @@ std::vector<int> reference_top_k(const std::vector<double>& scores, int k) {
 
 }  // namespace
 
-ReferenceResult run_independent_moe_reference(const MlpConfig& c, int num_steps) {
+ReferenceResult run_independent_moe_reference(const MlpConfig& c, int num_steps,
+                                              const std::vector<std::vector<double>>* initial) {
   const int H = c.hidden, F = c.ffn_size(), E = c.experts, K = c.top_k, T = c.seq;
   const int L = c.layers_per_stage, S = c.num_stages;
   const bool sigmoid = c.router == RouterScoring::kSigmoid;
   // Unpack every stage's parameters into blocks.
   std::vector<RefMoeBlock> blocks;
   for (int s = 0; s < S; ++s) {
-    const std::vector<double> p = moe_initial_stage_params(c, s);
+    const std::vector<double> p = initial ? initial->at(s) : moe_initial_stage_params(c, s);
     size_t at = 0;
     auto next = [&](size_t n) {
       std::vector<double> v(p.begin() + static_cast<std::ptrdiff_t>(at),

@@ -89,7 +89,11 @@ void adam_step(Mlp& mlp, const Gradients& grads, AdamState& state, double lr);
 //   backward the chain rule per token: dL/dp_e = gy . E_e(x) for a chosen e; softmax
 //            dL/ds_j = sum_e dL/dp_e p_e (delta_ej - p_j), sigmoid dL/ds_e = dL/dp_e p_e (1 - p_e)
 // Gradients of a step are summed over (replica, microbatch, token) in that order.
-ReferenceResult run_independent_moe_reference(const MlpConfig& config, int num_steps);
+// `initial` (tests): every stage's starting weights in the layout of moe_initial_stage_params
+// instead of those (e.g. one weight moved, for a finite-difference check of the gradient).
+ReferenceResult run_independent_moe_reference(
+    const MlpConfig& config, int num_steps,
+    const std::vector<std::vector<double>>* initial = nullptr);
 
 // Trains `config` (num_stages x layers_per_stage blocks, num_microbatches x num_replicas
 // microbatches a step) for num_steps steps with the functions above. losses[s]: the mean loss of
