@@ -230,8 +230,8 @@ TEST(MoeReference, GradientMatchesCentralDifferencesOfTheLoss) {
     const MoeLayout layout(c);
     // Router weights of both stages, W1 and W2 of some experts.
     const std::vector<std::pair<int, size_t>> probes = {
-        {0, layout.router(0) + 1}, {1, layout.router(0) + 6},  {0, layout.w1(0, 2) + 5},
-        {1, layout.w2(0, 1) + 3},  {1, layout.w1(0, 3) + 0},   {0, layout.w2(0, 0) + 7}};
+        {0, layout.router(0) + 1}, {1, layout.router(0) + 6}, {0, layout.w1(0, 2) + 5},
+        {1, layout.w2(0, 1) + 3},  {1, layout.w1(0, 3) + 0},  {0, layout.w2(0, 0) + 7}};
     int nonzero = 0;
     for (const auto& [s, i] : probes) {
       const double g = w0[s][i] - one.stage_params[s][i];
