@@ -212,6 +212,13 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
     if (dense > 0) m["first_dense_layers"] = dense;
     const int mtp = non_negative_or(obj, doc, "num_nextn_predict_layers", 0);
     if (mtp > 0) m["mtp_modules"] = mtp;
+    // DeepSeek-V3's router scores each expert with a sigmoid (scoring_func, when given).
+    const std::string scoring =
+        present(doc, "scoring_func") ? obj.string("scoring_func") : "sigmoid";
+    if (scoring != "softmax" && scoring != "sigmoid")
+      throw_input_error(obj.field("scoring_func"),
+                        "expected softmax or sigmoid, got '" + scoring + "'");
+    if (scoring == "sigmoid") m["router"] = "sigmoid";
     return m;
   }
 

@@ -348,12 +348,17 @@ const std::vector<TransformerShape>& presets() {
       TransformerShape t = with_mla(with_moe(
           llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3));
       t.mtp_modules = 1;
+      t.moe.router = MoeRouter::kSigmoid;
       p.push_back(t);
     }
     // Kimi K2 (Moonshot AI 2025, arXiv 2507.20534; moonshotai/Kimi-K2-Instruct config.json):
     // DeepSeek-V3's architecture with 64 heads, 384 experts, 1 dense layer, no MTP.
-    p.push_back(with_mla(with_moe(
-        llama("kimi-k2", 61, 7168, 64, 64, 18432, 163840, 4096), 384, 8, 2048, 1, 1)));
+    {
+      TransformerShape t = with_mla(
+          with_moe(llama("kimi-k2", 61, 7168, 64, 64, 18432, 163840, 4096), 384, 8, 2048, 1, 1));
+      t.moe.router = MoeRouter::kSigmoid;
+      p.push_back(t);
+    }
     return p;
   }();
   return kPresets;
@@ -364,9 +369,13 @@ const std::vector<TransformerShape>& presets() {
 // Keys of the shape that MoE, MLA, MTP and non-Llama attention add (both forms).
 const std::set<std::string> kMlaKeys = {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
                                         "qk_nope_head_dim", "v_head_dim"};
-const std::set<std::string> kMoeKeys = {"experts",           "top_k",
-                                        "expert_ffn_hidden", "shared_experts",
-                                        "shared_ffn_hidden", "first_dense_layers"};
+const std::set<std::string> kMoeKeys = {"experts",
+                                        "top_k",
+                                        "expert_ffn_hidden",
+                                        "shared_experts",
+                                        "shared_ffn_hidden",
+                                        "first_dense_layers",
+                                        "router"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
                                           "attention", "mtp_modules"};
 
@@ -474,6 +483,12 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
             : at_most(obj, "shared_ffn_hidden",
                       obj.positive_int_or("shared_ffn_hidden", e.expert_ffn_hidden), kMaxFfnHidden);
     e.first_dense_layers = count_or_zero(obj, "first_dense_layers", kMaxLayers);
+    if (obj.has("router")) {
+      const std::string router = obj.string("router");
+      if (router != "softmax" && router != "sigmoid")
+        throw_input_error(obj.field("router"), "expected softmax or sigmoid, got '" + router + "'");
+      e.router = router == "sigmoid" ? MoeRouter::kSigmoid : MoeRouter::kSoftmax;
+    }
     if (layers > 0 && e.first_dense_layers > layers)
       throw_input_error(obj.field("first_dense_layers"),
                         std::to_string(e.first_dense_layers) + " dense layers, but the model has " +
@@ -669,6 +684,8 @@ Recompute parse_recompute(std::string_view s, const std::string& where) {
                                "\" (expected none, selective or full)");
 }
 
+std::string_view to_string(MoeRouter r) { return r == MoeRouter::kSigmoid ? "sigmoid" : "softmax"; }
+
 std::string_view to_string(LayerKind k) {
   switch (k) {
     case LayerKind::kEmbedding:
@@ -788,6 +805,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
       j["shared_ffn_hidden"] = m.moe.shared_ffn_hidden;
     }
     if (m.moe.first_dense_layers > 0) j["first_dense_layers"] = m.moe.first_dense_layers;
+    if (m.moe.router == MoeRouter::kSigmoid) j["router"] = "sigmoid";
   }
 }
 

@@ -77,6 +77,11 @@ struct LayerWork {
 
 // Mixture of experts in the FFN of every transformer layer but the first `first_dense_layers`
 // (which keep a dense FFN of ffn_hidden). experts == 0: a dense model.
+// How the router turns a token's expert scores into gate weights: softmax over the experts
+// (Mixtral, Qwen3 MoE) or an independent sigmoid per expert (DeepSeek-V3, Kimi K2).
+enum class MoeRouter { kSoftmax, kSigmoid };
+std::string_view to_string(MoeRouter r);  // "softmax", "sigmoid"
+
 struct MoeSpec {
   int experts = 0;            // routed experts per layer
   int top_k = 0;              // routed experts per token
@@ -84,6 +89,7 @@ struct MoeSpec {
   int shared_experts = 0;     // experts every token passes through
   int shared_ffn_hidden = 0;  // FFN width of each shared expert
   int first_dense_layers = 0;
+  MoeRouter router = MoeRouter::kSoftmax;  // model JSON "router" (written when sigmoid)
   bool enabled() const { return experts > 0; }
 };
 

@@ -19,11 +19,11 @@
 // run: steady_clock in one process, CLOCK_MONOTONIC shared by the processes of one host for mpi).
 //
 // Two planes. The byte-level calls (post_send, post_recv, test_recv, wait_recv, allreduce_sum of
-// host memory, barrier) are the host control plane. The executor moves tensors through the
-// message-level calls (send_message, post_message_recv, test_message, wait_message,
-// allreduce_tensor), which carry a DeviceArray (runtime/device.h) and the emulated ready time.
-// Their defaults serve host-memory backends (threads, mpi): a message travels as the bytes
-// [double ready_at_s][payload] over the byte-level calls and arrives as a host DeviceArray. A
+// host memory, alltoallv of host memory, barrier) are the host control plane. The executor moves
+// tensors through the message-level calls (send_message, post_message_recv, test_message,
+// wait_message, allreduce_tensor), which carry a DeviceArray (runtime/device.h) and the emulated
+// ready time. Their defaults serve host-memory backends (threads, mpi): a message travels as the
+// bytes [double ready_at_s][payload] over the byte-level calls and arrives as a host DeviceArray. A
 // backend whose tensors live in GPU memory (cuda) overrides them and keeps the bytes on the GPU.
 #pragma once
 
@@ -78,6 +78,16 @@ class Backend {
   virtual void allreduce_sum(std::span<double> data, double timeout_s) = 0;
   // Waits for every worker of the run (all actors, all replicas); RuntimeFailure after timeout_s.
   virtual void barrier(double timeout_s) = 0;
+  // All-to-all(v) of host fp64 buffers among a group of replicas of this actor: the `group_size`
+  // consecutive replicas g·group_size, ..., g·group_size + group_size − 1 with g = replica /
+  // group_size (group_size must divide num_replicas). send[i] (any length, 0 allowed) goes to the
+  // i-th member of the group; the result's element i is what member i sent to this replica. Every
+  // member calls it the same number of times in the same order (the MoE dispatch and combine of
+  // runtime/moe_workload.h). RuntimeFailure after `timeout_s` without all members, or when the
+  // run is aborted.
+  virtual std::vector<std::vector<double>> alltoallv(int group_size,
+                                                     std::vector<std::vector<double>> send,
+                                                     double timeout_s) = 0;
 
   // Message-level calls (see the header comment); handles of post_message_recv are completed
   // with test_message / wait_message only.

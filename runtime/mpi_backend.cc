@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <thread>
 
 #include "graph/error.h"
@@ -142,6 +143,7 @@ MpiBackend::~MpiBackend() {
   reap_sends();
   for (auto& s : *sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   delete sends_;
+  for (auto& [size, comm] : group_comms_) MPI_Comm_free(&comm);
   MPI_Comm_free(&actor_comm_);
 }
 
@@ -206,6 +208,49 @@ void MpiBackend::barrier(double timeout_s) {
   if (!poll_until(&req, *this, now_s() + timeout_s))
     throw RuntimeFailure("barrier: timed out after " + std::to_string(timeout_s) +
                          " s waiting for the other ranks");
+}
+
+std::vector<std::vector<double>> MpiBackend::alltoallv(int group_size,
+                                                       std::vector<std::vector<double>> send,
+                                                       double timeout_s) {
+  if (group_size < 1 || num_replicas_ % group_size != 0 ||
+      send.size() != static_cast<size_t>(group_size))
+    throw std::logic_error("alltoallv: group size " + std::to_string(group_size) + " with " +
+                           std::to_string(send.size()) + " send buffers over " +
+                           std::to_string(num_replicas_) + " replicas");
+  auto [it, fresh] = group_comms_.try_emplace(group_size, MPI_COMM_NULL);
+  if (fresh) MPI_Comm_split(actor_comm_, replica_ / group_size, replica_, &it->second);
+  const MPI_Comm comm = it->second;
+  const double deadline_s = now_s() + timeout_s;
+  std::vector<int> send_counts(group_size), recv_counts(group_size);
+  for (int i = 0; i < group_size; ++i) send_counts[i] = static_cast<int>(send[i].size());
+  MPI_Request req;
+  MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm, &req);
+  if (!poll_until(&req, *this, deadline_s))
+    throw RuntimeFailure("alltoall: timed out after " + std::to_string(timeout_s) +
+                         " s waiting for the other replicas of the group (counts)");
+  std::vector<int> send_displs(group_size, 0), recv_displs(group_size, 0);
+  std::vector<double> send_flat, recv_flat;
+  for (int i = 0; i < group_size; ++i) {
+    send_displs[i] = static_cast<int>(send_flat.size());
+    send_flat.insert(send_flat.end(), send[i].begin(), send[i].end());
+  }
+  int total = 0;
+  for (int i = 0; i < group_size; ++i) {
+    recv_displs[i] = total;
+    total += recv_counts[i];
+  }
+  recv_flat.resize(static_cast<size_t>(total));
+  MPI_Ialltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_DOUBLE,
+                 recv_flat.data(), recv_counts.data(), recv_displs.data(), MPI_DOUBLE, comm, &req);
+  if (!poll_until(&req, *this, deadline_s))
+    throw RuntimeFailure("alltoall: timed out after " + std::to_string(timeout_s) +
+                         " s waiting for the other replicas of the group (payload)");
+  std::vector<std::vector<double>> recv(group_size);
+  for (int i = 0; i < group_size; ++i)
+    recv[i].assign(recv_flat.begin() + recv_displs[i],
+                   recv_flat.begin() + recv_displs[i] + recv_counts[i]);
+  return recv;
 }
 
 double MpiBackend::now_s() const {

@@ -6,6 +6,10 @@
 //   allreduce_sum MPI_Iallreduce(MPI_SUM) on a sub-communicator of the replicas of one actor
 //                 (MPI_Comm_split by actor), polled until the deadline
 //   barrier       MPI_Ibarrier on MPI_COMM_WORLD, polled until the deadline
+//   alltoallv     on a sub-communicator of the replica group (MPI_Comm_split of the actor's
+//                 communicator by replica / group_size, made at the group's first all-to-all and
+//                 kept): MPI_Ialltoall of the counts, then MPI_Ialltoallv of the fp64 payloads,
+//                 each polled until the deadline (a peer that never comes: RuntimeFailure)
 // Waits (wait_recv, all-reduce, barrier) poll with a bounded backoff: they spin for the first
 // kSpinS (a message about to arrive costs no wake-up), then yield the CPU between polls until
 // kYieldS (a rank that shares the core gets to run), then sleep kFirstSleepS, doubling up to
@@ -27,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +84,8 @@ class MpiBackend : public Backend {
   bool wait_recv(int handle, double deadline_s, std::vector<char>* payload) override;
   void allreduce_sum(std::span<double> data, double timeout_s) override;
   void barrier(double timeout_s) override;
+  std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
+                                             double timeout_s) override;
   double now_s() const override;
   void abort(const std::string& why) override;
   std::string abort_reason() const override { return abort_reason_; }
@@ -89,6 +96,7 @@ class MpiBackend : public Backend {
   int num_actors_, num_replicas_, actor_, replica_;
   int64_t tag_ub_ = 32767;
   MPI_Comm actor_comm_ = MPI_COMM_NULL;  // the replicas of this actor
+  std::map<int, MPI_Comm> group_comms_;  // group size -> this replica's group (alltoallv)
   std::chrono::steady_clock::time_point origin_;
   std::vector<std::pair<int, int>> recvs_;  // (source rank, tag)
   struct PendingSend;

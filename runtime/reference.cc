@@ -152,6 +152,7 @@ void adam_step(Mlp& mlp, const Gradients& grads, AdamState& state, double lr) {
 }  // namespace reference
 
 ReferenceResult run_independent_reference(const MlpConfig& c, int num_steps) {
+  if (c.moe()) return run_independent_moe_reference(c, num_steps);
   const int H = c.hidden, F = c.ffn_size(), L = c.layers_per_stage;
   const size_t hf = static_cast<size_t>(H) * F;
   reference::Mlp mlp{H, F, c.seq, {}, {}};
@@ -188,6 +189,215 @@ ReferenceResult run_independent_reference(const MlpConfig& c, int num_steps) {
     }
     result.stage_params.push_back(std::move(p));
   }
+  return result;
+}
+
+}  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+// One MoE block of the reference, every expert here. Row-major matrices as in the workload's
+// layout (moe_initial_stage_params).
+struct RefMoeBlock {
+  std::vector<double> router;               // hidden x experts
+  std::vector<std::vector<double>> w1, w2;  // per expert: hidden x ffn, ffn x hidden
+};
+
+struct RefMoeToken {  // what one token of one block keeps for its backward
+  std::vector<double> x, p;
+  std::vector<int> chosen;
+  std::vector<std::vector<double>> u, a, out;  // per choice
+};
+
+std::vector<int> reference_top_k(const std::vector<double>& scores, int k) {
+  std::vector<bool> taken(scores.size(), false);
+  std::vector<int> chosen;
+  for (int n = 0; n < k; ++n) {
+    int best = -1;
+    for (int e = 0; e < static_cast<int>(scores.size()); ++e)
+      if (!taken[e] && (best < 0 || scores[e] > scores[best])) best = e;
+    taken[best] = true;
+    chosen.push_back(best);
+  }
+  return chosen;
+}
+
+}  // namespace
+
+ReferenceResult run_independent_moe_reference(const MlpConfig& c, int num_steps,
+                                              const std::vector<std::vector<double>>* initial) {
+  const int H = c.hidden, F = c.ffn_size(), E = c.experts, K = c.top_k, T = c.seq;
+  const int L = c.layers_per_stage, S = c.num_stages;
+  const bool sigmoid = c.router == RouterScoring::kSigmoid;
+  // Unpack every stage's parameters into blocks.
+  std::vector<RefMoeBlock> blocks;
+  for (int s = 0; s < S; ++s) {
+    const std::vector<double> p = initial ? initial->at(s) : moe_initial_stage_params(c, s);
+    size_t at = 0;
+    auto next = [&](size_t n) {
+      std::vector<double> v(p.begin() + static_cast<std::ptrdiff_t>(at),
+                            p.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+      return v;
+    };
+    for (int l = 0; l < L; ++l) {
+      RefMoeBlock b;
+      b.router = next(static_cast<size_t>(H) * E);
+      for (int e = 0; e < E; ++e) {
+        b.w1.push_back(next(static_cast<size_t>(H) * F));
+        b.w2.push_back(next(static_cast<size_t>(F) * H));
+      }
+      blocks.push_back(std::move(b));
+    }
+  }
+  auto flatten = [&](const std::vector<RefMoeBlock>& bs, int s) {
+    std::vector<double> p;
+    for (int l = 0; l < L; ++l) {
+      const RefMoeBlock& b = bs[s * L + l];
+      p.insert(p.end(), b.router.begin(), b.router.end());
+      for (int e = 0; e < E; ++e) {
+        p.insert(p.end(), b.w1[e].begin(), b.w1[e].end());
+        p.insert(p.end(), b.w2[e].begin(), b.w2[e].end());
+      }
+    }
+    return p;
+  };
+  auto zero_like = [&] {
+    std::vector<RefMoeBlock> z = blocks;
+    for (RefMoeBlock& b : z) {
+      std::fill(b.router.begin(), b.router.end(), 0.0);
+      for (auto& w : b.w1) std::fill(w.begin(), w.end(), 0.0);
+      for (auto& w : b.w2) std::fill(w.begin(), w.end(), 0.0);
+    }
+    return z;
+  };
+  std::vector<RefMoeBlock> adam_m = zero_like(), adam_v = zero_like();
+  const double batches = static_cast<double>(c.num_microbatches) * c.num_replicas;
+  ReferenceResult result;
+  for (int step = 0; step < num_steps; ++step) {
+    std::vector<RefMoeBlock> grads = zero_like();
+    double loss_sum = 0;
+    for (int r = 0; r < c.num_replicas; ++r) {
+      for (int mb = 0; mb < c.num_microbatches; ++mb) {
+        const std::vector<double> input = mlp_input(c, r, mb);
+        const std::vector<double> target = mlp_target(c, r, mb);
+        double loss = 0;
+        for (int t = 0; t < T; ++t) {
+          // Forward of token t through every block.
+          std::vector<double> x(input.begin() + t * H, input.begin() + (t + 1) * H);
+          std::vector<RefMoeToken> kept(blocks.size());
+          for (size_t b = 0; b < blocks.size(); ++b) {
+            const RefMoeBlock& blk = blocks[b];
+            RefMoeToken& tk = kept[b];
+            tk.x = x;
+            std::vector<double> scores(E, 0.0);
+            for (int e = 0; e < E; ++e)
+              for (int i = 0; i < H; ++i) scores[e] += x[i] * blk.router[i * E + e];
+            tk.p.assign(E, 0.0);
+            if (sigmoid) {
+              for (int e = 0; e < E; ++e) tk.p[e] = 1.0 / (1.0 + std::exp(-scores[e]));
+            } else {
+              double z = 0;
+              for (int e = 0; e < E; ++e) z += std::exp(scores[e]);
+              for (int e = 0; e < E; ++e) tk.p[e] = std::exp(scores[e]) / z;
+            }
+            tk.chosen = reference_top_k(scores, K);
+            std::vector<double> y = x;
+            for (int e : tk.chosen) {
+              std::vector<double> u(F, 0.0), a(F), o(H, 0.0);
+              for (int j = 0; j < F; ++j) {
+                for (int i = 0; i < H; ++i) u[j] += x[i] * blk.w1[e][i * F + j];
+                a[j] = reference::gelu(u[j]);
+              }
+              for (int k = 0; k < H; ++k)
+                for (int j = 0; j < F; ++j) o[k] += a[j] * blk.w2[e][j * H + k];
+              for (int k = 0; k < H; ++k) y[k] += tk.p[e] * o[k];
+              tk.u.push_back(std::move(u));
+              tk.a.push_back(std::move(a));
+              tk.out.push_back(std::move(o));
+            }
+            x = std::move(y);
+          }
+          // Loss (MSE over the microbatch's seq x hidden values) and its gradient.
+          const double n = static_cast<double>(T) * H;
+          std::vector<double> gy(H);
+          for (int k = 0; k < H; ++k) {
+            const double d = x[k] - target[t * H + k];
+            loss += d * d / n;
+            gy[k] = 2.0 * d / n / batches;
+          }
+          // Backward through the blocks in reverse.
+          for (int b = static_cast<int>(blocks.size()) - 1; b >= 0; --b) {
+            const RefMoeBlock& blk = blocks[b];
+            RefMoeBlock& g = grads[b];
+            const RefMoeToken& tk = kept[b];
+            std::vector<double> gx = gy;
+            std::vector<double> dp(E, 0.0);
+            for (size_t n2 = 0; n2 < tk.chosen.size(); ++n2) {
+              const int e = tk.chosen[n2];
+              for (int k = 0; k < H; ++k) dp[e] += gy[k] * tk.out[n2][k];
+              std::vector<double> ge(H);
+              for (int k = 0; k < H; ++k) ge[k] = tk.p[e] * gy[k];
+              for (int j = 0; j < F; ++j) {
+                double ga = 0;
+                for (int k = 0; k < H; ++k) {
+                  g.w2[e][j * H + k] += tk.a[n2][j] * ge[k];
+                  ga += ge[k] * blk.w2[e][j * H + k];
+                }
+                const double gu = ga * reference::gelu_derivative(tk.u[n2][j]);
+                for (int i = 0; i < H; ++i) {
+                  g.w1[e][i * F + j] += tk.x[i] * gu;
+                  gx[i] += gu * blk.w1[e][i * F + j];
+                }
+              }
+            }
+            std::vector<double> ds(E, 0.0);
+            for (int j = 0; j < E; ++j) {
+              if (sigmoid) {
+                ds[j] = dp[j] * tk.p[j] * (1.0 - tk.p[j]);
+              } else {
+                for (int e = 0; e < E; ++e)
+                  ds[j] += dp[e] * tk.p[e] * ((e == j ? 1.0 : 0.0) - tk.p[j]);
+              }
+            }
+            for (int i = 0; i < H; ++i)
+              for (int j = 0; j < E; ++j) {
+                g.router[i * E + j] += tk.x[i] * ds[j];
+                gx[i] += ds[j] * blk.router[i * E + j];
+              }
+            gy = std::move(gx);
+          }
+        }
+        loss_sum += loss;
+      }
+    }
+    result.losses.push_back(loss_sum / batches);
+    // The optimizer, element by element over router and experts.
+    const int t_adam = step + 1;
+    auto update = [&](std::vector<double>& w, const std::vector<double>& gw, std::vector<double>& m,
+                      std::vector<double>& v) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (c.optimizer == OptimizerKind::kSgd) {
+          w[i] -= c.lr() * gw[i];
+          continue;
+        }
+        m[i] = reference::kAdamBeta1 * m[i] + (1.0 - reference::kAdamBeta1) * gw[i];
+        v[i] = reference::kAdamBeta2 * v[i] + (1.0 - reference::kAdamBeta2) * gw[i] * gw[i];
+        const double m_hat = m[i] / (1.0 - std::pow(reference::kAdamBeta1, t_adam));
+        const double v_hat = v[i] / (1.0 - std::pow(reference::kAdamBeta2, t_adam));
+        w[i] -= c.lr() * m_hat / (std::sqrt(v_hat) + reference::kAdamEps);
+      }
+    };
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      update(blocks[b].router, grads[b].router, adam_m[b].router, adam_v[b].router);
+      for (int e = 0; e < E; ++e) {
+        update(blocks[b].w1[e], grads[b].w1[e], adam_m[b].w1[e], adam_v[b].w1[e]);
+        update(blocks[b].w2[e], grads[b].w2[e], adam_m[b].w2[e], adam_v[b].w2[e]);
+      }
+    }
+  }
+  for (int s = 0; s < S; ++s) result.stage_params.push_back(flatten(blocks, s));
   return result;
 }
 

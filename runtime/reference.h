@@ -80,10 +80,26 @@ void adam_step(Mlp& mlp, const Gradients& grads, AdamState& state, double lr);
 
 }  // namespace reference
 
+// The MoE model of runtime/moe_workload.h written a second time, as naively: the whole model in
+// one process, every expert of every block held here, one token at a time, no all-to-all.
+//   router   s_e = sum_i x_i Wr[i,e]; softmax p_e = exp(s_e) / sum_j exp(s_j) (computed as
+//            written, no max shift), or sigmoid p_e = 1 / (1 + exp(-s_e))
+//   top-k    repeatedly the largest remaining score, the first (lowest index) on a tie
+//   block    y = x + sum over chosen e of p_e GeLU(x W1_e) W2_e
+//   backward the chain rule per token: dL/dp_e = gy . E_e(x) for a chosen e; softmax
+//            dL/ds_j = sum_e dL/dp_e p_e (delta_ej - p_j), sigmoid dL/ds_e = dL/dp_e p_e (1 - p_e)
+// Gradients of a step are summed over (replica, microbatch, token) in that order.
+// `initial` (tests): every stage's starting weights in the layout of moe_initial_stage_params
+// instead of those (e.g. one weight moved, for a finite-difference check of the gradient).
+ReferenceResult run_independent_moe_reference(
+    const MlpConfig& config, int num_steps,
+    const std::vector<std::vector<double>>* initial = nullptr);
+
 // Trains `config` (num_stages x layers_per_stage blocks, num_microbatches x num_replicas
 // microbatches a step) for num_steps steps with the functions above. losses[s]: the mean loss of
 // step s over all microbatches and replicas, before its update; stage_params: every stage's
 // weights after the last step, in the layout of initial_stage_params.
+// A config with experts > 0 runs run_independent_moe_reference.
 ReferenceResult run_independent_reference(const MlpConfig& config, int num_steps);
 
 }  // namespace jaxpp

@@ -16,6 +16,7 @@
 #include "graph/error.h"
 #include "runtime/comm_plan.h"
 #include "runtime/cuda_plugin.h"
+#include "runtime/moe_workload.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/reference.h"
 #include "runtime/threads_backend.h"
@@ -58,6 +59,9 @@ struct WorkerOutput {
   WorkerRecord record;
   std::map<int, std::vector<double>> params;    // stage -> weights
   std::map<int, std::map<int, double>> losses;  // step -> microbatch -> loss
+  // MoE: the [begin, end) parameter ranges this replica owns (router, its experts), the same for
+  // every stage; empty: all of them.
+  std::vector<std::pair<size_t, size_t>> held;
 };
 
 nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
@@ -80,6 +84,9 @@ nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
   for (const auto& [step, per_mb] : o.losses)
     for (const auto& [mb, l] : per_mb) losses.push_back({step, mb, l});
   j["losses"] = losses;
+  nlohmann::json held = nlohmann::json::array();
+  for (const auto& [b, e] : o.held) held.push_back({b, e});
+  j["held"] = held;
   return j;
 }
 
@@ -96,13 +103,19 @@ WorkerOutput output_from_json(const nlohmann::json& j) {
     o.params[p.at("stage").get<int>()] = p.at("weights").get<std::vector<double>>();
   for (const auto& l : j.at("losses"))
     o.losses[l.at(0).get<int>()][l.at(1).get<int>()] = l.at(2).get<double>();
+  for (const auto& h : j.at("held"))
+    o.held.push_back({h.at(0).get<size_t>(), h.at(1).get<size_t>()});
   return o;
 }
 
 std::unique_ptr<Workload> make_workload(const Program& program, const CostProvider* cost,
-                                        const RunOptions& o, const MlpConfig& mlp, int actor,
-                                        int replica, Device& device) {
+                                        const RunOptions& o, const MlpConfig& mlp, Backend& backend,
+                                        Device& device) {
+  const int actor = backend.actor(), replica = backend.replica();
   if (o.emulated) return std::make_unique<EmulatedWorkload>(*cost, actor, o.time_scale);
+  if (mlp.moe())
+    return std::make_unique<MoeWorkload>(mlp, actor, replica, program.stage_to_actor, backend,
+                                         o.timeout_s);
   return std::make_unique<MlpWorkload>(mlp, actor, replica, program.stage_to_actor, device);
 }
 
@@ -111,6 +124,13 @@ WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool 
   WorkerOutput out;
   out.record = record;
   if (emulated) return out;
+  if (const auto* moe = dynamic_cast<const MoeWorkload*>(&workload)) {
+    for (int s = 0; s < num_stages; ++s)
+      if (moe->holds_stage(s)) out.params[s] = moe->params(s);
+    out.losses = moe->losses();
+    out.held = moe->held_ranges();
+    return out;
+  }
   const auto& mlp = dynamic_cast<const MlpWorkload&>(workload);
   for (int s = 0; s < num_stages; ++s)
     if (mlp.holds_stage(s)) out.params[s] = mlp.params(s);
@@ -123,8 +143,7 @@ WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool 
 WorkerOutput run_one(const Program& program, const CostProvider* cost, const RunOptions& o,
                      const MlpConfig& mlp, const ExecutorOptions& eo, Backend& backend,
                      Device& device) {
-  std::unique_ptr<Workload> workload =
-      make_workload(program, cost, o, mlp, backend.actor(), backend.replica(), device);
+  std::unique_ptr<Workload> workload = make_workload(program, cost, o, mlp, backend, device);
   WorkerRecord rec = run_worker(program, backend, *workload, eo);
   return collect(rec, *workload, o.emulated, program.num_stages);
 }
@@ -261,8 +280,12 @@ CheckResult compare_with(const std::vector<WorkerOutput>& outputs,
   CheckResult check;
   check.rel_tolerance = rel_tolerance;
   std::vector<std::pair<std::pair<int, int>, const std::vector<double>*>> weights;
+  std::map<std::pair<int, int>, std::vector<std::pair<size_t, size_t>>> held_by;
   for (const WorkerOutput& w : outputs)
-    for (const auto& [s, p] : w.params) weights.push_back({{s, w.record.replica}, &p});
+    for (const auto& [s, p] : w.params) {
+      weights.push_back({{s, w.record.replica}, &p});
+      held_by[{s, w.record.replica}] = w.held;
+    }
   std::sort(weights.begin(), weights.end());
   for (const auto& [key, p] : weights) {
     const auto [s, r] = key;
@@ -270,11 +293,19 @@ CheckResult compare_with(const std::vector<WorkerOutput>& outputs,
     if (p->size() != q.size()) throw RuntimeFailure("check: stage weights differ in size");
     double scale = 0;
     for (double v : q) scale = std::max(scale, std::abs(v));
+    const std::vector<std::pair<size_t, size_t>>& held = held_by.at({s, r});
+    auto owned = [&](size_t i) {
+      if (held.empty()) return true;
+      for (const auto& [b, e] : held)
+        if (i >= b && i < e) return true;
+      return false;
+    };
     for (size_t i = 0; i < q.size(); ++i)
-      compare_value((*p)[i], q[i], scale,
-                    "stage " + std::to_string(s) + " (replica " + std::to_string(r) + ") " +
-                        describe_stage_param(mlp, i),
-                    check.max_abs_diff_weights, check.max_rel_diff_weights, check);
+      if (owned(i))
+        compare_value((*p)[i], q[i], scale,
+                      "stage " + std::to_string(s) + " (replica " + std::to_string(r) + ") " +
+                          describe_stage_param(mlp, i),
+                      check.max_abs_diff_weights, check.max_rel_diff_weights, check);
   }
   for (size_t s = 0; s < losses.size(); ++s)
     compare_value(losses[s], ref.losses.at(s), std::abs(ref.losses.at(s)),
@@ -380,6 +411,15 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     throw InputError(
         "--inject skip-accumulate: needs >= 2 microbatches (with one, overwriting "
         "and accumulating the gradient agree)");
+  if (o.mlp.fault == MlpFault::kExpertSwap && !o.mlp.moe())
+    throw InputError("--inject expert-swap: needs an MoE plan (a model with routed experts)");
+  if (o.mlp.moe() && !o.emulated && o.backend == BackendKind::kCuda)
+    throw InputError(
+        "--backend cuda: the MoE workload runs on the threads and mpi backends (--compute "
+        "emulated runs an MoE plan on cuda)");
+  if (o.mlp.moe() && (o.mlp.ep < 1 || o.dp % o.mlp.ep != 0))
+    throw InputError("ep " + std::to_string(o.mlp.ep) + " must divide --dp " +
+                     std::to_string(o.dp) + ": the runtime carves the expert ranks out of dp");
   if (!std::isfinite(o.mlp.learning_rate) || o.mlp.learning_rate < 0)
     throw InputError("--lr: expected a finite value >= 0 (0 = the optimizer's default)");
   if (!o.emulated && o.backend != BackendKind::kCuda) {
@@ -482,11 +522,17 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   MlpConfig clean = mlp;  // the references run without the injected fault
   clean.fault = MlpFault::kNone;
   const ReferenceResult independent = run_independent_reference(clean, total_steps);
-  const ReferenceResult same_code =
-      run_reference(clean, total_steps, weight_gradient_order(program));
   result.checked = true;
   result.reference_losses.assign(independent.losses.begin() + o.warmup, independent.losses.end());
   result.reference = compare_with(outputs, all_losses, independent, mlp, kCheckRelTolerance);
+  if (mlp.moe()) {
+    // No sequential same-code run of the MoE workload exists (its arithmetic is spread over the
+    // ep group's all-to-alls): the independent reference is the check.
+    result.orchestration.ran = false;
+    return result;
+  }
+  const ReferenceResult same_code =
+      run_reference(clean, total_steps, weight_gradient_order(program));
   // Host backends run the reference's own arithmetic: any difference is an orchestration bug.
   const double orchestration_tolerance = o.backend == BackendKind::kCuda ? kCheckRelTolerance : 0;
   result.orchestration = compare_with(outputs, all_losses, same_code, mlp, orchestration_tolerance);

@@ -7,7 +7,9 @@
 //   orchestration  against run_reference (runtime/workload.h: the workload's own StageMath run
 //                  sequentially), bit for bit on the host backends: what pipelining, messaging
 //                  and all-reduce must not change. On cuda (cuBLAS vs OpenBLAS rounding) it is
-//                  held to kCheckRelTolerance too.
+//                  held to kCheckRelTolerance too. Not run for MoE (CheckResult::ran false).
+// MoE (options.mlp.experts > 0): runtime/moe_workload.h on threads or mpi; the reference is
+// run_independent_moe_reference and the weights compared per replica are the ones it owns.
 //
 //   threads  workers are threads of this process (runtime/threads_backend.h)
 //   mpi      this process is one worker; the program needs num_actors * dp processes under
@@ -76,6 +78,7 @@ struct CheckResult {
   double max_rel_diff_weights = 0;  // |run - ref| / (largest |ref weight| of the stage)
   double rel_tolerance = 0;         // what a difference may reach; 0: bit-exact
   bool passed = true;
+  bool ran = true;  // false: not applicable (the orchestration check of an MoE run)
   // The first value beyond the tolerance: weights in (stage, replica, index) order, then losses
   // by step, e.g. "stage 1 (replica 0) layer 0 W1[0,0]: run 0.1, reference 0.2 (...)"; "" when
   // passed.

@@ -1,6 +1,7 @@
 #include "runtime/threads_backend.h"
 
 #include <span>
+#include <stdexcept>
 
 namespace jaxpp {
 
@@ -70,6 +71,43 @@ class ThreadsBackend : public Backend {
     wait_generation(r, lock, gen, timeout_s, "allreduce");
   }
 
+  std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
+                                             double timeout_s) override {
+    check_group(group_size, send.size());
+    const int first = replica_ / group_size * group_size;
+    ThreadsWorld::Rendezvous& r = world_.alltoall_rendezvous(actor_, first, group_size);
+    std::vector<std::vector<double>> recv(group_size);
+    std::unique_lock lock(r.mu);
+    if (r.sends.empty()) {
+      r.sends.assign(group_size, nullptr);
+      r.recvs.assign(group_size, nullptr);
+    }
+    r.sends[replica_ - first] = &send;
+    r.recvs[replica_ - first] = &recv;
+    uint64_t gen = r.generation;
+    if (++r.arrived == group_size) {
+      if (world_.aborted_) throw RuntimeFailure("alltoall: aborted");
+      for (int i = 0; i < group_size; ++i)
+        for (int j = 0; j < group_size; ++j) (*r.recvs[j])[i] = std::move((*r.sends[i])[j]);
+      r.sends.clear();
+      r.recvs.clear();
+      r.arrived = 0;
+      ++r.generation;
+      r.cv.notify_all();
+      return recv;
+    }
+    try {
+      wait_generation(r, lock, gen, timeout_s, "alltoall");
+    } catch (const RuntimeFailure&) {
+      // Leave the rendezvous without buffers of this (returning) frame in it.
+      r.sends[replica_ - first] = nullptr;
+      r.recvs[replica_ - first] = nullptr;
+      --r.arrived;
+      throw;
+    }
+    return recv;
+  }
+
   void barrier(double timeout_s) override {
     ThreadsWorld::Rendezvous& r = world_.barrier_;
     std::unique_lock lock(r.mu);
@@ -88,6 +126,16 @@ class ThreadsBackend : public Backend {
   std::string abort_reason() const override { return world_.abort_reason(); }
 
  private:
+  void check_group(int group_size, size_t buffers) const {
+    if (group_size < 1 || world_.num_replicas_ % group_size != 0)
+      throw std::logic_error("alltoallv: group size " + std::to_string(group_size) +
+                             " does not divide the " + std::to_string(world_.num_replicas_) +
+                             " replicas");
+    if (buffers != static_cast<size_t>(group_size))
+      throw std::logic_error("alltoallv: " + std::to_string(buffers) +
+                             " send buffers for a group of " + std::to_string(group_size));
+  }
+
   ThreadsWorld::Mailbox& own_box() { return *world_.boxes_[world_.worker(actor_, replica_)]; }
 
   bool take(ThreadsWorld::Mailbox& box, int handle, std::vector<char>* payload) {
@@ -132,6 +180,14 @@ std::unique_ptr<Backend> ThreadsWorld::backend(int actor, int replica) {
   return std::make_unique<ThreadsBackend>(*this, actor, replica);
 }
 
+ThreadsWorld::Rendezvous& ThreadsWorld::alltoall_rendezvous(int actor, int first_replica,
+                                                            int group_size) {
+  std::lock_guard lock(alltoall_mu_);
+  std::unique_ptr<Rendezvous>& r = alltoalls_[{actor, first_replica, group_size}];
+  if (!r) r = std::make_unique<Rendezvous>();
+  return *r;
+}
+
 double ThreadsWorld::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
 }
@@ -160,6 +216,13 @@ void ThreadsWorld::notify_all() {
   for (auto& r : reductions_) {
     std::lock_guard lock(r->mu);
     r->cv.notify_all();
+  }
+  {
+    std::lock_guard lock(alltoall_mu_);
+    for (auto& [key, r] : alltoalls_) {
+      std::lock_guard inner(r->mu);
+      r->cv.notify_all();
+    }
   }
   std::lock_guard lock(barrier_.mu);
   barrier_.cv.notify_all();

@@ -4,7 +4,9 @@
 // messages keyed by (source actor, key), payloads copied in and moved out), a barrier-based
 // reduction per actor for the gradient all-reduce across replicas (the last replica to arrive
 // sums the contributions in replica order and writes the sum into every contributor's buffer, so
-// every replica holds bit-identical gradients), a barrier over all workers, and an abort flag
+// every replica holds bit-identical gradients), an all-to-all(v) rendezvous per (actor, replica
+// group) (the last member to arrive moves every member's send buffers into the others' results),
+// a barrier over all workers, and an abort flag
 // that wakes every waiter. The clock is steady_clock from the world's creation.
 //
 // Usage:
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,7 +53,12 @@ class ThreadsWorld {
     int arrived = 0;
     uint64_t generation = 0;
     std::vector<std::span<double>> parts;  // by replica (reductions only)
+    // All-to-all only: by member of the group, its send buffers and where its result goes.
+    std::vector<std::vector<std::vector<double>>*> sends;
+    std::vector<std::vector<std::vector<double>>*> recvs;
   };
+  // The all-to-all rendezvous of the replica group (actor, first replica, size); made on first use.
+  Rendezvous& alltoall_rendezvous(int actor, int first_replica, int group_size);
   int worker(int actor, int replica) const { return replica * num_actors_ + actor; }
   void notify_all();
 
@@ -60,6 +68,8 @@ class ThreadsWorld {
   std::vector<std::unique_ptr<Mailbox>> boxes_;        // per worker
   std::vector<std::unique_ptr<Rendezvous>> reductions_;  // per actor
   Rendezvous barrier_;
+  std::mutex alltoall_mu_;  // guards alltoalls_ (the map, not the rendezvous in it)
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Rendezvous>> alltoalls_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
   std::string abort_reason_;

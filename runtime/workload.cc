@@ -17,6 +17,7 @@ constexpr double kAdamEps = 1e-8;
 constexpr uint64_t kSaltInput = 0x1111;
 constexpr uint64_t kSaltTarget = 0x2222;
 constexpr uint64_t kSaltWeight = 0x3333;
+constexpr uint64_t kSaltRouter = 0x4444;
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -166,15 +167,22 @@ std::string_view to_string(MlpFault f) {
       return "skip-accumulate";
     case MlpFault::kStaleWeight:
       return "stale-weight";
+    case MlpFault::kExpertSwap:
+      return "expert-swap";
   }
   return "?";
+}
+
+std::string_view to_string(RouterScoring r) {
+  return r == RouterScoring::kSigmoid ? "sigmoid" : "softmax";
 }
 
 MlpFault parse_mlp_fault(std::string_view s, const std::string& where) {
   for (MlpFault f : kAllMlpFaults)
     if (to_string(f) == s) return f;
-  throw_input_error(where, "expected none, corrupt-grad, skip-accumulate or stale-weight, got '" +
-                               std::string(s) + "'");
+  throw_input_error(
+      where, "expected none, corrupt-grad, skip-accumulate, stale-weight or expert-swap, got '" +
+                 std::string(s) + "'");
 }
 
 OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where) {
@@ -188,11 +196,15 @@ double MlpConfig::lr() const {
   return optimizer == OptimizerKind::kSgd ? 0.05 : 1e-3;
 }
 
-int64_t MlpConfig::params_per_stage() const { return 2LL * hidden * ffn_size() * layers_per_stage; }
+int64_t MlpConfig::params_per_stage() const {
+  if (moe())
+    return (int64_t{hidden} * experts + 2LL * experts * hidden * ffn_size()) * layers_per_stage;
+  return 2LL * hidden * ffn_size() * layers_per_stage;
+}
 
 double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {
   const double h = c.hidden, f = c.ffn > 0 ? c.ffn : 4.0 * c.hidden;
-  const double params = 2.0 * h * f * c.layers_per_stage;
+  const double params = static_cast<double>(c.params_per_stage());
   const double state = params * 8 * (c.optimizer == OptimizerKind::kAdam ? 4 : 2);
   const double stash = std::max(1, c.num_microbatches) * static_cast<double>(c.layers_per_stage) *
                        c.seq * (h + 2 * f) * 8;
@@ -200,6 +212,7 @@ double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {
 }
 
 std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
+  if (c.moe()) return moe_initial_stage_params(c, stage);
   std::vector<double> p;
   p.reserve(static_cast<size_t>(c.params_per_stage()));
   size_t hf = static_cast<size_t>(c.hidden) * c.ffn_size();
@@ -223,7 +236,44 @@ std::vector<double> mlp_target(const MlpConfig& c, int replica, int mb) {
   return uniform(key, static_cast<size_t>(c.seq) * c.hidden, 1.0);
 }
 
+std::vector<double> moe_initial_stage_params(const MlpConfig& c, int stage) {
+  std::vector<double> p;
+  p.reserve(static_cast<size_t>(c.params_per_stage()));
+  const size_t hf = static_cast<size_t>(c.hidden) * c.ffn_size();
+  for (int l = 0; l < c.layers_per_stage; ++l) {
+    const uint64_t key = mix(mix(mix(c.seed, kSaltRouter), stage), l);
+    const std::vector<double> router =
+        uniform(key, static_cast<size_t>(c.hidden) * c.experts, 1.0 / std::sqrt(c.hidden));
+    p.insert(p.end(), router.begin(), router.end());
+    for (int e = 0; e < c.experts; ++e) {
+      const uint64_t ekey = mix(mix(mix(mix(c.seed, kSaltWeight), stage), l), 1000 + e);
+      const std::vector<double> w1 = uniform(ekey, hf, 1.0 / std::sqrt(c.hidden));
+      const std::vector<double> w2 = uniform(mix(ekey, 2), hf, 1.0 / std::sqrt(c.ffn_size()));
+      p.insert(p.end(), w1.begin(), w1.end());
+      p.insert(p.end(), w2.begin(), w2.end());
+    }
+  }
+  return p;
+}
+
 std::string describe_stage_param(const MlpConfig& c, size_t index) {
+  if (c.moe()) {
+    const size_t h = static_cast<size_t>(c.hidden), f = static_cast<size_t>(c.ffn_size());
+    const size_t E = static_cast<size_t>(c.experts);
+    const size_t per_layer = h * E + E * 2 * h * f;
+    const size_t layer = index / per_layer;
+    size_t rest = index % per_layer;
+    const std::string at = "layer " + std::to_string(layer);
+    if (rest < h * E)
+      return at + " router[" + std::to_string(rest / E) + "," + std::to_string(rest % E) + "]";
+    rest -= h * E;
+    const size_t e = rest / (2 * h * f);
+    rest %= 2 * h * f;
+    const bool w2 = rest >= h * f;
+    const size_t i = w2 ? rest - h * f : rest, cols = w2 ? h : f;
+    return at + " expert " + std::to_string(e) + (w2 ? " W2[" : " W1[") + std::to_string(i / cols) +
+           "," + std::to_string(i % cols) + "]";
+  }
   const size_t h = static_cast<size_t>(c.hidden), f = static_cast<size_t>(c.ffn_size());
   const size_t layer = index / (2 * h * f), rest = index % (2 * h * f);
   const bool w2 = rest >= h * f;

@@ -81,13 +81,19 @@ class Workload {
 enum class OptimizerKind { kSgd, kAdam };
 
 // A deliberate numerical defect of the pipelined run (see above); kNone in normal runs.
-enum class MlpFault { kNone, kCorruptGrad, kSkipAccumulate, kStaleWeight };
+// kExpertSwap: the MoE workload's dispatch on replica 0 sends every token's first routed choice
+// to expert (e + 1) mod E instead of e (a routing bug); only for MoE runs.
+enum class MlpFault { kNone, kCorruptGrad, kSkipAccumulate, kStaleWeight, kExpertSwap };
 inline constexpr MlpFault kAllMlpFaults[] = {MlpFault::kNone, MlpFault::kCorruptGrad,
-                                             MlpFault::kSkipAccumulate, MlpFault::kStaleWeight};
-// "none", "corrupt-grad", "skip-accumulate", "stale-weight"
+                                             MlpFault::kSkipAccumulate, MlpFault::kStaleWeight,
+                                             MlpFault::kExpertSwap};
+// "none", "corrupt-grad", "skip-accumulate", "stale-weight", "expert-swap"
 std::string_view to_string(MlpFault f);
 MlpFault parse_mlp_fault(std::string_view s, const std::string& where);
 std::string_view to_string(OptimizerKind k);  // "sgd", "adam"
+// How the MoE router turns scores into gate weights (runtime/moe_workload.h).
+enum class RouterScoring { kSoftmax, kSigmoid };
+std::string_view to_string(RouterScoring r);  // "softmax", "sigmoid"
 OptimizerKind parse_optimizer_kind(std::string_view s, const std::string& where);
 
 struct MlpConfig {
@@ -102,9 +108,19 @@ struct MlpConfig {
   double learning_rate = 0;  // 0 = 0.05 for SGD, 1e-3 for Adam
   uint64_t seed = 1234;
   MlpFault fault = MlpFault::kNone;  // fault injection, replica 0 of MlpWorkload only
+  // Mixture of experts (runtime/moe_workload.h): experts == 0 is the dense MLP above. Otherwise
+  // every block is a routed MoE block of `experts` experts of width ffn_size(), top_k of them per
+  // token, the experts sharded over `ep` replicas.
+  int experts = 0;
+  int top_k = 0;
+  int ep = 1;
+  RouterScoring router = RouterScoring::kSoftmax;
+  bool moe() const { return experts > 0; }
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   double lr() const;
-  int64_t params_per_stage() const;  // 2 * hidden * ffn * layers_per_stage
+  // Dense: 2 * hidden * ffn * layers_per_stage. MoE: (hidden * experts + experts * 2 * hidden *
+  // ffn) * layers_per_stage (router and every expert; see moe_workload.h for the layout).
+  int64_t params_per_stage() const;
 };
 
 // What the MLP workload holds for `stages` stages of `c` at most, in bytes (a double, as absurd
@@ -190,12 +206,16 @@ ReferenceResult run_reference(const MlpConfig& config, int num_steps,
 // and the independent reference): no arithmetic of the model, only its inputs.
 // Deterministic initial parameters of a stage (what every replica starts from). Layout, per layer
 // l of the stage in order: W1 (hidden x ffn, row-major), then W2 (ffn x hidden, row-major).
+// MoE (config.experts > 0), per layer: the router Wr (hidden x experts), then per expert e in
+// order W1_e (hidden x ffn) and W2_e (ffn x hidden), all row-major (moe_initial_stage_params).
 std::vector<double> initial_stage_params(const MlpConfig& config, int stage);
+std::vector<double> moe_initial_stage_params(const MlpConfig& config, int stage);
 // Input of stage 0 and target of the last stage for (replica, microbatch): seq x hidden values,
 // row-major, the same every step.
 std::vector<double> mlp_input(const MlpConfig& config, int replica, int microbatch);
 std::vector<double> mlp_target(const MlpConfig& config, int replica, int microbatch);
-// Name of element `index` of a stage's parameters in the layout above, e.g. "layer 1 W2[3,0]".
+// Name of element `index` of a stage's parameters in the layout above, e.g. "layer 1 W2[3,0]"
+// (MoE: "layer 0 router[2,1]", "layer 1 expert 3 W1[0,5]").
 std::string describe_stage_param(const MlpConfig& config, size_t index);
 
 class EmulatedWorkload : public Workload {

@@ -438,6 +438,104 @@ void NcclBackend::allreduce_tensor(DeviceArray& data, double timeout_s) {
   }
 }
 
+void NcclBackend::wait_allreduce_stream(const std::string& what, double deadline_s,
+                                        double timeout_s) {
+  JAXPP_CUDA_CHECK(cudaEventRecord(allreduce_done_, allreduce_stream_));
+  while (!event_done(allreduce_done_)) {
+    progress();
+    if (!abort_reason().empty())
+      throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
+    check_async_errors();
+    if (now_s() > deadline_s)
+      throw RuntimeFailure(what + ": timed out after " + seconds(timeout_s) +
+                           " s waiting for the other replicas of the group");
+    pause();
+  }
+}
+
+// The all-to-all of the MoE dispatch and combine over the replica communicator (rank = replica),
+// on the all-reduce stream. ncclRecv must name the count its peer sends, so the counts travel
+// first: one grouped ncclSend/ncclRecv of one fp64 count per peer, then one group of the
+// payloads (a pair with nothing to move posts no call). Calls to one peer within a group run in
+// order and calls to different peers progress independently (NCCL's point-to-point semantics), so
+// every member posting its sends and receives in one group cannot deadlock. The block to itself
+// is copied on the host.
+std::vector<std::vector<double>> NcclBackend::alltoallv(int group_size,
+                                                        std::vector<std::vector<double>> send,
+                                                        double timeout_s) {
+  const int replicas = num_replicas();
+  if (group_size < 1 || replicas % group_size != 0 ||
+      send.size() != static_cast<size_t>(group_size))
+    throw std::logic_error("NcclBackend::alltoallv: group size " + std::to_string(group_size) +
+                           " with " + std::to_string(send.size()) + " send buffers over " +
+                           std::to_string(replicas) + " replicas");
+  const int first = replica() / group_size * group_size;
+  const int me = replica() - first;
+  std::vector<std::vector<double>> recv(group_size);
+  recv[me] = std::move(send[me]);
+  if (group_size == 1) return recv;
+  if (replica_comm_ < 0) throw std::logic_error("NcclBackend::alltoallv: no replica communicator");
+  ncclComm_t comm = comms_[replica_comm_].comm;
+  const double deadline_s = now_s() + timeout_s;
+
+  std::vector<double> counts(group_size, 0.0);
+  for (int i = 0; i < group_size; ++i) counts[i] = static_cast<double>(send[i].size());
+  DeviceArray send_counts = device_.upload(counts);
+  DeviceArray recv_counts = device_.zeros(static_cast<size_t>(group_size));
+  device_.order_before(allreduce_stream_);
+  {
+    NcclGroup group;
+    for (int i = 0; i < group_size; ++i) {
+      if (i == me) continue;
+      JAXPP_NCCL_CHECK_NONBLOCKING(
+          ncclSend(send_counts.data() + i, 1, ncclFloat64, first + i, comm, allreduce_stream_));
+      JAXPP_NCCL_CHECK_NONBLOCKING(
+          ncclRecv(recv_counts.data() + i, 1, ncclFloat64, first + i, comm, allreduce_stream_));
+    }
+    group.end();
+  }
+  wait_ready({comm}, "alltoall");
+  wait_allreduce_stream("alltoall (counts)", deadline_s, timeout_s);
+  const std::vector<double> incoming = device_.download(recv_counts);
+
+  std::vector<double> flat;
+  std::vector<size_t> send_at(group_size, 0), recv_at(group_size, 0);
+  for (int i = 0; i < group_size; ++i) {
+    send_at[i] = flat.size();
+    if (i != me) flat.insert(flat.end(), send[i].begin(), send[i].end());
+  }
+  size_t total = 0;
+  for (int i = 0; i < group_size; ++i) {
+    recv_at[i] = total;
+    if (i != me) total += static_cast<size_t>(incoming[i]);
+  }
+  DeviceArray send_data = device_.upload(flat);
+  DeviceArray recv_data = device_.zeros(total);
+  device_.order_before(allreduce_stream_);
+  {
+    NcclGroup group;
+    for (int i = 0; i < group_size; ++i) {
+      if (i == me) continue;
+      if (!send[i].empty())
+        JAXPP_NCCL_CHECK_NONBLOCKING(ncclSend(send_data.data() + send_at[i], send[i].size(),
+                                              ncclFloat64, first + i, comm, allreduce_stream_));
+      if (incoming[i] > 0)
+        JAXPP_NCCL_CHECK_NONBLOCKING(ncclRecv(recv_data.data() + recv_at[i],
+                                              static_cast<size_t>(incoming[i]), ncclFloat64,
+                                              first + i, comm, allreduce_stream_));
+    }
+    group.end();
+  }
+  wait_ready({comm}, "alltoall");
+  wait_allreduce_stream("alltoall (payload)", deadline_s, timeout_s);
+  const std::vector<double> got = device_.download(recv_data);
+  for (int i = 0; i < group_size; ++i)
+    if (i != me)
+      recv[i].assign(got.begin() + static_cast<std::ptrdiff_t>(recv_at[i]),
+                     got.begin() + static_cast<std::ptrdiff_t>(recv_at[i] + incoming[i]));
+  return recv;
+}
+
 void NcclBackend::abort(const std::string& why) {
   control_.abort(why);
   abort_communicators();

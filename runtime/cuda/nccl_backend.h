@@ -3,6 +3,7 @@
 // mpirun, a ThreadsBackend when one process drives several GPUs):
 //   send_message / post_message_recv / test_message / wait_message   NCCL, one link per direction
 //   allreduce_tensor of GPU memory                                   ncclAllReduce (sum, fp64)
+//   alltoallv (host buffers, staged through GPU memory)              grouped ncclSend/ncclRecv
 //   byte-level calls, host all-reduces, barrier, clock, abort        control
 //
 // Communicators and streams (runtime/comm_plan.h): one 2-rank communicator per directed link the
@@ -85,6 +86,8 @@ class NcclBackend : public Backend {
   bool test_message(int handle, Message* message) override;
   bool wait_message(int handle, double deadline_s, Message* message) override;
   void allreduce_tensor(DeviceArray& data, double timeout_s) override;
+  std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
+                                             double timeout_s) override;
 
   double now_s() const override { return control_.now_s(); }
   void abort(const std::string& why) override;
@@ -132,6 +135,9 @@ class NcclBackend : public Backend {
   // `what` after the timeout.
   void wait_ready(const std::vector<ncclComm_t>& comms, const std::string& what);
   void check_async_errors();
+  // Records an event on the all-reduce stream and polls it (progress, abort, async errors) until
+  // `deadline_s`; RuntimeFailure naming `what` when it passes.
+  void wait_allreduce_stream(const std::string& what, double deadline_s, double timeout_s);
   void progress();
   void progress(InLink& link);
   void reap_sends();

@@ -196,8 +196,8 @@ TEST(RunCli, UnknownFaultIsABadInput) {
   CliResult r =
       run_cli("run --schedule 1f1b --pp 2 --check --inject bit-flip" + std::string(kTiny));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--inject: expected none, corrupt-grad, skip-accumulate or stale-weight, "
-                       "got 'bit-flip'"),
+  EXPECT_NE(r.err.find("--inject: expected none, corrupt-grad, skip-accumulate, stale-weight or "
+                       "expert-swap, got 'bit-flip'"),
             std::string::npos)
       << r.err;
 }

@@ -130,6 +130,18 @@ TEST(HfConfigTest, ExpertFieldOnADenseQwen3IsNamed) {
             std::string::npos);
 }
 
+TEST(HfConfigTest, DeepSeekRouterScoresWithASigmoidUnlessScoringFuncSaysSoftmax) {
+  nlohmann::json doc = config("deepseek-v3");
+  EXPECT_EQ(hf_model_from_json(doc, "config.json").moe.router, MoeRouter::kSigmoid);
+  doc["scoring_func"] = "softmax";
+  EXPECT_EQ(hf_model_from_json(doc, "config.json").moe.router, MoeRouter::kSoftmax);
+  doc["scoring_func"] = "relu";
+  EXPECT_EQ(error_for(doc),
+            "config.json: field 'scoring_func': expected softmax or sigmoid, got 'relu'");
+  EXPECT_EQ(hf_model_from_json(config("mixtral-8x7b"), "config.json").moe.router,
+            MoeRouter::kSoftmax);
+}
+
 TEST(HfConfigTest, NullMeansAbsent) {
   nlohmann::json doc = config("deepseek-v3");
   doc["q_lora_rank"] = nullptr;  // DeepSeek-V2-Lite style: a plain q projection

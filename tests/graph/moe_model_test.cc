@@ -4,6 +4,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "graph/kernels.h"
 #include "graph/model.h"
@@ -235,6 +236,23 @@ TEST(MoeModelTest, DenseModelsAreClassicAndMoeModelsAreNot) {
   EXPECT_TRUE(load_model("gpt3-175b").is_classic_transformer());
   EXPECT_FALSE(load_model("mixtral-8x7b").is_classic_transformer());
   EXPECT_FALSE(load_model("qwen3-8b").is_classic_transformer());
+}
+
+TEST(MoeModelTest, RouterIsSoftmaxByDefaultSigmoidForDeepSeekAndKimiAndRoundTrips) {
+  EXPECT_EQ(load_model("mixtral-8x7b").moe.router, MoeRouter::kSoftmax);
+  EXPECT_EQ(load_model("deepseek-v3").moe.router, MoeRouter::kSigmoid);
+  EXPECT_EQ(load_model("kimi-k2").moe.router, MoeRouter::kSigmoid);
+  const nlohmann::json j = model_to_json(load_model("deepseek-v3"));
+  EXPECT_EQ(j.at("router"), "sigmoid");
+  EXPECT_EQ(model_from_json(j, "m.json").moe.router, MoeRouter::kSigmoid);
+  EXPECT_FALSE(model_to_json(load_model("mixtral-8x7b")).contains("router"));
+}
+
+TEST(MoeModelTest, UnknownRouterIsNamed) {
+  nlohmann::json j = model_to_json(load_model("mixtral-8x7b"));
+  j["router"] = "topk";
+  EXPECT_EQ(error_of([&] { model_from_json(j, "m.json"); }),
+            "m.json: field 'router': expected softmax or sigmoid, got 'topk'");
 }
 
 }  // namespace

@@ -144,6 +144,10 @@ class DirectBackend : public Backend {
     control_->allreduce_sum(data, timeout_s);
   }
   void barrier(double timeout_s) override { control_->barrier(timeout_s); }
+  std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
+                                             double timeout_s) override {
+    return control_->alltoallv(group_size, std::move(send), timeout_s);
+  }
   double now_s() const override { return control_->now_s(); }
   void abort(const std::string& why) override { control_->abort(why); }
   std::string abort_reason() const override { return control_->abort_reason(); }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
+#include "runtime/moe_workload.h"
 #include "runtime/threads_backend.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
@@ -308,6 +310,109 @@ TEST(ThreadsBackend, ReceiveTimesOutWithoutAMessageAndAbortWakesWaiters) {
   EXPECT_FALSE(b->wait_recv(h2, b->now_s() + 30, &payload));
   aborter.join();
   EXPECT_EQ(b->abort_reason(), "test abort");
+}
+
+TEST(ThreadsBackend, AlltoallvMovesEveryBlockToItsMemberWithinEachGroup) {
+  // 4 replicas in groups of 2: {0, 1} and {2, 3}. Replica r sends member i of its group
+  // (i + 1) copies of 10 r + i; member 1 of group 1 sends nothing to member 0.
+  ThreadsWorld world(1, 4);
+  std::vector<std::vector<std::vector<double>>> got(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<double>> send(2);
+      for (int i = 0; i < 2; ++i) send[i].assign(i + 1, 10.0 * r + i);
+      if (r == 3) send[0].clear();
+      got[r] = world.backend(0, r)->alltoallv(2, std::move(send), 5);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 4; ++r) {
+    const int first = r / 2 * 2, me = r % 2;
+    ASSERT_EQ(got[r].size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      const int from = first + i;
+      std::vector<double> expected(me + 1, 10.0 * from + me);
+      if (from == 3 && me == 0) expected.clear();
+      EXPECT_EQ(got[r][i], expected) << "replica " << r << " from " << from;
+    }
+  }
+}
+
+TEST(ThreadsBackend, AlltoallvTimesOutWithoutItsPeerAndAbortWakesIt) {
+  ThreadsWorld world(1, 2);
+  auto b = world.backend(0, 0);
+  try {
+    b->alltoallv(2, {{1.0}, {2.0}}, 0.05);
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("alltoall: timed out"), std::string::npos) << e.what();
+  }
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    world.abort("peer died");
+  });
+  try {
+    b->alltoallv(2, {{1.0}, {2.0}}, 30);
+    ADD_FAILURE() << "expected the abort to end the wait";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("alltoall: aborted"), std::string::npos) << e.what();
+  }
+  aborter.join();
+}
+
+TEST(MoeRouting, TopKPicksTheLargestScoresAndBreaksTiesToTheLowerExpert) {
+  const double scores[] = {0.5, 2.0, 0.5, 2.0, -1.0};
+  EXPECT_EQ(moe_top_k(scores, 5, 2), (std::vector<int>{1, 3}));
+  EXPECT_EQ(moe_top_k(scores, 5, 3), (std::vector<int>{1, 3, 0}));
+}
+
+TEST(MoeRouting, ExpertOwnerIsExpertOverExpertsPerEpRank) {
+  MlpConfig c;
+  c.experts = 8;
+  c.ep = 2;
+  EXPECT_EQ(moe_expert_owner(c, 3), 0);
+  EXPECT_EQ(moe_expert_owner(c, 4), 1);
+  c.ep = 4;
+  EXPECT_EQ(moe_expert_owner(c, 7), 3);
+}
+
+TEST(MoeRun, EpOneAndEpTwoTrainTheSameModelAsTheIndependentReference) {
+  // The same MoE model on dp 2 with its experts on every replica (ep 1) and sharded (ep 2):
+  // both pass the check, and the weights they share agree with the reference.
+  ScheduleParams params;
+  params.num_actors = 2;
+  params.num_microbatches = 2;
+  const Program prog = lower(generate_schedule("1f1b", params), {});
+  for (int ep : {1, 2}) {
+    RunOptions o;
+    o.dp = 2;
+    o.steps = 2;
+    o.check = true;
+    o.mlp.hidden = 8;
+    o.mlp.ffn = 16;
+    o.mlp.seq = 3;
+    o.mlp.layers_per_stage = 1;
+    o.mlp.experts = 4;
+    o.mlp.top_k = 2;
+    o.mlp.ep = ep;
+    const RunResult r = run_program(prog, nullptr, o);
+    EXPECT_TRUE(r.reference.passed) << "ep " << ep << ": " << r.reference.first_difference;
+    EXPECT_FALSE(r.orchestration.ran);
+    EXPECT_LT(r.reference.max_rel_diff_weights, 1e-12);
+  }
+}
+
+TEST(MoeRun, EpThatDoesNotDivideDpIsABadInput) {
+  ScheduleParams params;
+  params.num_actors = 2;
+  params.num_microbatches = 2;
+  const Program prog = lower(generate_schedule("1f1b", params), {});
+  RunOptions o;
+  o.dp = 3;
+  o.mlp.experts = 4;
+  o.mlp.top_k = 2;
+  o.mlp.ep = 2;
+  EXPECT_THROW(run_program(prog, nullptr, o), InputError);
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+// MoeWorkload: the Workload of an MoE plan with real fp64 numerics on the host backends (threads,
+// mpi). Every stage holds `layers_per_stage` routed mixture-of-experts blocks on microbatches of
+// `seq` tokens x `hidden` features (the data, the loss and the optimizers are MlpWorkload's,
+// runtime/workload.h):
+//
+//   router   s = x Wr (Wr: hidden x experts); p = softmax(s) or sigmoid(s) (MlpConfig::router)
+//   top-k    the top_k experts of largest score s per token, ties to the lower expert index
+//            (softmax and sigmoid are increasing, so ranking by s ranks by p); the gate of a
+//            chosen expert e is p_e, not renormalised
+//   expert   E_e(x) = GeLU(x W1_e) W2_e (W1_e: hidden x ffn, W2_e: ffn x hidden, no biases)
+//   block    y = x + sum over the chosen e of p_e E_e(x)
+//   backward for a chosen e: dW2_e += a^T (p_e gy), du = (p_e gy) W2_e^T * GeLU'(u),
+//            dW1_e += x^T du, dx += du W1_e^T; dp_e = gy . E_e(x) (0 for experts not chosen);
+//            softmax ds_j = p_j (dp_j - sum_i p_i dp_i), sigmoid ds_j = dp_j p_j (1 - p_j);
+//            dWr += x^T ds, dx += gy + ds Wr^T
+//
+// Expert placement (ep carved out of the dp replicas, Megatron Core's folding with tp = cp = etp
+// = 1 as the runtime runs them): replica r is ep rank r mod ep of the ep group {g·ep, ...,
+// g·ep + ep − 1}, g = r / ep, and holds the experts e with e / (experts / ep) = r mod ep. The
+// dp / ep replicas r mod ep = j (one per ep group) hold the same experts: the expert data-parallel
+// group of ep rank j.
+//
+// Dispatch and combine are Backend::alltoallv over the ep group of the stage's actor:
+//   F  every (token, choice) row [e, x_t] goes to the ep rank holding e; the holder runs E_e on
+//      the rows it receives and sends the outputs back in the same order (combine); the source
+//      adds p_e E_e(x_t) to its tokens.
+//   I  the rows p_e gy_t go to the same holders in the same order; the holder sends back the
+//      expert input gradients du W1_e^T; the source adds them and the router's path to dx.
+//   W  local: the holder's dW1_e, dW2_e of the rows it received in F and I (in the order of the
+//      group's members, then rows), the source's dWr.
+//   B  I followed by W.
+// Every replica of an actor runs the same instruction list, so the members of an ep group call
+// the all-to-alls in the same order.
+//
+// Gradients: the stage's gradient buffer has the full layout of moe_initial_stage_params (router
+// and every expert). A replica accumulates the router and the experts it holds; the other
+// experts' slots stay 0. The program's one all-reduce per stage sums the buffer over all dp
+// replicas: the router over every replica (it is data parallel everywhere) and each expert's slot
+// over exactly the replicas holding it (the others contribute zeros), which is the reduction over
+// its expert data-parallel group, carried at dp-wide size. The optimizer then updates the router
+// and the held experts; held_ranges() names them (what run --check compares per replica).
+//
+// Faults (MlpConfig::fault, replica 0): corrupt-grad, skip-accumulate and stale-weight as in
+// MlpWorkload (on the MoE layout); expert-swap sends every token's first choice to expert
+// (e + 1) mod experts in F and I alike (a routing bug the forward and backward agree on).
+//
+// Usage:
+//   MoeWorkload w(config, actor, replica, program.stage_to_actor, backend, timeout_s);
+//   // then as any Workload (runtime/executor.h)
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/workload.h"
+
+namespace jaxpp {
+
+// Offsets into a stage's MoE parameters (moe_initial_stage_params) of layer l.
+struct MoeLayout {
+  size_t h = 0, f = 0, experts = 0;
+  explicit MoeLayout(const MlpConfig& c);
+  size_t layer_size() const { return h * experts + experts * 2 * h * f; }
+  size_t router(int l) const { return static_cast<size_t>(l) * layer_size(); }
+  size_t w1(int l, int e) const {
+    return router(l) + h * experts + static_cast<size_t>(e) * 2 * h * f;
+  }
+  size_t w2(int l, int e) const { return w1(l, e) + h * f; }
+};
+
+// The ep rank holding expert e: e / (experts / ep).
+int moe_expert_owner(const MlpConfig& c, int expert);
+// The top_k experts of one token's scores (largest first, ties to the lower index).
+std::vector<int> moe_top_k(const double* scores, int experts, int top_k);
+
+class MoeWorkload : public Workload {
+ public:
+  // InputError when ep does not divide the experts or the backend's replicas.
+  MoeWorkload(const MlpConfig& config, int actor, int replica,
+              const std::vector<int>& stage_to_actor, Backend& backend, double timeout_s);
+  void run_task(const TaskRef& task, int step) override;
+  DeviceArray take_output(const TaskRef& producer, int step) override;
+  void put_input(const TaskRef& producer, int step, DeviceArray tensor) override;
+  DeviceArray& grad_buffer(int stage) override;
+  void optimizer_step(int stage, int step) override;
+  int64_t bytes_held() const override;
+
+  bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
+  std::vector<double> params(int stage) const;
+  // [begin, end) index ranges of the stage's parameters this replica owns: every router, and
+  // the experts of its ep rank, layer by layer.
+  std::vector<std::pair<size_t, size_t>> held_ranges() const;
+  const std::map<int, std::map<int, double>>& losses() const { return losses_; }
+
+ private:
+  struct StageState {
+    DeviceArray params, grads, adam_m, adam_v;
+  };
+  // One routed row a holder received from one member of its ep group.
+  struct Row {
+    int expert = 0;
+    std::vector<double> x, u, a, gy, du;  // gy = gate * output gradient (set in I)
+  };
+  // What one MoE block keeps between F, I and W.
+  struct BlockStash {
+    std::vector<double> x;                               // T x h input
+    std::vector<double> p;                               // T x E gate probabilities
+    std::vector<double> ds;                              // T x E router score gradient (set in I)
+    std::vector<std::vector<int>> chosen;                // T x top_k experts (as dispatched)
+    std::vector<std::vector<std::pair<int, int>>> sent;  // per ep rank: (token, choice) rows
+    std::vector<double> out;                             // T x top_k x h expert outputs (combine)
+    std::vector<std::vector<Row>> rows;  // per ep group member: rows received (holder side)
+  };
+  using Key = std::pair<int, int>;  // (stage, microbatch)
+  void forward(int stage, int mb, int step);
+  void backward_input(int stage, int mb, bool also_weights);
+  void backward_weights(int stage, int mb);
+  std::vector<double> block_forward(const std::vector<double>& params, int l, std::vector<double> x,
+                                    BlockStash& st);
+  std::vector<double> block_backward_input(const std::vector<double>& params, int l,
+                                           const std::vector<double>& gy, BlockStash& st);
+  void block_backward_weights(std::vector<double>& grads, int l, BlockStash& st);
+  std::vector<std::vector<double>> exchange(std::vector<std::vector<double>> send);
+  StageState& stage(int s);
+  const StageState& stage(int s) const;
+
+  MlpConfig config_;
+  MoeLayout layout_;
+  int actor_ = 0;
+  int replica_ = 0;
+  int ep_rank_ = 0;
+  Backend& backend_;
+  double timeout_s_ = 30;
+  std::map<int, StageState> stages_;
+  std::map<Key, std::vector<BlockStash>> stash_;
+  std::map<Key, DeviceArray> activation_;
+  std::map<Key, DeviceArray> gradient_;
+  std::map<int, std::map<int, double>> losses_;
+};
+
+}  // namespace jaxpp

@@ -1,0 +1,138 @@
+// The MoE workload of `jaxpp-sim run` (issue 13, item 7; runtime/moe_workload.h): MoE plans pass
+// `run --check` against the independent MoE reference on threads and under mpirun (dp 2, ep 2)
+// for Std1F1B, ZB-H1 and DualPipeV; every injected fault (expert-swap included) makes the check
+// fail; bad combinations are one-line errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+// Small sizes: 8 experts of width 64, top-2, hidden 32, 4 tokens per microbatch.
+const std::string kMoeTiny =
+    " --hidden 32 --ffn 64 --seq 4 --layers-per-stage 1 --steps 2 --warmup 1";
+
+// A mixtral-8x7b plan (8 experts, top-2, softmax router) on 4 GPUs: pp 2, dp 2, ep 2.
+std::string moe_plan(const std::string& schedule, const std::string& extra = "") {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+      "--global-batch 8 --no-memory-check --schedule " +
+      schedule + " " + extra + " --plan " + dir + "/p.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return dir + "/p.json";
+}
+
+void expect_moe_check_passes(const nlohmann::json& j, int ep) {
+  EXPECT_TRUE(j.at("check_passed").get<bool>()) << j.dump(1);
+  EXPECT_EQ(j.at("moe").at("ep").get<int>(), ep);
+  EXPECT_EQ(j.at("moe").at("top_k").get<int>(), 2);
+  EXPECT_LT(j.at("check").at("reference").at("max_rel_diff_weights").get<double>(), 1e-12);
+  EXPECT_LT(j.at("check").at("reference").at("max_rel_diff_loss").get<double>(), 1e-12);
+  EXPECT_FALSE(j.at("check").at("orchestration").at("ran").get<bool>());
+  // It trained: the loss of the second measured step is below the first.
+  const auto losses = j.at("losses").get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_LT(losses[1], losses[0]);
+}
+
+TEST(MoeRunCli, Std1F1BPlanWithEp2PassesTheCheckOnThreads) {
+  const nlohmann::json j = run_json("run " + moe_plan("1f1b") + " --check" + kMoeTiny);
+  expect_moe_check_passes(j, 2);
+  EXPECT_EQ(j.at("moe").at("router"), "softmax");
+  EXPECT_EQ(j.at("dp").get<int>(), 2);
+}
+
+TEST(MoeRunCli, ZeroBubblePlanWithSplitBackwardPassesTheCheckOnThreads) {
+  expect_moe_check_passes(
+      run_json("run " + moe_plan("zb-h1") + " --check --optimizer adam" + kMoeTiny), 2);
+}
+
+TEST(MoeRunCli, DualPipeVPlanWithOverlappedPairsPassesTheCheckOnThreads) {
+  expect_moe_check_passes(run_json("run " + moe_plan("dualpipev") + " --check" + kMoeTiny), 2);
+}
+
+TEST(MoeRunCli, Std1F1BPlanPassesTheCheckUnderMpirunWithDp2Ep2) {
+  const CliResult r = run_cli_under_mpirun(
+      4, "run " + moe_plan("1f1b") + " --backend mpi --check --json" + kMoeTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("backend"), "mpi");
+  expect_moe_check_passes(j, 2);
+}
+
+TEST(MoeRunCli, ZeroBubblePlanPassesTheCheckUnderMpirunWithDp2Ep2) {
+  const CliResult r = run_cli_under_mpirun(
+      4, "run " + moe_plan("zb-h1") + " --backend mpi --check --json" + kMoeTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_moe_check_passes(nlohmann::json::parse(r.out), 2);
+}
+
+TEST(MoeRunCli, SigmoidRouterOfTheModelIsUsedAndPassesTheCheck) {
+  const std::string model = write_temp_file(
+      "sigmoid_moe.json",
+      R"({"name": "tiny-moe", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128,
+          "vocab": 1000, "mlp": "swiglu", "experts": 4, "top_k": 2, "expert_ffn_hidden": 512,
+          "router": "sigmoid"})");
+  const std::string dir = make_temp_dir();
+  const CliResult plan = run_cli("simulate --model " + model +
+                                 " --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+                                 "--global-batch 8 --no-memory-check --schedule 1f1b --plan " +
+                                 dir + "/p.json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json j = run_json("run " + dir + "/p.json --check" + kMoeTiny);
+  EXPECT_EQ(j.at("moe").at("router"), "sigmoid");
+  EXPECT_EQ(j.at("moe").at("experts").get<int>(), 4);
+  EXPECT_TRUE(j.at("check_passed").get<bool>()) << j.dump(1);
+}
+
+TEST(MoeRunCli, EveryInjectedFaultMakesTheMoeCheckFail) {
+  const std::string plan = moe_plan("1f1b");
+  for (const char* fault : {"corrupt-grad", "skip-accumulate", "stale-weight", "expert-swap"}) {
+    const CliResult r = run_cli("run " + plan + " --check --inject " + fault + kMoeTiny);
+    EXPECT_EQ(r.exit_code, 1) << fault << ": " << r.err;
+    EXPECT_NE(r.err.find("check failed (independent reference)"), std::string::npos)
+        << fault << ": " << r.err;
+  }
+}
+
+TEST(MoeRunCli, ExpertSwapUnderMpirunMakesTheCheckFail) {
+  const CliResult r = run_cli_under_mpirun(
+      4, "run " + moe_plan("1f1b") + " --backend mpi --check --inject expert-swap" + kMoeTiny);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("check failed (independent reference)"), std::string::npos) << r.err;
+}
+
+TEST(MoeRunCli, ExpertSwapOnADensePlanIsABadInput) {
+  const CliResult r = run_cli(
+      "run --schedule 1f1b --pp 2 --microbatches 2 --check --inject expert-swap" + kMoeTiny);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--inject expert-swap: needs an MoE plan"), std::string::npos) << r.err;
+}
+
+TEST(MoeRunCli, CudaBackendRefusesTheMoeWorkload) {
+  const CliResult r = run_cli("run " + moe_plan("1f1b") + " --backend cuda" + kMoeTiny);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--backend cuda: the MoE workload runs on the threads and mpi backends"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
+  // Actor 0 of replica 0 exits before its first forward; replica 1 waits in that forward's
+  // dispatch all-to-all until mpirun or the timeout ends the job.
+  const CliResult r = run_cli_under_mpirun(
+      4, "run " + moe_plan("1f1b") + " --backend mpi --timeout-s 2 --inject-kill 0:0" + kMoeTiny);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("injected fault: actor 0 (replica 0), step 0, instruction 0"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
