@@ -189,12 +189,12 @@ int run_simulate(int argc, char** argv) {
   refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
   if (measured) {
-    refuse_flags(args,
-                 {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
-                  "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
-                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap",
-                  "max-memory-gib"},
-                 "a model-mode flag, but without --model simulate runs in measured mode");
+    refuse_flags(
+        args,
+        {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
+         "sequence-parallel", "zero1", "tp-comm-overlap", "attention", "partition", "breakdown",
+         "ep", "etp", "moe-imbalance", "moe-overlap", "max-memory-gib"},
+        "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
@@ -324,7 +324,8 @@ int run_simulate(int argc, char** argv) {
   print_summary(report, sim.metrics);
   if (sim.metrics.contains("stage_begin")) {
     std::string starts;
-    for (const auto& b : sim.metrics["stage_begin"]) starts += (starts.empty() ? "" : ",") + b.dump();
+    for (const auto& b : sim.metrics["stage_begin"])
+      starts += (starts.empty() ? "" : ",") + b.dump();
     report << "  partition (balanced-time): stage starts " << starts << "\n";
   }
   for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";

@@ -18,10 +18,10 @@
 #include "costmodel/memory.h"
 #include "graph/error.h"
 #include "graph/partition.h"
-#include "simulator/explore_partition.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/engine.h"
+#include "simulator/explore_partition.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -584,11 +584,13 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   }
   request.cluster.peak_flops(request.model.dtype);  // InputError if the cluster lacks the dtype
   if (request.partition == PartitionMode::kExplicit)
-    throw_input_error("--partition", "explore takes auto, even or balanced-time (the stages differ "
-                                     "between configurations)");
+    throw_input_error("--partition",
+                      "explore takes auto, even or balanced-time (the stages differ "
+                      "between configurations)");
   if (request.partition != PartitionMode::kAuto && request.bound_prune)
-    throw_input_error("--bound-prune", "bounds the automatic partition only; not with --partition " +
-                                           std::string(partition_mode_name(request.partition)));
+    throw_input_error("--bound-prune",
+                      "bounds the automatic partition only; not with --partition " +
+                          std::string(partition_mode_name(request.partition)));
   if (request.shard_count < 1 || request.shard_index < 0 ||
       request.shard_index >= request.shard_count) {
     throw_input_error("explore", "shard " + std::to_string(request.shard_index) + " of " +

@@ -216,8 +216,8 @@ std::vector<double> layer_weights_s(const ModelSpec& model, const ClusterSpec& c
 }
 
 std::vector<int64_t> partition_peak_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                                           const ParallelConfig& config,
-                                           const Schedule& schedule, const Partition& partition) {
+                                           const ParallelConfig& config, const Schedule& schedule,
+                                           const Partition& partition) {
   return PeakMemory(model, cluster, config, schedule).peaks(partition);
 }
 
@@ -325,15 +325,18 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
       const double bound = BoundedGreedy::least(0.0, hi, [&](double m) {
         return greedy->starts(std::numeric_limits<double>::infinity(), m).has_value();
       });
-      least = partition_from_starts(
-          *greedy->starts(std::numeric_limits<double>::infinity(), bound), n);
+      least =
+          partition_from_starts(*greedy->starts(std::numeric_limits<double>::infinity(), bound), n);
       least_peak = memory.peaks(least);
       exact = true;
     } else {
       // Steepest descent on (largest peak, sum of peaks) from the candidate of least peak.
       for (const Partition& c : seen) {
         std::vector<int64_t> pk = memory.peaks(c);
-        if (least_peak.empty() || max_of(pk) < max_of(least_peak)) least = c, least_peak = pk;
+        if (least_peak.empty() || max_of(pk) < max_of(least_peak)) {
+          least = c;
+          least_peak = std::move(pk);
+        }
       }
       const auto key = [](const std::vector<int64_t>& pk) {
         int64_t sum = 0;
@@ -348,7 +351,10 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
             const std::optional<Partition> q = moved(least, b, d);
             if (!q) continue;
             std::vector<int64_t> pk = memory.peaks(*q);
-            if (key(pk) < (next ? key(next_peak) : key(least_peak))) next = *q, next_peak = pk;
+            if (key(pk) < (next ? key(next_peak) : key(least_peak))) {
+              next = *q;
+              next_peak = std::move(pk);
+            }
           }
         }
         if (!next) break;
@@ -358,14 +364,13 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
     }
     if (!fits(least_peak)) {
       const auto worst = std::max_element(least_peak.begin(), least_peak.end());
-      throw_input_error(
-          kFlag, "no partition fits in " + gib_text(static_cast<double>(limit)) +
-                     " GiB per device; " +
-                     (exact ? "the least peak memory of any partition is "
-                            : "the least peak memory the search found is ") +
-                     gib_text(static_cast<double>(*worst)) + " GiB on actor " +
-                     std::to_string(worst - least_peak.begin()) + " (stage starts " +
-                     describe_starts(least) + ")");
+      throw_input_error(kFlag, "no partition fits in " + gib_text(static_cast<double>(limit)) +
+                                   " GiB per device; " +
+                                   (exact ? "the least peak memory of any partition is "
+                                          : "the least peak memory the search found is ") +
+                                   gib_text(static_cast<double>(*worst)) + " GiB on actor " +
+                                   std::to_string(worst - least_peak.begin()) + " (stage starts " +
+                                   describe_starts(least) + ")");
     }
     consider(least, "memory");
   }

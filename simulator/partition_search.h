@@ -70,7 +70,7 @@ struct PartitionSearchOptions {
 
 struct PartitionSearchResult {
   Partition partition;
-  double step_time_s = 0;                 // simulated, with the cluster's iteration overhead
+  double step_time_s = 0;                  // simulated, with the cluster's iteration overhead
   std::vector<int64_t> peak_memory_bytes;  // per actor, per device
   std::string start;                       // "time", "flops", "even" or "memory"
   double start_step_time_s = 0;            // of the start partition
@@ -84,8 +84,8 @@ std::vector<double> layer_weights_s(const ModelSpec& model, const ClusterSpec& c
 
 // Peak bytes per device of every actor for a partition, as the simulator accounts them.
 std::vector<int64_t> partition_peak_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                                           const ParallelConfig& config,
-                                           const Schedule& schedule, const Partition& partition);
+                                           const ParallelConfig& config, const Schedule& schedule,
+                                           const Partition& partition);
 
 // Simulated step time of the configuration with this partition (record_trace off).
 double partition_step_time_s(const ModelSpec& model, const ClusterSpec& cluster,

@@ -44,12 +44,11 @@ TEST(PartitionCliTest, SimulateReportsTheBalancedPartitionAndIsFasterThanAuto) {
 
 TEST(PartitionCliTest, PlanRecordsTheStagesAndMegatronExportGivesTheLayout) {
   const std::string dir = make_temp_dir();
-  const CliResult r = run_cli(kSimulateLlama + "--partition balanced-time --json --plan " + dir +
-                              "/plan.json");
+  const CliResult r =
+      run_cli(kSimulateLlama + "--partition balanced-time --json --plan " + dir + "/plan.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
-  EXPECT_EQ(plan.at("partition").at("stage_begin"),
-            nlohmann::json::parse(r.out).at("stage_begin"));
+  EXPECT_EQ(plan.at("partition").at("stage_begin"), nlohmann::json::parse(r.out).at("stage_begin"));
   const CliResult args =
       run_cli("export --plan " + dir + "/plan.json --format megatron -o " + dir + "/args.txt");
   ASSERT_EQ(args.exit_code, 0) << args.err;
@@ -77,8 +76,9 @@ TEST(PartitionCliTest, MaxMemoryIsTheFitCheckOfSimulate) {
   const CliResult r = run_cli(kSimulateLlama + "--max-memory-gib 20");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("does not fit"), std::string::npos) << r.err;
-  const CliResult measured = run_cli("simulate --schedule 1f1b --pp 4 --microbatches 8 --t-f 1 "
-                                     "--t-b 2 --max-memory-gib 20");
+  const CliResult measured = run_cli(
+      "simulate --schedule 1f1b --pp 4 --microbatches 8 --t-f 1 "
+      "--t-b 2 --max-memory-gib 20");
   EXPECT_EQ(measured.exit_code, 2) << measured.err;
   EXPECT_NE(measured.err.find("--max-memory-gib"), std::string::npos) << measured.err;
 }

@@ -65,8 +65,8 @@ bool valid_partition(const Partition& p, int stages, int layers) {
 
 TEST(PartitionSearch, LayerCountNotDivisibleByPpGetsAValidPartition) {
   // GPT-3 13B: 40 transformer layers + embedding + logits = 42 layers over 8 stages (pp 4, v 2).
-  PlanRequest req = partition_request("gpt3-13b", 4, 2, "interleaved", 16,
-                                      PartitionMode::kBalancedTime);
+  PlanRequest req =
+      partition_request("gpt3-13b", 4, 2, "interleaved", 16, PartitionMode::kBalancedTime);
   const Plan plan = build_plan(req);
   EXPECT_TRUE(valid_partition(plan.partition, 8, 42)) << partition_to_json(plan.partition);
   // And 40 transformer layers over pp 6 (not a divisor).
@@ -234,8 +234,8 @@ TEST(PartitionSearch, ExplorePicksTheBalancedPartition) {
   const ConfigRecord& best = balanced.records[balanced.ranking.front()];
   EXPECT_LT(best.step_time_s, flops.records[flops.ranking.front()].step_time_s);
   const Plan plan = build_config_plan(req, best.config);
-  PlanRequest direct = partition_request("llama3-8b", 4, 1, "1f1b", 16,
-                                         PartitionMode::kBalancedTime);
+  PlanRequest direct =
+      partition_request("llama3-8b", 4, 1, "1f1b", 16, PartitionMode::kBalancedTime);
   EXPECT_EQ(plan.partition, build_plan(direct).partition);
   EXPECT_DOUBLE_EQ(plan.predicted["step_time_s"].get<double>(), best.step_time_s);
   EXPECT_EQ(explore_result_to_json(req, balanced, 1, false)["options"]["partition"],
