@@ -106,6 +106,20 @@ TEST(PartitionCliTest, ExploreSearchesTheBalancedPartition) {
                    b.at("best").at("step_time_s").get<double>());
 }
 
+TEST(PartitionCliTest, ExploreTableNamesThePartitionMode) {
+  const std::string table =
+      "explore --model llama3-8b --cluster a100-80g --gpus 4 --global-batch 16 --pp 4 --tp 1 "
+      "--microbatch-sizes 1 --schedules 1f1b --recompute none --zero1 off --quiet ";
+  const CliResult balanced = run_cli(table + "--partition balanced-time");
+  ASSERT_EQ(balanced.exit_code, 0) << balanced.err;
+  EXPECT_NE(balanced.out.find("in every configuration: balanced-time partition"),
+            std::string::npos)
+      << balanced.out;
+  const CliResult flops = run_cli(table);
+  ASSERT_EQ(flops.exit_code, 0) << flops.err;
+  EXPECT_EQ(flops.out.find("partition"), std::string::npos) << flops.out;
+}
+
 TEST(PartitionCliTest, ExploreRefusesExplicitStagesAndBoundPruning) {
   const CliResult stages = run_cli(kExploreLlama + "--partition 0,10,20,30");
   EXPECT_EQ(stages.exit_code, 2) << stages.err;
