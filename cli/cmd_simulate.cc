@@ -22,6 +22,7 @@
 #include "graph/json_util.h"
 #include "graph/limits.h"
 #include "graph/plan.h"
+#include "simulator/explorer.h"
 #include "simulator/plan_builder.h"
 #include "simulator/what_if.h"
 #include "trace/export.h"
@@ -153,7 +154,8 @@ int run_simulate(int argc, char** argv) {
       ("overlap-grad-reduce", "overlap the gradient reduction with the remaining backward (and, with --zero1, the parameter all-gather with the next forward)")
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
-      ("partition", "auto | even | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
+      ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time under the memory limit, docs/partition.md) | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
+      ("max-memory-gib", "model mode: memory limit per GPU in GiB for --partition balanced-time and the fit check (default: the cluster's HBM)", cxxopts::value<double>())
       ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
       ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
@@ -187,11 +189,12 @@ int run_simulate(int argc, char** argv) {
   refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
   if (measured) {
-    refuse_flags(args,
-                 {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
-                  "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
-                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap"},
-                 "a model-mode flag, but without --model simulate runs in measured mode");
+    refuse_flags(
+        args,
+        {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
+         "sequence-parallel", "zero1", "tp-comm-overlap", "attention", "partition", "breakdown",
+         "ep", "etp", "moe-imbalance", "moe-overlap", "max-memory-gib"},
+        "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
@@ -280,6 +283,10 @@ int run_simulate(int argc, char** argv) {
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);
+    if (args.count("max-memory-gib")) {
+      req.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
+      sim_options.max_memory_bytes = req.max_memory_bytes;
+    }
     Plan plan = build_plan(req);
     if (perturbation) {
       check_perturbation(*perturbation, plan.placement.num_actors, "--perturb");
@@ -292,6 +299,8 @@ int run_simulate(int argc, char** argv) {
     } else {
       sim = simulate_plan(plan, sim_options);
     }
+    if (req.partition == PartitionMode::kBalancedTime)
+      sim.metrics["stage_begin"] = plan.partition.stage_begin;
     if (args.count("plan")) {
       plan.predicted = sim.metrics;
       out.set("--plan", plan_to_text(plan, "--plan"));  // as save_plan
@@ -313,6 +322,12 @@ int run_simulate(int argc, char** argv) {
       std::cerr << "jaxpp-sim simulate: warning: " << w.get<std::string>() << "\n";
   std::ostream& report = out.report_stream();
   print_summary(report, sim.metrics);
+  if (sim.metrics.contains("stage_begin")) {
+    std::string starts;
+    for (const auto& b : sim.metrics["stage_begin"])
+      starts += (starts.empty() ? "" : ",") + b.dump();
+    report << "  partition (balanced-time): stage starts " << starts << "\n";
+  }
   for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";
   return kExitOk;
 }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 
+#include "simulator/explore_partition.h"
+
 namespace jaxpp::cli {
 
 std::string fmt(const char* format, double value) {
@@ -67,6 +69,8 @@ void print_explore_table(std::ostream& out, const ExploreRequest& req, const Exp
       std::string(to_string(req.space.attention)) + " attention");
   add(req.space.tp_comm_overlap, "tp communication overlap");
   add(req.overlap_grad_reduce, "overlapped gradient reduction");
+  add(req.partition != PartitionMode::kAuto,
+      std::string(partition_mode_name(req.partition)) + " partition");
   if (!options.empty()) out << "  in every configuration: " << options << "\n";
   std::string pruned;
   for (ConfigStatus s : kAllConfigStatuses) {

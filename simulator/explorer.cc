@@ -21,6 +21,7 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/engine.h"
+#include "simulator/explore_partition.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -301,6 +302,12 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     return;
   }
   t.schedule_s += seconds_since(t0);
+  if (request.partition != PartitionMode::kAuto) {  // one plan per configuration
+    t0 = Clock::now();
+    evaluate_with_partition(request, records, ids, limit_bytes(request));
+    t.simulate_s += seconds_since(t0);
+    return;
+  }
 
   const Partition partition = auto_partition(request.model, {.num_stages = schedule.num_stages});
   const int64_t limit = limit_bytes(request);
@@ -576,6 +583,14 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--max-memory-gib", "the cluster has no memory size; give a limit");
   }
   request.cluster.peak_flops(request.model.dtype);  // InputError if the cluster lacks the dtype
+  if (request.partition == PartitionMode::kExplicit)
+    throw_input_error("--partition",
+                      "explore takes auto, even or balanced-time (the stages differ "
+                      "between configurations)");
+  if (request.partition != PartitionMode::kAuto && request.bound_prune)
+    throw_input_error("--bound-prune",
+                      "bounds the automatic partition only; not with --partition " +
+                          std::string(partition_mode_name(request.partition)));
   if (request.shard_count < 1 || request.shard_index < 0 ||
       request.shard_index >= request.shard_count) {
     throw_input_error("explore", "shard " + std::to_string(request.shard_index) + " of " +
@@ -972,7 +987,8 @@ Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& conf
   req.model = request.model;
   req.cluster = request.cluster;
   req.config = config;
-  req.partition = PartitionMode::kAuto;
+  req.partition = request.partition;
+  req.max_memory_bytes = limit_bytes(request);
   Plan plan = build_plan(req);
   PlanSimOptions so;
   so.record_trace = false;
@@ -1008,7 +1024,8 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                        {{"sequence_parallel", request.space.sequence_parallel},
                         {"attention", std::string(to_string(request.space.attention))},
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
-                        {"overlap_grad_reduce", request.overlap_grad_reduce}}},
+                        {"overlap_grad_reduce", request.overlap_grad_reduce},
+                        {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},
                       {"enumerated", static_cast<int64_t>(recs.size())},
                       {"evaluated", result.evaluated},

@@ -20,7 +20,11 @@
 //   ep                 MoE models: 1 and every power of two dividing the routed experts, up to N
 //                      (expert parallelism, carved out of a stage's tp·cp·dp devices)    (--ep)
 //   etp                MoE models: tp (Megatron's default) unless a list is given        (--etp)
-//   partition          automatic (cost-balanced, as `simulate --partition auto`)
+//   partition          automatic (cost-balanced, as `simulate --partition auto`); with
+//                      ExploreRequest::partition = kBalancedTime (--partition balanced-time)
+//                      each configuration gets the partition of least simulated step time
+//                      under the limit (simulator/partition_search.h, explore_partition.h),
+//                      never slower than the automatic one; kEven: Megatron-LM's split
 // Options applied to every configuration (not dimensions): sequence parallelism, the attention
 // kernel (flash by default), TP communication overlap (set only where sp is on and tp > 1) and
 // the overlapped gradient reduction (ParallelConfig::overlap_grad_reduce, so plans carry it).
@@ -90,6 +94,7 @@
 #include "costmodel/cluster.h"
 #include "graph/model.h"
 #include "graph/plan.h"
+#include "simulator/plan_builder.h"
 
 namespace jaxpp {
 
@@ -130,6 +135,9 @@ struct ExploreRequest {
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
+  // How each configuration is partitioned: kAuto (default), kEven or kBalancedTime
+  // (explore_partition.h); not combined with bound_prune. kExplicit is refused.
+  PartitionMode partition = PartitionMode::kAuto;
   // Branch and bound (explore --bound-prune; single process only): every configuration that
   // passes the memory pre-check gets a lower bound on its step time, LB = max over actors of the
   // sum of its compute-stream durations + iteration overhead (the compute stream runs one

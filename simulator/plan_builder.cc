@@ -14,29 +14,11 @@
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "simulator/breakdown.h"
+#include "simulator/partition_search.h"
 #include "simulator/what_if.h"
 
 namespace jaxpp {
 namespace {
-
-Partition even_partition(const ModelSpec& model, int num_stages) {
-  int first = -1, count = 0;
-  for (int i = 0; i < model.num_layers(); ++i) {
-    if (model.layers[i].kind != LayerKind::kTransformer) continue;
-    if (first < 0) first = i;
-    ++count;
-  }
-  if (count < num_stages) {
-    throw_input_error("--partition even", "the model has " + std::to_string(count) +
-                                              " transformer layers, fewer than the " +
-                                              std::to_string(num_stages) + " stages");
-  }
-  std::vector<int> starts = {0};
-  for (int s = 1; s < num_stages; ++s) {
-    starts.push_back(first + static_cast<int>(static_cast<int64_t>(s) * count / num_stages));
-  }
-  return partition_from_starts(starts, model.num_layers());
-}
 
 nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, double step_s) {
   const ParallelConfig& c = plan.config;
@@ -85,6 +67,25 @@ nlohmann::json plan_warnings(const Plan& plan, const SimResult& result) {
 }
 
 }  // namespace
+
+Partition even_partition(const ModelSpec& model, int num_stages) {
+  int first = -1, count = 0;
+  for (int i = 0; i < model.num_layers(); ++i) {
+    if (model.layers[i].kind != LayerKind::kTransformer) continue;
+    if (first < 0) first = i;
+    ++count;
+  }
+  if (count < num_stages) {
+    throw_input_error("--partition even", "the model has " + std::to_string(count) +
+                                              " transformer layers, fewer than the " +
+                                              std::to_string(num_stages) + " stages");
+  }
+  std::vector<int> starts = {0};
+  for (int s = 1; s < num_stages; ++s) {
+    starts.push_back(first + static_cast<int>(static_cast<int64_t>(s) * count / num_stages));
+  }
+  return partition_from_starts(starts, model.num_layers());
+}
 
 int check_parallel_config(const ParallelConfig& c) {
   if (c.pp < 1 || c.tp < 1 || c.dp < 1 || c.cp < 1 || c.gpus < 1 || c.microbatch_size < 1 ||
@@ -135,6 +136,10 @@ void parse_partition_flag(const std::string& text, PlanRequest& request) {
     request.partition = PartitionMode::kEven;
     return;
   }
+  if (text == "balanced-time") {
+    request.partition = PartitionMode::kBalancedTime;
+    return;
+  }
   request.partition = PartitionMode::kExplicit;
   request.partition_starts.clear();
   std::stringstream in(text);
@@ -147,8 +152,8 @@ void parse_partition_flag(const std::string& text, PlanRequest& request) {
       request.partition_starts.push_back(v);
     } catch (const std::exception&) {
       throw_input_error("--partition",
-                        "expected auto, even or a comma-separated list of stage "
-                        "start layers, got '" +
+                        "expected auto, even, balanced-time or a comma-separated list of "
+                        "stage start layers, got '" +
                             text + "'");
     }
   }
@@ -230,6 +235,12 @@ Plan build_plan(const PlanRequest& req) {
                                              std::to_string(num_stages));
       }
       break;
+    case PartitionMode::kBalancedTime:
+      plan.partition = search_partition(req.model, req.cluster, config, schedule,
+                                        {.max_memory_bytes = req.max_memory_bytes,
+                                         .max_evaluations = req.partition_evaluations})
+                           .partition;
+      break;
   }
   plan.config = config;
   const AnalyticCost cost(plan.model, plan.partition, plan.placement, config, req.cluster);
@@ -277,7 +288,9 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   if (options.check_memory) {
     std::vector<int64_t> peak;
     for (const ActorStats& a : out.result.actors) peak.push_back(a.peak_memory_bytes);
-    check_memory_fits(peak, cluster);
+    ClusterSpec limited = cluster;
+    if (options.max_memory_bytes > 0) limited.hbm_bytes = options.max_memory_bytes;
+    check_memory_fits(peak, limited);
   }
   return out;
 }

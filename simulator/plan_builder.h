@@ -50,7 +50,10 @@
 
 namespace jaxpp {
 
-enum class PartitionMode { kAuto, kEven, kExplicit };
+// kAuto: forward + backward FLOPs balanced; kEven: Megatron-LM's split of the transformer layers;
+// kExplicit: given stage starts; kBalancedTime: the cost-aware search of
+// simulator/partition_search.h (least simulated step time under the memory limit).
+enum class PartitionMode { kAuto, kEven, kExplicit, kBalancedTime };
 
 struct PlanRequest {
   ModelSpec model;
@@ -61,6 +64,10 @@ struct PlanRequest {
   std::string schedule_file;  // non-empty: a custom schedule file instead of config.schedule
   PartitionMode partition = PartitionMode::kAuto;
   std::vector<int> partition_starts;  // kExplicit: first layer of each stage
+  // kBalancedTime: the memory limit per device (0 = the cluster's HBM) and the simulations the
+  // search may run (0 = its default, partition_search.h).
+  int64_t max_memory_bytes = 0;
+  int partition_evaluations = 0;
   bool fuse_steady_state = false;
 };
 
@@ -68,7 +75,7 @@ struct PlanRequest {
 // sizes. Returns the number of microbatches.
 int check_parallel_config(const ParallelConfig& config);
 
-// Parses "auto", "even" or a comma-separated list of stage starts ("0,13,26").
+// Parses "auto", "even", "balanced-time" or a comma-separated list of stage starts ("0,13,26").
 void parse_partition_flag(const std::string& text, PlanRequest& request);
 
 // The schedule for a request (registry or file), checked against pp and m; a file is also
@@ -78,6 +85,11 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
                        int num_microbatches, bool fuse_steady_state);
 
 Plan build_plan(const PlanRequest& request);
+
+// The transformer layers split evenly over the stages (stage s starts at transformer layer
+// ⌊s·t/S⌋), embedding on the first and logits on the last stage, as Megatron-LM does.
+// InputError naming --partition even when there are fewer transformer layers than stages.
+Partition even_partition(const ModelSpec& model, int num_stages);
 
 struct SimulatedPlan {
   Program program;  // what was simulated
@@ -89,6 +101,7 @@ struct PlanSimOptions {
   bool record_trace = true;
   bool overlap_grad_reduce = false;
   bool check_memory = true;  // InputError "does not fit: ..." when a device is too small
+  int64_t max_memory_bytes = 0;  // the limit of check_memory; 0 = the cluster's HBM
   // Model mode: metrics["breakdown"] (simulator/breakdown.h) and the cost model's parts on
   // every compute event of the trace; records the timeline (as record_trace) to measure it.
   bool breakdown = false;

@@ -205,7 +205,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     ``gpus``, ``pp``, ``tp``, ``dp``, ``cp``, ``virtual``, ``global_batch``,
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``overlap_grad_reduce``,
-    ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even" or
+    ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even",
+    "balanced-time" (least step time within the device memory, docs/partition.md) or
     "0,13,26"), ``breakdown``, ``check_memory``.
 
     Measured mode (no ``model``): ``schedule`` (any name ``jaxpp-sim schedules`` lists, JaxPP's
