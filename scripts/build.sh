@@ -233,7 +233,11 @@ cmake --build "$build_dir" -j "$jobs"
 case "$action" in
   build) ;;
   demo) shift || true; exec "$build_dir/bin/jaxpp-sim" demo "$@" ;;
-  test) cd "$build_dir" && exec ctest --output-on-failure -j "$jobs" --timeout 600 ;;
+  # A test that fails is run once more (--repeat until-pass:2) and fails the suite only when it
+  # fails twice: on a shared 2-core machine a test that starts processes (mpirun, cpack, the
+  # consumer's build) can miss a deadline once under load; a real defect fails both times. The
+  # first failure's output is still printed.
+  test) cd "$build_dir" && exec ctest --output-on-failure -j "$jobs" --timeout 600 --repeat until-pass:2 ;;
   bench)
     for b in "$build_dir"/benchmarks/*_bench; do echo "== $b"; "$b"; done ;;
   package)
