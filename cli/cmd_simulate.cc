@@ -282,13 +282,7 @@ int run_simulate(int argc, char** argv) {
     parse_partition_flag(args["partition"].as<std::string>(), req);
     Plan plan = build_plan(req);
     if (perturbation) {
-      check_perturbation(*perturbation, plan.placement.num_actors, "--perturb");
-      PlanSimOptions base_options = sim_options;
-      base_options.record_trace = false;
-      const SimulatedPlan base = simulate_plan(plan, base_options);
-      sim_options.perturbation = &*perturbation;
-      sim = simulate_plan(plan, sim_options);
-      sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, *perturbation);
+      sim = simulate_plan_perturbed(plan, sim_options, *perturbation);
     } else {
       sim = simulate_plan(plan, sim_options);
     }
