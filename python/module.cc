@@ -35,6 +35,7 @@
 #include "graph/range_check.h"
 #include "handoff/handoff.h"
 #include "runtime/backend.h"
+#include "runtime/calibrate_request.h"
 #include "runtime/microbench.h"
 #include "runtime/run.h"
 #include "schedules/custom.h"
@@ -240,6 +241,7 @@ struct ExploreOut {
   std::string summary;    // explore --json
   double explore_s = 0;   // wall time of the exploration itself (enumerate, evaluate, rank)
   std::string best_plan;  // the best plan when it is a synthesized one (explore --plan), else ""
+  std::string csv;        // explore --csv, when asked for
 };
 
 // explore --json and the wall time of the exploration itself, which the overhead benchmark
@@ -253,7 +255,7 @@ ExploreOut explore_json(
     const std::vector<int>& virtual_stages, const std::vector<std::string>& recompute,
     const std::string& zero1, bool sequence_parallel, const std::string& attention,
     bool tp_comm_overlap, bool overlap_grad_reduce, bool bound_prune, int threads, int top,
-    bool explain, bool synthesize, std::optional<int> synthesize_top,
+    bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
     std::optional<double> synthesize_time_s, std::optional<int> robust,
     std::optional<double> robust_jitter, std::optional<py::function> progress) {
   // The CLI's checks of the what-if flags, in its order.
@@ -340,6 +342,7 @@ ExploreOut explore_json(
       out.summary = explore_summary_json(req, res, top, explain, extras).dump();
       if (const Plan* plan = synthesized_plan(synthesis, res.ranking.front()))
         out.best_plan = plan_to_json(*plan).dump();
+      if (csv) out.csv = explore_result_to_csv(res);
     }
   }
   if (callback_error) throw std::move(*callback_error);
@@ -459,31 +462,22 @@ std::string validate_model_json(const std::string& corpus_path, const std::strin
 // --- calibrate (threads backend) ---------------------------------------------------------------
 
 // calibrate --json of a microbenchmark calibration on the threads backend, and the fitted
-// cluster (calibrate -o). The CLI's checks and messages, in its order.
+// cluster (calibrate -o). The CLI's checks and messages, in its order (runtime/calibrate_request.h).
 std::pair<std::string, std::string> calibrate_json(
     bool quick, bool hot, std::optional<int> repeats, int warmup, std::optional<int> rounds,
     std::optional<double> repetition_ms, int ranks, double timeout_s,
     const std::string& base_text, const std::string& name) {
-  MicrobenchOptions mo;
-  mo.backend = BackendKind::kThreads;
-  mo.quick = quick;
-  mo.timing.repeats = repeats.value_or(quick ? 5 : 7);
-  mo.timing.warmup = warmup;
-  mo.timing.rounds = rounds.value_or(quick ? 1 : 5);
-  if (mo.timing.rounds < 1 || mo.timing.rounds > 1000)
-    throw_input_error("--rounds", "expected 1..1000, got " + std::to_string(mo.timing.rounds));
-  mo.timing.min_repetition_s = 1e-3 * repetition_ms.value_or(quick ? 2 : 5);
-  if (!(mo.timing.min_repetition_s >= 0)) throw_input_error("--repetition-ms", "expected >= 0");
-  mo.timing.cold_pool_bytes = hot ? 0 : default_cold_pool_bytes();
-  mo.timeout_s = timeout_s;
-  mo.ranks = ranks;
-  if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");
-  if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
-  if (mo.timeout_s > 0) check_double_in(timeout_s, "--timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
-  if (mo.ranks > 2) check_int_in(ranks, "--ranks", 2, 1024, "a number of workers");
-  if (repetition_ms) check_double_in(*repetition_ms, "--repetition-ms", 0, 10000, "milliseconds");
-  if (repeats) check_int_in(*repeats, "--repeats", 1, 1000, "a count");
-  check_int_in(warmup, "--warmup", 0, 1000, "a count");
+  MicrobenchFlags flags;
+  flags.backend = BackendKind::kThreads;
+  flags.quick = quick;
+  flags.hot = hot;
+  flags.repeats = repeats;
+  flags.warmup = warmup;
+  flags.rounds = rounds;
+  flags.repetition_ms = repetition_ms;
+  flags.ranks = ranks;
+  flags.timeout_s = timeout_s;
+  const MicrobenchOptions mo = microbench_options(flags);
   const ClusterSpec base = base_text.empty() ? cluster_preset("a100-80g")
                                              : cluster_from_json(parse(base_text, "base"), "base");
   const std::string cluster_name = name.empty() ? "calibrated-threads" : name;
@@ -493,6 +487,31 @@ std::pair<std::string, std::string> calibrate_json(
   json j = calibration_to_json(cal);
   j["backend"] = r.measurements.backend;
   j["ranks"] = r.measurements.ranks;
+  return {j.dump(), cluster_to_json(cal.cluster).dump()};
+}
+
+// calibrate --from-trace --json and the fitted cluster.
+std::pair<std::string, std::string> calibrate_trace_json(
+    const std::string& path, int hidden, int ffn, int seq, int layers_per_stage,
+    const std::string& optimizer, int dp, std::optional<int> skip_steps,
+    const std::string& base_text, const std::string& name) {
+  TraceRunFlags run;
+  run.hidden = hidden;
+  run.ffn = ffn;
+  run.seq = seq;
+  run.layers_per_stage = layers_per_stage;
+  run.optimizer = optimizer;
+  run.dp = dp;
+  run.skip_steps = skip_steps;
+  py::gil_scoped_release release;
+  const CheckedTrace checked = check_trace_run(path, run);
+  const ClusterSpec base = base_text.empty()
+                               ? reference_host_cluster()
+                               : cluster_from_json(parse(base_text, "base"), "base");
+  const TraceCalibration cal =
+      calibrate_checked_trace(checked, base, name.empty() ? "fitted-from-trace" : name);
+  json j = trace_calibration_to_json(cal);
+  j["trace"] = path;
   return {j.dump(), cluster_to_json(cal.cluster).dump()};
 }
 
@@ -774,14 +793,16 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   py::class_<ExploreOut>(m, "ExploreOut")
       .def_readonly("summary", &ExploreOut::summary)
       .def_readonly("explore_s", &ExploreOut::explore_s)
-      .def_readonly("best_plan", &ExploreOut::best_plan);
+      .def_readonly("best_plan", &ExploreOut::best_plan)
+      .def_readonly("csv", &ExploreOut::csv);
   m.def("explore", &explore_json, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("max_memory_gib"), py::arg("schedules"), py::arg("pp"),
         py::arg("tp"), py::arg("ep"), py::arg("etp"), py::arg("cp"), py::arg("microbatch_sizes"),
         py::arg("virtual_stages"), py::arg("recompute"), py::arg("zero1"),
         py::arg("sequence_parallel"), py::arg("attention"), py::arg("tp_comm_overlap"),
         py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("threads"),
-        py::arg("top"), py::arg("explain"), py::arg("synthesize"), py::arg("synthesize_top"),
+        py::arg("top"), py::arg("explain"), py::arg("csv"), py::arg("synthesize"),
+        py::arg("synthesize_top"),
         py::arg("synthesize_time_s"), py::arg("robust"), py::arg("robust_jitter"),
         py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
@@ -817,6 +838,9 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),
         py::arg("warmup"), py::arg("rounds"), py::arg("repetition_ms"), py::arg("ranks"),
         py::arg("timeout_s"), py::arg("base"), py::arg("name"));
+  m.def("calibrate_trace", &calibrate_trace_json, py::arg("path"), py::arg("hidden"),
+        py::arg("ffn"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
+        py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"), py::arg("width"),
         py::arg("per_stream"), py::arg("title"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"), py::arg("csv_path"));

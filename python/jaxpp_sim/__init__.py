@@ -331,10 +331,12 @@ class ExploreResult:
     ``ranked`` lists the feasible configurations fastest first, ``pareto`` the step-time /
     memory front, ``best`` the first of ``ranked``."""
 
-    def __init__(self, summary, request, explore_s=0.0, best_plan=None):
+    def __init__(self, summary, request, explore_s=0.0, best_plan=None, csv_text=None):
         self.summary = summary
         self._request = request
         self._best_plan = best_plan
+        #: every simulated configuration as CSV (``explore --csv``), with ``explore(csv=True)``
+        self.csv_text = csv_text
         #: wall time of the exploration in C++ (enumerate, evaluate, rank), seconds
         self.explore_s = explore_s
 
@@ -358,9 +360,18 @@ class ExploreResult:
         ``explore --plan`` writes it (the synthesized plan when a synthesized schedule won)."""
         if self._best_plan:
             return _json.loads(self._best_plan)
+        return self.plan(self.best)
+
+    def plan(self, entry):
+        """The plan of one simulated configuration: ``entry`` is an element of ``ranked`` or
+        ``configs`` (or its ``config`` dict); built and simulated as ``explore --plan`` builds
+        the best one. A synthesized configuration's plan is given by :meth:`best_plan` only."""
+        config = entry.get("config", entry)
+        if config.get("schedule") == "synthesized":
+            raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
+                             "use best_plan()")
         m, c, gpus, gb, ogr = self._request
-        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(self.best["config"]),
-                                              ogr))
+        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr))
 
     def to_pandas(self):
         """Ranked configurations as a DataFrame: one row per configuration, the config fields
@@ -384,7 +395,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             schedules=None, pp=None, tp=None, ep=None, etp=None, cp=None, microbatch_sizes=None,
             virtual=None, recompute=None, zero1="both", sequence_parallel=False,
             attention="flash", tp_comm_overlap=False, overlap_grad_reduce=False,
-            bound_prune=False, threads=None, top=10, explain=False, synthesize=False,
+            bound_prune=False, threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
@@ -392,7 +403,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
     default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models).
     ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
-    bounds (``--bound-prune``).
+    bounds (``--bound-prune``). ``explain`` lists the pruned configurations in
+    ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -412,14 +424,14 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         list(microbatch_sizes or []), list(virtual or []), list(recompute or []), str(zero1),
         bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
         bool(overlap_grad_reduce), bool(bound_prune), int(threads or 0), int(top),
-        bool(explain), bool(synthesize),
+        bool(explain), bool(csv), bool(synthesize),
         None if synthesize_top is None else int(synthesize_top),
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress)
     return ExploreResult(_json.loads(out.summary), (m, c, int(gpus), int(global_batch),
                                                     bool(overlap_grad_reduce)), out.explore_s,
-                         out.best_plan)
+                         out.best_plan, out.csv if csv else None)
 
 
 # --- synthesize -----------------------------------------------------------------------------------
@@ -659,24 +671,52 @@ class CalibrationResult:
         return f"CalibrationResult({self.cluster!r})"
 
 
-def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup=2, rounds=None,
-              repetition_ms=None, ranks=2, timeout_s=60.0, base=None, name=None):
-    """Fit a cluster from microbenchmarks of this host, as ``jaxpp-sim calibrate`` on the
-    threads backend (docs/calibrate.md): GEMM, element-wise and copy kernels, point-to-point
-    and all-reduce between ``ranks`` worker threads. ``quick`` uses fewer sizes; ``repeats``,
-    ``warmup``, ``rounds`` and ``repetition_ms`` set the timing (defaults as the CLI's); ``base``
-    (a cluster: name, path, dict) gives what is not measured; ``name`` names the result. Takes
-    seconds to minutes; the GIL is released. The mpi and cuda backends and ``--from-trace`` are
-    the CLI's. Returns a :class:`CalibrationResult`."""
+def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup=None,
+              rounds=None, repetition_ms=None, ranks=None, timeout_s=None, base=None, name=None,
+              from_trace=None, hidden=None, ffn=None, seq=None, layers_per_stage=None,
+              optimizer=None, dp=None, skip_steps=None):
+    """Fit a cluster, as ``jaxpp-sim calibrate`` (docs/calibrate.md). Returns a
+    :class:`CalibrationResult`; the GIL is released.
+
+    Microbenchmarks of this host on the threads backend (seconds to minutes): GEMM,
+    element-wise and copy kernels, point-to-point and all-reduce between ``ranks`` (2) worker
+    threads. ``quick`` uses fewer sizes; ``repeats``, ``warmup`` (2), ``rounds``,
+    ``repetition_ms``, ``timeout_s`` (60) set the timing (defaults as the CLI's); ``hot`` reuses
+    cache-hot operands; ``base`` (a cluster: name, path, dict) gives what is not measured
+    (default a100-80g); ``name`` names the result. The mpi and cuda backends are the CLI's.
+
+    From a measured trace (``from_trace``: a ``jaxpp-sim run --trace`` file or
+    ``RunResult.trace_json()`` saved as one): ``hidden``, ``ffn``, ``seq``,
+    ``layers_per_stage``, ``optimizer``, ``dp`` describe the run (its flags; defaults as the
+    CLI's), ``skip_steps`` the warm-up steps to ignore; ``base`` defaults to a neutral
+    reference host."""
+    micro = (("backend", backend, "threads"), ("quick", quick, False), ("hot", hot, False),
+             ("repeats", repeats, None), ("warmup", warmup, None), ("rounds", rounds, None),
+             ("repetition_ms", repetition_ms, None), ("ranks", ranks, None),
+             ("timeout_s", timeout_s, None))
+    run_flags = (("hidden", hidden, None), ("ffn", ffn, None), ("seq", seq, None),
+                 ("layers_per_stage", layers_per_stage, None), ("optimizer", optimizer, None),
+                 ("dp", dp, None), ("skip_steps", skip_steps, None))
+    base_text = "" if base is None else _json.dumps(_cluster(base)._spec)
+    if from_trace is not None:
+        _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
+        report, cluster = _core.calibrate_trace(
+            str(from_trace), int(32 if hidden is None else hidden), int(ffn or 0),
+            int(8 if seq is None else seq),
+            int(2 if layers_per_stage is None else layers_per_stage), str(optimizer or "sgd"),
+            int(1 if dp is None else dp), None if skip_steps is None else int(skip_steps),
+            base_text, str(name or ""))
+        return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
+    _refuse_given(run_flags,
+                  "describes the run of a --from-trace trace; not used by microbenchmarks")
     if backend != "threads":
         raise InputError(f"--backend: the Python module calibrates on the threads backend, not "
                          f"{backend!r}; run `jaxpp-sim calibrate --backend {backend}`")
-    base_text = "" if base is None else _json.dumps(_cluster(base)._spec)
     report, cluster = _core.calibrate(
-        bool(quick), bool(hot), None if repeats is None else int(repeats), int(warmup),
-        None if rounds is None else int(rounds),
-        None if repetition_ms is None else float(repetition_ms), int(ranks), float(timeout_s),
-        base_text, str(name or ""))
+        bool(quick), bool(hot), None if repeats is None else int(repeats),
+        int(2 if warmup is None else warmup), None if rounds is None else int(rounds),
+        None if repetition_ms is None else float(repetition_ms), int(2 if ranks is None else ranks),
+        float(60.0 if timeout_s is None else timeout_s), base_text, str(name or ""))
     return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
 
 

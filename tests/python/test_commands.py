@@ -358,3 +358,44 @@ def test_calibrate_errors_are_the_clis():
     same_error(lambda: js.calibrate(warmup=-1), "calibrate", "--warmup", "-1")
     with pytest.raises(js.InputError, match="--backend"):
         js.calibrate(backend="mpi")
+
+
+def test_explore_csv_and_plans_equal_cli(tmp_path):
+    csv, plan = str(tmp_path / "space.csv"), str(tmp_path / "best.json")
+    r = js.explore(**EXPLORE, csv=True)
+    code, _, err = cli("explore", *EXPLORE_CLI, "--csv", csv, "--plan", plan)
+    assert code == 0, err
+    with open(csv, encoding="utf-8") as f:
+        assert r.csv_text == f.read()
+    with open(plan, encoding="utf-8") as f:
+        expected = json.load(f)
+    assert r.best_plan() == expected
+    assert r.plan(r.best) == expected
+    second = r.plan(r.ranked[1])
+    assert second["predicted"]["step_time_s"] == r.ranked[1]["step_time_s"]
+    assert js.explore(**EXPLORE).csv_text is None
+
+
+@pytest.fixture(scope="module")
+def run_trace(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("trace") / "run.json")
+    code, _, err = cli("run", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4",
+                       "--steps", "3", "--hidden", "16", "--trace", path)
+    assert code == 0, err
+    return path
+
+
+def test_calibrate_from_trace_equals_cli(run_trace):
+    r = js.calibrate(from_trace=run_trace, hidden=16, name="fitted")
+    c = cli_json("calibrate", "--from-trace", run_trace, "--hidden", "16", "--name", "fitted")
+    assert r.report == c
+    assert r.cluster.name == "fitted"
+
+
+def test_calibrate_from_trace_errors_are_the_clis(run_trace):
+    # The trace's transfers are of --hidden 16, not the default 32.
+    same_error(lambda: js.calibrate(from_trace=run_trace), "calibrate", "--from-trace",
+               run_trace)
+    same_error(lambda: js.calibrate(from_trace=run_trace, hidden=16, quick=True), "calibrate",
+               "--from-trace", run_trace, "--hidden", "16", "--quick")
+    same_error(lambda: js.calibrate(hidden=16), "calibrate", "--hidden", "16")
