@@ -19,10 +19,10 @@
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
+#include "runtime/calibrate_request.h"
 #include "runtime/microbench.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/run.h"
-#include "runtime/calibrate_request.h"
 #include "trace/trace.h"
 
 namespace jaxpp::cli {

@@ -178,8 +178,9 @@ int run_validate_model(int argc, char** argv) {
   if (args.count("cluster"))
     vo.cluster_override = load_cluster_arg(args["cluster"].as<std::string>());
 
-  const Corpus corpus =
-      args.count("corpus") ? load_corpus(args["corpus"].as<std::string>()) : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
+  const Corpus corpus = args.count("corpus")
+                            ? load_corpus(args["corpus"].as<std::string>())
+                            : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
   check_corpus_schedules(corpus);
   const Corpus selected = select_corpus_rows(corpus, gpu, split);
   const ModelValidationReport report = validate_corpus(selected, vo);

@@ -22,8 +22,8 @@
 namespace jaxpp {
 
 struct GraphRequest {
-  std::string model = "gpt3-13b";            // a preset name, model JSON or HF config.json; or
-  std::optional<ModelSpec> model_spec;        // the model itself (used when set)
+  std::string model = "gpt3-13b";       // a preset name, model JSON or HF config.json; or
+  std::optional<ModelSpec> model_spec;  // the model itself (used when set)
   int pp = 4;
   int virtual_stages = 1;
   int num_microbatches = 8;

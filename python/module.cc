@@ -11,10 +11,10 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
-#include <tuple>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -134,8 +134,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& schedule_file, bool fuse_steady_state,
                            const std::string& recompute, bool sequence_parallel, bool zero1,
                            bool overlap_grad_reduce, bool tp_comm_overlap,
-                           const std::string& attention, const std::string& partition,
-                           int ep, std::optional<int> etp, double moe_imbalance,
+                           const std::string& attention, const std::string& partition, int ep,
+                           std::optional<int> etp, double moe_imbalance,
                            const std::string& moe_overlap, const std::string& perturb,
                            bool breakdown, bool check_memory, bool record_trace) {
   // In the CLI's order: --perturb is checked before the model is read.
@@ -247,31 +247,32 @@ struct ExploreOut {
 // explore --json and the wall time of the exploration itself, which the overhead benchmark
 // compares with the whole Python call. The what-if additions run as in the CLI: the synthesis
 // (--synthesize) on the ranked result, then the robust ranking (--robust) of the --top best.
-ExploreOut explore_json(
-    const std::string& model_text, const std::string& cluster_text, int gpus, int global_batch,
-    double max_memory_gib, const std::vector<std::string>& schedules, const std::vector<int>& pp,
-    const std::vector<int>& tp, const std::vector<int>& ep, const std::vector<int>& etp,
-    const std::vector<int>& cp, const std::vector<int>& microbatch_sizes,
-    const std::vector<int>& virtual_stages, const std::vector<std::string>& recompute,
-    const std::string& zero1, bool sequence_parallel, const std::string& attention,
-    bool tp_comm_overlap, bool overlap_grad_reduce, bool bound_prune, int threads, int top,
-    bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
-    std::optional<double> synthesize_time_s, std::optional<int> robust,
-    std::optional<double> robust_jitter, std::optional<py::function> progress) {
+ExploreOut explore_json(const std::string& model_text, const std::string& cluster_text, int gpus,
+                        int global_batch, double max_memory_gib,
+                        const std::vector<std::string>& schedules, const std::vector<int>& pp,
+                        const std::vector<int>& tp, const std::vector<int>& ep,
+                        const std::vector<int>& etp, const std::vector<int>& cp,
+                        const std::vector<int>& microbatch_sizes,
+                        const std::vector<int>& virtual_stages,
+                        const std::vector<std::string>& recompute, const std::string& zero1,
+                        bool sequence_parallel, const std::string& attention, bool tp_comm_overlap,
+                        bool overlap_grad_reduce, bool bound_prune, int threads, int top,
+                        bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
+                        std::optional<double> synthesize_time_s, std::optional<int> robust,
+                        std::optional<double> robust_jitter, std::optional<py::function> progress) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
     if (synthesize_time_s) throw_input_error("--synthesize-time-s", "needs --synthesize");
   }
   ExploreSynthesisOptions synth_options;
-  synth_options.top_groups = check_int_in(synthesize_top.value_or(10), "--synthesize-top", 1,
-                                          10000, "a number of configurations");
-  synth_options.time_budget_s = check_double_in(synthesize_time_s.value_or(0.1),
-                                                "--synthesize-time-s", 0, 600,
-                                                "a search time in seconds");
+  synth_options.top_groups = check_int_in(synthesize_top.value_or(10), "--synthesize-top", 1, 10000,
+                                          "a number of configurations");
+  synth_options.time_budget_s = check_double_in(
+      synthesize_time_s.value_or(0.1), "--synthesize-time-s", 0, 600, "a search time in seconds");
   if (!robust && robust_jitter) throw_input_error("--robust-jitter", "needs --robust");
-  const int robust_runs = robust ? check_int_in(*robust, "--robust", 1, 10000, "a number of runs")
-                                 : 0;
+  const int robust_runs =
+      robust ? check_int_in(*robust, "--robust", 1, 10000, "a number of runs") : 0;
   const double jitter = check_double_in(robust_jitter.value_or(0.1), "--robust-jitter", 0, 0.999,
                                         "a jitter fraction");
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
@@ -327,8 +328,7 @@ ExploreOut explore_json(
     std::vector<RobustEntry> robust_entries;
     if (robust_runs > 0 && !res.ranking.empty())
       robust_entries = robust_ranking(req, res, robust_runs, jitter, top, synthesis.plans);
-    out.explore_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.explore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (res.ranking.empty()) {
       empty_reason = explain_empty(res);
     } else {
@@ -374,10 +374,10 @@ struct SynthOut {
 };
 
 SynthOut synthesize_json(const std::string& plan_text, const std::string& plan_source,
-                         std::optional<int> pp,
-                         std::optional<int> microbatches, std::optional<double> t_f,
-                         std::optional<double> t_b, double t_w, double t_comm,
-                         const std::string& stage_times_file, const std::string& stage_times_text,
+                         std::optional<int> pp, std::optional<int> microbatches,
+                         std::optional<double> t_f, std::optional<double> t_b, double t_w,
+                         double t_comm, const std::string& stage_times_file,
+                         const std::string& stage_times_text,
                          std::optional<int> memory_limit_microbatches,
                          std::optional<int64_t> memory_limit_bytes, double time_budget_s,
                          int64_t max_evaluations) {
@@ -441,8 +441,7 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
 // --- validate-model ----------------------------------------------------------------------------
 
 std::string validate_model_json(const std::string& corpus_path, const std::string& cluster_text,
-                                const std::string& rows_on, const std::string& split,
-                                double band) {
+                                const std::string& rows_on, const std::string& split, double band) {
   check_validation_split(split);
   ModelValidationOptions vo;
   vo.band = band;
@@ -462,11 +461,13 @@ std::string validate_model_json(const std::string& corpus_path, const std::strin
 // --- calibrate (threads backend) ---------------------------------------------------------------
 
 // calibrate --json of a microbenchmark calibration on the threads backend, and the fitted
-// cluster (calibrate -o). The CLI's checks and messages, in its order (runtime/calibrate_request.h).
-std::pair<std::string, std::string> calibrate_json(
-    bool quick, bool hot, std::optional<int> repeats, int warmup, std::optional<int> rounds,
-    std::optional<double> repetition_ms, int ranks, double timeout_s,
-    const std::string& base_text, const std::string& name) {
+// cluster (calibrate -o). The CLI's checks and messages, in its order
+// (runtime/calibrate_request.h).
+std::pair<std::string, std::string> calibrate_json(bool quick, bool hot, std::optional<int> repeats,
+                                                   int warmup, std::optional<int> rounds,
+                                                   std::optional<double> repetition_ms, int ranks,
+                                                   double timeout_s, const std::string& base_text,
+                                                   const std::string& name) {
   MicrobenchFlags flags;
   flags.backend = BackendKind::kThreads;
   flags.quick = quick;
@@ -491,10 +492,12 @@ std::pair<std::string, std::string> calibrate_json(
 }
 
 // calibrate --from-trace --json and the fitted cluster.
-std::pair<std::string, std::string> calibrate_trace_json(
-    const std::string& path, int hidden, int ffn, int seq, int layers_per_stage,
-    const std::string& optimizer, int dp, std::optional<int> skip_steps,
-    const std::string& base_text, const std::string& name) {
+std::pair<std::string, std::string> calibrate_trace_json(const std::string& path, int hidden,
+                                                         int ffn, int seq, int layers_per_stage,
+                                                         const std::string& optimizer, int dp,
+                                                         std::optional<int> skip_steps,
+                                                         const std::string& base_text,
+                                                         const std::string& name) {
   TraceRunFlags run;
   run.hidden = hidden;
   run.ffn = ffn;
@@ -505,9 +508,8 @@ std::pair<std::string, std::string> calibrate_trace_json(
   run.skip_steps = skip_steps;
   py::gil_scoped_release release;
   const CheckedTrace checked = check_trace_run(path, run);
-  const ClusterSpec base = base_text.empty()
-                               ? reference_host_cluster()
-                               : cluster_from_json(parse(base_text, "base"), "base");
+  const ClusterSpec base = base_text.empty() ? reference_host_cluster()
+                                             : cluster_from_json(parse(base_text, "base"), "base");
   const TraceCalibration cal =
       calibrate_checked_trace(checked, base, name.empty() ? "fitted-from-trace" : name);
   json j = trace_calibration_to_json(cal);
@@ -552,7 +554,8 @@ std::tuple<std::string, std::string, std::string> handoff_json(const std::string
   if (!parse_handoff_target(format, target))
     throw_input_error("--format", "expected megatron, torchtitan or jaxpp, got '" + format + "'");
   if (target == HandoffTarget::kTorchtitan && csv_path.empty())
-    throw_input_error("--csv", "required with --format torchtitan (the schedule CSV the TOML loads)");
+    throw_input_error("--csv",
+                      "required with --format torchtitan (the schedule CSV the TOML loads)");
   if (target != HandoffTarget::kTorchtitan && !csv_path.empty())
     throw_input_error("--csv", "only --format torchtitan writes a schedule CSV");
   const Plan plan = plan_from_json(parse(plan_text, source), source);
@@ -562,12 +565,16 @@ std::tuple<std::string, std::string, std::string> handoff_json(const std::string
   const std::string schedule = info ? info->name : plan.config.schedule;
   std::string text, csv;
   switch (target) {
-    case HandoffTarget::kMegatron: text = megatron_arguments(plan, schedule); break;
+    case HandoffTarget::kMegatron:
+      text = megatron_arguments(plan, schedule);
+      break;
     case HandoffTarget::kTorchtitan:
       text = torchtitan_toml(plan, schedule, csv_path);
       csv = schedule_to_csv(plan_schedule(plan));
       break;
-    case HandoffTarget::kJaxpp: text = jaxpp_snippet(plan, schedule); break;
+    case HandoffTarget::kJaxpp:
+      text = jaxpp_snippet(plan, schedule);
+      break;
   }
   return {text, csv, schedule};
 }
@@ -800,9 +807,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("tp"), py::arg("ep"), py::arg("etp"), py::arg("cp"), py::arg("microbatch_sizes"),
         py::arg("virtual_stages"), py::arg("recompute"), py::arg("zero1"),
         py::arg("sequence_parallel"), py::arg("attention"), py::arg("tp_comm_overlap"),
-        py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("threads"),
-        py::arg("top"), py::arg("explain"), py::arg("csv"), py::arg("synthesize"),
-        py::arg("synthesize_top"),
+        py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("threads"), py::arg("top"),
+        py::arg("explain"), py::arg("csv"), py::arg("synthesize"), py::arg("synthesize_top"),
         py::arg("synthesize_time_s"), py::arg("robust"), py::arg("robust_jitter"),
         py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
@@ -825,8 +831,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
       .def_readonly("schedule", &SynthOut::schedule)
       .def_readonly("csv", &SynthOut::csv)
       .def_readonly("plan", &SynthOut::plan);
-  m.def("synthesize", &synthesize_json, py::arg("plan"), py::arg("plan_source"), py::arg("pp"), py::arg("microbatches"),
-        py::arg("t_f"), py::arg("t_b"), py::arg("t_w"), py::arg("t_comm"),
+  m.def("synthesize", &synthesize_json, py::arg("plan"), py::arg("plan_source"), py::arg("pp"),
+        py::arg("microbatches"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"), py::arg("t_comm"),
         py::arg("stage_times_file"), py::arg("stage_times"), py::arg("memory_limit_microbatches"),
         py::arg("memory_limit_bytes"), py::arg("time_budget_s"), py::arg("max_evaluations"));
   m.def("graph", &graph_json, py::arg("model"), py::arg("pp"), py::arg("virtual_stages"),
@@ -841,7 +847,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("calibrate_trace", &calibrate_trace_json, py::arg("path"), py::arg("hidden"),
         py::arg("ffn"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
         py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
-  m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"), py::arg("width"),
-        py::arg("per_stream"), py::arg("title"));
-  m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"), py::arg("csv_path"));
+  m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
+        py::arg("width"), py::arg("per_stream"), py::arg("title"));
+  m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
+        py::arg("csv_path"));
 }

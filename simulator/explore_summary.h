@@ -17,7 +17,7 @@ namespace jaxpp {
 
 // What the explore --json document holds beyond the explorer's result; null = not run.
 struct ExploreExtras {
-  const ExploreSynthesis* synthesis = nullptr;   // --synthesize
+  const ExploreSynthesis* synthesis = nullptr;       // --synthesize
   const std::vector<RobustEntry>* robust = nullptr;  // --robust N
   int robust_runs = 0;
   double robust_jitter = 0;

@@ -85,8 +85,8 @@ SynthesisRun run_synthesis(const SynthesisRequest& request, SynthesisOptions opt
   const int p = *request.pp;
   const int m = *request.microbatches;
   if (p < 1 || p > kMaxStages)
-    throw_input_error("--pp",
-                      "must be in [1, " + std::to_string(kMaxStages) + "], got " + std::to_string(p));
+    throw_input_error(
+        "--pp", "must be in [1, " + std::to_string(kMaxStages) + "], got " + std::to_string(p));
   if (m < 1 || m > kMaxMicrobatches)
     throw_input_error("--microbatches", "must be in [1, " + std::to_string(kMaxMicrobatches) +
                                             "], got " + std::to_string(m));

@@ -14,9 +14,9 @@
 // keyword arguments); run_synthesis checks what is required and every value.
 //
 // Usage:
-//   SynthesisRequest r;  r.pp = 4;  r.microbatches = 8;  r.t_f_ms = 1;  r.t_b_ms = 1;  r.t_w_ms = 1;
-//   SynthesisRun out = run_synthesis(r, SynthesisOptions{});
-//   out.report["step_time_s"];  out.result.schedule;  // the synthesized schedule
+//   SynthesisRequest r;  r.pp = 4;  r.microbatches = 8;  r.t_f_ms = 1;  r.t_b_ms = 1;  r.t_w_ms =
+//   1; SynthesisRun out = run_synthesis(r, SynthesisOptions{}); out.report["step_time_s"];
+//   out.result.schedule;  // the synthesized schedule
 #pragma once
 
 #include <cstdint>
@@ -49,7 +49,7 @@ struct SynthesisRequest {
 
 struct SynthesisRun {
   SynthesisResult result;
-  std::vector<int> max_stashed;  // the budget per actor the search ran under
+  std::vector<int> max_stashed;   // the budget per actor the search ran under
   nlohmann::ordered_json report;  // synthesize --json
   std::optional<Plan> plan;       // plan mode: the plan with the synthesized schedule
 };
