@@ -54,6 +54,7 @@
 #include "simulator/synthesis_request.h"
 #include "simulator/what_if.h"
 #include "trace/export.h"
+#include "trace/plan_task_graph.h"
 #include "trace/trace.h"
 
 #include "cli/builtin_corpus.h"  // generated: the validation corpus, as in jaxpp-sim
@@ -522,8 +523,16 @@ std::pair<std::string, std::string> calibrate_trace_json(const std::string& path
 // A plan's timeline (export --plan: simulated with the cost model, memory not checked) in a
 // timeline format.
 py::object export_plan_json(const std::string& plan_text, const std::string& source,
-                            const std::string& format, int width, bool per_stream,
-                            const std::string& title) {
+                            const std::string& format, const std::string& view, int width,
+                            bool per_stream, const std::string& title) {
+  if (view != "timeline" && view != "taskgraph")
+    throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
+  if (view == "taskgraph") {
+    const char* why = "a timeline option; --view taskgraph draws the plan's task graph";
+    if (width) throw_input_error("--width", why);
+    if (per_stream) throw_input_error("--per-stream", why);
+    if (!title.empty()) throw_input_error("--title", why);
+  }
   const Plan plan = plan_from_json(parse(plan_text, source), source);
   check_program(plan.program);
   check_plan(plan, source);
@@ -533,7 +542,10 @@ py::object export_plan_json(const std::string& plan_text, const std::string& sou
   o.per_stream = per_stream;
   o.title = title;
   std::string out;
-  {
+  if (view == "taskgraph") {
+    py::gil_scoped_release release;
+    out = export_plan_task_graph(plan, f);
+  } else {
     py::gil_scoped_release release;
     PlanSimOptions sim;
     sim.record_trace = true;
@@ -848,6 +860,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("ffn"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
         py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
+        py::arg("view"),
         py::arg("width"), py::arg("per_stream"), py::arg("title"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("csv_path"));

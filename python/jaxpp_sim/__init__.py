@@ -546,14 +546,16 @@ def _is_plan(value):
     return isinstance(value, dict) and "program" in value and "config" in value
 
 
-def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None):
+def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None,
+           view="timeline"):
     """Export a timeline or hand a plan to a trainer, as ``jaxpp-sim export``.
 
     Timelines: ``format`` "perfetto" / "chrome" (JSON text for ui.perfetto.dev), "svg", "dot",
     "text" (Gantt chart), "json" (the trace) as a string, "png" as bytes. ``result`` is a
     :class:`SimResult`, a :class:`RunResult`, a trace dict, or a plan (a dict in the plan.json
     format or its path: simulated with the cost model first, memory not checked, as
-    ``export --plan``).
+    ``export --plan``). ``view="taskgraph"`` draws a plan's task graph instead ("dot", "svg",
+    "png"; ``--view taskgraph``).
 
     Hand-off (``result`` a plan: a dict, a path or a model-mode :class:`SimResult`):
     "megatron" (Megatron-LM arguments), "torchtitan" (a job config TOML; ``csv_path`` is
@@ -564,8 +566,9 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
     if fmt in _HANDOFF_FORMATS:
         if csv_path is not None and fmt != "torchtitan":
             raise InputError("--csv: only --format torchtitan writes a schedule CSV")
-        if width or per_stream or title:
-            flag = "--width" if width else "--per-stream" if per_stream else "--title"
+        if width or per_stream or title or view != "timeline":
+            flag = ("--width" if width else "--per-stream" if per_stream else
+                    "--title" if title else "--view")
             raise InputError(f"{flag}: a timeline option; --format {fmt} writes text for a "
                              "trainer")
         if not (isinstance(result, (str, SimResult)) or _is_plan(result)):
@@ -580,7 +583,12 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         raise InputError("--csv: only --format torchtitan writes a schedule CSV")
     if isinstance(result, str) or _is_plan(result):
         text, source = _plan_text(result)
-        return _core.export_plan(text, source, fmt, int(width), bool(per_stream), str(title))
+        return _core.export_plan(text, source, fmt, str(view), int(width), bool(per_stream),
+                                 str(title))
+    if view not in ("timeline", "taskgraph"):
+        raise InputError(f"--view: unknown view '{view}' (expected timeline or taskgraph)")
+    if view == "taskgraph":
+        raise InputError("--view taskgraph: needs --plan FILE")
     if isinstance(result, (SimResult, RunResult)):
         trace = result.trace_json()
     else:

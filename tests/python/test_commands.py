@@ -399,3 +399,14 @@ def test_calibrate_from_trace_errors_are_the_clis(run_trace):
     same_error(lambda: js.calibrate(from_trace=run_trace, hidden=16, quick=True), "calibrate",
                "--from-trace", run_trace, "--hidden", "16", "--quick")
     same_error(lambda: js.calibrate(hidden=16), "calibrate", "--hidden", "16")
+
+
+def test_export_of_a_plan_task_graph_equals_cli(plans, tmp_path):
+    dot = str(tmp_path / "g.dot")
+    code, _, err = cli("export", "--plan", plans["zb-h1"], "--view", "taskgraph", "--format", "dot",
+                       "-o", dot)
+    assert code == 0, err
+    with open(dot, encoding="utf-8") as f:
+        assert js.export(plans["zb-h1"], "dot", view="taskgraph") == f.read()
+    same_error(lambda: js.export(plans["zb-h1"], "text", view="taskgraph"), "export", "--plan",
+               plans["zb-h1"], "--view", "taskgraph", "--format", "text", "-o", "-")
