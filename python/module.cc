@@ -860,8 +860,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("ffn"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
         py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
-        py::arg("view"),
-        py::arg("width"), py::arg("per_stream"), py::arg("title"));
+        py::arg("view"), py::arg("width"), py::arg("per_stream"), py::arg("title"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("csv_path"));
 }

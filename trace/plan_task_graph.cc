@@ -26,9 +26,12 @@ TaskGraph plan_task_graph(const Plan& plan) {
 std::string export_plan_task_graph(const Plan& plan, ExportFormat format) {
   const std::string dot = plan_task_graph(plan).to_dot();
   switch (format) {
-    case ExportFormat::kDot: return dot;
-    case ExportFormat::kSvg: return render_dot(dot, "svg", "dot");
-    case ExportFormat::kPng: return render_dot(dot, "png", "dot");
+    case ExportFormat::kDot:
+      return dot;
+    case ExportFormat::kSvg:
+      return render_dot(dot, "svg", "dot");
+    case ExportFormat::kPng:
+      return render_dot(dot, "png", "dot");
     default:
       throw_input_error("--view taskgraph", "supports --format dot, svg or png, not '" +
                                                 std::string(to_string(format)) + "'");
