@@ -19,6 +19,7 @@
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
+#include "runtime/calibrate_request.h"
 #include "runtime/microbench.h"
 #include "runtime/mpi_backend.h"
 #include "runtime/run.h"
@@ -186,64 +187,23 @@ void print_trace_calibration(const TraceCalibration& cal, const std::string& tra
     std::fprintf(g_report, "transfers: none matched; links kept from the base\n");
 }
 
-MlpConfig mlp_from_args(const cxxopts::ParseResult& args) {
-  MlpConfig mlp;
-  mlp.hidden = args["hidden"].as<int>();
-  mlp.ffn = args["ffn"].as<int>();
-  mlp.seq = args["seq"].as<int>();
-  mlp.layers_per_stage = args["layers-per-stage"].as<int>();
-  mlp.optimizer = parse_optimizer_kind(args["optimizer"].as<std::string>(), "--optimizer");
-  if (mlp.hidden < 1 || mlp.seq < 1 || mlp.layers_per_stage < 1 || mlp.ffn < 0)
-    throw_input_error("--hidden/--seq/--layers-per-stage", "must be >= 1 (--ffn >= 0)");
-  // The limits of graph/limits.h, so that seq x hidden x 8 transfer bytes cannot overflow.
-  int_flag_in(args, "hidden", 1, kMaxHidden, "a width");
-  int_flag_in(args, "ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
-  int_flag_in(args, "seq", 1, kMaxSeqLen, "a number of tokens");
-  int_flag_in(args, "layers-per-stage", 1, kMaxLayers, "a layer count");
-  return mlp;
-}
-
 int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::string& output,
                               OutputFiles& out) {
   const std::string path = args["from-trace"].as<std::string>();
-  Trace trace = load_trace(path);
-  if (!trace.source.starts_with("measured"))
-    throw_input_error(path,
-                      "field 'source': expected a measured trace (jaxpp-sim run --trace), "
-                      "got '" +
-                          trace.source + "'");
-  int num_stages = 0;
-  for (const TraceEvent& e : trace.events) {
-    num_stages = std::max(num_stages, e.stage + 1);
-    for (const TaskRef& t : e.tasks) num_stages = std::max(num_stages, t.stage + 1);
-  }
-  if (num_stages == 0) throw_input_error(path, "field 'events': no instruction with a stage");
-  const int dp = args["dp"].as<int>();
-  if (dp < 1) throw_input_error("--dp", "expected >= 1");
-  int_flag_in(args, "dp", 1, kMaxStages, "a number of replicas");
-  int first_step =
-      args.count("skip-steps") ? args["skip-steps"].as<int>() : (trace.num_steps > 1 ? 1 : 0);
-  if (first_step < 0 || first_step >= trace.num_steps)
-    throw_input_error("--skip-steps", "expected 0.." + std::to_string(trace.num_steps - 1));
-  // The trace must be of the run the flags describe: its transfers carry seq x hidden doubles.
-  // (Its dp cannot be told: a run of dp 1 records its no-op all-reduces too.)
-  const MlpConfig mlp = mlp_from_args(args);
-  const int64_t transfer_bytes = mlp_transfer_bytes(mlp);
-  for (const TraceEvent& e : trace.events) {
-    if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != transfer_bytes)
-      throw_input_error("--hidden/--seq", "the trace's transfers carry " + std::to_string(e.bytes) +
-                                              " bytes, but --seq " + std::to_string(mlp.seq) +
-                                              " x --hidden " + std::to_string(mlp.hidden) +
-                                              " doubles are " + std::to_string(transfer_bytes) +
-                                              " (pass the run's flags)");
-  }
+  TraceRunFlags run;
+  run.hidden = args["hidden"].as<int>();
+  run.ffn = args["ffn"].as<int>();
+  run.seq = args["seq"].as<int>();
+  run.layers_per_stage = args["layers-per-stage"].as<int>();
+  run.optimizer = args["optimizer"].as<std::string>();
+  run.dp = args["dp"].as<int>();
+  if (args.count("skip-steps")) run.skip_steps = args["skip-steps"].as<int>();
+  const CheckedTrace checked = check_trace_run(path, run);
   ClusterSpec base = args.count("base") ? load_cluster_arg(args["base"].as<std::string>())
                                         : reference_host_cluster();
-  const std::vector<StageKernels> kernels = mlp_stage_kernels(mlp, num_stages);
-  TraceObservations obs = observe_trace(trace, kernels, base, dp, first_step);
   const std::string name =
       args.count("name") ? args["name"].as<std::string>() : "fitted-from-trace";
-  TraceCalibration cal = calibrate_from_trace(obs, base, name);
+  TraceCalibration cal = calibrate_checked_trace(checked, base, name);
   write_cluster(cal.cluster, out);
   if (args.count("json")) {
     nlohmann::json j = trace_calibration_to_json(cal);
@@ -312,28 +272,17 @@ int run_calibrate(int argc, char** argv) {
   MicrobenchOptions mo;
   mo.backend = parse_backend_kind(args["backend"].as<std::string>(), "--backend");
   refuse_threads_backend_under_mpirun(mo.backend, "calibrate");
-  mo.quick = args.count("quick") > 0;
-  mo.timing.repeats = args.count("repeats") ? args["repeats"].as<int>() : (mo.quick ? 5 : 7);
-  mo.timing.warmup = args["warmup"].as<int>();
-  mo.timing.rounds = args.count("rounds") ? args["rounds"].as<int>() : (mo.quick ? 1 : 5);
-  if (mo.timing.rounds < 1 || mo.timing.rounds > 1000)
-    throw_input_error("--rounds", "expected 1..1000, got " + std::to_string(mo.timing.rounds));
-  mo.timing.min_repetition_s =
-      1e-3 *
-      (args.count("repetition-ms") ? args["repetition-ms"].as<double>() : (mo.quick ? 2 : 5));
-  if (!(mo.timing.min_repetition_s >= 0)) throw_input_error("--repetition-ms", "expected >= 0");
-  mo.timing.cold_pool_bytes = args.count("hot") ? 0 : default_cold_pool_bytes();
-  mo.timeout_s = args["timeout-s"].as<double>();
-  mo.ranks = args["ranks"].as<int>();
-  if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");
-  if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
-  // Upper bounds after the messages above: a timeout of 1 ms to a day, a repetition of at most
-  // 10 s, at most 1000 repeats and warm-up runs (a calibration that ends this year).
-  if (mo.timeout_s > 0) double_flag_in(args, "timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
-  if (mo.ranks > 2) int_flag_in(args, "ranks", 2, 1024, "a number of workers");
-  if (args.count("repetition-ms")) double_flag_in(args, "repetition-ms", 0, 10000, "milliseconds");
-  if (args.count("repeats")) int_flag_in(args, "repeats", 1, 1000, "a count");
-  int_flag_in(args, "warmup", 0, 1000, "a count");
+  MicrobenchFlags flags;
+  flags.backend = mo.backend;
+  flags.quick = args.count("quick") > 0;
+  flags.hot = args.count("hot") > 0;
+  if (args.count("repeats")) flags.repeats = args["repeats"].as<int>();
+  flags.warmup = args["warmup"].as<int>();
+  if (args.count("rounds")) flags.rounds = args["rounds"].as<int>();
+  if (args.count("repetition-ms")) flags.repetition_ms = args["repetition-ms"].as<double>();
+  flags.ranks = args["ranks"].as<int>();
+  flags.timeout_s = args["timeout-s"].as<double>();
+  mo = microbench_options(flags);
   ClusterSpec base =
       args.count("base")
           ? load_cluster_arg(args["base"].as<std::string>())

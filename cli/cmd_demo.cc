@@ -18,7 +18,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/explore_report.h"
-#include "cli/graph_report.h"
+#include "graph/graph_report.h"
 #include "cli/report_output.h"
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"

@@ -23,6 +23,7 @@
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "runtime/explore_mpi.h"
+#include "simulator/explore_summary.h"
 #include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
 #include "simulator/what_if.h"
@@ -315,13 +316,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   }
   const ConfigRecord& best = res.records[res.ranking.front()];
   // The best of a space can still be a plan nobody should run: say so (issue 16, class 9).
-  nlohmann::json warnings = nlohmann::json::array();
-  if (best.bubble_rate >= 0.9)
-    warnings.push_back("the best configuration idles " + fmt("%.0f", best.bubble_rate * 100) +
-                       "% of its step (bubble rate): every configuration of this space is "
-                       "dominated by pipeline bubbles or transfers");
-  for (const auto& w : warnings)
-    std::cerr << "jaxpp-sim explore: warning: " << w.get<std::string>() << "\n";
+  for (const std::string& w : explore_warnings(res))
+    std::cerr << "jaxpp-sim explore: warning: " << w << "\n";
   if (!csv_path.empty()) out.set("--csv", explore_result_to_csv(res));
   if (!plan_path.empty()) {
     const Plan* synthesized = synthesized_plan(synthesis, best.id);
@@ -331,24 +327,14 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   out.write_all();
   switch (format) {
     case OutputFormat::kJson: {
-      nlohmann::json summary = explore_result_to_json(req, res, top, explain);
-      summary["warnings"] = warnings;
+      ExploreExtras extras;
+      if (args.count("synthesize")) extras.synthesis = &synthesis;
       if (robust_runs > 0) {
-        nlohmann::json ranking = nlohmann::json::array();
-        for (size_t i = 0; i < robust.size(); ++i)
-          ranking.push_back({{"rank", i + 1},
-                             {"id", robust[i].id},
-                             {"config", describe_config(res.records[robust[i].id].config)},
-                             {"step_time_s", robust[i].nominal_step_time_s},
-                             {"p50_step_time_s", robust[i].p50_step_time_s},
-                             {"p90_step_time_s", robust[i].p90_step_time_s},
-                             {"max_step_time_s", robust[i].max_step_time_s}});
-        summary["robust"] = {{"runs", robust_runs}, {"jitter", robust_jitter}, {"ranking", ranking}};
+        extras.robust = &robust;
+        extras.robust_runs = robust_runs;
+        extras.robust_jitter = robust_jitter;
       }
-      if (args.count("synthesize"))
-        summary["synthesis"] = {{"considered", synthesis.considered},
-                                {"improved", synthesis.improved},
-                                {"seconds", synthesis.seconds}};
+      const nlohmann::json summary = explore_summary_json(req, res, top, explain, extras);
       std::cout << summary.dump(2) << "\n";
       return kExitOk;
     }

@@ -12,14 +12,13 @@
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "graph/program.h"
-#include "graph/task_graph.h"
 #include "handoff/handoff.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
 #include "simulator/plan_builder.h"
 #include "simulator/plan_check.h"
 #include "trace/export.h"
-#include "trace/graphviz_render.h"
+#include "trace/plan_task_graph.h"
 #include "trace/trace.h"
 
 namespace jaxpp::cli {
@@ -32,37 +31,6 @@ Plan load_checked_plan(const std::string& path) {
   check_program(plan.program);
   check_plan(plan, path);
   return plan;
-}
-
-// The task graph of a plan, with the backward split exactly where the plan's program has I tasks.
-TaskGraph task_graph_of(const Plan& plan) {
-  TaskGraphOptions options;
-  options.num_microbatches = plan.config.num_microbatches;
-  options.microbatch_size = plan.config.microbatch_size;
-  options.recompute = plan.config.recompute;
-  options.split_backward.assign(plan.partition.num_stages(), false);
-  for (const auto& actor : plan.program.actors) {
-    for (const Instruction& ins : actor) {
-      for (const TaskRef& t : ins.tasks) {
-        if (t.kind == TaskKind::kI && t.stage >= 0 && t.stage < plan.partition.num_stages()) {
-          options.split_backward[t.stage] = true;
-        }
-      }
-    }
-  }
-  return TaskGraph::build(plan.model, plan.partition, plan.placement, options);
-}
-
-std::string export_task_graph(const Plan& plan, ExportFormat format) {
-  const std::string dot = task_graph_of(plan).to_dot();
-  switch (format) {
-    case ExportFormat::kDot: return dot;
-    case ExportFormat::kSvg: return render_dot(dot, "svg", "dot");
-    case ExportFormat::kPng: return render_dot(dot, "png", "dot");
-    default:
-      throw_input_error("--view taskgraph", "supports --format dot, svg or png, not '" +
-                                                std::string(to_string(format)) + "'");
-  }
 }
 
 // --format megatron|torchtitan|jaxpp: the plan as text for a trainer (handoff/handoff.h).
@@ -200,7 +168,7 @@ int run_export(int argc, char** argv) {
   if (view == "taskgraph") {
     if (!args.count("plan")) throw_input_error("--view taskgraph", "needs --plan FILE");
     const Plan plan = load_checked_plan(args["plan"].as<std::string>());
-    bytes = export_task_graph(plan, format);
+    bytes = export_plan_task_graph(plan, format);
     source = "plan task graph";
   } else {
     Trace trace;

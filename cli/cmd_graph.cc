@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
-#include "cli/graph_report.h"
+#include "graph/graph_report.h"
 #include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"

@@ -289,13 +289,7 @@ int run_simulate(int argc, char** argv) {
     }
     Plan plan = build_plan(req);
     if (perturbation) {
-      check_perturbation(*perturbation, plan.placement.num_actors, "--perturb");
-      PlanSimOptions base_options = sim_options;
-      base_options.record_trace = false;
-      const SimulatedPlan base = simulate_plan(plan, base_options);
-      sim_options.perturbation = &*perturbation;
-      sim = simulate_plan(plan, sim_options);
-      sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, *perturbation);
+      sim = simulate_plan_perturbed(plan, sim_options, *perturbation);
     } else {
       sim = simulate_plan(plan, sim_options);
     }

@@ -21,40 +21,11 @@
 #include "graph/limits.h"
 #include "graph/plan.h"
 #include "schedules/custom.h"
+#include "simulator/synthesis_request.h"
 #include "simulator/synthesize.h"
 
 namespace jaxpp::cli {
 namespace {
-
-double synth_time_flag_s(const cxxopts::ParseResult& args, const char* flag, bool zero_allowed) {
-  return stage_time_s_from_ms(args[flag].as<double>(), zero_allowed, std::string("--") + flag);
-}
-
-nlohmann::ordered_json synthesis_json(const SynthesisResult& r, const std::vector<int>& budget) {
-  nlohmann::ordered_json j;
-  j["schedule"] = r.schedule.name;
-  j["pp"] = r.schedule.num_actors();
-  j["num_microbatches"] = r.schedule.num_microbatches;
-  j["step_time_s"] = r.step_time_s;
-  j["bubble_rate"] = r.bubble_rate;
-  j["peak_stashed"] = r.peak_stashed;
-  j["memory_limit_microbatches"] = budget;
-  j["origin"] = r.origin;
-  j["greedy_step_time_s"] = r.greedy_step_time_s;
-  j["search"] = {
-      {"evaluations", r.evaluations}, {"stopped_by", r.stopped_by}, {"seconds", r.search_s}};
-  nlohmann::ordered_json named = nlohmann::ordered_json::array();
-  for (const NamedCandidate& c : r.named) {
-    if (!c.applicable) continue;
-    named.push_back({{"name", c.name},
-                     {"step_time_s", c.step_time_s},
-                     {"bubble_rate", c.bubble_rate},
-                     {"peak_stashed", c.peak_stashed},
-                     {"fits", c.fits}});
-  }
-  j["named"] = named;
-  return j;
-}
 
 void print_synthesis(std::ostream& out, const nlohmann::ordered_json& j) {
   char line[256];
@@ -136,11 +107,9 @@ int run_synthesize(int argc, char** argv) {
     refuse_flags(args, {"memory-limit-bytes", "plan-out"},
                  "a plan-mode flag, but without --plan synthesize runs in measured mode");
   }
-  const double time_budget_s =
-      double_flag_in(args, "time-budget-s", 0, 3600, "a search time in seconds");
+  const double time_budget_s = args["time-budget-s"].as<double>();
   const int64_t max_evaluations = args["max-evaluations"].as<int64_t>();
-  if (max_evaluations < 0)
-    throw_input_error("--max-evaluations", "must be >= 0, got " + std::to_string(max_evaluations));
+  check_synthesis_budgets(time_budget_s, max_evaluations);
 
   OutputFiles out("synthesize");
   for (const char* flag : {"stage-times", "plan"})
@@ -160,64 +129,27 @@ int run_synthesize(int argc, char** argv) {
       std::fflush(stderr);
     };
   }
-  auto microbatch_budget = [&](int p) {
-    const int k =
-        args.count("memory-limit-microbatches") ? args["memory-limit-microbatches"].as<int>() : p;
-    if (k < 1)
-      throw_input_error("--memory-limit-microbatches",
-                        std::to_string(k) +
-                            " is below the minimum of 1 stashed microbatch per "
-                            "stage (one stage per actor)");
-    return std::vector<int>(p, k);
-  };
-
-  SynthesisResult result;
-  nlohmann::ordered_json report;
+  SynthesisRequest req;
   if (plan_mode) {
-    const Plan plan = load_plan(args["plan"].as<std::string>());
-    const int p = plan.placement.num_actors;
-    if (args.count("memory-limit-microbatches")) {
-      so.max_stashed = microbatch_budget(p);
-    } else {
-      const int64_t limit =
-          args.count("memory-limit-bytes")
-              ? args["memory-limit-bytes"].as<int64_t>()
-              : cluster_from_json(plan.cluster, "plan: field 'cluster'").hbm_bytes;
-      so.max_stashed = stash_budget_for_bytes(plan, limit);
-    }
-    PlanSynthesis ps = synthesize_for_plan(plan, so);
-    result = ps.synthesis;
-    report = synthesis_json(result, so.max_stashed);
-    report["peak_memory_bytes"] = ps.metrics["peak_memory_bytes"];
-    if (args.count("plan-out")) out.set("--plan-out", plan_to_text(ps.plan, "--plan-out"));
+    req.plan = load_plan(args["plan"].as<std::string>());
+    if (args.count("memory-limit-bytes"))
+      req.memory_limit_bytes = args["memory-limit-bytes"].as<int64_t>();
   } else {
-    auto require = [&](const char* flag, const char* what) {
-      if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
-    };
-    require("pp", "required (pipeline actors, one stage each)");
-    require("microbatches", "required (or give --plan)");
-    const int p = args["pp"].as<int>();
-    const int m = args["microbatches"].as<int>();
-    if (p < 1 || p > kMaxStages)
-      throw_input_error(
-          "--pp", "must be in [1, " + std::to_string(kMaxStages) + "], got " + std::to_string(p));
-    if (m < 1 || m > kMaxMicrobatches)
-      throw_input_error("--microbatches", "must be in [1, " + std::to_string(kMaxMicrobatches) +
-                                              "], got " + std::to_string(m));
-    StageTimes times;
-    if (args.count("stage-times")) {
-      times = load_stage_times(args["stage-times"].as<std::string>(), p);
-    } else {
-      require("t-f", "required in measured mode (or --stage-times FILE)");
-      require("t-b", "required in measured mode (or --stage-times FILE)");
-      times = uniform_stage_times(
-          p, synth_time_flag_s(args, "t-f", false), synth_time_flag_s(args, "t-b", false),
-          synth_time_flag_s(args, "t-w", true), synth_time_flag_s(args, "t-comm", true));
-    }
-    so.max_stashed = microbatch_budget(p);
-    result = synthesize_schedule(p, m, times, so);
-    report = synthesis_json(result, so.max_stashed);
+    if (args.count("pp")) req.pp = args["pp"].as<int>();
+    if (args.count("microbatches")) req.microbatches = args["microbatches"].as<int>();
+    if (args.count("stage-times")) req.stage_times_file = args["stage-times"].as<std::string>();
+    if (args.count("t-f")) req.t_f_ms = args["t-f"].as<double>();
+    if (args.count("t-b")) req.t_b_ms = args["t-b"].as<double>();
+    req.t_w_ms = args["t-w"].as<double>();
+    req.t_comm_ms = args["t-comm"].as<double>();
   }
+  if (args.count("memory-limit-microbatches"))
+    req.memory_limit_microbatches = args["memory-limit-microbatches"].as<int>();
+  const SynthesisRun run = run_synthesis(req, so);
+  const SynthesisResult& result = run.result;
+  const nlohmann::ordered_json& report = run.report;
+  if (run.plan && args.count("plan-out"))
+    out.set("--plan-out", plan_to_text(*run.plan, "--plan-out"));
   if (so.progress && result.search_s >= 0.5) std::fputs("\n", stderr);
   if (args.count("out")) out.set("--out", schedule_to_json_text(result.schedule));
   if (args.count("csv")) out.set("--csv", schedule_to_csv(result.schedule));

@@ -27,43 +27,10 @@
 namespace jaxpp::cli {
 namespace {
 
-const char* kBuiltinName = "corpus.json (built in)";
-
 std::string format(const char* fmt, double v) {
   char b[64];
   std::snprintf(b, sizeof b, fmt, v);
   return b;
-}
-
-Corpus builtin_corpus() {
-  if (!kHasBuiltinCorpus) {
-    throw_input_error("--corpus",
-                      "this binary was built without tests/validation/corpus.json; "
-                      "give --corpus FILE");
-  }
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(kBuiltinCorpus);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error(kBuiltinName, std::string("malformed JSON (") + e.what() + ")");
-  }
-  return corpus_from_json(doc, kBuiltinName, "");
-}
-
-// The rows of `corpus` on `gpu` (empty = all) in `split` ("all", "fit", "test").
-Corpus select_rows(const Corpus& corpus, const std::string& gpu, const std::string& split) {
-  Corpus out = corpus;
-  out.rows.clear();
-  for (const CorpusRow& row : corpus.rows) {
-    if (!gpu.empty() && row.cluster != gpu) continue;
-    if (split != "all" && to_string(row.split) != split) continue;
-    out.rows.push_back(row);
-  }
-  if (out.rows.empty()) {
-    throw_input_error(corpus.path, "no row selected (--rows-on " + (gpu.empty() ? "any" : gpu) +
-                                       ", --split " + split + ")");
-  }
-  return out;
 }
 
 std::string config_summary(const CorpusRow& row) {
@@ -191,14 +158,10 @@ int run_validate_model(int argc, char** argv) {
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   const std::string split = args["split"].as<std::string>();
-  if (split != "fit" && split != "test" && split != "all") {
-    throw_input_error("--split", "expected fit, test or all, got '" + split + "'");
-  }
+  check_validation_split(split);
   ModelValidationOptions vo;
   vo.band = args["band"].as<double>();
-  if (!(vo.band > 0) || !std::isfinite(vo.band)) {
-    throw_input_error("--band", "expected a fraction > 0, got " + format("%g", vo.band));
-  }
+  check_validation_band(vo.band);
   const std::string out_path = args.count("out") ? args["out"].as<std::string>() : "";
   // The output is checked before any work (cli/report_output.h): never the corpus or cluster
   // file, "-" is stdout (the table then goes to stderr).
@@ -215,10 +178,11 @@ int run_validate_model(int argc, char** argv) {
   if (args.count("cluster"))
     vo.cluster_override = load_cluster_arg(args["cluster"].as<std::string>());
 
-  const Corpus corpus =
-      args.count("corpus") ? load_corpus(args["corpus"].as<std::string>()) : builtin_corpus();
+  const Corpus corpus = args.count("corpus")
+                            ? load_corpus(args["corpus"].as<std::string>())
+                            : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
   check_corpus_schedules(corpus);
-  const Corpus selected = select_rows(corpus, gpu, split);
+  const Corpus selected = select_corpus_rows(corpus, gpu, split);
   const ModelValidationReport report = validate_corpus(selected, vo);
   const nlohmann::json json = validation_report_to_json(report);
   if (args.count("out")) out.set("--out", json.dump(2) + "\n");

@@ -11,17 +11,21 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "costmodel/analytic_cost.h"
+#include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
+#include "graph/graph_report.h"
 #include "graph/hf_config.h"
 #include "graph/input_file.h"
 #include "graph/json_util.h"
@@ -29,7 +33,10 @@
 #include "graph/model.h"
 #include "graph/plan.h"
 #include "graph/range_check.h"
+#include "handoff/handoff.h"
 #include "runtime/backend.h"
+#include "runtime/calibrate_request.h"
+#include "runtime/microbench.h"
 #include "runtime/run.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
@@ -38,11 +45,19 @@
 #include "schedules/summary.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
+#include "simulator/explore_summary.h"
+#include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
+#include "simulator/model_validation.h"
 #include "simulator/plan_builder.h"
 #include "simulator/plan_check.h"
+#include "simulator/synthesis_request.h"
+#include "simulator/what_if.h"
 #include "trace/export.h"
+#include "trace/plan_task_graph.h"
 #include "trace/trace.h"
+
+#include "cli/builtin_corpus.h"  // generated: the validation corpus, as in jaxpp-sim
 
 namespace py = pybind11;
 
@@ -120,8 +135,18 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& schedule_file, bool fuse_steady_state,
                            const std::string& recompute, bool sequence_parallel, bool zero1,
                            bool overlap_grad_reduce, bool tp_comm_overlap,
-                           const std::string& attention, const std::string& partition,
+                           const std::string& attention, const std::string& partition, int ep,
+                           std::optional<int> etp, double moe_imbalance,
+                           const std::string& moe_overlap, const std::string& perturb,
                            bool breakdown, bool check_memory, bool record_trace) {
+  // In the CLI's order: --perturb is checked before the model is read.
+  std::optional<Perturbation> perturbation;
+  if (!perturb.empty()) {
+    if (breakdown)
+      throw_input_error("--perturb and --breakdown",
+                        "the breakdown prices the unperturbed cost model; run them separately");
+    perturbation = parse_perturbation(perturb, "--perturb");
+  }
   PlanRequest req;
   req.model = model_from_json(parse(model_text, "model"), "model");
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
@@ -145,6 +170,11 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.overlap_grad_reduce = overlap_grad_reduce;
   c.tp_comm_overlap = tp_comm_overlap;
   c.attention = parse_attention_kernel(attention, "--attention");
+  c.ep = ep;
+  c.etp = etp.value_or(0);
+  if (etp && c.etp < 1) throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
+  c.moe_imbalance = moe_imbalance;
+  c.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
   req.schedule_file = schedule_file;
   req.fuse_steady_state = fuse_steady_state;
   parse_partition_flag(partition, req);
@@ -152,11 +182,16 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   {
     py::gil_scoped_release release;
     Plan plan = build_plan(req);
-    const SimulatedPlan sim = simulate_plan(
-        plan, sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce));
+    const PlanSimOptions options =
+        sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
+    const SimulatedPlan sim = perturbation ? simulate_plan_perturbed(plan, options, *perturbation)
+                                           : simulate_plan(plan, options);
     out = sim_out(sim, record_trace || breakdown);
-    plan.predicted = sim.metrics;
-    out.plan = plan_to_json(plan).dump();
+    // A plan holds the unperturbed prediction (simulate refuses --perturb with --plan).
+    if (!perturbation) {
+      plan.predicted = sim.metrics;
+      out.plan = plan_to_json(plan).dump();
+    }
   }
   return out;
 }
@@ -166,7 +201,10 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
                               int virtual_stages, bool fuse_steady_state, std::optional<double> t_f,
                               std::optional<double> t_b, double t_w, double t_comm,
                               const std::string& stage_times_file,
-                              const std::string& stage_times_text, bool record_trace) {
+                              const std::string& stage_times_text, const std::string& perturb,
+                              bool record_trace) {
+  std::optional<Perturbation> perturbation;
+  if (!perturb.empty()) perturbation = parse_perturbation(perturb, "--perturb");
   MeasuredRequest req;
   req.schedule = schedule;
   req.schedule_file = schedule_file;
@@ -183,7 +221,9 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
   SimOut out;
   {
     py::gil_scoped_release release;
-    const SimulatedPlan sim = simulate_measured(req, sim_options(record_trace, false, true, false));
+    PlanSimOptions options = sim_options(record_trace, false, true, false);
+    if (perturbation) options.perturbation = &*perturbation;
+    const SimulatedPlan sim = simulate_measured(req, options);
     out = sim_out(sim, record_trace);
   }
   return out;
@@ -198,16 +238,45 @@ std::vector<bool> zero1_domain(const std::string& text) {
   throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
 }
 
-// Returns the explore --json text and the wall time of the exploration itself (enumerate,
-// evaluate, rank), which the overhead benchmark compares with the whole Python call.
-std::pair<std::string, double> explore_json(
-    const std::string& model_text, const std::string& cluster_text, int gpus, int global_batch,
-    double max_memory_gib, const std::vector<std::string>& schedules, const std::vector<int>& pp,
-    const std::vector<int>& tp, const std::vector<int>& cp,
-    const std::vector<int>& microbatch_sizes, const std::vector<int>& virtual_stages,
-    const std::vector<std::string>& recompute, const std::string& zero1, bool sequence_parallel,
-    const std::string& attention, bool tp_comm_overlap, bool overlap_grad_reduce, int threads,
-    int top, bool explain, std::optional<py::function> progress) {
+struct ExploreOut {
+  std::string summary;    // explore --json
+  double explore_s = 0;   // wall time of the exploration itself (enumerate, evaluate, rank)
+  std::string best_plan;  // the best plan when it is a synthesized one (explore --plan), else ""
+  std::string csv;        // explore --csv, when asked for
+};
+
+// explore --json and the wall time of the exploration itself, which the overhead benchmark
+// compares with the whole Python call. The what-if additions run as in the CLI: the synthesis
+// (--synthesize) on the ranked result, then the robust ranking (--robust) of the --top best.
+ExploreOut explore_json(const std::string& model_text, const std::string& cluster_text, int gpus,
+                        int global_batch, double max_memory_gib,
+                        const std::vector<std::string>& schedules, const std::vector<int>& pp,
+                        const std::vector<int>& tp, const std::vector<int>& ep,
+                        const std::vector<int>& etp, const std::vector<int>& cp,
+                        const std::vector<int>& microbatch_sizes,
+                        const std::vector<int>& virtual_stages,
+                        const std::vector<std::string>& recompute, const std::string& zero1,
+                        bool sequence_parallel, const std::string& attention, bool tp_comm_overlap,
+                        bool overlap_grad_reduce, bool bound_prune, int threads, int top,
+                        bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
+                        std::optional<double> synthesize_time_s, std::optional<int> robust,
+                        std::optional<double> robust_jitter, std::optional<py::function> progress) {
+  // The CLI's checks of the what-if flags, in its order.
+  if (!synthesize) {
+    if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
+    if (synthesize_time_s) throw_input_error("--synthesize-time-s", "needs --synthesize");
+  }
+  ExploreSynthesisOptions synth_options;
+  synth_options.top_groups = check_int_in(synthesize_top.value_or(10), "--synthesize-top", 1, 10000,
+                                          "a number of configurations");
+  synth_options.time_budget_s = check_double_in(
+      synthesize_time_s.value_or(0.1), "--synthesize-time-s", 0, 600, "a search time in seconds");
+  if (!robust && robust_jitter) throw_input_error("--robust-jitter", "needs --robust");
+  const int robust_runs =
+      robust ? check_int_in(*robust, "--robust", 1, 10000, "a number of runs") : 0;
+  const double jitter = check_double_in(robust_jitter.value_or(0.1), "--robust-jitter", 0, 0.999,
+                                        "a jitter fraction");
+  if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   ExploreRequest req;
   req.model = model_from_json(parse(model_text, "model"), "model");
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
@@ -218,6 +287,8 @@ std::pair<std::string, double> explore_json(
   space.schedules = schedules;
   space.pp = pp;
   space.tp = tp;
+  space.ep = ep;
+  space.etp = etp;
   space.cp = cp;
   space.microbatch_sizes = microbatch_sizes;
   space.virtual_stages = virtual_stages;
@@ -228,9 +299,10 @@ std::pair<std::string, double> explore_json(
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
   req.overlap_grad_reduce = overlap_grad_reduce;
+  req.bound_prune = bound_prune;
   if (threads < 0) throw_input_error("--threads", "must be >= 1, got " + std::to_string(threads));
+  if (threads > 0) check_int_in(threads, "--threads", 1, 4096, "a number of threads");
   req.threads = threads;
-  if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
   // The callback runs on the explorer's worker threads (serialised by it): it takes the GIL, and
   // the first Python exception it raises is kept and raised once the exploration has ended.
   std::optional<py::error_already_set> callback_error;
@@ -245,23 +317,38 @@ std::pair<std::string, double> explore_json(
       }
     };
   }
-  std::string text;
+  ExploreOut out;
   std::string empty_reason;
-  double explore_s = 0;
   {
     py::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
-    const ExploreResult res = explore(req);
-    explore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ExploreResult res = explore(req);
+    ExploreSynthesis synthesis;
+    if (synthesize && !res.ranking.empty())
+      synthesis = add_synthesized_configs(req, res, synth_options);
+    std::vector<RobustEntry> robust_entries;
+    if (robust_runs > 0 && !res.ranking.empty())
+      robust_entries = robust_ranking(req, res, robust_runs, jitter, top, synthesis.plans);
+    out.explore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (res.ranking.empty()) {
       empty_reason = explain_empty(res);
     } else {
-      text = explore_result_to_json(req, res, top, explain).dump();
+      ExploreExtras extras;
+      if (synthesize) extras.synthesis = &synthesis;
+      if (robust_runs > 0) {
+        extras.robust = &robust_entries;
+        extras.robust_runs = robust_runs;
+        extras.robust_jitter = jitter;
+      }
+      out.summary = explore_summary_json(req, res, top, explain, extras).dump();
+      if (const Plan* plan = synthesized_plan(synthesis, res.ranking.front()))
+        out.best_plan = plan_to_json(*plan).dump();
+      if (csv) out.csv = explore_result_to_csv(res);
     }
   }
   if (callback_error) throw std::move(*callback_error);
   if (!empty_reason.empty()) throw InputError(empty_reason);
-  return {text, explore_s};
+  return out;
 }
 
 std::string explore_best_plan(const std::string& model_text, const std::string& cluster_text,
@@ -276,6 +363,232 @@ std::string explore_best_plan(const std::string& model_text, const std::string& 
   const ParallelConfig config = config_from_json(parse(config_text, "config"), "config");
   py::gil_scoped_release release;
   return plan_to_json(build_config_plan(req, config)).dump();
+}
+
+// --- synthesize --------------------------------------------------------------------------------
+
+struct SynthOut {
+  std::string report;    // synthesize --json
+  std::string schedule;  // the schedule as a custom schedule file (synthesize --out)
+  std::string csv;       // as PyTorch pipelining CSV (synthesize --csv)
+  std::string plan;      // plan mode: the plan with the schedule (synthesize --plan-out), else ""
+};
+
+SynthOut synthesize_json(const std::string& plan_text, const std::string& plan_source,
+                         std::optional<int> pp, std::optional<int> microbatches,
+                         std::optional<double> t_f, std::optional<double> t_b, double t_w,
+                         double t_comm, const std::string& stage_times_file,
+                         const std::string& stage_times_text,
+                         std::optional<int> memory_limit_microbatches,
+                         std::optional<int64_t> memory_limit_bytes, double time_budget_s,
+                         int64_t max_evaluations) {
+  check_synthesis_budgets(time_budget_s, max_evaluations);
+  SynthesisRequest req;
+  if (!plan_text.empty()) req.plan = plan_from_json(parse(plan_text, plan_source), plan_source);
+  req.memory_limit_bytes = memory_limit_bytes;
+  req.pp = pp;
+  req.microbatches = microbatches;
+  req.t_f_ms = t_f;
+  req.t_b_ms = t_b;
+  req.t_w_ms = t_w;
+  req.t_comm_ms = t_comm;
+  req.stage_times_file = stage_times_file;
+  if (!stage_times_text.empty()) req.stage_times_doc = parse(stage_times_text, "stage_times");
+  req.memory_limit_microbatches = memory_limit_microbatches;
+  SynthesisOptions options;
+  options.time_budget_s = time_budget_s;
+  options.max_evaluations = max_evaluations;
+  SynthOut out;
+  py::gil_scoped_release release;
+  const SynthesisRun run = run_synthesis(req, options);
+  out.report = run.report.dump();
+  out.schedule = schedule_to_json_text(run.result.schedule);
+  out.csv = schedule_to_csv(run.result.schedule);
+  if (run.plan) out.plan = plan_to_json(*run.plan).dump();
+  return out;
+}
+
+// --- graph -------------------------------------------------------------------------------------
+
+std::pair<std::string, std::string> graph_json(const std::string& model_text, int pp,
+                                               int virtual_stages, int microbatches,
+                                               int microbatch_size, const std::string& partition,
+                                               std::optional<int> first_stage_fewer,
+                                               std::optional<int> last_stage_fewer,
+                                               const std::string& placement, bool split_backward,
+                                               const std::string& recompute, bool dot) {
+  if (partition != "auto") {
+    const char* why = "shapes the auto partition, but --partition gives the stages' first layers";
+    if (first_stage_fewer) throw_input_error("--first-stage-fewer", why);
+    if (last_stage_fewer) throw_input_error("--last-stage-fewer", why);
+  }
+  GraphRequest req;
+  req.model_spec = model_from_json(parse(model_text, "model"), "model");
+  req.pp = pp;
+  req.virtual_stages = virtual_stages;
+  req.num_microbatches = microbatches;
+  req.microbatch_size = microbatch_size;
+  req.partition = partition;
+  req.first_stage_fewer = first_stage_fewer.value_or(0);
+  req.last_stage_fewer = last_stage_fewer.value_or(0);
+  req.placement = placement;
+  req.split_backward = split_backward;
+  req.recompute = parse_recompute(recompute, "--recompute");
+  py::gil_scoped_release release;
+  const GraphReport report = build_graph_report(req);
+  return {graph_report_json(report).dump(), dot ? report.graph.to_dot() : std::string()};
+}
+
+// --- validate-model ----------------------------------------------------------------------------
+
+std::string validate_model_json(const std::string& corpus_path, const std::string& cluster_text,
+                                const std::string& rows_on, const std::string& split, double band) {
+  check_validation_split(split);
+  ModelValidationOptions vo;
+  vo.band = band;
+  check_validation_band(vo.band);
+  if (!rows_on.empty()) cluster_preset(rows_on);  // InputError naming the presets when unknown
+  if (!cluster_text.empty())
+    vo.cluster_override = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
+  py::gil_scoped_release release;
+  const Corpus corpus = corpus_path.empty()
+                            ? builtin_corpus_from_text(cli::kHasBuiltinCorpus, cli::kBuiltinCorpus)
+                            : load_corpus(corpus_path);
+  check_corpus_schedules(corpus);
+  const Corpus selected = select_corpus_rows(corpus, rows_on, split);
+  return validation_report_to_json(validate_corpus(selected, vo)).dump();
+}
+
+// --- calibrate (threads backend) ---------------------------------------------------------------
+
+// calibrate --json of a microbenchmark calibration on the threads backend, and the fitted
+// cluster (calibrate -o). The CLI's checks and messages, in its order
+// (runtime/calibrate_request.h).
+std::pair<std::string, std::string> calibrate_json(bool quick, bool hot, std::optional<int> repeats,
+                                                   int warmup, std::optional<int> rounds,
+                                                   std::optional<double> repetition_ms, int ranks,
+                                                   double timeout_s, const std::string& base_text,
+                                                   const std::string& name) {
+  MicrobenchFlags flags;
+  flags.backend = BackendKind::kThreads;
+  flags.quick = quick;
+  flags.hot = hot;
+  flags.repeats = repeats;
+  flags.warmup = warmup;
+  flags.rounds = rounds;
+  flags.repetition_ms = repetition_ms;
+  flags.ranks = ranks;
+  flags.timeout_s = timeout_s;
+  const MicrobenchOptions mo = microbench_options(flags);
+  const ClusterSpec base = base_text.empty() ? cluster_preset("a100-80g")
+                                             : cluster_from_json(parse(base_text, "base"), "base");
+  const std::string cluster_name = name.empty() ? "calibrated-threads" : name;
+  py::gil_scoped_release release;
+  const MicrobenchResult r = run_microbenchmarks(mo, nullptr);
+  const Calibration cal = calibrate(r.measurements, base, cluster_name);
+  json j = calibration_to_json(cal);
+  j["backend"] = r.measurements.backend;
+  j["ranks"] = r.measurements.ranks;
+  return {j.dump(), cluster_to_json(cal.cluster).dump()};
+}
+
+// calibrate --from-trace --json and the fitted cluster.
+std::pair<std::string, std::string> calibrate_trace_json(const std::string& path, int hidden,
+                                                         int ffn, int seq, int layers_per_stage,
+                                                         const std::string& optimizer, int dp,
+                                                         std::optional<int> skip_steps,
+                                                         const std::string& base_text,
+                                                         const std::string& name) {
+  TraceRunFlags run;
+  run.hidden = hidden;
+  run.ffn = ffn;
+  run.seq = seq;
+  run.layers_per_stage = layers_per_stage;
+  run.optimizer = optimizer;
+  run.dp = dp;
+  run.skip_steps = skip_steps;
+  py::gil_scoped_release release;
+  const CheckedTrace checked = check_trace_run(path, run);
+  const ClusterSpec base = base_text.empty() ? reference_host_cluster()
+                                             : cluster_from_json(parse(base_text, "base"), "base");
+  const TraceCalibration cal =
+      calibrate_checked_trace(checked, base, name.empty() ? "fitted-from-trace" : name);
+  json j = trace_calibration_to_json(cal);
+  j["trace"] = path;
+  return {j.dump(), cluster_to_json(cal.cluster).dump()};
+}
+
+// --- export of a plan --------------------------------------------------------------------------
+
+// A plan's timeline (export --plan: simulated with the cost model, memory not checked) in a
+// timeline format.
+py::object export_plan_json(const std::string& plan_text, const std::string& source,
+                            const std::string& format, const std::string& view, int width,
+                            bool per_stream, const std::string& title) {
+  if (view != "timeline" && view != "taskgraph")
+    throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
+  if (view == "taskgraph") {
+    const char* why = "a timeline option; --view taskgraph draws the plan's task graph";
+    if (width) throw_input_error("--width", why);
+    if (per_stream) throw_input_error("--per-stream", why);
+    if (!title.empty()) throw_input_error("--title", why);
+  }
+  const Plan plan = plan_from_json(parse(plan_text, source), source);
+  check_program(plan.program);
+  check_plan(plan, source);
+  const ExportFormat f = parse_export_format(format, "--format");
+  ExportOptions o;
+  o.width = width;
+  o.per_stream = per_stream;
+  o.title = title;
+  std::string out;
+  if (view == "taskgraph") {
+    py::gil_scoped_release release;
+    out = export_plan_task_graph(plan, f);
+  } else {
+    py::gil_scoped_release release;
+    PlanSimOptions sim;
+    sim.record_trace = true;
+    sim.check_memory = false;  // a timeline of a plan that does not fit is still useful
+    out = export_trace(simulate_plan(plan, sim).result.trace, f, o);
+  }
+  if (is_binary(f)) return py::bytes(out);
+  return py::str(out);
+}
+
+// export --format megatron|torchtitan|jaxpp: the plan as text for a trainer, and for torchtitan
+// the schedule CSV its TOML loads from csv_path. Returns (text, csv, schedule name).
+std::tuple<std::string, std::string, std::string> handoff_json(const std::string& plan_text,
+                                                               const std::string& source,
+                                                               const std::string& format,
+                                                               const std::string& csv_path) {
+  HandoffTarget target;
+  if (!parse_handoff_target(format, target))
+    throw_input_error("--format", "expected megatron, torchtitan or jaxpp, got '" + format + "'");
+  if (target == HandoffTarget::kTorchtitan && csv_path.empty())
+    throw_input_error("--csv",
+                      "required with --format torchtitan (the schedule CSV the TOML loads)");
+  if (target != HandoffTarget::kTorchtitan && !csv_path.empty())
+    throw_input_error("--csv", "only --format torchtitan writes a schedule CSV");
+  const Plan plan = plan_from_json(parse(plan_text, source), source);
+  check_program(plan.program);
+  check_plan(plan, source);
+  const ScheduleInfo* info = find_schedule(plan.config.schedule);
+  const std::string schedule = info ? info->name : plan.config.schedule;
+  std::string text, csv;
+  switch (target) {
+    case HandoffTarget::kMegatron:
+      text = megatron_arguments(plan, schedule);
+      break;
+    case HandoffTarget::kTorchtitan:
+      text = torchtitan_toml(plan, schedule, csv_path);
+      csv = schedule_to_csv(plan_schedule(plan));
+      break;
+    case HandoffTarget::kJaxpp:
+      text = jaxpp_snippet(plan, schedule);
+      break;
+  }
+  return {text, csv, schedule};
 }
 
 // --- show and validate -------------------------------------------------------------------------
@@ -488,19 +801,28 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("schedule"), py::arg("schedule_file"), py::arg("fuse_steady_state"),
         py::arg("recompute"), py::arg("sequence_parallel"), py::arg("zero1"),
         py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
-        py::arg("partition"), py::arg("breakdown"), py::arg("check_memory"),
+        py::arg("partition"), py::arg("ep"), py::arg("etp"), py::arg("moe_imbalance"),
+        py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"), py::arg("check_memory"),
         py::arg("record_trace"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
-        py::arg("t_comm"), py::arg("stage_times_file"), py::arg("stage_times"),
+        py::arg("t_comm"), py::arg("stage_times_file"), py::arg("stage_times"), py::arg("perturb"),
         py::arg("record_trace"));
+  py::class_<ExploreOut>(m, "ExploreOut")
+      .def_readonly("summary", &ExploreOut::summary)
+      .def_readonly("explore_s", &ExploreOut::explore_s)
+      .def_readonly("best_plan", &ExploreOut::best_plan)
+      .def_readonly("csv", &ExploreOut::csv);
   m.def("explore", &explore_json, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("max_memory_gib"), py::arg("schedules"), py::arg("pp"),
-        py::arg("tp"), py::arg("cp"), py::arg("microbatch_sizes"), py::arg("virtual_stages"),
-        py::arg("recompute"), py::arg("zero1"), py::arg("sequence_parallel"), py::arg("attention"),
-        py::arg("tp_comm_overlap"), py::arg("overlap_grad_reduce"), py::arg("threads"),
-        py::arg("top"), py::arg("explain"), py::arg("progress"));
+        py::arg("tp"), py::arg("ep"), py::arg("etp"), py::arg("cp"), py::arg("microbatch_sizes"),
+        py::arg("virtual_stages"), py::arg("recompute"), py::arg("zero1"),
+        py::arg("sequence_parallel"), py::arg("attention"), py::arg("tp_comm_overlap"),
+        py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("threads"), py::arg("top"),
+        py::arg("explain"), py::arg("csv"), py::arg("synthesize"), py::arg("synthesize_top"),
+        py::arg("synthesize_time_s"), py::arg("robust"), py::arg("robust_jitter"),
+        py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"));
   m.def("show", &show_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
@@ -515,4 +837,30 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"), py::arg("hidden"),
         py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"), py::arg("seed"),
         py::arg("inject_drop"));
+
+  py::class_<SynthOut>(m, "SynthOut")
+      .def_readonly("report", &SynthOut::report)
+      .def_readonly("schedule", &SynthOut::schedule)
+      .def_readonly("csv", &SynthOut::csv)
+      .def_readonly("plan", &SynthOut::plan);
+  m.def("synthesize", &synthesize_json, py::arg("plan"), py::arg("plan_source"), py::arg("pp"),
+        py::arg("microbatches"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"), py::arg("t_comm"),
+        py::arg("stage_times_file"), py::arg("stage_times"), py::arg("memory_limit_microbatches"),
+        py::arg("memory_limit_bytes"), py::arg("time_budget_s"), py::arg("max_evaluations"));
+  m.def("graph", &graph_json, py::arg("model"), py::arg("pp"), py::arg("virtual_stages"),
+        py::arg("microbatches"), py::arg("microbatch_size"), py::arg("partition"),
+        py::arg("first_stage_fewer"), py::arg("last_stage_fewer"), py::arg("placement"),
+        py::arg("split_backward"), py::arg("recompute"), py::arg("dot"));
+  m.def("validate_model", &validate_model_json, py::arg("corpus"), py::arg("cluster"),
+        py::arg("rows_on"), py::arg("split"), py::arg("band"));
+  m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),
+        py::arg("warmup"), py::arg("rounds"), py::arg("repetition_ms"), py::arg("ranks"),
+        py::arg("timeout_s"), py::arg("base"), py::arg("name"));
+  m.def("calibrate_trace", &calibrate_trace_json, py::arg("path"), py::arg("hidden"),
+        py::arg("ffn"), py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"),
+        py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
+  m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
+        py::arg("view"), py::arg("width"), py::arg("per_stream"), py::arg("title"));
+  m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
+        py::arg("csv_path"));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "graph/error.h"
 #include "schedules/registry.h"
@@ -213,6 +214,50 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
             {"test", summary_to_json(report.test)},
             {"by_source", std::move(by_source)},
             {"by_cluster", std::move(by_cluster)}}}};
+}
+
+Corpus builtin_corpus_from_text(bool available, const char* text) {
+  const char* name = "corpus.json (built in)";
+  if (!available) {
+    throw_input_error("--corpus",
+                      "this binary was built without tests/validation/corpus.json; "
+                      "give --corpus FILE");
+  }
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error(name, std::string("malformed JSON (") + e.what() + ")");
+  }
+  return corpus_from_json(doc, name, "");
+}
+
+Corpus select_corpus_rows(const Corpus& corpus, const std::string& gpu, const std::string& split) {
+  Corpus out = corpus;
+  out.rows.clear();
+  for (const CorpusRow& row : corpus.rows) {
+    if (!gpu.empty() && row.cluster != gpu) continue;
+    if (split != "all" && to_string(row.split) != split) continue;
+    out.rows.push_back(row);
+  }
+  if (out.rows.empty()) {
+    throw_input_error(corpus.path, "no row selected (--rows-on " + (gpu.empty() ? "any" : gpu) +
+                                       ", --split " + split + ")");
+  }
+  return out;
+}
+
+void check_validation_split(const std::string& split) {
+  if (split != "fit" && split != "test" && split != "all")
+    throw_input_error("--split", "expected fit, test or all, got '" + split + "'");
+}
+
+void check_validation_band(double band) {
+  if (!(band > 0) || !std::isfinite(band)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", band);
+    throw_input_error("--band", std::string("expected a fraction > 0, got ") + text);
+  }
 }
 
 }  // namespace jaxpp

@@ -103,6 +103,19 @@ ModelValidationReport validate_corpus(const Corpus& corpus, const ModelValidatio
 // InputError naming the row and field 'schedule' when a row's schedule is not in the registry.
 void check_corpus_schedules(const Corpus& corpus);
 
+// The corpus text embedded in a binary (cli/CMakeLists.txt generates it from
+// tests/validation/corpus.json), named "corpus.json (built in)"; InputError naming --corpus when
+// the build had no corpus (`available` false).
+Corpus builtin_corpus_from_text(bool available, const char* text);
+
+// The rows of `corpus` on the cluster preset `gpu` (empty = all) in `split` ("all", "fit",
+// "test"); InputError naming the corpus when none is left.
+Corpus select_corpus_rows(const Corpus& corpus, const std::string& gpu, const std::string& split);
+
+// validate-model's --split (fit, test or all) and --band (a fraction > 0) checked as the CLI does.
+void check_validation_split(const std::string& split);
+void check_validation_band(double band);
+
 // { "corpus", "band", "cluster_override", "rows": [...], "summaries": {"fit", "test",
 //   "by_source": {...}, "by_cluster": {...}} }; docs/validation.md lists the fields.
 nlohmann::json validation_report_to_json(const ModelValidationReport& report);

@@ -31,6 +31,20 @@ nlohmann::json perturbation_report(const SimResult& baseline, const SimResult& p
           {"actors", actors}};
 }
 
+SimulatedPlan simulate_plan_perturbed(const Plan& plan, const PlanSimOptions& options,
+                                      const Perturbation& perturbation) {
+  check_perturbation(perturbation, plan.placement.num_actors, "--perturb");
+  PlanSimOptions base_options = options;
+  base_options.record_trace = false;
+  base_options.perturbation = nullptr;
+  const SimulatedPlan base = simulate_plan(plan, base_options);
+  PlanSimOptions perturbed_options = options;
+  perturbed_options.perturbation = &perturbation;
+  SimulatedPlan sim = simulate_plan(plan, perturbed_options);
+  sim.metrics["perturbation"] = perturbation_report(base.result, sim.result, perturbation);
+  return sim;
+}
+
 double nearest_rank_quantile(std::vector<double> values, double p) {
   assert(!values.empty() && p > 0 && p <= 1 && "nearest_rank_quantile: bad arguments");
   std::sort(values.begin(), values.end());

@@ -22,11 +22,18 @@
 #include "costmodel/perturbed_cost.h"
 #include "simulator/engine.h"
 #include "simulator/explorer.h"
+#include "simulator/plan_builder.h"
 
 namespace jaxpp {
 
 nlohmann::json perturbation_report(const SimResult& baseline, const SimResult& perturbed,
                                    const Perturbation& perturbation);
+
+// simulate --perturb in model mode: the plan simulated without and with `perturbation` (checked
+// against the plan's actors, InputError naming --perturb), the perturbed metrics with the
+// "perturbation" report added. `options.perturbation` is ignored; the trace is the perturbed one.
+SimulatedPlan simulate_plan_perturbed(const Plan& plan, const PlanSimOptions& options,
+                                      const Perturbation& perturbation);
 
 struct RobustEntry {
   int64_t id = 0;

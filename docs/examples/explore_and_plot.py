@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Explore a model's parallel configurations, plot the Pareto front of step time vs memory and
-the timeline of the best plan with matplotlib, and write the timeline as SVG (jaxpp-sim's
-renderer) and as a Perfetto trace (open it in ui.perfetto.dev).
+the timeline of the best plan with matplotlib, write the timeline as SVG (jaxpp-sim's
+renderer) and as a Perfetto trace (open it in ui.perfetto.dev), and hand the fastest plan
+Megatron-LM can run to it as command-line arguments.
 
     PYTHONPATH=build/python python3 docs/examples/explore_and_plot.py --out plots/
 """
@@ -76,6 +77,22 @@ def main():
         f.write(js.export(sim, "svg"))
     with open(os.path.join(args.out, "trace.json"), "w", encoding="utf-8") as f:
         f.write(js.export(sim, "perfetto"))
+
+    # Megatron-LM runs 1F1B and interleaved 1F1B (Std1F1B, MegatronInterleaved): the fastest such
+    # configuration, as its arguments. What Megatron-LM cannot express raises InputError saying why.
+    for entry in res.ranked:
+        if entry["config"]["schedule"] not in ("Std1F1B", "MegatronInterleaved"):
+            continue
+        try:
+            megatron = js.export(res.plan(entry), "megatron")
+        except js.InputError as e:
+            print(f"rank {entry['rank']}: not for Megatron-LM: {e}")
+            continue
+        with open(os.path.join(args.out, "megatron_args.txt"), "w", encoding="utf-8") as f:
+            f.write(megatron)
+        print(f"Megatron-LM arguments of rank {entry['rank']} "
+              f"({entry['config']['schedule']}) in megatron_args.txt")
+        break
     print(f"wrote {args.out}/pareto.png, timeline.png, timeline.svg, trace.json")
 
 

@@ -28,8 +28,9 @@ from ._jaxpp_sim import __version__  # the project's version (jaxpp-sim --versio
 
 __all__ = [
     "InputError", "Model", "Cluster", "SimResult", "ExploreResult", "RunResult",
-    "models", "clusters", "schedules", "simulate", "explore", "show", "validate", "export", "run",
-    "jaxpp_stage_times",
+    "SynthesisResult", "CalibrationResult",
+    "models", "clusters", "schedules", "graph", "simulate", "explore", "synthesize", "show",
+    "validate", "validate_model", "export", "run", "calibrate", "jaxpp_stage_times",
 ]
 
 InputError.__doc__ = ("Bad input (a name, a file, a field, an argument): the message is the "
@@ -143,6 +144,55 @@ def _cluster(cluster):
     return Cluster.load(cluster)
 
 
+def _plan_text(plan):
+    """(JSON text, source name) of a plan given as a dict, a path or a result holding a plan."""
+    if isinstance(plan, SimResult):
+        if plan.plan is None:
+            raise InputError("plan: the result holds no plan (model-mode simulate without "
+                             "perturb gives one)")
+        plan = plan.plan
+    if isinstance(plan, dict):
+        return _json.dumps(plan), "plan"
+    path = str(plan)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _refuse_given(args, why):
+    """InputError for the first argument in ``args`` (name, value, default) not at its default:
+    the CLI refuses the flag of the other mode, with the flag's name."""
+    for name, value, default in args:
+        if value != default:
+            raise InputError(f"--{name.replace('_', '-')}: {why}")
+
+
+# --- graph ----------------------------------------------------------------------------------------
+
+def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition="auto",
+          first_stage_fewer=None, last_stage_fewer=None, placement="", split_backward=False,
+          recompute="none", dot=False):
+    """A model's pipeline stages and task graph, as ``jaxpp-sim graph --json``: the model's
+    totals, the partition into ``pp x virtual`` stages (``partition`` "auto" or the first layer
+    of each stage, e.g. "0,12,24"; ``first_stage_fewer``/``last_stage_fewer`` shape the auto
+    partition), the placement ("linear", "loop" or "v"; default linear, loop when
+    ``virtual > 1``), per-stage work and the task counts of one iteration with ``microbatches``
+    microbatches (``split_backward`` splits every backward into I and W). ``dot=True`` adds the
+    task graph as Graphviz DOT text under ``"dot"`` (``graph --dot FILE``). Returns a dict."""
+    m = _model(model)
+    text, dot_text = _core.graph(
+        _json.dumps(m._spec), int(pp), int(virtual), int(microbatches), int(microbatch_size),
+        str(partition), None if first_stage_fewer is None else int(first_stage_fewer),
+        None if last_stage_fewer is None else int(last_stage_fewer), str(placement or ""),
+        bool(split_backward), str(recompute), bool(dot))
+    out = _json.loads(text)
+    if dot:
+        out["dot"] = dot_text
+    return out
+
+
 # --- simulate -------------------------------------------------------------------------------------
 
 class SimResult:
@@ -197,7 +247,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              virtual=1, global_batch=None, microbatch_size=1, schedule=None, schedule_file=None,
              fuse_steady_state=False, recompute="none", sequence_parallel=False, zero1=False,
              overlap_grad_reduce=False, tp_comm_overlap=False, attention="flash",
-             partition="auto", breakdown=False, check_memory=True, trace=True,
+             partition="auto", ep=1, etp=None, moe_imbalance=1.0, moe_overlap="auto",
+             breakdown=False, check_memory=True, trace=True, perturb=None,
              microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, stage_times=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
@@ -207,7 +258,9 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``overlap_grad_reduce``,
     ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even",
     "balanced-time" (least step time within the device memory, docs/partition.md) or
-    "0,13,26"), ``breakdown``, ``check_memory``.
+    "0,13,26"), ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
+    ``etp`` (expert tensor parallelism, default tp), ``moe_imbalance`` (tokens of the busiest
+    expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none).
 
     Measured mode (no ``model``): ``schedule`` (any name ``jaxpp-sim schedules`` lists, JaxPP's
     class names such as ``"ZeroBubble"`` or ``"Interleaved1F1B"`` included) or
@@ -215,6 +268,11 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     milliseconds ``t_f``, ``t_b`` (input-gradient backward), ``t_w``, ``t_comm``, or
     ``stage_times``: a path to a stage-times JSON file or a dict in that format
     (:func:`jaxpp_stage_times` makes one from JaxPP task times).
+
+    What-if (both modes): ``perturb`` is ``--perturb``'s spec, e.g. "slow-actor=1:1.5,jitter=0.1,
+    seed=3": the result is the perturbed run and ``metrics["perturbation"]`` compares it with
+    the unperturbed one (step, bubble, per-actor idle time and end delay); no ``plan`` then, and
+    not with ``breakdown``.
 
     ``trace=False`` skips recording the events (faster). Returns a :class:`SimResult`.
     """
@@ -235,10 +293,20 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             int(dp), int(cp), int(virtual), int(global_batch), int(microbatch_size),
             schedule or "", schedule_file or "", bool(fuse_steady_state), str(recompute),
             bool(sequence_parallel), bool(zero1), bool(overlap_grad_reduce),
-            bool(tp_comm_overlap), str(attention), str(partition), bool(breakdown),
-            bool(check_memory), bool(trace))
+            bool(tp_comm_overlap), str(attention), str(partition), int(ep),
+            None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
+            str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
-                         _json.loads(out.plan))
+                         _json.loads(out.plan) if out.plan else None)
+    _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
+                   ("dp", dp, 1), ("cp", cp, 1), ("global_batch", global_batch, None),
+                   ("microbatch_size", microbatch_size, 1), ("recompute", recompute, "none"),
+                   ("sequence_parallel", sequence_parallel, False), ("zero1", zero1, False),
+                   ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
+                   ("partition", partition, "auto"), ("breakdown", breakdown, False),
+                   ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
+                   ("moe_overlap", moe_overlap, "auto")),
+                  "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
     stage_file, stage_text = "", ""
@@ -253,7 +321,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     out = _core.simulate_measured(
         schedule or "", schedule_file or "", pp, microbatches, int(virtual),
         bool(fuse_steady_state), t_f, t_b, float(t_w), float(t_comm), stage_file, stage_text,
-        bool(trace))
+        str(perturb or ""), bool(trace))
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
 
 
@@ -264,9 +332,12 @@ class ExploreResult:
     ``ranked`` lists the feasible configurations fastest first, ``pareto`` the step-time /
     memory front, ``best`` the first of ``ranked``."""
 
-    def __init__(self, summary, request, explore_s=0.0):
+    def __init__(self, summary, request, explore_s=0.0, best_plan=None, csv_text=None):
         self.summary = summary
         self._request = request
+        self._best_plan = best_plan
+        #: every simulated configuration as CSV (``explore --csv``), with ``explore(csv=True)``
+        self.csv_text = csv_text
         #: wall time of the exploration in C++ (enumerate, evaluate, rank), seconds
         self.explore_s = explore_s
 
@@ -278,13 +349,30 @@ class ExploreResult:
     pareto = property(lambda self: self.summary["pareto"], doc="the Pareto front")
     best = property(lambda self: self.summary["best"], doc="the fastest feasible configuration")
     top = property(lambda self: self.summary["top"], doc="the top configurations")
+    warnings = property(lambda self: self.summary.get("warnings", []),
+                        doc="warnings about the best configuration (as the CLI prints them)")
+    robust = property(lambda self: self.summary.get("robust"),
+                      doc="explore(robust=N): {runs, jitter, ranking by p90 step time}, or None")
+    synthesis = property(lambda self: self.summary.get("synthesis"),
+                         doc="explore(synthesize=True): {considered, improved, seconds}, or None")
 
     def best_plan(self):
         """The plan (plan.json format, metrics in ``predicted``) of the best configuration, as
-        ``explore --plan`` writes it."""
+        ``explore --plan`` writes it (the synthesized plan when a synthesized schedule won)."""
+        if self._best_plan:
+            return _json.loads(self._best_plan)
+        return self.plan(self.best)
+
+    def plan(self, entry):
+        """The plan of one simulated configuration: ``entry`` is an element of ``ranked`` or
+        ``configs`` (or its ``config`` dict); built and simulated as ``explore --plan`` builds
+        the best one. A synthesized configuration's plan is given by :meth:`best_plan` only."""
+        config = entry.get("config", entry)
+        if config.get("schedule") == "synthesized":
+            raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
+                             "use best_plan()")
         m, c, gpus, gb, ogr = self._request
-        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(self.best["config"]),
-                                              ogr))
+        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr))
 
     def to_pandas(self):
         """Ranked configurations as a DataFrame: one row per configuration, the config fields
@@ -305,29 +393,131 @@ class ExploreResult:
 
 
 def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=None,
-            schedules=None, pp=None, tp=None, cp=None, microbatch_sizes=None, virtual=None,
-            recompute=None, zero1="both", sequence_parallel=False, attention="flash",
-            tp_comm_overlap=False, overlap_grad_reduce=False, threads=None, top=10,
-            explain=False, progress=None):
+            schedules=None, pp=None, tp=None, ep=None, etp=None, cp=None, microbatch_sizes=None,
+            virtual=None, recompute=None, zero1="both", sequence_parallel=False,
+            attention="flash", tp_comm_overlap=False, overlap_grad_reduce=False,
+            bound_prune=False, threads=None, top=10, explain=False, csv=False, synthesize=False,
+            synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
+            progress=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
-    ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``cp``,
-    ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the default
-    domain (docs/explore.md). ``zero1`` is "off", "on" or "both". ``progress(done, total)`` is
-    called after each unit of work (from a worker thread, holding the GIL). Raises
-    :class:`InputError` when nothing fits (the CLI's message). Returns an
+    ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
+    ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
+    default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models).
+    ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
+    bounds (``--bound-prune``). ``explain`` lists the pruned configurations in
+    ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
+
+    What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
+    best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
+    (``--synthesize``); ``robust=N`` ranks the ``top`` best by their p90 step time over N runs
+    with task times jittered by ``robust_jitter`` (0.1) (``--robust``).
+
+    ``progress(done, total)`` is called after each unit of work (from a worker thread, holding
+    the GIL). Raises :class:`InputError` when nothing fits (the CLI's message). Returns an
     :class:`ExploreResult`."""
     m = _json.dumps(_model(model)._spec)
     c = _json.dumps(_cluster(cluster)._spec)
     if threads is not None and int(threads) < 1:
         raise InputError(f"--threads: must be >= 1, got {threads}")
-    text, explore_s = _core.explore(
+    out = _core.explore(
         m, c, int(gpus), int(global_batch), float(max_memory_gib or 0), list(schedules or []),
-        list(pp or []), list(tp or []), list(cp or []), list(microbatch_sizes or []),
-        list(virtual or []), list(recompute or []), str(zero1), bool(sequence_parallel),
-        str(attention), bool(tp_comm_overlap), bool(overlap_grad_reduce), int(threads or 0),
-        int(top), bool(explain), progress)
-    return ExploreResult(_json.loads(text), (m, c, int(gpus), int(global_batch),
-                                             bool(overlap_grad_reduce)), explore_s)
+        list(pp or []), list(tp or []), list(ep or []), list(etp or []), list(cp or []),
+        list(microbatch_sizes or []), list(virtual or []), list(recompute or []), str(zero1),
+        bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
+        bool(overlap_grad_reduce), bool(bound_prune), int(threads or 0), int(top),
+        bool(explain), bool(csv), bool(synthesize),
+        None if synthesize_top is None else int(synthesize_top),
+        None if synthesize_time_s is None else float(synthesize_time_s),
+        None if robust is None else int(robust),
+        None if robust_jitter is None else float(robust_jitter), progress)
+    return ExploreResult(_json.loads(out.summary), (m, c, int(gpus), int(global_batch),
+                                                    bool(overlap_grad_reduce)), out.explore_s,
+                         out.best_plan, out.csv if csv else None)
+
+
+# --- synthesize -----------------------------------------------------------------------------------
+
+class SynthesisResult:
+    """A synthesized schedule. ``report`` is the dict ``jaxpp-sim synthesize --json`` prints;
+    ``schedule`` the schedule as a custom schedule dict (``synthesize --out``), ``schedule_json``
+    its text, ``csv_text`` the PyTorch pipelining CSV (``synthesize --csv``); in plan mode
+    ``plan`` is the plan with the synthesized schedule (``synthesize --plan-out``)."""
+
+    def __init__(self, report, schedule_json, csv_text, plan):
+        self.report = report
+        self.schedule_json = schedule_json
+        self.csv_text = csv_text
+        self.plan = plan
+
+    step_time_s = property(lambda self: self.report["step_time_s"],
+                           doc="simulated seconds per iteration of the synthesized schedule")
+    bubble_rate = property(lambda self: self.report["bubble_rate"],
+                           doc="idle fraction of the worst actor")
+    peak_stashed = property(lambda self: self.report["peak_stashed"],
+                            doc="most stashed microbatches per actor")
+    named = property(lambda self: self.report["named"],
+                     doc="the built-in schedules considered (step time, bubble, fits)")
+
+    @property
+    def schedule(self):
+        """The synthesized schedule as a dict in the custom schedule format."""
+        return _json.loads(self.schedule_json)
+
+    def __repr__(self):
+        return (f"SynthesisResult(step_time_s={self.step_time_s!r}, "
+                f"bubble_rate={self.bubble_rate!r})")
+
+
+def synthesize(*, plan=None, pp=None, microbatches=None, t_f=None, t_b=None, t_w=None,
+               t_comm=None, stage_times=None, memory_limit_microbatches=None,
+               memory_limit_bytes=None, time_budget_s=2.0, max_evaluations=0):
+    """Synthesize the schedule with the shortest simulated step under a memory budget, as
+    ``jaxpp-sim synthesize`` (docs/synthesize.md). One stage per actor, every backward split.
+
+    Measured mode: ``pp``, ``microbatches`` and stage times in milliseconds, uniform (``t_f``,
+    ``t_b``, ``t_w``, ``t_comm``) or ``stage_times`` (a stage-times file or dict, e.g. from
+    :func:`jaxpp_stage_times`); budget ``memory_limit_microbatches`` stashed microbatches per
+    actor (default pp).
+
+    Plan mode: ``plan`` (a dict, a path, or a model-mode :class:`SimResult`) priced by its cost
+    model; budget ``memory_limit_microbatches`` or ``memory_limit_bytes`` per device (default
+    the cluster's memory).
+
+    The local search stops at a local optimum, after ``time_budget_s`` seconds or after
+    ``max_evaluations`` replays (0 = no bound; a bound gives the same schedule on every
+    machine). Returns a :class:`SynthesisResult`."""
+    for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w), ("t_comm", t_comm)):
+        if stage_times is not None and value is not None:
+            raise InputError(f"--stage-times and --{name.replace('_', '-')}: give per-stage "
+                             "times in a file or uniform times, not both")
+    if memory_limit_bytes is not None and memory_limit_microbatches is not None:
+        raise InputError("--memory-limit-bytes and --memory-limit-microbatches: give the budget "
+                         "in bytes or in stashed microbatches, not both")
+    plan_text, plan_source = "", "plan"
+    if plan is not None:
+        _refuse_given((("pp", pp, None), ("microbatches", microbatches, None), ("t_f", t_f, None),
+                       ("t_b", t_b, None), ("t_w", t_w, None), ("t_comm", t_comm, None),
+                       ("stage_times", stage_times, None)),
+                      "a measured-mode flag, but --plan gives the stages, microbatches and times")
+        plan_text, plan_source = _plan_text(plan)
+    else:
+        _refuse_given((("memory_limit_bytes", memory_limit_bytes, None),),
+                      "a plan-mode flag, but without --plan synthesize runs in measured mode")
+    stage_file, stage_text = "", ""
+    if isinstance(stage_times, dict):
+        stage_text = _json.dumps(stage_times)
+    elif stage_times is not None:
+        stage_file = str(stage_times)
+    out = _core.synthesize(
+        plan_text, plan_source, None if pp is None else int(pp),
+        None if microbatches is None else int(microbatches),
+        None if t_f is None else float(t_f), None if t_b is None else float(t_b),
+        float(t_w or 0.0), float(t_comm or 0.0), stage_file, stage_text,
+        None if memory_limit_microbatches is None else int(memory_limit_microbatches),
+        None if memory_limit_bytes is None else int(memory_limit_bytes), float(time_budget_s),
+        int(max_evaluations))
+    return SynthesisResult(_json.loads(out.report), out.schedule, out.csv,
+                           _json.loads(out.plan) if out.plan else None)
 
 
 # --- show, validate, export -----------------------------------------------------------------------
@@ -350,21 +540,63 @@ def validate(path):
 
 
 _EXPORT_FORMATS = ("perfetto", "chrome", "svg", "png", "dot", "text", "json")
+_HANDOFF_FORMATS = ("megatron", "torchtitan", "jaxpp")
 
 
-def export(result, format="perfetto", *, width=0, per_stream=False, title=""):
-    """A simulated (or run) timeline in ``format``: "perfetto" / "chrome" (JSON text for
-    ui.perfetto.dev), "svg", "dot", "text" (Gantt chart), "json" (the trace) as a string,
-    "png" as bytes (as ``jaxpp-sim export``). ``result`` is a :class:`SimResult`, a
-    :class:`RunResult` or a trace dict."""
+def _is_plan(value):
+    return isinstance(value, dict) and "program" in value and "config" in value
+
+
+def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None,
+           view="timeline"):
+    """Export a timeline or hand a plan to a trainer, as ``jaxpp-sim export``.
+
+    Timelines: ``format`` "perfetto" / "chrome" (JSON text for ui.perfetto.dev), "svg", "dot",
+    "text" (Gantt chart), "json" (the trace) as a string, "png" as bytes. ``result`` is a
+    :class:`SimResult`, a :class:`RunResult`, a trace dict, or a plan (a dict in the plan.json
+    format or its path: simulated with the cost model first, memory not checked, as
+    ``export --plan``). ``view="taskgraph"`` draws a plan's task graph instead ("dot", "svg",
+    "png"; ``--view taskgraph``).
+
+    Hand-off (``result`` a plan: a dict, a path or a model-mode :class:`SimResult`):
+    "megatron" (Megatron-LM arguments), "torchtitan" (a job config TOML; ``csv_path`` is
+    required: the TOML loads the schedule from it, and the schedule CSV is written there as
+    ``export --csv`` does), "jaxpp" (a Python snippet). Returns the text. A plan the target
+    cannot express raises :class:`InputError` with the CLI's message."""
+    fmt = str(format)
+    if fmt in _HANDOFF_FORMATS:
+        if csv_path is not None and fmt != "torchtitan":
+            raise InputError("--csv: only --format torchtitan writes a schedule CSV")
+        if width or per_stream or title or view != "timeline":
+            flag = ("--width" if width else "--per-stream" if per_stream else
+                    "--title" if title else "--view")
+            raise InputError(f"{flag}: a timeline option; --format {fmt} writes text for a "
+                             "trainer")
+        if not (isinstance(result, (str, SimResult)) or _is_plan(result)):
+            raise InputError(f"--format {fmt}: hands a plan to a trainer (give a plan)")
+        text, source = _plan_text(result)
+        out, csv, _schedule = _core.handoff(text, source, fmt, str(csv_path or ""))
+        if fmt == "torchtitan":
+            with open(csv_path, "w", encoding="utf-8") as f:
+                f.write(csv)
+        return out
+    if csv_path is not None:
+        raise InputError("--csv: only --format torchtitan writes a schedule CSV")
+    if isinstance(result, str) or _is_plan(result):
+        text, source = _plan_text(result)
+        return _core.export_plan(text, source, fmt, str(view), int(width), bool(per_stream),
+                                 str(title))
+    if view not in ("timeline", "taskgraph"):
+        raise InputError(f"--view: unknown view '{view}' (expected timeline or taskgraph)")
+    if view == "taskgraph":
+        raise InputError("--view taskgraph: needs --plan FILE")
     if isinstance(result, (SimResult, RunResult)):
         trace = result.trace_json()
     else:
         trace = result
     if not trace:
         raise InputError("export: the result has no trace (simulate with trace=True)")
-    return _core.export_trace(_json.dumps(trace), str(format), int(width), bool(per_stream),
-                              str(title))
+    return _core.export_trace(_json.dumps(trace), fmt, int(width), bool(per_stream), str(title))
 
 
 # --- run ------------------------------------------------------------------------------------------
@@ -419,6 +651,82 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
                      bool(check), int(hidden), int(seq), int(layers_per_stage), str(optimizer),
                      int(seed), int(inject_drop))
     return RunResult(_json.loads(text))
+
+
+# --- validate-model, calibrate -------------------------------------------------------------------
+
+def validate_model(*, corpus=None, cluster=None, rows_on=None, split="all", band=0.10):
+    """Score the cost model against the validation corpus of published training runs, as
+    ``jaxpp-sim validate-model --json`` (docs/validation.md): per row the predicted and measured
+    step time and the error, and the summaries of the fit and test rows, by source and by GPU.
+    ``corpus`` is a corpus file (default: the corpus built into the module), ``cluster`` a
+    cluster (name, path, dict or :class:`Cluster`) replacing every row's, ``rows_on`` keeps the
+    rows on one cluster preset, ``split`` is "fit", "test" or "all", ``band`` the allowed
+    |error|. Returns the report dict."""
+    cluster_text = "" if cluster is None else _json.dumps(_cluster(cluster)._spec)
+    return _json.loads(_core.validate_model(str(corpus or ""), cluster_text, str(rows_on or ""),
+                                            str(split), float(band)))
+
+
+class CalibrationResult:
+    """A calibration: ``report`` is the dict ``jaxpp-sim calibrate --json`` prints (fits,
+    parameters, residuals), ``cluster`` the fitted :class:`Cluster` (``calibrate -o``)."""
+
+    def __init__(self, report, cluster):
+        self.report = report
+        self.cluster = cluster
+
+    def __repr__(self):
+        return f"CalibrationResult({self.cluster!r})"
+
+
+def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup=None,
+              rounds=None, repetition_ms=None, ranks=None, timeout_s=None, base=None, name=None,
+              from_trace=None, hidden=None, ffn=None, seq=None, layers_per_stage=None,
+              optimizer=None, dp=None, skip_steps=None):
+    """Fit a cluster, as ``jaxpp-sim calibrate`` (docs/calibrate.md). Returns a
+    :class:`CalibrationResult`; the GIL is released.
+
+    Microbenchmarks of this host on the threads backend (seconds to minutes): GEMM,
+    element-wise and copy kernels, point-to-point and all-reduce between ``ranks`` (2) worker
+    threads. ``quick`` uses fewer sizes; ``repeats``, ``warmup`` (2), ``rounds``,
+    ``repetition_ms``, ``timeout_s`` (60) set the timing (defaults as the CLI's); ``hot`` reuses
+    cache-hot operands; ``base`` (a cluster: name, path, dict) gives what is not measured
+    (default a100-80g); ``name`` names the result. The mpi and cuda backends are the CLI's.
+
+    From a measured trace (``from_trace``: a ``jaxpp-sim run --trace`` file or
+    ``RunResult.trace_json()`` saved as one): ``hidden``, ``ffn``, ``seq``,
+    ``layers_per_stage``, ``optimizer``, ``dp`` describe the run (its flags; defaults as the
+    CLI's), ``skip_steps`` the warm-up steps to ignore; ``base`` defaults to a neutral
+    reference host."""
+    micro = (("backend", backend, "threads"), ("quick", quick, False), ("hot", hot, False),
+             ("repeats", repeats, None), ("warmup", warmup, None), ("rounds", rounds, None),
+             ("repetition_ms", repetition_ms, None), ("ranks", ranks, None),
+             ("timeout_s", timeout_s, None))
+    run_flags = (("hidden", hidden, None), ("ffn", ffn, None), ("seq", seq, None),
+                 ("layers_per_stage", layers_per_stage, None), ("optimizer", optimizer, None),
+                 ("dp", dp, None), ("skip_steps", skip_steps, None))
+    base_text = "" if base is None else _json.dumps(_cluster(base)._spec)
+    if from_trace is not None:
+        _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
+        report, cluster = _core.calibrate_trace(
+            str(from_trace), int(32 if hidden is None else hidden), int(ffn or 0),
+            int(8 if seq is None else seq),
+            int(2 if layers_per_stage is None else layers_per_stage), str(optimizer or "sgd"),
+            int(1 if dp is None else dp), None if skip_steps is None else int(skip_steps),
+            base_text, str(name or ""))
+        return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
+    _refuse_given(run_flags,
+                  "describes the run of a --from-trace trace; not used by microbenchmarks")
+    if backend != "threads":
+        raise InputError(f"--backend: the Python module calibrates on the threads backend, not "
+                         f"{backend!r}; run `jaxpp-sim calibrate --backend {backend}`")
+    report, cluster = _core.calibrate(
+        bool(quick), bool(hot), None if repeats is None else int(repeats),
+        int(2 if warmup is None else warmup), None if rounds is None else int(rounds),
+        None if repetition_ms is None else float(repetition_ms), int(2 if ranks is None else ranks),
+        float(60.0 if timeout_s is None else timeout_s), base_text, str(name or ""))
+    return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
 
 
 # --- JaxPP adapter --------------------------------------------------------------------------------

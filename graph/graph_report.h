@@ -1,5 +1,5 @@
-// Builds and reports the task graph of one pipeline configuration; shared by `jaxpp-sim graph`
-// and `jaxpp-sim demo`.
+// Builds and reports the task graph of one pipeline configuration; shared by `jaxpp-sim graph`,
+// `jaxpp-sim demo` and the Python module's graph().
 //
 // GraphRequest holds what the flags say (model name or file, pp, virtual stages, partition and
 // placement choice, ...); build_graph_report() resolves it into a model, partition, placement and
@@ -8,6 +8,7 @@
 // human-readable stage table or the JSON object documented in docs/graph.md.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -18,10 +19,11 @@
 #include "graph/placement.h"
 #include "graph/task_graph.h"
 
-namespace jaxpp::cli {
+namespace jaxpp {
 
 struct GraphRequest {
-  std::string model = "gpt3-13b";
+  std::string model = "gpt3-13b";       // a preset name, model JSON or HF config.json; or
+  std::optional<ModelSpec> model_spec;  // the model itself (used when set)
   int pp = 4;
   int virtual_stages = 1;
   int num_microbatches = 8;
@@ -51,4 +53,4 @@ void print_stage_table(std::ostream& out, const GraphReport& report);
 void print_task_counts(std::ostream& out, const GraphReport& report);
 nlohmann::json graph_report_json(const GraphReport& report);
 
-}  // namespace jaxpp::cli
+}  // namespace jaxpp

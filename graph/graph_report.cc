@@ -1,4 +1,4 @@
-#include "cli/graph_report.h"
+#include "graph/graph_report.h"
 
 #include <cstdio>
 #include <map>
@@ -9,7 +9,7 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 
-namespace jaxpp::cli {
+namespace jaxpp {
 namespace {
 
 std::vector<int> parse_starts(const std::string& text) {
@@ -93,7 +93,7 @@ GraphReport build_graph_report(const GraphRequest& req) {
   if (req.microbatch_size < 1)
     throw_input_error("--microbatch-size",
                       "expected at least 1, got " + std::to_string(req.microbatch_size));
-  ModelSpec model = load_model(req.model);
+  ModelSpec model = req.model_spec ? *req.model_spec : load_model(req.model);
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())
@@ -253,4 +253,4 @@ nlohmann::json graph_report_json(const GraphReport& r) {
           {"task_counts", counts}};
 }
 
-}  // namespace jaxpp::cli
+}  // namespace jaxpp

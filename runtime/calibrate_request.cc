@@ -1,0 +1,105 @@
+#include "runtime/calibrate_request.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/limits.h"
+#include "graph/range_check.h"
+#include "runtime/microbench.h"
+
+namespace jaxpp {
+namespace {
+
+MlpConfig checked_mlp(const TraceRunFlags& run) {
+  MlpConfig mlp;
+  mlp.hidden = run.hidden;
+  mlp.ffn = run.ffn;
+  mlp.seq = run.seq;
+  mlp.layers_per_stage = run.layers_per_stage;
+  mlp.optimizer = parse_optimizer_kind(run.optimizer, "--optimizer");
+  if (mlp.hidden < 1 || mlp.seq < 1 || mlp.layers_per_stage < 1 || mlp.ffn < 0)
+    throw_input_error("--hidden/--seq/--layers-per-stage", "must be >= 1 (--ffn >= 0)");
+  // The limits of graph/limits.h, so that seq x hidden x 8 transfer bytes cannot overflow.
+  check_int_in(run.hidden, "--hidden", 1, kMaxHidden, "a width");
+  check_int_in(run.ffn, "--ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
+  check_int_in(run.seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
+  check_int_in(run.layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
+  return mlp;
+}
+
+}  // namespace
+
+MicrobenchOptions microbench_options(const MicrobenchFlags& flags) {
+  MicrobenchOptions mo;
+  mo.backend = flags.backend;
+  mo.quick = flags.quick;
+  mo.timing.repeats = flags.repeats.value_or(mo.quick ? 5 : 7);
+  mo.timing.warmup = flags.warmup;
+  mo.timing.rounds = flags.rounds.value_or(mo.quick ? 1 : 5);
+  if (mo.timing.rounds < 1 || mo.timing.rounds > 1000)
+    throw_input_error("--rounds", "expected 1..1000, got " + std::to_string(mo.timing.rounds));
+  mo.timing.min_repetition_s = 1e-3 * flags.repetition_ms.value_or(mo.quick ? 2 : 5);
+  if (!(mo.timing.min_repetition_s >= 0)) throw_input_error("--repetition-ms", "expected >= 0");
+  mo.timing.cold_pool_bytes = flags.hot ? 0 : default_cold_pool_bytes();
+  mo.timeout_s = flags.timeout_s;
+  mo.ranks = flags.ranks;
+  if (mo.timing.repeats < 1) throw_input_error("--repeats", "expected >= 1");
+  if (mo.timing.warmup < 0) throw_input_error("--warmup", "expected >= 0");
+  // Upper bounds after the messages above: a timeout of 1 ms to a day, a repetition of at most
+  // 10 s, at most 1000 repeats and warm-up runs (a calibration that ends this year).
+  if (mo.timeout_s > 0)
+    check_double_in(flags.timeout_s, "--timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
+  if (mo.ranks > 2) check_int_in(flags.ranks, "--ranks", 2, 1024, "a number of workers");
+  if (flags.repetition_ms)
+    check_double_in(*flags.repetition_ms, "--repetition-ms", 0, 10000, "milliseconds");
+  if (flags.repeats) check_int_in(*flags.repeats, "--repeats", 1, 1000, "a count");
+  check_int_in(flags.warmup, "--warmup", 0, 1000, "a count");
+  return mo;
+}
+
+CheckedTrace check_trace_run(const std::string& path, const TraceRunFlags& run) {
+  CheckedTrace out;
+  out.path = path;
+  out.trace = load_trace(path);
+  const Trace& trace = out.trace;
+  if (!trace.source.starts_with("measured"))
+    throw_input_error(path,
+                      "field 'source': expected a measured trace (jaxpp-sim run --trace), "
+                      "got '" +
+                          trace.source + "'");
+  for (const TraceEvent& e : trace.events) {
+    out.num_stages = std::max(out.num_stages, e.stage + 1);
+    for (const TaskRef& t : e.tasks) out.num_stages = std::max(out.num_stages, t.stage + 1);
+  }
+  if (out.num_stages == 0) throw_input_error(path, "field 'events': no instruction with a stage");
+  out.dp = run.dp;
+  if (out.dp < 1) throw_input_error("--dp", "expected >= 1");
+  check_int_in(out.dp, "--dp", 1, kMaxStages, "a number of replicas");
+  out.first_step = run.skip_steps.value_or(trace.num_steps > 1 ? 1 : 0);
+  if (out.first_step < 0 || out.first_step >= trace.num_steps)
+    throw_input_error("--skip-steps", "expected 0.." + std::to_string(trace.num_steps - 1));
+  // The trace must be of the run the flags describe: its transfers carry seq x hidden doubles.
+  // (Its dp cannot be told: a run of dp 1 records its no-op all-reduces too.)
+  out.mlp = checked_mlp(run);
+  const int64_t transfer_bytes = mlp_transfer_bytes(out.mlp);
+  for (const TraceEvent& e : trace.events) {
+    if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != transfer_bytes)
+      throw_input_error("--hidden/--seq", "the trace's transfers carry " + std::to_string(e.bytes) +
+                                              " bytes, but --seq " + std::to_string(out.mlp.seq) +
+                                              " x --hidden " + std::to_string(out.mlp.hidden) +
+                                              " doubles are " + std::to_string(transfer_bytes) +
+                                              " (pass the run's flags)");
+  }
+  return out;
+}
+
+TraceCalibration calibrate_checked_trace(const CheckedTrace& checked, const ClusterSpec& base,
+                                         const std::string& name) {
+  const std::vector<StageKernels> kernels = mlp_stage_kernels(checked.mlp, checked.num_stages);
+  const TraceObservations obs =
+      observe_trace(checked.trace, kernels, base, checked.dp, checked.first_step);
+  return calibrate_from_trace(obs, base, name);
+}
+
+}  // namespace jaxpp

@@ -1,0 +1,41 @@
+#include "trace/plan_task_graph.h"
+
+#include "graph/error.h"
+#include "trace/graphviz_render.h"
+
+namespace jaxpp {
+
+TaskGraph plan_task_graph(const Plan& plan) {
+  TaskGraphOptions options;
+  options.num_microbatches = plan.config.num_microbatches;
+  options.microbatch_size = plan.config.microbatch_size;
+  options.recompute = plan.config.recompute;
+  options.split_backward.assign(plan.partition.num_stages(), false);
+  for (const auto& actor : plan.program.actors) {
+    for (const Instruction& ins : actor) {
+      for (const TaskRef& t : ins.tasks) {
+        if (t.kind == TaskKind::kI && t.stage >= 0 && t.stage < plan.partition.num_stages()) {
+          options.split_backward[t.stage] = true;
+        }
+      }
+    }
+  }
+  return TaskGraph::build(plan.model, plan.partition, plan.placement, options);
+}
+
+std::string export_plan_task_graph(const Plan& plan, ExportFormat format) {
+  const std::string dot = plan_task_graph(plan).to_dot();
+  switch (format) {
+    case ExportFormat::kDot:
+      return dot;
+    case ExportFormat::kSvg:
+      return render_dot(dot, "svg", "dot");
+    case ExportFormat::kPng:
+      return render_dot(dot, "png", "dot");
+    default:
+      throw_input_error("--view taskgraph", "supports --format dot, svg or png, not '" +
+                                                std::string(to_string(format)) + "'");
+  }
+}
+
+}  // namespace jaxpp
