@@ -18,6 +18,7 @@
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
@@ -64,6 +65,15 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                       std::to_string(c["virtual_stages"].get<int>()) + ", m " +
                       std::to_string(c["num_microbatches"].get<int>()) + ", " +
                       c["schedule"].get<std::string>());
+    if (m.contains("assignment")) {
+      const auto& a = m["assignment"];
+      std::string stages;
+      for (const auto& r : a["placement"]["stage_to_actor"])
+        stages += (stages.empty() ? "" : " ") + std::to_string(r.get<int>());
+      row("assignment", std::to_string(a["num_stages"].get<int>()) + " stages, " +
+                            a["placement"]["kind"].get<std::string>() +
+                            " placement, actor of each stage: " + stages);
+    }
   } else {
     row("schedule", m["schedule"].get<std::string>() + " (pp " +
                         std::to_string(m["pp"].get<int>()) + ", stages " +
@@ -154,6 +164,7 @@ int run_simulate(int argc, char** argv) {
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto | even | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
+      ("assign", "name-to-actor assignment JSON file (or a plan.json): layers, ranges or a rule such as \"layer{i}\": \"i mod 4\" -> actors; gives the stages and their placement (docs/schedules.md)", cxxopts::value<std::string>())
       ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
       ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
@@ -190,13 +201,17 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(args,
                  {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size",
                   "recompute", "sequence-parallel", "zero1", "tp-comm-overlap", "attention",
-                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap"},
+                  "partition", "breakdown", "ep", "etp", "moe-imbalance", "moe-overlap", "assign"},
                  "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
                  "--global-batch / (dp x --microbatch-size))");
   }
+  refuse_together(args, "assign", "partition", "the assignment gives the partition");
+  refuse_together(args, "assign", "virtual", "the assignment gives the stages per actor");
+  refuse_together(args, "assign", "schedule-file",
+                  "a schedule file places its own stages; give a schedule name");
   refuse_together(args, "perturb", "breakdown",
                   "the breakdown prices the unperturbed cost model; run them separately");
   refuse_together(args, "perturb", "plan", "a plan holds the unperturbed prediction");
@@ -210,7 +225,7 @@ int run_simulate(int argc, char** argv) {
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
   // Inputs first, so that no output may name one of them (OutputFiles, cli/report_output.h).
   OutputFiles out("simulate");
-  for (const char* flag : {"model", "cluster", "stage-times", "schedule-file"})
+  for (const char* flag : {"model", "cluster", "stage-times", "schedule-file", "assign"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   if (args.count("trace")) out.output(trace_path, "--trace");
   ExportFormat timeline_fmt = ExportFormat::kText;
@@ -280,6 +295,7 @@ int run_simulate(int argc, char** argv) {
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);
+    if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
     Plan plan = build_plan(req);
     if (perturbation) {
       check_perturbation(*perturbation, plan.placement.num_actors, "--perturb");

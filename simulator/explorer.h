@@ -81,6 +81,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/cluster.h"
+#include "graph/assignment.h"
 #include "graph/model.h"
 #include "graph/plan.h"
 
@@ -126,6 +128,11 @@ struct ExploreRequest {
   int global_batch = 0;
   int64_t max_memory_bytes = 0;  // 0 = cluster.hbm_bytes
   ExploreSpace space;
+  // A fixed name-to-actor assignment (graph/assignment.h, resolved for its actors): pp is its
+  // number of actors, the partition and placement are its own, v the most stages on one actor;
+  // every schedule (or those of space.schedules) is tried on it and those that do not fit it
+  // (schedules/assigned.h) are pruned as "schedule" with the reason.
+  std::optional<Assignment> assignment;
   // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
