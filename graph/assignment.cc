@@ -244,6 +244,7 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
   out.num_actors = num_actors;
   out.layer_actor.assign(n, -1);
   std::vector<std::string> assigned_by(n);
+  std::vector<bool> starts_stage(n, false);  // "new_stage": a stage starts here
   auto assign = [&](int layer, int actor, const std::string& key) {
     const std::string where = spec.key_where(key);
     if (out.layer_actor[layer] >= 0)
@@ -255,26 +256,38 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
   for (auto it = spec.entries.begin(); it != spec.entries.end(); ++it) {
     const std::string& key = it.key();
     const std::string where = spec.key_where(key);
+    // {"actor": A, "new_stage": true}: A, and a stage starts at the key's first layer (at every
+    // layer a rule key matches).
+    bool new_stage = false;
+    nlohmann::json value = it.value();
+    if (value.is_object()) {
+      const JsonObject obj(value, where);
+      obj.reject_unknown({"actor", "new_stage"});
+      new_stage = obj.boolean_or("new_stage", false);
+      nlohmann::json actor = obj.at("actor");
+      value = std::move(actor);
+    }
     const size_t marker = key.find(kIndexMarker);
     if (marker != std::string::npos) {  // a rule over the layers named <prefix>N<suffix>
       const std::string prefix = key.substr(0, marker);
       const std::string suffix = key.substr(marker + kIndexMarker.size());
       if (suffix.find(kIndexMarker) != std::string::npos)
         throw_input_error(where, "a rule key holds {i} once");
-      const bool constant = it.value().is_number_integer();
-      if (!constant && !it.value().is_string())
+      const bool constant = value.is_number_integer();
+      if (!constant && !value.is_string())
         throw_input_error(where, "expected a rule such as \"i mod 4\" or an actor index, got " +
-                                     it.value().dump());
+                                     value.dump());
       int matched = 0;
       for (int l = 0; l < n; ++l) {
         const int64_t index = rule_index(model.layers[l].name, prefix, suffix);
         if (index < 0) continue;
         ++matched;
+        starts_stage[l] = starts_stage[l] || new_stage;
         if (constant) {
-          assign(l, fixed_actor(it.value(), num_actors, where), key);
+          assign(l, fixed_actor(value, num_actors, where), key);
           continue;
         }
-        const std::string rule = it.value().get<std::string>();
+        const std::string rule = value.get<std::string>();
         const int64_t actor = evaluate_actor_rule(rule, index, where);
         if (actor < 0 || actor >= num_actors)
           throw_input_error(where, "'" + rule + "' gives actor " + std::to_string(actor) + " for " +
@@ -288,7 +301,8 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
       continue;
     }
     if (const std::optional<int> layer = unique_layer(model, key, where)) {
-      assign(*layer, fixed_actor(it.value(), num_actors, where), key);
+      assign(*layer, fixed_actor(value, num_actors, where), key);
+      starts_stage[*layer] = starts_stage[*layer] || new_stage;
       continue;
     }
     // A range "<first>-<last>": the first '-' that splits the key into two layer names.
@@ -300,8 +314,9 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
       if (*last < *first)
         throw_input_error(where, "the range runs backwards: " + key.substr(dash + 1) +
                                      " comes before " + key.substr(0, dash) + " in the model");
-      const int actor = fixed_actor(it.value(), num_actors, where);
+      const int actor = fixed_actor(value, num_actors, where);
       for (int l = *first; l <= *last; ++l) assign(l, actor, key);
+      starts_stage[*first] = starts_stage[*first] || new_stage;
       ranged = true;
       break;
     }
@@ -318,7 +333,7 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
   std::vector<bool> used(num_actors, false);
   for (int l = 0; l < n; ++l) {
     used[out.layer_actor[l]] = true;
-    if (l == 0 || out.layer_actor[l] != out.layer_actor[l - 1]) {
+    if (l == 0 || out.layer_actor[l] != out.layer_actor[l - 1] || starts_stage[l]) {
       starts.push_back(l);
       stage_actor.push_back(out.layer_actor[l]);
     }

@@ -14,11 +14,18 @@
 //                                    //   an integer expression in i: + - * / (floor) mod % ( )
 //      "logits": 3}}
 //
+// A value may also be {"actor": A, "new_stage": true} (A an index, or a rule for a {i} key): a
+// stage then starts at the key's first layer (at every layer a rule key matches) even when the
+// layer before is on the same actor, the only way to give one actor two adjacent stages (the
+// V placement: {"embedding-layer3": 0, "layer4-layer7": 1,
+// "layer8-layer11": {"actor": 1, "new_stage": true}, "layer12-logits": 0}).
+//
 // Every layer must be matched by exactly one key; actors are 0 ... num_actors-1 and each must get
 // at least one layer. The result is a partition into stages (maximal runs of consecutive layers
-// on one actor) and a placement of those stages: linear, loop or V when the stage -> actor map
-// is one of those (graph/placement.h), explicit otherwise. Shardy's colab circular assignment
-// block_i -> mesh (i mod n) on L = v·n layers gives v·n stages in loop placement.
+// on one actor, cut where "new_stage" says) and a placement of those stages: linear, loop or V
+// when the stage -> actor map is one of those (graph/placement.h), explicit otherwise. Shardy's
+// colab circular assignment block_i -> mesh (i mod n) on L = v·n layers gives v·n stages in loop
+// placement.
 //
 // Errors are InputError, one line naming the file, the key and the reason:
 //   a.json: field 'assignment.layer9': no layer named 'layer9' in gpt-tiny (layers: embedding,

@@ -61,7 +61,7 @@ TEST(AssignCli, CircularAssignmentGivesInterleavedItsOwnStepTime) {
       run_json(model_args(4) + " --schedule interleaved --assign " + circular_assignment());
   const json b =
       run_json(model_args(4) + " --schedule interleaved --virtual 2 --partition 0,2,3,4,5,6,7,8");
-  EXPECT_EQ(a["config"]["schedule"], "Interleaved1F1B");
+  EXPECT_EQ(a["assignment"]["placement"]["kind"], "loop");
   EXPECT_EQ(a["step_time_s"], b["step_time_s"]);
   EXPECT_EQ(a["tasks"], b["tasks"]);
 }
@@ -72,6 +72,17 @@ TEST(AssignCli, ContiguousRuleIsTheLinearPlacementWithStd1F1BsStepTime) {
   const json a = run_json(model_args(4) + " --schedule 1f1b --assign " + file);
   const json b = run_json(model_args(4) + " --schedule 1f1b --partition 0,3,5,7");
   EXPECT_EQ(a["assignment"]["placement"]["kind"], "linear");
+  EXPECT_EQ(a["step_time_s"], b["step_time_s"]);
+}
+
+TEST(AssignCli, VAssignmentGivesDualPipeVItsOwnStepTime) {
+  const std::string file = write_temp_file(
+      "v.json", R"({"assignment": {"embedding-layer1": 0, "layer2-layer3": 1,
+                   "layer4-layer5": {"actor": 1, "new_stage": true}, "layer6-logits": 0}})");
+  const json a = run_json(model_args(2) + " --schedule dualpipev --assign " + file);
+  const json b = run_json(model_args(2) + " --schedule dualpipev --partition 0,3,5,7");
+  EXPECT_EQ(a["assignment"]["placement"]["kind"], "v");
+  EXPECT_EQ(a["assignment"]["placement"]["stage_to_actor"], json({0, 1, 1, 0}));
   EXPECT_EQ(a["step_time_s"], b["step_time_s"]);
 }
 

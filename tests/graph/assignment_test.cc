@@ -79,6 +79,29 @@ TEST(Assignment, AdjacentRunsOnOneActorAreOneStage) {
   EXPECT_EQ(v.placement.kind, PlacementKind::kExplicit);
 }
 
+TEST(Assignment, NewStageCutsARunOnOneActorSoVIsPossible) {
+  const Assignment v = resolve_assignment(
+      spec_of(R"({"embedding-layer1": 0, "layer2-layer3": 1,
+                  "layer4-layer5": {"actor": 1, "new_stage": true}, "layer6-logits": 0})"),
+      eight_block_model(), 2);
+  EXPECT_EQ(v.partition.stage_begin, (std::vector<int>{0, 3, 5, 7}));
+  EXPECT_EQ(v.placement, make_placement(PlacementKind::kV, 4, 2));
+  // On a rule key every matched layer starts a stage: one stage per block.
+  const Assignment each = resolve_assignment(
+      spec_of(R"({"embedding": 0, "layer{i}": {"actor": "i / 4", "new_stage": true},
+                  "logits": 1})"),
+      eight_block_model(), 2);
+  EXPECT_EQ(each.partition.stage_begin, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(each.placement.stage_to_actor, (std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(error_of([] {
+              resolve_assignment(spec_of(R"({"embedding-layer3": {"actor": 0, "stage": 1},
+                                              "layer4-logits": 1})"),
+                                 eight_block_model(), 2);
+            }).rfind("a.json: field 'assignment.embedding-layer3': field 'stage': unknown field",
+                     0),
+            0u);
+}
+
 TEST(Assignment, RuleExpressionsUseFloorDivisionModuloAndParentheses) {
   EXPECT_EQ(evaluate_actor_rule("i mod 4", 9, "w"), 1);
   EXPECT_EQ(evaluate_actor_rule("i % 4", 9, "w"), 1);

@@ -37,6 +37,15 @@ TEST(AssignedSchedule, LinearScheduleOnTheLinearPlacementIsItsOwnOrder) {
   }
 }
 
+TEST(AssignedSchedule, VScheduleOnTheVPlacementIsItsOwnOrder) {
+  const Placement v = make_placement(PlacementKind::kV, 8, 4);
+  for (const char* name : {"DualPipeV", "ZB-V"}) {
+    EXPECT_EQ(schedule_on_placement(name, v, 8, false, "a.json"),
+              generate_schedule(name, {.num_actors = 4, .num_microbatches = 8}))
+        << name;
+  }
+}
+
 TEST(AssignedSchedule, PlacementFreeSchedulesAreShardysRuleSchedules) {
   EXPECT_EQ(placement_free_schedules(),
             (std::vector<std::string>{"GPipe", "Std1F1B", "Circular",
