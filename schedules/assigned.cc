@@ -6,7 +6,6 @@
 #include "schedules/registry.h"
 #include "schedules/rule_scheduler.h"
 #include "schedules/shardy.h"
-#include "schedules/validate.h"
 
 namespace jaxpp {
 namespace {
@@ -103,14 +102,10 @@ Schedule schedule_on_placement(std::string_view name, const Placement& placement
     throw_input_error(where, "schedule '" + info.name + "' on the assignment (" +
                                  describe_placement(placement) + "): " + e.what());
   }
-  Schedule s = schedule_from_orders(info.name, program, schedule_by_rules(program, shardy_rule(*rule)));
-  const ValidationReport report = validate_schedule(s, 1);
-  if (!report.ok()) {
-    throw_input_error(where, "schedule '" + info.name + "' on the assignment (" +
-                                 describe_placement(placement) +
-                                 ") orders no runnable program: " + report.errors.front());
-  }
-  return s;
+  // The per-actor orders are projections of one topological order of the program (rule
+  // edges that would close a cycle are never added), so they run without deadlock on any
+  // placement: an invariant, tested over every placement of up to 5 stages on 2 and 3 actors.
+  return schedule_from_orders(info.name, program, schedule_by_rules(program, shardy_rule(*rule)));
 }
 
 }  // namespace jaxpp

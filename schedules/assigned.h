@@ -14,8 +14,8 @@
 //      Std1F1B (which are Shardy's GPipe and 1F1B order for order on the linear placement),
 //      Circular, CircularWithReversedBackward, GPipeBut1F1BForLastMesh, ZeroBubbleH1 and the
 //      three ZeroBubbleH2 variants are ordered by their Shardy rule on the assignment's placement
-//      (rule_scheduler.h, shardy.h: program model, split where a gradient is sent). The result
-//      is validated; an order that deadlocks is an error.
+//      (rule_scheduler.h, shardy.h: program model, split where a gradient is sent). The orders
+//      are projections of one topological order of the program, so they never deadlock.
 // Anything else is an InputError, one line naming `where` (the assignment), the schedule and
 // the reason, with the schedules that would fit.
 //

@@ -155,6 +155,20 @@ TEST(AssignCli, AnUnknownFieldOfTheFileIsOneLineAndExitTwo) {
                         "field 'actors': unknown field");
 }
 
+TEST(AssignCli, AFileWithoutAnAssignmentIsOneLineAndExitTwo) {
+  expect_bad_assignment(R"({"assigment": {"embedding-logits": 0}})", 2,
+                        "field 'assigment': unknown field (expected one of: assignment)");
+  expect_bad_assignment(R"({})", 2, "missing field 'assignment'");
+}
+
+TEST(AssignCli, APlanWithoutAnAssignmentIsRefusedAsAnAssignmentFile) {
+  const std::string plan = make_temp_dir() + "/plain.json";
+  run_json(model_args(2) + " --schedule 1f1b --plan " + plan);
+  const testing::CliResult r = run_cli(model_args(2) + " --schedule 1f1b --assign " + plan);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(plan + ": the plan has no 'assignment' field"), std::string::npos) << r.err;
+}
+
 TEST(AssignCli, AScheduleThatDoesNotFitNamesTheFileAndTheSchedule) {
   const std::string file = circular_assignment();
   const std::string plan = make_temp_dir() + "/plan.json";

@@ -212,5 +212,36 @@ TEST(Assignment, ABackwardRangeAndANonIntegerActorAreErrors) {
   EXPECT_NE(error_of([] { spec_of("[0, 1]"); }).find("expected an object"), std::string::npos);
 }
 
+TEST(Assignment, RuleKeysAndValuesAreChecked) {
+  EXPECT_EQ(error_of([] {
+              resolve_assignment(spec_of(R"({"layer{i}{i}": 0, "embedding-logits": 0})"),
+                                 eight_block_model(), 1);
+            }),
+            "a.json: field 'assignment.layer{i}{i}': a rule key holds {i} once");
+  EXPECT_EQ(error_of([] {
+              resolve_assignment(spec_of(R"({"layer{i}": [0], "embedding": 0, "logits": 0})"),
+                                 eight_block_model(), 1);
+            }),
+            "a.json: field 'assignment.layer{i}': expected a rule such as \"i mod 4\" or an actor "
+            "index, got [0]");
+  // A constant on a rule key is one actor for every matched layer.
+  const Assignment a = resolve_assignment(
+      spec_of(R"({"layer{i}": 1, "embedding": 0, "logits": 0})"), eight_block_model(), 2);
+  EXPECT_EQ(a.placement.stage_to_actor, (std::vector<int>{0, 1, 0}));
+}
+
+TEST(Assignment, ALayerNameSharedByTwoLayersIsAmbiguous) {
+  const ModelSpec m = model_from_json(
+      nlohmann::json::parse(R"({"name": "twins", "layers_list": [
+        {"name": "a", "fwd_flops": 1, "bwd_input_flops": 1, "bwd_weight_flops": 1,
+         "params": 1, "output_bytes": 1, "stash_bytes": 1},
+        {"name": "a", "fwd_flops": 1, "bwd_input_flops": 1, "bwd_weight_flops": 1,
+         "params": 1, "output_bytes": 1, "stash_bytes": 1}]})"),
+      "twins");
+  EXPECT_EQ(error_of([&] { resolve_assignment(spec_of(R"({"a": 0})"), m, 1); }),
+            "a.json: field 'assignment.a': 2 layers of twins are named 'a'; name a layer that is "
+            "unique");
+}
+
 }  // namespace
 }  // namespace jaxpp

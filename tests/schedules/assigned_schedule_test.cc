@@ -1,5 +1,8 @@
 // schedules/assigned.h: which schedules run on an assignment's placement, and in which order.
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -85,6 +88,39 @@ TEST(AssignedSchedule, ZeroBubbleH1SplitsWhereAGradientIsSent) {
   const Schedule s = schedule_on_placement("ZeroBubbleH1", p, 4, false, "a.json");
   EXPECT_EQ(s.split_backward, (std::vector<bool>{false, true, true}));
   EXPECT_TRUE(validate_schedule(s).ok());
+}
+
+// Every stage -> actor list of `stages` stages over `actors` actors using every actor.
+std::vector<std::vector<int>> every_placement(int stages, int actors) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> map(stages, 0);
+  for (;;) {
+    std::vector<bool> used(actors, false);
+    for (int a : map) used[a] = true;
+    if (std::find(used.begin(), used.end(), false) == used.end()) out.push_back(map);
+    int k = 0;
+    while (k < stages && ++map[k] == actors) map[k++] = 0;
+    if (k == stages) return out;
+  }
+}
+
+TEST(AssignedSchedule, PlacementFreeSchedulesRunWithoutDeadlockOnEveryPlacement) {
+  int checked = 0;
+  for (const auto& [stages, actors] : {std::pair{5, 2}, std::pair{4, 3}}) {
+    for (const std::vector<int>& map : every_placement(stages, actors)) {
+      const Placement p = explicit_placement(map, actors);
+      for (const std::string& name : placement_free_schedules()) {
+        for (int m : {1, 3, 5}) {
+          const Schedule s = schedule_on_placement(name, p, m, false, "a.json");
+          const ValidationReport report = validate_schedule(s, 1);
+          ASSERT_TRUE(report.ok()) << name << " m=" << m << " on " << ::testing::PrintToString(map)
+                                   << ": " << report.errors.front();
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, (30 + 36) * 9 * 3);
 }
 
 TEST(AssignedSchedule, AScheduleThatDoesNotFitNamesTheAssignmentAndTheFittingSchedules) {
