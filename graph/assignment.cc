@@ -8,6 +8,7 @@
 
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
 #include "graph/model.h"
 
 namespace jaxpp {
@@ -342,6 +343,10 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
     if (!used[a])
       throw_input_error(spec.where(), "actor " + std::to_string(a) + " gets no layer (" +
                                           std::to_string(num_actors) + " actors)");
+  if (static_cast<int64_t>(starts.size()) > kMaxStages)
+    throw_input_error(spec.where(), "gives " + std::to_string(starts.size()) +
+                                        " stages, more than the limit of " +
+                                        std::to_string(kMaxStages));
   out.partition = partition_from_starts(starts, n);
   out.placement = classify_placement(stage_actor, num_actors);
   return out;

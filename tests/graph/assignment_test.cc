@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/assignment.h"
+#include "graph/limits.h"
 #include "graph/model.h"
 #include "tests/testing/input_error.h"
 
@@ -228,6 +229,14 @@ TEST(Assignment, RuleKeysAndValuesAreChecked) {
   const Assignment a = resolve_assignment(
       spec_of(R"({"layer{i}": 1, "embedding": 0, "logits": 0})"), eight_block_model(), 2);
   EXPECT_EQ(a.placement.stage_to_actor, (std::vector<int>{0, 1, 0}));
+}
+
+TEST(Assignment, MoreStagesThanTheLimitIsAnError) {
+  ModelSpec m = eight_block_model();
+  m.layers.resize(kMaxStages + 1, m.layers[1]);
+  for (int l = 0; l < m.num_layers(); ++l) m.layers[l].name = "b" + std::to_string(l);
+  EXPECT_EQ(error_of([&] { resolve_assignment(spec_of(R"({"b{i}": "i mod 2"})"), m, 2); }),
+            "a.json: field 'assignment': gives 16385 stages, more than the limit of 16384");
 }
 
 TEST(Assignment, ALayerNameSharedByTwoLayersIsAmbiguous) {
