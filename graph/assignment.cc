@@ -152,10 +152,10 @@ int64_t rule_index(const std::string& name, const std::string& prefix, const std
   if (name.size() <= prefix.size() + suffix.size()) return -1;
   if (name.compare(0, prefix.size(), prefix) != 0) return -1;
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) {
-        return std::isdigit(c) != 0;
-      }))
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(),
+                                        [](unsigned char c) { return std::isdigit(c) != 0; }))
     return -1;
   if (digits.size() > 1 && digits[0] == '0') return -1;  // "layer01" is not layer 1
   return std::stoll(digits);
@@ -177,8 +177,8 @@ int fixed_actor(const nlohmann::json& value, int num_actors, const std::string& 
   }
   const int64_t a = value.get<int64_t>();
   if (a < 0 || a >= num_actors)
-    throw_input_error(where, "actor " + std::to_string(a) + " is out of range " +
-                                 actor_range(num_actors));
+    throw_input_error(where,
+                      "actor " + std::to_string(a) + " is out of range " + actor_range(num_actors));
   return static_cast<int>(a);
 }
 
@@ -194,8 +194,10 @@ AssignmentSpec assignment_spec_from_json(const nlohmann::json& entries, const st
   AssignmentSpec spec;
   spec.source = source;
   if (!entries.is_object())
-    throw_input_error(spec.where(), "expected an object mapping layer names, ranges or rules to "
-                                    "actors, got " + std::string(entries.type_name()));
+    throw_input_error(spec.where(),
+                      "expected an object mapping layer names, ranges or rules to "
+                      "actors, got " +
+                          std::string(entries.type_name()));
   if (entries.empty()) throw_input_error(spec.where(), "is empty: assign every layer to an actor");
   spec.entries = entries;
   return spec;
@@ -249,8 +251,8 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
   auto assign = [&](int layer, int actor, const std::string& key) {
     const std::string where = spec.key_where(key);
     if (out.layer_actor[layer] >= 0)
-      throw_input_error(where, model.layers[layer].name + " is also assigned by '" +
-                                   assigned_by[layer] + "'");
+      throw_input_error(
+          where, model.layers[layer].name + " is also assigned by '" + assigned_by[layer] + "'");
     out.layer_actor[layer] = actor;
     assigned_by[layer] = key;
   };
@@ -276,8 +278,8 @@ Assignment resolve_assignment(const AssignmentSpec& spec, const ModelSpec& model
         throw_input_error(where, "a rule key holds {i} once");
       const bool constant = value.is_number_integer();
       if (!constant && !value.is_string())
-        throw_input_error(where, "expected a rule such as \"i mod 4\" or an actor index, got " +
-                                     value.dump());
+        throw_input_error(
+            where, "expected a rule such as \"i mod 4\" or an actor index, got " + value.dump());
       int matched = 0;
       for (int l = 0; l < n; ++l) {
         const int64_t index = rule_index(model.layers[l].name, prefix, suffix);

@@ -85,10 +85,10 @@ Schedule schedule_on_placement(std::string_view name, const Placement& placement
     return std::move(*s);
   const std::optional<ShardySchedule> rule = placement_free_rule(info.name);
   if (!rule) {
-    throw_input_error(where, "schedule '" + info.name + "' does not fit the assignment (" +
-                                 describe_placement(placement) + "): " + why +
-                                 "; schedules that fit: " +
-                                 fitting_schedules(placement, num_microbatches));
+    throw_input_error(
+        where, "schedule '" + info.name + "' does not fit the assignment (" +
+                   describe_placement(placement) + "): " + why +
+                   "; schedules that fit: " + fitting_schedules(placement, num_microbatches));
   }
   ScheduleParams params;
   params.num_actors = placement.num_actors;

@@ -39,8 +39,8 @@ std::string split_assignment() {
 }
 
 std::string model_args(int pp) {
-  return "simulate --model " + assign_model() + " --cluster a100-80g --gpus " +
-         std::to_string(pp) + " --pp " + std::to_string(pp) + " --global-batch 8";
+  return "simulate --model " + assign_model() + " --cluster a100-80g --gpus " + std::to_string(pp) +
+         " --pp " + std::to_string(pp) + " --global-batch 8";
 }
 
 TEST(AssignCli, CircularAssignmentIsTheLoopPlacementWithCircularsStepTime) {
@@ -76,8 +76,8 @@ TEST(AssignCli, ContiguousRuleIsTheLinearPlacementWithStd1F1BsStepTime) {
 }
 
 TEST(AssignCli, VAssignmentGivesDualPipeVItsOwnStepTime) {
-  const std::string file = write_temp_file(
-      "v.json", R"({"assignment": {"embedding-layer1": 0, "layer2-layer3": 1,
+  const std::string file =
+      write_temp_file("v.json", R"({"assignment": {"embedding-layer1": 0, "layer2-layer3": 1,
                    "layer4-layer5": {"actor": 1, "new_stage": true}, "layer6-logits": 0}})");
   const json a = run_json(model_args(2) + " --schedule dualpipev --assign " + file);
   const json b = run_json(model_args(2) + " --schedule dualpipev --partition 0,3,5,7");
@@ -88,8 +88,8 @@ TEST(AssignCli, VAssignmentGivesDualPipeVItsOwnStepTime) {
 
 TEST(AssignCli, NonContiguousAssignmentSimulatesWithItsStageCount) {
   for (const char* schedule : {"1f1b", "gpipe", "ZeroBubbleH1", "GPipeBut1F1BForLastMesh"}) {
-    const json j = run_json(model_args(2) + " --schedule " + schedule + " --assign " +
-                            split_assignment());
+    const json j =
+        run_json(model_args(2) + " --schedule " + schedule + " --assign " + split_assignment());
     EXPECT_EQ(j["assignment"]["num_stages"], 3) << schedule;
     EXPECT_EQ(j["assignment"]["placement"]["kind"], "explicit") << schedule;
     EXPECT_EQ(j["assignment"]["placement"]["stage_to_actor"], json({0, 1, 0})) << schedule;
@@ -186,13 +186,15 @@ TEST(AssignCli, AScheduleThatDoesNotFitNamesTheFileAndTheSchedule) {
 
 TEST(AssignCli, AssignIsRefusedWithPartitionVirtualOrAScheduleFile) {
   for (const char* extra : {" --partition even", " --virtual 2"}) {
-    const testing::CliResult r = run_cli(model_args(4) + " --schedule 1f1b --assign " +
-                                         circular_assignment() + extra);
+    const testing::CliResult r =
+        run_cli(model_args(4) + " --schedule 1f1b --assign " + circular_assignment() + extra);
     EXPECT_EQ(r.exit_code, 2) << extra;
     EXPECT_NE(r.err.find("--assign"), std::string::npos) << r.err;
   }
-  const testing::CliResult m = run_cli("simulate --schedule 1f1b --pp 4 --microbatches 8 --t-f 1 "
-                                       "--t-b 1 --assign " + circular_assignment());
+  const testing::CliResult m = run_cli(
+      "simulate --schedule 1f1b --pp 4 --microbatches 8 --t-f 1 "
+      "--t-b 1 --assign " +
+      circular_assignment());
   EXPECT_EQ(m.exit_code, 2);
   EXPECT_NE(m.err.find("--assign"), std::string::npos) << m.err;
 }
@@ -232,19 +234,19 @@ TEST(AssignCli, APlanWhoseAssignmentContradictsItsPlacementIsRefused) {
 }
 
 TEST(AssignCli, ShowPrintsTheScheduleOnTheAssignedStages) {
-  const json j = run_json("show --schedule 1f1b --pp 2 --microbatches 4 --model " +
-                          assign_model() + " --assign " + split_assignment());
+  const json j = run_json("show --schedule 1f1b --pp 2 --microbatches 4 --model " + assign_model() +
+                          " --assign " + split_assignment());
   EXPECT_EQ(j["stage_to_actor"], json({0, 1, 0}));
   EXPECT_EQ(j["assignment"]["stage_layers"],
             json({"embedding-layer2", "layer3-layer5", "layer6-logits"}));
-  EXPECT_EQ(j["actors"][1], json({"F0@s1", "B0@s1", "F1@s1", "B1@s1", "F2@s1", "B2@s1", "F3@s1",
-                                  "B3@s1"}));
+  EXPECT_EQ(j["actors"][1],
+            json({"F0@s1", "B0@s1", "F1@s1", "B1@s1", "F2@s1", "B2@s1", "F3@s1", "B3@s1"}));
   const json c = run_json("show --schedule circular --pp 4 --microbatches 8 --model " +
                           assign_model() + " --assign " + circular_assignment());
   const json own = run_json("show --schedule circular --pp 4 --stages 8 --microbatches 8");
   EXPECT_EQ(c["actors"], own["actors"]);
-  const testing::CliResult bad = run_cli("show --schedule 1f1b --pp 2 --microbatches 4 --assign " +
-                                         split_assignment());
+  const testing::CliResult bad =
+      run_cli("show --schedule 1f1b --pp 2 --microbatches 4 --assign " + split_assignment());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--model: required with --assign"), std::string::npos) << bad.err;
 }
@@ -255,7 +257,8 @@ TEST(AssignCli, ExploreWithAnAssignmentEvaluatesTheSchedulesThatFit) {
   const json j = run_json("explore --model " + assign_model() +
                           " --cluster a100-80g --gpus 4 --global-batch 8 --pp 4 --tp 1 "
                           "--microbatch-sizes 1 --recompute none --zero1 off --quiet --explain "
-                          "--assign " + circular_assignment() + " --plan " + plan);
+                          "--assign " +
+                          circular_assignment() + " --plan " + plan);
   std::set<std::string> simulated;
   for (const json& row : j["configs"])
     simulated.insert(row["config"]["schedule"].get<std::string>());
@@ -282,9 +285,9 @@ TEST(AssignCli, ExploreWithAnAssignmentEvaluatesTheSchedulesThatFit) {
 }
 
 TEST(AssignCli, ExploreWithAnAssignmentNeedsOnePp) {
-  const testing::CliResult r = run_cli("explore --model " + assign_model() +
-                                       " --gpus 4 --global-batch 8 --quiet --assign " +
-                                       circular_assignment());
+  const testing::CliResult r =
+      run_cli("explore --model " + assign_model() + " --gpus 4 --global-batch 8 --quiet --assign " +
+              circular_assignment());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--pp: with --assign: one number of actors"), std::string::npos) << r.err;
 }

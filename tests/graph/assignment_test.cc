@@ -65,26 +65,25 @@ TEST(Assignment, RangesIncludeBothEndsAndMayBeNonContiguous) {
 }
 
 TEST(Assignment, AdjacentRunsOnOneActorAreOneStage) {
-  const Assignment a = resolve_assignment(
-      spec_of(R"({"embedding-layer1": 0, "layer2-layer3": 1, "layer4-layer5": 1,
+  const Assignment a =
+      resolve_assignment(spec_of(R"({"embedding-layer1": 0, "layer2-layer3": 1, "layer4-layer5": 1,
                   "layer6-logits": 0})"),
-      eight_block_model(), 2);
+                         eight_block_model(), 2);
   EXPECT_EQ(a.partition.stage_begin, (std::vector<int>{0, 3, 7}));
   EXPECT_EQ(a.placement.stage_to_actor, (std::vector<int>{0, 1, 0}));
   // So a V shape (actor p-1 holding stages p-1 and p) is one stage there: 5 stages on 3 actors.
-  const Assignment v = resolve_assignment(
-      spec_of(R"({"embedding-layer0": 0, "layer1-layer2": 1, "layer3-layer4": 2,
+  const Assignment v =
+      resolve_assignment(spec_of(R"({"embedding-layer0": 0, "layer1-layer2": 1, "layer3-layer4": 2,
                   "layer5-layer6": 1, "layer7-logits": 0})"),
-      eight_block_model(), 3);
+                         eight_block_model(), 3);
   EXPECT_EQ(v.placement.stage_to_actor, (std::vector<int>{0, 1, 2, 1, 0}));
   EXPECT_EQ(v.placement.kind, PlacementKind::kExplicit);
 }
 
 TEST(Assignment, NewStageCutsARunOnOneActorSoVIsPossible) {
-  const Assignment v = resolve_assignment(
-      spec_of(R"({"embedding-layer1": 0, "layer2-layer3": 1,
+  const Assignment v = resolve_assignment(spec_of(R"({"embedding-layer1": 0, "layer2-layer3": 1,
                   "layer4-layer5": {"actor": 1, "new_stage": true}, "layer6-logits": 0})"),
-      eight_block_model(), 2);
+                                          eight_block_model(), 2);
   EXPECT_EQ(v.partition.stage_begin, (std::vector<int>{0, 3, 5, 7}));
   EXPECT_EQ(v.placement, make_placement(PlacementKind::kV, 4, 2));
   // On a rule key every matched layer starts a stage: one stage per block.
@@ -94,13 +93,13 @@ TEST(Assignment, NewStageCutsARunOnOneActorSoVIsPossible) {
       eight_block_model(), 2);
   EXPECT_EQ(each.partition.stage_begin, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(each.placement.stage_to_actor, (std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1}));
-  EXPECT_EQ(error_of([] {
-              resolve_assignment(spec_of(R"({"embedding-layer3": {"actor": 0, "stage": 1},
+  EXPECT_EQ(
+      error_of([] {
+        resolve_assignment(spec_of(R"({"embedding-layer3": {"actor": 0, "stage": 1},
                                               "layer4-logits": 1})"),
-                                 eight_block_model(), 2);
-            }).rfind("a.json: field 'assignment.embedding-layer3': field 'stage': unknown field",
-                     0),
-            0u);
+                           eight_block_model(), 2);
+      }).rfind("a.json: field 'assignment.embedding-layer3': field 'stage': unknown field", 0),
+      0u);
 }
 
 TEST(Assignment, RuleExpressionsUseFloorDivisionModuloAndParentheses) {
@@ -145,9 +144,8 @@ TEST(Assignment, ARuleMatchingNoLayerIsAnError) {
     resolve_assignment(spec_of(R"({"block_{i}": "i mod 2", "embedding-logits": 0})"),
                        eight_block_model(), 2);
   });
-  EXPECT_EQ(e.rfind("a.json: field 'assignment.block_{i}': no layer of tiny8 is named block_<i>",
-                    0),
-            0u)
+  EXPECT_EQ(
+      e.rfind("a.json: field 'assignment.block_{i}': no layer of tiny8 is named block_<i>", 0), 0u)
       << e;
 }
 
@@ -156,8 +154,9 @@ TEST(Assignment, ALayerAssignedTwiceNamesBothKeys) {
     resolve_assignment(spec_of(R"({"embedding-layer3": 0, "layer3-logits": 1})"),
                        eight_block_model(), 2);
   });
-  EXPECT_EQ(e, "a.json: field 'assignment.layer3-logits': layer3 is also assigned by "
-               "'embedding-layer3'");
+  EXPECT_EQ(e,
+            "a.json: field 'assignment.layer3-logits': layer3 is also assigned by "
+            "'embedding-layer3'");
 }
 
 TEST(Assignment, ALayerNotAssignedIsNamed) {
@@ -175,9 +174,8 @@ TEST(Assignment, AnActorOutOfRangeIsNamed) {
             }),
             "a.json: field 'assignment.layer4-logits': actor 2 is out of range 0..1 (2 actors)");
   EXPECT_EQ(error_of([] {
-              resolve_assignment(
-                  spec_of(R"({"embedding": 0, "layer{i}": "i mod 3", "logits": 1})"),
-                  eight_block_model(), 2);
+              resolve_assignment(spec_of(R"({"embedding": 0, "layer{i}": "i mod 3", "logits": 1})"),
+                                 eight_block_model(), 2);
             }),
             "a.json: field 'assignment.layer{i}': 'i mod 3' gives actor 2 for layer2, out of "
             "range 0..1 (2 actors)");
@@ -240,13 +238,12 @@ TEST(Assignment, MoreStagesThanTheLimitIsAnError) {
 }
 
 TEST(Assignment, ALayerNameSharedByTwoLayersIsAmbiguous) {
-  const ModelSpec m = model_from_json(
-      nlohmann::json::parse(R"({"name": "twins", "layers_list": [
+  const ModelSpec m = model_from_json(nlohmann::json::parse(R"({"name": "twins", "layers_list": [
         {"name": "a", "fwd_flops": 1, "bwd_input_flops": 1, "bwd_weight_flops": 1,
          "params": 1, "output_bytes": 1, "stash_bytes": 1},
         {"name": "a", "fwd_flops": 1, "bwd_input_flops": 1, "bwd_weight_flops": 1,
          "params": 1, "output_bytes": 1, "stash_bytes": 1}]})"),
-      "twins");
+                                      "twins");
   EXPECT_EQ(error_of([&] { resolve_assignment(spec_of(R"({"a": 0})"), m, 1); }),
             "a.json: field 'assignment.a': 2 layers of twins are named 'a'; name a layer that is "
             "unique");

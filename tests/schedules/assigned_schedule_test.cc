@@ -24,8 +24,8 @@ Placement loop_placement(int stages, int actors) {
 TEST(AssignedSchedule, LoopScheduleOnTheLoopPlacementIsItsOwnOrder) {
   for (const char* name : {"Interleaved1F1B", "Circular", "KimiK2", "InterleavedGPipe",
                            "CircularWithReversedBackward", "LoopedBFS"}) {
-    const Schedule own = generate_schedule(name, {.num_actors = 4, .num_stages = 8,
-                                                  .num_microbatches = 8});
+    const Schedule own =
+        generate_schedule(name, {.num_actors = 4, .num_stages = 8, .num_microbatches = 8});
     const Schedule on = schedule_on_placement(name, loop_placement(8, 4), 8, false, "a.json");
     EXPECT_EQ(on, own) << name;
   }
@@ -68,10 +68,10 @@ TEST(AssignedSchedule, OneFOneBOnAnExplicitPlacementFollowsShardysRule) {
   EXPECT_EQ(s.placement, p);
   EXPECT_TRUE(validate_schedule(s).ok());
   const RuleProgram program = shardy_program_on(ShardySchedule::k1F1B, p, {.num_microbatches = 4});
-  EXPECT_EQ(s.actors, schedule_from_orders("Std1F1B", program,
-                                           schedule_by_rules(program,
-                                                             shardy_rule(ShardySchedule::k1F1B)))
-                          .actors);
+  EXPECT_EQ(s.actors,
+            schedule_from_orders("Std1F1B", program,
+                                 schedule_by_rules(program, shardy_rule(ShardySchedule::k1F1B)))
+                .actors);
   // Actor 1 (r = 1 of n = 2) holds stage 1 only: Shardy's 1F1B there is F0 B0 F1 B1 ...
   EXPECT_EQ(actor_to_text(s, 1), "F0@s1 B0@s1 F1@s1 B1@s1 F2@s1 B2@s1 F3@s1 B3@s1");
 }
@@ -124,8 +124,8 @@ TEST(AssignedSchedule, PlacementFreeSchedulesRunWithoutDeadlockOnEveryPlacement)
 }
 
 TEST(AssignedSchedule, AScheduleThatDoesNotFitNamesTheAssignmentAndTheFittingSchedules) {
-  const std::string e = error_of(
-      [] { schedule_on_placement("zb-h1", loop_placement(8, 4), 8, false, "a.json"); });
+  const std::string e =
+      error_of([] { schedule_on_placement("zb-h1", loop_placement(8, 4), 8, false, "a.json"); });
   EXPECT_EQ(e.rfind("a.json: schedule 'ZeroBubble' does not fit the assignment (8 stages on 4 "
                     "actors, loop placement): ZeroBubble places stage r on actor r: needs S = p "
                     "(got S=8, p=4)",
