@@ -19,6 +19,7 @@
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
@@ -177,6 +178,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("etp", "MoE: expert tensor parallelism to try (default: tp)", cxxopts::value<std::string>())
       ("cp", "context parallelism to try (default: 1, or 1,2,4,... up to GPUs per node when seq_len >= 16384)", cxxopts::value<std::string>())
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
+      ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
       ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
@@ -237,7 +239,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   // Outputs checked before any work and written together at the end (cli/report_output.h):
   // never the model or cluster file, "-" is stdout (the table then goes to stderr).
   OutputFiles out("explore");
-  for (const char* flag : {"model", "cluster"})
+  for (const char* flag : {"model", "cluster", "assign"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   if (args.count("plan")) out.output(plan_path, "--plan");
   if (args.count("csv")) out.output(csv_path, "--csv");
@@ -258,6 +260,16 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     if (space.schedules.empty()) throw_input_error("--schedules", "expected at least one name");
   }
   if (args.count("pp")) space.pp = parse_int_list("--pp", args["pp"].as<std::string>());
+  if (args.count("assign")) {
+    refuse_together(args, "assign", "virtual", "the assignment gives the stages per actor");
+    refuse_together(args, "assign", "synthesize",
+                    "synthesized schedules use their own partition, not the assignment's");
+    if (space.pp.size() != 1)
+      throw_input_error("--pp", "with --assign: one number of actors (the assignment's actors "
+                                "0 .. pp-1), e.g. --pp 4");
+    req.assignment = resolve_assignment(read_assignment_file(args["assign"].as<std::string>()),
+                                        req.model, space.pp.front());
+  }
   if (args.count("tp")) space.tp = parse_int_list("--tp", args["tp"].as<std::string>());
   if (args.count("ep")) space.ep = parse_int_list("--ep", args["ep"].as<std::string>());
   if (args.count("etp")) space.etp = parse_int_list("--etp", args["etp"].as<std::string>());

@@ -1,13 +1,19 @@
 // jaxpp-sim show: a schedule's per-actor order and its unit-cost timeline (docs/schedules.md).
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/report_output.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
+#include "graph/model.h"
 #include "graph/json_util.h"
+#include "schedules/assigned.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
 #include "schedules/shardy.h"
@@ -22,7 +28,8 @@ namespace {
 int show_wrap_around(const cxxopts::ParseResult& args) {
   refuse_flags(
       args,
-      {"stages", "fuse-steady-state", "group-size", "no-timeline", "export-csv", "export-json"},
+      {"stages", "fuse-steady-state", "group-size", "no-timeline", "export-csv", "export-json",
+       "assign", "model"},
       "not used with ParallelPipelinesWithWrapAround (forward only: one stage per hop, "
       "no timeline, no export)");
   if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
@@ -55,6 +62,17 @@ int show_wrap_around(const cxxopts::ParseResult& args) {
   return kExitOk;
 }
 
+// "layer0-layer3" (or "logits") for each stage of an assignment.
+std::vector<std::string> assignment_stage_layers(const ModelSpec& model, const Assignment& a) {
+  std::vector<std::string> out;
+  for (int st = 0; st < a.partition.num_stages(); ++st) {
+    const std::string& first = model.layers[a.partition.begin(st)].name;
+    const std::string& last = model.layers[a.partition.end(st) - 1].name;
+    out.push_back(a.partition.size(st) == 1 ? first : first + "-" + last);
+  }
+  return out;
+}
+
 int run_show(int argc, char** argv) {
   cxxopts::Options options("jaxpp-sim show",
                            "Print a schedule's per-actor order (built-in or from a file) and "
@@ -68,6 +86,8 @@ int run_show(int argc, char** argv) {
       ("stages", "stages S (default p, or 2p for DualPipeV / ZB-V)", cxxopts::value<int>()->default_value("0"))
       ("fuse-steady-state", "Interleaved1F1B / KimiK2: fuse the steady (F, B) pairs")
       ("group-size", "MegatronInterleaved: microbatch group size g (default p)", cxxopts::value<int>()->default_value("0"))
+      ("assign", "name-to-actor assignment JSON file (or a plan.json) giving the stages and their actors; needs --model", cxxopts::value<std::string>())
+      ("model", "with --assign: the model whose layer names the assignment uses", cxxopts::value<std::string>())
       ("no-timeline", "do not print the unit-cost timeline")
       ("export-csv", "also write the schedule as PyTorch pipelining CSV to FILE", cxxopts::value<std::string>())
       ("export-json", "also write the schedule as JSON to FILE", cxxopts::value<std::string>())
@@ -86,6 +106,8 @@ int run_show(int argc, char** argv) {
   // (the text report then goes to stderr).
   OutputFiles out("show");
   if (from_file) out.input(args["schedule-file"].as<std::string>(), "--schedule-file");
+  for (const char* flag : {"assign", "model"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   for (const char* flag : {"export-csv", "export-json"})
     if (args.count(flag)) out.output(args[flag].as<std::string>(), std::string("--") + flag);
   out.check_json_flag(args.count("json") > 0);
@@ -94,8 +116,25 @@ int run_show(int argc, char** argv) {
     return show_wrap_around(args);
   }
 
+  if (!args.count("assign")) refuse_flags(args, {"model"}, "only used with --assign");
+  std::optional<Assignment> assignment;
+  std::vector<std::string> stage_layers;
   Schedule schedule;
-  if (from_file) {
+  if (args.count("assign")) {
+    refuse_flags(args, {"schedule-file", "stages", "group-size"},
+                 "not used with --assign (the assignment gives the stages and their actors)");
+    if (!args.count("model")) throw_input_error("--model", "required with --assign (the layer names)");
+    if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
+    if (!args.count("microbatches")) throw_input_error("--microbatches", "required");
+    const ModelSpec model = load_model(args["model"].as<std::string>());
+    assignment = resolve_assignment(read_assignment_file(args["assign"].as<std::string>()), model,
+                                    args["pp"].as<int>());
+    schedule = schedule_on_placement(args["schedule"].as<std::string>(), assignment->placement,
+                                     args["microbatches"].as<int>(),
+                                     args.count("fuse-steady-state") > 0,
+                                     assignment->spec.where());
+    stage_layers = assignment_stage_layers(model, *assignment);
+  } else if (from_file) {
     refuse_flags(args, {"pp", "microbatches", "stages", "fuse-steady-state", "group-size"},
                  "not used with --schedule-file (the file fixes the schedule)");
     schedule = load_schedule_file(args["schedule-file"].as<std::string>());
@@ -123,8 +162,11 @@ int run_show(int argc, char** argv) {
   const Timeline timeline = unit_cost_timeline(schedule);
 
   if (args.count("json")) {
-    const nlohmann::ordered_json summary =
-        schedule_summary_json(schedule, report, timeline.makespan);
+    nlohmann::ordered_json summary = schedule_summary_json(schedule, report, timeline.makespan);
+    if (assignment)
+      summary["assignment"] = {{"source", assignment->spec.source},
+                               {"stage_layers", stage_layers},
+                               {"stage_to_actor", assignment->placement.stage_to_actor}};
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }
@@ -132,7 +174,15 @@ int run_show(int argc, char** argv) {
   std::ostream& text = out.report_stream();
   text << schedule.name << ": p=" << schedule.num_actors() << " actors, S=" << schedule.num_stages
        << " stages (" << to_string(schedule.placement.kind)
-       << " placement), m=" << schedule.num_microbatches << " microbatches\n\n";
+       << " placement), m=" << schedule.num_microbatches << " microbatches\n";
+  if (assignment) {
+    text << "assignment " << assignment->spec.source << ":";
+    for (size_t st = 0; st < stage_layers.size(); ++st)
+      text << " s" << st << "=" << stage_layers[st] << "@actor"
+           << assignment->placement.stage_to_actor[st];
+    text << "\n";
+  }
+  text << "\n";
   text << to_text(schedule);
   text << "\npeak in-flight activations per actor (stage-microbatches):";
   for (int v : report.peak_in_flight) text << " " << v;

@@ -18,6 +18,7 @@
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
@@ -65,6 +66,15 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
                       std::to_string(c["virtual_stages"].get<int>()) + ", m " +
                       std::to_string(c["num_microbatches"].get<int>()) + ", " +
                       c["schedule"].get<std::string>());
+    if (m.contains("assignment")) {
+      const auto& a = m["assignment"];
+      std::string stages;
+      for (const auto& r : a["placement"]["stage_to_actor"])
+        stages += (stages.empty() ? "" : " ") + std::to_string(r.get<int>());
+      row("assignment", std::to_string(a["num_stages"].get<int>()) + " stages, " +
+                            a["placement"]["kind"].get<std::string>() +
+                            " placement, actor of each stage: " + stages);
+    }
   } else {
     row("schedule", m["schedule"].get<std::string>() + " (pp " +
                         std::to_string(m["pp"].get<int>()) + ", stages " +
@@ -156,6 +166,7 @@ int run_simulate(int argc, char** argv) {
       ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time under the memory limit, docs/partition.md) | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
       ("max-memory-gib", "model mode: memory limit per GPU in GiB for --partition balanced-time and the fit check (default: the cluster's HBM)", cxxopts::value<double>())
+      ("assign", "name-to-actor assignment JSON file (or a plan.json): layers, ranges or a rule such as \"layer{i}\": \"i mod 4\" -> actors; gives the stages and their placement (docs/schedules.md)", cxxopts::value<std::string>())
       ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
       ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
@@ -193,13 +204,18 @@ int run_simulate(int argc, char** argv) {
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
          "sequence-parallel", "zero1", "tp-comm-overlap", "attention", "partition", "breakdown",
-         "ep", "etp", "moe-imbalance", "moe-overlap", "max-memory-gib"},
+         "ep", "etp", "moe-imbalance", "moe-overlap", "max-memory-gib",
+         "assign"},
         "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
                  "--global-batch / (dp x --microbatch-size))");
   }
+  refuse_together(args, "assign", "partition", "the assignment gives the partition");
+  refuse_together(args, "assign", "virtual", "the assignment gives the stages per actor");
+  refuse_together(args, "assign", "schedule-file",
+                  "a schedule file places its own stages; give a schedule name");
   refuse_together(args, "perturb", "breakdown",
                   "the breakdown prices the unperturbed cost model; run them separately");
   refuse_together(args, "perturb", "plan", "a plan holds the unperturbed prediction");
@@ -213,7 +229,7 @@ int run_simulate(int argc, char** argv) {
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
   // Inputs first, so that no output may name one of them (OutputFiles, cli/report_output.h).
   OutputFiles out("simulate");
-  for (const char* flag : {"model", "cluster", "stage-times", "schedule-file"})
+  for (const char* flag : {"model", "cluster", "stage-times", "schedule-file", "assign"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
   if (args.count("trace")) out.output(trace_path, "--trace");
   ExportFormat timeline_fmt = ExportFormat::kText;
@@ -287,6 +303,7 @@ int run_simulate(int argc, char** argv) {
       req.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
       sim_options.max_memory_bytes = req.max_memory_bytes;
     }
+    if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
     Plan plan = build_plan(req);
     if (perturbation) {
       sim = simulate_plan_perturbed(plan, sim_options, *perturbation);

@@ -167,16 +167,34 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   return c;
 }
 
+namespace {
+
+// A plan's assignment must give exactly its partition and placement.
+void check_plan_assignment(Plan& plan, const nlohmann::json& entries, const std::string& source) {
+  plan.assignment = assignment_spec_from_json(entries, source);
+  const Assignment a = resolve_assignment(*plan.assignment, plan.model, plan.config.pp);
+  if (a.partition != plan.partition || a.placement.stage_to_actor != plan.placement.stage_to_actor)
+    throw_input_error(plan.assignment->where(),
+                      "gives " + std::to_string(a.partition.num_stages()) +
+                          " stages that differ from the plan's partition and placement (" +
+                          std::to_string(plan.partition.num_stages()) +
+                          " stages); edit the assignment and rebuild the plan");
+}
+
+}  // namespace
+
 nlohmann::json plan_to_json(const Plan& plan) {
-  return {{"format", kPlanFormat},
-          {"version", kPlanVersion},
-          {"model", model_to_json(plan.model)},
-          {"cluster", plan.cluster},
-          {"config", config_to_json(plan.config)},
-          {"partition", partition_to_json(plan.partition)},
-          {"placement", placement_to_json(plan.placement)},
-          {"program", program_to_json(plan.program)},
-          {"predicted", plan.predicted}};
+  nlohmann::json j = {{"format", kPlanFormat},
+                      {"version", kPlanVersion},
+                      {"model", model_to_json(plan.model)},
+                      {"cluster", plan.cluster},
+                      {"config", config_to_json(plan.config)},
+                      {"partition", partition_to_json(plan.partition)},
+                      {"placement", placement_to_json(plan.placement)},
+                      {"program", program_to_json(plan.program)},
+                      {"predicted", plan.predicted}};
+  if (plan.assignment) j["assignment"] = plan.assignment->entries;
+  return j;
 }
 
 Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
@@ -193,7 +211,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
                                                 " (this build reads version " +
                                                 std::to_string(kPlanVersion) + ")");
   obj.reject_unknown({"format", "version", "model", "cluster", "config", "partition", "placement",
-                      "program", "predicted"});
+                      "program", "predicted", "assignment"});
   Plan plan;
   plan.model = model_from_json(obj.at("model"), obj.field("model"));
   plan.cluster = obj.has("cluster") ? obj.at("cluster") : nlohmann::json();
@@ -211,6 +229,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
     throw_input_error(obj.field("placement"), "has " + std::to_string(plan.placement.num_stages()) +
                                                   " stages but the partition has " +
                                                   std::to_string(plan.partition.num_stages()));
+  if (obj.has("assignment")) check_plan_assignment(plan, obj.at("assignment"), source);
   // The program must be the lowering of this configuration: a hand-edited count would otherwise
   // silently change what is run (the loss is averaged over config.num_microbatches).
   const Program& program = plan.program;

@@ -2,7 +2,8 @@
 //
 // plan.json = { "format": "jaxpp-sim-plan", "version": 1, "model": <model explicit form>,
 //   "cluster": <ClusterSpec JSON, opaque to graph/>, "config": {...}, "partition": {...},
-//   "placement": {...}, "program": {...}, "predicted": <metrics JSON, opaque to graph/> }
+//   "placement": {...}, "program": {...}, "predicted": <metrics JSON, opaque to graph/>,
+//   "assignment": {...} (only for a plan built from a name-to-actor assignment) }
 // `explore` and `simulate --plan` write it; `run` and `validate` read it. A file of another
 // format or version is rejected with a clear error.
 #pragma once
@@ -10,11 +11,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/assignment.h"
 #include "graph/limits.h"
 #include "graph/model.h"
 #include "graph/partition.h"
@@ -115,6 +118,10 @@ struct Plan {
   Placement placement;
   Program program;
   nlohmann::json predicted;  // metrics written by the simulator; may be null
+  // The name-to-actor assignment the partition and placement came from (graph/assignment.h),
+  // written as plan.json's "assignment" field and checked on reading: it must give exactly the
+  // plan's partition and placement. nullopt for plans built from --partition and a schedule.
+  std::optional<AssignmentSpec> assignment;
 };
 
 nlohmann::json plan_to_json(const Plan& plan);

@@ -2,6 +2,7 @@
 // words). A task's "transpose count" is 0 for F and 1 for B, I and W; "wgrad" is W only.
 #include "schedules/shardy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -121,6 +122,12 @@ bool uses_loop_placement(ShardySchedule s) {
   return s == ShardySchedule::kCircular || s == ShardySchedule::kCircularWithReversedBackward;
 }
 
+int max_stages_on_one_actor(const Placement& placement) {
+  std::vector<int> count(placement.num_actors, 0);
+  for (int a : placement.stage_to_actor) ++count[a];
+  return count.empty() ? 0 : *std::max_element(count.begin(), count.end());
+}
+
 // Work bound: the scheduler looks at every ordered pair of tasks on one actor.
 constexpr int64_t kMaxShardyPairs = int64_t{1} << 24;
 
@@ -198,22 +205,26 @@ ProgramOrder shardy_program_order(ShardySchedule s) {
                                                             : ProgramOrder::kMicrobatchMajor;
 }
 
-RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
-  const std::string name(to_string(s));
+namespace {
+
+// The checks of params shared by shardy_program and shardy_program_on (not the placement's
+// shape); returns S.
+std::string shardy_values(std::initializer_list<std::pair<const char*, int>> vs) {
+  std::string out = " (got ";
+  for (const auto& [key, value] : vs) {
+    if (out.size() > 6) out += ", ";
+    out += std::string(key) + "=" + std::to_string(value);
+  }
+  return out + ")";
+}
+
+void check_shardy_params(const std::string& name, const ScheduleParams& params) {
   const int p = params.num_actors;
   const int m = params.num_microbatches;
-  auto values = [](std::initializer_list<std::pair<const char*, int>> vs) {
-    std::string out = " (got ";
-    for (const auto& [key, value] : vs) {
-      if (out.size() > 6) out += ", ";
-      out += std::string(key) + "=" + std::to_string(value);
-    }
-    return out + ")";
-  };
-  if (p < 1) throw InputError(name + " needs p >= 1 actor" + values({{"p", p}}));
-  if (m < 1) throw InputError(name + " needs m >= 1 microbatch" + values({{"m", m}}));
+  if (p < 1) throw InputError(name + " needs p >= 1 actor" + shardy_values({{"p", p}}));
+  if (m < 1) throw InputError(name + " needs m >= 1 microbatch" + shardy_values({{"m", m}}));
   if (params.num_stages < 0) {
-    throw InputError(name + " needs S >= 1" + values({{"S", params.num_stages}}));
+    throw InputError(name + " needs S >= 1" + shardy_values({{"S", params.num_stages}}));
   }
   if (params.fuse_steady_state) {
     throw InputError(name +
@@ -221,33 +232,56 @@ RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
   }
   if (params.group_size != 0) {
     throw InputError(name + " does not take a group size (only MegatronInterleaved does)" +
-                     values({{"g", params.group_size}}));
+                     shardy_values({{"g", params.group_size}}));
   }
+}
+
+}  // namespace
+
+RuleProgram shardy_program_on(ShardySchedule s, const Placement& placement,
+                              const ScheduleParams& params) {
+  const std::string name(to_string(s));
+  ScheduleParams checked = params;
+  checked.num_actors = placement.num_actors;
+  checked.num_stages = placement.num_stages();
+  check_shardy_params(name, checked);
+  const int p = placement.num_actors;
+  const int S = placement.num_stages();
+  const int m = params.num_microbatches;
+  // Tasks on the busiest actor: (1 + backward tasks) per stage and microbatch.
+  const int64_t per_actor =
+      int64_t{max_stages_on_one_actor(placement)} * m * (shardy_splits_backward(s) ? 3 : 2);
+  if (per_actor * per_actor * p > kMaxShardyPairs) {
+    throw InputError(name + " is scheduled from pairwise rules; " + std::to_string(per_actor) +
+                     " tasks per actor is too many (at most " + std::to_string(kMaxShardyPairs) +
+                     " ordered pairs over all actors)" +
+                     shardy_values({{"p", p}, {"S", S}, {"m", m}}));
+  }
+  std::vector<bool> split = shardy_splits_backward(s) ? split_where_gradient_is_sent(placement)
+                                                      : std::vector<bool>(S, false);
+  return make_rule_program(placement, m, std::move(split), shardy_program_order(s));
+}
+
+RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params) {
+  const std::string name(to_string(s));
+  check_shardy_params(name, params);
+  const int p = params.num_actors;
   const int S = params.num_stages == 0 ? p : params.num_stages;
   Placement placement;
   if (uses_loop_placement(s)) {
     if (S % p != 0) {
       throw InputError(name + " places stage s on actor s mod p: needs S divisible by p" +
-                       values({{"S", S}, {"p", p}}));
+                       shardy_values({{"S", S}, {"p", p}}));
     }
     placement = make_placement(PlacementKind::kLoop, S, p);
   } else {
     if (S != p) {
       throw InputError(name + " places stage r on actor r: needs S = p" +
-                       values({{"S", S}, {"p", p}}));
+                       shardy_values({{"S", S}, {"p", p}}));
     }
     placement = make_placement(PlacementKind::kLinear, S, p);
   }
-  // Tasks per actor: (1 + backward tasks) per stage and microbatch.
-  const int64_t per_actor = int64_t{S / p} * m * (shardy_splits_backward(s) ? 3 : 2);
-  if (per_actor * per_actor * p > kMaxShardyPairs) {
-    throw InputError(name + " is scheduled from pairwise rules; " + std::to_string(per_actor) +
-                     " tasks per actor is too many (at most " + std::to_string(kMaxShardyPairs) +
-                     " ordered pairs over all actors)" + values({{"p", p}, {"S", S}, {"m", m}}));
-  }
-  std::vector<bool> split = shardy_splits_backward(s) ? split_where_gradient_is_sent(placement)
-                                                      : std::vector<bool>(S, false);
-  return make_rule_program(placement, m, std::move(split), shardy_program_order(s));
+  return shardy_program_on(s, placement, params);
 }
 
 bool is_wrap_around_name(std::string_view name) {

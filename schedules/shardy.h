@@ -62,6 +62,12 @@ ProgramOrder shardy_program_order(ShardySchedule s);
 // (stage s on actor s mod p, S divisible by p); split per shardy_splits_backward. InputError
 // (naming the schedule and the values) when the shape does not fit.
 RuleProgram shardy_program(ShardySchedule s, const ScheduleParams& params);
+// The same program on any placement (an assignment of layers to actors, graph/assignment.h):
+// Shardy applies its rules to whatever assignment of computations to meshes the program has, so
+// the rules need no particular placement. params.num_actors and num_stages are not read (the
+// placement's count); the other checks are shardy_program's.
+RuleProgram shardy_program_on(ShardySchedule s, const Placement& placement,
+                              const ScheduleParams& params);
 
 // The schedule Shardy's rules and scheduler produce, named by Shardy's spelling.
 Schedule make_shardy_schedule(ShardySchedule s, const ScheduleParams& params);

@@ -18,6 +18,7 @@
 #include "costmodel/memory.h"
 #include "graph/error.h"
 #include "graph/partition.h"
+#include "schedules/assigned.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/engine.h"
@@ -97,11 +98,14 @@ Layout probe_layout(const ScheduleInfo& info) {
   return Layout::kLinear;
 }
 
-std::vector<ScheduleChoice> schedule_choices(const std::vector<std::string>& names) {
+// every_schedule: with no names, every registry schedule (a fixed assignment: those that do not
+// fit it are pruned with the reason), else those searched by default.
+std::vector<ScheduleChoice> schedule_choices(const std::vector<std::string>& names,
+                                             bool every_schedule) {
   std::vector<const ScheduleInfo*> infos;
   if (names.empty()) {
     for (const ScheduleInfo& info : all_schedules())
-      if (info.searched_by_default) infos.push_back(&info);
+      if (info.searched_by_default || every_schedule) infos.push_back(&info);
   } else {
     for (const std::string& name : names) {
       const ScheduleInfo* info = nullptr;
@@ -291,8 +295,12 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
   auto t0 = Clock::now();
   Schedule schedule;
   try {
-    schedule = make_schedule(base.schedule, "", base.pp, requested_stages, base.num_microbatches,
-                             /*fuse_steady_state=*/false);
+    schedule = request.assignment
+                   ? schedule_on_placement(base.schedule, request.assignment->placement,
+                                           base.num_microbatches, /*fuse_steady_state=*/false,
+                                           request.assignment->spec.where())
+                   : make_schedule(base.schedule, "", base.pp, requested_stages,
+                                   base.num_microbatches, /*fuse_steady_state=*/false);
   } catch (const InputError& e) {
     for (int64_t id : ids) {
       records[id].status = ConfigStatus::kSchedule;
@@ -309,7 +317,9 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     return;
   }
 
-  const Partition partition = auto_partition(request.model, {.num_stages = schedule.num_stages});
+  const Partition partition =
+      request.assignment ? request.assignment->partition
+                         : auto_partition(request.model, {.num_stages = schedule.num_stages});
   const int64_t limit = limit_bytes(request);
   std::optional<ProgramTemplate> program;
   std::optional<ComputeSignatures> signatures;
@@ -405,7 +415,8 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
 
 // Resolves dp and m of a configuration and applies the enumeration's pruning rules in order
 // (divisibility, then duplicates and dominated twins); kPending when none applies.
-void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec) {
+// `fixed_stages` > 0: the stages of a fixed assignment (not pp·v).
+void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec, int fixed_stages) {
   ParallelConfig& c = rec.config;
   const int64_t shards = static_cast<int64_t>(c.pp) * c.tp * c.cp;
   rec.status = ConfigStatus::kDivisibility;
@@ -419,7 +430,7 @@ void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec) {
   c.dp = static_cast<int>(c.gpus / shards);
   const int64_t per_step = static_cast<int64_t>(c.dp) * c.microbatch_size;
   c.num_microbatches = static_cast<int>(c.global_batch / per_step);
-  const int stages = c.pp * c.virtual_stages;
+  const int stages = fixed_stages > 0 ? fixed_stages : c.pp * c.virtual_stages;
   if (c.global_batch % per_step != 0) {
     rec.reason = "global batch " + std::to_string(c.global_batch) +
                  " is not divisible by dp·b = " + std::to_string(per_step);
@@ -591,6 +602,10 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--bound-prune",
                       "bounds the automatic partition only; not with --partition " +
                           std::string(partition_mode_name(request.partition)));
+  if (request.partition != PartitionMode::kAuto && request.assignment)
+    throw_input_error("--partition", "the assignment (--assign) gives the partition; not with "
+                                     "--partition " +
+                                         std::string(partition_mode_name(request.partition)));
   if (request.shard_count < 1 || request.shard_index < 0 ||
       request.shard_index >= request.shard_count) {
     throw_input_error("explore", "shard " + std::to_string(request.shard_index) + " of " +
@@ -602,8 +617,13 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--tp-comm-overlap",
                       "needs --sequence-parallel (as Megatron-LM's --tp-comm-overlap)");
   }
+  // A fixed assignment fixes pp (its actors) and the stages.
   const std::vector<int> pps =
-      space.pp.empty() ? divisors(request.gpus) : checked_list(space.pp, "--pp");
+      request.assignment ? std::vector<int>{request.assignment->num_actors}
+      : space.pp.empty() ? divisors(request.gpus)
+                         : checked_list(space.pp, "--pp");
+  const int assigned_v =
+      request.assignment ? max_stages_per_actor(request.assignment->placement) : 0;
   std::vector<int> tps;
   if (space.tp.empty()) {
     for (int t = 1; t <= std::max(1, request.cluster.devices_per_node); t *= 2) tps.push_back(t);
@@ -624,7 +644,8 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   const std::vector<int> loop_vs = space.virtual_stages.empty()
                                        ? std::vector<int>{2, 4, 8}
                                        : checked_list(space.virtual_stages, "--virtual");
-  const std::vector<ScheduleChoice> schedules = schedule_choices(space.schedules);
+  const std::vector<ScheduleChoice> schedules =
+      schedule_choices(space.schedules, /*every_schedule=*/request.assignment.has_value());
   std::vector<Recompute> recomputes = space.recompute;
   if (recomputes.empty()) recomputes.assign(kAllRecompute.begin(), kAllRecompute.end());
   std::sort(recomputes.begin(), recomputes.end());
@@ -653,6 +674,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     for (int etp : etps) experts.emplace_back(ep, etp);
 
   auto stage_counts = [&](Layout layout) -> std::vector<int> {
+    if (request.assignment) return {assigned_v};
     switch (layout) {
       case Layout::kLinear:
         return {1};
@@ -664,7 +686,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     return {};
   };
   auto v_allowed = [&](int v) {
-    return space.virtual_stages.empty() ||
+    return request.assignment || space.virtual_stages.empty() ||
            std::find(loop_vs.begin(), loop_vs.end(), v) != loop_vs.end();
   };
 
@@ -698,7 +720,10 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
-                    classify(model, zero1_on, rec);
+                    classify(model, zero1_on, rec,
+                             request.assignment
+                                 ? request.assignment->partition.num_stages()
+                                 : 0);
                     records.push_back(std::move(rec));
                   }
                 }
@@ -989,6 +1014,10 @@ Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& conf
   req.config = config;
   req.partition = request.partition;
   req.max_memory_bytes = limit_bytes(request);
+  if (request.assignment) {
+    req.assignment = request.assignment->spec;
+    req.config.virtual_stages = 1;  // the assignment gives the stages
+  }
   Plan plan = build_plan(req);
   PlanSimOptions so;
   so.record_trace = false;
@@ -1031,6 +1060,11 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                       {"evaluated", result.evaluated},
                       {"feasible", result.feasible},
                       {"pruned", counts}};
+  if (request.assignment)
+    j["assignment"] = {{"source", request.assignment->spec.source},
+                       {"num_stages", request.assignment->partition.num_stages()},
+                       {"stage_begin", request.assignment->partition.stage_begin},
+                       {"stage_to_actor", request.assignment->placement.stage_to_actor}};
   j["best"] = result.ranking.empty() ? nlohmann::json(nullptr) : entry(result.ranking.front());
   nlohmann::json top_list = nlohmann::json::array();
   for (size_t i = 0; i < result.ranking.size() && static_cast<int>(i) < top; ++i)

@@ -85,6 +85,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/cluster.h"
+#include "graph/assignment.h"
 #include "graph/model.h"
 #include "graph/plan.h"
 #include "simulator/plan_builder.h"
@@ -131,6 +133,11 @@ struct ExploreRequest {
   int global_batch = 0;
   int64_t max_memory_bytes = 0;  // 0 = cluster.hbm_bytes
   ExploreSpace space;
+  // A fixed name-to-actor assignment (graph/assignment.h, resolved for its actors): pp is its
+  // number of actors, the partition and placement are its own, v the most stages on one actor;
+  // every schedule (or those of space.schedules) is tried on it and those that do not fit it
+  // (schedules/assigned.h) are pruned as "schedule" with the reason.
+  std::optional<Assignment> assignment;
   // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;

@@ -5,9 +5,11 @@
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
+#include "schedules/assigned.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
 #include "schedules/moe_pairing.h"
@@ -64,6 +66,18 @@ nlohmann::json plan_warnings(const Plan& plan, const SimResult& result) {
                          " holds no transformer layer (only the embedding or the logits): a "
                          "pipeline rank with almost no work");
   return warnings;
+}
+
+Assignment resolve_plan_assignment(const PlanRequest& req, const ParallelConfig& config) {
+  const std::string where = req.assignment->where();
+  if (!req.schedule_file.empty())
+    throw_input_error(where, "a schedule file places its own stages; give a schedule name");
+  if (req.partition != PartitionMode::kAuto)
+    throw_input_error(where, "the assignment gives the partition; --partition is not used with it");
+  if (config.virtual_stages != 1)
+    throw_input_error(where, "the assignment gives the stages per actor; --virtual is not used "
+                             "with it");
+  return resolve_assignment(*req.assignment, req.model, config.pp);
 }
 
 }  // namespace
@@ -199,25 +213,35 @@ Plan build_plan(const PlanRequest& req) {
                                            " attention heads of " + req.model.name);
   }
   const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
-  Schedule schedule = make_schedule(config.schedule, req.schedule_file, config.pp, requested_stages,
-                                    m, req.fuse_steady_state);
+  std::optional<Assignment> assignment;
+  if (req.assignment) assignment = resolve_plan_assignment(req, config);
+  Schedule schedule =
+      assignment ? schedule_on_placement(config.schedule, assignment->placement, m,
+                                         req.fuse_steady_state, assignment->spec.where())
+                 : make_schedule(config.schedule, req.schedule_file, config.pp, requested_stages,
+                                 m, req.fuse_steady_state);
   // Megatron's combined 1F1B: each backward runs paired with the next forward (the order is
   // kept; only the grouping changes).
   if (config.moe_overlap == MoeOverlap::k1F1B && config.ep > 1)
     schedule = pair_backward_forward(schedule, "--moe-overlap 1f1b (" + schedule.name + ")");
   const int num_stages = schedule.num_stages;
-  if (num_stages % config.pp != 0) {
+  if (!assignment && num_stages % config.pp != 0) {
     throw_input_error("schedule", std::to_string(num_stages) + " stages on " +
                                       std::to_string(config.pp) + " actors");
   }
-  config.virtual_stages = num_stages / config.pp;
+  config.virtual_stages =
+      assignment ? max_stages_per_actor(schedule.placement) : num_stages / config.pp;
   if (!req.schedule_file.empty()) config.schedule = schedule.name;
 
   Plan plan;
   plan.model = req.model;
   plan.cluster = cluster_to_json(req.cluster);
   plan.placement = schedule.placement;
-  switch (req.partition) {
+  if (assignment) {
+    plan.partition = assignment->partition;
+    plan.assignment = assignment->spec;
+  }
+  switch (assignment ? PartitionMode::kExplicit : req.partition) {
     case PartitionMode::kAuto: {
       AutoPartitionOptions o;
       o.num_stages = num_stages;
@@ -228,6 +252,7 @@ Plan build_plan(const PlanRequest& req) {
       plan.partition = even_partition(req.model, num_stages);
       break;
     case PartitionMode::kExplicit:
+      if (assignment) break;
       plan.partition = partition_from_starts(req.partition_starts, req.model.num_layers());
       if (plan.partition.num_stages() != num_stages) {
         throw_input_error("--partition", "gives " + std::to_string(plan.partition.num_stages()) +
@@ -280,6 +305,12 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   out.metrics["model"] = plan.model.name;
   out.metrics["config"] = config_to_json(plan.config);
   out.metrics["warnings"] = plan_warnings(plan, out.result);
+  if (plan.assignment) {  // the stages the assignment gave (maximal runs on one actor)
+    out.metrics["assignment"] = {{"source", plan.assignment->source},
+                                 {"num_stages", plan.partition.num_stages()},
+                                 {"stage_begin", plan.partition.stage_begin},
+                                 {"placement", placement_to_json(plan.placement)}};
+  }
   if (options.breakdown) {
     out.metrics["breakdown"] =
         breakdown_to_json(step_breakdown(out.program, cost, out.result));

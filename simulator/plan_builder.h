@@ -23,6 +23,8 @@
 //     hfu              as mfu with hardware FLOPs
 //     warnings         a list of sentences for results that are numbers but not a plan to run:
 //                      a bubble rate of 90 % or more, an actor holding no transformer layer
+//     assignment       with PlanRequest::assignment: its source, num_stages, stage_begin and
+//                      placement
 //     plus every schedule-level metric of sim_result_to_json (bubble_rate, tasks, peak memory
 //     per actor, volumes, critical path).
 //   simulate_stage_times  the measured-times mode: a schedule and T_F/T_B/T_W/T_comm, no model.
@@ -69,6 +71,12 @@ struct PlanRequest {
   int64_t max_memory_bytes = 0;
   int partition_evaluations = 0;
   bool fuse_steady_state = false;
+  // A name-to-actor assignment (graph/assignment.h) instead of `partition` and the schedule's
+  // own placement: its stages and placement are used, config.schedule is generated on that
+  // placement (schedules/assigned.h; InputError naming the assignment and the schedule when it
+  // does not fit), config.virtual_stages becomes the most stages on one actor, and the plan keeps
+  // the assignment. Needs partition kAuto, config.virtual_stages 1 and no schedule_file.
+  std::optional<AssignmentSpec> assignment;
 };
 
 // InputError on pp·tp·dp != gpus, a batch not divisible by dp·microbatch_size, non-positive

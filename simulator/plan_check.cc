@@ -6,6 +6,8 @@
 #include "costmodel/analytic_cost.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
+#include "graph/assignment.h"
+#include "schedules/assigned.h"
 #include "schedules/lower.h"
 #include "schedules/moe_pairing.h"
 #include "schedules/registry.h"
@@ -40,7 +42,13 @@ void check_config(const Plan& plan, const std::string& source) {
   if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel)
     throw_input_error(where, "tp_comm_overlap needs sequence_parallel");
   const int64_t stages = int64_t{c.pp} * c.virtual_stages;
-  if (stages != plan.partition.num_stages())
+  if (plan.assignment) {  // stages from the assignment: v is the most stages on one actor
+    const int most = max_stages_per_actor(plan.placement);
+    if (plan.placement.num_actors == c.pp && c.virtual_stages != most)
+      throw_input_error(where, "virtual_stages " + std::to_string(c.virtual_stages) +
+                                   " is not the most stages one actor holds in the assignment's "
+                                   "placement (" + std::to_string(most) + ")");
+  } else if (stages != plan.partition.num_stages())
     throw_input_error(where, "pp·virtual_stages = " + std::to_string(c.pp) + "·" +
                                  std::to_string(c.virtual_stages) + " = " + std::to_string(stages) +
                                  " stages, but the partition has " +
@@ -88,7 +96,10 @@ void check_schedule_name(const Plan& plan, const Schedule& schedule, const std::
     params.fuse_steady_state = fuse;
     Schedule expected;
     try {
-      expected = generate_schedule(name, params);
+      expected = plan.assignment ? schedule_on_placement(name, plan.placement,
+                                                         schedule.num_microbatches, fuse,
+                                                         plan.assignment->where())
+                                 : generate_schedule(name, params);
     } catch (const InputError& e) {
       if (fuse) break;  // only some schedules fuse their steady state
       throw_input_error(field(source, "config"),

@@ -284,6 +284,53 @@ const std::vector<BadInputCase> kCases = {
      .args = "explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2 --plan {dir}/p.json",
      .message = "--ep: gpt3-1.3b has no routed experts"},
 
+    // ---- Name-to-actor assignments (--assign; issue 18): file, key and reason, nothing written.
+    {.name = "AssignMissingLayer",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer23": 0, "layer24": 1,
+                                                  "logits": 1}})")}},
+     .message = "{dir}/a.json: field 'assignment.layer24': no layer named 'layer24' in gpt3-1.3b"},
+    {.name = "AssignLayerTwice",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer11": 0, "layer11-logits": 1}})")}},
+     .message = "field 'assignment.layer11-logits': layer11 is also assigned by 'embedding-layer11'"},
+    {.name = "AssignLayerNotAssigned",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --assign {dir}/a.json --timeline {dir}/t.svg",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer11": 0, "layer12-layer23": 1}})")}},
+     .message = "{dir}/a.json: field 'assignment': layer 'logits' is not assigned"},
+    {.name = "AssignActorOutOfRange",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --assign {dir}/a.json --trace {dir}/t.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding": 0, "layer{i}": "i mod 3",
+                                                  "logits": 1}})")}},
+     .message = "field 'assignment.layer{i}': 'i mod 3' gives actor 2 for layer2, out of range"},
+    {.name = "AssignActorWithNothing",
+     .args = kSim + "--gpus 3 --pp 3 --global-batch 3 --assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer11": 0, "layer12-logits": 2}})")}},
+     .message = "{dir}/a.json: field 'assignment': actor 1 gets no layer (3 actors)"},
+    {.name = "AssignScheduleThatDoesNotFit",
+     .args = "simulate --model gpt3-1.3b --schedule zb-h1 --gpus 4 --pp 4 --global-batch 8 "
+             "--assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding": 0, "layer{i}": "i mod 4",
+                                                  "logits": 3}})")}},
+     .message = "schedule 'ZeroBubble' does not fit the assignment (24 stages on 4 actors, loop "
+                "placement)"},
+    {.name = "ShowAssignMissingLayer",
+     .args = "show --schedule 1f1b --pp 2 --microbatches 4 --model gpt3-1.3b --assign {dir}/a.json "
+             "--export-json {dir}/s.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer23": 0, "head": 1}})")}},
+     .message = "field 'assignment.head': no layer named 'head' in gpt3-1.3b"},
+    {.name = "ExploreAssignActorOutOfRange",
+     .args = "explore --model gpt3-1.3b --gpus 2 --global-batch 4 --pp 2 --quiet "
+             "--assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer11": 0, "layer12-logits": 5}})")}},
+     .message = "field 'assignment.layer12-logits': actor 5 is out of range 0..1 (2 actors)"},
+    {.name = "ExploreAssignWithBalancedTimePartition",
+     .args = "explore --model gpt3-1.3b --gpus 2 --global-batch 4 --pp 2 --quiet "
+             "--assign {dir}/a.json --partition balanced-time --plan {dir}/p.json",
+     .files = {{"a.json", text(R"({"assignment": {"embedding-layer11": 0, "layer12-logits": 1}})")}},
+     .message = "--partition: the assignment (--assign) gives the partition; not with --partition "
+                "balanced-time"},
+
     // ---- graph: model files and shapes. -----------------------------------------------------
     {.name = "GraphMalformedModelJson", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(R"({"name": "m", "layers": 2,, })")}}, .message = "malformed JSON"},
