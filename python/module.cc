@@ -136,10 +136,10 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& recompute, bool sequence_parallel, bool zero1,
                            bool overlap_grad_reduce, bool tp_comm_overlap,
                            const std::string& attention, const std::string& partition,
-                           std::optional<double> max_memory_gib, int ep,
-                           std::optional<int> etp, double moe_imbalance,
-                           const std::string& moe_overlap, const std::string& perturb,
-                           bool breakdown, bool check_memory, bool record_trace) {
+                           std::optional<double> max_memory_gib, int ep, std::optional<int> etp,
+                           double moe_imbalance, const std::string& moe_overlap,
+                           const std::string& perturb, bool breakdown, bool check_memory,
+                           bool record_trace) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -265,11 +265,11 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         const std::vector<int>& virtual_stages,
                         const std::vector<std::string>& recompute, const std::string& zero1,
                         bool sequence_parallel, const std::string& attention, bool tp_comm_overlap,
-                        bool overlap_grad_reduce, bool bound_prune,
-                        const std::string& partition, int threads, int top,
-                        bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
-                        std::optional<double> synthesize_time_s, std::optional<int> robust,
-                        std::optional<double> robust_jitter, std::optional<py::function> progress) {
+                        bool overlap_grad_reduce, bool bound_prune, const std::string& partition,
+                        int threads, int top, bool explain, bool csv, bool synthesize,
+                        std::optional<int> synthesize_top, std::optional<double> synthesize_time_s,
+                        std::optional<int> robust, std::optional<double> robust_jitter,
+                        std::optional<py::function> progress) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -825,9 +825,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("recompute"), py::arg("sequence_parallel"), py::arg("zero1"),
         py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
-        py::arg("moe_imbalance"),
-        py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"), py::arg("check_memory"),
-        py::arg("record_trace"));
+        py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
+        py::arg("check_memory"), py::arg("record_trace"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -844,10 +843,9 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("virtual_stages"), py::arg("recompute"), py::arg("zero1"),
         py::arg("sequence_parallel"), py::arg("attention"), py::arg("tp_comm_overlap"),
         py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("partition"),
-        py::arg("threads"), py::arg("top"),
-        py::arg("explain"), py::arg("csv"), py::arg("synthesize"), py::arg("synthesize_top"),
-        py::arg("synthesize_time_s"), py::arg("robust"), py::arg("robust_jitter"),
-        py::arg("progress"));
+        py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
+        py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
+        py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"));
