@@ -135,10 +135,11 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& schedule_file, bool fuse_steady_state,
                            const std::string& recompute, bool sequence_parallel, bool zero1,
                            bool overlap_grad_reduce, bool tp_comm_overlap,
-                           const std::string& attention, const std::string& partition, int ep,
-                           std::optional<int> etp, double moe_imbalance,
-                           const std::string& moe_overlap, const std::string& perturb,
-                           bool breakdown, bool check_memory, bool record_trace) {
+                           const std::string& attention, const std::string& partition,
+                           std::optional<double> max_memory_gib, int ep, std::optional<int> etp,
+                           double moe_imbalance, const std::string& moe_overlap,
+                           const std::string& perturb, bool breakdown, bool check_memory,
+                           bool record_trace) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -178,14 +179,21 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   req.schedule_file = schedule_file;
   req.fuse_steady_state = fuse_steady_state;
   parse_partition_flag(partition, req);
+  PlanSimOptions options = sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
+  // --max-memory-gib: the limit of the balanced-time search and of the fit check alike.
+  if (max_memory_gib) {
+    req.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
+    options.max_memory_bytes = req.max_memory_bytes;
+  }
   SimOut out;
   {
     py::gil_scoped_release release;
     Plan plan = build_plan(req);
-    const PlanSimOptions options =
-        sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
-    const SimulatedPlan sim = perturbation ? simulate_plan_perturbed(plan, options, *perturbation)
-                                           : simulate_plan(plan, options);
+    SimulatedPlan sim = perturbation ? simulate_plan_perturbed(plan, options, *perturbation)
+                                     : simulate_plan(plan, options);
+    // As simulate --json: the searched partition's stage starts (also in the plan's prediction).
+    if (req.partition == PartitionMode::kBalancedTime)
+      sim.metrics["stage_begin"] = plan.partition.stage_begin;
     out = sim_out(sim, record_trace || breakdown);
     // A plan holds the unperturbed prediction (simulate refuses --perturb with --plan).
     if (!perturbation) {
@@ -249,7 +257,7 @@ struct ExploreOut {
 // compares with the whole Python call. The what-if additions run as in the CLI: the synthesis
 // (--synthesize) on the ranked result, then the robust ranking (--robust) of the --top best.
 ExploreOut explore_json(const std::string& model_text, const std::string& cluster_text, int gpus,
-                        int global_batch, double max_memory_gib,
+                        int global_batch, std::optional<double> max_memory_gib,
                         const std::vector<std::string>& schedules, const std::vector<int>& pp,
                         const std::vector<int>& tp, const std::vector<int>& ep,
                         const std::vector<int>& etp, const std::vector<int>& cp,
@@ -257,10 +265,11 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         const std::vector<int>& virtual_stages,
                         const std::vector<std::string>& recompute, const std::string& zero1,
                         bool sequence_parallel, const std::string& attention, bool tp_comm_overlap,
-                        bool overlap_grad_reduce, bool bound_prune, int threads, int top,
-                        bool explain, bool csv, bool synthesize, std::optional<int> synthesize_top,
-                        std::optional<double> synthesize_time_s, std::optional<int> robust,
-                        std::optional<double> robust_jitter, std::optional<py::function> progress) {
+                        bool overlap_grad_reduce, bool bound_prune, const std::string& partition,
+                        int threads, int top, bool explain, bool csv, bool synthesize,
+                        std::optional<int> synthesize_top, std::optional<double> synthesize_time_s,
+                        std::optional<int> robust, std::optional<double> robust_jitter,
+                        std::optional<py::function> progress) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -282,7 +291,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
   req.gpus = gpus;
   req.global_batch = global_batch;
-  if (max_memory_gib != 0) req.max_memory_bytes = max_memory_bytes_from_gib(max_memory_gib);
+  if (max_memory_gib) req.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
   ExploreSpace& space = req.space;
   space.schedules = schedules;
   space.pp = pp;
@@ -300,6 +309,11 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.tp_comm_overlap = tp_comm_overlap;
   req.overlap_grad_reduce = overlap_grad_reduce;
   req.bound_prune = bound_prune;
+  {  // as explore --partition: parsed as simulate's flag; explore() refuses what it cannot take
+    PlanRequest parsed;
+    parse_partition_flag(partition, parsed);
+    req.partition = parsed.partition;
+  }
   if (threads < 0) throw_input_error("--threads", "must be >= 1, got " + std::to_string(threads));
   if (threads > 0) check_int_in(threads, "--threads", 1, 4096, "a number of threads");
   req.threads = threads;
@@ -351,15 +365,24 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   return out;
 }
 
+// explore --plan for any configuration of an exploration: the request's partition mode and
+// memory limit (the balanced-time search's) rebuild the partition the explorer simulated.
 std::string explore_best_plan(const std::string& model_text, const std::string& cluster_text,
                               int gpus, int global_batch, const std::string& config_text,
-                              bool overlap_grad_reduce) {
+                              bool overlap_grad_reduce, const std::string& partition,
+                              std::optional<double> max_memory_gib) {
   ExploreRequest req;
   req.model = model_from_json(parse(model_text, "model"), "model");
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
   req.gpus = gpus;
   req.global_batch = global_batch;
   req.overlap_grad_reduce = overlap_grad_reduce;
+  if (max_memory_gib) req.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
+  {
+    PlanRequest parsed;
+    parse_partition_flag(partition, parsed);
+    req.partition = parsed.partition;
+  }
   const ParallelConfig config = config_from_json(parse(config_text, "config"), "config");
   py::gil_scoped_release release;
   return plan_to_json(build_config_plan(req, config)).dump();
@@ -801,9 +824,9 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("schedule"), py::arg("schedule_file"), py::arg("fuse_steady_state"),
         py::arg("recompute"), py::arg("sequence_parallel"), py::arg("zero1"),
         py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
-        py::arg("partition"), py::arg("ep"), py::arg("etp"), py::arg("moe_imbalance"),
-        py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"), py::arg("check_memory"),
-        py::arg("record_trace"));
+        py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
+        py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
+        py::arg("check_memory"), py::arg("record_trace"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -819,12 +842,13 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("tp"), py::arg("ep"), py::arg("etp"), py::arg("cp"), py::arg("microbatch_sizes"),
         py::arg("virtual_stages"), py::arg("recompute"), py::arg("zero1"),
         py::arg("sequence_parallel"), py::arg("attention"), py::arg("tp_comm_overlap"),
-        py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("threads"), py::arg("top"),
-        py::arg("explain"), py::arg("csv"), py::arg("synthesize"), py::arg("synthesize_top"),
-        py::arg("synthesize_time_s"), py::arg("robust"), py::arg("robust_jitter"),
-        py::arg("progress"));
+        py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("partition"),
+        py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
+        py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
+        py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
-        py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"));
+        py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
+        py::arg("partition"), py::arg("max_memory_gib"));
   m.def("show", &show_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
         py::arg("microbatches"), py::arg("stages"), py::arg("fuse_steady_state"),
         py::arg("group_size"));

@@ -247,8 +247,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              virtual=1, global_batch=None, microbatch_size=1, schedule=None, schedule_file=None,
              fuse_steady_state=False, recompute="none", sequence_parallel=False, zero1=False,
              overlap_grad_reduce=False, tp_comm_overlap=False, attention="flash",
-             partition="auto", ep=1, etp=None, moe_imbalance=1.0, moe_overlap="auto",
-             breakdown=False, check_memory=True, trace=True, perturb=None,
+             partition="auto", max_memory_gib=None, ep=1, etp=None, moe_imbalance=1.0,
+             moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, stage_times=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
@@ -258,7 +258,10 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``overlap_grad_reduce``,
     ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even",
     "balanced-time" (least step time within the device memory, docs/partition.md) or
-    "0,13,26"), ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
+    "0,13,26"), ``max_memory_gib`` (memory limit per GPU in GiB of the balanced-time search
+    and of the fit check; default the cluster's HBM; ``--max-memory-gib``; with
+    balanced-time ``metrics["stage_begin"]`` holds the searched stage starts),
+    ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
     ``etp`` (expert tensor parallelism, default tp), ``moe_imbalance`` (tokens of the busiest
     expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none).
 
@@ -293,7 +296,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             int(dp), int(cp), int(virtual), int(global_batch), int(microbatch_size),
             schedule or "", schedule_file or "", bool(fuse_steady_state), str(recompute),
             bool(sequence_parallel), bool(zero1), bool(overlap_grad_reduce),
-            bool(tp_comm_overlap), str(attention), str(partition), int(ep),
+            bool(tp_comm_overlap), str(attention), str(partition),
+            None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
@@ -305,7 +309,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
-                   ("moe_overlap", moe_overlap, "auto")),
+                   ("moe_overlap", moe_overlap, "auto"), ("max_memory_gib", max_memory_gib, None)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
@@ -366,13 +370,15 @@ class ExploreResult:
     def plan(self, entry):
         """The plan of one simulated configuration: ``entry`` is an element of ``ranked`` or
         ``configs`` (or its ``config`` dict); built and simulated as ``explore --plan`` builds
-        the best one. A synthesized configuration's plan is given by :meth:`best_plan` only."""
+        the best one, with the exploration's partition mode and memory limit (so a
+        balanced-time plan has the searched partition and the entry's step time). A synthesized configuration's plan is given by :meth:`best_plan` only."""
         config = entry.get("config", entry)
         if config.get("schedule") == "synthesized":
             raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
                              "use best_plan()")
-        m, c, gpus, gb, ogr = self._request
-        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr))
+        m, c, gpus, gb, ogr, partition, max_memory_gib = self._request
+        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr,
+                                              partition, max_memory_gib))
 
     def to_pandas(self):
         """Ranked configurations as a DataFrame: one row per configuration, the config fields
@@ -396,7 +402,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             schedules=None, pp=None, tp=None, ep=None, etp=None, cp=None, microbatch_sizes=None,
             virtual=None, recompute=None, zero1="both", sequence_parallel=False,
             attention="flash", tp_comm_overlap=False, overlap_grad_reduce=False,
-            bound_prune=False, threads=None, top=10, explain=False, csv=False, synthesize=False,
+            bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
@@ -404,7 +410,11 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
     default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models).
     ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
-    bounds (``--bound-prune``). ``explain`` lists the pruned configurations in
+    bounds (``--bound-prune``; automatic partition only). ``partition`` partitions every
+    configuration: "auto" (FLOPs balanced), "even" (Megatron-LM's split) or "balanced-time"
+    (least simulated step time under ``max_memory_gib``, up to 4·S+16 simulations per
+    configuration; docs/partition.md), as ``--partition``; :meth:`ExploreResult.plan` and
+    :meth:`ExploreResult.best_plan` rebuild plans with the same partition. ``explain`` lists the pruned configurations in
     ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
@@ -419,20 +429,22 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     c = _json.dumps(_cluster(cluster)._spec)
     if threads is not None and int(threads) < 1:
         raise InputError(f"--threads: must be >= 1, got {threads}")
+    max_memory = None if max_memory_gib is None else float(max_memory_gib)
     out = _core.explore(
-        m, c, int(gpus), int(global_batch), float(max_memory_gib or 0), list(schedules or []),
+        m, c, int(gpus), int(global_batch), max_memory, list(schedules or []),
         list(pp or []), list(tp or []), list(ep or []), list(etp or []), list(cp or []),
         list(microbatch_sizes or []), list(virtual or []), list(recompute or []), str(zero1),
         bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
-        bool(overlap_grad_reduce), bool(bound_prune), int(threads or 0), int(top),
+        bool(overlap_grad_reduce), bool(bound_prune), str(partition), int(threads or 0), int(top),
         bool(explain), bool(csv), bool(synthesize),
         None if synthesize_top is None else int(synthesize_top),
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress)
-    return ExploreResult(_json.loads(out.summary), (m, c, int(gpus), int(global_batch),
-                                                    bool(overlap_grad_reduce)), out.explore_s,
-                         out.best_plan, out.csv if csv else None)
+    request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
+               max_memory)
+    return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,
+                         out.csv if csv else None)
 
 
 # --- synthesize -----------------------------------------------------------------------------------

@@ -432,3 +432,145 @@ def test_export_of_a_plan_task_graph_equals_cli(plans, tmp_path):
         assert js.export(plans["zb-h1"], "dot", view="taskgraph") == f.read()
     same_error(lambda: js.export(plans["zb-h1"], "text", view="taskgraph"), "export", "--plan",
                plans["zb-h1"], "--view", "taskgraph", "--format", "text", "-o", "-")
+
+
+# --- partition modes and the memory limit (simulate --max-memory-gib, explore --partition) ---------
+
+# gpt3-1.3b (24 transformer layers) on 8 A100s: unconstrained, the balanced-time search moves
+# layers to the first actors (1F1B stashes more there) and peaks at 11.4 GiB; under 10 GiB it keeps
+# a partition that fits.
+PARTITION_SIM = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=8, pp=4, dp=2, global_batch=32,
+                     schedule="1f1b", trace=False)
+PARTITION_SIM_CLI = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "8", "--pp", "4",
+                     "--dp", "2", "--global-batch", "32", "--schedule", "1f1b"]
+GIB = 2**30
+
+
+def test_simulate_balanced_time_under_a_memory_limit_equals_cli(tmp_path):
+    plan_path = str(tmp_path / "plan.json")
+    limited = js.simulate(**PARTITION_SIM, partition="balanced-time", max_memory_gib=10)
+    c = cli_json("simulate", *PARTITION_SIM_CLI, "--partition", "balanced-time",
+                 "--max-memory-gib", "10", "--plan", plan_path)
+    assert limited.metrics == c
+    with open(plan_path, encoding="utf-8") as f:
+        assert limited.plan == json.load(f)
+    assert limited.plan["partition"]["stage_begin"] == limited.metrics["stage_begin"]
+    free = js.simulate(**PARTITION_SIM, partition="balanced-time")
+    assert free.metrics == cli_json("simulate", *PARTITION_SIM_CLI, "--partition",
+                                    "balanced-time")
+    # The limit reaches the search: another partition, within 10 GiB where the free one is not.
+    assert limited.metrics["stage_begin"] != free.metrics["stage_begin"]
+    assert max(limited.metrics["peak_memory_bytes"]) <= 10 * GIB
+    assert max(free.metrics["peak_memory_bytes"]) > 10 * GIB
+    assert free.step_time_s < limited.step_time_s
+    # Other partitions report no stage starts, as the CLI.
+    auto = js.simulate(**PARTITION_SIM, max_memory_gib=10)
+    assert auto.metrics == cli_json("simulate", *PARTITION_SIM_CLI, "--max-memory-gib", "10")
+    assert "stage_begin" not in auto.metrics
+
+
+def test_simulate_memory_limit_is_the_fit_check():
+    # The auto partition peaks at 8.7 GiB: refused under 8 GiB, reported with check_memory=False.
+    same_error(lambda: js.simulate(**PARTITION_SIM, max_memory_gib=8), "simulate",
+               *PARTITION_SIM_CLI, "--max-memory-gib", "8")
+    r = js.simulate(**PARTITION_SIM, max_memory_gib=8, check_memory=False)
+    assert r.metrics == cli_json("simulate", *PARTITION_SIM_CLI, "--max-memory-gib", "8",
+                                 "--no-memory-check")
+    assert js.simulate(**PARTITION_SIM, max_memory_gib=9).step_time_s == r.step_time_s
+
+
+def test_simulate_memory_limit_errors_are_the_clis():
+    # No partition fits in 2 GiB: the search's one line, with the least peak it found.
+    same_error(lambda: js.simulate(**PARTITION_SIM, partition="balanced-time", max_memory_gib=2),
+               "simulate", *PARTITION_SIM_CLI, "--partition", "balanced-time",
+               "--max-memory-gib", "2")
+    for bad in (0, -1, 1e-9, 1e300):
+        same_error(lambda: js.simulate(**PARTITION_SIM, max_memory_gib=bad), "simulate",
+                   *PARTITION_SIM_CLI, "--max-memory-gib", repr(bad))
+    # A model-mode argument in measured mode.
+    same_error(lambda: js.simulate(schedule="1f1b", pp=2, microbatches=2, t_f=1, t_b=1,
+                                   max_memory_gib=10),
+               "simulate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "2", "--t-f",
+               "1", "--t-b", "1", "--max-memory-gib", "10")
+
+
+PARTITION_EXPLORE = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=8, global_batch=32,
+                         pp=[2, 4], schedules=["1f1b", "zb-h1"], microbatch_sizes=[1],
+                         zero1="off", recompute=["none"], threads=1)
+PARTITION_EXPLORE_CLI = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "8",
+                         "--global-batch", "32", "--pp", "2,4", "--schedules", "1f1b,zb-h1",
+                         "--microbatch-sizes", "1", "--zero1", "off", "--recompute", "none",
+                         "--threads", "1", "--quiet"]
+
+
+def stage_begins(result):
+    """{configuration id: stage starts of its rebuilt plan} of every ranked configuration."""
+    return {e["id"]: result.plan(e)["partition"]["stage_begin"] for e in result.ranked}
+
+
+@pytest.mark.parametrize("limit", [None, 10])
+def test_explore_balanced_time_equals_cli_and_plans_keep_the_partition(tmp_path, limit):
+    kw = {} if limit is None else {"max_memory_gib": limit}
+    flags = [] if limit is None else ["--max-memory-gib", str(limit)]
+    plan_path = str(tmp_path / "best.json")
+    r = js.explore(**PARTITION_EXPLORE, partition="balanced-time", **kw)
+    code, out, err = cli("explore", *PARTITION_EXPLORE_CLI, "--partition", "balanced-time",
+                         *flags, "--json", "--plan", plan_path)
+    assert code == 0, err
+    assert r.summary == json.loads(out)
+    assert r.summary["options"]["partition"] == "balanced-time"
+    with open(plan_path, encoding="utf-8") as f:
+        assert r.best_plan() == json.load(f)
+    # Every ranked configuration's plan is rebuilt with the searched partition: its predicted
+    # step time is the ranked one.
+    assert len(r.ranked) >= 6
+    for e in r.ranked:
+        assert r.plan(e)["predicted"]["step_time_s"] == e["step_time_s"], e["id"]
+    # ... which is not the automatic partition's for some of them (the test would pass with the
+    # auto partition otherwise), and never slower.
+    auto = js.explore(**PARTITION_EXPLORE, **kw)
+    auto_steps = {e["id"]: e["step_time_s"] for e in auto.ranked}
+    assert any(e["step_time_s"] < auto_steps[e["id"]] for e in r.ranked if e["id"] in auto_steps)
+    assert all(e["step_time_s"] <= auto_steps[e["id"]] for e in r.ranked if e["id"] in auto_steps)
+    assert stage_begins(r) != stage_begins(auto)
+
+
+def test_explore_plans_keep_the_memory_limit_of_the_search():
+    # The pp 4, dp 2 configurations take another partition under 10 GiB than without a limit;
+    # plan(entry) rebuilds the limited one (and so predicts the entry's step time).
+    limited = js.explore(**PARTITION_EXPLORE, partition="balanced-time", max_memory_gib=10)
+    free = js.explore(**PARTITION_EXPLORE, partition="balanced-time")
+    free_begins = stage_begins(free)
+    changed = [e for e in limited.ranked
+               if limited.plan(e)["partition"]["stage_begin"] != free_begins.get(e["id"])
+               and e["id"] in free_begins]
+    assert changed
+    for e in changed:
+        plan = limited.plan(e)
+        assert plan["predicted"]["step_time_s"] == e["step_time_s"]
+        assert max(plan["predicted"]["peak_memory_bytes"]) <= 10 * GIB
+
+
+def test_explore_even_partition_equals_cli():
+    r = js.explore(**PARTITION_EXPLORE, partition="even")
+    c = cli_json("explore", *PARTITION_EXPLORE_CLI, "--partition", "even")
+    assert r.summary == c
+    for e in r.ranked[:3]:
+        assert r.plan(e)["predicted"]["step_time_s"] == e["step_time_s"]
+
+
+def test_explore_partition_errors_are_the_clis():
+    for partition in ("balanced-time", "even"):
+        same_error(lambda: js.explore(**PARTITION_EXPLORE, partition=partition, bound_prune=True),
+                   "explore", *PARTITION_EXPLORE_CLI, "--partition", partition, "--bound-prune")
+    same_error(lambda: js.explore(**PARTITION_EXPLORE, partition="0,13"), "explore",
+               *PARTITION_EXPLORE_CLI, "--partition", "0,13")
+    same_error(lambda: js.explore(**PARTITION_EXPLORE, partition="balanced"), "explore",
+               *PARTITION_EXPLORE_CLI, "--partition", "balanced")
+    same_error(lambda: js.explore(**PARTITION_EXPLORE, max_memory_gib=0), "explore",
+               *PARTITION_EXPLORE_CLI, "--max-memory-gib", "0")
+    # Nothing fits in 2 GiB, whatever the partition.
+    same_error(lambda: js.explore(**PARTITION_EXPLORE, partition="balanced-time",
+                                  max_memory_gib=2),
+               "explore", *PARTITION_EXPLORE_CLI, "--partition", "balanced-time",
+               "--max-memory-gib", "2")
