@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "graph/error.h"
+#include "simulator/partition_search.h"
 
 namespace jaxpp {
 namespace {
@@ -42,11 +43,15 @@ void evaluate_with_partition(const ExploreRequest& request, std::vector<ConfigRe
     Plan plan;
     try {
       plan = build_plan(req);
+    } catch (const PartitionDoesNotFit& e) {
+      rec.status = ConfigStatus::kMemory;
+      rec.peak_memory_bytes = e.least_peak_bytes;
+      rec.peak_memory_actor = e.actor;
+      rec.reason = e.what();
+      continue;
     } catch (const InputError& e) {
-      const std::string what = e.what();
-      rec.status = what.find("no partition fits") != std::string::npos ? ConfigStatus::kMemory
-                                                                       : ConfigStatus::kFailed;
-      rec.reason = what;
+      rec.status = ConfigStatus::kFailed;
+      rec.reason = e.what();
       continue;
     }
     PlanSimOptions so;

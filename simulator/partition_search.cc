@@ -364,13 +364,15 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
     }
     if (!fits(least_peak)) {
       const auto worst = std::max_element(least_peak.begin(), least_peak.end());
-      throw_input_error(kFlag, "no partition fits in " + gib_text(static_cast<double>(limit)) +
-                                   " GiB per device; " +
-                                   (exact ? "the least peak memory of any partition is "
-                                          : "the least peak memory the search found is ") +
-                                   gib_text(static_cast<double>(*worst)) + " GiB on actor " +
-                                   std::to_string(worst - least_peak.begin()) + " (stage starts " +
-                                   describe_starts(least) + ")");
+      const int actor = static_cast<int>(worst - least_peak.begin());
+      throw PartitionDoesNotFit(std::string(kFlag) + ": no partition fits in " +
+                                    gib_text(static_cast<double>(limit)) + " GiB per device; " +
+                                    (exact ? "the least peak memory of any partition is "
+                                           : "the least peak memory the search found is ") +
+                                    gib_text(static_cast<double>(*worst)) + " GiB on actor " +
+                                    std::to_string(actor) + " (stage starts " +
+                                    describe_starts(least) + ")",
+                                *worst, actor);
     }
     consider(least, "memory");
   }

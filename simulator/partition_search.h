@@ -56,12 +56,23 @@
 #include <vector>
 
 #include "costmodel/cluster.h"
+#include "graph/error.h"
 #include "graph/model.h"
 #include "graph/partition.h"
 #include "graph/plan.h"
 #include "schedules/schedule.h"
 
 namespace jaxpp {
+
+// The InputError of a search in which no partition fits: it carries the least peak memory found
+// (per device) and its actor, so that explore can report the configuration's need.
+class PartitionDoesNotFit : public InputError {
+ public:
+  PartitionDoesNotFit(const std::string& message, int64_t least_peak_bytes, int actor)
+      : InputError(message), least_peak_bytes(least_peak_bytes), actor(actor) {}
+  int64_t least_peak_bytes;
+  int actor;
+};
 
 struct PartitionSearchOptions {
   int64_t max_memory_bytes = 0;  // per device; 0 = cluster.hbm_bytes; no limit when both are 0

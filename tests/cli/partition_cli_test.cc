@@ -106,14 +106,28 @@ TEST(PartitionCliTest, ExploreSearchesTheBalancedPartition) {
                    b.at("best").at("step_time_s").get<double>());
 }
 
+// When no configuration's partition fits, explore names the smallest need: the least peak memory
+// the partition search found (not 0, which a configuration without a fitting partition had before).
+TEST(PartitionCliTest, ExploreWithNothingFittingNamesTheLeastPeakTheSearchFound) {
+  const CliResult r = run_cli(
+      "explore --model llama3-8b --cluster a100-80g --gpus 4 --global-batch 16 --pp 4 --tp 1 "
+      "--microbatch-sizes 1 --schedules 1f1b --recompute none --zero1 off --quiet "
+      "--partition balanced-time --max-memory-gib 2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string prefix =
+      "jaxpp-sim explore: error: no configuration fits in 2 GiB; the smallest needs ";
+  ASSERT_EQ(r.err.rfind(prefix, 0), 0u) << r.err;
+  const double need = std::stod(r.err.substr(prefix.size()));
+  EXPECT_GT(need, 2.0) << r.err;
+}
+
 TEST(PartitionCliTest, ExploreTableNamesThePartitionMode) {
   const std::string table =
       "explore --model llama3-8b --cluster a100-80g --gpus 4 --global-batch 16 --pp 4 --tp 1 "
       "--microbatch-sizes 1 --schedules 1f1b --recompute none --zero1 off --quiet ";
   const CliResult balanced = run_cli(table + "--partition balanced-time");
   ASSERT_EQ(balanced.exit_code, 0) << balanced.err;
-  EXPECT_NE(balanced.out.find("in every configuration: balanced-time partition"),
-            std::string::npos)
+  EXPECT_NE(balanced.out.find("in every configuration: balanced-time partition"), std::string::npos)
       << balanced.out;
   const CliResult flops = run_cli(table);
   ASSERT_EQ(flops.exit_code, 0) << flops.err;
