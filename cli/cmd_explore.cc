@@ -277,6 +277,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   req.bound_prune = args.count("bound-prune") > 0;
+  req.bound_top = std::max(1, top);
   if (args.count("threads")) {
     req.threads = args["threads"].as<int>();
     if (req.threads < 1) {

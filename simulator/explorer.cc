@@ -4,10 +4,13 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -275,23 +278,39 @@ struct ComputeSignatures {
   }
 };
 
-// What evaluate_unit does: everything (kAll); the memory pre-check and the lower bound of every
-// configuration that fits (kBound); the simulation of configurations already pre-checked
-// (kSimulate).
-enum class UnitMode { kAll, kBound, kSimulate };
+// The schedule of a unit (pp, schedule, v, m), as build_plan generates it; InputError when the
+// generator rejects (p, S, m).
+Schedule unit_schedule(const ParallelConfig& base) {
+  const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
+  return make_schedule(base.schedule, "", base.pp, requested_stages, base.num_microbatches,
+                       /*fuse_steady_state=*/false);
+}
+
+// The simulator options of one configuration (no trace; memory as the pre-check counts it).
+SimOptions config_sim_options(const ExploreRequest& request, const ParallelConfig& config,
+                              const MemoryModel& mem) {
+  SimOptions so;
+  so.record_trace = false;
+  so.overlap_grad_reduce = config.overlap_grad_reduce;
+  so.iteration_overhead_s = request.cluster.iteration_overhead_s;
+  so.static_bytes_per_actor = mem.static_bytes_per_actor();
+  so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
+  return so;
+}
+
+// What evaluate_unit does: everything (kAll), or the memory pre-check and the lower bound of
+// every configuration that fits (kBound).
+enum class UnitMode { kAll, kBound };
 
 // Schedule check, memory check and simulation of one unit: records sharing pp, schedule, v and
 // m (so one schedule and one program), in sub-groups of equal (tp, cp, ep, etp, b).
 void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                    const std::vector<int64_t>& ids, UnitTimings& t,
                    UnitMode mode = UnitMode::kAll) {
-  const ParallelConfig& base = records[ids.front()].config;
-  const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
   auto t0 = Clock::now();
   Schedule schedule;
   try {
-    schedule = make_schedule(base.schedule, "", base.pp, requested_stages, base.num_microbatches,
-                             /*fuse_steady_state=*/false);
+    schedule = unit_schedule(records[ids.front()].config);
   } catch (const InputError& e) {
     for (int64_t id : ids) {
       records[id].status = ConfigStatus::kSchedule;
@@ -322,11 +341,6 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[ids[k]];
       MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
                                            request.cluster);
-      if (mode == UnitMode::kSimulate) {  // pre-checked already
-        survivors.push_back(ids[k]);
-        memories.push_back(std::move(mem));
-        continue;
-      }
       const std::vector<int64_t> peak = peak_memory_per_actor(schedule, mem);
       const auto worst = std::max_element(peak.begin(), peak.end());
       rec.peak_memory_bytes = *worst;
@@ -375,12 +389,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[survivors[i]];
       const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                               request.cluster);
-      SimOptions so;
-      so.record_trace = false;
-      so.overlap_grad_reduce = rec.config.overlap_grad_reduce;
-      so.iteration_overhead_s = request.cluster.iteration_overhead_s;
-      so.static_bytes_per_actor = memories[i].static_bytes_per_actor();
-      so.stash_bytes_per_stage = memories[i].stash_bytes_per_stage;
+      const SimOptions so = config_sim_options(request, rec.config, memories[i]);
       try {
         const SimResult sim = simulate(prog, cost, so);
         t.instructions += sim.num_instructions;
@@ -785,15 +794,98 @@ void run_units(const ExploreRequest& request, std::vector<ConfigRecord>& records
   if (error) std::rethrow_exception(error);
 }
 
-// ExploreRequest::bound_prune: lower bounds first, then batches in (LB, id) order, pruning what a
-// simulated configuration dominates after each batch.
+// ExploreRequest::bound_prune: the simulated, fitting configurations decided so far (in the
+// (LB, id) order), and the two questions the bound asks of them.
+class Incumbents {
+ public:
+  explicit Incumbents(int keep) : keep_(static_cast<size_t>(std::max(1, keep))) {}
+
+  void add(const ConfigRecord& r) { points_.push_back({r.peak_memory_bytes, r.step_time_s, r.id}); }
+
+  struct Dominance {
+    int64_t by = -1;     // the fastest incumbent before x in the Pareto order, as small as x
+    int64_t before = 0;  // incumbents ranked before x
+  };
+  // Whether x, at any step time >= s, is outside the first keep_ of the ranking and off the
+  // Pareto front (by >= 0), see ExploreRequest::bound_prune.
+  Dominance dominance(const ConfigRecord& x, double s) const {
+    Dominance d;
+    const Point* best = nullptr;
+    for (const Point& p : points_) {
+      const bool ahead = p.step < s || (p.step == s && p.id < x.id);
+      if (ahead) ++d.before;
+      if (p.peak <= x.peak_memory_bytes &&
+          (p.step < s || (p.step == s && (p.peak < x.peak_memory_bytes || p.id < x.id))) &&
+          (best == nullptr || std::tie(p.step, p.id) < std::tie(best->step, best->id)))
+        best = &p;
+    }
+    if (best != nullptr && static_cast<size_t>(d.before) >= keep_) d.by = best->id;
+    return d;
+  }
+
+  // The step time above which x is dominated (infinity when none is): the keep_-th smallest
+  // incumbent step, and the fastest incumbent as small as x, whichever is larger.
+  double stop_after(const ConfigRecord& x) const {
+    if (points_.size() < keep_) return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    steps.reserve(points_.size());
+    double front = std::numeric_limits<double>::infinity();
+    for (const Point& p : points_) {
+      steps.push_back(p.step);
+      if (p.peak <= x.peak_memory_bytes) front = std::min(front, p.step);
+    }
+    std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(keep_ - 1),
+                     steps.end());
+    return std::max(steps[keep_ - 1], front);
+  }
+
+
+ private:
+  struct Point {
+    int64_t peak;
+    double step;
+    int64_t id;
+  };
+  size_t keep_;
+  std::vector<Point> points_;
+};
+
+// The bound in the comparisons: LB less a relative 1e-9, so that rounding in the sum of durations
+// (the engine adds them in another order) can never make it exceed the simulated step time.
+double safe_bound(const ConfigRecord& r) { return r.lower_bound_s * (1 - 1e-9); }
+
+std::string bound_reason(const char* what, double s, const Incumbents::Dominance& d,
+                         const std::vector<ConfigRecord>& records) {
+  const ConfigRecord& y = records[d.by];
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "%s %.2f ms, but configuration %lld takes %.2f ms in %.2f GiB and %lld simulated "
+                "configurations rank before it",
+                what, s * 1e3, static_cast<long long>(y.id), y.step_time_s * 1e3,
+                static_cast<double>(y.peak_memory_bytes) / kGiB, static_cast<long long>(d.before));
+  return buf;
+}
+
+// What the simulations of one unit share: its schedule, partition and lowered program.
+struct UnitProgram {
+  Schedule schedule;
+  Partition partition;
+  std::optional<ProgramTemplate> program;
+};
+
+// ExploreRequest::bound_prune: lower bounds first (every unit, in parallel), then the
+// configurations in (LB, id) order, each pruned or simulated against the incumbents before it.
+// Worker threads claim configurations ahead of the decided prefix and simulate them with the
+// incumbents known then (a superset of the decision's stop time: never stopping one the order
+// would keep); each outcome is decided when its turn comes, in order, so it is the sequential
+// algorithm's.
 void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                         const std::vector<std::vector<int64_t>>& units, ExploreTimings& sum) {
-  int64_t done = 0;
-  run_units(request, records, units, UnitMode::kBound, done, 0, sum);
-  std::map<int64_t, size_t> unit_of;
+  int64_t done_units = 0;
+  run_units(request, records, units, UnitMode::kBound, done_units, 0, sum);
+  std::vector<int32_t> unit_of(records.size(), -1);
   for (size_t g = 0; g < units.size(); ++g)
-    for (int64_t id : units[g]) unit_of[id] = g;
+    for (int64_t id : units[g]) unit_of[id] = static_cast<int32_t>(g);
   std::vector<int64_t> order;
   for (const std::vector<int64_t>& ids : units)
     for (int64_t id : ids)
@@ -803,57 +895,156 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
       return records[a].lower_bound_s < records[b].lower_bound_s;
     return a < b;
   });
-  const int64_t total = static_cast<int64_t>(order.size());
-  const size_t batch_size = static_cast<size_t>(std::max(1, request.bound_batch));
-  using Point = std::tuple<int64_t, double, int64_t>;  // simulated, fitting: (peak, step, id)
-  std::vector<Point> front;
-  size_t cursor = 0;
-  while (cursor < order.size()) {
-    std::vector<int64_t> batch;
-    while (cursor < order.size() && batch.size() < batch_size) {
-      const int64_t id = order[cursor++];
-      if (records[id].status == ConfigStatus::kPending) batch.push_back(id);
+  const size_t n = order.size();
+  const int64_t limit = limit_bytes(request);
+
+  int threads =
+      request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
+  // How far ahead of the decided prefix a worker may claim: enough to keep every thread busy,
+  // little enough that few simulations are thrown away.
+  const size_t lookahead = 2 * static_cast<size_t>(threads);
+
+  // Shared state, guarded by `mutex`.
+  enum class Fate : uint8_t { kWaiting, kRunning, kSkipped, kSimulated, kStopped, kFailed };
+  std::vector<Fate> fate(n, Fate::kWaiting);
+  std::map<size_t, ConfigRecord> outcome;  // claimed index -> its simulated record
+  Incumbents incumbents(request.bound_top);
+  size_t next = 0, head = 0;
+  std::exception_ptr error;
+  std::mutex mutex;
+  std::condition_variable changed;
+  // Units whose program no worker is using, most recently used last.
+  std::vector<std::pair<int32_t, std::unique_ptr<UnitProgram>>> idle;
+  const size_t idle_capacity = static_cast<size_t>(threads) + 2;
+
+  // Decides the configurations of the prefix whose outcome is known (mutex held).
+  auto decide = [&] {
+    while (head < n && fate[head] != Fate::kWaiting && fate[head] != Fate::kRunning) {
+      ConfigRecord& x = records[order[head]];
+      const Incumbents::Dominance by_bound = incumbents.dominance(x, safe_bound(x));
+      if (by_bound.by >= 0) {
+        x.status = ConfigStatus::kBound;
+        x.reason = bound_reason("takes at least", x.lower_bound_s, by_bound, records);
+      } else {
+        assert(fate[head] != Fate::kSkipped && "skipped with fewer incumbents, so pruned now");
+        const double stop = incumbents.stop_after(x);
+        auto found = outcome.find(head);
+        if (fate[head] == Fate::kFailed) {
+          x = std::move(found->second);
+        } else if (fate[head] == Fate::kStopped || found->second.step_time_s > stop) {
+          // Stopped, or (simulated ahead with fewer incumbents) it would have been.
+          x.status = ConfigStatus::kBound;
+          x.reason = bound_reason("takes more than", stop,
+                                  incumbents.dominance(x, std::nextafter(stop, HUGE_VAL)), records);
+        } else {
+          x = std::move(found->second);
+          if (x.fits) incumbents.add(x);
+        }
+        if (found != outcome.end()) outcome.erase(found);
+      }
+      ++head;
+      if (request.progress) request.progress(static_cast<int64_t>(head), static_cast<int64_t>(n));
     }
-    if (batch.empty()) break;
-    // The batch by unit (ids ascending within a unit), largest unit first.
-    std::sort(batch.begin(), batch.end());
-    std::map<size_t, std::vector<int64_t>> by_unit;
-    for (int64_t id : batch) by_unit[unit_of.at(id)].push_back(id);
-    std::vector<std::vector<int64_t>> work;
-    for (auto& entry : by_unit) work.push_back(std::move(entry.second));
-    std::stable_sort(work.begin(), work.end(), [&](const auto& a, const auto& b) {
-      return unit_cost(records, a) > unit_cost(records, b);
-    });
-    run_units(request, records, work, UnitMode::kSimulate, done, total, sum);
-    for (int64_t id : batch)
-      if (records[id].fits)
-        front.emplace_back(records[id].peak_memory_bytes, records[id].step_time_s, id);
-    std::sort(front.begin(), front.end());
-    // fastest[i]: the index of the fastest of front[0..i] (peak ascending).
-    std::vector<size_t> fastest(front.size());
-    for (size_t i = 0; i < front.size(); ++i)
-      fastest[i] =
-          i == 0 || std::get<1>(front[i]) < std::get<1>(front[fastest[i - 1]]) ? i : fastest[i - 1];
-    for (size_t k = cursor; k < order.size(); ++k) {
-      ConfigRecord& x = records[order[k]];
-      if (x.status != ConfigStatus::kPending) continue;
-      const auto end =
-          std::upper_bound(front.begin(), front.end(),
-                           Point(x.peak_memory_bytes, std::numeric_limits<double>::infinity(),
-                                 std::numeric_limits<int64_t>::max()));
-      if (end == front.begin()) continue;
-      const auto& [peak, step, id] = front[fastest[static_cast<size_t>(end - front.begin()) - 1]];
-      if (step > x.lower_bound_s) continue;
-      x.status = ConfigStatus::kBound;
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "takes at least %.2f ms (its busiest actor's compute), but configuration %lld "
-                    "takes %.2f ms in %.2f GiB",
-                    x.lower_bound_s * 1e3, static_cast<long long>(id), step * 1e3,
-                    static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0));
-      x.reason = buf;
+    changed.notify_all();
+  };
+
+  auto worker = [&] {
+    UnitTimings t;
+    std::unique_lock lock(mutex);
+    for (;;) {
+      changed.wait(lock, [&] { return next >= n || error || next < head + lookahead; });
+      if (next >= n || error) break;
+      const size_t i = next++;
+      const ConfigRecord& x = records[order[i]];
+      if (incumbents.dominance(x, safe_bound(x)).by >= 0) {
+        fate[i] = Fate::kSkipped;
+        decide();
+        continue;
+      }
+      const double stop = incumbents.stop_after(x);
+      fate[i] = Fate::kRunning;
+      const int32_t u = unit_of[x.id];
+      std::unique_ptr<UnitProgram> unit;
+      for (auto it = idle.begin(); it != idle.end(); ++it) {
+        if (it->first != u) continue;
+        unit = std::move(it->second);
+        idle.erase(it);
+        break;
+      }
+      ConfigRecord rec = x;
+      lock.unlock();
+      Fate result = Fate::kSimulated;
+      try {
+        auto t0 = Clock::now();
+        if (!unit) {
+          unit = std::make_unique<UnitProgram>();
+          unit->schedule = unit_schedule(rec.config);
+          t.schedule_s += seconds_since(t0);
+          t0 = Clock::now();
+          unit->partition =
+              auto_partition(request.model, {.num_stages = unit->schedule.num_stages});
+          unit->program.emplace(unit->schedule);
+          ++t.lowered;
+          t.lower_s += seconds_since(t0);
+        }
+        t0 = Clock::now();
+        const MemoryModel mem = build_memory_model(request.model, unit->partition,
+                                                   unit->schedule.placement, rec.config,
+                                                   request.cluster);
+        const AnalyticCost cost(request.model, unit->partition, unit->schedule.placement,
+                                rec.config, request.cluster);
+        const Program& prog = unit->program->with_bytes(cost);
+        t.memory_s += seconds_since(t0);
+        t0 = Clock::now();
+        SimOptions so = config_sim_options(request, rec.config, mem);
+        so.stop_after_step_s = stop;
+        try {
+          const SimResult sim = simulate(prog, cost, so);
+          t.instructions += sim.num_instructions;
+          if (sim.stopped) {
+            result = Fate::kStopped;
+          } else {
+            rec.status = ConfigStatus::kSimulated;
+            fill_metrics(request, sim, rec);
+            rec.fits = rec.peak_memory_bytes <= limit;
+          }
+        } catch (const InputError& e) {
+          result = Fate::kFailed;
+          rec.status = ConfigStatus::kFailed;
+          rec.reason = std::string("simulation failed: ") + e.what();
+        }
+        t.simulate_s += seconds_since(t0);
+      } catch (...) {
+        lock.lock();
+        if (!error) error = std::current_exception();
+        changed.notify_all();
+        break;
+      }
+      lock.lock();
+      fate[i] = result;
+      if (result != Fate::kStopped) outcome.emplace(i, std::move(rec));
+      idle.emplace_back(u, std::move(unit));
+      if (idle.size() > idle_capacity) idle.erase(idle.begin());
+      decide();
     }
+    sum.schedule_s += t.schedule_s;
+    sum.memory_s += t.memory_s;
+    sum.lower_s += t.lower_s;
+    sum.simulate_s += t.simulate_s;
+    sum.simulated_instructions += t.instructions;
+    sum.programs_lowered += t.lowered;
+  };
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(threads);
+    for (int k = 0; k < threads; ++k) pool.emplace_back(worker);
+    for (std::thread& th : pool) th.join();
   }
+  if (error) std::rethrow_exception(error);
+  assert(head == n && "every configuration decided");
 }
 
 }  // namespace
