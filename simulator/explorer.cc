@@ -14,6 +14,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -148,6 +149,100 @@ std::vector<int64_t> peak_memory_per_actor(const Schedule& schedule, const Memor
   return peak;
 }
 
+// peak_memory_per_actor for many memory models of one schedule: per actor, the stashed
+// microbatches of each of its stages at every moment the stash can peak (after an item's
+// forwards are added), reduced to the count vectors no other one reaches or exceeds in every
+// stage. With stash sizes >= 0 the largest stash is at one of them, so the peaks are exactly
+// those of the walk, in O(candidates x stages) per model instead of O(items).
+class StashPeaks {
+ public:
+  explicit StashPeaks(const Schedule& schedule) : schedule_(schedule) {
+    actors_.resize(schedule.actors.size());
+    for (size_t r = 0; r < schedule.actors.size(); ++r) {
+      Actor& a = actors_[r];
+      std::vector<int> local(schedule.num_stages, -1);  // stage -> index in a.stages
+      for (const ScheduleItem& item : schedule.actors[r])
+        for (const TaskRef& t : item)
+          if (t.kind == TaskKind::kF && local[t.stage] < 0) {
+            local[t.stage] = static_cast<int>(a.stages.size());
+            a.stages.push_back(t.stage);
+          }
+      // Counts only grow between two items that free a stash, so only the counts just before
+      // each such item (and at the end) can be the largest of a run.
+      std::vector<int64_t> count(a.stages.size(), 0), last;
+      std::set<std::vector<int64_t>> seen;
+      bool grown = false;
+      auto keep = [&] {
+        if (grown && count != last) {  // a steady state repeats one vector: insert it once
+          seen.insert(count);
+          last = count;
+        }
+        grown = false;
+      };
+      for (const ScheduleItem& item : schedule.actors[r]) {
+        bool frees = false;
+        for (const TaskRef& t : item) {
+          if (t.kind == TaskKind::kF) {
+            ++count[local[t.stage]];
+            grown = true;
+          } else if (t.kind == TaskKind::kB || t.kind == TaskKind::kI) {
+            frees = frees || local[t.stage] >= 0;
+          }
+        }
+        if (!frees) continue;
+        keep();
+        for (const TaskRef& t : item)
+          if ((t.kind == TaskKind::kB || t.kind == TaskKind::kI) && local[t.stage] >= 0)
+            --count[local[t.stage]];
+      }
+      keep();
+      // Keep the vectors that no other one covers (>= in every stage); a long list is kept
+      // whole, which is as exact and only slower per model.
+      const std::vector<std::vector<int64_t>> all(seen.begin(), seen.end());
+      if (all.size() > 256) {
+        a.candidates = all;
+        continue;
+      }
+      for (size_t i = 0; i < all.size(); ++i) {
+        bool covered = false;
+        for (size_t j = 0; j < all.size() && !covered; ++j) {
+          if (i == j) continue;
+          bool ge = true;
+          for (size_t k = 0; k < all[i].size() && ge; ++k) ge = all[j][k] >= all[i][k];
+          covered = ge && (all[j] != all[i]);
+        }
+        if (!covered) a.candidates.push_back(all[i]);
+      }
+    }
+  }
+
+  std::vector<int64_t> per_actor(const MemoryModel& mem) const {
+    for (int64_t bytes : mem.stash_bytes_per_stage)
+      if (bytes < 0) return peak_memory_per_actor(schedule_, mem);
+    std::vector<int64_t> peak;
+    peak.reserve(actors_.size());
+    for (size_t r = 0; r < actors_.size(); ++r) {
+      const Actor& a = actors_[r];
+      int64_t most = 0;
+      for (const std::vector<int64_t>& c : a.candidates) {
+        int64_t bytes = 0;
+        for (size_t k = 0; k < c.size(); ++k) bytes += c[k] * mem.stash_bytes_per_stage[a.stages[k]];
+        most = std::max(most, bytes);
+      }
+      peak.push_back(mem.actors[r].static_bytes() + most);
+    }
+    return peak;
+  }
+
+ private:
+  struct Actor {
+    std::vector<int> stages;                        // stages with forwards here
+    std::vector<std::vector<int64_t>> candidates;  // stashed microbatches per stage
+  };
+  const Schedule& schedule_;
+  std::vector<Actor> actors_;
+};
+
 // Metrics of simulate_plan (plan_builder.cc), computed the same way.
 void fill_metrics(const ExploreRequest& request, const SimResult& sim, ConfigRecord& record) {
   const ParallelConfig& c = record.config;
@@ -221,18 +316,39 @@ class ProgramTemplate {
 
 // Compute-stream work of a schedule's program, per actor: each distinct compute instruction
 // (tasks by kind and stage, and whether it is an overlapped F&B pair) with its count, and the
-// optimizer steps. The sum of their durations bounds the step time from below.
+// optimizer steps; the stage of the latest forward in the actor's first item; and, for every
+// stage s whose input-gradient task (B or I) the actor runs, the counts of the instructions up
+// to and including the last item holding one. They give a lower bound on the step time, as the
+// largest over actors r of
+//   head(r) + max(busy(r), max over such s of (prefix(r, s) + chain(s)))
+// where busy(r) is the sum of r's compute durations; head(r) the forwards of stages 0..h-1 that
+// the first item's forward of stage h waits for; prefix(r, s) the durations up to the end of that
+// last item; chain(s) the input-gradient tasks of stages s-1..0 of the same microbatch, which
+// wait for it one after another (schedules/replay.h). A task counts in a chain for its time less
+// its all-to-all: the least it adds to any group it runs in (costmodel/analytic_cost.h). Without
+// overlap_grad_reduce, busy(r) also gains the shortest gradient all-reduce of r's stages: every
+// all-reduce waits for r's last compute and every optimizer step (the last compute-stream
+// instructions) for its all-reduce. The compute stream runs one instruction at a time, transfers
+// take no less than nothing, so no schedule beats the bound.
 struct ComputeSignatures {
   struct Entry {
     Instruction rep;
     int64_t count = 0;
   };
   std::vector<std::vector<Entry>> actors;
+  std::vector<int> head_stage;  // per actor: latest forward stage in its first item, or -1
+  // Per actor: (stage s, counts of actors[r]'s entries up to the last item with B or I of s).
+  std::vector<std::vector<std::pair<int, std::vector<int64_t>>>> backward_prefix;
+  std::vector<std::vector<int>> stages_of;  // per actor
+  int num_stages = 0;
 
-  explicit ComputeSignatures(const Schedule& schedule) {
+  explicit ComputeSignatures(const Schedule& schedule) : num_stages(schedule.num_stages) {
     actors.resize(schedule.actors.size());
+    head_stage.assign(schedule.actors.size(), -1);
+    backward_prefix.resize(schedule.actors.size());
     for (size_t r = 0; r < schedule.actors.size(); ++r) {
       std::map<std::string, size_t> index;
+      std::map<int, size_t> prefix_of;  // stage -> index in backward_prefix[r]
       for (const ScheduleItem& item : schedule.actors[r]) {
         std::string key;
         bool fwd = false, bwd = false, same = false;
@@ -255,6 +371,17 @@ struct ComputeSignatures {
           actors[r].push_back(std::move(e));
         }
         ++actors[r][it->second].count;
+        if (&item == &schedule.actors[r].front())
+          for (const TaskRef& t : item)
+            if (t.kind == TaskKind::kF) head_stage[r] = std::max(head_stage[r], t.stage);
+        for (const TaskRef& t : item) {
+          if (t.kind != TaskKind::kB && t.kind != TaskKind::kI) continue;
+          const auto [p, added] = prefix_of.emplace(t.stage, backward_prefix[r].size());
+          if (added) backward_prefix[r].emplace_back(t.stage, std::vector<int64_t>());
+          std::vector<int64_t>& counts = backward_prefix[r][p->second].second;
+          counts.resize(actors[r].size());
+          for (size_t e = 0; e < counts.size(); ++e) counts[e] = actors[r][e].count;
+        }
       }
     }
     for (int s = 0; s < schedule.num_stages; ++s) {
@@ -264,15 +391,52 @@ struct ComputeSignatures {
       e.count = 1;
       actors[schedule.placement.actor_of(s)].push_back(std::move(e));
     }
+    stages_of.resize(schedule.actors.size());
+    for (int s = 0; s < schedule.num_stages; ++s)
+      stages_of[schedule.placement.actor_of(s)].push_back(s);
   }
 
-  double lower_bound_s(const CostProvider& cost, double overhead_s) const {
+  double lower_bound_s(const AnalyticCost& cost, double overhead_s,
+                       bool overlap_grad_reduce) const {
+    // forward[s], backward[s]: the chains of stages 0..s-1 (forwards; input gradients).
+    std::vector<double> forward(num_stages + 1, 0), backward(num_stages + 1, 0);
+    auto least = [&](TaskKind kind, int s) {
+      return std::max(0.0, cost.task_s(kind, s) - cost.alltoall_task_s(kind, s));
+    };
+    for (int s = 0; s < num_stages; ++s) {
+      forward[s + 1] = forward[s] + least(TaskKind::kF, s);
+      backward[s + 1] =
+          backward[s] + std::min(least(TaskKind::kB, s), least(TaskKind::kI, s));
+    }
     double best = 0;
+    std::vector<double> duration;
     for (size_t r = 0; r < actors.size(); ++r) {
+      duration.clear();
       double busy = 0;
-      for (const Entry& e : actors[r])
-        busy += static_cast<double>(e.count) * cost.compute_s(static_cast<int>(r), e.rep);
-      best = std::max(best, busy);
+      for (const Entry& e : actors[r]) {
+        duration.push_back(cost.compute_s(static_cast<int>(r), e.rep));
+        busy += static_cast<double>(e.count) * duration.back();
+      }
+      double shortest_reduce = 0;
+      if (!overlap_grad_reduce) {
+        for (size_t k = 0; k < stages_of[r].size(); ++k) {
+          Instruction reduce;
+          reduce.op = OpKind::kAllReduce;
+          reduce.stage = stages_of[r][k];
+          reduce.bytes = cost.grad_bytes(reduce.stage);
+          const double t = cost.allreduce_s(static_cast<int>(r), reduce);
+          shortest_reduce = k == 0 ? t : std::min(shortest_reduce, t);
+        }
+      }
+      double longest = busy + shortest_reduce;
+      for (const auto& [stage, counts] : backward_prefix[r]) {
+        double prefix = 0;
+        for (size_t e = 0; e < counts.size(); ++e)
+          prefix += static_cast<double>(counts[e]) * duration[e];
+        longest = std::max(longest, prefix + backward[stage]);
+      }
+      const double head = head_stage[r] >= 0 ? forward[head_stage[r]] : 0;
+      best = std::max(best, head + longest);
     }
     return best + overhead_s;
   }
@@ -325,6 +489,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
   const int64_t limit = limit_bytes(request);
   std::optional<ProgramTemplate> program;
   std::optional<ComputeSignatures> signatures;
+  const StashPeaks stash_peaks(schedule);
   for (size_t first = 0; first < ids.size();) {
     size_t last = first + 1;
     const ParallelConfig& head = records[ids[first]].config;
@@ -341,7 +506,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[ids[k]];
       MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
                                            request.cluster);
-      const std::vector<int64_t> peak = peak_memory_per_actor(schedule, mem);
+      const std::vector<int64_t> peak = stash_peaks.per_actor(mem);
       const auto worst = std::max_element(peak.begin(), peak.end());
       rec.peak_memory_bytes = *worst;
       rec.peak_memory_actor = static_cast<int>(worst - peak.begin());
@@ -368,7 +533,8 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
         ConfigRecord& rec = records[id];
         const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                                 request.cluster);
-        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s);
+        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s,
+                                                      rec.config.overlap_grad_reduce);
       }
       t.memory_s += seconds_since(t0);
       continue;
