@@ -1067,9 +1067,10 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
   int threads =
       request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
-  // How far ahead of the decided prefix a worker may claim: enough to keep every thread busy,
-  // little enough that few simulations are thrown away.
+  // Simulations started and not yet decided, at most: enough to keep every thread busy, few
+  // enough that little simulated ahead is thrown away.
   const size_t lookahead = 2 * static_cast<size_t>(threads);
+  size_t ahead = 0;
 
   // Shared state, guarded by `mutex`.
   enum class Fate : uint8_t { kWaiting, kRunning, kSkipped, kSimulated, kStopped, kFailed };
@@ -1088,6 +1089,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
   auto decide = [&] {
     while (head < n && fate[head] != Fate::kWaiting && fate[head] != Fate::kRunning) {
       ConfigRecord& x = records[order[head]];
+      if (fate[head] != Fate::kSkipped) --ahead;
       const Incumbents::Dominance by_bound = incumbents.dominance(x, safe_bound(x));
       if (by_bound.by >= 0) {
         x.status = ConfigStatus::kBound;
@@ -1119,7 +1121,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
     UnitTimings t;
     std::unique_lock lock(mutex);
     for (;;) {
-      changed.wait(lock, [&] { return next >= n || error || next < head + lookahead; });
+      changed.wait(lock, [&] { return next >= n || error || ahead < lookahead; });
       if (next >= n || error) break;
       const size_t i = next++;
       const ConfigRecord& x = records[order[i]];
@@ -1130,6 +1132,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
       }
       const double stop = incumbents.stop_after(x);
       fate[i] = Fate::kRunning;
+      ++ahead;
       const int32_t u = unit_of[x.id];
       std::unique_ptr<UnitProgram> unit;
       for (auto it = idle.begin(); it != idle.end(); ++it) {
@@ -1237,7 +1240,7 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
   if (request.bound_prune) {
     if (request.shard_count > 1)
       throw_input_error("--bound-prune",
-                        "needs a single process (its batches span the whole space)");
+                        "needs a single process (its order spans the whole space)");
     bound_and_simulate(request, records, work, sum);
   } else {
     int64_t done = 0;
