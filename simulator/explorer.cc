@@ -1090,6 +1090,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
     while (head < n && fate[head] != Fate::kWaiting && fate[head] != Fate::kRunning) {
       ConfigRecord& x = records[order[head]];
       if (fate[head] != Fate::kSkipped) --ahead;
+      const auto found = outcome.find(head);
       const Incumbents::Dominance by_bound = incumbents.dominance(x, safe_bound(x));
       if (by_bound.by >= 0) {
         x.status = ConfigStatus::kBound;
@@ -1097,20 +1098,21 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
       } else {
         assert(fate[head] != Fate::kSkipped && "skipped with fewer incumbents, so pruned now");
         const double stop = incumbents.stop_after(x);
-        auto found = outcome.find(head);
         if (fate[head] == Fate::kFailed) {
           x = std::move(found->second);
         } else if (fate[head] == Fate::kStopped || found->second.step_time_s > stop) {
           // Stopped, or (simulated ahead with fewer incumbents) it would have been.
+          const Incumbents::Dominance by_step =
+              incumbents.dominance(x, std::nextafter(stop, HUGE_VAL));
+          assert(by_step.by >= 0 && "a finite stop has its incumbents");
           x.status = ConfigStatus::kBound;
-          x.reason = bound_reason("takes more than", stop,
-                                  incumbents.dominance(x, std::nextafter(stop, HUGE_VAL)), records);
+          x.reason = bound_reason("takes more than", stop, by_step, records);
         } else {
           x = std::move(found->second);
           if (x.fits) incumbents.add(x);
         }
-        if (found != outcome.end()) outcome.erase(found);
       }
+      if (found != outcome.end()) outcome.erase(found);
       ++head;
       if (request.progress) request.progress(static_cast<int64_t>(head), static_cast<int64_t>(n));
     }
