@@ -11,15 +11,18 @@
 //                              64 sequences (2M tokens), sequence parallelism, 2 threads
 //   BM_ExploreDeepseekV3_2048  DeepSeek-V3 (preset deepseek-v3, MoE: ep 1..256 searched) on
 //                              2048 H100s, global batch 15360 sequences of 4096 tokens, default
-//                              space, 2 threads; Arg 1: with --bound-prune (branch and bound),
-//                              Arg 0: the full search
+//                              space, 2 threads; Arg 1: with --bound-prune (branch and bound,
+//                              the first 10 of the ranking and the Pareto front kept exact, as
+//                              `explore --bound-prune` with the default --top 10), Arg 0: the
+//                              full search
 //   BM_Unit*                   the steps of one typical configuration of the 175B space
 //                              (pp 16, tp 8, dp 8, b 1, m 192, ZeroBubble, selective
 //                              recompute, ZeRO-1): generate the schedule, validate it, lower
 //                              it, check the program, simulate it; items = instructions
 //
 // Counters: configs_per_s (simulated configurations per second of wall time), enumerated,
-// evaluated (simulated), feasible, programs (lowered), the share of worker time per phase
+// evaluated (simulated), feasible, programs (lowered), bound_pruned and sims_stopped (pruned by
+// the bound before, or while, simulating), the share of worker time per phase
 // (schedule generation, memory pre-check, lowering, simulation) and simulated instructions per
 // second of engine time, and process_cpu_s_per_run (CPU time of all threads per exploration).
 #include <benchmark/benchmark.h>
@@ -56,6 +59,11 @@ void report(benchmark::State& state, const ExploreResult& res, int64_t runs) {
   state.counters["programs"] = static_cast<double>(t.programs_lowered);
   state.counters["bound_pruned"] =
       static_cast<double>(res.by_status[static_cast<size_t>(jaxpp::ConfigStatus::kBound)]);
+  int64_t stopped = 0;  // bound-pruned after their simulation started
+  for (const jaxpp::ConfigRecord& r : res.records)
+    if (r.status == jaxpp::ConfigStatus::kBound && r.reason.rfind("takes more than", 0) == 0)
+      ++stopped;
+  state.counters["sims_stopped"] = static_cast<double>(stopped);
   if (worker_s > 0) {
     state.counters["schedule_share"] = t.schedule_s / worker_s;
     state.counters["memory_share"] = t.memory_s / worker_s;

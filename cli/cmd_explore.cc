@@ -115,7 +115,7 @@ std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
                                                         const ExploreMpiWorld& world) {
   if (req.bound_prune && world.distributed())
     throw_input_error("--bound-prune",
-                      "needs a single process (its batches span the whole space), not " +
+                      "needs a single process (its order spans the whole space), not " +
                           std::to_string(world.size) + " mpirun processes");
   std::vector<ConfigRecord> records = enumerate_configs(req);
   req.shard_index = world.rank;
@@ -199,7 +199,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("robust", "also rank the --top best configurations by their 90th-percentile step time over N runs with jittered task times (seeds 1..N)", cxxopts::value<int>())
       ("robust-jitter", "with --robust: jitter of every task time, a fraction in [0, 1)", cxxopts::value<double>()->default_value("0.1"))
       ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
-      ("bound-prune", "branch and bound: skip simulating configurations that a simulated one is at least as fast and as small as (a lower bound on their step time); single process only")
+      ("bound-prune", "branch and bound: skip or stop the simulations of configurations that can be neither in the top --top nor on the Pareto front (a lower bound on their step time); single process only")
       ("quiet", "no progress bar")
       ("h,help", "show this help");
   // clang-format on
@@ -296,6 +296,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     parse_partition_flag(args["partition"].as<std::string>(), partition);
     req.partition = partition.partition;
   }
+  req.bound_top = std::max(1, top);
   if (args.count("threads")) {
     req.threads = args["threads"].as<int>();
     if (req.threads < 1) {

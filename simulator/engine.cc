@@ -811,6 +811,12 @@ SimResult Engine::run() {
     now_ = e.time_s;
     switch (e.type) {
       case EventType::kFinish:
+        if (now_ + options_.iteration_overhead_s > options_.stop_after_step_s) {
+          result_ = SimResult{};
+          result_.stopped = true;
+          result_.stopped_at_step_s = now_ + options_.iteration_overhead_s;
+          return std::move(result_);
+        }
         finish(e.id);
         break;
       case EventType::kTransferJoin: {

@@ -53,6 +53,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,11 @@ struct SimOptions {
   double iteration_overhead_s = 0;              // added to step_time_s
   std::vector<int64_t> static_bytes_per_actor;  // empty = 0 for all
   std::vector<int64_t> stash_bytes_per_stage;   // empty = 0 for all
+  // Stop as soon as the step time is known to exceed this: when an instruction ends at t with
+  // t + iteration_overhead_s > stop_after_step_s (the makespan is at least t). The result then
+  // has stopped = true and stopped_at_step_s = t + iteration_overhead_s, and no other metric.
+  // The explorer uses it to drop configurations that cannot make its ranking. Infinity = never.
+  double stop_after_step_s = std::numeric_limits<double>::infinity();
 };
 
 struct ActorStats {
@@ -97,6 +103,10 @@ struct CriticalStep {
 };
 
 struct SimResult {
+  // SimOptions::stop_after_step_s was passed: the step time is > stopped_at_step_s, and every
+  // other field is unset.
+  bool stopped = false;
+  double stopped_at_step_s = 0;
   double makespan_s = 0;
   double step_time_s = 0;
   int64_t num_instructions = 0;

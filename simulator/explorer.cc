@@ -4,13 +4,17 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -150,6 +154,100 @@ std::vector<int64_t> peak_memory_per_actor(const Schedule& schedule, const Memor
   return peak;
 }
 
+// peak_memory_per_actor for many memory models of one schedule: per actor, the stashed
+// microbatches of each of its stages at every moment the stash can peak (after an item's
+// forwards are added), reduced to the count vectors no other one reaches or exceeds in every
+// stage. With stash sizes >= 0 the largest stash is at one of them, so the peaks are exactly
+// those of the walk, in O(candidates x stages) per model instead of O(items).
+class StashPeaks {
+ public:
+  explicit StashPeaks(const Schedule& schedule) : schedule_(schedule) {
+    actors_.resize(schedule.actors.size());
+    for (size_t r = 0; r < schedule.actors.size(); ++r) {
+      Actor& a = actors_[r];
+      std::vector<int> local(schedule.num_stages, -1);  // stage -> index in a.stages
+      for (const ScheduleItem& item : schedule.actors[r])
+        for (const TaskRef& t : item)
+          if (t.kind == TaskKind::kF && local[t.stage] < 0) {
+            local[t.stage] = static_cast<int>(a.stages.size());
+            a.stages.push_back(t.stage);
+          }
+      // Counts only grow between two items that free a stash, so only the counts just before
+      // each such item (and at the end) can be the largest of a run.
+      std::vector<int64_t> count(a.stages.size(), 0), last;
+      std::set<std::vector<int64_t>> seen;
+      bool grown = false;
+      auto keep = [&] {
+        if (grown && count != last) {  // a steady state repeats one vector: insert it once
+          seen.insert(count);
+          last = count;
+        }
+        grown = false;
+      };
+      for (const ScheduleItem& item : schedule.actors[r]) {
+        bool frees = false;
+        for (const TaskRef& t : item) {
+          if (t.kind == TaskKind::kF) {
+            ++count[local[t.stage]];
+            grown = true;
+          } else if (t.kind == TaskKind::kB || t.kind == TaskKind::kI) {
+            frees = frees || local[t.stage] >= 0;
+          }
+        }
+        if (!frees) continue;
+        keep();
+        for (const TaskRef& t : item)
+          if ((t.kind == TaskKind::kB || t.kind == TaskKind::kI) && local[t.stage] >= 0)
+            --count[local[t.stage]];
+      }
+      keep();
+      // Keep the vectors that no other one covers (>= in every stage); a long list is kept
+      // whole, which is as exact and only slower per model.
+      const std::vector<std::vector<int64_t>> all(seen.begin(), seen.end());
+      if (all.size() > 256) {
+        a.candidates = all;
+        continue;
+      }
+      for (size_t i = 0; i < all.size(); ++i) {
+        bool covered = false;
+        for (size_t j = 0; j < all.size() && !covered; ++j) {
+          if (i == j) continue;
+          bool ge = true;
+          for (size_t k = 0; k < all[i].size() && ge; ++k) ge = all[j][k] >= all[i][k];
+          covered = ge && (all[j] != all[i]);
+        }
+        if (!covered) a.candidates.push_back(all[i]);
+      }
+    }
+  }
+
+  std::vector<int64_t> per_actor(const MemoryModel& mem) const {
+    for (int64_t bytes : mem.stash_bytes_per_stage)
+      if (bytes < 0) return peak_memory_per_actor(schedule_, mem);
+    std::vector<int64_t> peak;
+    peak.reserve(actors_.size());
+    for (size_t r = 0; r < actors_.size(); ++r) {
+      const Actor& a = actors_[r];
+      int64_t most = 0;
+      for (const std::vector<int64_t>& c : a.candidates) {
+        int64_t bytes = 0;
+        for (size_t k = 0; k < c.size(); ++k) bytes += c[k] * mem.stash_bytes_per_stage[a.stages[k]];
+        most = std::max(most, bytes);
+      }
+      peak.push_back(mem.actors[r].static_bytes() + most);
+    }
+    return peak;
+  }
+
+ private:
+  struct Actor {
+    std::vector<int> stages;                        // stages with forwards here
+    std::vector<std::vector<int64_t>> candidates;  // stashed microbatches per stage
+  };
+  const Schedule& schedule_;
+  std::vector<Actor> actors_;
+};
+
 // Metrics of simulate_plan (plan_builder.cc), computed the same way.
 void fill_metrics(const ExploreRequest& request, const SimResult& sim, ConfigRecord& record) {
   const ParallelConfig& c = record.config;
@@ -223,18 +321,39 @@ class ProgramTemplate {
 
 // Compute-stream work of a schedule's program, per actor: each distinct compute instruction
 // (tasks by kind and stage, and whether it is an overlapped F&B pair) with its count, and the
-// optimizer steps. The sum of their durations bounds the step time from below.
+// optimizer steps; the stage of the latest forward in the actor's first item; and, for every
+// stage s whose input-gradient task (B or I) the actor runs, the counts of the instructions up
+// to and including the last item holding one. They give a lower bound on the step time, as the
+// largest over actors r of
+//   head(r) + max(busy(r), max over such s of (prefix(r, s) + chain(s)))
+// where busy(r) is the sum of r's compute durations; head(r) the forwards of stages 0..h-1 that
+// the first item's forward of stage h waits for; prefix(r, s) the durations up to the end of that
+// last item; chain(s) the input-gradient tasks of stages s-1..0 of the same microbatch, which
+// wait for it one after another (schedules/replay.h). A task counts in a chain for its time less
+// its all-to-all: the least it adds to any group it runs in (costmodel/analytic_cost.h). Without
+// overlap_grad_reduce, busy(r) also gains the shortest gradient all-reduce of r's stages: every
+// all-reduce waits for r's last compute and every optimizer step (the last compute-stream
+// instructions) for its all-reduce. The compute stream runs one instruction at a time, transfers
+// take no less than nothing, so no schedule beats the bound.
 struct ComputeSignatures {
   struct Entry {
     Instruction rep;
     int64_t count = 0;
   };
   std::vector<std::vector<Entry>> actors;
+  std::vector<int> head_stage;  // per actor: latest forward stage in its first item, or -1
+  // Per actor: (stage s, counts of actors[r]'s entries up to the last item with B or I of s).
+  std::vector<std::vector<std::pair<int, std::vector<int64_t>>>> backward_prefix;
+  std::vector<std::vector<int>> stages_of;  // per actor
+  int num_stages = 0;
 
-  explicit ComputeSignatures(const Schedule& schedule) {
+  explicit ComputeSignatures(const Schedule& schedule) : num_stages(schedule.num_stages) {
     actors.resize(schedule.actors.size());
+    head_stage.assign(schedule.actors.size(), -1);
+    backward_prefix.resize(schedule.actors.size());
     for (size_t r = 0; r < schedule.actors.size(); ++r) {
       std::map<std::string, size_t> index;
+      std::map<int, size_t> prefix_of;  // stage -> index in backward_prefix[r]
       for (const ScheduleItem& item : schedule.actors[r]) {
         std::string key;
         bool fwd = false, bwd = false, same = false;
@@ -257,6 +376,17 @@ struct ComputeSignatures {
           actors[r].push_back(std::move(e));
         }
         ++actors[r][it->second].count;
+        if (&item == &schedule.actors[r].front())
+          for (const TaskRef& t : item)
+            if (t.kind == TaskKind::kF) head_stage[r] = std::max(head_stage[r], t.stage);
+        for (const TaskRef& t : item) {
+          if (t.kind != TaskKind::kB && t.kind != TaskKind::kI) continue;
+          const auto [p, added] = prefix_of.emplace(t.stage, backward_prefix[r].size());
+          if (added) backward_prefix[r].emplace_back(t.stage, std::vector<int64_t>());
+          std::vector<int64_t>& counts = backward_prefix[r][p->second].second;
+          counts.resize(actors[r].size());
+          for (size_t e = 0; e < counts.size(); ++e) counts[e] = actors[r][e].count;
+        }
       }
     }
     for (int s = 0; s < schedule.num_stages; ++s) {
@@ -266,41 +396,100 @@ struct ComputeSignatures {
       e.count = 1;
       actors[schedule.placement.actor_of(s)].push_back(std::move(e));
     }
+    stages_of.resize(schedule.actors.size());
+    for (int s = 0; s < schedule.num_stages; ++s)
+      stages_of[schedule.placement.actor_of(s)].push_back(s);
   }
 
-  double lower_bound_s(const CostProvider& cost, double overhead_s) const {
+  double lower_bound_s(const AnalyticCost& cost, double overhead_s,
+                       bool overlap_grad_reduce) const {
+    // forward[s], backward[s]: the chains of stages 0..s-1 (forwards; input gradients).
+    std::vector<double> forward(num_stages + 1, 0), backward(num_stages + 1, 0);
+    auto least = [&](TaskKind kind, int s) {
+      return std::max(0.0, cost.task_s(kind, s) - cost.alltoall_task_s(kind, s));
+    };
+    for (int s = 0; s < num_stages; ++s) {
+      forward[s + 1] = forward[s] + least(TaskKind::kF, s);
+      backward[s + 1] =
+          backward[s] + std::min(least(TaskKind::kB, s), least(TaskKind::kI, s));
+    }
     double best = 0;
+    std::vector<double> duration;
     for (size_t r = 0; r < actors.size(); ++r) {
+      duration.clear();
       double busy = 0;
-      for (const Entry& e : actors[r])
-        busy += static_cast<double>(e.count) * cost.compute_s(static_cast<int>(r), e.rep);
-      best = std::max(best, busy);
+      for (const Entry& e : actors[r]) {
+        duration.push_back(cost.compute_s(static_cast<int>(r), e.rep));
+        busy += static_cast<double>(e.count) * duration.back();
+      }
+      double shortest_reduce = 0;
+      if (!overlap_grad_reduce) {
+        for (size_t k = 0; k < stages_of[r].size(); ++k) {
+          Instruction reduce;
+          reduce.op = OpKind::kAllReduce;
+          reduce.stage = stages_of[r][k];
+          reduce.bytes = cost.grad_bytes(reduce.stage);
+          const double t = cost.allreduce_s(static_cast<int>(r), reduce);
+          shortest_reduce = k == 0 ? t : std::min(shortest_reduce, t);
+        }
+      }
+      double longest = busy + shortest_reduce;
+      for (const auto& [stage, counts] : backward_prefix[r]) {
+        double prefix = 0;
+        for (size_t e = 0; e < counts.size(); ++e)
+          prefix += static_cast<double>(counts[e]) * duration[e];
+        longest = std::max(longest, prefix + backward[stage]);
+      }
+      const double head = head_stage[r] >= 0 ? forward[head_stage[r]] : 0;
+      best = std::max(best, head + longest);
     }
     return best + overhead_s;
   }
 };
 
-// What evaluate_unit does: everything (kAll); the memory pre-check and the lower bound of every
-// configuration that fits (kBound); the simulation of configurations already pre-checked
-// (kSimulate).
-enum class UnitMode { kAll, kBound, kSimulate };
+// The schedule of a unit (pp, schedule, v, m), as build_plan generates it (on the placement of a
+// fixed assignment when there is one); InputError when the generator rejects (p, S, m).
+Schedule unit_schedule(const ExploreRequest& request, const ParallelConfig& base) {
+  if (request.assignment)
+    return schedule_on_placement(base.schedule, request.assignment->placement,
+                                 base.num_microbatches, /*fuse_steady_state=*/false,
+                                 request.assignment->spec.where());
+  const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
+  return make_schedule(base.schedule, "", base.pp, requested_stages, base.num_microbatches,
+                       /*fuse_steady_state=*/false);
+}
+
+// The partition of a unit: the fixed assignment's, else the automatic one.
+Partition unit_partition(const ExploreRequest& request, const Schedule& schedule) {
+  return request.assignment ? request.assignment->partition
+                            : auto_partition(request.model, {.num_stages = schedule.num_stages});
+}
+
+// The simulator options of one configuration (no trace; memory as the pre-check counts it).
+SimOptions config_sim_options(const ExploreRequest& request, const ParallelConfig& config,
+                              const MemoryModel& mem) {
+  SimOptions so;
+  so.record_trace = false;
+  so.overlap_grad_reduce = config.overlap_grad_reduce;
+  so.iteration_overhead_s = request.cluster.iteration_overhead_s;
+  so.static_bytes_per_actor = mem.static_bytes_per_actor();
+  so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
+  return so;
+}
+
+// What evaluate_unit does: everything (kAll), or the memory pre-check and the lower bound of
+// every configuration that fits (kBound).
+enum class UnitMode { kAll, kBound };
 
 // Schedule check, memory check and simulation of one unit: records sharing pp, schedule, v and
 // m (so one schedule and one program), in sub-groups of equal (tp, cp, ep, etp, b).
 void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                    const std::vector<int64_t>& ids, UnitTimings& t,
                    UnitMode mode = UnitMode::kAll) {
-  const ParallelConfig& base = records[ids.front()].config;
-  const int requested_stages = base.virtual_stages > 1 ? base.pp * base.virtual_stages : 0;
   auto t0 = Clock::now();
   Schedule schedule;
   try {
-    schedule = request.assignment
-                   ? schedule_on_placement(base.schedule, request.assignment->placement,
-                                           base.num_microbatches, /*fuse_steady_state=*/false,
-                                           request.assignment->spec.where())
-                   : make_schedule(base.schedule, "", base.pp, requested_stages,
-                                   base.num_microbatches, /*fuse_steady_state=*/false);
+    schedule = unit_schedule(request, records[ids.front()].config);
   } catch (const InputError& e) {
     for (int64_t id : ids) {
       records[id].status = ConfigStatus::kSchedule;
@@ -317,12 +506,11 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     return;
   }
 
-  const Partition partition =
-      request.assignment ? request.assignment->partition
-                         : auto_partition(request.model, {.num_stages = schedule.num_stages});
+  const Partition partition = unit_partition(request, schedule);
   const int64_t limit = limit_bytes(request);
   std::optional<ProgramTemplate> program;
   std::optional<ComputeSignatures> signatures;
+  const StashPeaks stash_peaks(schedule);
   for (size_t first = 0; first < ids.size();) {
     size_t last = first + 1;
     const ParallelConfig& head = records[ids[first]].config;
@@ -339,12 +527,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[ids[k]];
       MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
                                            request.cluster);
-      if (mode == UnitMode::kSimulate) {  // pre-checked already
-        survivors.push_back(ids[k]);
-        memories.push_back(std::move(mem));
-        continue;
-      }
-      const std::vector<int64_t> peak = peak_memory_per_actor(schedule, mem);
+      const std::vector<int64_t> peak = stash_peaks.per_actor(mem);
       const auto worst = std::max_element(peak.begin(), peak.end());
       rec.peak_memory_bytes = *worst;
       rec.peak_memory_actor = static_cast<int>(worst - peak.begin());
@@ -371,7 +554,8 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
         ConfigRecord& rec = records[id];
         const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                                 request.cluster);
-        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s);
+        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s,
+                                                      rec.config.overlap_grad_reduce);
       }
       t.memory_s += seconds_since(t0);
       continue;
@@ -392,12 +576,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       ConfigRecord& rec = records[survivors[i]];
       const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                               request.cluster);
-      SimOptions so;
-      so.record_trace = false;
-      so.overlap_grad_reduce = rec.config.overlap_grad_reduce;
-      so.iteration_overhead_s = request.cluster.iteration_overhead_s;
-      so.static_bytes_per_actor = memories[i].static_bytes_per_actor();
-      so.stash_bytes_per_stage = memories[i].stash_bytes_per_stage;
+      const SimOptions so = config_sim_options(request, rec.config, memories[i]);
       try {
         const SimResult sim = simulate(prog, cost, so);
         t.instructions += sim.num_instructions;
@@ -825,15 +1004,98 @@ void run_units(const ExploreRequest& request, std::vector<ConfigRecord>& records
   if (error) std::rethrow_exception(error);
 }
 
-// ExploreRequest::bound_prune: lower bounds first, then batches in (LB, id) order, pruning what a
-// simulated configuration dominates after each batch.
+// ExploreRequest::bound_prune: the simulated, fitting configurations decided so far (in the
+// (LB, id) order), and the two questions the bound asks of them.
+class Incumbents {
+ public:
+  explicit Incumbents(int keep) : keep_(static_cast<size_t>(std::max(1, keep))) {}
+
+  void add(const ConfigRecord& r) { points_.push_back({r.peak_memory_bytes, r.step_time_s, r.id}); }
+
+  struct Dominance {
+    int64_t by = -1;     // the fastest incumbent before x in the Pareto order, as small as x
+    int64_t before = 0;  // incumbents ranked before x
+  };
+  // Whether x, at any step time >= s, is outside the first keep_ of the ranking and off the
+  // Pareto front (by >= 0), see ExploreRequest::bound_prune.
+  Dominance dominance(const ConfigRecord& x, double s) const {
+    Dominance d;
+    const Point* best = nullptr;
+    for (const Point& p : points_) {
+      const bool ahead = p.step < s || (p.step == s && p.id < x.id);
+      if (ahead) ++d.before;
+      if (p.peak <= x.peak_memory_bytes &&
+          (p.step < s || (p.step == s && (p.peak < x.peak_memory_bytes || p.id < x.id))) &&
+          (best == nullptr || std::tie(p.step, p.id) < std::tie(best->step, best->id)))
+        best = &p;
+    }
+    if (best != nullptr && static_cast<size_t>(d.before) >= keep_) d.by = best->id;
+    return d;
+  }
+
+  // The step time above which x is dominated (infinity when none is): the keep_-th smallest
+  // incumbent step, and the fastest incumbent as small as x, whichever is larger.
+  double stop_after(const ConfigRecord& x) const {
+    if (points_.size() < keep_) return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    steps.reserve(points_.size());
+    double front = std::numeric_limits<double>::infinity();
+    for (const Point& p : points_) {
+      steps.push_back(p.step);
+      if (p.peak <= x.peak_memory_bytes) front = std::min(front, p.step);
+    }
+    std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(keep_ - 1),
+                     steps.end());
+    return std::max(steps[keep_ - 1], front);
+  }
+
+
+ private:
+  struct Point {
+    int64_t peak;
+    double step;
+    int64_t id;
+  };
+  size_t keep_;
+  std::vector<Point> points_;
+};
+
+// The bound in the comparisons: LB less a relative 1e-9, so that rounding in the sum of durations
+// (the engine adds them in another order) can never make it exceed the simulated step time.
+double safe_bound(const ConfigRecord& r) { return r.lower_bound_s * (1 - 1e-9); }
+
+std::string bound_reason(const char* what, double s, const Incumbents::Dominance& d,
+                         const std::vector<ConfigRecord>& records) {
+  const ConfigRecord& y = records[d.by];
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "%s %.2f ms, but configuration %lld takes %.2f ms in %.2f GiB and %lld simulated "
+                "configurations rank before it",
+                what, s * 1e3, static_cast<long long>(y.id), y.step_time_s * 1e3,
+                static_cast<double>(y.peak_memory_bytes) / kGiB, static_cast<long long>(d.before));
+  return buf;
+}
+
+// What the simulations of one unit share: its schedule, partition and lowered program.
+struct UnitProgram {
+  Schedule schedule;
+  Partition partition;
+  std::optional<ProgramTemplate> program;
+};
+
+// ExploreRequest::bound_prune: lower bounds first (every unit, in parallel), then the
+// configurations in (LB, id) order, each pruned or simulated against the incumbents before it.
+// Worker threads claim configurations ahead of the decided prefix and simulate them with the
+// incumbents known then (a superset of the decision's stop time: never stopping one the order
+// would keep); each outcome is decided when its turn comes, in order, so it is the sequential
+// algorithm's.
 void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                         const std::vector<std::vector<int64_t>>& units, ExploreTimings& sum) {
-  int64_t done = 0;
-  run_units(request, records, units, UnitMode::kBound, done, 0, sum);
-  std::map<int64_t, size_t> unit_of;
+  int64_t done_units = 0;
+  run_units(request, records, units, UnitMode::kBound, done_units, 0, sum);
+  std::vector<int32_t> unit_of(records.size(), -1);
   for (size_t g = 0; g < units.size(); ++g)
-    for (int64_t id : units[g]) unit_of[id] = g;
+    for (int64_t id : units[g]) unit_of[id] = static_cast<int32_t>(g);
   std::vector<int64_t> order;
   for (const std::vector<int64_t>& ids : units)
     for (int64_t id : ids)
@@ -843,57 +1105,160 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
       return records[a].lower_bound_s < records[b].lower_bound_s;
     return a < b;
   });
-  const int64_t total = static_cast<int64_t>(order.size());
-  const size_t batch_size = static_cast<size_t>(std::max(1, request.bound_batch));
-  using Point = std::tuple<int64_t, double, int64_t>;  // simulated, fitting: (peak, step, id)
-  std::vector<Point> front;
-  size_t cursor = 0;
-  while (cursor < order.size()) {
-    std::vector<int64_t> batch;
-    while (cursor < order.size() && batch.size() < batch_size) {
-      const int64_t id = order[cursor++];
-      if (records[id].status == ConfigStatus::kPending) batch.push_back(id);
+  const size_t n = order.size();
+  const int64_t limit = limit_bytes(request);
+
+  int threads =
+      request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
+  // Simulations started and not yet decided, at most: enough to keep every thread busy, few
+  // enough that little simulated ahead is thrown away.
+  const size_t lookahead = 2 * static_cast<size_t>(threads);
+  size_t ahead = 0;
+
+  // Shared state, guarded by `mutex`.
+  enum class Fate : uint8_t { kWaiting, kRunning, kSkipped, kSimulated, kStopped, kFailed };
+  std::vector<Fate> fate(n, Fate::kWaiting);
+  std::map<size_t, ConfigRecord> outcome;  // claimed index -> its simulated record
+  Incumbents incumbents(request.bound_top);
+  size_t next = 0, head = 0;
+  std::exception_ptr error;
+  std::mutex mutex;
+  std::condition_variable changed;
+  // Units whose program no worker is using, most recently used last.
+  std::vector<std::pair<int32_t, std::unique_ptr<UnitProgram>>> idle;
+  const size_t idle_capacity = static_cast<size_t>(threads) + 2;
+
+  // Decides the configurations of the prefix whose outcome is known (mutex held).
+  auto decide = [&] {
+    while (head < n && fate[head] != Fate::kWaiting && fate[head] != Fate::kRunning) {
+      ConfigRecord& x = records[order[head]];
+      if (fate[head] != Fate::kSkipped) --ahead;
+      const auto found = outcome.find(head);
+      const Incumbents::Dominance by_bound = incumbents.dominance(x, safe_bound(x));
+      if (by_bound.by >= 0) {
+        x.status = ConfigStatus::kBound;
+        x.reason = bound_reason("takes at least", x.lower_bound_s, by_bound, records);
+      } else {
+        assert(fate[head] != Fate::kSkipped && "skipped with fewer incumbents, so pruned now");
+        const double stop = incumbents.stop_after(x);
+        if (fate[head] == Fate::kFailed) {
+          x = std::move(found->second);
+        } else if (fate[head] == Fate::kStopped || found->second.step_time_s > stop) {
+          // Stopped, or (simulated ahead with fewer incumbents) it would have been.
+          const Incumbents::Dominance by_step =
+              incumbents.dominance(x, std::nextafter(stop, HUGE_VAL));
+          assert(by_step.by >= 0 && "a finite stop has its incumbents");
+          x.status = ConfigStatus::kBound;
+          x.reason = bound_reason("takes more than", stop, by_step, records);
+        } else {
+          x = std::move(found->second);
+          if (x.fits) incumbents.add(x);
+        }
+      }
+      if (found != outcome.end()) outcome.erase(found);
+      ++head;
+      if (request.progress) request.progress(static_cast<int64_t>(head), static_cast<int64_t>(n));
     }
-    if (batch.empty()) break;
-    // The batch by unit (ids ascending within a unit), largest unit first.
-    std::sort(batch.begin(), batch.end());
-    std::map<size_t, std::vector<int64_t>> by_unit;
-    for (int64_t id : batch) by_unit[unit_of.at(id)].push_back(id);
-    std::vector<std::vector<int64_t>> work;
-    for (auto& entry : by_unit) work.push_back(std::move(entry.second));
-    std::stable_sort(work.begin(), work.end(), [&](const auto& a, const auto& b) {
-      return unit_cost(records, a) > unit_cost(records, b);
-    });
-    run_units(request, records, work, UnitMode::kSimulate, done, total, sum);
-    for (int64_t id : batch)
-      if (records[id].fits)
-        front.emplace_back(records[id].peak_memory_bytes, records[id].step_time_s, id);
-    std::sort(front.begin(), front.end());
-    // fastest[i]: the index of the fastest of front[0..i] (peak ascending).
-    std::vector<size_t> fastest(front.size());
-    for (size_t i = 0; i < front.size(); ++i)
-      fastest[i] =
-          i == 0 || std::get<1>(front[i]) < std::get<1>(front[fastest[i - 1]]) ? i : fastest[i - 1];
-    for (size_t k = cursor; k < order.size(); ++k) {
-      ConfigRecord& x = records[order[k]];
-      if (x.status != ConfigStatus::kPending) continue;
-      const auto end =
-          std::upper_bound(front.begin(), front.end(),
-                           Point(x.peak_memory_bytes, std::numeric_limits<double>::infinity(),
-                                 std::numeric_limits<int64_t>::max()));
-      if (end == front.begin()) continue;
-      const auto& [peak, step, id] = front[fastest[static_cast<size_t>(end - front.begin()) - 1]];
-      if (step > x.lower_bound_s) continue;
-      x.status = ConfigStatus::kBound;
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "takes at least %.2f ms (its busiest actor's compute), but configuration %lld "
-                    "takes %.2f ms in %.2f GiB",
-                    x.lower_bound_s * 1e3, static_cast<long long>(id), step * 1e3,
-                    static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0));
-      x.reason = buf;
+    changed.notify_all();
+  };
+
+  auto worker = [&] {
+    UnitTimings t;
+    std::unique_lock lock(mutex);
+    for (;;) {
+      changed.wait(lock, [&] { return next >= n || error || ahead < lookahead; });
+      if (next >= n || error) break;
+      const size_t i = next++;
+      const ConfigRecord& x = records[order[i]];
+      if (incumbents.dominance(x, safe_bound(x)).by >= 0) {
+        fate[i] = Fate::kSkipped;
+        decide();
+        continue;
+      }
+      const double stop = incumbents.stop_after(x);
+      fate[i] = Fate::kRunning;
+      ++ahead;
+      const int32_t u = unit_of[x.id];
+      std::unique_ptr<UnitProgram> unit;
+      for (auto it = idle.begin(); it != idle.end(); ++it) {
+        if (it->first != u) continue;
+        unit = std::move(it->second);
+        idle.erase(it);
+        break;
+      }
+      ConfigRecord rec = x;
+      lock.unlock();
+      Fate result = Fate::kSimulated;
+      try {
+        auto t0 = Clock::now();
+        if (!unit) {
+          unit = std::make_unique<UnitProgram>();
+          unit->schedule = unit_schedule(request, rec.config);
+          t.schedule_s += seconds_since(t0);
+          t0 = Clock::now();
+          unit->partition = unit_partition(request, unit->schedule);
+          unit->program.emplace(unit->schedule);
+          ++t.lowered;
+          t.lower_s += seconds_since(t0);
+        }
+        t0 = Clock::now();
+        const MemoryModel mem = build_memory_model(request.model, unit->partition,
+                                                   unit->schedule.placement, rec.config,
+                                                   request.cluster);
+        const AnalyticCost cost(request.model, unit->partition, unit->schedule.placement,
+                                rec.config, request.cluster);
+        const Program& prog = unit->program->with_bytes(cost);
+        t.memory_s += seconds_since(t0);
+        t0 = Clock::now();
+        SimOptions so = config_sim_options(request, rec.config, mem);
+        so.stop_after_step_s = stop;
+        try {
+          const SimResult sim = simulate(prog, cost, so);
+          t.instructions += sim.num_instructions;
+          if (sim.stopped) {
+            result = Fate::kStopped;
+          } else {
+            rec.status = ConfigStatus::kSimulated;
+            fill_metrics(request, sim, rec);
+            rec.fits = rec.peak_memory_bytes <= limit;
+          }
+        } catch (const InputError& e) {
+          result = Fate::kFailed;
+          rec.status = ConfigStatus::kFailed;
+          rec.reason = std::string("simulation failed: ") + e.what();
+        }
+        t.simulate_s += seconds_since(t0);
+      } catch (...) {
+        lock.lock();
+        if (!error) error = std::current_exception();
+        changed.notify_all();
+        break;
+      }
+      lock.lock();
+      fate[i] = result;
+      if (result != Fate::kStopped) outcome.emplace(i, std::move(rec));
+      idle.emplace_back(u, std::move(unit));
+      if (idle.size() > idle_capacity) idle.erase(idle.begin());
+      decide();
     }
+    sum.schedule_s += t.schedule_s;
+    sum.memory_s += t.memory_s;
+    sum.lower_s += t.lower_s;
+    sum.simulate_s += t.simulate_s;
+    sum.simulated_instructions += t.instructions;
+    sum.programs_lowered += t.lowered;
+  };
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(threads);
+    for (int k = 0; k < threads; ++k) pool.emplace_back(worker);
+    for (std::thread& th : pool) th.join();
   }
+  if (error) std::rethrow_exception(error);
+  assert(head == n && "every configuration decided");
 }
 
 }  // namespace
@@ -920,7 +1285,7 @@ void evaluate_configs(const ExploreRequest& request, std::vector<ConfigRecord>& 
   if (request.bound_prune) {
     if (request.shard_count > 1)
       throw_input_error("--bound-prune",
-                        "needs a single process (its batches span the whole space)");
+                        "needs a single process (its order spans the whole space)");
     bound_and_simulate(request, records, work, sum);
   } else {
     int64_t done = 0;

@@ -145,17 +145,24 @@ struct ExploreRequest {
   // How each configuration is partitioned: kAuto (default), kEven or kBalancedTime
   // (explore_partition.h); not combined with bound_prune. kExplicit is refused.
   PartitionMode partition = PartitionMode::kAuto;
-  // Branch and bound (explore --bound-prune; single process only): every configuration that
+  // Branch and bound (explore --bound-prune; single process only). Every configuration that
   // passes the memory pre-check gets a lower bound on its step time, LB = max over actors of the
   // sum of its compute-stream durations + iteration overhead (the compute stream runs one
-  // instruction at a time, so no schedule beats it). Configurations are then simulated in
-  // batches of bound_batch in ascending (LB, id) order; after each batch, a configuration X is
-  // pruned (kBound) when a simulated, fitting Y has step(Y) <= LB(X) and peak(Y) <= peak(X)
-  // (the pre-check's peak is exact): X can be neither the best nor on the Pareto front. The
-  // ranking and the front are those of the full search; only dominated configurations lose
-  // their step time. Deterministic: the batches do not depend on threads or timing.
+  // instruction at a time, so no schedule beats it). The configurations are then taken in
+  // ascending (LB, id) order, each against the simulated, fitting configurations before it (the
+  // incumbents). A configuration X is pruned (kBound) when, for every step time s >= LB(X):
+  //   (a) at least bound_top incumbents Y rank before X: (step(Y), id(Y)) < (s, id(X)), and
+  //   (b) some incumbent Y with peak(Y) <= peak(X) (the pre-check's peak is exact) comes before
+  //       X in the Pareto order (step, peak, id),
+  // so X can be neither among the first bound_top of the ranking nor on the Pareto front. Else X
+  // is simulated, and its simulation stops (kBound too) as soon as its step time is known to
+  // exceed the step from which (a) and (b) hold (SimOptions::stop_after_step_s). The first
+  // bound_top entries of the ranking, their metrics, and the Pareto front are therefore those of
+  // the full search; the ranking lists only simulated configurations after them. The sequence
+  // is decided in that order alone, whatever the threads do (they simulate ahead and discard
+  // what the order prunes), so the result does not depend on the thread count or timing.
   bool bound_prune = false;
-  int bound_batch = 32;
+  int bound_top = 10;  // >= 1: the leading ranking entries kept exact (explore --top)
   // Evaluate only the units assign_units gives shard `shard_index` of `shard_count`.
   int shard_index = 0;
   int shard_count = 1;

@@ -165,8 +165,17 @@ TEST(MoeCli, ExploreSearchesEpAndShowsItsColumns) {
   EXPECT_NE(r.out.find(" bound"), std::string::npos) << r.out;
   const nlohmann::json full = run_json(args);
   const nlohmann::json bound = run_json(args + "--bound-prune");
-  EXPECT_EQ(full["best"]["id"], bound["best"]["id"]);
+  EXPECT_EQ(full["best"], bound["best"]);
+  // The --top 3 list and the Pareto front are the full search's (the ranks of front entries
+  // after the top 3 count only simulated configurations).
+  EXPECT_EQ(full["top"], bound["top"]);
+  ASSERT_EQ(full["pareto"].size(), bound["pareto"].size());
+  for (size_t i = 0; i < full["pareto"].size(); ++i) {
+    EXPECT_EQ(full["pareto"][i]["id"], bound["pareto"][i]["id"]);
+    EXPECT_EQ(full["pareto"][i]["step_time_s"], bound["pareto"][i]["step_time_s"]);
+  }
   EXPECT_LT(bound["evaluated"].get<int>(), full["evaluated"].get<int>());
+  EXPECT_GT(bound["pruned"]["bound"].get<int>(), 0);
 }
 
 }  // namespace

@@ -124,6 +124,38 @@ TEST(Engine, UnitCostsGiveSchedulesMdMakespans) {
   EXPECT_DOUBLE_EQ(simulate(lower_for_test({0, 1, 2, 3}, zb, 8), cost, {}).makespan_s, 27);
 }
 
+TEST(Engine, StopAfterStepEndsTheRunOnceTheStepTimeIsKnownToBeLarger) {
+  // Std1F1B(4), m = 8, F = 1, B = 2: makespan 33; with an iteration overhead of 0.5, 33.5.
+  StageTimesCost cost(uniform_stage_times(4, 1, 1, 1, 0));
+  const Program program = lower_for_test(
+      {0, 1, 2, 3},
+      parse_short_grid({"F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
+                        "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
+                        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+                        "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"}),
+      8);
+  SimOptions so;
+  so.record_trace = false;
+  so.iteration_overhead_s = 0.5;
+  const SimResult full = simulate(program, cost, so);
+  EXPECT_FALSE(full.stopped);
+  EXPECT_DOUBLE_EQ(full.step_time_s, 33.5);
+  // A limit at or above the step time changes nothing.
+  so.stop_after_step_s = 33.5;
+  const SimResult same = simulate(program, cost, so);
+  EXPECT_FALSE(same.stopped);
+  EXPECT_EQ(same.step_time_s, full.step_time_s);
+  EXPECT_EQ(same.num_instructions, full.num_instructions);
+  // Below it: stopped at the first instruction end past the limit, no metrics.
+  so.stop_after_step_s = 20;
+  const SimResult stopped = simulate(program, cost, so);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_GT(stopped.stopped_at_step_s, 20);
+  EXPECT_LE(stopped.stopped_at_step_s, 21.5);  // instructions end on a 1-unit grid: 21 + 0.5
+  EXPECT_EQ(stopped.step_time_s, 0);
+  EXPECT_TRUE(stopped.actors.empty());
+}
+
 TEST(Engine, ConcurrentTransfersOnOneLinkShareBandwidthEqually) {
   // Actor 0 computes once, then sends 100 bytes to actors 1 and 2 over one shared link of
   // 100 B/s: alone each would take 1 s; together both finish at 1 + 2 = 3.

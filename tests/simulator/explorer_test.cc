@@ -134,6 +134,42 @@ TEST(Explorer, RankingEqualsBruteForceLoopOverSimulate) {
   }
 }
 
+// The lower bound of ExploreRequest::bound_prune never exceeds the simulated step time, for
+// every schedule of the registry, with and without the overlapped gradient reduction. With
+// bound_top above the space's size nothing can be pruned, so every configuration is simulated.
+TEST(Explorer, BoundIsBelowTheStepTimeOfEverySchedule) {
+  ExploreRequest req;
+  req.model = load_model("gpt3-1.3b");
+  req.cluster = load_cluster("a100-80g");
+  req.gpus = 8;
+  req.global_batch = 32;
+  req.space.tp = {1, 2};
+  req.space.microbatch_sizes = {1, 4};
+  req.threads = 2;
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap_grad_reduce" : "no overlap");
+    req.overlap_grad_reduce = overlap;
+    req.bound_prune = false;
+    const ExploreResult full = explore(req);
+    req.bound_prune = true;
+    req.bound_top = 1000000;
+    const ExploreResult bound = explore(req);
+    EXPECT_EQ(bound.by_status[static_cast<size_t>(ConfigStatus::kBound)], 0);
+    EXPECT_EQ(bound.ranking, full.ranking);
+    std::set<std::string> schedules;
+    double tightest = 2;
+    for (const ConfigRecord& r : bound.records) {
+      if (!r.simulated()) continue;
+      schedules.insert(r.config.schedule);
+      EXPECT_GT(r.lower_bound_s, 0) << r.id;
+      EXPECT_GE(r.step_time_s, r.lower_bound_s * (1 - 1e-9)) << describe_config(r.config);
+      tightest = std::min(tightest, r.step_time_s / r.lower_bound_s);
+    }
+    EXPECT_GE(schedules.size(), 8u);  // linear, loop and V placements, split backwards
+    EXPECT_LT(tightest, 1.05);        // the bound is not trivially low
+  }
+}
+
 TEST(Explorer, ZeroOneOffIsNeverFasterNorSmallerThanZeroOneOn) {
   ExploreRequest off = small_request();
   off.space.zero1 = {false};
