@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -309,6 +310,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.tp_comm_overlap = tp_comm_overlap;
   req.overlap_grad_reduce = overlap_grad_reduce;
   req.bound_prune = bound_prune;
+  req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact
   {  // as explore --partition: parsed as simulate's flag; explore() refuses what it cannot take
     PlanRequest parsed;
     parse_partition_flag(partition, parsed);

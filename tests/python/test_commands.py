@@ -559,6 +559,21 @@ def test_explore_even_partition_equals_cli():
         assert r.plan(e)["predicted"]["step_time_s"] == e["step_time_s"]
 
 
+def test_explore_bound_prune_keeps_the_clis_top():
+    # --bound-prune keeps the first --top entries exact: fewer are simulated with a smaller top,
+    # and Python passes its top to the bound as the CLI does.
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=8, global_batch=32, threads=1)
+    evaluated = {}
+    for top in (1, 10):
+        r = js.explore(**args, bound_prune=True, top=top)
+        c = cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "8",
+                     "--global-batch", "32", "--threads", "1", "--quiet", "--bound-prune",
+                     "--top", str(top))
+        assert r.summary == c
+        evaluated[top] = r.summary["evaluated"]
+    assert evaluated[1] < evaluated[10]
+
+
 def test_explore_partition_errors_are_the_clis():
     for partition in ("balanced-time", "even"):
         same_error(lambda: js.explore(**PARTITION_EXPLORE, partition=partition, bound_prune=True),
