@@ -25,6 +25,7 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
 #include "costmodel/stage_times_cost.h"
+#include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/graph_report.h"
 #include "graph/hf_config.h"
@@ -130,6 +131,16 @@ PlanSimOptions sim_options(bool record_trace, bool breakdown, bool check_memory,
   return o;
 }
 
+// The assignment argument of simulate/explore (--assign): a file path, or the JSON text of a
+// dict ({"assignment": {...}} or the entries themselves). nullopt when neither is given.
+std::optional<AssignmentSpec> assignment_arg(const std::string& path, const std::string& text) {
+  if (!path.empty()) return read_assignment_file(path);
+  if (text.empty()) return std::nullopt;
+  const nlohmann::json j = parse(text, "assign");
+  const bool wrapped = j.is_object() && j.contains("assignment");
+  return assignment_spec_from_json(wrapped ? j.at("assignment") : j, "assign");
+}
+
 SimOut simulate_model_mode(const std::string& model_text, const std::string& cluster_text, int gpus,
                            int pp, int tp, int dp, int cp, int virtual_stages, int global_batch,
                            int microbatch_size, const std::string& schedule,
@@ -140,7 +151,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            std::optional<double> max_memory_gib, int ep, std::optional<int> etp,
                            double moe_imbalance, const std::string& moe_overlap,
                            const std::string& perturb, bool breakdown, bool check_memory,
-                           bool record_trace) {
+                           bool record_trace, const std::string& assign_path,
+                           const std::string& assign_text) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -180,6 +192,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   req.schedule_file = schedule_file;
   req.fuse_steady_state = fuse_steady_state;
   parse_partition_flag(partition, req);
+  req.assignment = assignment_arg(assign_path, assign_text);
   PlanSimOptions options = sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
   // --max-memory-gib: the limit of the balanced-time search and of the fit check alike.
   if (max_memory_gib) {
@@ -270,7 +283,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         int threads, int top, bool explain, bool csv, bool synthesize,
                         std::optional<int> synthesize_top, std::optional<double> synthesize_time_s,
                         std::optional<int> robust, std::optional<double> robust_jitter,
-                        std::optional<py::function> progress) {
+                        std::optional<py::function> progress, const std::string& assign_path,
+                        const std::string& assign_text) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -308,6 +322,18 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
+  if (std::optional<AssignmentSpec> spec = assignment_arg(assign_path, assign_text)) {
+    // As explore --assign, with the CLI's messages.
+    if (!virtual_stages.empty())
+      throw_input_error("--assign and --virtual", "the assignment gives the stages per actor");
+    if (synthesize)
+      throw_input_error("--assign and --synthesize",
+                        "synthesized schedules use their own partition, not the assignment's");
+    if (pp.size() != 1)
+      throw_input_error("--pp", "with --assign: one number of actors (the assignment's actors "
+                                "0 .. pp-1), e.g. --pp 4");
+    req.assignment = resolve_assignment(*spec, req.model, pp.front());
+  }
   req.overlap_grad_reduce = overlap_grad_reduce;
   req.bound_prune = bound_prune;
   req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact
@@ -372,7 +398,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
 std::string explore_best_plan(const std::string& model_text, const std::string& cluster_text,
                               int gpus, int global_batch, const std::string& config_text,
                               bool overlap_grad_reduce, const std::string& partition,
-                              std::optional<double> max_memory_gib) {
+                              std::optional<double> max_memory_gib,
+                              const std::string& assign_path, const std::string& assign_text) {
   ExploreRequest req;
   req.model = model_from_json(parse(model_text, "model"), "model");
   req.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
@@ -386,6 +413,8 @@ std::string explore_best_plan(const std::string& model_text, const std::string& 
     req.partition = parsed.partition;
   }
   const ParallelConfig config = config_from_json(parse(config_text, "config"), "config");
+  if (std::optional<AssignmentSpec> spec = assignment_arg(assign_path, assign_text))
+    req.assignment = resolve_assignment(*spec, req.model, config.pp);
   py::gil_scoped_release release;
   return plan_to_json(build_config_plan(req, config)).dump();
 }
@@ -828,7 +857,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("overlap_grad_reduce"), py::arg("tp_comm_overlap"), py::arg("attention"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
         py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
-        py::arg("check_memory"), py::arg("record_trace"));
+        py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
+        py::arg("assign_text"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -847,10 +877,12 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("overlap_grad_reduce"), py::arg("bound_prune"), py::arg("partition"),
         py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
         py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
-        py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"));
+        py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
+        py::arg("assign_text"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
-        py::arg("partition"), py::arg("max_memory_gib"));
+        py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),
+        py::arg("assign_text"));
   m.def("show", &show_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
         py::arg("microbatches"), py::arg("stages"), py::arg("fuse_steady_state"),
         py::arg("group_size"));

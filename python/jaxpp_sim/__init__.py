@@ -21,6 +21,7 @@ Example::
 """
 
 import json as _json
+import os as _os
 
 from . import _jaxpp_sim as _core
 from ._jaxpp_sim import InputError
@@ -161,6 +162,17 @@ def _plan_text(plan):
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
 
 
+def _assign_args(assign):
+    """(path, JSON text) of an ``assign`` argument: a path to an assignment file or plan.json, or
+    a dict (``{"assignment": {...}}`` or the entries themselves, e.g.
+    ``{"embedding": 0, "layer{i}": "i mod 4", "logits": 3}``)."""
+    if assign is None:
+        return "", ""
+    if isinstance(assign, dict):
+        return "", _json.dumps(assign)
+    return _os.fspath(assign), ""
+
+
 def _refuse_given(args, why):
     """InputError for the first argument in ``args`` (name, value, default) not at its default:
     the CLI refuses the flag of the other mode, with the flag's name."""
@@ -249,7 +261,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              overlap_grad_reduce=False, tp_comm_overlap=False, attention="flash",
              partition="auto", max_memory_gib=None, ep=1, etp=None, moe_imbalance=1.0,
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
-             microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, stage_times=None):
+             assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, stage_times=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -264,6 +276,9 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
     ``etp`` (expert tensor parallelism, default tp), ``moe_imbalance`` (tokens of the busiest
     expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none).
+    ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
+    plan.json) or a dict such as ``{"embedding": 0, "layer{i}": "i mod 4", "logits": 3}``; it
+    gives the stages and their actors instead of ``partition``/``virtual`` (docs/schedules.md).
 
     Measured mode (no ``model``): ``schedule`` (any name ``jaxpp-sim schedules`` lists, JaxPP's
     class names such as ``"ZeroBubble"`` or ``"Interleaved1F1B"`` included) or
@@ -299,7 +314,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             bool(tp_comm_overlap), str(attention), str(partition),
             None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
-            str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace))
+            str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
+            *_assign_args(assign))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
@@ -309,7 +325,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
-                   ("moe_overlap", moe_overlap, "auto"), ("max_memory_gib", max_memory_gib, None)),
+                   ("moe_overlap", moe_overlap, "auto"), ("max_memory_gib", max_memory_gib, None),
+                   ("assign", assign, None)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
@@ -376,9 +393,9 @@ class ExploreResult:
         if config.get("schedule") == "synthesized":
             raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
                              "use best_plan()")
-        m, c, gpus, gb, ogr, partition, max_memory_gib = self._request
+        m, c, gpus, gb, ogr, partition, max_memory_gib, assign = self._request
         return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr,
-                                              partition, max_memory_gib))
+                                              partition, max_memory_gib, *assign))
 
     def to_pandas(self):
         """Ranked configurations as a DataFrame: one row per configuration, the config fields
@@ -404,7 +421,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             attention="flash", tp_comm_overlap=False, overlap_grad_reduce=False,
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
-            progress=None):
+            progress=None, assign=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -416,6 +433,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     configuration; docs/partition.md), as ``--partition``; :meth:`ExploreResult.plan` and
     :meth:`ExploreResult.best_plan` rebuild plans with the same partition. ``explain`` lists the pruned configurations in
     ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
+    ``assign`` (``--assign``, a path or a dict as in :func:`simulate`) fixes a name-to-actor
+    assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
+    evaluated.
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -440,9 +460,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_top is None else int(synthesize_top),
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
-        None if robust_jitter is None else float(robust_jitter), progress)
+        None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
-               max_memory)
+               max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,
                          out.csv if csv else None)
 

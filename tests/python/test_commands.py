@@ -589,3 +589,70 @@ def test_explore_partition_errors_are_the_clis():
                                   max_memory_gib=2),
                "explore", *PARTITION_EXPLORE_CLI, "--partition", "balanced-time",
                "--max-memory-gib", "2")
+
+
+# --- name-to-actor assignments (--assign) ---------------------------------------------------------
+
+ASSIGNMENT = {"embedding": 0, "layer{i}": "i mod 4", "logits": 3}
+ASSIGN_SIM = dict(model="gpt3-1.3b", gpus=4, pp=4, global_batch=8, schedule="Interleaved1F1B")
+ASSIGN_SIM_CLI = ["--model", "gpt3-1.3b", "--gpus", "4", "--pp", "4", "--global-batch", "8",
+                  "--schedule", "Interleaved1F1B"]
+
+
+def write_assignment(tmp_path):
+    path = tmp_path / "assign.json"
+    path.write_text(json.dumps({"assignment": ASSIGNMENT}), encoding="utf-8")
+    return str(path)
+
+
+def test_simulate_with_an_assignment_equals_cli(tmp_path):
+    path = write_assignment(tmp_path)
+    c = cli_json("simulate", *ASSIGN_SIM_CLI, "--assign", path)
+    by_dict = js.simulate(**ASSIGN_SIM, assign=ASSIGNMENT)
+    by_path = js.simulate(**ASSIGN_SIM, assign=path)
+    assert by_path.metrics == c
+    # The dict form is the same assignment: everything but the source it names.
+    assert {k: v for k, v in by_dict.metrics.items() if k != "assignment"} == \
+        {k: v for k, v in c.items() if k != "assignment"}
+    assert c["assignment"]["num_stages"] == 24
+    # The assignment places the stages: not what the same schedule gives without one.
+    assert js.simulate(**ASSIGN_SIM).step_time_s != by_dict.step_time_s
+
+
+def test_explore_with_an_assignment_equals_cli_and_plans_keep_it(tmp_path):
+    path = write_assignment(tmp_path)
+    args = dict(model="gpt3-1.3b", gpus=4, global_batch=8, threads=1)
+    r = js.explore(**args, pp=[4], assign=path)
+    c = cli_json("explore", "--model", "gpt3-1.3b", "--gpus", "4", "--global-batch", "8",
+                 "--threads", "1", "--quiet", "--pp", "4", "--assign", path)
+    assert r.summary == c
+    for e in r.ranked[:3]:
+        assert r.plan(e)["predicted"]["step_time_s"] == e["step_time_s"]
+        assert r.plan(e)["assignment"] == ASSIGNMENT
+
+
+def test_assignment_errors_are_the_clis(tmp_path):
+    path = write_assignment(tmp_path)
+    args = dict(model="gpt3-1.3b", gpus=4, global_batch=8)
+    for kwargs, flags in (
+            (dict(pp=[2, 4]), ["--pp", "2,4"]),
+            (dict(pp=[4], virtual=[2]), ["--pp", "4", "--virtual", "2"]),
+            (dict(pp=[4], synthesize=True), ["--pp", "4", "--synthesize"])):
+        expected = cli_error("explore", "--model", "gpt3-1.3b", "--gpus", "4", "--global-batch",
+                             "8", "--assign", path, *flags)
+        with pytest.raises(js.InputError) as e:
+            js.explore(**args, assign=path, **kwargs)
+        assert str(e.value) == expected
+    # A layer the model lacks: the file, the key and the reason.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"assignment": {"embedding-layer23": 0, "layer24": 1,
+                                              "logits": 1}}), encoding="utf-8")
+    expected = cli_error("simulate", "--model", "gpt3-1.3b", "--gpus", "2", "--pp", "2",
+                         "--global-batch", "4", "--schedule", "1f1b", "--assign", str(bad))
+    with pytest.raises(js.InputError) as e:
+        js.simulate(model="gpt3-1.3b", gpus=2, pp=2, global_batch=4, schedule="1f1b",
+                    assign=str(bad))
+    assert str(e.value) == expected
+    # Measured mode refuses it, as the CLI.
+    with pytest.raises(js.InputError, match="--assign: a model-mode flag"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, assign=ASSIGNMENT)
