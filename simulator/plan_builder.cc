@@ -320,7 +320,10 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
     std::vector<int64_t> peak;
     for (const ActorStats& a : out.result.actors) peak.push_back(a.peak_memory_bytes);
     ClusterSpec limited = cluster;
-    if (options.max_memory_bytes > 0) limited.hbm_bytes = options.max_memory_bytes;
+    if (options.max_memory_bytes > 0) {
+      limited.hbm_bytes = options.max_memory_bytes;
+      limited.name = "--max-memory-gib";  // the message names the limit that was given
+    }
     check_memory_fits(peak, limited);
   }
   return out;

@@ -76,6 +76,8 @@ TEST(PartitionCliTest, MaxMemoryIsTheFitCheckOfSimulate) {
   const CliResult r = run_cli(kSimulateLlama + "--max-memory-gib 20");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("does not fit"), std::string::npos) << r.err;
+  // The message names the limit that was given, not the cluster's memory.
+  EXPECT_NE(r.err.find("has 20.0 GiB (--max-memory-gib)"), std::string::npos) << r.err;
   const CliResult measured = run_cli(
       "simulate --schedule 1f1b --pp 4 --microbatches 8 --t-f 1 "
       "--t-b 2 --max-memory-gib 20");
