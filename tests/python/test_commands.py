@@ -7,34 +7,11 @@ Run by ctest with the environment of test_jaxpp_sim.py.
 
 import json
 import os
-import subprocess
 
 import pytest
 
 import jaxpp_sim as js
-
-BINARY = os.environ["JAXPP_SIM_BINARY"]
-
-
-def cli(*args):
-    p = subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
-
-
-def cli_json(*args):
-    code, out, err = cli(*args, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
-def cli_error(command, *args):
-    """The one-line message of jaxpp-sim's error (exit 2), without 'jaxpp-sim CMD: error: '."""
-    code, out, err = cli(command, *args)
-    assert code == 2, (code, out, err)
-    line = err.strip().splitlines()[-1]
-    prefix = f"jaxpp-sim {command}: error: "
-    assert line.startswith(prefix), line
-    return line[len(prefix):]
+from cli_helpers import cli, cli_error, cli_json
 
 
 def same_error(call, command, *args):
