@@ -46,17 +46,22 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   return mem;
 }
 
-void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
-                       const ClusterSpec& cluster) {
+void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor, int64_t limit_bytes,
+                       const std::string& limit_name) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   for (size_t r = 0; r < peak_bytes_per_actor.size(); ++r) {
-    if (peak_bytes_per_actor[r] <= cluster.hbm_bytes) continue;
+    if (peak_bytes_per_actor[r] <= limit_bytes) continue;
     char buf[160];
     std::snprintf(buf, sizeof buf, "does not fit: actor %zu needs %.1f GiB, has %.1f GiB (%s)", r,
                   static_cast<double>(peak_bytes_per_actor[r]) / kGiB,
-                  static_cast<double>(cluster.hbm_bytes) / kGiB, cluster.name.c_str());
+                  static_cast<double>(limit_bytes) / kGiB, limit_name.c_str());
     throw InputError(buf);
   }
+}
+
+void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
+                       const ClusterSpec& cluster) {
+  check_memory_fits(peak_bytes_per_actor, cluster.hbm_bytes, cluster.name);
 }
 
 }  // namespace jaxpp

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "costmodel/cluster.h"
@@ -54,8 +55,10 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster);
 
-// InputError "does not fit: actor r needs X GiB, has Y GiB" for the first actor whose peak
-// exceeds the device memory.
+// InputError "does not fit: actor r needs X GiB, has Y GiB (<limit_name>)" for the first actor
+// whose peak exceeds limit_bytes; the cluster form checks its device memory, named by the cluster.
+void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor, int64_t limit_bytes,
+                       const std::string& limit_name);
 void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
                        const ClusterSpec& cluster);
 

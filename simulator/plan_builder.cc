@@ -319,12 +319,10 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   if (options.check_memory) {
     std::vector<int64_t> peak;
     for (const ActorStats& a : out.result.actors) peak.push_back(a.peak_memory_bytes);
-    ClusterSpec limited = cluster;
-    if (options.max_memory_bytes > 0) {
-      limited.hbm_bytes = options.max_memory_bytes;
-      limited.name = "--max-memory-gib";  // the message names the limit that was given
-    }
-    check_memory_fits(peak, limited);
+    if (options.max_memory_bytes > 0)
+      check_memory_fits(peak, options.max_memory_bytes, "--max-memory-gib");
+    else
+      check_memory_fits(peak, cluster);
   }
   return out;
 }
