@@ -260,16 +260,10 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     if (space.schedules.empty()) throw_input_error("--schedules", "expected at least one name");
   }
   if (args.count("pp")) space.pp = parse_int_list("--pp", args["pp"].as<std::string>());
-  if (args.count("assign")) {
-    refuse_together(args, "assign", "virtual", "the assignment gives the stages per actor");
-    refuse_together(args, "assign", "synthesize",
-                    "synthesized schedules use their own partition, not the assignment's");
-    if (space.pp.size() != 1)
-      throw_input_error("--pp", "with --assign: one number of actors (the assignment's actors "
-                                "0 .. pp-1), e.g. --pp 4");
-    req.assignment = resolve_assignment(read_assignment_file(args["assign"].as<std::string>()),
-                                        req.model, space.pp.front());
-  }
+  if (args.count("assign"))
+    req.assignment = explore_assignment(read_assignment_file(args["assign"].as<std::string>()),
+                                        req.model, space.pp, args.count("virtual") > 0,
+                                        args.count("synthesize") > 0);
   if (args.count("tp")) space.tp = parse_int_list("--tp", args["tp"].as<std::string>());
   if (args.count("ep")) space.ep = parse_int_list("--ep", args["ep"].as<std::string>());
   if (args.count("etp")) space.etp = parse_int_list("--etp", args["etp"].as<std::string>());

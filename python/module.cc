@@ -322,18 +322,9 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
-  if (std::optional<AssignmentSpec> spec = assignment_arg(assign_path, assign_text)) {
-    // As explore --assign, with the CLI's messages.
-    if (!virtual_stages.empty())
-      throw_input_error("--assign and --virtual", "the assignment gives the stages per actor");
-    if (synthesize)
-      throw_input_error("--assign and --synthesize",
-                        "synthesized schedules use their own partition, not the assignment's");
-    if (pp.size() != 1)
-      throw_input_error("--pp", "with --assign: one number of actors (the assignment's actors "
-                                "0 .. pp-1), e.g. --pp 4");
-    req.assignment = resolve_assignment(*spec, req.model, pp.front());
-  }
+  if (std::optional<AssignmentSpec> spec = assignment_arg(assign_path, assign_text))
+    req.assignment =
+        explore_assignment(*spec, req.model, pp, !virtual_stages.empty(), synthesize);
   req.overlap_grad_reduce = overlap_grad_reduce;
   req.bound_prune = bound_prune;
   req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact

@@ -760,6 +760,19 @@ std::string describe_config(const ParallelConfig& c) {
   return s;
 }
 
+Assignment explore_assignment(const AssignmentSpec& spec, const ModelSpec& model,
+                              const std::vector<int>& pp, bool virtual_given, bool synthesize) {
+  if (virtual_given)
+    throw_input_error("--assign and --virtual", "the assignment gives the stages per actor");
+  if (synthesize)
+    throw_input_error("--assign and --synthesize",
+                      "synthesized schedules use their own partition, not the assignment's");
+  if (pp.size() != 1)
+    throw_input_error("--pp", "with --assign: one number of actors (the assignment's actors "
+                              "0 .. pp-1), e.g. --pp 4");
+  return resolve_assignment(spec, model, pp.front());
+}
+
 std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (request.gpus < 1) {
     throw_input_error("--gpus", "must be >= 1, got " + std::to_string(request.gpus));

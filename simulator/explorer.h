@@ -246,6 +246,12 @@ struct ExploreResult {
 // enumerates the space; every record is kPending or pruned by divisibility / duplicate.
 std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request);
 
+// The fixed assignment of `explore --assign` (ExploreRequest::assignment), resolved on its actors
+// 0 .. pp-1. InputError (naming the flags) when virtual stages or synthesis are asked for beside
+// it, or when pp is not one number.
+Assignment explore_assignment(const AssignmentSpec& spec, const ModelSpec& model,
+                              const std::vector<int>& pp, bool virtual_given, bool synthesize);
+
 // Units of pending records that share a schedule and a program (pp, schedule, v, m), each a
 // list of ids ascending; units in ascending order of their first id.
 std::vector<std::vector<int64_t>> unit_configs(const std::vector<ConfigRecord>& records);
