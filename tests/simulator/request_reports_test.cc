@@ -31,6 +31,19 @@ std::string input_error_of(const std::function<void()>& call) {
   return "";
 }
 
+// GPT-3 13B on 32 H100 (pp 4, tp 8), 1F1B: a small plan request of the model-mode tests.
+PlanRequest gpt3_13b_on_32_h100() {
+  PlanRequest pr;
+  pr.model = load_model("gpt3-13b");
+  pr.cluster = cluster_preset("h100-sxm");
+  pr.config.gpus = 32;
+  pr.config.pp = 4;
+  pr.config.tp = 8;
+  pr.config.global_batch = 16;
+  pr.config.schedule = "1f1b";
+  return pr;
+}
+
 SynthesisOptions bounded_search() {
   SynthesisOptions o;
   o.max_evaluations = 200;
@@ -80,16 +93,8 @@ TEST(RunSynthesis, ChecksTheInputsInTheClisOrderWithItsFlagNames) {
 }
 
 TEST(RunSynthesis, PlanModeReturnsThePlanWithTheSynthesizedSchedule) {
-  PlanRequest pr;
-  pr.model = load_model("gpt3-13b");
-  pr.cluster = cluster_preset("h100-sxm");
-  pr.config.gpus = 32;
-  pr.config.pp = 4;
-  pr.config.tp = 8;
-  pr.config.global_batch = 16;
-  pr.config.schedule = "1f1b";
   SynthesisRequest req;
-  req.plan = build_plan(pr);
+  req.plan = build_plan(gpt3_13b_on_32_h100());
   req.memory_limit_microbatches = 4;
   const SynthesisRun run = run_synthesis(req, bounded_search());
   ASSERT_TRUE(run.plan.has_value());
@@ -115,15 +120,7 @@ TEST(ExploreSummary, WarnsWhenTheBestConfigurationIdlesNinetyPercent) {
 }
 
 TEST(SimulatePlanPerturbed, ReportsTheSlowdownAgainstTheUnperturbedPlan) {
-  PlanRequest pr;
-  pr.model = load_model("gpt3-13b");
-  pr.cluster = cluster_preset("h100-sxm");
-  pr.config.gpus = 32;
-  pr.config.pp = 4;
-  pr.config.tp = 8;
-  pr.config.global_batch = 16;
-  pr.config.schedule = "1f1b";
-  const Plan plan = build_plan(pr);
+  const Plan plan = build_plan(gpt3_13b_on_32_h100());
   PlanSimOptions options;
   const SimulatedPlan base = simulate_plan(plan, options);
   const Perturbation slow = parse_perturbation("slow-actor=1:2", "--perturb");
