@@ -186,6 +186,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("attention", "attention kernel in every configuration: flash or unfused", cxxopts::value<std::string>()->default_value("flash"))
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
       ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work (in every configuration and the plan)")
+      ("grad-dtype", "gradient buffer and data-parallel reduction dtype in every configuration: cluster | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))
       ("partition", "how each configuration is partitioned: auto (forward+backward FLOPs balanced), even (Megatron-LM's split) or balanced-time (least simulated step time under the memory limit; up to 4·S+16 simulations per configuration, docs/partition.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("top", "rows of the ranked table and of the JSON 'top' list", cxxopts::value<int>()->default_value("10"))
       ("format", "stdout format: table, json or csv", cxxopts::value<std::string>()->default_value("table"))
@@ -284,6 +285,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  req.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
   req.bound_prune = args.count("bound-prune") > 0;
   {
     PlanRequest partition;

@@ -169,10 +169,8 @@ double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride)
   // reduction is overlapped (Megatron's --overlap-param-gather).
   const double reduce_scatter = allreduce(n) / 2;
   if (config_.overlap_grad_reduce) return reduce_scatter;
-  const double param_bytes =
-      cluster_.grad_bytes_per_param > 0
-          ? n * cluster_.weight_bytes_per_param / cluster_.grad_bytes_per_param
-          : 0;
+  const double grad_bytes = grad_bytes_per_param(config_.grad_dtype, cluster_.grad_bytes_per_param);
+  const double param_bytes = grad_bytes > 0 ? n * cluster_.weight_bytes_per_param / grad_bytes : 0;
   return reduce_scatter + allreduce(param_bytes) / 2;
 }
 
@@ -195,7 +193,8 @@ int64_t AnalyticCost::activation_bytes(int stage) const {
 }
 
 int64_t AnalyticCost::grad_bytes(int stage) const {
-  return std::llround(device_params_.at(stage) * cluster_.grad_bytes_per_param);
+  return std::llround(device_params_.at(stage) *
+                     grad_bytes_per_param(config_.grad_dtype, cluster_.grad_bytes_per_param));
 }
 
 }  // namespace jaxpp

@@ -54,7 +54,7 @@ double half_saturation_flops(double peak_flops_per_s) { return peak_flops_per_s 
 // Fitted constants (scripts/fit_costmodel.py on the corpus fit rows of each GPU type; the test
 // rows score them, docs/validation.md). B200, GB200 and MI300X have no corpus rows: they reuse
 // the H100's fitted large-GEMM efficiency and are validated against nothing.
-constexpr double kA100GemmEfficiency = 0.741;
+constexpr double kA100GemmEfficiency = 0.7125;
 constexpr double kH100GemmEfficiency = 0.603;
 
 ClusterSpec a100_80g() {

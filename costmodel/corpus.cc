@@ -59,6 +59,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "fp8",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
+                                        "grad_dtype",
                                         "partition",
                                         "measured",
                                         "flops_convention",
@@ -260,6 +261,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.attention = parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
   c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);
+  c.grad_dtype =
+      parse_grad_dtype(row.string_or("grad_dtype", "cluster"), row.field("grad_dtype"));
   const std::string partition = row.string_or("partition", "even");
   if (partition != "even" && partition != "auto")
     throw_input_error(row.field("partition"),

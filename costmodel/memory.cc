@@ -36,7 +36,8 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                             /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
-    a.grad_bytes += std::llround(params * cluster.grad_bytes_per_param);
+    a.grad_bytes += std::llround(
+        params * grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param));
     a.optimizer_bytes += std::llround(sharded * cluster.optimizer_state_bytes_per_param);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)

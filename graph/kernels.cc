@@ -20,6 +20,7 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   const double q = m.heads * d, kv = kv_heads * d;
   const double db = activation_bytes(m.dtype);
   const bool gpt = !m.gated_mlp;  // GPT-style: LayerNorm, biases, GeLU, dropout
+  const bool dropout = gpt && !m.no_dropout;  // 1-byte masks written and stashed
   const bool classic = m.is_classic_transformer();
   const MlaSpec& mla = m.mla;
   const MoeSpec& moe = m.moe;
@@ -69,9 +70,11 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   // Norm: read x, write y (16-bit) = 2·h·db; twice per layer.
   k.elementwise.push_back({"norm", 2 * 2 * h * db, 2 * 2 * 2 * h * db, TpSplit::kSequence});
   if (gpt) {
-    // Bias + dropout + residual add (fused): read x, bias, residual, write y and a 1-byte mask.
-    k.elementwise.push_back(
-        {"bias_dropout_add", 2 * (3 * h * db + h), 2 * 2 * (3 * h * db + h), TpSplit::kSequence});
+    // Bias + dropout + residual add (fused): read x, bias, residual, write y and a 1-byte mask
+    // (no mask without dropout).
+    const double mask = dropout ? h : 0;
+    k.elementwise.push_back({"bias_dropout_add", 2 * (3 * h * db + mask),
+                             2 * 2 * (3 * h * db + mask), TpSplit::kSequence});
     // Bias + GeLU (fused): read f, write f.
     k.elementwise.push_back({"bias_gelu", 2 * f * db, 2 * 2 * f * db, TpSplit::kColumn});
   } else {
@@ -108,7 +111,7 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   // Stash (Korthikanti et al. 2022, Sec. 4.1, without the s×s terms): norm inputs 2·h, the
   // inputs of qkv and mlp_up (h each) and GPT's two dropout masks (1 byte each) on the full
   // hidden state; q, k, v, the attention output, the MLP's intermediate tensors split by tp.
-  k.stash_sequence_bytes_per_token = (2 * h + 2 * h) * db + (gpt ? 2 * h : 0);
+  k.stash_sequence_bytes_per_token = (2 * h + 2 * h) * db + (dropout ? 2 * h : 0);
   const double mlp_split = gpt ? 2 * f * db   // GeLU input and output
                                : 3 * f * db;  // gate, up, and their product
   k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + mlp_split;
@@ -130,8 +133,8 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     k.stash_split_bytes_per_token = attention_split + (gpt ? 2 : 3) * ffn_width * db;
   }
   k.stash_full_recompute_bytes_per_token = h * db;
-  k.stash_scores_bytes_per_head_key = gpt ? 5 : 2;  // softmax output (2) + dropout mask/output
-  k.scores_traffic_bytes_per_head_key = gpt ? 9 : 4;
+  k.stash_scores_bytes_per_head_key = dropout ? 5 : 2;  // softmax output (2) + dropout mask/output
+  k.scores_traffic_bytes_per_head_key = dropout ? 9 : 4;
   k.hidden_bytes_per_token = h * db;
   return k;
 }

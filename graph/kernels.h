@@ -14,8 +14,8 @@
 // A forward GEMM computes out[m × n] = in[m × k] · W[k × n]; its input-gradient GEMM is
 // (m, k, n) and its weight-gradient GEMM (k, n, m), each 2·m·n·k FLOPs.
 //
-// Transformer layers (GPT: LayerNorm, biases, GeLU MLP of ffn_hidden, dropout; Llama: RMSNorm,
-// RoPE, SwiGLU MLP with fused gate/up, GQA, no dropout):
+// Transformer layers (GPT: LayerNorm, biases, GeLU MLP of ffn_hidden, dropout unless the model
+// says "dropout": false; Llama: RMSNorm, RoPE, SwiGLU MLP with fused gate/up, GQA, no dropout):
 //   GEMMs       qkv (n = (a + 2·g)·d, k = h) column · proj (n = h, k = a·d) row ·
 //               mlp_up (n = f or 2f, k = h) column · mlp_down (n = h, k = f) row
 //   attention   heads a, kv heads g, head dim d, causal (FlashAttention or unfused: the pricing

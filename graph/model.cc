@@ -44,6 +44,7 @@ struct TransformerShape {
   Positions positions = Positions::kAuto;
   bool qkv_bias = false;
   bool qk_norm = false;
+  bool no_dropout = false;  // a GELU model trained with every dropout probability 0
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -200,6 +201,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.gelu_rope = !t.gated_mlp && !t.learned_positions();
   m.qkv_bias = t.qkv_bias;
   m.qk_norm = t.qk_norm;
+  m.no_dropout = t.no_dropout;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -377,7 +379,7 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "first_dense_layers",
                                         "router"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
-                                          "attention", "mtp_modules"};
+                                          "attention", "mtp_modules", "dropout"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -457,6 +459,13 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
   t.positions = positions == "learned" ? Positions::kLearned : Positions::kRope;
   t.qkv_bias = obj.boolean_or("qkv_bias", false);
   t.qk_norm = obj.boolean_or("qk_norm", false);
+  if (obj.has("dropout")) {
+    const bool dropout = obj.boolean_or("dropout", true);
+    if (dropout && t.gated_mlp)
+      throw_input_error(obj.field("dropout"), "SwiGLU models are modelled without dropout (it "
+                                              "needs \"mlp\": \"gelu\")");
+    t.no_dropout = !dropout && !t.gated_mlp;
+  }
   t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
 
   if (!obj.has("experts")) {
@@ -786,6 +795,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.gelu_rope) j["positions"] = "rope";
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.qk_norm) j["qk_norm"] = true;
+  if (m.no_dropout) j["dropout"] = false;
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";

@@ -123,6 +123,9 @@ struct ModelSpec {
   bool gelu_rope = false;  // a GELU model with RoPE instead of learned positions (GPT-NeoX)
   bool qkv_bias = false;          // biases on q, k, v of a SwiGLU model (Qwen2)
   bool qk_norm = false;           // RMSNorm on each head's q and k (Qwen3)
+  // A GELU model trained with every dropout probability 0 (model JSON "dropout": false): no
+  // dropout masks are written or stashed (SwiGLU models never have them).
+  bool no_dropout = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)

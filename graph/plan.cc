@@ -44,6 +44,40 @@ MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where) {
   throw_input_error(where, "expected auto, dualpipe, 1f1b or none, got \"" + std::string(s) + "\"");
 }
 
+std::string_view to_string(GradDtype g) {
+  switch (g) {
+    case GradDtype::kCluster:
+      return "cluster";
+    case GradDtype::kFp32:
+      return "fp32";
+    case GradDtype::kBf16:
+      return "bf16";
+    case GradDtype::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+GradDtype parse_grad_dtype(std::string_view s, const std::string& where) {
+  for (GradDtype g : kAllGradDtypes)
+    if (to_string(g) == s) return g;
+  throw_input_error(where,
+                    "expected cluster, fp32, bf16 or fp16, got \"" + std::string(s) + "\"");
+}
+
+double grad_bytes_per_param(GradDtype g, double cluster_default) {
+  switch (g) {
+    case GradDtype::kFp32:
+      return 4;
+    case GradDtype::kBf16:
+    case GradDtype::kFp16:
+      return 2;
+    case GradDtype::kCluster:
+      break;
+  }
+  return cluster_default;
+}
+
 void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
                       bool flags) {
   const auto name = [&](const char* flag, const char* field) {
@@ -110,6 +144,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.etp > 0) j["etp"] = c.etp;
   if (c.moe_imbalance != 1.0) j["moe_imbalance"] = c.moe_imbalance;
   if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
+  if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
   return j;
 }
 
@@ -134,7 +169,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "ep",
                       "etp",
                       "moe_imbalance",
-                      "moe_overlap"});
+                      "moe_overlap",
+                      "grad_dtype"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -164,6 +200,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   }
   if (obj.has("moe_overlap"))
     c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
+  if (obj.has("grad_dtype"))
+    c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
   return c;
 }
 

@@ -53,6 +53,19 @@ inline constexpr std::array kAllMoeOverlaps = {MoeOverlap::kAuto, MoeOverlap::kD
 std::string_view to_string(MoeOverlap o);  // "auto", "dualpipe", "1f1b", "none"
 MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where);
 
+// Dtype of the gradient buffer and of its data-parallel reduction (the framework's setting, not
+// the hardware's): kCluster keeps the cluster's grad_bytes_per_param (4 in the presets: fp32 main
+// gradients, Megatron-LM's default for bf16 training); kFp32 = 4 bytes per parameter (Megatron-LM
+// --accumulate-allreduce-grads-in-fp32), kBf16 / kFp16 = 2 bytes (Megatron-LM --grad-reduce-in-bf16,
+// NeMo optim.grad_sync_dtype: bf16; fp16 training without that flag reduces in fp16).
+enum class GradDtype { kCluster, kFp32, kBf16, kFp16 };
+inline constexpr std::array kAllGradDtypes = {GradDtype::kCluster, GradDtype::kFp32,
+                                              GradDtype::kBf16, GradDtype::kFp16};
+std::string_view to_string(GradDtype g);  // "cluster", "fp32", "bf16", "fp16"
+GradDtype parse_grad_dtype(std::string_view s, const std::string& where);
+// Bytes per parameter of the gradient buffer: `cluster_default` for kCluster.
+double grad_bytes_per_param(GradDtype g, double cluster_default);
+
 // How the devices are used. gpus = pp · dp · cp · tp. Rank layout (costmodel/analytic_cost.h):
 // tensor parallelism innermost, then context parallelism, then data parallelism, then pipeline.
 struct ParallelConfig {
@@ -96,6 +109,7 @@ struct ParallelConfig {
   // router): scales that rank's routed-expert compute and the all-to-all volume.
   double moe_imbalance = 1.0;
   MoeOverlap moe_overlap = MoeOverlap::kAuto;
+  GradDtype grad_dtype = GradDtype::kCluster;
   int expert_tp() const { return etp > 0 ? etp : tp; }
   // Replicas of each expert (expert data parallelism): tp·cp·dp / (ep·etp).
   int expert_dp() const { return tp * cp * dp / std::max(1, ep * expert_tp()); }

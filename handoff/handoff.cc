@@ -184,6 +184,20 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
     if (c.zero1) add("--overlap-param-gather");
   }
   if (c.tp_comm_overlap) add("--tp-comm-overlap");
+  switch (c.grad_dtype) {
+    case GradDtype::kCluster:
+      break;  // Megatron-LM's bf16 default: fp32 main gradients, as the presets count
+    case GradDtype::kFp32:
+      add("--accumulate-allreduce-grads-in-fp32");
+      break;
+    case GradDtype::kBf16:
+      add("--grad-reduce-in-bf16");
+      break;
+    case GradDtype::kFp16:
+      cannot_express(HandoffTarget::kMegatron,
+                     "fp16 gradients in a bf16 run (Megatron-LM reduces in fp16 only when it "
+                     "trains in fp16)");
+  }
   add("--attention-backend", c.attention == AttentionKernel::kFlash ? "flash" : "unfused");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
   if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
@@ -326,6 +340,10 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       continue;
     else if (f == "--tp-comm-overlap")
       c.tp_comm_overlap = true;
+    else if (f == "--accumulate-allreduce-grads-in-fp32")
+      c.grad_dtype = GradDtype::kFp32;
+    else if (f == "--grad-reduce-in-bf16")
+      c.grad_dtype = GradDtype::kBf16;
     else if (f == "--attention-backend") {
       const std::string a = value_str(i);
       if (a == "flash")
@@ -366,6 +384,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                             const std::string& csv_path) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kTorchtitan;
+  if (c.grad_dtype == GradDtype::kBf16 || c.grad_dtype == GradDtype::kFp16)
+    cannot_express(target, std::string(to_string(c.grad_dtype)) +
+                               " gradient reduction (this export keeps torchtitan's default "
+                               "float32 reduction)");
   if (c.zero1)
     cannot_express(target,
                    "ZeRO-1 (distributed optimizer): torchtitan shards with FSDP "
@@ -483,6 +505,9 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   if (c.sequence_parallel)
     cannot_express(target, "sequence parallelism (XLA decides the sharding)");
   if (c.tp_comm_overlap) cannot_express(target, "tensor-parallel communication overlap");
+  if (c.grad_dtype != GradDtype::kCluster)
+    cannot_express(target, std::string(to_string(c.grad_dtype)) +
+                               " gradients (the trainer's own dtype policy decides)");
   if (c.overlap_grad_reduce)
     cannot_express(target, "the overlapped gradient reduction (XLA schedules the reduction)");
   const int S = plan.partition.num_stages();

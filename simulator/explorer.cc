@@ -757,6 +757,7 @@ std::string describe_config(const ParallelConfig& c) {
     s += ", " + std::string(to_string(c.attention)) + " attention";
   if (c.tp_comm_overlap) s += ", tp-comm-overlap";
   if (c.overlap_grad_reduce) s += ", overlap-grad-reduce";
+  if (c.grad_dtype != GradDtype::kCluster) s += ", grad " + std::string(to_string(c.grad_dtype));
   return s;
 }
 
@@ -910,6 +911,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.attention = space.attention;
                     c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
+                    c.grad_dtype = request.grad_dtype;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
                     classify(model, zero1_on, rec,
@@ -1432,6 +1434,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                         {"attention", std::string(to_string(request.space.attention))},
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
                         {"overlap_grad_reduce", request.overlap_grad_reduce},
+                        {"grad_dtype", std::string(to_string(request.grad_dtype))},
                         {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},
                       {"enumerated", static_cast<int64_t>(recs.size())},

@@ -141,6 +141,8 @@ struct ExploreRequest {
   // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
+  // Sets ParallelConfig::grad_dtype of every configuration (graph/plan.h).
+  GradDtype grad_dtype = GradDtype::kCluster;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
   // How each configuration is partitioned: kAuto (default), kEven or kBalancedTime
   // (explore_partition.h); not combined with bound_prune. kExplicit is refused.

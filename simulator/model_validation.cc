@@ -178,6 +178,7 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
           {"attention", std::string(to_string(c.attention))},
           {"tp_comm_overlap", c.tp_comm_overlap},
           {"overlap_grad_reduce", c.overlap_grad_reduce},
+          {"grad_dtype", std::string(to_string(c.grad_dtype))},
           {"fp8", row.fp8}}},
         {"measured", {{std::string(to_string(row.measured_kind)), row.measured_value}}},
         {"flops_convention", std::string(to_string(row.convention))},

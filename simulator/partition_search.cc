@@ -42,7 +42,11 @@ class PeakMemory {
  public:
   PeakMemory(const ModelSpec& model, const ClusterSpec& cluster, const ParallelConfig& config,
              const Schedule& schedule)
-      : model_(model), cluster_(cluster), schedule_(schedule), op_(model, config, cluster) {
+      : model_(model),
+        cluster_(cluster),
+        schedule_(schedule),
+        op_(model, config, cluster),
+        grad_bytes_per_param_(grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param)) {
     stash_.reserve(model.layers.size());
     for (int l = 0; l < model.num_layers(); ++l) stash_.push_back(op_.stash_bytes(l));
   }
@@ -64,7 +68,7 @@ class PeakMemory {
       const double sharded = op_.device_params(p.begin(s), p.size(s), whole, true);
       int64_t& a = static_bytes[schedule_.placement.actor_of(s)];
       a += std::llround(params * cluster_.weight_bytes_per_param);
-      a += std::llround(params * cluster_.grad_bytes_per_param);
+      a += std::llround(params * grad_bytes_per_param_);
       a += std::llround(sharded * cluster_.optimizer_state_bytes_per_param);
       stash_bytes[s] = std::llround(stash);
     }
@@ -95,6 +99,7 @@ class PeakMemory {
   const ClusterSpec& cluster_;
   const Schedule& schedule_;
   OperatorCost op_;
+  double grad_bytes_per_param_;
   std::vector<double> stash_;
 };
 
@@ -264,7 +269,9 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   bool greedy_exact = false;
   if (S == p && limit > 0) {
     std::vector<double> static_bytes, stash_bytes;
-    const double per_param = cluster.weight_bytes_per_param + cluster.grad_bytes_per_param;
+    const double per_param =
+        cluster.weight_bytes_per_param +
+        grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
     for (int l = 0; l < n; ++l) {
       const double whole = static_cast<double>(model.layers[l].params);
       static_bytes.push_back(memory.op().device_params(l, 1, whole, false) * per_param +

@@ -266,3 +266,43 @@ TEST(Handoff, UnknownMegatronArgumentIsRefusedWithItsName) {
 
 }  // namespace
 }  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+// The gradient dtype: Megatron gets its flag and reads it back; fp16 gradients of a bf16 run,
+// a bf16 reduction in torchtitan and any explicit dtype in JaxPP are refused by name.
+TEST(Handoff, GradientDtypeGoesToMegatronAndReadsBack) {
+  for (GradDtype g : {GradDtype::kFp32, GradDtype::kBf16}) {
+    PlanRequest req = handoff_request(kMegatron1F1B);
+    req.config.grad_dtype = g;
+    const Plan plan = build_plan(req);
+    const std::string text = megatron_arguments(plan, "Std1F1B");
+    const char* flag = g == GradDtype::kFp32 ? "--accumulate-allreduce-grads-in-fp32"
+                                             : "--grad-reduce-in-bf16";
+    EXPECT_NE(text.find(flag), std::string::npos) << text;
+    EXPECT_EQ(parse_megatron_arguments(text, "args").config.grad_dtype, g);
+  }
+  PlanRequest plain = handoff_request(kMegatron1F1B);
+  const std::string text = megatron_arguments(build_plan(plain), "Std1F1B");
+  EXPECT_EQ(text.find("grads-in"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--grad-reduce-in-bf16"), std::string::npos) << text;
+
+  PlanRequest fp16 = handoff_request(kMegatron1F1B);
+  fp16.config.grad_dtype = GradDtype::kFp16;
+  EXPECT_NE(handoff_error([&] { megatron_arguments(build_plan(fp16), "Std1F1B"); })
+                .find("--format megatron: fp16 gradients"),
+            std::string::npos);
+  PlanRequest zb = handoff_request(kZbH1);
+  zb.config.grad_dtype = GradDtype::kBf16;
+  const Plan zb_plan = build_plan(zb);
+  EXPECT_NE(handoff_error([&] { torchtitan_toml(zb_plan, "ZBH1", "s.csv"); })
+                .find("--format torchtitan: bf16 gradient reduction"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(zb_plan, "Std1F1B"); })
+                .find("--format jaxpp: bf16 gradients"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace jaxpp

@@ -22,16 +22,19 @@ constexpr double kBand = 0.10;
 constexpr double kWiderBandLimit = 0.15;
 constexpr double kMaxMeanAbsError = 0.05;
 
-// Test rows outside ±10 % with the fitted constants of 2026-11-24, and why.
+// Test rows outside ±10 % with the fitted constants of 2026-11-26, and why.
 struct WiderBandRow {
   const char* id;
   const char* reason;
 };
 constexpr WiderBandRow kWiderBand[] = {
     {"narayanan2021-t1-7.5B",
-     "+12.5 %: pp 1, tp 4, dp 32 over 16 nodes; the unoverlapped fp32 gradient all-reduce across "
-     "nodes is 11 % of the predicted step (the paper states neither the gradient precision nor "
-     "the overlap)"},
+     "+11.0 %: pp 1, tp 4, dp 32 over 16 nodes; the tp 1 and tp 2 rows of the same table are "
+     "+3.6 % and +6.7 %: the GEMM model prices the narrower tp-sharded GEMMs of h 4096 too slow"},
+    {"korthikanti2022-1T-full",
+     "+10.5 %: pp 64 with two layers per stage; the last stage's LM head makes it 6 % heavier "
+     "than the others and it paces the 1F1B steady state (its selective twin, a fit row, is "
+     "+8.4 %)"},
     {"llama3_2024-405B-8192gpu",
      "-11.4 %: Meta's interleaving depth and memory-saving measures are not stated; with v = 8 "
      "the predicted pipeline bubble is the smallest the layer layout allows"},
@@ -100,6 +103,33 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
         << r.row->id << " is marked expected_failure (" << *r.row->expected_failure
         << ") but is predicted within the band (error " << r.error * 100 << " %): remove the mark";
   }
+}
+
+// Runs predicted not to fit their GPU although they trained on it, and why (a row of this list
+// predicted to fit fails the test, so the list cannot go stale).
+constexpr WiderBandRow kPredictedOutOfMemory[] = {
+    {"llama3_2024-405B-8192gpu",
+     "88 GiB of 80: Meta's activation and gradient memory measures are not stated; the "
+     "no-recompute inventory with SwiGLU's three f-wide tensors and fp32 gradients exceeds 80 GiB"},
+    {"llama3_2024-405B-16384gpu", "82 GiB of 80: as the 8192-GPU row"},
+    {"llama3_2024-405B-16384gpu-cp16-128k", "82 GiB of 80: as the 8192-GPU row"},
+};
+
+TEST(CorpusValidation, EveryRunFitsItsGpuExceptTheNamedOnes) {
+  int fits = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (!r.ran()) continue;
+    bool named = false;
+    for (const WiderBandRow& w : kPredictedOutOfMemory) named |= r.row->id == w.id;
+    if (named) {
+      EXPECT_FALSE(r.fits) << r.row->id << " now fits: remove it from kPredictedOutOfMemory";
+      continue;
+    }
+    EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << r.peak_memory_bytes / double(1 << 30)
+                        << " GiB, the run trained on the GPU";
+    fits += r.fits;
+  }
+  EXPECT_GE(fits, 47);
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
