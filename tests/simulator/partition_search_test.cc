@@ -122,10 +122,10 @@ TEST(PartitionSearch, SearchResultIsTheSimulatedStepTimeOfItsPartition) {
 }
 
 TEST(PartitionSearch, LocalSearchImprovesOnTheBottleneckOptimalStart) {
-  // GPT-3 1.3B, pp 4, 1F1B: the min-max on layer weights is not the partition of least simulated
+  // GPT-3 6.7B, pp 4, 1F1B: the min-max on layer weights is not the partition of least simulated
   // step time (the step is a critical path through the pipeline, not the busiest actor alone);
   // moving a boundary helps.
-  const PlanRequest req = partition_request("gpt3-1.3b", 4, 1, "1f1b", 16, PartitionMode::kAuto);
+  const PlanRequest req = partition_request("gpt3-6.7b", 4, 1, "1f1b", 16, PartitionMode::kAuto);
   const Plan plan = build_plan(req);
   const Schedule schedule = make_schedule("1f1b", "", 4, 0, 16, false);
   const PartitionSearchResult r =
