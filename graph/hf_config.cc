@@ -2,6 +2,7 @@
 
 #include <array>
 #include <filesystem>
+#include <initializer_list>
 
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -116,6 +117,17 @@ int non_negative_or(const JsonObject& obj, const nlohmann::json& doc, const char
   return static_cast<int>(v);
 }
 
+// Whether a GELU model trains with dropout: any of `keys` (probabilities; `fallback` where
+// absent, as transformers' defaults) above 0.
+bool any_dropout(const JsonObject& obj, const nlohmann::json& doc,
+                 std::initializer_list<const char*> keys, double fallback) {
+  for (const char* key : keys) {
+    const double p = present(doc, key) ? obj.non_negative_number(key) : fallback;
+    if (p > 0) return true;
+  }
+  return false;
+}
+
 bool bool_or(const JsonObject& obj, const nlohmann::json& doc, const char* key, bool fallback) {
   return present(doc, key) ? obj.boolean_or(key, fallback) : fallback;
 }
@@ -170,6 +182,9 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
     m["vocab"] = obj.positive_int("vocab_size");
     m["tied_embeddings"] = bool_or(obj, doc, "tie_word_embeddings", true);
     m["mlp"] = "gelu";
+    // GPT2Config's defaults: 0.1 each.
+    if (!any_dropout(obj, doc, {"resid_pdrop", "embd_pdrop", "attn_pdrop"}, 0.1))
+      m["dropout"] = false;
     return m;
   }
 
@@ -183,6 +198,9 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
   if (arch.family == Family::kGptNeox) {
     m["mlp"] = "gelu";
     m["positions"] = "rope";
+    // GPTNeoXConfig's defaults: 0.0 each (the Pythia models train without dropout).
+    if (!any_dropout(obj, doc, {"hidden_dropout", "attention_dropout"}, 0.0))
+      m["dropout"] = false;
     return m;
   }
   m["mlp"] = "swiglu";

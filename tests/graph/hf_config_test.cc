@@ -56,6 +56,22 @@ TEST(HfConfigTest, Gpt2HasLearnedPositionsAndTiedEmbeddings) {
   EXPECT_TRUE(m.tied_embeddings);
   EXPECT_TRUE(m.learned_positions());
   EXPECT_EQ(m.seq_len, 1024);
+  EXPECT_FALSE(m.no_dropout);  // GPT2Config's dropout defaults: 0.1
+}
+
+TEST(HfConfigTest, DropoutFollowsTheConfigsProbabilities) {
+  nlohmann::json gpt2 = read_json_file(kHf + "gpt2.json");
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) gpt2[key] = 0.0;
+  EXPECT_TRUE(hf_model_from_json(gpt2, "gpt2/config.json").no_dropout);
+  gpt2["attn_pdrop"] = 0.1;
+  EXPECT_FALSE(hf_model_from_json(gpt2, "gpt2/config.json").no_dropout);
+  // GPTNeoXConfig's defaults are 0.0: Pythia trains without dropout.
+  nlohmann::json neox = read_json_file(kHf + "pythia-1b.json");
+  EXPECT_TRUE(hf_model_from_json(neox, "pythia/config.json").no_dropout);
+  neox["hidden_dropout"] = 0.1;
+  EXPECT_FALSE(hf_model_from_json(neox, "pythia/config.json").no_dropout);
+  neox["hidden_dropout"] = -0.1;
+  EXPECT_THROW(hf_model_from_json(neox, "pythia/config.json"), InputError);
 }
 
 TEST(HfConfigTest, GptNeoxUsesRopeAndGeluWithBiases) {
