@@ -1,5 +1,12 @@
 // jaxpp-sim graph: a model's pipeline stages and task graph (see docs/graph.md).
+// --partition even and balanced-time are resolved here with the planner simulate uses
+// (simulator/plan_builder.h), so that graph shows the layer ranges simulate would run.
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -9,9 +16,38 @@
 #include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/limits.h"
+#include "graph/placement.h"
+#include "simulator/explorer.h"
+#include "simulator/plan_builder.h"
 
 namespace jaxpp::cli {
 namespace {
+
+std::string starts_text(const std::vector<int>& starts) {
+  std::string text;
+  for (const int b : starts) text += (text.empty() ? "" : ",") + std::to_string(b);
+  return text;
+}
+
+// pp·tp·dp·cp, each >= 1, as simulate's configuration check names them.
+int checked_gpus(const ParallelConfig& c) {
+  for (const auto& [flag, v] : {std::pair<const char*, int>{"--tp", c.tp}, {"--dp", c.dp},
+                                {"--cp", c.cp}})
+    if (v < 1) throw_input_error(flag, "expected at least 1, got " + std::to_string(v));
+  const int64_t gpus = int64_t{c.pp} * c.tp * c.dp * c.cp;
+  if (gpus > (int64_t{1} << 24))
+    throw_input_error("--pp x --tp x --dp x --cp", "too many GPUs (" + std::to_string(gpus) + ")");
+  return static_cast<int>(gpus);
+}
+
+int checked_global_batch(int microbatches, const ParallelConfig& c) {
+  const int64_t batch = int64_t{microbatches} * c.microbatch_size * c.dp;
+  if (batch > (int64_t{1} << 30))
+    throw_input_error("--microbatches x --microbatch-size x --dp",
+                      "too large (" + std::to_string(batch) + ")");
+  return static_cast<int>(batch);
+}
 
 int run_graph(int argc, char** argv) {
   cxxopts::Options options("jaxpp-sim graph",
@@ -25,11 +61,19 @@ int run_graph(int argc, char** argv) {
       ("virtual", "stages per actor (S = pp x virtual)", cxxopts::value<int>()->default_value("1"))
       ("microbatches", "microbatches per iteration", cxxopts::value<int>()->default_value("8"))
       ("microbatch-size", "sequences per microbatch", cxxopts::value<int>()->default_value("1"))
-      ("partition", "auto, or the first layer of each stage: 0,12,24", cxxopts::value<std::string>()->default_value("auto"))
+      ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time, as simulate; needs --schedule) | the first layer of each stage: 0,12,24", cxxopts::value<std::string>()->default_value("auto"))
       ("first-stage-fewer", "auto partition: transformer layers fewer on the first stage", cxxopts::value<int>()->default_value("0"))
       ("last-stage-fewer", "auto partition: transformer layers fewer on the last stage", cxxopts::value<int>()->default_value("0"))
       ("placement", "linear | loop | v (default: linear, or loop when --virtual > 1)", cxxopts::value<std::string>()->default_value(""))
       ("split-backward", "split every backward into I and W tasks")
+      ("schedule", "balanced-time: the schedule the partition is searched for (its placement is used)", cxxopts::value<std::string>())
+      ("cluster", "balanced-time: cluster preset or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("tp", "balanced-time: tensor parallelism", cxxopts::value<int>()->default_value("1"))
+      ("dp", "balanced-time: data parallelism (global batch = microbatches x microbatch size x dp)", cxxopts::value<int>()->default_value("1"))
+      ("cp", "balanced-time: context parallelism", cxxopts::value<int>()->default_value("1"))
+      ("sequence-parallel", "balanced-time: Megatron sequence parallelism")
+      ("zero1", "balanced-time: distributed optimizer (ZeRO-1)")
+      ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
@@ -41,9 +85,24 @@ int run_graph(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("model")) throw_input_error("--model", "required (a preset name or a JSON file)");
   if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
-  if (args["partition"].as<std::string>() != "auto") {
+  const std::string partition = args["partition"].as<std::string>();
+  if (partition != "auto") {
     refuse_flags(args, {"first-stage-fewer", "last-stage-fewer"},
                  "shapes the auto partition, but --partition gives the stages' first layers");
+  }
+  const bool balanced_time = partition == "balanced-time";
+  if (!balanced_time) {
+    refuse_flags(args,
+                 {"schedule", "cluster", "tp", "dp", "cp", "sequence-parallel", "zero1",
+                  "max-memory-gib"},
+                 "prices the --partition balanced-time search, but --partition is " + partition);
+  } else {
+    if (!args.count("schedule"))
+      throw_input_error("--schedule",
+                        "required with --partition balanced-time (the schedule the partition "
+                        "is searched for)");
+    refuse_flags(args, {"placement"},
+                 "with --partition balanced-time the schedule gives the placement");
   }
   req.model = args["model"].as<std::string>();
   req.pp = args["pp"].as<int>();
@@ -56,6 +115,49 @@ int run_graph(int argc, char** argv) {
   req.placement = args["placement"].as<std::string>();
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+  if (partition == "even" || balanced_time) {
+    // The planner simulate runs, on the configuration these flags give: gpus = pp·tp·dp·cp and a
+    // global batch of microbatches · microbatch size · dp.
+    if (req.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(req.pp));
+    if (req.num_microbatches < 1)
+      throw_input_error("--microbatches",
+                        "expected at least 1, got " + std::to_string(req.num_microbatches));
+    PlanRequest plan_req;
+    plan_req.model = load_model(req.model);
+    req.model_spec = plan_req.model;
+    const int stages = checked_int_product(req.pp, std::max(1, req.virtual_stages), kMaxStages,
+                                           "--pp x --virtual");
+    if (partition == "even") {
+      req.partition = starts_text(even_partition(plan_req.model, stages).stage_begin);
+    } else {
+      plan_req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
+      ParallelConfig& c = plan_req.config;
+      c.pp = req.pp;
+      c.tp = args["tp"].as<int>();
+      c.dp = args["dp"].as<int>();
+      c.cp = args["cp"].as<int>();
+      c.virtual_stages = req.virtual_stages;
+      c.microbatch_size = req.microbatch_size;
+      c.gpus = checked_gpus(c);
+      c.global_batch = checked_global_batch(req.num_microbatches, c);
+      c.schedule = args["schedule"].as<std::string>();
+      c.recompute = req.recompute;
+      c.sequence_parallel = args.count("sequence-parallel") > 0;
+      c.zero1 = args.count("zero1") > 0;
+      plan_req.partition = PartitionMode::kBalancedTime;
+      if (args.count("max-memory-gib"))
+        plan_req.max_memory_bytes =
+            max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
+      const Plan plan = build_plan(plan_req);
+      req.partition = starts_text(plan.partition.stage_begin);
+      req.virtual_stages = plan.config.virtual_stages;
+      if (plan.placement.kind == PlacementKind::kExplicit)
+        throw_input_error("--schedule", "'" + c.schedule +
+                                            "' places its stages explicitly; graph shows linear, "
+                                            "loop and V placements (use simulate --timeline)");
+      req.placement = std::string(to_string(plan.placement.kind));
+    }
+  }
 
   // The output is checked before any work (cli/report_output.h): never the model file, "-" is
   // stdout (the tables then go to stderr).

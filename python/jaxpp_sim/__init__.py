@@ -288,9 +288,10 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     (:func:`jaxpp_stage_times` makes one from JaxPP task times).
 
     What-if (both modes): ``perturb`` is ``--perturb``'s spec, e.g. "slow-actor=1:1.5,jitter=0.1,
-    seed=3": the result is the perturbed run and ``metrics["perturbation"]`` compares it with
-    the unperturbed one (step, bubble, per-actor idle time and end delay); no ``plan`` then, and
-    not with ``breakdown``.
+    seed=3", or per-microbatch sequence lengths "seq-lens=2048*7:8192" (measured mode adds
+    "nominal-seq-len=N"; docs/simulate.md): the result is the perturbed run and
+    ``metrics["perturbation"]`` compares it with the unperturbed one (step, bubble, per-actor
+    idle time and end delay); no ``plan`` then, and not with ``breakdown``.
 
     ``trace=False`` skips recording the events (faster). Returns a :class:`SimResult`.
     """
