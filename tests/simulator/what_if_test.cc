@@ -176,6 +176,29 @@ TEST(WhatIfSeqLens, OneLongMicrobatchIsPricedByTheOperatorModelAndDelaysTheStep)
     EXPECT_GT(r.at("actors")[a].at("end_delay_s").get<double>(), 0) << a;
 }
 
+TEST(WhatIfSeqLens, AGroupMixingLengthsCostsEachTaskAtItsOwnLength) {
+  const Plan plan = seq_len_plan(load_model("gpt3-1.3b"));
+  const ClusterSpec cluster = load_cluster("a100-80g");
+  const SequenceLengthCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster,
+                                {2048, 2048, 2048, 2048, 8192, 2048, 2048, 2048}, "--perturb");
+  Instruction group;
+  group.op = OpKind::kCompute;
+  group.stage = 1;
+  group.tasks.push_back(TaskRef{TaskKind::kF, 1, 4});
+  group.tasks.push_back(TaskRef{TaskKind::kB, 1, 0});
+  EXPECT_DOUBLE_EQ(cost.compute_s(1, group), cluster.launch_overhead_s +
+                                                 cost.at(4).task_s(TaskKind::kF, 1) +
+                                                 cost.at(0).task_s(TaskKind::kB, 1));
+  // One length: that length's own cost model, launch overhead once.
+  group.tasks[0].microbatch = 5;
+  EXPECT_EQ(cost.compute_s(1, group), cost.nominal().compute_s(1, group));
+  // Optimizer steps and gradient reductions do not depend on the tokens.
+  Instruction opt;
+  opt.op = OpKind::kOptimizer;
+  opt.stage = 2;
+  EXPECT_EQ(cost.compute_s(2, opt), cost.nominal().compute_s(2, opt));
+}
+
 TEST(WhatIfSeqLens, BadLengthsForThePlanAreInputErrors) {
   const Plan plan = seq_len_plan(load_model("gpt3-1.3b"));
   const auto message = [&](const std::string& spec) {
