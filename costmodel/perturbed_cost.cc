@@ -328,7 +328,7 @@ SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& 
                                        const Placement& placement, const ParallelConfig& config,
                                        const ClusterSpec& cluster,
                                        const std::vector<int>& seq_lens, const std::string& where)
-    : config_(config), launch_overhead_s_(cluster.launch_overhead_s) {
+    : config_(config), launch_overhead_s_(cluster.launch_overhead_s), nominal_model_(model) {
   nominal_ = std::make_unique<AnalyticCost>(model, partition, placement, config, cluster);
   std::map<int, int> by_length;                     // length -> index into costs_
   std::vector<std::pair<double, double>> flops;     // per costs_: model, hardware FLOPs
@@ -344,6 +344,7 @@ SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& 
       }
       flops.emplace_back(at_len.model_flops_per_sequence(),
                          at_len.hardware_flops_per_sequence(config.recompute));
+      models_.push_back(at_len);
     }
     index_.push_back(it->second);
     tokens_ += len;
@@ -355,6 +356,11 @@ SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& 
 const AnalyticCost& SequenceLengthCost::at(int microbatch) const {
   if (microbatch < 0 || microbatch >= static_cast<int>(index_.size())) return *nominal_;
   return *costs_[static_cast<size_t>(index_[static_cast<size_t>(microbatch)])];
+}
+
+const ModelSpec& SequenceLengthCost::model_at(int microbatch) const {
+  if (microbatch < 0 || microbatch >= static_cast<int>(index_.size())) return nominal_model_;
+  return models_[static_cast<size_t>(index_[static_cast<size_t>(microbatch)])];
 }
 
 int SequenceLengthCost::common_length(const Instruction& ins) const {

@@ -101,7 +101,8 @@ class PerturbedCost : public CostProvider {
 //   optimizer, all-reduce, links   the nominal cost (they do not depend on the tokens)
 //   P2P bytes   scale_program(): each send/recv of microbatch i carries the activation bytes of
 //               its length (AnalyticCost::activation_bytes of the boundary it crosses)
-// Memory is not repriced: the simulator's stash bytes per stage stay those of the nominal length.
+// Memory: simulate_plan gives the simulator each microbatch's stash at its length (the memory
+// model of model_at(i)); static bytes (weights, optimizer state) stay the nominal model's.
 // InputError naming `where` for a model in explicit form (no shape to reprice) or a length the
 // configuration cannot run (cp not dividing it).
 class SequenceLengthCost : public CostProvider {
@@ -123,6 +124,8 @@ class SequenceLengthCost : public CostProvider {
   // The cost model of microbatch i's length.
   const AnalyticCost& at(int microbatch) const;
   const AnalyticCost& nominal() const { return *nominal_; }
+  // The model at microbatch i's length (the nominal model out of range).
+  const ModelSpec& model_at(int microbatch) const;
   // Per iteration of one replica with microbatch size 1, summed over the microbatches: tokens,
   // model FLOPs and hardware FLOPs (recompute policy of the configuration) of the lengths.
   double tokens_per_replica_sequence() const { return tokens_; }
@@ -139,6 +142,8 @@ class SequenceLengthCost : public CostProvider {
   ParallelConfig config_;
   double launch_overhead_s_ = 0;
   std::vector<std::unique_ptr<AnalyticCost>> costs_;  // one per distinct length
+  std::vector<ModelSpec> models_;                     // the model at each of those lengths
+  ModelSpec nominal_model_;
   std::vector<int> index_;                            // microbatch -> costs_
   std::unique_ptr<AnalyticCost> nominal_;
   double tokens_ = 0, model_flops_ = 0, hardware_flops_ = 0;

@@ -1,6 +1,7 @@
 #include "simulator/plan_builder.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "costmodel/analytic_cost.h"
@@ -296,9 +297,29 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   if (options.perturbation && !options.perturbation->seq_lens.empty()) {
     // Per-microbatch lengths: every task priced at its microbatch's length by the operator
     // model, the transfers carrying that length's activation bytes; the other items on top.
+    check_perturbation(*options.perturbation, plan.placement.num_actors,
+                       plan.program.num_microbatches, "--perturb");
     lengths.emplace(plan.model, plan.partition, plan.placement, plan.config, cluster,
                     options.perturbation->seq_lens, "--perturb");
     out.program = lengths->scale_program(plan.program);
+    // Each microbatch stashes the activations of its own length.
+    const size_t stages = static_cast<size_t>(plan.partition.num_stages());
+    const size_t m = static_cast<size_t>(plan.program.num_microbatches);
+    so.stash_bytes_per_stage_microbatch.assign(stages * m, 0);
+    std::map<int, std::vector<int64_t>> stash_of_length;
+    for (size_t i = 0; i < m && i < options.perturbation->seq_lens.size(); ++i) {
+      const int len = options.perturbation->seq_lens[i];
+      auto it = stash_of_length.find(len);
+      if (it == stash_of_length.end())
+        it = stash_of_length
+                 .emplace(len, build_memory_model(lengths->model_at(static_cast<int>(i)),
+                                                  plan.partition, plan.placement, plan.config,
+                                                  cluster)
+                                   .stash_bytes_per_stage)
+                 .first;
+      for (size_t s = 0; s < stages; ++s)
+        so.stash_bytes_per_stage_microbatch[s * m + i] = it->second[s];
+    }
     Perturbation rest = *options.perturbation;
     rest.seq_lens.clear();
     rest.nominal_seq_len = 0;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/cluster.h"
+#include "costmodel/memory.h"
 #include "graph/error.h"
 #include "graph/model.h"
 #include "schedules/registry.h"
@@ -108,7 +109,9 @@ TEST(WhatIfSeqLens, NominalLengthsGiveTheUnperturbedStepExactly) {
   const SimulatedPlan sim = simulate_plan_perturbed(plan, seq_len_options(), p);
   const nlohmann::json& r = sim.metrics.at("perturbation");
   EXPECT_EQ(r.at("step_time_s").get<double>(), r.at("baseline_step_time_s").get<double>());
-  EXPECT_EQ(sim.result.step_time_s, simulate_plan(plan, seq_len_options()).result.step_time_s);
+  const SimulatedPlan base = simulate_plan(plan, seq_len_options());
+  EXPECT_EQ(sim.result.step_time_s, base.result.step_time_s);
+  EXPECT_EQ(sim.metrics.at("peak_memory_bytes"), base.metrics.at("peak_memory_bytes"));
   EXPECT_EQ(r.at("spec"), "seq-lens=2048*8");
 }
 
@@ -124,6 +127,10 @@ TEST(WhatIfSeqLens, UniformLengthsEqualThePlanOfTheModelAtThatLength) {
       plan, seq_len_options(), parse_perturbation("seq-lens=8192*8", "--perturb"));
   EXPECT_EQ(got.result.step_time_s, want.result.step_time_s);
   EXPECT_EQ(got.metrics.at("p2p_bytes"), want.metrics.at("p2p_bytes"));
+  // Each microbatch stashes the activations of its length: the peaks of the long model.
+  EXPECT_EQ(got.metrics.at("peak_memory_bytes"), want.metrics.at("peak_memory_bytes"));
+  EXPECT_NE(got.metrics.at("peak_memory_bytes"),
+            simulate_plan(plan, seq_len_options()).metrics.at("peak_memory_bytes"));
   EXPECT_DOUBLE_EQ(got.metrics.at("tokens_per_s").get<double>(),
                    want.metrics.at("tokens_per_s").get<double>());
   EXPECT_DOUBLE_EQ(got.metrics.at("mfu").get<double>(), want.metrics.at("mfu").get<double>());
@@ -174,6 +181,19 @@ TEST(WhatIfSeqLens, OneLongMicrobatchIsPricedByTheOperatorModelAndDelaysTheStep)
   // The delay reaches every actor (the backward of microbatch 7 runs through all of them).
   for (int a = 0; a < 4; ++a)
     EXPECT_GT(r.at("actors")[a].at("end_delay_s").get<double>(), 0) << a;
+  // Memory: under 1F1B the last actor stashes one microbatch at a time, so its peak is static +
+  // the stash of the long microbatch, 4x (or more, the stash has a quadratic part) the short one.
+  const SimulatedPlan base_sim = simulate_plan(plan, seq_len_options());
+  const int64_t base_peak = base_sim.metrics.at("peak_memory_bytes")[3].get<int64_t>();
+  const int64_t peak = sim.metrics.at("peak_memory_bytes")[3].get<int64_t>();
+  const MemoryModel short_mem = build_memory_model(plan.model, plan.partition, plan.placement,
+                                                   plan.config, load_cluster("a100-80g"));
+  const MemoryModel long_mem = build_memory_model(cost.model_at(7), plan.partition,
+                                                  plan.placement, plan.config,
+                                                  load_cluster("a100-80g"));
+  EXPECT_EQ(peak - base_peak,
+            long_mem.stash_bytes_per_stage[3] - short_mem.stash_bytes_per_stage[3]);
+  EXPECT_GE(long_mem.stash_bytes_per_stage[3], 4 * short_mem.stash_bytes_per_stage[3]);
 }
 
 TEST(WhatIfSeqLens, AGroupMixingLengthsCostsEachTaskAtItsOwnLength) {
