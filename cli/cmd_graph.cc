@@ -1,53 +1,23 @@
 // jaxpp-sim graph: a model's pipeline stages and task graph (see docs/graph.md).
-// --partition even and balanced-time are resolved here with the planner simulate uses
-// (simulator/plan_builder.h), so that graph shows the layer ranges simulate would run.
-#include <algorithm>
-#include <cstdint>
+// --partition even and balanced-time are resolved with the planner simulate uses
+// (simulator/graph_partition.h), so that graph shows the layer ranges simulate would run.
 #include <iostream>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "graph/graph_report.h"
 #include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
-#include "graph/limits.h"
-#include "graph/placement.h"
 #include "simulator/explorer.h"
-#include "simulator/plan_builder.h"
+#include "simulator/graph_partition.h"
 
 namespace jaxpp::cli {
 namespace {
-
-std::string starts_text(const std::vector<int>& starts) {
-  std::string text;
-  for (const int b : starts) text += (text.empty() ? "" : ",") + std::to_string(b);
-  return text;
-}
-
-// pp·tp·dp·cp, each >= 1, as simulate's configuration check names them.
-int checked_gpus(const ParallelConfig& c) {
-  for (const auto& [flag, v] : {std::pair<const char*, int>{"--tp", c.tp}, {"--dp", c.dp},
-                                {"--cp", c.cp}})
-    if (v < 1) throw_input_error(flag, "expected at least 1, got " + std::to_string(v));
-  const int64_t gpus = int64_t{c.pp} * c.tp * c.dp * c.cp;
-  if (gpus > (int64_t{1} << 24))
-    throw_input_error("--pp x --tp x --dp x --cp", "too many GPUs (" + std::to_string(gpus) + ")");
-  return static_cast<int>(gpus);
-}
-
-int checked_global_batch(int microbatches, const ParallelConfig& c) {
-  const int64_t batch = int64_t{microbatches} * c.microbatch_size * c.dp;
-  if (batch > (int64_t{1} << 30))
-    throw_input_error("--microbatches x --microbatch-size x --dp",
-                      "too large (" + std::to_string(batch) + ")");
-  return static_cast<int>(batch);
-}
 
 int run_graph(int argc, char** argv) {
   cxxopts::Options options("jaxpp-sim graph",
@@ -116,47 +86,31 @@ int run_graph(int argc, char** argv) {
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
   if (partition == "even" || balanced_time) {
-    // The planner simulate runs, on the configuration these flags give: gpus = pp·tp·dp·cp and a
-    // global batch of microbatches · microbatch size · dp.
-    if (req.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(req.pp));
-    if (req.num_microbatches < 1)
-      throw_input_error("--microbatches",
-                        "expected at least 1, got " + std::to_string(req.num_microbatches));
-    PlanRequest plan_req;
-    plan_req.model = load_model(req.model);
-    req.model_spec = plan_req.model;
-    const int stages = checked_int_product(req.pp, std::max(1, req.virtual_stages), kMaxStages,
-                                           "--pp x --virtual");
-    if (partition == "even") {
-      req.partition = starts_text(even_partition(plan_req.model, stages).stage_begin);
-    } else {
-      plan_req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
-      ParallelConfig& c = plan_req.config;
-      c.pp = req.pp;
-      c.tp = args["tp"].as<int>();
-      c.dp = args["dp"].as<int>();
-      c.cp = args["cp"].as<int>();
-      c.virtual_stages = req.virtual_stages;
-      c.microbatch_size = req.microbatch_size;
-      c.gpus = checked_gpus(c);
-      c.global_batch = checked_global_batch(req.num_microbatches, c);
-      c.schedule = args["schedule"].as<std::string>();
-      c.recompute = req.recompute;
-      c.sequence_parallel = args.count("sequence-parallel") > 0;
-      c.zero1 = args.count("zero1") > 0;
-      plan_req.partition = PartitionMode::kBalancedTime;
+    // The planner simulate runs (simulator/graph_partition.h).
+    GraphPartitionRequest g;
+    g.model = load_model(req.model);
+    req.model_spec = g.model;
+    g.partition = partition;
+    g.pp = req.pp;
+    g.virtual_stages = req.virtual_stages;
+    g.num_microbatches = req.num_microbatches;
+    g.microbatch_size = req.microbatch_size;
+    g.recompute = req.recompute;
+    if (balanced_time) {
+      g.cluster = load_cluster_arg(args["cluster"].as<std::string>());
+      g.schedule = args["schedule"].as<std::string>();
+      g.tp = args["tp"].as<int>();
+      g.dp = args["dp"].as<int>();
+      g.cp = args["cp"].as<int>();
+      g.sequence_parallel = args.count("sequence-parallel") > 0;
+      g.zero1 = args.count("zero1") > 0;
       if (args.count("max-memory-gib"))
-        plan_req.max_memory_bytes =
-            max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
-      const Plan plan = build_plan(plan_req);
-      req.partition = starts_text(plan.partition.stage_begin);
-      req.virtual_stages = plan.config.virtual_stages;
-      if (plan.placement.kind == PlacementKind::kExplicit)
-        throw_input_error("--schedule", "'" + c.schedule +
-                                            "' places its stages explicitly; graph shows linear, "
-                                            "loop and V placements (use simulate --timeline)");
-      req.placement = std::string(to_string(plan.placement.kind));
+        g.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
     }
+    const GraphPartition resolved = resolve_graph_partition(g);
+    req.partition = stage_starts_text(resolved.stage_begin);
+    req.virtual_stages = resolved.virtual_stages;
+    if (!resolved.placement.empty()) req.placement = resolved.placement;
   }
 
   // The output is checked before any work (cli/report_output.h): never the model file, "-" is

@@ -201,6 +201,34 @@ def test_graph_errors_are_the_clis():
                "--pp", "1000")
 
 
+def test_graph_balanced_time_equals_cli_and_simulate():
+    args = ["--model", "llama3-8b", "--pp", "2", "--tp", "2", "--dp", "2", "--virtual", "2",
+            "--microbatches", "8", "--schedule", "interleaved-1f1b", "--zero1",
+            "--partition", "balanced-time"]
+    g = js.graph(model="llama3-8b", pp=2, tp=2, dp=2, virtual=2, microbatches=8,
+                 schedule="interleaved-1f1b", zero1=True, partition="balanced-time")
+    assert g == cli_json("graph", *args)
+    s = js.simulate(model="llama3-8b", gpus=8, pp=2, tp=2, dp=2, virtual=2, global_batch=16,
+                    schedule="interleaved-1f1b", zero1=True, partition="balanced-time",
+                    trace=False)
+    assert g["partition"] == s.metrics["stage_begin"]
+    assert g["placement"] == "loop"
+    even = js.graph(model="llama3-8b", pp=4, partition="even")
+    assert even == cli_json("graph", "--model", "llama3-8b", "--pp", "4", "--partition", "even")
+    assert even["partition"] == [0, 9, 17, 25]
+
+
+def test_graph_balanced_time_errors_are_the_clis():
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, partition="balanced-time"),
+               "graph", "--model", "llama3-8b", "--pp", "4", "--partition", "balanced-time")
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, tp=2), "graph", "--model",
+               "llama3-8b", "--pp", "4", "--tp", "2")
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, partition="balanced-time",
+                                schedule="1f1b", max_memory_gib=2),
+               "graph", "--model", "llama3-8b", "--pp", "4", "--partition", "balanced-time",
+               "--schedule", "1f1b", "--max-memory-gib", "2")
+
+
 # --- MoE and what-if arguments --------------------------------------------------------------------
 
 MOE = dict(model="mixtral-8x7b", cluster="h100-sxm", gpus=32, pp=4, tp=2, dp=4,
