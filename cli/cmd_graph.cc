@@ -1,14 +1,20 @@
 // jaxpp-sim graph: a model's pipeline stages and task graph (see docs/graph.md).
+// --partition even and balanced-time are resolved with the planner simulate uses
+// (simulator/graph_partition.h), so that graph shows the layer ranges simulate would run.
 #include <iostream>
+#include <string>
 
 #include <cxxopts.hpp>
 
+#include "cli/cluster_arg.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "graph/graph_report.h"
 #include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "simulator/explorer.h"
+#include "simulator/graph_partition.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -25,11 +31,19 @@ int run_graph(int argc, char** argv) {
       ("virtual", "stages per actor (S = pp x virtual)", cxxopts::value<int>()->default_value("1"))
       ("microbatches", "microbatches per iteration", cxxopts::value<int>()->default_value("8"))
       ("microbatch-size", "sequences per microbatch", cxxopts::value<int>()->default_value("1"))
-      ("partition", "auto, or the first layer of each stage: 0,12,24", cxxopts::value<std::string>()->default_value("auto"))
+      ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time, as simulate; needs --schedule) | the first layer of each stage: 0,12,24", cxxopts::value<std::string>()->default_value("auto"))
       ("first-stage-fewer", "auto partition: transformer layers fewer on the first stage", cxxopts::value<int>()->default_value("0"))
       ("last-stage-fewer", "auto partition: transformer layers fewer on the last stage", cxxopts::value<int>()->default_value("0"))
       ("placement", "linear | loop | v (default: linear, or loop when --virtual > 1)", cxxopts::value<std::string>()->default_value(""))
       ("split-backward", "split every backward into I and W tasks")
+      ("schedule", "balanced-time: the schedule the partition is searched for (its placement is used)", cxxopts::value<std::string>())
+      ("cluster", "balanced-time: cluster preset or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("tp", "balanced-time: tensor parallelism", cxxopts::value<int>()->default_value("1"))
+      ("dp", "balanced-time: data parallelism (global batch = microbatches x microbatch size x dp)", cxxopts::value<int>()->default_value("1"))
+      ("cp", "balanced-time: context parallelism", cxxopts::value<int>()->default_value("1"))
+      ("sequence-parallel", "balanced-time: Megatron sequence parallelism")
+      ("zero1", "balanced-time: distributed optimizer (ZeRO-1)")
+      ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
@@ -41,9 +55,24 @@ int run_graph(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("model")) throw_input_error("--model", "required (a preset name or a JSON file)");
   if (!args.count("pp")) throw_input_error("--pp", "required (number of pipeline actors)");
-  if (args["partition"].as<std::string>() != "auto") {
+  const std::string partition = args["partition"].as<std::string>();
+  if (partition != "auto") {
     refuse_flags(args, {"first-stage-fewer", "last-stage-fewer"},
                  "shapes the auto partition, but --partition gives the stages' first layers");
+  }
+  const bool balanced_time = partition == "balanced-time";
+  if (!balanced_time) {
+    refuse_flags(args,
+                 {"schedule", "cluster", "tp", "dp", "cp", "sequence-parallel", "zero1",
+                  "max-memory-gib"},
+                 "prices the --partition balanced-time search, but --partition is " + partition);
+  } else {
+    if (!args.count("schedule"))
+      throw_input_error("--schedule",
+                        "required with --partition balanced-time (the schedule the partition "
+                        "is searched for)");
+    refuse_flags(args, {"placement"},
+                 "with --partition balanced-time the schedule gives the placement");
   }
   req.model = args["model"].as<std::string>();
   req.pp = args["pp"].as<int>();
@@ -56,6 +85,33 @@ int run_graph(int argc, char** argv) {
   req.placement = args["placement"].as<std::string>();
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+  if (partition == "even" || balanced_time) {
+    // The planner simulate runs (simulator/graph_partition.h).
+    GraphPartitionRequest g;
+    g.model = load_model(req.model);
+    req.model_spec = g.model;
+    g.partition = partition;
+    g.pp = req.pp;
+    g.virtual_stages = req.virtual_stages;
+    g.num_microbatches = req.num_microbatches;
+    g.microbatch_size = req.microbatch_size;
+    g.recompute = req.recompute;
+    if (balanced_time) {
+      g.cluster = load_cluster_arg(args["cluster"].as<std::string>());
+      g.schedule = args["schedule"].as<std::string>();
+      g.tp = args["tp"].as<int>();
+      g.dp = args["dp"].as<int>();
+      g.cp = args["cp"].as<int>();
+      g.sequence_parallel = args.count("sequence-parallel") > 0;
+      g.zero1 = args.count("zero1") > 0;
+      if (args.count("max-memory-gib"))
+        g.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
+    }
+    const GraphPartition resolved = resolve_graph_partition(g);
+    req.partition = stage_starts_text(resolved.stage_begin);
+    req.virtual_stages = resolved.virtual_stages;
+    if (!resolved.placement.empty()) req.placement = resolved.placement;
+  }
 
   // The output is checked before any work (cli/report_output.h): never the model file, "-" is
   // stdout (the tables then go to stderr).

@@ -179,7 +179,7 @@ int run_simulate(int argc, char** argv) {
       ("t-comm", "measured mode: P2P transfer time, ms", cxxopts::value<double>()->default_value("0"))
       ("stage-times", "measured mode: per-stage times JSON file", cxxopts::value<std::string>())
       ("breakdown", "model mode: where the step's time goes per actor (GEMM, attention, element-wise, exposed TP/CP/P2P/DP communication, optimizer, bubble); also nested slices in a Perfetto --timeline")
-      ("perturb", "what-if: comma-separated slow-actor=R:F, slow-link=A-B:F, jitter=J, seed=S; reports how the step and each actor's idle time change (docs/simulate.md)", cxxopts::value<std::string>())
+      ("perturb", "what-if: comma-separated slow-actor=R:F, slow-link=A-B:F, jitter=J, seed=S, seq-lens=L0:L1:...|@FILE (per-microbatch sequence lengths; L*N repeats), nominal-seq-len=N (measured mode); reports how the step and each actor's idle time change (docs/simulate.md)", cxxopts::value<std::string>())
       ("no-memory-check", "report plans that do not fit instead of failing")
       ("json", "print metrics as JSON")
       ("trace", "write the simulated trace JSON to FILE", cxxopts::value<std::string>())

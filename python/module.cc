@@ -50,6 +50,7 @@
 #include "simulator/explore_summary.h"
 #include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
+#include "simulator/graph_partition.h"
 #include "simulator/model_validation.h"
 #include "simulator/plan_builder.h"
 #include "simulator/plan_check.h"
@@ -461,11 +462,37 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
                                                std::optional<int> first_stage_fewer,
                                                std::optional<int> last_stage_fewer,
                                                const std::string& placement, bool split_backward,
-                                               const std::string& recompute, bool dot) {
+                                               const std::string& recompute, bool dot,
+                                               const std::string& schedule,
+                                               const std::string& cluster_text,
+                                               std::optional<int> tp, std::optional<int> dp,
+                                               std::optional<int> cp, bool sequence_parallel,
+                                               bool zero1, std::optional<double> max_memory_gib) {
   if (partition != "auto") {
     const char* why = "shapes the auto partition, but --partition gives the stages' first layers";
     if (first_stage_fewer) throw_input_error("--first-stage-fewer", why);
     if (last_stage_fewer) throw_input_error("--last-stage-fewer", why);
+  }
+  // In the CLI's order (cli/cmd_graph.cc).
+  const bool balanced_time = partition == "balanced-time";
+  if (!balanced_time) {
+    const std::string why =
+        "prices the --partition balanced-time search, but --partition is " + partition;
+    const std::pair<const char*, bool> given[] = {
+        {"--schedule", !schedule.empty()}, {"--cluster", !cluster_text.empty()},
+        {"--tp", tp.has_value()},          {"--dp", dp.has_value()},
+        {"--cp", cp.has_value()},          {"--sequence-parallel", sequence_parallel},
+        {"--zero1", zero1},                {"--max-memory-gib", max_memory_gib.has_value()}};
+    for (const auto& [flag, is_given] : given)
+      if (is_given) throw_input_error(flag, why);
+  } else {
+    if (schedule.empty())
+      throw_input_error("--schedule",
+                        "required with --partition balanced-time (the schedule the partition "
+                        "is searched for)");
+    if (!placement.empty())
+      throw_input_error("--placement",
+                        "with --partition balanced-time the schedule gives the placement");
   }
   GraphRequest req;
   req.model_spec = model_from_json(parse(model_text, "model"), "model");
@@ -480,6 +507,30 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
   req.split_backward = split_backward;
   req.recompute = parse_recompute(recompute, "--recompute");
   py::gil_scoped_release release;
+  if (partition == "even" || balanced_time) {
+    GraphPartitionRequest g;
+    g.model = *req.model_spec;
+    g.partition = partition;
+    g.pp = pp;
+    g.virtual_stages = virtual_stages;
+    g.num_microbatches = microbatches;
+    g.microbatch_size = microbatch_size;
+    g.recompute = req.recompute;
+    if (balanced_time) {
+      g.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
+      g.schedule = schedule;
+      g.tp = tp.value_or(1);
+      g.dp = dp.value_or(1);
+      g.cp = cp.value_or(1);
+      g.sequence_parallel = sequence_parallel;
+      g.zero1 = zero1;
+      if (max_memory_gib) g.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
+    }
+    const GraphPartition resolved = resolve_graph_partition(g);
+    req.partition = stage_starts_text(resolved.stage_begin);
+    req.virtual_stages = resolved.virtual_stages;
+    if (!resolved.placement.empty()) req.placement = resolved.placement;
+  }
   const GraphReport report = build_graph_report(req);
   return {graph_report_json(report).dump(), dot ? report.graph.to_dot() : std::string()};
 }
@@ -899,7 +950,9 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("graph", &graph_json, py::arg("model"), py::arg("pp"), py::arg("virtual_stages"),
         py::arg("microbatches"), py::arg("microbatch_size"), py::arg("partition"),
         py::arg("first_stage_fewer"), py::arg("last_stage_fewer"), py::arg("placement"),
-        py::arg("split_backward"), py::arg("recompute"), py::arg("dot"));
+        py::arg("split_backward"), py::arg("recompute"), py::arg("dot"), py::arg("schedule"),
+        py::arg("cluster"), py::arg("tp"), py::arg("dp"), py::arg("cp"),
+        py::arg("sequence_parallel"), py::arg("zero1"), py::arg("max_memory_gib"));
   m.def("validate_model", &validate_model_json, py::arg("corpus"), py::arg("cluster"),
         py::arg("rows_on"), py::arg("split"), py::arg("band"));
   m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),

@@ -230,6 +230,23 @@ class Engine {
   std::vector<int> stream_heads_;  // first instruction of each stream, in order of appearance
   std::vector<int> dependents_;
   std::vector<int> stash_stages_;  // see Node::u.stash; -1 = stage out of range
+  // With SimOptions::stash_bytes_per_stage_microbatch: the microbatch of each stash_stages_ entry.
+  bool per_microbatch_stash_ = false;
+  std::vector<int> stash_microbatches_;
+  // The bytes one stash of stage s (>= 0) holds; `entry` indexes stash_stages_.
+  int64_t stash_bytes(int s, int entry) const {
+    if (per_microbatch_stash_) {
+      const int mb = stash_microbatches_[static_cast<size_t>(entry)];
+      if (mb < 0 || mb >= program_.num_microbatches) return 0;
+      return options_.stash_bytes_per_stage_microbatch[static_cast<size_t>(s) *
+                                                           static_cast<size_t>(
+                                                               program_.num_microbatches) +
+                                                       static_cast<size_t>(mb)];
+    }
+    return s < static_cast<int>(options_.stash_bytes_per_stage.size())
+               ? options_.stash_bytes_per_stage[static_cast<size_t>(s)]
+               : 0;
+  }
   std::vector<Link> links_;
   std::vector<ActiveTransfer> keep_scratch_;  // on_link_check
   std::vector<int> finished_scratch_;
@@ -298,6 +315,18 @@ void Engine::build() {
   nodes_.reserve(n_ + 1);
   dependents_.reserve(num_deps);
   stash_stages_.reserve(num_stash);
+  per_microbatch_stash_ = !options_.stash_bytes_per_stage_microbatch.empty();
+  if (per_microbatch_stash_) {
+    if (options_.stash_bytes_per_stage_microbatch.size() !=
+        static_cast<size_t>(program_.num_stages) * static_cast<size_t>(program_.num_microbatches))
+      throw_input_error("simulator", "stash bytes given for " +
+                                         std::to_string(
+                                             options_.stash_bytes_per_stage_microbatch.size()) +
+                                         " stage-microbatches, the program has " +
+                                         std::to_string(program_.num_stages) + " x " +
+                                         std::to_string(program_.num_microbatches));
+    stash_microbatches_.reserve(num_stash);
+  }
   mem_bytes_.assign(num_actors, 0);
   stash_count_stage_.assign(program_.num_stages, 0);
   stash_count_actor_.assign(num_actors, 0);
@@ -385,11 +414,13 @@ void Engine::build() {
         for (const TaskRef& t : in.tasks) {
           if (t.kind != TaskKind::kF) continue;
           stash_stages_.push_back(t.stage >= 0 && t.stage < program_.num_stages ? t.stage : -1);
+          if (per_microbatch_stash_) stash_microbatches_.push_back(t.microbatch);
           ++node.u.stash.num_f;
         }
         for (const TaskRef& t : in.tasks) {
           if (t.kind != TaskKind::kB && t.kind != TaskKind::kI) continue;
           stash_stages_.push_back(t.stage >= 0 && t.stage < program_.num_stages ? t.stage : -1);
+          if (per_microbatch_stash_) stash_microbatches_.push_back(t.microbatch);
           ++node.u.stash.num_bi;
         }
       }
@@ -518,8 +549,7 @@ void Engine::start(int g, int cause) {
         int& c = stash_count_stage_[s];
         ++c;
         result_.peak_stashed_per_stage[s] = std::max(result_.peak_stashed_per_stage[s], c);
-        if (s < static_cast<int>(options_.stash_bytes_per_stage.size()))
-          added += options_.stash_bytes_per_stage[s];
+        added += stash_bytes(s, node.u.stash.begin + k);
       }
       ++stash_count_actor_[r];
       ActorStats& a = result_.actors[r];
@@ -635,8 +665,7 @@ void Engine::finish(int g) {
       const int s = stage[k];
       if (s >= 0) {
         --stash_count_stage_[s];
-        if (s < static_cast<int>(options_.stash_bytes_per_stage.size()))
-          freed += options_.stash_bytes_per_stage[s];
+        freed += stash_bytes(s, node.u.stash.begin + node.u.stash.num_f + k);
       }
       --stash_count_actor_[r];
     }

@@ -22,6 +22,8 @@
 //   * Memory: an actor holds static_bytes_per_actor[r]; the start of an F of stage s adds
 //     stash_bytes_per_stage[s] (one stashed microbatch), the END of that stage's backward for
 //     inputs (B, or I when split) frees it. W keeps nothing extra (its inputs are not modelled).
+//     With stash_bytes_per_stage_microbatch (per-microbatch sequence lengths, what-if) the stash
+//     of stage s and microbatch i is that table's entry [s · m + i] instead.
 //   * Expert-parallel all-to-all (MoE layers): CostProvider::alltoall gives, per compute
 //     instruction, the time its all-to-all stream is busy and the part compute_s already holds
 //     (exposed). The all-to-all is a stream of its own in the trace (StreamKind::kAllToAll, one
@@ -70,6 +72,9 @@ struct SimOptions {
   double iteration_overhead_s = 0;              // added to step_time_s
   std::vector<int64_t> static_bytes_per_actor;  // empty = 0 for all
   std::vector<int64_t> stash_bytes_per_stage;   // empty = 0 for all
+  // Non-empty: num_stages · num_microbatches entries, [s · m + i] = the stash of stage s for
+  // microbatch i (overrides stash_bytes_per_stage).
+  std::vector<int64_t> stash_bytes_per_stage_microbatch;
   // Stop as soon as the step time is known to exceed this: when an instruction ends at t with
   // t + iteration_overhead_s > stop_after_step_s (the makespan is at least t). The result then
   // has stopped = true and stopped_at_step_s = t + iteration_overhead_s, and no other metric.

@@ -1,6 +1,7 @@
 #include "simulator/plan_builder.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "costmodel/analytic_cost.h"
@@ -292,14 +293,59 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
   SimulatedPlan out;
   out.program = plan.program;
-  if (options.perturbation) {
+  std::optional<SequenceLengthCost> lengths;
+  if (options.perturbation && !options.perturbation->seq_lens.empty()) {
+    // Per-microbatch lengths: every task priced at its microbatch's length by the operator
+    // model, the transfers carrying that length's activation bytes; the other items on top.
+    check_perturbation(*options.perturbation, plan.placement.num_actors,
+                       plan.program.num_microbatches, "--perturb");
+    lengths.emplace(plan.model, plan.partition, plan.placement, plan.config, cluster,
+                    options.perturbation->seq_lens, "--perturb");
+    out.program = lengths->scale_program(plan.program);
+    // Each microbatch stashes the activations of its own length.
+    const size_t stages = static_cast<size_t>(plan.partition.num_stages());
+    const size_t m = static_cast<size_t>(plan.program.num_microbatches);
+    so.stash_bytes_per_stage_microbatch.assign(stages * m, 0);
+    std::map<int, std::vector<int64_t>> stash_of_length;
+    for (size_t i = 0; i < m && i < options.perturbation->seq_lens.size(); ++i) {
+      const int len = options.perturbation->seq_lens[i];
+      auto it = stash_of_length.find(len);
+      if (it == stash_of_length.end())
+        it = stash_of_length
+                 .emplace(len, build_memory_model(lengths->model_at(static_cast<int>(i)),
+                                                  plan.partition, plan.placement, plan.config,
+                                                  cluster)
+                                   .stash_bytes_per_stage)
+                 .first;
+      for (size_t s = 0; s < stages; ++s)
+        so.stash_bytes_per_stage_microbatch[s * m + i] = it->second[s];
+    }
+    Perturbation rest = *options.perturbation;
+    rest.seq_lens.clear();
+    rest.nominal_seq_len = 0;
+    const PerturbedCost perturbed(*lengths, rest);
+    out.result = simulate(out.program, perturbed, so);
+  } else if (options.perturbation) {
     const PerturbedCost perturbed(cost, *options.perturbation);
     out.result = simulate(plan.program, perturbed, so);
   } else {
     out.result = simulate(plan.program, cost, so);
   }
-  out.metrics = sim_result_to_json(out.result, plan.program);
-  const nlohmann::json extra = model_metrics(plan, cluster, out.result.step_time_s);
+  out.metrics = sim_result_to_json(out.result, out.program);
+  nlohmann::json extra = model_metrics(plan, cluster, out.result.step_time_s);
+  if (lengths) {  // tokens and FLOPs of the lengths actually run
+    const double replicas = static_cast<double>(plan.config.dp) * plan.config.microbatch_size;
+    const double step = out.result.step_time_s;
+    const double peak = cluster.peak_flops(plan.model.dtype);
+    const double model_flops = lengths->model_flops_per_replica_sequence() * replicas;
+    const double hw_flops = lengths->hardware_flops_per_replica_sequence() * replicas;
+    extra["tokens_per_s"] = lengths->tokens_per_replica_sequence() * replicas / step;
+    extra["tflops_per_gpu"] = hw_flops / step / plan.config.gpus / 1e12;
+    extra["mfu"] = model_flops / step / (plan.config.gpus * peak);
+    extra["hfu"] = hw_flops / step / (plan.config.gpus * peak);
+    extra["model_flops_per_iteration"] = model_flops;
+    extra["hardware_flops_per_iteration"] = hw_flops;
+  }
   for (const auto& [key, value] : extra.items()) out.metrics[key] = value;
   out.metrics["cluster"] = cluster.name;
   out.metrics["model"] = plan.model.name;
@@ -395,7 +441,11 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
   }
   if (!options.perturbation) return simulate_stage_times(schedule, times, options);
   // What-if: the unperturbed run first, then the perturbed one with a report of the difference.
-  check_perturbation(*options.perturbation, schedule.num_actors(), "--perturb");
+  check_perturbation(*options.perturbation, schedule.num_actors(), schedule.num_microbatches,
+                     "--perturb");
+  if (!options.perturbation->seq_lens.empty() && options.perturbation->nominal_seq_len <= 0)
+    throw_input_error("--perturb", "seq-lens in measured mode needs nominal-seq-len=N (the "
+                                   "sequence length the stage times were measured at)");
   PlanSimOptions base_options = options;
   base_options.record_trace = false;
   base_options.perturbation = nullptr;

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "graph/error.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -33,7 +34,12 @@ nlohmann::json perturbation_report(const SimResult& baseline, const SimResult& p
 
 SimulatedPlan simulate_plan_perturbed(const Plan& plan, const PlanSimOptions& options,
                                       const Perturbation& perturbation) {
-  check_perturbation(perturbation, plan.placement.num_actors, "--perturb");
+  check_perturbation(perturbation, plan.placement.num_actors, plan.config.num_microbatches,
+                     "--perturb");
+  if (perturbation.nominal_seq_len > 0)
+    throw_input_error("--perturb", "nominal-seq-len is for measured mode; model mode prices "
+                                   "seq-lens against the model's seq_len (" +
+                                       std::to_string(plan.model.tokens_per_sequence()) + ")");
   PlanSimOptions base_options = options;
   base_options.record_trace = false;
   base_options.perturbation = nullptr;

@@ -185,20 +185,34 @@ def _refuse_given(args, why):
 
 def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition="auto",
           first_stage_fewer=None, last_stage_fewer=None, placement="", split_backward=False,
-          recompute="none", dot=False):
+          recompute="none", dot=False, schedule=None, cluster=None, tp=None, dp=None, cp=None,
+          sequence_parallel=False, zero1=False, max_memory_gib=None):
     """A model's pipeline stages and task graph, as ``jaxpp-sim graph --json``: the model's
     totals, the partition into ``pp x virtual`` stages (``partition`` "auto" or the first layer
     of each stage, e.g. "0,12,24"; ``first_stage_fewer``/``last_stage_fewer`` shape the auto
     partition), the placement ("linear", "loop" or "v"; default linear, loop when
     ``virtual > 1``), per-stage work and the task counts of one iteration with ``microbatches``
     microbatches (``split_backward`` splits every backward into I and W). ``dot=True`` adds the
-    task graph as Graphviz DOT text under ``"dot"`` (``graph --dot FILE``). Returns a dict."""
+    task graph as Graphviz DOT text under ``"dot"`` (``graph --dot FILE``).
+
+    ``partition="even"`` is Megatron-LM's split; ``partition="balanced-time"`` is the partition
+    ``simulate`` searches (docs/partition.md) for ``schedule`` (required) on ``cluster``
+    (default "a100-80g") with ``tp``, ``dp``, ``cp``, ``sequence_parallel``, ``zero1`` and
+    ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
+    microbatch_size · dp), as ``graph --partition balanced-time``. Returns a dict."""
     m = _model(model)
+    balanced = partition == "balanced-time"
+    cluster_text = ""
+    if cluster is not None or balanced:
+        cluster_text = _json.dumps(_cluster("a100-80g" if cluster is None else cluster)._spec)
+    opt_int = lambda v: None if v is None else int(v)  # noqa: E731
     text, dot_text = _core.graph(
         _json.dumps(m._spec), int(pp), int(virtual), int(microbatches), int(microbatch_size),
         str(partition), None if first_stage_fewer is None else int(first_stage_fewer),
         None if last_stage_fewer is None else int(last_stage_fewer), str(placement or ""),
-        bool(split_backward), str(recompute), bool(dot))
+        bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
+        opt_int(tp), opt_int(dp), opt_int(cp), bool(sequence_parallel), bool(zero1),
+        None if max_memory_gib is None else float(max_memory_gib))
     out = _json.loads(text)
     if dot:
         out["dot"] = dot_text
@@ -288,9 +302,10 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     (:func:`jaxpp_stage_times` makes one from JaxPP task times).
 
     What-if (both modes): ``perturb`` is ``--perturb``'s spec, e.g. "slow-actor=1:1.5,jitter=0.1,
-    seed=3": the result is the perturbed run and ``metrics["perturbation"]`` compares it with
-    the unperturbed one (step, bubble, per-actor idle time and end delay); no ``plan`` then, and
-    not with ``breakdown``.
+    seed=3", or per-microbatch sequence lengths "seq-lens=2048*7:8192" (measured mode adds
+    "nominal-seq-len=N"; docs/simulate.md): the result is the perturbed run and
+    ``metrics["perturbation"]`` compares it with the unperturbed one (step, bubble, per-actor
+    idle time and end delay); no ``plan`` then, and not with ``breakdown``.
 
     ``trace=False`` skips recording the events (faster). Returns a :class:`SimResult`.
     """

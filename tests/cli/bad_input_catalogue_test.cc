@@ -581,6 +581,23 @@ const std::vector<BadInputCase> kCases = {
      .message = "is a directory"},
     {.name = "SimulatePlanWithoutAModel", .args = kMeasured + "--plan {dir}/plan.json",
      .message = "needs --model"},
+    {.name = "SimulateSeqLensOfTheWrongCount",
+     .args = kMeasured + "--perturb seq-lens=512*3,nominal-seq-len=512 --trace {dir}/t.json",
+     .message = "--perturb: seq-lens gives 3 lengths but there are 4 microbatches"},
+    {.name = "SimulateSeqLensFileWithAZero",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seq-lens=@{dir}/lens.txt "
+             "--timeline {dir}/t.svg",
+     .files = {{"lens.txt", text("2048\n2048\n0\n2048\n")}},
+     .message = "the length of microbatch 2 in {dir}/lens.txt must be in [1, 4194304] tokens"},
+    {.name = "SimulateSeqLensFileMissing",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seq-lens=@{dir}/none.txt",
+     .message = "--perturb: 'seq-lens=@{dir}/none.txt': "},
+    {.name = "SimulateSeqLensTooLongForTheModel",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seq-lens=2048:2048:2048:4194305",
+     .message = "the length of microbatch 3 must be in [1, 4194304] tokens, got 4194305"},
+    {.name = "GraphBalancedTimeWithoutSchedule",
+     .args = "graph --model gpt3-1.3b --pp 2 --partition balanced-time --dot {dir}/g.dot",
+     .message = "--schedule: required with --partition balanced-time"},
 
     // ---- export. ----------------------------------------------------------------------------
     {.name = "ExportWithoutOutput", .args = "export --trace {dir}/t.json",

@@ -150,5 +150,66 @@ TEST(PartitionCliTest, ExploreRefusesExplicitStagesAndBoundPruning) {
   EXPECT_NE(typo.err.find("expected auto, even, balanced-time or"), std::string::npos) << typo.err;
 }
 
+// graph --partition balanced-time resolves the partition with simulate's planner: the same layer
+// ranges for the same flags (the global batch is microbatches x microbatch size x dp).
+nlohmann::json graph_partition_json(const std::string& flags) {
+  const CliResult r = run_cli("graph --model llama3-8b --json " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+TEST(PartitionCliTest, GraphBalancedTimeGivesTheStagesSimulateRuns) {
+  const nlohmann::json sim = nlohmann::json::parse(
+      run_cli(kSimulateLlama + "--partition balanced-time --json").out);
+  const nlohmann::json g = graph_partition_json(
+      "--pp 4 --microbatches 16 --schedule 1f1b --cluster a100-80g --partition balanced-time");
+  EXPECT_EQ(g.at("partition"), sim.at("stage_begin"));
+  EXPECT_EQ(g.at("partition"), nlohmann::json::parse("[0, 9, 18, 27]"));  // docs/partition.md
+  // Under a memory limit, with tp and dp, and on an interleaved schedule (loop placement).
+  const nlohmann::json sim_limit = nlohmann::json::parse(
+      run_cli(kSimulateLlama + "--partition balanced-time --max-memory-gib 66 --json").out);
+  EXPECT_EQ(graph_partition_json("--pp 4 --microbatches 16 --schedule 1f1b --partition "
+                                 "balanced-time --max-memory-gib 66")
+                .at("partition"),
+            sim_limit.at("stage_begin"));
+  const std::string config =
+      "--pp 2 --tp 2 --dp 2 --virtual 2 --schedule interleaved-1f1b --recompute selective "
+      "--zero1 --sequence-parallel --partition balanced-time ";
+  const nlohmann::json sim_v = nlohmann::json::parse(
+      run_cli("simulate --model llama3-8b --gpus 8 --global-batch 16 --json " + config).out);
+  const nlohmann::json g_v = graph_partition_json("--microbatches 8 " + config);
+  ASSERT_EQ(sim_v.at("stage_begin").size(), 4u);
+  EXPECT_EQ(g_v.at("partition"), sim_v.at("stage_begin"));
+  EXPECT_EQ(g_v.at("placement"), "loop");
+  // even: Megatron-LM's split, as simulate --partition even (docs/partition.md).
+  EXPECT_EQ(graph_partition_json("--pp 4 --partition even").at("partition"),
+            nlohmann::json::parse("[0, 9, 17, 25]"));
+}
+
+TEST(PartitionCliTest, GraphBalancedTimeFlagsAreCheckedAndOneLine) {
+  const CliResult no_schedule = run_cli("graph --model llama3-8b --pp 4 --partition balanced-time");
+  EXPECT_EQ(no_schedule.exit_code, 2);
+  EXPECT_EQ(no_schedule.err,
+            "jaxpp-sim graph: error: --schedule: required with --partition balanced-time (the "
+            "schedule the partition is searched for)\n");
+  EXPECT_EQ(no_schedule.out, "");
+  const CliResult stray = run_cli("graph --model llama3-8b --pp 4 --tp 2");
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.err.find("--tp: prices the --partition balanced-time search, but --partition "
+                           "is auto"),
+            std::string::npos)
+      << stray.err;
+  const CliResult placement = run_cli(
+      "graph --model llama3-8b --pp 4 --schedule 1f1b --partition balanced-time --placement v");
+  EXPECT_EQ(placement.exit_code, 2);
+  const CliResult tiny = run_cli(
+      "graph --model llama3-8b --pp 4 --schedule 1f1b --partition balanced-time "
+      "--max-memory-gib 2");
+  EXPECT_EQ(tiny.exit_code, 2);
+  EXPECT_NE(tiny.err.find("--partition balanced-time: no partition fits in 2.00 GiB"),
+            std::string::npos)
+      << tiny.err;
+}
+
 }  // namespace
 }  // namespace jaxpp

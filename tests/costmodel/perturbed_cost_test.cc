@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
+#include "graph/limits.h"
 
 namespace jaxpp {
 namespace {
@@ -61,7 +67,91 @@ TEST(PerturbedCost, MalformedSpecNamesTheItem) {
   }
   EXPECT_THROW(parse_perturbation("slow=1", "--perturb"), InputError);
   EXPECT_THROW(parse_perturbation("slow-actor=2", "--perturb"), InputError);
-  EXPECT_THROW(check_perturbation(parse_perturbation("slow-actor=9:2", "x"), 4, "x"), InputError);
+  EXPECT_THROW(check_perturbation(parse_perturbation("slow-actor=9:2", "x"), 4, 8, "x"), InputError);
+}
+
+// The message of the InputError `spec` raises (empty when it parses).
+std::string seq_len_error(const std::string& spec) {
+  try {
+    parse_perturbation(spec, "--perturb");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PerturbedCost, SeqLensParseRunsAndPrintBackTheSameSpec) {
+  const Perturbation p = parse_perturbation("seq-lens=1024*3:4096:1024,nominal-seq-len=2048", "x");
+  EXPECT_EQ(p.seq_lens, (std::vector<int>{1024, 1024, 1024, 4096, 1024}));
+  EXPECT_EQ(p.nominal_seq_len, 2048);
+  EXPECT_FALSE(p.empty());
+  EXPECT_EQ(p.to_string(), "seq-lens=1024*3:4096:1024,nominal-seq-len=2048");
+  EXPECT_EQ(parse_perturbation(p.to_string(), "x").seq_lens, p.seq_lens);
+}
+
+TEST(PerturbedCost, SeqLensFromAFile) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "jaxpp_perturb_seq_lens.json").string();
+  std::ofstream(path) << "[2048, 2048,\n 8192*2]\n";
+  EXPECT_EQ(parse_perturbation("seq-lens=@" + path, "x").seq_lens,
+            (std::vector<int>{2048, 2048, 8192, 8192}));
+  std::ofstream(path) << "2048 0\n";
+  const std::string bad = seq_len_error("seq-lens=@" + path);
+  EXPECT_NE(bad.find("the length of microbatch 1 in " + path), std::string::npos) << bad;
+  std::remove(path.c_str());
+  EXPECT_NE(seq_len_error("seq-lens=@" + path).find("--perturb: 'seq-lens=@"), std::string::npos);
+}
+
+TEST(PerturbedCost, BadSeqLensNameTheItemAndTheMicrobatch) {
+  EXPECT_NE(seq_len_error("seq-lens=2048:0").find(
+                "--perturb: 'seq-lens=2048:0': the length of microbatch 1 must be in [1, "),
+            std::string::npos)
+      << seq_len_error("seq-lens=2048:0");
+  const std::string huge = "seq-lens=" + std::to_string(kMaxSeqLen + 1);
+  EXPECT_NE(seq_len_error(huge).find("microbatch 0 must be in [1, " + std::to_string(kMaxSeqLen) +
+                                     "] tokens, got " + std::to_string(kMaxSeqLen + 1)),
+            std::string::npos)
+      << seq_len_error(huge);
+  EXPECT_NE(seq_len_error("seq-lens=-5").find("microbatch 0 must be in"), std::string::npos);
+  for (const char* bad : {"seq-lens=2k", "seq-lens=-", "seq-lens=2048*", "seq-lens=1-2",
+                          "seq-lens=2048*x", "seq-lens=1e3"})
+    EXPECT_NE(seq_len_error(bad).find("expected a length or LENGTH*COUNT"), std::string::npos)
+        << bad << ": " << seq_len_error(bad);
+  EXPECT_NE(seq_len_error("seq-lens=2048*0").find("the count must be >= 1"), std::string::npos);
+  EXPECT_NE(seq_len_error("seq-lens=").find("no lengths"), std::string::npos);
+  EXPECT_NE(seq_len_error("nominal-seq-len=0,seq-lens=5").find("'nominal-seq-len=0'"),
+            std::string::npos);
+  EXPECT_NE(seq_len_error("nominal-seq-len=512").find("nominal-seq-len needs seq-lens"),
+            std::string::npos);
+  const Perturbation three = parse_perturbation("seq-lens=1:2:3", "--perturb");
+  try {
+    check_perturbation(three, 4, 8, "--perturb");
+    FAIL() << "3 lengths accepted for 8 microbatches";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--perturb: seq-lens gives 3 lengths but there are 8 microbatches (one length "
+                 "per microbatch)");
+  }
+  EXPECT_NO_THROW(check_perturbation(three, 4, 3, "--perturb"));
+}
+
+TEST(PerturbedCost, SeqLensScaleEachTaskOfAGroupAndItsTransfersLinearly) {
+  // Stage times: F = 1 ms, I = 2 ms, W = 0.5 ms, T_comm = 0.1 ms at the nominal 1000 tokens.
+  const StageTimesCost base(uniform_stage_times(4, 1e-3, 2e-3, 0.5e-3, 1e-4));
+  const PerturbedCost cost(base,
+                           parse_perturbation("seq-lens=1000:3000,nominal-seq-len=1000", "x"));
+  EXPECT_DOUBLE_EQ(cost.compute_s(0, perturb_test_compute(TaskKind::kF, 0, 0)), 1e-3);
+  EXPECT_DOUBLE_EQ(cost.compute_s(0, perturb_test_compute(TaskKind::kF, 0, 1)), 3e-3);
+  // A fused group of F of microbatch 1 (x3) and B of microbatch 0 (x1): 3 + 2.5 ms.
+  Instruction group = perturb_test_compute(TaskKind::kF, 0, 1);
+  group.tasks.push_back(TaskRef{TaskKind::kB, 0, 0});
+  EXPECT_DOUBLE_EQ(cost.compute_s(0, group), 5.5e-3);
+  Instruction send = perturb_test_compute(TaskKind::kF, 0, 1);
+  send.op = OpKind::kSend;
+  EXPECT_DOUBLE_EQ(cost.transfer_latency_s(0, 1, send), 3e-4);
+  // Without a nominal length nothing is scaled here (model mode prices the lengths itself).
+  const PerturbedCost no_nominal(base, parse_perturbation("seq-lens=1000:3000", "x"));
+  EXPECT_DOUBLE_EQ(no_nominal.compute_s(0, perturb_test_compute(TaskKind::kF, 0, 1)), 1e-3);
 }
 
 }  // namespace

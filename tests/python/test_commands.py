@@ -201,6 +201,34 @@ def test_graph_errors_are_the_clis():
                "--pp", "1000")
 
 
+def test_graph_balanced_time_equals_cli_and_simulate():
+    args = ["--model", "llama3-8b", "--pp", "2", "--tp", "2", "--dp", "2", "--virtual", "2",
+            "--microbatches", "8", "--schedule", "interleaved-1f1b", "--zero1",
+            "--partition", "balanced-time"]
+    g = js.graph(model="llama3-8b", pp=2, tp=2, dp=2, virtual=2, microbatches=8,
+                 schedule="interleaved-1f1b", zero1=True, partition="balanced-time")
+    assert g == cli_json("graph", *args)
+    s = js.simulate(model="llama3-8b", gpus=8, pp=2, tp=2, dp=2, virtual=2, global_batch=16,
+                    schedule="interleaved-1f1b", zero1=True, partition="balanced-time",
+                    trace=False)
+    assert g["partition"] == s.metrics["stage_begin"]
+    assert g["placement"] == "loop"
+    even = js.graph(model="llama3-8b", pp=4, partition="even")
+    assert even == cli_json("graph", "--model", "llama3-8b", "--pp", "4", "--partition", "even")
+    assert even["partition"] == [0, 9, 17, 25]
+
+
+def test_graph_balanced_time_errors_are_the_clis():
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, partition="balanced-time"),
+               "graph", "--model", "llama3-8b", "--pp", "4", "--partition", "balanced-time")
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, tp=2), "graph", "--model",
+               "llama3-8b", "--pp", "4", "--tp", "2")
+    same_error(lambda: js.graph(model="llama3-8b", pp=4, partition="balanced-time",
+                                schedule="1f1b", max_memory_gib=2),
+               "graph", "--model", "llama3-8b", "--pp", "4", "--partition", "balanced-time",
+               "--schedule", "1f1b", "--max-memory-gib", "2")
+
+
 # --- MoE and what-if arguments --------------------------------------------------------------------
 
 MOE = dict(model="mixtral-8x7b", cluster="h100-sxm", gpus=32, pp=4, tp=2, dp=4,
@@ -242,6 +270,23 @@ def test_perturbed_simulate_equals_cli():
     assert m.plan is None  # a plan holds the unperturbed prediction
 
 
+def test_seq_lens_simulate_equals_cli():
+    # Model mode: each microbatch priced at its own length; measured mode: linear in the tokens.
+    spec = "seq-lens=2048*7:8192"
+    r = js.simulate(model="gpt3-1.3b", gpus=4, pp=4, global_batch=8, schedule="1f1b",
+                    perturb=spec, trace=False)
+    c = cli_json("simulate", "--model", "gpt3-1.3b", "--gpus", "4", "--pp", "4",
+                 "--global-batch", "8", "--schedule", "1f1b", "--perturb", spec)
+    assert r.metrics == c
+    assert r.metrics["perturbation"]["slowdown"] > 1
+    spec = "seq-lens=1000*7:2000,nominal-seq-len=1000"
+    m = js.simulate(schedule="gpipe", pp=4, microbatches=8, t_f=1, t_b=1, t_w=1, perturb=spec)
+    assert m.metrics == cli_json("simulate", "--schedule", "gpipe", "--pp", "4",
+                                 "--microbatches", "8", "--t-f", "1", "--t-b", "1", "--t-w", "1",
+                                 "--perturb", spec)
+    assert abs(m.metrics["step_time_s"] - 45e-3) < 1e-12
+
+
 def test_perturb_errors_are_the_clis():
     same_error(lambda: js.simulate(schedule="1f1b", pp=2, microbatches=2, t_f=1, t_b=1,
                                    perturb="slow-actor=5:2"),
@@ -249,6 +294,10 @@ def test_perturb_errors_are_the_clis():
                "1", "--t-b", "1", "--perturb", "slow-actor=5:2")
     same_error(lambda: js.simulate(**MOE, perturb="jitter=0.1", breakdown=True), "simulate",
                *MOE_CLI, "--perturb", "jitter=0.1", "--breakdown")
+    same_error(lambda: js.simulate(schedule="1f1b", pp=2, microbatches=2, t_f=1, t_b=1,
+                                   perturb="seq-lens=1:2:3,nominal-seq-len=2"),
+               "simulate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "2", "--t-f",
+               "1", "--t-b", "1", "--perturb", "seq-lens=1:2:3,nominal-seq-len=2")
 
 
 EXPLORE = dict(model="gpt3-13b", cluster="h100-sxm", gpus=16, global_batch=32, pp=[2, 4],

@@ -280,6 +280,24 @@ TEST(Engine, MemoryGrowsAtForwardAndShrinksAtBackward) {
   EXPECT_EQ(last[1], 2000);
 }
 
+TEST(Engine, StashBytesPerMicrobatchOverrideThePerStageOnes) {
+  const Program p = two_stage_1f1b();
+  StageTimesCost cost(uniform_stage_times(2, 1.0, 1.0, 1.0, 0.5));
+  SimOptions o;
+  o.static_bytes_per_actor = {1000, 2000};
+  o.stash_bytes_per_stage = {10, 20};
+  o.stash_bytes_per_stage_microbatch = {10, 300, 20, 400};  // [stage · m + microbatch]
+  const SimResult r = simulate(p, cost, o);
+  EXPECT_EQ(r.actors[0].peak_memory_bytes, 1000 + 10 + 300);  // F0, F1 stashed together
+  EXPECT_EQ(r.actors[1].peak_memory_bytes, 2000 + 400);       // one at a time, the larger
+  std::map<int, int64_t> last;
+  for (const MemorySample& m : r.trace.memory) last[m.actor] = m.bytes;
+  EXPECT_EQ(last[0], 1000);  // every stash freed by its own size
+  EXPECT_EQ(last[1], 2000);
+  o.stash_bytes_per_stage_microbatch = {10, 300, 20};
+  EXPECT_THROW(simulate(p, cost, o), InputError);
+}
+
 TEST(Engine, CriticalPathEndsAtTheLastInstructionAndIsContiguous) {
   const Program p = two_stage_1f1b();
   StageTimesCost cost(uniform_stage_times(2, 1.0, 1.0, 1.0, 0.5));
