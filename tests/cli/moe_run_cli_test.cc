@@ -134,5 +134,63 @@ TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
       << r.err;
 }
 
+// ---- run --compare of an MoE plan ------------------------------------------------------------
+
+// The plan's cost model, all-to-all payload types included (read back from plan.json), scaled.
+TEST(MoeRunCli, EmulatedCompareOfAnMoePlanPredictsWhatSimulatePrints) {
+  const std::string dir = make_temp_dir();
+  const nlohmann::json sim = run_json(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+      "--global-batch 8 --no-memory-check --schedule dualpipev --a2a-dtype fp8,bf16 --plan " +
+      dir + "/p.json");
+  ASSERT_GT(sim.at("alltoall_s").get<double>(), 0);
+  ASSERT_LT(sim.at("alltoall_exposed_s").get<double>(), sim.at("alltoall_s").get<double>())
+      << "DualPipeV's pairs hide part of it";
+  const double scale = 1e-3;
+  const nlohmann::json run = run_json("run " + dir +
+                                      "/p.json --compute emulated --time-scale 0.001 --steps 2 "
+                                      "--warmup 0 --compare");
+  EXPECT_EQ(run.at("predicted_from"), "plan cost model");
+  EXPECT_NEAR(run.at("predicted_step_time_s").get<double>(),
+              scale * sim.at("step_time_s").get<double>(), 1e-12);
+  EXPECT_NEAR(run.at("predicted_alltoall_s").get<double>(),
+              scale * sim.at("alltoall_s").get<double>(), 1e-12);
+  EXPECT_NEAR(run.at("predicted_alltoall_exposed_s").get<double>(),
+              scale * sim.at("alltoall_exposed_s").get<double>(), 1e-12);
+  // With a backend's cluster the all-to-all is still the plan's, scaled.
+  const nlohmann::json backend = run_json("run " + dir +
+                                          "/p.json --compute emulated --time-scale 0.001 "
+                                          "--steps 2 --warmup 0 --compare --cluster h100-sxm");
+  EXPECT_NEAR(backend.at("predicted_alltoall_s").get<double>(),
+              scale * sim.at("alltoall_s").get<double>(), 1e-12);
+}
+
+TEST(MoeRunCli, RealCompareWithAClusterPricesTheExpertsAndTheAllToAllNotADenseMlp) {
+  const std::string dir = make_temp_dir();
+  const CliResult dense_plan = run_cli(
+      "simulate --model gpt3-1.3b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --global-batch 8 "
+      "--no-memory-check --schedule 1f1b --plan " +
+      dir + "/dense.json");
+  ASSERT_EQ(dense_plan.exit_code, 0) << dense_plan.err;
+  const std::string flags = " --compare --cluster h100-sxm" + kMoeTiny;
+  const nlohmann::json moe = run_json("run " + moe_plan("1f1b") + flags);
+  const nlohmann::json dense = run_json("run " + dir + "/dense.json" + flags);
+  EXPECT_EQ(moe.at("predicted_from"), "calibrated cluster 'h100-sxm'");
+  // Every F and B holds two dispatch/combine pairs through the backend, serialised with compute.
+  ASSERT_TRUE(moe.contains("predicted_alltoall_s"));
+  EXPECT_GT(moe.at("predicted_alltoall_s").get<double>(), 0);
+  EXPECT_DOUBLE_EQ(moe.at("predicted_alltoall_exposed_s").get<double>(),
+                   moe.at("predicted_alltoall_s").get<double>());
+  EXPECT_FALSE(dense.contains("predicted_alltoall_s"));
+  // Top-2 of 8 experts of the same width, a router and the all-to-all: more than the dense MLP.
+  for (const char* kind : {"F", "B"}) {
+    EXPECT_GT(moe.at("kinds").at(kind).at("predicted_s").get<double>(),
+              dense.at("kinds").at(kind).at("predicted_s").get<double>())
+        << kind;
+  }
+  EXPECT_GT(moe.at("predicted_step_time_s").get<double>(),
+            dense.at("predicted_step_time_s").get<double>());
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
