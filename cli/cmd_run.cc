@@ -164,13 +164,14 @@ struct Prediction {
 };
 
 // The program as the MLP workload runs it: transfers carry seq x hidden doubles, all-reduces a
-// stage's gradients (a plan's program carries its own model's sizes).
+// stage's gradients (MoE: the routers and the held experts; priced as one all-reduce over dp) (a
+// plan's program carries its own model's sizes).
 Program with_mlp_sizes(Program program, const MlpConfig& mlp) {
   for (auto& list : program.actors)
     for (Instruction& ins : list) {
       if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
       if (ins.op == OpKind::kAllReduce)
-        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
+        ins.bytes = mlp.reduced_params_per_stage() * static_cast<int64_t>(sizeof(double));
     }
   return program;
 }
@@ -422,6 +423,8 @@ int run_run(int argc, char** argv) {
                   {"top_k", ro.mlp.top_k},
                   {"ep", ro.mlp.ep},
                   {"router", std::string(to_string(ro.mlp.router))}};
+    if (ro.mlp.moe() && !ro.emulated)
+      j["moe"]["grad_reduce_bytes_per_step"] = r.grad_reduce_bytes_per_step;
     j["steps"] = ro.steps;
     j["warmup"] = ro.warmup;
     j["losses"] = r.losses;

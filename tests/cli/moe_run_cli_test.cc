@@ -4,6 +4,7 @@
 // fail; bad combinations are one-line errors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,14 @@ void expect_moe_check_passes(const nlohmann::json& j, int ep) {
   EXPECT_LT(losses[1], losses[0]);
 }
 
+// Gradient bytes a run reduces per step over `workers` workers (one stage each) of kMoeTiny's MoE
+// blocks (hidden 32, 8 experts of width 64, one layer per stage): the router over every replica,
+// the E/ep held experts over their expert data-parallel group.
+int64_t expert_reduce_bytes_per_step(int workers, int ep) {
+  const int64_t router = 32 * 8, held_experts = (8 / ep) * 2 * 32 * 64;
+  return workers * (router + held_experts) * 8;
+}
+
 TEST(MoeRunCli, Std1F1BPlanWithEp2PassesTheCheckOnThreads) {
   const nlohmann::json j = run_json("run " + moe_plan("1f1b") + " --check" + kMoeTiny);
   expect_moe_check_passes(j, 2);
@@ -64,6 +73,8 @@ TEST(MoeRunCli, Std1F1BPlanPassesTheCheckUnderMpirunWithDp2Ep2) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("backend"), "mpi");
   expect_moe_check_passes(j, 2);
+  EXPECT_EQ(j.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>(),
+            expert_reduce_bytes_per_step(4, 2));
 }
 
 TEST(MoeRunCli, ZeroBubblePlanPassesTheCheckUnderMpirunWithDp2Ep2) {
@@ -132,6 +143,29 @@ TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
   EXPECT_NE(r.err.find("injected fault: actor 0 (replica 0), step 0, instruction 0"),
             std::string::npos)
       << r.err;
+}
+
+TEST(MoeRunCli, ExpertGradientsAreReducedOverTheirExpertDataParallelGroupOnly) {
+  // dp 4, ep 2: replicas {0, 2} hold experts 0-3, {1, 3} experts 4-7; each expert is reduced
+  // over its two holders (a group of the wrong replicas would fail the check).
+  const std::string dir = make_temp_dir();
+  const CliResult plan = run_cli(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 8 --pp 2 --dp 4 --ep 2 "
+      "--global-batch 16 --no-memory-check --schedule 1f1b --plan " +
+      dir + "/p.json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json j = run_json("run " + dir + "/p.json --check" + kMoeTiny);
+  expect_moe_check_passes(j, 2);
+  const int64_t bytes = j.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>();
+  EXPECT_EQ(bytes, expert_reduce_bytes_per_step(8, 2));
+  // Half the experts' bytes of a dp-wide all-reduce of the whole buffer (router + 8 experts).
+  EXPECT_LT(bytes, expert_reduce_bytes_per_step(8, 1));
+  const CliResult mpi = run_cli_under_mpirun(
+      8, "run " + dir + "/p.json --backend mpi --check --json" + kMoeTiny);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  const nlohmann::json m = nlohmann::json::parse(mpi.out);
+  expect_moe_check_passes(m, 2);
+  EXPECT_EQ(m.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>(), bytes);
 }
 
 // ---- run --compare of an MoE plan ------------------------------------------------------------
