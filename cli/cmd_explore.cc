@@ -176,6 +176,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("tp", "tensor parallelism to try (default: 1,2,4,... up to GPUs per node)", cxxopts::value<std::string>())
       ("ep", "MoE: expert parallelism to try (default: 1 and every power of two dividing the routed experts)", cxxopts::value<std::string>())
       ("etp", "MoE: expert tensor parallelism to try (default: tp)", cxxopts::value<std::string>())
+      ("a2a-dtype", "MoE: all-to-all payload type, D or DISPATCH,COMBINE (bf16, fp16, fp32, fp8; default: the model's, deepseek-v3 fp8,bf16)", cxxopts::value<std::string>())
       ("cp", "context parallelism to try (default: 1, or 1,2,4,... up to GPUs per node when seq_len >= 16384)", cxxopts::value<std::string>())
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
@@ -249,6 +250,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
 
   ExploreRequest req;
   req.model = load_model(args["model"].as<std::string>());
+  if (args.count("a2a-dtype"))
+    set_alltoall_dtypes(req.model, args["a2a-dtype"].as<std::string>(), "--a2a-dtype");
   req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
   req.gpus = args["gpus"].as<int>();
   req.global_batch = args["global-batch"].as<int>();

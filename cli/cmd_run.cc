@@ -164,13 +164,14 @@ struct Prediction {
 };
 
 // The program as the MLP workload runs it: transfers carry seq x hidden doubles, all-reduces a
-// stage's gradients (a plan's program carries its own model's sizes).
+// stage's gradients (MoE: the routers and the held experts; priced as one all-reduce over dp) (a
+// plan's program carries its own model's sizes).
 Program with_mlp_sizes(Program program, const MlpConfig& mlp) {
   for (auto& list : program.actors)
     for (Instruction& ins : list) {
       if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
       if (ins.op == OpKind::kAllReduce)
-        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
+        ins.bytes = mlp.reduced_params_per_stage() * static_cast<int64_t>(sizeof(double));
     }
   return program;
 }
@@ -422,6 +423,8 @@ int run_run(int argc, char** argv) {
                   {"top_k", ro.mlp.top_k},
                   {"ep", ro.mlp.ep},
                   {"router", std::string(to_string(ro.mlp.router))}};
+    if (ro.mlp.moe() && !ro.emulated)
+      j["moe"]["grad_reduce_bytes_per_step"] = r.grad_reduce_bytes_per_step;
     j["steps"] = ro.steps;
     j["warmup"] = ro.warmup;
     j["losses"] = r.losses;
@@ -429,6 +432,11 @@ int run_run(int argc, char** argv) {
     j["step_time_s"] = r.step_time_s;
     j["predicted_step_time_s"] = predicted_s;
     j["predicted_from"] = predicted_from;
+    // MoE: the all-to-all the prediction holds (Σ actors, busy and exposed; simulate's alltoall_s).
+    if (sim.alltoall_s > 0) {
+      j["predicted_alltoall_s"] = sim.alltoall_s * pred_scale;
+      j["predicted_alltoall_exposed_s"] = sim.alltoall_exposed_s * pred_scale;
+    }
     // Relative and signed: + means the run was slower than predicted.
     if (predicted_s > 0) j["prediction_error"] = (r.step_time_s - predicted_s) / predicted_s;
     if (cluster) j["cluster"] = cluster->name;
@@ -485,6 +493,9 @@ int run_run(int argc, char** argv) {
       std::fprintf(file, "predicted step time (%s): %.6f s, measured %.6f s, error %+.1f%%\n",
                    predicted_from.c_str(), predicted_s, r.step_time_s,
                    err_pct(predicted_s, r.step_time_s));
+      if (sim.alltoall_s > 0)
+        std::fprintf(file, "predicted all-to-all (sum over actors): %.6f s, %.6f s exposed\n",
+                     sim.alltoall_s * pred_scale, sim.alltoall_exposed_s * pred_scale);
       std::fprintf(file, "%-10s %14s %14s %8s\n", "kind", "predicted_s", "measured_s", "err%");
       for (const auto& [k, m] : meas_kinds) {
         double p = pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0;

@@ -141,8 +141,9 @@ int run_simulate(int argc, char** argv) {
       "  model mode:    --model M --cluster C --gpus N --pp P --tp T --dp D --global-batch B\n"
       "                 --microbatch-size b --schedule S|--schedule-file F\n"
       "  measured mode: --schedule S --pp P --microbatches M --t-f .. --t-b .. [--t-w ..]\n"
-      "                 [--t-comm ..] | --stage-times FILE   (milliseconds; T_B = input-gradient\n"
-      "                 backward, a full backward B takes T_B + T_W)");
+      "                 [--t-comm ..] [--t-a2a-f .. --t-a2a-b .. --moe-overlap O]\n"
+      "                 | --stage-times FILE   (milliseconds; T_B = input-gradient backward, a\n"
+      "                 full backward B takes T_B + T_W)");
   // clang-format off
   options.add_options()
       ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
@@ -171,12 +172,15 @@ int run_simulate(int argc, char** argv) {
       ("ep", "MoE: expert parallelism (routed experts spread over ep devices carved out of a stage's tp·cp·dp devices)", cxxopts::value<int>()->default_value("1"))
       ("etp", "MoE: expert tensor parallelism (default: tp)", cxxopts::value<int>())
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
-      ("moe-overlap", "auto | dualpipe | 1f1b | none (how the MoE all-to-all overlaps compute; docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
+      ("a2a-dtype", "MoE: all-to-all payload type, D or DISPATCH,COMBINE (bf16, fp16, fp32, fp8; default: the model's, deepseek-v3 fp8,bf16)", cxxopts::value<std::string>())
+      ("moe-overlap", "auto | dualpipe | 1f1b | none (how the MoE all-to-all overlaps compute, both modes; docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
       ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
       ("t-w", "measured mode: weight-gradient backward time, ms", cxxopts::value<double>()->default_value("0"))
       ("t-comm", "measured mode: P2P transfer time, ms", cxxopts::value<double>()->default_value("0"))
+      ("t-a2a-f", "measured mode: MoE all-to-all (dispatch + combine) of one forward, ms, on the all-to-all stream (not in --t-f)", cxxopts::value<double>()->default_value("0"))
+      ("t-a2a-b", "measured mode: MoE all-to-all of one input-gradient backward, ms (not in --t-b)", cxxopts::value<double>()->default_value("0"))
       ("stage-times", "measured mode: per-stage times JSON file", cxxopts::value<std::string>())
       ("breakdown", "model mode: where the step's time goes per actor (GEMM, attention, element-wise, exposed TP/CP/P2P/DP communication, optimizer, bubble); also nested slices in a Perfetto --timeline")
       ("perturb", "what-if: comma-separated slow-actor=R:F, slow-link=A-B:F, jitter=J, seed=S, seq-lens=L0:L1:...|@FILE (per-microbatch sequence lengths; L*N repeats), nominal-seq-len=N (measured mode); reports how the step and each actor's idle time change (docs/simulate.md)", cxxopts::value<std::string>())
@@ -200,17 +204,18 @@ int run_simulate(int argc, char** argv) {
   refuse_together(args, "stage-times", "t-b", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-w", "give per-stage times in a file or uniform times, not both");
   refuse_together(args, "stage-times", "t-comm", "give per-stage times in a file or uniform times, not both");
+  refuse_together(args, "stage-times", "t-a2a-f", "give per-stage times in a file or uniform times, not both");
+  refuse_together(args, "stage-times", "t-a2a-b", "give per-stage times in a file or uniform times, not both");
   if (measured) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
          "sequence-parallel", "zero1", "tp-comm-overlap", "grad-dtype", "attention", "partition",
-         "breakdown",
-         "ep", "etp", "moe-imbalance", "moe-overlap", "max-memory-gib",
-         "assign"},
+         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign"},
         "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
-    refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "stage-times"},
+    refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "t-a2a-f", "t-a2a-b",
+                        "stage-times"},
                  "a measured-mode flag, but --model selects model mode (the microbatches are "
                  "--global-batch / (dp x --microbatch-size))");
   }
@@ -264,11 +269,16 @@ int run_simulate(int argc, char** argv) {
     if (args.count("t-b")) mreq.t_b_ms = args["t-b"].as<double>();
     mreq.t_w_ms = args["t-w"].as<double>();
     mreq.t_comm_ms = args["t-comm"].as<double>();
+    mreq.t_a2a_f_ms = args["t-a2a-f"].as<double>();
+    mreq.t_a2a_b_ms = args["t-a2a-b"].as<double>();
+    mreq.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
     if (perturbation) sim_options.perturbation = &*perturbation;  // reported against a base run
     sim = simulate_measured(mreq, sim_options);
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());
+    if (args.count("a2a-dtype"))
+      set_alltoall_dtypes(req.model, args["a2a-dtype"].as<std::string>(), "--a2a-dtype");
     req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
     require("gpus", "required (total GPUs)");
     require("pp", "required (pipeline actors)");

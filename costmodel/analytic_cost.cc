@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/alltoall_overlap.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
 
@@ -68,40 +69,12 @@ double AnalyticCost::alltoall_task_s(TaskKind kind, int stage) const {
   return a2a_s_.at(stage)[static_cast<int>(kind)];
 }
 
-namespace {
-
-// A group whose forward tasks and backward tasks share no (stage, microbatch): each side's
-// all-to-all can run while the other side computes.
-bool f_and_b_overlappable(const Instruction& ins) {
-  bool fwd = false, bwd = false;
-  for (const TaskRef& t : ins.tasks) (t.kind == TaskKind::kF ? fwd : bwd) = true;
-  if (!fwd || !bwd) return false;
-  for (const TaskRef& f : ins.tasks) {
-    if (f.kind != TaskKind::kF) continue;
-    for (const TaskRef& b : ins.tasks)
-      if (b.kind != TaskKind::kF && b.stage == f.stage && b.microbatch == f.microbatch)
-        return false;  // a backward of the same microbatch waits for its forward
-  }
-  return true;
-}
-
-}  // namespace
-
 AnalyticCost::GroupTime AnalyticCost::group_time(const Instruction& ins) const {
-  GroupTime g;
-  double c_f = 0, c_b = 0, a_f = 0, a_b = 0;
-  for (const TaskRef& t : ins.tasks) {
-    const double total = task_s(t.kind, t.stage);
-    const double a2a = alltoall_task_s(t.kind, t.stage);
-    (t.kind == TaskKind::kF ? c_f : c_b) += total - a2a;
-    (t.kind == TaskKind::kF ? a_f : a_b) += a2a;
-  }
-  g.busy_s = a_f + a_b;
-  g.exposed_s = g.busy_s;
-  if (g.busy_s > 0 && config_.moe_overlap != MoeOverlap::kNone && f_and_b_overlappable(ins))
-    g.exposed_s = std::max(0.0, a_f - c_b) + std::max(0.0, a_b - c_f);
-  g.total_s = cluster_.launch_overhead_s + c_f + c_b + g.exposed_s;
-  return g;
+  const AllToAllGroup a = alltoall_group(
+      ins, config_.moe_overlap != MoeOverlap::kNone,
+      [&](const TaskRef& t) { return task_s(t.kind, t.stage); },
+      [&](const TaskRef& t) { return alltoall_task_s(t.kind, t.stage); });
+  return {cluster_.launch_overhead_s + a.compute_s, a.busy_s, a.exposed_s};
 }
 
 double AnalyticCost::compute_s(int /*actor*/, const Instruction& ins) const {

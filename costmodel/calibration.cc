@@ -460,6 +460,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
 
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+  alltoalls.insert(alltoalls.end(), o.alltoalls.begin(), o.alltoalls.end());
   gelu_elements += o.gelu_elements;
   gelu_backward_elements += o.gelu_backward_elements;
   generated_elements += o.generated_elements;
@@ -488,6 +489,16 @@ double kernel_time_s(const KernelWork& w, const ClusterSpec& c, Dtype dtype) {
   if (w.memory_bytes > 0 && c.hbm_bandwidth_bytes_per_s > 0)
     t += static_cast<double>(w.memory_bytes) / c.hbm_bandwidth_bytes_per_s;
   return t;
+}
+
+double alltoall_time_s(const AllToAllWork& a, const ClusterSpec& c, int dp, int actor) {
+  const int g = a.group_size;
+  if (g <= 1) return 0;
+  const int first = actor * std::max(1, dp);
+  const int dpn = std::max(1, c.devices_per_node);
+  const LinkSpec& link = first / dpn == (first + g - 1) / dpn ? c.intra_node : c.inter_node;
+  return 2.0 * (g - 1) * (link.latency_s + c.p2p_overhead_s) +
+         (g - 1) * a.bytes_per_peer / link.effective_bandwidth_bytes_per_s();
 }
 
 double ring_allreduce_time_s(const ClusterSpec& c, int ranks, double bytes) {
@@ -527,14 +538,29 @@ double KernelCost::task_s(TaskKind kind, int stage) const {
   return kernel_time_s(stages_.at(stage).task[static_cast<int>(kind)], cluster_, dtype_);
 }
 
-double KernelCost::compute_s(int /*actor*/, const Instruction& ins) const {
+double KernelCost::task_alltoall_s(TaskKind kind, int stage, int actor) const {
+  double t = 0;
+  for (const AllToAllWork& a : stages_.at(stage).task[static_cast<int>(kind)].alltoalls)
+    t += alltoall_time_s(a, cluster_, dp_, actor);
+  return t;
+}
+
+double KernelCost::compute_s(int actor, const Instruction& ins) const {
   if (ins.op == OpKind::kOptimizer)
     return cluster_.launch_overhead_s +
            kernel_time_s(stages_.at(ins.stage).optimizer, cluster_, dtype_);
   if (ins.op != OpKind::kCompute) return 0;
   double t = cluster_.launch_overhead_s;
-  for (const TaskRef& task : ins.tasks) t += task_s(task.kind, task.stage);
+  for (const TaskRef& task : ins.tasks)
+    t += task_s(task.kind, task.stage) + task_alltoall_s(task.kind, task.stage, actor);
   return t;
+}
+
+CostProvider::AllToAll KernelCost::alltoall(int actor, const Instruction& ins) const {
+  if (ins.op != OpKind::kCompute) return {};
+  double busy = 0;
+  for (const TaskRef& task : ins.tasks) busy += task_alltoall_s(task.kind, task.stage, actor);
+  return {busy, busy};
 }
 
 double KernelCost::p2p_latency_s(int from, int to) const {
@@ -588,6 +614,11 @@ double EmulationPredictionCost::transfer_latency_s(int from, int to, const Instr
   const double bw = emulated_.p2p_bandwidth_bytes_per_s(from, to);
   if (std::isfinite(bw) && bw > 0) emulated += static_cast<double>(ins.bytes) / bw;
   return std::max(time_scale_ * emulated, p2p_latency_s(from, to));
+}
+
+CostProvider::AllToAll EmulationPredictionCost::alltoall(int actor, const Instruction& ins) const {
+  const AllToAll a = emulated_.alltoall(actor, ins);
+  return {time_scale_ * a.busy_s, time_scale_ * a.exposed_s};
 }
 
 double EmulationPredictionCost::allreduce_s(int actor, const Instruction& ins) const {

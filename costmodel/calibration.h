@@ -234,9 +234,18 @@ struct GemmShape {
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
 };
 
+// One all-to-all (Backend::alltoallv) among the `group_size` replicas of an actor that form an
+// expert-parallel group (replicas g·group_size ... g·group_size + group_size − 1), sending
+// `bytes_per_peer` to each other member.
+struct AllToAllWork {
+  int group_size = 1;
+  double bytes_per_peer = 0;
+};
+
 // What one task (or optimizer step) of a runtime workload launches.
 struct KernelWork {
   std::vector<GemmShape> gemms;
+  std::vector<AllToAllWork> alltoalls;  // blocking, between the kernels (MoE dispatch/combine)
   int64_t gelu_elements = 0;
   int64_t gelu_backward_elements = 0;
   int64_t memory_bytes = 0;  // streaming traffic (read + written): copies, loss, optimizer
@@ -250,6 +259,14 @@ struct KernelWork {
 // generated elements · input_generation cost + memory_bytes / hbm_bandwidth. No launch overhead.
 double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
 
+// One all-to-all of `a` for the replicas of `actor` (dp replicas per actor, ranks actor·dp +
+// replica), over the link between the group's first and last member (intra-node when they share
+// a node, by the rank layout of actors_share_node): a counts exchange and the data exchange (the
+// MPI backend's MPI_Alltoall + MPI_Alltoallv; the threads backend's rendezvous), each g − 1
+// pairwise steps:  2·(g − 1)·(latency + p2p_overhead) + (g − 1)·bytes_per_peer / bandwidth
+// (the link's effective bandwidth). 0 for a group of one.
+double alltoall_time_s(const AllToAllWork& a, const ClusterSpec& cluster, int dp, int actor);
+
 // Ring all-reduce of `bytes` per device over `ranks` data-parallel replicas, hierarchical as in
 // AnalyticCost (tp = 1): g = min(devices_per_node, ranks) peers inside a node, ranks / g nodes.
 double ring_allreduce_time_s(const ClusterSpec& cluster, int ranks, double bytes);
@@ -258,7 +275,9 @@ double ring_allreduce_time_s(const ClusterSpec& cluster, int ranks, double bytes
 bool actors_share_node(const ClusterSpec& cluster, int dp, int actor_a, int actor_b);
 
 // CostProvider of a workload described kernel by kernel, per stage:
-//   kCompute   launch_overhead + Σ tasks kernel_time_s(task kernels of its stage)
+//   kCompute   launch_overhead + Σ tasks (kernel_time_s(task kernels of its stage) + Σ its
+//              all-to-alls' alltoall_time_s); alltoall() reports the all-to-all part, all of it
+//              exposed (the runtime's all-to-all blocks its worker: nothing overlaps it)
 //   kOptimizer launch_overhead + kernel_time_s(optimizer kernels of its stage)
 //   transfers  link latency + p2p_overhead, link bandwidth · efficiency (link by actors_share_node)
 //   kAllReduce ring_allreduce_time_s(dp, ins.bytes)
@@ -275,7 +294,10 @@ class KernelCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;
   int link_id(int from, int to) const override;
   double allreduce_s(int actor, const Instruction& ins) const override;
-  double task_s(TaskKind kind, int stage) const;  // without launch overhead
+  AllToAll alltoall(int actor, const Instruction& ins) const override;
+  double task_s(TaskKind kind, int stage) const;  // kernels only, without launch overhead
+  // The all-to-all of one task of `stage` on `actor`'s replicas.
+  double task_alltoall_s(TaskKind kind, int stage, int actor) const;
 
  private:
   std::vector<StageKernels> stages_;
@@ -292,6 +314,7 @@ class KernelCost : public CostProvider {
 //                      (a message carries its ready time and no payload; the receiver finishes
 //                      at the later of the two), infinite bandwidth
 //   kAllReduce         max(time_scale · emulated, backend all-reduce of one double over dp)
+//   all-to-all         time_scale · emulated (an MoE plan's all-to-all is part of the sleep)
 // `emulated` must outlive this object.
 class EmulationPredictionCost : public CostProvider {
  public:
@@ -303,6 +326,7 @@ class EmulationPredictionCost : public CostProvider {
   int link_id(int from, int to) const override;
   double transfer_latency_s(int from, int to, const Instruction& ins) const override;
   double allreduce_s(int actor, const Instruction& ins) const override;
+  AllToAll alltoall(int actor, const Instruction& ins) const override;
 
  private:
   const CostProvider& emulated_;

@@ -178,6 +178,15 @@ double OperatorCost::moe_alltoall_s(double bytes) const {
   return std::min(flat, hierarchical);
 }
 
+double OperatorCost::moe_alltoall_bytes(bool dispatch) const {
+  const std::optional<Dtype>& dtype =
+      dispatch ? model_.moe.dispatch_dtype : model_.moe.combine_dtype;
+  const double element_bytes = dtype ? alltoall_bytes_per_element(*dtype) : db_;
+  const double etp_over_tp = static_cast<double>(config_.expert_tp()) / config_.tp;
+  return tokens_ * etp_over_tp * model_.moe.top_k * model_.hidden * element_bytes *
+         config_.moe_imbalance;
+}
+
 double OperatorCost::device_params(int first_layer, int num_layers, double params,
                                    bool optimizer_sharded) const {
   double experts = 0;
@@ -316,11 +325,9 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   // Expert-parallel dispatch and combine (forward; the input-gradient pass sends the gradients
   // back the same way).
-  if (work.moe && model_.moe.enabled() && config_.ep > 1) {
-    const double bytes =
-        m * (etp / tp) * model_.moe.top_k * k.hidden_bytes_per_token * config_.moe_imbalance;
-    out.ep_comm_s = 2 * moe_alltoall_s(bytes);
-  }
+  if (work.moe && model_.moe.enabled() && config_.ep > 1)
+    out.ep_comm_s =
+        moe_alltoall_s(moe_alltoall_bytes(true)) + moe_alltoall_s(moe_alltoall_bytes(false));
 
   // Attention core.
   if (k.has_attention) {

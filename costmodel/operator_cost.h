@@ -45,7 +45,10 @@
 //                busiest rank, which the pipeline waits for). Per MoE layer and pass (forward;
 //                input gradient; full recompute) a dispatch and a combine all-to-all, each of
 //                V = m·(etp/tp)·top_k·h·bytes·f bytes per device, (ep−1)/ep of it leaving the
-//                device. The ep group spans g = clamp(devices_per_node/etp, 1, ep) devices per
+//                device; bytes = alltoall_bytes_per_element of MoeSpec::dispatch_dtype for the
+//                dispatch (and the backward's output gradients, token → expert), of
+//                combine_dtype for the combine (and the backward's input gradients, expert →
+//                token), the activations' type when unset. The ep group spans g = clamp(devices_per_node/etp, 1, ep) devices per
 //                node on k = ⌈ep/g⌉ nodes:
 //                  flat          max(V(g−1)/ep / bw_nvlink, V(ep−g)/ep / bw_net) + latencies
 //                  hierarchical  V·d/top_k / bw_net + V(g−1)/g / bw_nvlink + latencies, d =
@@ -131,6 +134,9 @@ class OperatorCost {
   double tp_gather_s(double bytes) const;  // all-gather or reduce-scatter
   // One expert-parallel all-to-all (dispatch or combine) of `bytes` per device (V above).
   double moe_alltoall_s(double bytes) const;
+  // V above of one MoE layer and microbatch: the dispatch (token → expert) or the combine
+  // (expert → token) all-to-all, in bytes per device.
+  double moe_alltoall_bytes(bool dispatch) const;
   // Parameters one device holds of layers [first_layer, first_layer + num_layers) whose whole
   // count is `params`: the routed experts ÷ (ep·etp), the rest ÷ tp; with `optimizer_sharded`
   // also ÷ the distributed optimizer's shards (experts over their edp replicas).

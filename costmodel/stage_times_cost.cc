@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "costmodel/alltoall_overlap.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
@@ -21,13 +22,16 @@ double time_s(const JsonObject& obj, const std::string& key, bool zero_allowed) 
 }
 
 void read_entry(const JsonObject& obj, StageTimes& t) {
-  obj.reject_unknown({"t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms"});
+  obj.reject_unknown({"t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms", "t_a2a_f_ms", "t_a2a_b_ms"});
   // A measured forward or backward never takes zero time; W and T_comm may be 0 (not split, no
   // communication).
   t.t_f_s.push_back(time_s(obj, "t_f_ms", false));
   t.t_b_s.push_back(time_s(obj, "t_b_ms", false));
   t.t_w_s.push_back(obj.has("t_w_ms") ? time_s(obj, "t_w_ms", true) : 0.0);
   t.t_comm_s.push_back(obj.has("t_comm_ms") ? time_s(obj, "t_comm_ms", true) : 0.0);
+  // The MoE all-to-all of a forward and of an input-gradient backward (0: no MoE layer).
+  t.t_a2a_f_s.push_back(obj.has("t_a2a_f_ms") ? time_s(obj, "t_a2a_f_ms", true) : 0.0);
+  t.t_a2a_b_s.push_back(obj.has("t_a2a_b_ms") ? time_s(obj, "t_a2a_b_ms", true) : 0.0);
 }
 
 std::string number_text(double v) {
@@ -68,13 +72,31 @@ StageTimes uniform_stage_times(int num_stages, double t_f_s, double t_b_s, doubl
   return t;
 }
 
+StageTimes with_uniform_alltoall(StageTimes times, double t_a2a_f_s, double t_a2a_b_s) {
+  for (double v : {t_a2a_f_s, t_a2a_b_s}) {
+    if (!(v >= 0 && v <= kMaxTaskDurationS))
+      throw_input_error("stage times", "all-to-all times must be in [0, 3600] seconds");
+  }
+  times.t_a2a_f_s.assign(times.num_stages(), t_a2a_f_s);
+  times.t_a2a_b_s.assign(times.num_stages(), t_a2a_b_s);
+  return times;
+}
+
+bool StageTimes::has_alltoall() const {
+  const auto positive = [](double v) { return v > 0; };
+  return std::any_of(t_a2a_f_s.begin(), t_a2a_f_s.end(), positive) ||
+         std::any_of(t_a2a_b_s.begin(), t_a2a_b_s.end(), positive);
+}
+
 StageTimes stage_times_from_json(const nlohmann::json& doc, const std::string& source,
                                  int num_stages) {
   JsonObject obj(doc, source);
   StageTimes t;
   if (!obj.has("stages")) {
     read_entry(obj, t);
-    return uniform_stage_times(num_stages, t.t_f_s[0], t.t_b_s[0], t.t_w_s[0], t.t_comm_s[0]);
+    return with_uniform_alltoall(
+        uniform_stage_times(num_stages, t.t_f_s[0], t.t_b_s[0], t.t_w_s[0], t.t_comm_s[0]),
+        t.t_a2a_f_s[0], t.t_a2a_b_s[0]);
   }
   obj.reject_unknown({"stages"});
   const auto& stages = obj.array("stages");
@@ -93,10 +115,17 @@ StageTimes load_stage_times(const std::string& path, int num_stages) {
   return stage_times_from_json(read_json_file(path), path, num_stages);
 }
 
-StageTimesCost::StageTimesCost(StageTimes times) : times_(std::move(times)) {
+StageTimesCost::StageTimesCost(StageTimes times, bool overlap_alltoall)
+    : times_(std::move(times)),
+      overlap_alltoall_(overlap_alltoall),
+      has_alltoall_(times_.has_alltoall()) {
   assert(times_.t_b_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
   assert(times_.t_w_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
   assert(times_.t_comm_s.size() == times_.t_f_s.size() && "StageTimes: ragged vectors");
+  assert((times_.t_a2a_f_s.empty() || times_.t_a2a_f_s.size() == times_.t_f_s.size()) &&
+         "StageTimes: ragged vectors");
+  assert((times_.t_a2a_b_s.empty() || times_.t_a2a_b_s.size() == times_.t_f_s.size()) &&
+         "StageTimes: ragged vectors");
 }
 
 double StageTimesCost::task_s(TaskKind kind, int stage) const {
@@ -106,22 +135,50 @@ double StageTimesCost::task_s(TaskKind kind, int stage) const {
   }
   switch (kind) {
     case TaskKind::kF:
-      return times_.t_f_s[stage];
+      return times_.t_f_s[stage] + times_.a2a_f_s(stage);
     case TaskKind::kB:
-      return times_.t_b_s[stage] + times_.t_w_s[stage];
+      return times_.t_b_s[stage] + times_.t_w_s[stage] + times_.a2a_b_s(stage);
     case TaskKind::kI:
-      return times_.t_b_s[stage];
+      return times_.t_b_s[stage] + times_.a2a_b_s(stage);
     case TaskKind::kW:
       return times_.t_w_s[stage];
   }
   return 0;
 }
 
+double StageTimesCost::alltoall_task_s(TaskKind kind, int stage) const {
+  if (stage < 0 || stage >= times_.num_stages()) return 0;  // task_s names the stage
+  switch (kind) {
+    case TaskKind::kF:
+      return times_.a2a_f_s(stage);
+    case TaskKind::kB:
+    case TaskKind::kI:
+      return times_.a2a_b_s(stage);
+    case TaskKind::kW:
+      return 0;
+  }
+  return 0;
+}
+
 double StageTimesCost::compute_s(int /*actor*/, const Instruction& ins) const {
   if (ins.op != OpKind::kCompute) return 0;
-  double total = 0;
-  for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
-  return total;
+  if (!has_alltoall_) {
+    double total = 0;
+    for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
+    return total;
+  }
+  return alltoall_group(
+             ins, overlap_alltoall_, [&](const TaskRef& t) { return task_s(t.kind, t.stage); },
+             [&](const TaskRef& t) { return alltoall_task_s(t.kind, t.stage); })
+      .compute_s;
+}
+
+CostProvider::AllToAll StageTimesCost::alltoall(int /*actor*/, const Instruction& ins) const {
+  if (ins.op != OpKind::kCompute || !has_alltoall_) return {};
+  const AllToAllGroup g = alltoall_group(
+      ins, overlap_alltoall_, [&](const TaskRef& t) { return task_s(t.kind, t.stage); },
+      [&](const TaskRef& t) { return alltoall_task_s(t.kind, t.stage); });
+  return {g.busy_s, g.exposed_s};
 }
 
 double StageTimesCost::p2p_latency_s(int /*from*/, int /*to*/) const {

@@ -293,7 +293,13 @@ TransformerShape qwen3(std::string name, int layers, int hidden, int heads, int 
 
 TransformerShape with_moe(TransformerShape t, int experts, int top_k, int expert_ffn,
                           int shared = 0, int first_dense = 0) {
-  t.moe = {experts, top_k, expert_ffn, shared, shared > 0 ? expert_ffn : 0, first_dense};
+  t.moe = MoeSpec{};
+  t.moe.experts = experts;
+  t.moe.top_k = top_k;
+  t.moe.expert_ffn_hidden = expert_ffn;
+  t.moe.shared_experts = shared;
+  t.moe.shared_ffn_hidden = shared > 0 ? expert_ffn : 0;
+  t.moe.first_dense_layers = first_dense;
   return t;
 }
 
@@ -351,6 +357,9 @@ const std::vector<TransformerShape>& presets() {
           llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3));
       t.mtp_modules = 1;
       t.moe.router = MoeRouter::kSigmoid;
+      // FP8 dispatch, BF16 combine (the report's §3.3.2, "Low-Precision Communication").
+      t.moe.dispatch_dtype = Dtype::kFp8;
+      t.moe.combine_dtype = Dtype::kBf16;
       p.push_back(t);
     }
     // Kimi K2 (Moonshot AI 2025, arXiv 2507.20534; moonshotai/Kimi-K2-Instruct config.json):
@@ -377,7 +386,9 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "shared_experts",
                                         "shared_ffn_hidden",
                                         "first_dense_layers",
-                                        "router"};
+                                        "router",
+                                        "a2a_dispatch_dtype",
+                                        "a2a_combine_dtype"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
                                           "attention", "mtp_modules", "dropout"};
 
@@ -498,6 +509,11 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
         throw_input_error(obj.field("router"), "expected softmax or sigmoid, got '" + router + "'");
       e.router = router == "sigmoid" ? MoeRouter::kSigmoid : MoeRouter::kSoftmax;
     }
+    if (obj.has("a2a_dispatch_dtype"))
+      e.dispatch_dtype =
+          parse_dtype(obj.string("a2a_dispatch_dtype"), obj.field("a2a_dispatch_dtype"));
+    if (obj.has("a2a_combine_dtype"))
+      e.combine_dtype = parse_dtype(obj.string("a2a_combine_dtype"), obj.field("a2a_combine_dtype"));
     if (layers > 0 && e.first_dense_layers > layers)
       throw_input_error(obj.field("first_dense_layers"),
                         std::to_string(e.first_dense_layers) + " dense layers, but the model has " +
@@ -649,6 +665,20 @@ std::string_view to_string(Dtype d) {
       return "fp8";
   }
   return "?";
+}
+
+void set_alltoall_dtypes(ModelSpec& model, std::string_view text, const std::string& where) {
+  if (!model.moe.enabled())
+    throw_input_error(where, "model '" + model.name + "' has no routed experts (no all-to-all)");
+  const size_t comma = text.find(',');
+  const std::string_view dispatch = text.substr(0, comma);
+  const std::string_view combine = comma == std::string_view::npos ? text : text.substr(comma + 1);
+  model.moe.dispatch_dtype = parse_dtype(dispatch, where);
+  model.moe.combine_dtype = parse_dtype(combine, where);
+}
+
+double alltoall_bytes_per_element(Dtype d) {
+  return d == Dtype::kFp8 ? 1.0 + 4.0 / 128 : dtype_bytes(d);
 }
 
 int dtype_bytes(Dtype d) {
@@ -816,6 +846,8 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
     }
     if (m.moe.first_dense_layers > 0) j["first_dense_layers"] = m.moe.first_dense_layers;
     if (m.moe.router == MoeRouter::kSigmoid) j["router"] = "sigmoid";
+    if (m.moe.dispatch_dtype) j["a2a_dispatch_dtype"] = std::string(to_string(*m.moe.dispatch_dtype));
+    if (m.moe.combine_dtype) j["a2a_combine_dtype"] = std::string(to_string(*m.moe.combine_dtype));
   }
 }
 

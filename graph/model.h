@@ -28,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,10 @@ enum class Dtype { kBf16, kFp16, kFp32, kFp8 };
 inline constexpr std::array kAllDtypes = {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32, Dtype::kFp8};
 std::string_view to_string(Dtype d);
 int dtype_bytes(Dtype d);
+// Bytes per element of an expert-parallel all-to-all payload: dtype_bytes, plus for FP8 one fp32
+// scale per 1×128 tile of activations (DeepSeek-V3 technical report, arXiv 2412.19437,
+// §3.3.2), 1 + 4/128.
+double alltoall_bytes_per_element(Dtype d);
 Dtype parse_dtype(std::string_view s, const std::string& where);  // InputError if unknown
 
 enum class Recompute { kNone = 0, kSelective = 1, kFull = 2 };
@@ -90,6 +95,14 @@ struct MoeSpec {
   int shared_ffn_hidden = 0;  // FFN width of each shared expert
   int first_dense_layers = 0;
   MoeRouter router = MoeRouter::kSoftmax;  // model JSON "router" (written when sigmoid)
+  // Element type of the expert-parallel all-to-all payload (model JSON "a2a_dispatch_dtype",
+  // "a2a_combine_dtype"; simulate/explore --a2a-dtype): dispatch = what travels from a token to
+  // its experts (the forward's dispatch and, in the backward, the output gradients the combine's
+  // backward sends), combine = what travels back (the forward's combine and the backward's
+  // input gradients of the dispatch). nullopt = the activations' type (the model's dtype, BF16
+  // for an FP8 model). DeepSeek-V3 dispatches in FP8 and combines in BF16.
+  std::optional<Dtype> dispatch_dtype;
+  std::optional<Dtype> combine_dtype;
   bool enabled() const { return experts > 0; }
 };
 
@@ -165,6 +178,10 @@ struct ModelSpec {
 // transformers config.json (recognised by its "architectures" or "model_type" field;
 // graph/hf_config.h). InputError otherwise.
 ModelSpec load_model(const std::string& name_or_path);
+// The all-to-all payload types of an MoE model from a flag value: "D" (dispatch and combine) or
+// "DISPATCH,COMBINE" (bf16, fp16, fp32, fp8). InputError naming `where` on an unknown type or a
+// model without routed experts.
+void set_alltoall_dtypes(ModelSpec& model, std::string_view text, const std::string& where);
 // Parses a model JSON document (transformer or explicit form); `source` names it in errors.
 ModelSpec model_from_json(const nlohmann::json& doc, const std::string& source);
 // The explicit form (layers_list), which model_from_json reads back to an equal ModelSpec.

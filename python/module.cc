@@ -223,6 +223,7 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
                               std::optional<int> pp, std::optional<int> microbatches,
                               int virtual_stages, bool fuse_steady_state, std::optional<double> t_f,
                               std::optional<double> t_b, double t_w, double t_comm,
+                              double t_a2a_f, double t_a2a_b, const std::string& moe_overlap,
                               const std::string& stage_times_file,
                               const std::string& stage_times_text, const std::string& perturb,
                               bool record_trace) {
@@ -239,6 +240,9 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
   req.t_b_ms = t_b;
   req.t_w_ms = t_w;
   req.t_comm_ms = t_comm;
+  req.t_a2a_f_ms = t_a2a_f;
+  req.t_a2a_b_ms = t_a2a_b;
+  req.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
   req.stage_times_file = stage_times_file;
   if (!stage_times_text.empty()) req.stage_times_doc = parse(stage_times_text, "stage_times");
   SimOut out;
@@ -904,7 +908,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
-        py::arg("t_comm"), py::arg("stage_times_file"), py::arg("stage_times"), py::arg("perturb"),
+        py::arg("t_comm"), py::arg("t_a2a_f"), py::arg("t_a2a_b"), py::arg("moe_overlap"),
+        py::arg("stage_times_file"), py::arg("stage_times"), py::arg("perturb"),
         py::arg("record_trace"));
   py::class_<ExploreOut>(m, "ExploreOut")
       .def_readonly("summary", &ExploreOut::summary)

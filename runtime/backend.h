@@ -76,6 +76,12 @@ class Backend {
   // replica sums in replica order where the backend can). Throws RuntimeFailure after
   // `timeout_s` without all replicas.
   virtual void allreduce_sum(std::span<double> data, double timeout_s) = 0;
+  // In-place sum of `data` over the replicas r of this actor with r mod stride == replica() mod
+  // stride (`stride` divides num_replicas; 1 = allreduce_sum): the expert data-parallel group of
+  // an MoE replica, whose ep group is `stride` consecutive replicas (runtime/moe_workload.h).
+  // Every member calls it the same number of times in the same order. RuntimeFailure after
+  // `timeout_s` without all of them.
+  virtual void allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) = 0;
   // Waits for every worker of the run (all actors, all replicas); RuntimeFailure after timeout_s.
   virtual void barrier(double timeout_s) = 0;
   // All-to-all(v) of host fp64 buffers among a group of replicas of this actor: the `group_size`

@@ -225,7 +225,7 @@ class WorkerRun {
     double start = backend_.now_s();
     if (backend_.num_replicas() > 1) {
       try {
-        backend_.allreduce_tensor(workload_.grad_buffer(ins.stage), options_.timeout_s);
+        workload_.reduce_gradients(ins.stage, backend_, options_.timeout_s);
       } catch (const RuntimeFailure& e) {
         check_abort();
         throw RuntimeFailure(where(i) + ": " + e.what());

@@ -828,12 +828,92 @@ MicrobenchResult run_microbenchmarks(const MicrobenchOptions& o,
 
 // ---- MLP kernels and trace observations --------------------------------------------------------
 
+namespace {
+
+// The kernels and all-to-alls of the MoE workload's tasks (runtime/moe_workload.h), with balanced
+// routing: every replica sends T·top_k/ep rows to each ep rank, and a holder's T·top_k rows are
+// spread evenly over its E/ep experts.
+struct MoeTaskKernels {
+  KernelWork fwd, input, weight;
+  int64_t held_params = 0;  // per layer: the router and the E/ep experts of one ep rank
+};
+
+MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
+  const int64_t t = mlp.seq, h = mlp.hidden, f = mlp.ffn_size(), e = mlp.experts, k = mlp.top_k;
+  const int ep = std::max(1, mlp.ep);
+  const int64_t held = e / ep;
+  constexpr int64_t kDouble = sizeof(double);
+  const int64_t rows = t * k;  // routed rows a holder receives (balanced)
+  // Rows of each held expert: rows spread over `held` experts, the remainder to the first ones.
+  std::vector<int64_t> expert_rows;
+  for (int64_t i = 0; i < held; ++i) {
+    const int64_t r = rows * (i + 1) / held - rows * i / held;
+    if (r > 0) expert_rows.push_back(r);
+  }
+  const double peer_rows = static_cast<double>(rows) / ep;  // to each ep rank, self included
+  const int64_t layer_params = h * e + e * 2 * h * f;
+  const int64_t params_bytes = mlp.layers_per_stage * layer_params * kDouble;
+  MoeTaskKernels out;
+  out.held_params = h * e + held * 2 * h * f;
+  KernelWork& fw = out.fwd;
+  KernelWork& in = out.input;
+  KernelWork& wt = out.weight;
+  // Each of F and I copies the stage's parameters out of its buffer; W copies the gradients in
+  // and back.
+  fw.memory_bytes += 2 * params_bytes;
+  in.memory_bytes += 2 * params_bytes;
+  wt.memory_bytes += 4 * params_bytes;
+  for (int l = 0; l < mlp.layers_per_stage; ++l) {
+    // Forward: router scores x Wr, softmax or sigmoid and top-k over T x E, dispatch [e, x_t]
+    // rows, the held experts GeLU(x W1) W2 on their rows, combine the outputs, y = x + gated sum.
+    fw.gemms.push_back({t, e, h});
+    fw.memory_bytes += 3 * t * e * kDouble;
+    fw.alltoalls.push_back({ep, peer_rows * (h + 1) * kDouble});
+    for (int64_t r : expert_rows) {
+      fw.gemms.push_back({r, f, h});
+      fw.gemms.push_back({r, h, f});
+      fw.gelu_elements += r * f;
+    }
+    fw.alltoalls.push_back({ep, peer_rows * h * kDouble});
+    fw.memory_bytes += 2 * (rows * h + t * h) * kDouble;
+    // Input gradient: router path (gy . outputs, ds over T x E, dx += ds Wr^T), gated output
+    // gradients to the holders, their du W1^T back, dx accumulated.
+    in.memory_bytes += (2 * rows * h + 3 * t * e) * kDouble;
+    in.gemms.push_back({t, h, e});
+    in.alltoalls.push_back({ep, peer_rows * h * kDouble});
+    for (int64_t r : expert_rows) {
+      in.gemms.push_back({r, f, h});
+      in.gemms.push_back({r, h, f});
+      in.gelu_backward_elements += r * f;
+    }
+    in.alltoalls.push_back({ep, peer_rows * h * kDouble});
+    in.memory_bytes += 2 * (rows * h + t * h) * kDouble;
+    // Weight gradient: dWr += x^T ds; per held expert dW2 += a^T gy, dW1 += x^T du.
+    wt.gemms.push_back({h, e, t});
+    for (int64_t r : expert_rows) {
+      wt.gemms.push_back({f, h, r});
+      wt.gemms.push_back({h, f, r});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages) {
   const int64_t t = mlp.seq, h = mlp.hidden, f = mlp.ffn_size();
   const int64_t th_bytes = t * h * static_cast<int64_t>(sizeof(double));
   const int layers = mlp.layers_per_stage;
   KernelWork fwd, input, weight;
-  for (int l = 0; l < layers; ++l) {
+  int64_t params = mlp.params_per_stage();
+  if (mlp.moe()) {
+    MoeTaskKernels moe = moe_task_kernels(mlp);
+    fwd = std::move(moe.fwd);
+    input = std::move(moe.input);
+    weight = std::move(moe.weight);
+    params = moe.held_params * layers;  // the optimizer updates what the replica holds
+  }
+  for (int l = 0; l < layers && !mlp.moe(); ++l) {
     // Forward: u = x W1, a = gelu(u), y = x + a W2 (the residual is a copy of x).
     fwd.gemms.push_back({t, f, h});
     fwd.gemms.push_back({t, h, f});
@@ -848,7 +928,6 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     weight.gemms.push_back({f, h, t});
     weight.gemms.push_back({h, f, t});
   }
-  const int64_t params = mlp.params_per_stage();
   const int64_t optimizer_bytes_per_param = mlp.optimizer == OptimizerKind::kSgd ? 32 : 64;
   std::vector<StageKernels> stages(num_stages);
   for (int s = 0; s < num_stages; ++s) {

@@ -152,7 +152,13 @@ MicrobenchResult run_microbenchmarks(const MicrobenchOptions& options,
                                      const std::function<void(const std::string&)>& progress);
 
 // The kernels of every stage's tasks and optimizer step in the MLP workload, for a program of
-// `num_stages` stages (the first stage uploads its input, the last computes the loss).
+// `num_stages` stages (the first stage uploads its input, the last computes the loss). For an MoE
+// workload (mlp.moe(); runtime/moe_workload.h), balanced routing: per block the router GEMM
+// (T×E×H) and its softmax/sigmoid and top-k over T×E, the dispatch and combine all-to-alls over
+// the ep group (T·top_k/ep rows to each member: H + 1 doubles per dispatched row, H per returned
+// one; the same two in the input gradient), the held experts' GEMMs over their share of the
+// T·top_k rows a holder receives (E/ep groups), the copies of the stage's parameters each task
+// makes, and an optimizer step over the router and the held experts.
 std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages);
 // Bytes of the tensor one MLP transfer carries (activation or input gradient).
 int64_t mlp_transfer_bytes(const MlpConfig& mlp);

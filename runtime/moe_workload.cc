@@ -100,6 +100,30 @@ std::vector<std::pair<size_t, size_t>> MoeWorkload::held_ranges() const {
   return ranges;
 }
 
+void MoeWorkload::reduce_gradients(int s, Backend& backend, double timeout_s) {
+  double* g = stage(s).grads.data();
+  const int per_rank = config_.experts / config_.ep;
+  const int first = ep_rank_ * per_rank;
+  const size_t router_size = layout_.h * layout_.experts;
+  const size_t expert_size = layout_.w1(0, first + per_rank) - layout_.w1(0, first);
+  std::vector<double> router, experts;
+  router.reserve(router_size * config_.layers_per_stage);
+  experts.reserve(expert_size * config_.layers_per_stage);
+  for (int l = 0; l < config_.layers_per_stage; ++l) {
+    router.insert(router.end(), g + layout_.router(l), g + layout_.router(l) + router_size);
+    experts.insert(experts.end(), g + layout_.w1(l, first), g + layout_.w1(l, first) + expert_size);
+  }
+  backend.allreduce_sum(router, timeout_s);
+  backend.allreduce_sum_strided(experts, config_.ep, timeout_s);
+  for (int l = 0; l < config_.layers_per_stage; ++l) {
+    std::copy_n(router.begin() + static_cast<std::ptrdiff_t>(l * router_size), router_size,
+                g + layout_.router(l));
+    std::copy_n(experts.begin() + static_cast<std::ptrdiff_t>(l * expert_size), expert_size,
+                g + layout_.w1(l, first));
+  }
+  grad_reduce_bytes_ += static_cast<int64_t>((router.size() + experts.size()) * sizeof(double));
+}
+
 std::vector<std::vector<double>> MoeWorkload::exchange(std::vector<std::vector<double>> send) {
   return backend_.alltoallv(config_.ep, std::move(send), timeout_s_);
 }

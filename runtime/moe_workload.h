@@ -34,11 +34,13 @@
 //
 // Gradients: the stage's gradient buffer has the full layout of moe_initial_stage_params (router
 // and every expert). A replica accumulates the router and the experts it holds; the other
-// experts' slots stay 0. The program's one all-reduce per stage sums the buffer over all dp
-// replicas: the router over every replica (it is data parallel everywhere) and each expert's slot
-// over exactly the replicas holding it (the others contribute zeros), which is the reduction over
-// its expert data-parallel group, carried at dp-wide size. The optimizer then updates the router
-// and the held experts; held_ranges() names them (what run --check compares per replica).
+// experts' slots stay 0. The program's one all-reduce per stage (reduce_gradients) sums the
+// routers of every layer over all dp replicas (the router is data parallel everywhere) and the
+// held experts of every layer over the expert data-parallel group only (the dp / ep replicas
+// r mod ep = ep_rank, Backend::allreduce_sum_strided), each packed into one buffer: per replica
+// (h·E + (E/ep)·2·h·f)·layers doubles instead of the whole buffer. The non-held slots stay 0. The
+// optimizer then updates the router and the held experts; held_ranges() names them (what run
+// --check compares per replica). grad_reduce_bytes() counts the bytes this replica reduced.
 //
 // Faults (MlpConfig::fault, replica 0): corrupt-grad, skip-accumulate and stale-weight as in
 // MlpWorkload (on the MoE layout); expert-swap sends every token's first choice to expert
@@ -86,7 +88,10 @@ class MoeWorkload : public Workload {
   void put_input(const TaskRef& producer, int step, DeviceArray tensor) override;
   DeviceArray& grad_buffer(int stage) override;
   void optimizer_step(int stage, int step) override;
+  void reduce_gradients(int stage, Backend& backend, double timeout_s) override;
   int64_t bytes_held() const override;
+  // Bytes of gradients this replica has reduced so far (routers and held experts, every stage).
+  int64_t grad_reduce_bytes() const { return grad_reduce_bytes_; }
 
   bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
   std::vector<double> params(int stage) const;
@@ -139,6 +144,7 @@ class MoeWorkload : public Workload {
   std::map<Key, DeviceArray> activation_;
   std::map<Key, DeviceArray> gradient_;
   std::map<int, std::map<int, double>> losses_;
+  int64_t grad_reduce_bytes_ = 0;
 };
 
 }  // namespace jaxpp

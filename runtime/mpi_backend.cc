@@ -144,6 +144,7 @@ MpiBackend::~MpiBackend() {
   for (auto& s : *sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   delete sends_;
   for (auto& [size, comm] : group_comms_) MPI_Comm_free(&comm);
+  for (auto& [stride, comm] : strided_comms_) MPI_Comm_free(&comm);
   MPI_Comm_free(&actor_comm_);
 }
 
@@ -200,6 +201,21 @@ void MpiBackend::allreduce_sum(std::span<double> data, double timeout_s) {
   if (!poll_until(&req, *this, now_s() + timeout_s))
     throw RuntimeFailure("allreduce: timed out after " + std::to_string(timeout_s) +
                          " s waiting for the other replicas");
+}
+
+void MpiBackend::allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) {
+  if (stride == 1) return allreduce_sum(data, timeout_s);
+  if (stride < 1 || num_replicas_ % stride != 0)
+    throw std::logic_error("allreduce_sum_strided: stride " + std::to_string(stride) +
+                           " does not divide the " + std::to_string(num_replicas_) + " replicas");
+  auto [it, fresh] = strided_comms_.try_emplace(stride, MPI_COMM_NULL);
+  if (fresh) MPI_Comm_split(actor_comm_, replica_ % stride, replica_, &it->second);
+  MPI_Request req;
+  MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
+                 it->second, &req);
+  if (!poll_until(&req, *this, now_s() + timeout_s))
+    throw RuntimeFailure("allreduce: timed out after " + std::to_string(timeout_s) +
+                         " s waiting for the other replicas of the group");
 }
 
 void MpiBackend::barrier(double timeout_s) {

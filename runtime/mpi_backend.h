@@ -83,6 +83,7 @@ class MpiBackend : public Backend {
   bool test_recv(int handle, std::vector<char>* payload) override;
   bool wait_recv(int handle, double deadline_s, std::vector<char>* payload) override;
   void allreduce_sum(std::span<double> data, double timeout_s) override;
+  void allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) override;
   void barrier(double timeout_s) override;
   std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
                                              double timeout_s) override;
@@ -97,6 +98,7 @@ class MpiBackend : public Backend {
   int64_t tag_ub_ = 32767;
   MPI_Comm actor_comm_ = MPI_COMM_NULL;  // the replicas of this actor
   std::map<int, MPI_Comm> group_comms_;  // group size -> this replica's group (alltoallv)
+  std::map<int, MPI_Comm> strided_comms_;  // stride -> replicas r mod stride == replica mod stride
   std::chrono::steady_clock::time_point origin_;
   std::vector<std::pair<int, int>> recvs_;  // (source rank, tag)
   struct PendingSend;

@@ -62,6 +62,7 @@ struct WorkerOutput {
   // MoE: the [begin, end) parameter ranges this replica owns (router, its experts), the same for
   // every stage; empty: all of them.
   std::vector<std::pair<size_t, size_t>> held;
+  int64_t grad_reduce_bytes = 0;  // MoE: gradient bytes this worker reduced, every step
 };
 
 nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
@@ -87,6 +88,7 @@ nlohmann::json output_to_json(const WorkerOutput& o, int num_actors) {
   nlohmann::json held = nlohmann::json::array();
   for (const auto& [b, e] : o.held) held.push_back({b, e});
   j["held"] = held;
+  j["grad_reduce_bytes"] = o.grad_reduce_bytes;
   return j;
 }
 
@@ -105,6 +107,7 @@ WorkerOutput output_from_json(const nlohmann::json& j) {
     o.losses[l.at(0).get<int>()][l.at(1).get<int>()] = l.at(2).get<double>();
   for (const auto& h : j.at("held"))
     o.held.push_back({h.at(0).get<size_t>(), h.at(1).get<size_t>()});
+  o.grad_reduce_bytes = j.at("grad_reduce_bytes").get<int64_t>();
   return o;
 }
 
@@ -129,6 +132,7 @@ WorkerOutput collect(const WorkerRecord& record, const Workload& workload, bool 
       if (moe->holds_stage(s)) out.params[s] = moe->params(s);
     out.losses = moe->losses();
     out.held = moe->held_ranges();
+    out.grad_reduce_bytes = moe->grad_reduce_bytes();
     return out;
   }
   const auto& mlp = dynamic_cast<const MlpWorkload&>(workload);
@@ -510,6 +514,11 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   }
   for (double& l : all_losses) l /= static_cast<double>(mlp.num_microbatches) * o.dp;
   result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());
+  if (mlp.moe()) {
+    int64_t reduced = 0;
+    for (const WorkerOutput& w : outputs) reduced += w.grad_reduce_bytes;
+    result.grad_reduce_bytes_per_step = reduced / total_steps;
+  }
   if (!o.check) return result;
 
   std::vector<int> seen(program.num_stages, 0);

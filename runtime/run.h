@@ -95,6 +95,9 @@ struct RunResult {
   std::vector<double> reference_losses;  // per measured step, of the independent reference
   CheckResult reference;                 // against the independent reference
   CheckResult orchestration;             // against the same-code sequential run_reference
+  // MoE, real compute: gradient bytes reduced per step, summed over every worker (routers over
+  // dp, held experts over their expert data-parallel groups; runtime/moe_workload.h).
+  int64_t grad_reduce_bytes_per_step = 0;
 };
 
 // The program of a schedule run on the MLP workload (run --schedule / --schedule-file, the Python

@@ -71,6 +71,42 @@ class ThreadsBackend : public Backend {
     wait_generation(r, lock, gen, timeout_s, "allreduce");
   }
 
+  void allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) override {
+    if (stride == 1) return allreduce_sum(data, timeout_s);
+    if (stride < 1 || world_.num_replicas_ % stride != 0)
+      throw std::logic_error("allreduce_sum_strided: stride " + std::to_string(stride) +
+                             " does not divide the " + std::to_string(world_.num_replicas_) +
+                             " replicas");
+    const int members = world_.num_replicas_ / stride;
+    // Keyed apart from the all-to-all groups (first replica, group size) by a negative size.
+    ThreadsWorld::Rendezvous& r = world_.alltoall_rendezvous(actor_, replica_ % stride, -stride);
+    std::unique_lock lock(r.mu);
+    if (r.parts.empty()) r.parts.assign(members, {});
+    r.parts[replica_ / stride] = data;
+    uint64_t gen = r.generation;
+    if (++r.arrived == members) {
+      std::vector<double> sum(data.size(), 0.0);
+      for (const auto& part : r.parts) {  // in replica order, as allreduce_sum
+        if (part.size() != sum.size())
+          throw RuntimeFailure("allreduce: replicas hold gradients of different sizes");
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+      }
+      for (auto& part : r.parts) std::copy(sum.begin(), sum.end(), part.begin());
+      r.parts.assign(members, {});
+      r.arrived = 0;
+      ++r.generation;
+      r.cv.notify_all();
+      return;
+    }
+    try {
+      wait_generation(r, lock, gen, timeout_s, "allreduce");
+    } catch (const RuntimeFailure&) {
+      r.parts[replica_ / stride] = {};  // leave without this (returning) frame's buffer
+      --r.arrived;
+      throw;
+    }
+  }
+
   std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
                                              double timeout_s) override {
     check_group(group_size, send.size());

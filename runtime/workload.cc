@@ -9,6 +9,11 @@
 #include "runtime/backend.h"
 
 namespace jaxpp {
+
+void Workload::reduce_gradients(int stage, Backend& backend, double timeout_s) {
+  backend.allreduce_tensor(grad_buffer(stage), timeout_s);
+}
+
 namespace {
 
 constexpr double kAdamBeta1 = 0.9;
@@ -200,6 +205,12 @@ int64_t MlpConfig::params_per_stage() const {
   if (moe())
     return (int64_t{hidden} * experts + 2LL * experts * hidden * ffn_size()) * layers_per_stage;
   return 2LL * hidden * ffn_size() * layers_per_stage;
+}
+
+int64_t MlpConfig::reduced_params_per_stage() const {
+  if (!moe()) return params_per_stage();
+  const int64_t held = experts / std::max(1, ep);
+  return (int64_t{hidden} * experts + 2LL * held * hidden * ffn_size()) * layers_per_stage;
 }
 
 double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {

@@ -61,6 +61,8 @@
 
 namespace jaxpp {
 
+class Backend;
+
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -69,6 +71,9 @@ class Workload {
   virtual void put_input(const TaskRef& producer, int step, DeviceArray tensor) = 0;
   virtual DeviceArray& grad_buffer(int stage) = 0;
   virtual void optimizer_step(int stage, int step) = 0;
+  // The stage's kAllReduce: sums its gradients over the replicas that hold the same parameters.
+  // Default: backend.allreduce_tensor(grad_buffer(stage)) over every replica of the actor.
+  virtual void reduce_gradients(int stage, Backend& backend, double timeout_s);
   // Bytes held: parameters, gradients, optimizer state, stashed and in-flight tensors.
   virtual int64_t bytes_held() const = 0;
   // Minimum duration of an instruction in seconds (emulation); 0 for real work.
@@ -121,6 +126,9 @@ struct MlpConfig {
   // Dense: 2 * hidden * ffn * layers_per_stage. MoE: (hidden * experts + experts * 2 * hidden *
   // ffn) * layers_per_stage (router and every expert; see moe_workload.h for the layout).
   int64_t params_per_stage() const;
+  // Parameters one replica reduces per stage: params_per_stage(), or for MoE the routers and the
+  // E/ep held experts (h·E + (E/ep)·2·h·ffn per layer; runtime/moe_workload.h).
+  int64_t reduced_params_per_stage() const;
 };
 
 // What the MLP workload holds for `stages` stages of `c` at most, in bytes (a double, as absurd

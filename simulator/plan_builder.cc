@@ -374,18 +374,24 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
 }
 
 SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& times,
-                                   const PlanSimOptions& options) {
+                                   const PlanSimOptions& options, MoeOverlap overlap) {
   if (times.num_stages() != schedule.num_stages) {
     throw_input_error("stage times", "given for " + std::to_string(times.num_stages()) +
                                          " stages but the schedule has " +
                                          std::to_string(schedule.num_stages));
   }
+  const bool moe = times.has_alltoall();
   LoweringOptions lo;
   lo.emit_grad_reduce = false;
   SimulatedPlan out;
-  out.program = lower(schedule, lo);
+  // Megatron's combined 1F1B, as build_plan does it for ep > 1.
+  out.program =
+      moe && overlap == MoeOverlap::k1F1B
+          ? lower(pair_backward_forward(schedule, "--moe-overlap 1f1b (" + schedule.name + ")"),
+                  lo)
+          : lower(schedule, lo);
   const Program& program = out.program;
-  const StageTimesCost cost(times);
+  const StageTimesCost cost(times, overlap != MoeOverlap::kNone);
   SimOptions so;
   so.record_trace = options.record_trace;
   so.overlap_grad_reduce = options.overlap_grad_reduce;
@@ -400,6 +406,7 @@ SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& t
   out.metrics["num_microbatches"] = schedule.num_microbatches;
   out.metrics["num_stages"] = schedule.num_stages;
   out.metrics["pp"] = schedule.num_actors();
+  if (moe) out.metrics["moe_overlap"] = std::string(to_string(overlap));
   return out;
 }
 
@@ -438,8 +445,12 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
                                 stage_time_s_from_ms(*request.t_b_ms, false, "--t-b"),
                                 stage_time_s_from_ms(request.t_w_ms, true, "--t-w"),
                                 stage_time_s_from_ms(request.t_comm_ms, true, "--t-comm"));
+    times = with_uniform_alltoall(times,
+                                  stage_time_s_from_ms(request.t_a2a_f_ms, true, "--t-a2a-f"),
+                                  stage_time_s_from_ms(request.t_a2a_b_ms, true, "--t-a2a-b"));
   }
-  if (!options.perturbation) return simulate_stage_times(schedule, times, options);
+  const MoeOverlap overlap = request.moe_overlap;
+  if (!options.perturbation) return simulate_stage_times(schedule, times, options, overlap);
   // What-if: the unperturbed run first, then the perturbed one with a report of the difference.
   check_perturbation(*options.perturbation, schedule.num_actors(), schedule.num_microbatches,
                      "--perturb");
@@ -449,8 +460,8 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
   PlanSimOptions base_options = options;
   base_options.record_trace = false;
   base_options.perturbation = nullptr;
-  const SimulatedPlan base = simulate_stage_times(schedule, times, base_options);
-  SimulatedPlan sim = simulate_stage_times(schedule, times, options);
+  const SimulatedPlan base = simulate_stage_times(schedule, times, base_options, overlap);
+  SimulatedPlan sim = simulate_stage_times(schedule, times, options, overlap);
   sim.metrics["perturbation"] =
       perturbation_report(base.result, sim.result, *options.perturbation);
   return sim;

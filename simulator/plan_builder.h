@@ -27,7 +27,10 @@
 //                      placement
 //     plus every schedule-level metric of sim_result_to_json (bubble_rate, tasks, peak memory
 //     per actor, volumes, critical path).
-//   simulate_stage_times  the measured-times mode: a schedule and T_F/T_B/T_W/T_comm, no model.
+//   simulate_stage_times  the measured-times mode: a schedule and T_F/T_B/T_W/T_comm (and the
+//                   MoE all-to-all A_F/A_B, overlapped as `overlap` says: kNone serialises it,
+//                   kAuto/kDualPipe overlap the schedule's F&B pairs, k1F1B also pairs every
+//                   backward with the next forward first, as build_plan does), no model.
 //
 // Usage:
 //   PlanRequest req{.model = load_model("gpt3-13b"), .cluster = load_cluster("a100-80g"), ...};
@@ -134,6 +137,10 @@ struct MeasuredRequest {
   bool fuse_steady_state = false;
   std::optional<double> t_f_ms, t_b_ms;
   double t_w_ms = 0, t_comm_ms = 0;
+  // MoE all-to-all of a forward / an input-gradient backward (uniform; or the file's
+  // t_a2a_f_ms / t_a2a_b_ms) and how it overlaps compute.
+  double t_a2a_f_ms = 0, t_a2a_b_ms = 0;
+  MoeOverlap moe_overlap = MoeOverlap::kAuto;
   std::string stage_times_file;                   // or
   std::optional<nlohmann::json> stage_times_doc;  // (source name: stage_times_source)
   std::string stage_times_source = "stage_times";
@@ -142,6 +149,7 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
 
 // Measured-times mode: simulate `schedule` (p actors, its own S and m) with StageTimesCost.
 SimulatedPlan simulate_stage_times(const Schedule& schedule, const StageTimes& times,
-                                   const PlanSimOptions& options);
+                                   const PlanSimOptions& options,
+                                   MoeOverlap overlap = MoeOverlap::kAuto);
 
 }  // namespace jaxpp

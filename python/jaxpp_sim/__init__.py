@@ -275,7 +275,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              overlap_grad_reduce=False, tp_comm_overlap=False, attention="flash",
              partition="auto", max_memory_gib=None, ep=1, etp=None, moe_imbalance=1.0,
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
-             assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, stage_times=None):
+             assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
+             t_a2a_b=0.0, stage_times=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -297,9 +298,11 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     Measured mode (no ``model``): ``schedule`` (any name ``jaxpp-sim schedules`` lists, JaxPP's
     class names such as ``"ZeroBubble"`` or ``"Interleaved1F1B"`` included) or
     ``schedule_file``, ``pp``, ``microbatches``, ``virtual``, and uniform stage times in
-    milliseconds ``t_f``, ``t_b`` (input-gradient backward), ``t_w``, ``t_comm``, or
-    ``stage_times``: a path to a stage-times JSON file or a dict in that format
-    (:func:`jaxpp_stage_times` makes one from JaxPP task times).
+    milliseconds ``t_f``, ``t_b`` (input-gradient backward), ``t_w``, ``t_comm`` and the MoE
+    all-to-all of a forward and of an input-gradient backward ``t_a2a_f``, ``t_a2a_b``
+    (``--t-a2a-f``, ``--t-a2a-b``; overlapped as ``moe_overlap`` says), or ``stage_times``: a
+    path to a stage-times JSON file or a dict in that format (:func:`jaxpp_stage_times` makes one
+    from JaxPP task times).
 
     What-if (both modes): ``perturb`` is ``--perturb``'s spec, e.g. "slow-actor=1:1.5,jitter=0.1,
     seed=3", or per-microbatch sequence lengths "seq-lens=2048*7:8192" (measured mode adds
@@ -312,7 +315,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     if model is not None:
         refused = [k for k, v in (("microbatches", microbatches), ("t_f", t_f), ("t_b", t_b),
                                   ("stage_times", stage_times)) if v is not None]
-        refused += [k for k, v in (("t_w", t_w), ("t_comm", t_comm)) if v]
+        refused += [k for k, v in (("t_w", t_w), ("t_comm", t_comm), ("t_a2a_f", t_a2a_f),
+                                   ("t_a2a_b", t_a2a_b)) if v]
         if refused:
             raise InputError(f"{refused[0]}: a measured-mode argument, but model= selects model "
                              "mode (the microbatches are global_batch / (dp x microbatch_size))")
@@ -340,14 +344,14 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
-                   ("moe_overlap", moe_overlap, "auto"), ("max_memory_gib", max_memory_gib, None),
+                   ("max_memory_gib", max_memory_gib, None),
                    ("assign", assign, None)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
     stage_file, stage_text = "", ""
     if stage_times is not None:
-        if t_f is not None or t_b is not None or t_w or t_comm:
+        if t_f is not None or t_b is not None or t_w or t_comm or t_a2a_f or t_a2a_b:
             raise InputError("--stage-times: give per-stage times in a file or uniform times, "
                              "not both")
         if isinstance(stage_times, dict):
@@ -356,7 +360,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             stage_file = str(stage_times)
     out = _core.simulate_measured(
         schedule or "", schedule_file or "", pp, microbatches, int(virtual),
-        bool(fuse_steady_state), t_f, t_b, float(t_w), float(t_comm), stage_file, stage_text,
+        bool(fuse_steady_state), t_f, t_b, float(t_w), float(t_comm), float(t_a2a_f),
+        float(t_a2a_b), str(moe_overlap), stage_file, stage_text,
         str(perturb or ""), bool(trace))
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
 

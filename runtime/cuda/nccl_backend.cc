@@ -272,6 +272,9 @@ bool NcclBackend::wait_recv(int handle, double deadline_s, std::vector<char>* pa
 void NcclBackend::allreduce_sum(std::span<double> data, double timeout_s) {
   control_.allreduce_sum(data, timeout_s);
 }
+void NcclBackend::allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) {
+  control_.allreduce_sum_strided(data, stride, timeout_s);
+}
 void NcclBackend::barrier(double timeout_s) {
   progress();
   control_.barrier(timeout_s);

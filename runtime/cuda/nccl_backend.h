@@ -79,6 +79,7 @@ class NcclBackend : public Backend {
   bool test_recv(int handle, std::vector<char>* payload) override;
   bool wait_recv(int handle, double deadline_s, std::vector<char>* payload) override;
   void allreduce_sum(std::span<double> data, double timeout_s) override;
+  void allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) override;
   void barrier(double timeout_s) override;
 
   void send_message(int peer, int64_t key, Message message) override;

@@ -178,5 +178,100 @@ TEST(MoeCli, ExploreSearchesEpAndShowsItsColumns) {
   EXPECT_GT(bound["pruned"]["bound"].get<int>(), 0);
 }
 
+// ---- Measured mode: the all-to-all given per stage -------------------------------------------
+
+const std::string kMeasuredMoe =
+    "simulate --schedule dualpipev --pp 4 --microbatches 16 --t-f 1 --t-b 1 --t-w 1 ";
+
+TEST(MoeCli, MeasuredModeModelsTheAllToAllAndItsOverlap) {
+  const nlohmann::json plain = run_json(kMeasuredMoe);
+  const nlohmann::json overlapped = run_json(kMeasuredMoe + "--t-a2a-f 0.8 --t-a2a-b 0.8");
+  const nlohmann::json serial =
+      run_json(kMeasuredMoe + "--t-a2a-f 0.8 --t-a2a-b 0.8 --moe-overlap none");
+  EXPECT_FALSE(plain.contains("alltoall_s"));
+  // 8 stages x 16 microbatches, 0.8 ms in every F and every B.
+  EXPECT_NEAR(serial["alltoall_s"].get<double>(), 8 * 16 * 1.6e-3, 1e-9);
+  EXPECT_DOUBLE_EQ(serial["alltoall_exposed_s"].get<double>(), serial["alltoall_s"].get<double>());
+  EXPECT_LT(overlapped["alltoall_exposed_s"].get<double>(),
+            0.5 * overlapped["alltoall_s"].get<double>());
+  EXPECT_LT(overlapped["step_time_s"].get<double>(), serial["step_time_s"].get<double>());
+  EXPECT_GT(overlapped["step_time_s"].get<double>(), plain["step_time_s"].get<double>());
+  EXPECT_EQ(serial["moe_overlap"], "none");
+}
+
+TEST(MoeCli, MeasuredAllToAllFromAStageTimesFileMatchesTheFlags) {
+  const std::string file = write_temp_file(
+      "a2a_times.json",
+      R"({"t_f_ms": 1, "t_b_ms": 1, "t_w_ms": 1, "t_a2a_f_ms": 0.8, "t_a2a_b_ms": 0.4})");
+  const nlohmann::json from_file = run_json(
+      "simulate --schedule 1f1b --pp 4 --microbatches 8 --moe-overlap 1f1b --stage-times " + file);
+  const nlohmann::json from_flags =
+      run_json("simulate --schedule 1f1b --pp 4 --microbatches 8 --moe-overlap 1f1b --t-f 1 "
+               "--t-b 1 --t-w 1 --t-a2a-f 0.8 --t-a2a-b 0.4");
+  EXPECT_DOUBLE_EQ(from_file["step_time_s"].get<double>(), from_flags["step_time_s"].get<double>());
+  EXPECT_NEAR(from_file["alltoall_s"].get<double>(), 4 * 8 * 1.2e-3, 1e-9);
+  // 1f1b pairs Std1F1B's steady-state B with the next F: part of the all-to-all hides.
+  EXPECT_LT(from_file["alltoall_exposed_s"].get<double>(),
+            from_file["alltoall_s"].get<double>());
+}
+
+TEST(MoeCli, BadMeasuredAllToAllTimesAreRefused) {
+  expect_moe_bad_input(run_cli(kMeasuredMoe + "--t-a2a-f -1"), "simulate",
+                       {"--t-a2a-f", ">= 0"});
+  const std::string file = write_temp_file("a2a_uniform.json", R"({"t_f_ms": 1, "t_b_ms": 1})");
+  expect_moe_bad_input(
+      run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times " + file +
+              " --t-a2a-b 1"),
+      "simulate", {"--t-a2a-b", "not both"});
+  expect_moe_bad_input(run_cli(kMeasuredMoe + "--t-a2a-f 1 --moe-overlap always"), "simulate",
+                       {"--moe-overlap", "always"});
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 8 --t-a2a-f 1"), "simulate",
+                       {"--t-a2a-f", "measured-mode flag"});
+  const std::string bad =
+      write_temp_file("a2a_bad.json", R"({"t_f_ms": 1, "t_b_ms": 1, "t_a2a_b_ms": "x"})");
+  expect_moe_bad_input(
+      run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --stage-times " + bad),
+      "simulate", {"t_a2a_b_ms"});
+}
+
+// ---- The all-to-all payload type -------------------------------------------------------------
+
+const std::string kDeepSeek =
+    "simulate --model deepseek-v3 --cluster h100-sxm --gpus 512 --pp 8 --dp 64 --ep 32 "
+    "--global-batch 1024 --schedule 1f1b --moe-overlap none --no-memory-check ";
+
+TEST(MoeCli, DeepSeekV3DispatchesInFp8AndTheFlagOverridesIt) {
+  const std::string dir = make_temp_dir();
+  const nlohmann::json paper = run_json(kDeepSeek + "--plan " + dir + "/p.json");
+  const nlohmann::json bf16 = run_json(kDeepSeek + "--a2a-dtype bf16");
+  const nlohmann::json fp8 = run_json(kDeepSeek + "--a2a-dtype fp8");
+  // Bytes per element: fp8,bf16 = 1.03125 + 2, bf16 = 2 + 2, fp8 = 1.03125 + 1.03125.
+  const double a_paper = paper["alltoall_s"].get<double>();
+  const double a_bf16 = bf16["alltoall_s"].get<double>();
+  const double a_fp8 = fp8["alltoall_s"].get<double>();
+  EXPECT_LT(a_fp8, a_paper);
+  EXPECT_LT(a_paper, a_bf16);
+  EXPECT_NEAR(a_paper / a_bf16, (1.03125 + 2) / 4, 0.03) << "time follows the bytes";
+  EXPECT_LT(paper["step_time_s"].get<double>(), bf16["step_time_s"].get<double>());
+  // plan.json keeps the model's payload types.
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  EXPECT_EQ(plan["model"]["a2a_dispatch_dtype"], "fp8");
+  EXPECT_EQ(plan["model"]["a2a_combine_dtype"], "bf16");
+}
+
+TEST(MoeCli, BadAllToAllDtypesAreRefused) {
+  expect_moe_bad_input(run_cli(kMixtral + "--ep 8 --a2a-dtype fp4"), "simulate",
+                       {"--a2a-dtype", "fp4"});
+  expect_moe_bad_input(
+      run_cli("simulate --model gpt3-1.3b --schedule 1f1b --gpus 4 --pp 2 --dp 2 "
+              "--global-batch 8 --a2a-dtype fp8"),
+      "simulate", {"--a2a-dtype", "no routed experts"});
+  expect_moe_bad_input(run_cli(kMeasuredMoe + "--a2a-dtype fp8"), "simulate",
+                       {"--a2a-dtype", "measured mode"});
+  expect_moe_bad_input(run_cli("explore --model mixtral-8x7b --cluster h100-sxm --gpus 16 "
+                               "--global-batch 32 --a2a-dtype e5m2"),
+                       "explore", {"--a2a-dtype", "e5m2"});
+}
+
 }  // namespace
 }  // namespace jaxpp::testing

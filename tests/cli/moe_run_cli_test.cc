@@ -4,6 +4,7 @@
 // fail; bad combinations are one-line errors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,14 @@ void expect_moe_check_passes(const nlohmann::json& j, int ep) {
   EXPECT_LT(losses[1], losses[0]);
 }
 
+// Gradient bytes a run reduces per step over `workers` workers (one stage each) of kMoeTiny's MoE
+// blocks (hidden 32, 8 experts of width 64, one layer per stage): the router over every replica,
+// the E/ep held experts over their expert data-parallel group.
+int64_t expert_reduce_bytes_per_step(int workers, int ep) {
+  const int64_t router = 32 * 8, held_experts = (8 / ep) * 2 * 32 * 64;
+  return workers * (router + held_experts) * 8;
+}
+
 TEST(MoeRunCli, Std1F1BPlanWithEp2PassesTheCheckOnThreads) {
   const nlohmann::json j = run_json("run " + moe_plan("1f1b") + " --check" + kMoeTiny);
   expect_moe_check_passes(j, 2);
@@ -64,6 +73,8 @@ TEST(MoeRunCli, Std1F1BPlanPassesTheCheckUnderMpirunWithDp2Ep2) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("backend"), "mpi");
   expect_moe_check_passes(j, 2);
+  EXPECT_EQ(j.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>(),
+            expert_reduce_bytes_per_step(4, 2));
 }
 
 TEST(MoeRunCli, ZeroBubblePlanPassesTheCheckUnderMpirunWithDp2Ep2) {
@@ -132,6 +143,87 @@ TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
   EXPECT_NE(r.err.find("injected fault: actor 0 (replica 0), step 0, instruction 0"),
             std::string::npos)
       << r.err;
+}
+
+TEST(MoeRunCli, ExpertGradientsAreReducedOverTheirExpertDataParallelGroupOnly) {
+  // dp 4, ep 2: replicas {0, 2} hold experts 0-3, {1, 3} experts 4-7; each expert is reduced
+  // over its two holders (a group of the wrong replicas would fail the check).
+  const std::string dir = make_temp_dir();
+  const CliResult plan = run_cli(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 8 --pp 2 --dp 4 --ep 2 "
+      "--global-batch 16 --no-memory-check --schedule 1f1b --plan " +
+      dir + "/p.json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json j = run_json("run " + dir + "/p.json --check" + kMoeTiny);
+  expect_moe_check_passes(j, 2);
+  const int64_t bytes = j.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>();
+  EXPECT_EQ(bytes, expert_reduce_bytes_per_step(8, 2));
+  // Half the experts' bytes of a dp-wide all-reduce of the whole buffer (router + 8 experts).
+  EXPECT_LT(bytes, expert_reduce_bytes_per_step(8, 1));
+  const CliResult mpi = run_cli_under_mpirun(
+      8, "run " + dir + "/p.json --backend mpi --check --json" + kMoeTiny);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  const nlohmann::json m = nlohmann::json::parse(mpi.out);
+  expect_moe_check_passes(m, 2);
+  EXPECT_EQ(m.at("moe").at("grad_reduce_bytes_per_step").get<int64_t>(), bytes);
+}
+
+// ---- run --compare of an MoE plan ------------------------------------------------------------
+
+// The plan's cost model, all-to-all payload types included (read back from plan.json), scaled.
+TEST(MoeRunCli, EmulatedCompareOfAnMoePlanPredictsWhatSimulatePrints) {
+  const std::string dir = make_temp_dir();
+  const nlohmann::json sim = run_json(
+      "simulate --model mixtral-8x7b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --ep 2 "
+      "--global-batch 8 --no-memory-check --schedule dualpipev --a2a-dtype fp8,bf16 --plan " +
+      dir + "/p.json");
+  ASSERT_GT(sim.at("alltoall_s").get<double>(), 0);
+  ASSERT_LT(sim.at("alltoall_exposed_s").get<double>(), sim.at("alltoall_s").get<double>())
+      << "DualPipeV's pairs hide part of it";
+  const double scale = 1e-3;
+  const nlohmann::json run = run_json("run " + dir +
+                                      "/p.json --compute emulated --time-scale 0.001 --steps 2 "
+                                      "--warmup 0 --compare");
+  EXPECT_EQ(run.at("predicted_from"), "plan cost model");
+  EXPECT_NEAR(run.at("predicted_step_time_s").get<double>(),
+              scale * sim.at("step_time_s").get<double>(), 1e-12);
+  EXPECT_NEAR(run.at("predicted_alltoall_s").get<double>(),
+              scale * sim.at("alltoall_s").get<double>(), 1e-12);
+  EXPECT_NEAR(run.at("predicted_alltoall_exposed_s").get<double>(),
+              scale * sim.at("alltoall_exposed_s").get<double>(), 1e-12);
+  // With a backend's cluster the all-to-all is still the plan's, scaled.
+  const nlohmann::json backend = run_json("run " + dir +
+                                          "/p.json --compute emulated --time-scale 0.001 "
+                                          "--steps 2 --warmup 0 --compare --cluster h100-sxm");
+  EXPECT_NEAR(backend.at("predicted_alltoall_s").get<double>(),
+              scale * sim.at("alltoall_s").get<double>(), 1e-12);
+}
+
+TEST(MoeRunCli, RealCompareWithAClusterPricesTheExpertsAndTheAllToAllNotADenseMlp) {
+  const std::string dir = make_temp_dir();
+  const CliResult dense_plan = run_cli(
+      "simulate --model gpt3-1.3b --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --global-batch 8 "
+      "--no-memory-check --schedule 1f1b --plan " +
+      dir + "/dense.json");
+  ASSERT_EQ(dense_plan.exit_code, 0) << dense_plan.err;
+  const std::string flags = " --compare --cluster h100-sxm" + kMoeTiny;
+  const nlohmann::json moe = run_json("run " + moe_plan("1f1b") + flags);
+  const nlohmann::json dense = run_json("run " + dir + "/dense.json" + flags);
+  EXPECT_EQ(moe.at("predicted_from"), "calibrated cluster 'h100-sxm'");
+  // Every F and B holds two dispatch/combine pairs through the backend, serialised with compute.
+  ASSERT_TRUE(moe.contains("predicted_alltoall_s"));
+  EXPECT_GT(moe.at("predicted_alltoall_s").get<double>(), 0);
+  EXPECT_DOUBLE_EQ(moe.at("predicted_alltoall_exposed_s").get<double>(),
+                   moe.at("predicted_alltoall_s").get<double>());
+  EXPECT_FALSE(dense.contains("predicted_alltoall_s"));
+  // Top-2 of 8 experts of the same width, a router and the all-to-all: more than the dense MLP.
+  for (const char* kind : {"F", "B"}) {
+    EXPECT_GT(moe.at("kinds").at(kind).at("predicted_s").get<double>(),
+              dense.at("kinds").at(kind).at("predicted_s").get<double>())
+        << kind;
+  }
+  EXPECT_GT(moe.at("predicted_step_time_s").get<double>(),
+            dense.at("predicted_step_time_s").get<double>());
 }
 
 }  // namespace

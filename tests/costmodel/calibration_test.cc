@@ -462,6 +462,35 @@ TEST(KernelCost, ComputeAddsOneLaunchPerInstructionAndLinksFollowNodes) {
   EXPECT_NEAR(dp2.allreduce_s(0, ar), 1e6 / (1e9 * 0.5) + 2 * 5e-6, 1e-12);
 }
 
+TEST(KernelCost, AnAllToAllTakesTwoExchangesOfGMinusOneStepsOnTheGroupsLink) {
+  const ClusterSpec c = simple_cluster();  // 2 devices per node
+  // 2 replicas of actor 0 (ranks 0, 1): one node. 4 replicas of actor 1 (ranks 4..7): two.
+  EXPECT_NEAR(alltoall_time_s({2, 1000}, c, 2, 0), 2 * 5e-6 + 1000 / 1e9, 1e-15);
+  EXPECT_NEAR(alltoall_time_s({4, 1000}, c, 4, 1), 2 * 3 * 5e-5 + 3 * 1000 / 1e8, 1e-15);
+  EXPECT_EQ(alltoall_time_s({1, 1000}, c, 2, 0), 0);
+}
+
+TEST(KernelCost, ATasksAllToAllIsPartOfItsComputeAndAllExposed) {
+  StageKernels s;
+  KernelWork& f = s.task[static_cast<int>(TaskKind::kF)];
+  f.gelu_elements = 1000;                    // 10 us
+  f.alltoalls = {{2, 1000}, {2, 2000}};      // (10 + 1) + (10 + 2) us
+  KernelCost cost({s, s}, 2, simple_cluster(), Dtype::kFp32, /*dp=*/2);
+  Instruction ins;
+  ins.op = OpKind::kCompute;
+  ins.tasks = {{TaskKind::kF, 0, 0}};
+  EXPECT_NEAR(cost.task_alltoall_s(TaskKind::kF, 0, 0), 23e-6, 1e-15);
+  EXPECT_NEAR(cost.compute_s(0, ins), 1e-5 + 1e-5 + 23e-6, 1e-15);
+  EXPECT_NEAR(cost.alltoall(0, ins).busy_s, 23e-6, 1e-15);
+  EXPECT_NEAR(cost.alltoall(0, ins).exposed_s, 23e-6, 1e-15);
+  ins.tasks = {{TaskKind::kB, 0, 0}};
+  EXPECT_EQ(cost.alltoall(0, ins).busy_s, 0);
+  // An emulated run's prediction scales the emulated all-to-all like its compute.
+  EmulationPredictionCost scaled(cost, 0.5, simple_cluster(), 2, 2);
+  ins.tasks = {{TaskKind::kF, 0, 0}};
+  EXPECT_NEAR(scaled.alltoall(0, ins).busy_s, 11.5e-6, 1e-15);
+}
+
 TEST(EmulationPrediction, ComputeAddsLaunchAndTransfersTakeTheLaterOfTheTwo) {
   StageKernels s;
   s.task[static_cast<int>(TaskKind::kF)].gelu_elements = 100000;  // 1 ms

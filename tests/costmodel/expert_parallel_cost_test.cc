@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
+#include "graph/error.h"
 #include "graph/partition.h"
 #include "graph/placement.h"
 
@@ -189,6 +191,89 @@ TEST(ExpertParallelCost, ExpertGradientsAreReducedOverTheirOwnReplicas) {
   EXPECT_NEAR(static_cast<double>(reduce.bytes), 4 * (dense + routed / 64), 8);
   // ep = dp = 64: each expert has a single replica, so only the dense part is reduced.
   EXPECT_NEAR(cost.allreduce_s(0, reduce), cost.replica_allreduce_s(4 * dense, 64, 1), 1e-9);
+}
+
+// ---- The all-to-all payload type (dispatch and combine) ---------------------------------------
+
+TEST(AllToAllDtype, UnsetBothDirectionsCarryTheActivationsType) {
+  EpFixture f;
+  f.config.ep = 8;
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double v = 4096.0 * 2 * 4096 * 2;  // tokens · top_k · hidden · bf16
+  EXPECT_DOUBLE_EQ(op.moe_alltoall_bytes(true), v);
+  EXPECT_DOUBLE_EQ(op.moe_alltoall_bytes(false), v);
+}
+
+TEST(AllToAllDtype, AnFp8DispatchSendsOneBytePlusAScalePer128ElementsAndCostsLess) {
+  EpFixture f;
+  f.config.ep = 8;
+  const double bf16_forward = f.pass(Pass::kForward).ep_comm_s;
+  set_alltoall_dtypes(f.model, "fp8,bf16", "--a2a-dtype");
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const double tokens_routed = 4096.0 * 2;
+  EXPECT_DOUBLE_EQ(op.moe_alltoall_bytes(true), tokens_routed * 4096 * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(op.moe_alltoall_bytes(false), tokens_routed * 4096 * 2);
+  // Forward and input-gradient pass: one all-to-all of each direction.
+  const double expected = op.moe_alltoall_s(op.moe_alltoall_bytes(true)) +
+                          op.moe_alltoall_s(op.moe_alltoall_bytes(false));
+  EXPECT_NEAR(f.pass(Pass::kForward).ep_comm_s, expected, 1e-15);
+  EXPECT_NEAR(f.pass(Pass::kBackwardInput).ep_comm_s, expected, 1e-15);
+  EXPECT_LT(f.pass(Pass::kForward).ep_comm_s, bf16_forward);
+  // fp32 both ways: twice bf16's bytes.
+  set_alltoall_dtypes(f.model, "fp32", "--a2a-dtype");
+  EXPECT_DOUBLE_EQ(OperatorCost(f.model, f.config, f.cluster).moe_alltoall_bytes(true),
+                   tokens_routed * 4096 * 4);
+  EXPECT_DOUBLE_EQ(OperatorCost(f.model, f.config, f.cluster).moe_alltoall_bytes(false),
+                   tokens_routed * 4096 * 4);
+}
+
+TEST(AllToAllDtype, DeepSeekV3DispatchesInFp8AndCombinesInBf16) {
+  const ModelSpec m = load_model("deepseek-v3");
+  ASSERT_TRUE(m.moe.dispatch_dtype && m.moe.combine_dtype);
+  EXPECT_EQ(*m.moe.dispatch_dtype, Dtype::kFp8);
+  EXPECT_EQ(*m.moe.combine_dtype, Dtype::kBf16);
+  EXPECT_FALSE(load_model("mixtral-8x7b").moe.dispatch_dtype.has_value());
+}
+
+TEST(AllToAllDtype, ModelJsonKeepsThePayloadTypesInBothForms) {
+  ModelSpec m = load_model("mixtral-8x7b");
+  set_alltoall_dtypes(m, "fp8,fp16", "--a2a-dtype");
+  for (const nlohmann::json& j : {model_to_json(m), model_shape_to_json(m)}) {
+    EXPECT_EQ(j.at("a2a_dispatch_dtype"), "fp8");
+    EXPECT_EQ(j.at("a2a_combine_dtype"), "fp16");
+    const ModelSpec back = model_from_json(j, "m.json");
+    EXPECT_EQ(back.moe.dispatch_dtype, m.moe.dispatch_dtype);
+    EXPECT_EQ(back.moe.combine_dtype, m.moe.combine_dtype);
+  }
+  // Unset stays unset (the activations' type), and writes no key.
+  EXPECT_FALSE(model_to_json(load_model("mixtral-8x7b")).contains("a2a_dispatch_dtype"));
+}
+
+TEST(AllToAllDtype, BadPayloadTypesAreRefusedNamingTheFlagOrField) {
+  ModelSpec m = load_model("mixtral-8x7b");
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message([&] { set_alltoall_dtypes(m, "fp4", "--a2a-dtype"); }).find("--a2a-dtype"),
+            std::string::npos);
+  EXPECT_NE(message([&] { set_alltoall_dtypes(m, "fp8,int8", "--a2a-dtype"); }).find("int8"),
+            std::string::npos);
+  ModelSpec dense = load_model("gpt3-13b");
+  EXPECT_NE(message([&] { set_alltoall_dtypes(dense, "fp8", "--a2a-dtype"); }).find("no routed"),
+            std::string::npos);
+  nlohmann::json j = model_shape_to_json(m);
+  j["a2a_combine_dtype"] = "int4";
+  EXPECT_NE(message([&] { model_from_json(j, "m.json"); }).find("a2a_combine_dtype"),
+            std::string::npos);
+  nlohmann::json d = model_shape_to_json(dense);
+  d["a2a_dispatch_dtype"] = "fp8";
+  EXPECT_NE(message([&] { model_from_json(d, "d.json"); }).find("a2a_dispatch_dtype"),
+            std::string::npos);
 }
 
 }  // namespace

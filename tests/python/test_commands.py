@@ -258,6 +258,24 @@ def test_moe_errors_are_the_clis():
                "1", "--t-b", "1", "--ep", "2")
 
 
+def test_measured_moe_all_to_all_equals_cli():
+    args = dict(schedule="dualpipev", pp=4, microbatches=16, t_f=1, t_b=1, t_w=1, t_a2a_f=0.8,
+                t_a2a_b=0.4)
+    cli_args = ["--schedule", "dualpipev", "--pp", "4", "--microbatches", "16", "--t-f", "1",
+                "--t-b", "1", "--t-w", "1", "--t-a2a-f", "0.8", "--t-a2a-b", "0.4"]
+    for overlap in ("auto", "none"):
+        r = js.simulate(**args, moe_overlap=overlap, trace=False)
+        assert r.metrics == cli_json("simulate", *cli_args, "--moe-overlap", overlap)
+        assert r.metrics["alltoall_s"] == pytest.approx(8 * 16 * 1.2e-3)
+    serial = js.simulate(**args, moe_overlap="none", trace=False)
+    overlapped = js.simulate(**args, trace=False)
+    assert overlapped.metrics["alltoall_exposed_s"] < serial.metrics["alltoall_exposed_s"]
+    same_error(lambda: js.simulate(**args, moe_overlap="often"), "simulate", *cli_args,
+               "--moe-overlap", "often")
+    same_error(lambda: js.simulate(**dict(args, t_a2a_f=-1)), "simulate",
+               *[a if a != "0.8" else "-1" for a in cli_args])
+
+
 def test_perturbed_simulate_equals_cli():
     spec = "slow-actor=1:1.5,jitter=0.05,seed=7"
     r = js.simulate(schedule="zb-h1", pp=4, microbatches=8, t_f=1, t_b=1, t_w=1, perturb=spec)

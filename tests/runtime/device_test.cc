@@ -143,6 +143,9 @@ class DirectBackend : public Backend {
   void allreduce_sum(std::span<double> data, double timeout_s) override {
     control_->allreduce_sum(data, timeout_s);
   }
+  void allreduce_sum_strided(std::span<double> data, int stride, double timeout_s) override {
+    control_->allreduce_sum_strided(data, stride, timeout_s);
+  }
   void barrier(double timeout_s) override { control_->barrier(timeout_s); }
   std::vector<std::vector<double>> alltoallv(int group_size, std::vector<std::vector<double>> send,
                                              double timeout_s) override {

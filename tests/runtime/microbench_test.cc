@@ -193,6 +193,50 @@ TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   EXPECT_EQ(mlp_transfer_bytes(mlp), 3 * 4 * 8);
 }
 
+TEST(MlpKernels, AnMoeWorkloadLaunchesTheRouterTheHeldExpertsAndTheAllToAlls) {
+  MlpConfig mlp;
+  mlp.hidden = 4;
+  mlp.ffn = 6;
+  mlp.seq = 3;
+  mlp.layers_per_stage = 2;
+  mlp.experts = 8;
+  mlp.top_k = 2;
+  mlp.ep = 2;
+  mlp.num_replicas = 2;
+  std::vector<StageKernels> k = mlp_stage_kernels(mlp, 2);
+  const KernelWork& f = k[1].task[static_cast<int>(TaskKind::kF)];
+  const KernelWork& i = k[1].task[static_cast<int>(TaskKind::kI)];
+  const KernelWork& w = k[1].task[static_cast<int>(TaskKind::kW)];
+  const KernelWork& b = k[1].task[static_cast<int>(TaskKind::kB)];
+  // Per block: router 3x8x4; a holder's 3·2 = 6 rows over its 4 experts (1, 2, 1, 2 rows), each
+  // expert x W1 (r x 6 x 4) and a W2 (r x 4 x 6).
+  const double router = 2.0 * 3 * 8 * 4;
+  const double experts = 2 * (2.0 * 6 * 6 * 4);  // Σ rows = 6
+  EXPECT_DOUBLE_EQ(f.gemm_flops(), 2 * (router + experts));
+  EXPECT_EQ(f.gemms.size(), 2u * (1 + 2 * 4));
+  EXPECT_EQ(f.gemms[1].m + f.gemms[3].m + f.gemms[5].m + f.gemms[7].m, 6);
+  EXPECT_EQ(f.gelu_elements, 2 * 6 * 6);
+  EXPECT_DOUBLE_EQ(i.gemm_flops(), 2 * (router + experts));
+  EXPECT_EQ(i.gelu_backward_elements, 2 * 6 * 6);
+  EXPECT_DOUBLE_EQ(w.gemm_flops(), 2 * (router + experts));
+  EXPECT_DOUBLE_EQ(b.gemm_flops(), i.gemm_flops() + w.gemm_flops());
+  // Dispatch [e, x] rows and combine x rows, 3·2/2 = 3 rows to each ep rank, in F and in I.
+  ASSERT_EQ(f.alltoalls.size(), 4u);
+  EXPECT_EQ(f.alltoalls[0].group_size, 2);
+  EXPECT_DOUBLE_EQ(f.alltoalls[0].bytes_per_peer, 3 * (4 + 1) * 8.0);
+  EXPECT_DOUBLE_EQ(f.alltoalls[1].bytes_per_peer, 3 * 4 * 8.0);
+  ASSERT_EQ(i.alltoalls.size(), 4u);
+  EXPECT_DOUBLE_EQ(i.alltoalls[0].bytes_per_peer, 3 * 4 * 8.0);
+  EXPECT_TRUE(w.alltoalls.empty());
+  EXPECT_EQ(b.alltoalls.size(), 4u);
+  // The optimizer updates the router and the 4 held experts of each block.
+  EXPECT_EQ(k[1].optimizer.memory_bytes, 2 * (4 * 8 + 4 * 2 * 4 * 6) * 32);
+  // Top-2 of 8 experts: more work than the dense block of the same width.
+  MlpConfig dense = mlp;
+  dense.experts = 0;
+  EXPECT_GT(f.gemm_flops(), mlp_stage_kernels(dense, 2)[1].task[0].gemm_flops());
+}
+
 TEST(ObserveTrace, FindsEveryComputeAndMatchesEveryTransferOfARun) {
   ScheduleParams params;
   params.num_actors = 2;
