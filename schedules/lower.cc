@@ -104,7 +104,7 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     const int compute_index = static_cast<int>(list.size());
     Instruction& compute = list.emplace_back();
     compute.op = OpKind::kCompute;
-    compute.tasks = item;
+    compute.tasks.assign(item.begin(), item.end());
     compute.stage = item[0].stage;
     compute_deps.clear();
     for (const TaskRef& t : item) {

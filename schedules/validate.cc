@@ -198,8 +198,7 @@ ValidationReport validate(const Schedule& schedule, int max_errors, ReplayResult
 
   // 5. Dependency replay.
   const UnitCosts unit;
-  ReplayResult replay =
-      replay_schedule(schedule, [&](const ScheduleItem& item) { return unit.of(item); });
+  ReplayResult replay = replay_schedule(schedule, unit);
   if (!replay.completed) {
     std::string msg = "deadlock: no actor can make progress;";
     for (const std::string& line : describe_deadlock(schedule, replay)) msg += " " + line + ";";
