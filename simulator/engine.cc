@@ -175,53 +175,85 @@ class FlatIndex {
   size_t size_ = 0;
 };
 
-// The two ends of a point-to-point transfer, by tag: index 0 = the send, 1 = the recv.
+// The two ends of a point-to-point transfer, by tag: index 0 = the send, 1 = the recv. Each
+// field holds its value plus one, so that zeroed memory is a table of empty entries.
 struct TagEnds {
-  int g[2] = {-1, -1};
-  int actor[2] = {-1, -1};
-  int peer[2] = {-1, -1};
+  int g1[2];
+  int actor1[2];
+  int peer1[2];
 };
 
-// Tag -> TagEnds. A plain array when the tags form a compact range (lower() numbers them 0, 1,
-// 2, ...), open addressing otherwise. Sized once for `count` tags.
+// Tag -> TagEnds. Tags in [0, dense_size) (lower() numbers them 0, 1, 2, ...) index a zeroed
+// mapping whose pages the kernel provides only when first touched, so it needs no pass over the
+// program to size it; any other tag goes to an open-addressing table that grows as needed.
 class TagTable {
  public:
-  TagTable(int64_t min_tag, int64_t max_tag, size_t count) {
-    if (count == 0) return;
-    const uint64_t range = static_cast<uint64_t>(max_tag) - static_cast<uint64_t>(min_tag);
-    if (range < 2 * count + 1024) {
-      dense_ = true;
-      base_ = min_tag;
-      ends_.resize(range + 1);
-      return;
-    }
-    size_t capacity = 16;
-    while (capacity < 2 * count) capacity *= 2;
-    keys_.resize(capacity);
-    ends_.resize(capacity);
-    mask_ = capacity - 1;
+  explicit TagTable(size_t dense_size)
+      : dense_bytes_(std::max<size_t>(dense_size, 1) * sizeof(TagEnds)), dense_size_(dense_size) {
+    // Mapped directly (calloc may take the block from the heap and clear all of it).
+    void* p = mmap(nullptr, dense_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    dense_ = static_cast<TagEnds*>(p);
   }
+  ~TagTable() { munmap(dense_, dense_bytes_); }
+  TagTable(const TagTable&) = delete;
+  TagTable& operator=(const TagTable&) = delete;
+
   // The entry of `tag`, created empty when absent.
   TagEnds& at(int64_t tag) {
-    if (dense_) return ends_[static_cast<size_t>(tag - base_)];
-    size_t i = static_cast<size_t>(mix64(tag)) & mask_;
-    while (used(ends_[i]) && keys_[i] != tag) i = (i + 1) & mask_;
-    keys_[i] = tag;
-    return ends_[i];
+    if (tag >= 0 && static_cast<uint64_t>(tag) < dense_size_) {
+      dense_end_ = std::max(dense_end_, static_cast<size_t>(tag) + 1);
+      return dense_[tag];
+    }
+    if (2 * (sparse_count_ + 1) > keys_.size()) grow_sparse();
+    const size_t i = slot(tag);
+    if (!used(sparse_[i])) {
+      keys_[i] = tag;
+      ++sparse_count_;
+    }
+    return sparse_[i];
   }
   void prefetch(int64_t tag) const {
-    if (dense_ && tag >= base_ && static_cast<uint64_t>(tag - base_) < ends_.size())
-      __builtin_prefetch(&ends_[static_cast<size_t>(tag - base_)]);
+    if (tag >= 0 && static_cast<uint64_t>(tag) < dense_size_) __builtin_prefetch(&dense_[tag]);
   }
-  const std::vector<TagEnds>& entries() const { return ends_; }
-  static bool used(const TagEnds& e) { return e.g[0] >= 0 || e.g[1] >= 0; }
+  // Calls f(entry) for every entry that may be used.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t t = 0; t < dense_end_; ++t) f(dense_[t]);
+    for (const TagEnds& e : sparse_) f(e);
+  }
+  static bool used(const TagEnds& e) { return e.g1[0] != 0 || e.g1[1] != 0; }
 
  private:
-  bool dense_ = false;
-  int64_t base_ = 0;
+  size_t slot(int64_t tag) const {
+    size_t i = static_cast<size_t>(mix64(tag)) & mask_;
+    while (used(sparse_[i]) && keys_[i] != tag) i = (i + 1) & mask_;
+    return i;
+  }
+  void grow_sparse() {
+    const size_t capacity = std::max<size_t>(16, 2 * keys_.size());
+    std::vector<int64_t> keys = std::move(keys_);
+    std::vector<TagEnds> ends = std::move(sparse_);
+    keys_.assign(capacity, 0);
+    sparse_.assign(capacity, TagEnds{});
+    mask_ = capacity - 1;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!used(ends[i])) continue;
+      const size_t j = slot(keys[i]);
+      keys_[j] = keys[i];
+      sparse_[j] = ends[i];
+    }
+  }
+
+  size_t dense_bytes_;
+  TagEnds* dense_ = nullptr;
+  size_t dense_size_;
+  size_t dense_end_ = 0;  // one past the highest dense tag seen
   std::vector<int64_t> keys_;
-  std::vector<TagEnds> ends_;
+  std::vector<TagEnds> sparse_;
   size_t mask_ = 0;
+  size_t sparse_count_ = 0;
 };
 
 class Engine {
@@ -328,25 +360,16 @@ void Engine::build() {
                                      std::to_string(program_.actors.size()) +
                                      " instruction lists are given");
   }
+  // Sizes only: the instructions are read once, in the pass below.
   offset_.resize(num_actors + 1, 0);
-  size_t num_deps = 0, num_sends = 0, num_stash = 0;
-  int64_t min_tag = std::numeric_limits<int64_t>::max();
-  int64_t max_tag = std::numeric_limits<int64_t>::min();
-  for (int r = 0; r < num_actors; ++r) {
+  for (int r = 0; r < num_actors; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
-    for (const Instruction& in : program_.actors[r]) {
-      num_deps += in.deps.size() + (in.op == OpKind::kAllReduce ? 1 : 0);
-      if (in.op == OpKind::kCompute) num_stash += in.tasks.size();
-      if (in.op != OpKind::kSend && in.op != OpKind::kRecv) continue;
-      num_sends += in.op == OpKind::kSend ? 1 : 0;
-      min_tag = std::min(min_tag, in.tag);
-      max_tag = std::max(max_tag, in.tag);
-    }
-  }
   n_ = offset_[num_actors];
   nodes_.reserve(n_ + 1);
-  dependents_.reserve(num_deps);
-  stash_stages_.reserve(num_stash);
+  // Room for two dependencies and one stashing task per instruction (lowered programs need
+  // less; more grows the vectors). Pages that are never written are never mapped.
+  dependents_.reserve(2 * static_cast<size_t>(n_));
+  stash_stages_.reserve(n_);
   mem_bytes_.assign(num_actors, 0);
   compute_ended_.assign(num_actors, 0);
   stash_count_stage_.assign(program_.num_stages, 0);
@@ -354,7 +377,7 @@ void Engine::build() {
   result_.actors.resize(num_actors);
   result_.peak_stashed_per_stage.assign(program_.num_stages, 0);
 
-  TagTable tags(min_tag, max_tag, num_sends + 1);
+  TagTable tags(static_cast<size_t>(n_) + 1);
   FlatIndex dense_link(static_cast<size_t>(num_actors) * 2);
   int first_unmatched = std::numeric_limits<int>::max();  // smallest g failing the pairing
   // Streams: a chain of next_in_stream links per (actor, StreamId); stream_heads_ lists the
@@ -412,17 +435,17 @@ void Engine::build() {
       if (p2p) {
         const int side = in.op == OpKind::kSend ? 0 : 1;
         TagEnds& ends = tags.at(in.tag);
-        if (ends.g[side] >= 0) {
+        if (ends.g1[side] != 0) {
           throw_input_error(
               "program: actor " + std::to_string(r) + " instruction " + std::to_string(i),
               "duplicate tag " + std::to_string(in.tag));
         }
-        ends.g[side] = g;
-        ends.actor[side] = r;
-        ends.peer[side] = in.peer;
-        const int other = ends.g[1 - side];
+        ends.g1[side] = g + 1;
+        ends.actor1[side] = r + 1;
+        ends.peer1[side] = in.peer + 1;
+        const int other = ends.g1[1 - side] - 1;
         if (other >= 0) {
-          if (ends.actor[1 - side] != in.peer || ends.peer[1 - side] != r) {
+          if (ends.actor1[1 - side] - 1 != in.peer || ends.peer1[1 - side] - 1 != r) {
             first_unmatched = std::min(first_unmatched, other);  // both ends fail; other < g
           }
           node.partner = other;
@@ -493,10 +516,10 @@ void Engine::build() {
   }
   nodes_.emplace_back().dependents_begin = static_cast<int>(dependents_.size());
   // Sends and recvs whose partner never appeared.
-  for (const TagEnds& ends : tags.entries()) {
-    if (!TagTable::used(ends) || (ends.g[0] >= 0 && ends.g[1] >= 0)) continue;
-    first_unmatched = std::min(first_unmatched, ends.g[0] >= 0 ? ends.g[0] : ends.g[1]);
-  }
+  tags.for_each([&first_unmatched](const TagEnds& ends) {
+    if (!TagTable::used(ends) || (ends.g1[0] != 0 && ends.g1[1] != 0)) return;
+    first_unmatched = std::min(first_unmatched, (ends.g1[0] != 0 ? ends.g1[0] : ends.g1[1]) - 1);
+  });
   if (first_unmatched < n_) {
     const int r = actor_of(first_unmatched);
     const Instruction& in = ins(first_unmatched);
