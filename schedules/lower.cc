@@ -86,10 +86,12 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
   prog.actors.resize(p);
   for (int r = 0; r < p; ++r) prog.actors[r].reserve(list_size[r]);
   // Where each task's result is available, as an instruction index: on the actor that ran it
-  // (the compute) and on the actor it is sent to (the recv). Indexed by task slot.
+  // (the compute) and on the actor it is sent to (the recv). Indexed by task slot, microbatch-
+  // major, so that the slots looked up for one item (its microbatch's neighbouring stages) are
+  // close together.
   auto slot = [&](const TaskRef& t) {
-    return (static_cast<size_t>(t.stage) * static_cast<size_t>(m) +
-            static_cast<size_t>(t.microbatch)) *
+    return (static_cast<size_t>(t.microbatch) * static_cast<size_t>(S) +
+            static_cast<size_t>(t.stage)) *
                kAllTaskKinds.size() +
            static_cast<size_t>(t.kind);
   };

@@ -9,10 +9,11 @@
 namespace jaxpp {
 namespace {
 
-// Dense index of a task: ((stage * m) + microbatch) * 4 + kind.
-size_t task_index(const TaskRef& t, int num_microbatches) {
-  return (static_cast<size_t>(t.stage) * static_cast<size_t>(num_microbatches) +
-          static_cast<size_t>(t.microbatch)) *
+// Dense index of a task: ((microbatch * S) + stage) * 4 + kind. Microbatch-major: a task's
+// dependencies (the neighbouring stages' tasks of its microbatch) sit next to it.
+size_t task_index(const TaskRef& t, int num_stages) {
+  return (static_cast<size_t>(t.microbatch) * static_cast<size_t>(num_stages) +
+          static_cast<size_t>(t.stage)) *
              4 +
          static_cast<size_t>(t.kind);
 }
@@ -81,7 +82,7 @@ ReplayResult run_replay(const Schedule& schedule, const Cost& cost) {
       for (int d = 0; d < num_deps; ++d) {
         const TaskRef& dep = deps[d];
         if (item.size() > 1 && std::find(item.begin(), item.end(), dep) != item.end()) continue;
-        const int64_t f = finish[task_index(dep, m)];
+        const int64_t f = finish[task_index(dep, S)];
         if (f < 0) {
           *missing = dep;
           return -1;
@@ -109,7 +110,7 @@ ReplayResult run_replay(const Schedule& schedule, const Cost& cost) {
       TaskRef missing;
       const int64_t t0 = ready_time(item, free_at[r], &missing);
       if (t0 < 0) {
-        const size_t id = task_index(missing, m);
+        const size_t id = task_index(missing, S);
         next_waiter[r] = first_waiter[id];
         first_waiter[id] = r;
         break;
@@ -120,7 +121,7 @@ ReplayResult run_replay(const Schedule& schedule, const Cost& cost) {
       for (const TaskRef& task : item) {
         assert(task.stage >= 0 && task.stage < S && task.microbatch >= 0 && task.microbatch < m &&
                "replay_schedule: task out of range; validate the structure first");
-        const size_t id = task_index(task, m);
+        const size_t id = task_index(task, S);
         finish[id] = t1;
         for (int w = first_waiter[id]; w >= 0; w = next_waiter[w]) runnable.push_back(w);
         first_waiter[id] = -1;
@@ -149,12 +150,12 @@ ReplayResult run_replay(const Schedule& schedule, const Cost& cost) {
     for (int r = 0; r < p; ++r) {
       for (size_t i = 0; i < schedule.actors[r].size(); ++i) {
         for (const TaskRef& t : schedule.actors[r][i])
-          where[task_index(t, m)] = {r, static_cast<int>(i)};
+          where[task_index(t, S)] = {r, static_cast<int>(i)};
       }
     }
     for (int r = 0; r < p; ++r) {
       if (res.blocked_item[r] >= 0)
-        res.blocked_on_position[r] = where[task_index(res.blocked_on[r], m)];
+        res.blocked_on_position[r] = where[task_index(res.blocked_on[r], S)];
     }
   }
 
