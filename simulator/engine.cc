@@ -61,7 +61,9 @@ struct LargeBlockAllocator {
   LargeBlockAllocator() = default;
   template <typename U>
   LargeBlockAllocator(const LargeBlockAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
-  static size_t mapped_bytes(size_t n) { return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage; }
+  static size_t mapped_bytes(size_t n) {
+    return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+  }
   T* allocate(size_t n) {
     if (n * sizeof(T) < kHugeBlockBytes) return std::allocator<T>().allocate(n);
     const size_t len = mapped_bytes(n);
