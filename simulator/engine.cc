@@ -111,7 +111,8 @@ struct alignas(64) Node {
     struct {
       int64_t bytes;
       int link;  // dense link index
-    } send;
+      int peer;  // the other end's actor: kSend the receiver, kRecv the sender
+    } send;      // kSend; kRecv: only `peer`
     struct {
       int begin;  // into Engine::stash_stages_: num_f stages of F tasks, then num_bi of B/I
       int16_t num_f, num_bi;
@@ -493,8 +494,9 @@ void Engine::build() {
         const int id = cost_.link_id(r, in.peer);
         const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
         if (l == static_cast<int>(links_.size())) links_.emplace_back();
-        node.u.send = {in.bytes, l};
+        node.u.send = {in.bytes, l, in.peer};
       }
+      if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
     }
     if (!options_.overlap_grad_reduce && last_compute >= 0) {
       for (int a : allreduces) {
@@ -625,11 +627,12 @@ void Engine::start_transfer(int send, int recv) {
   prefetch_successors(recv);
   if (s.flags & kCostDeferred) look_up_cost(send, ins(send), actor_of(send));  // throws again
   const double latency = s.duration_s;
-  const double bw = cost_.p2p_bandwidth_bytes_per_s(actor_of(send), actor_of(recv));
+  // The two actors, from the nodes (each end stores its peer): no search of offset_.
+  const int from = v.u.send.peer, to = s.u.send.peer;
+  const double bw = cost_.p2p_bandwidth_bytes_per_s(from, to);
   if (!(latency >= 0) || !(bw > 0)) {
-    throw_input_error("cost model", "invalid link between actors " +
-                                        std::to_string(actor_of(send)) + " and " +
-                                        std::to_string(actor_of(recv)));
+    throw_input_error("cost model", "invalid link between actors " + std::to_string(from) +
+                                        " and " + std::to_string(to));
   }
   if (s.u.send.bytes <= 0 || std::isinf(bw)) {
     push(now_ + latency, EventType::kFinish, send);

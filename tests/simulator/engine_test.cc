@@ -360,6 +360,31 @@ TEST(Engine, DuplicateAndUnmatchedTagsAreNamedForAnyTag) {
   }
 }
 
+TEST(Engine, AnInvalidLinkNamesTheSenderThenTheReceiver) {
+  // The transfer's two actors come from the nodes of its ends: sender first.
+  for (const auto& [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    Program p;
+    p.num_actors = 2;
+    p.num_stages = 1;
+    p.num_microbatches = 1;
+    p.stage_to_actor = {0};
+    p.actors.resize(2);
+    p.actors[from] = {Instruction{OpKind::kSend, {T(TaskKind::kF, 0, 0)}, 0, to, 8, 0, {}}};
+    p.actors[to] = {Instruction{OpKind::kRecv, {T(TaskKind::kF, 0, 0)}, 0, from, 8, 0, {}}};
+    FakeCost cost;
+    cost.bandwidth = 0;
+    try {
+      simulate(p, cost, {});
+      FAIL() << "expected an invalid link";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid link between actors " + std::to_string(from) +
+                                           " and " + std::to_string(to)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Engine, ActorMetricsAgreeWithThePerInstructionTimes) {
   // busy_s, first_start_s and last_end_s are gathered as instructions end; they must equal the
   // same sums over the recorded times in program order (compute and optimizer instructions),
