@@ -7,6 +7,13 @@
 // time to other load on the machine).
 // The binary is this build's jaxpp-sim; JAXPP_SIM=/path/to/jaxpp-sim measures another one (e.g.
 // an older build, for a before/after figure).
+//
+// BM_SimulateProcess: the whole `jaxpp-sim simulate --schedule ZeroBubble --pp 64
+// --microbatches 1024 --t-f 1 --t-b 1 --t-w 1` process (unit-time measured mode; Arg 1 adds
+// --json), the case of the simulate speed target (>= 4 million simulated instructions per
+// second of the whole process). Counters: instructions (of the lowered program, counted in
+// this process), instructions_per_s (per second of wall time) and instructions_per_cpu_s (per
+// second of the child's CPU time, the figure to compare on a loaded machine).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -18,6 +25,9 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "schedules/lower.h"
+#include "schedules/registry.h"
 
 extern char** environ;
 
@@ -56,14 +66,16 @@ ChildUsage run_once(const std::vector<std::string>& args) {
   return {usage.ru_maxrss, seconds(usage.ru_utime) + seconds(usage.ru_stime)};
 }
 
-void BM_Startup(benchmark::State& state, std::vector<std::string> args) {
+// Runs the process once per iteration; returns the children's total CPU time, or -1 after
+// SkipWithError.
+double run_processes(benchmark::State& state, const std::vector<std::string>& args) {
   long peak_kib = 0;
   double cpu_s = 0;
   for (auto _ : state) {
     const ChildUsage usage = run_once(args);
     if (usage.peak_rss_kib < 0) {
       state.SkipWithError(("jaxpp-sim failed or was not found: " + startup_binary()).c_str());
-      return;
+      return -1;
     }
     peak_kib = std::max(peak_kib, usage.peak_rss_kib);
     cpu_s += usage.cpu_s;
@@ -71,6 +83,37 @@ void BM_Startup(benchmark::State& state, std::vector<std::string> args) {
   state.counters["peak_rss_MiB"] = static_cast<double>(peak_kib) / 1024.0;
   state.counters["child_cpu_ms"] =
       benchmark::Counter(1e3 * cpu_s, benchmark::Counter::kAvgIterations);
+  return cpu_s;
+}
+
+void BM_Startup(benchmark::State& state, std::vector<std::string> args) {
+  run_processes(state, args);
+}
+
+void BM_SimulateProcess(benchmark::State& state) {
+  const int pp = 64, microbatches = 1024;
+  std::vector<std::string> args = {"simulate",      "--schedule", "ZeroBubble",
+                                   "--pp",          std::to_string(pp),
+                                   "--microbatches", std::to_string(microbatches),
+                                   "--t-f",         "1",
+                                   "--t-b",         "1",
+                                   "--t-w",         "1"};
+  if (state.range(0) != 0) args.emplace_back("--json");
+  // The program the command simulates (measured mode lowers without all-reduces).
+  jaxpp::ScheduleParams params;
+  params.num_actors = pp;
+  params.num_microbatches = microbatches;
+  jaxpp::LoweringOptions lowering;
+  lowering.emit_grad_reduce = false;
+  const auto n = static_cast<double>(
+      jaxpp::lower(jaxpp::generate_schedule("ZeroBubble", params), lowering).num_instructions());
+  const double cpu_s = run_processes(state, args);
+  if (cpu_s <= 0) return;
+  state.counters["instructions"] = n;
+  state.counters["instructions_per_s"] =
+      benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["instructions_per_cpu_s"] =
+      n * static_cast<double>(state.iterations()) / cpu_s;
 }
 
 BENCHMARK_CAPTURE(BM_Startup, schedules, std::vector<std::string>{"schedules"})
@@ -84,6 +127,9 @@ BENCHMARK_CAPTURE(BM_Startup, show_1f1b,
                                            "--microbatches", "8"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_SimulateProcess)->ArgName("json")->Arg(0)->Arg(1)->UseRealTime()->Unit(
+    benchmark::kMillisecond);
 
 }  // namespace
 

@@ -95,7 +95,16 @@ class SmallVector {
     const auto count = static_cast<size_t>(std::distance(first, last));
     size_ = 0;
     if (count > capacity_) grow(count);
-    std::copy(first, last, data());
+    if (count <= static_cast<size_t>(N)) {
+      // A fixed-bound loop the compiler unrolls: std::copy would call memmove for a few bytes.
+      T* out = data();
+      for (int i = 0; i < N; ++i, ++first) {
+        if (static_cast<size_t>(i) == count) break;
+        out[i] = *first;
+      }
+    } else {
+      std::copy(first, last, data());
+    }
     size_ = static_cast<uint32_t>(count);
   }
   void clear() { size_ = 0; }
@@ -125,7 +134,7 @@ class SmallVector {
     if (other.on_heap()) {
       heap_ = other.heap_;
     } else {
-      std::memcpy(inline_, other.inline_, size_ * sizeof(T));
+      std::memcpy(inline_, other.inline_, sizeof(inline_));  // a fixed size: no memmove call
     }
     other.size_ = 0;
     other.capacity_ = N;

@@ -28,6 +28,9 @@ std::vector<int64_t> per_stage_bytes(const std::vector<int64_t>& bytes, int num_
   return bytes;
 }
 
+// How many items ahead of the one being lowered lower() prefetches.
+constexpr size_t kItemPrefetchDistance = 16;
+
 // The stage whose actor receives what `t` produces (F: the next stage's input, B/I: the previous
 // stage's input gradient), or -1 when nothing is sent.
 int consumer_stage(const TaskRef& t, int num_stages) {
@@ -83,10 +86,12 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
   prog.actors.resize(p);
   for (int r = 0; r < p; ++r) prog.actors[r].reserve(list_size[r]);
   // Where each task's result is available, as an instruction index: on the actor that ran it
-  // (the compute) and on the actor it is sent to (the recv). Indexed by task slot.
+  // (the compute) and on the actor it is sent to (the recv). Indexed by task slot, microbatch-
+  // major, so that the slots looked up for one item (its microbatch's neighbouring stages) are
+  // close together.
   auto slot = [&](const TaskRef& t) {
-    return (static_cast<size_t>(t.stage) * static_cast<size_t>(m) +
-            static_cast<size_t>(t.microbatch)) *
+    return (static_cast<size_t>(t.microbatch) * static_cast<size_t>(S) +
+            static_cast<size_t>(t.stage)) *
                kAllTaskKinds.size() +
            static_cast<size_t>(t.kind);
   };
@@ -97,14 +102,26 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
   int64_t next_tag = 0;
   std::vector<int> compute_deps;  // one compute's dependencies, collected before being stored
 
-  for (const ItemPosition& pos : replay.order) {
+  const std::vector<ItemPosition>& order = replay.order;
+  for (size_t n = 0; n < order.size(); ++n) {
+    // The items are visited across all actors, each in its own heap block: fetch the item's
+    // vector kItemPrefetchDistance items ahead and its tasks half as far ahead.
+    if (n + kItemPrefetchDistance < order.size()) {
+      const ItemPosition& far = order[n + kItemPrefetchDistance];
+      __builtin_prefetch(&schedule.actors[far.actor][far.item]);
+    }
+    if (n + kItemPrefetchDistance / 2 < order.size()) {
+      const ItemPosition& near = order[n + kItemPrefetchDistance / 2];
+      __builtin_prefetch(schedule.actors[near.actor][near.item].data());
+    }
+    const ItemPosition& pos = order[n];
     const int r = pos.actor;
     const ScheduleItem& item = schedule.actors[r][pos.item];
     std::vector<Instruction>& list = prog.actors[r];
     const int compute_index = static_cast<int>(list.size());
     Instruction& compute = list.emplace_back();
     compute.op = OpKind::kCompute;
-    compute.tasks = item;
+    compute.tasks.assign(item.begin(), item.end());
     compute.stage = item[0].stage;
     compute_deps.clear();
     for (const TaskRef& t : item) {

@@ -9,40 +9,16 @@
 namespace jaxpp {
 namespace {
 
-// Dense index of a task: ((stage * m) + microbatch) * 4 + kind.
-size_t task_index(const TaskRef& t, int num_microbatches) {
-  return (static_cast<size_t>(t.stage) * static_cast<size_t>(num_microbatches) +
-          static_cast<size_t>(t.microbatch)) *
+// Dense index of a task: ((microbatch * S) + stage) * 4 + kind. Microbatch-major: a task's
+// dependencies (the neighbouring stages' tasks of its microbatch) sit next to it.
+size_t task_index(const TaskRef& t, int num_stages) {
+  return (static_cast<size_t>(t.microbatch) * static_cast<size_t>(num_stages) +
+          static_cast<size_t>(t.stage)) *
              4 +
          static_cast<size_t>(t.kind);
 }
 
 }  // namespace
-
-int task_dependencies(const TaskRef& task, int num_stages, const std::vector<bool>& split_backward,
-                      TaskRef (&out)[kMaxTaskDependencies]) {
-  const int s = task.stage;
-  const int k = task.microbatch;
-  switch (task.kind) {
-    case TaskKind::kF:
-      if (s == 0) return 0;
-      out[0] = TaskRef{TaskKind::kF, s - 1, k};
-      return 1;
-    case TaskKind::kB:
-    case TaskKind::kI: {
-      out[0] = TaskRef{TaskKind::kF, s, k};
-      if (s + 1 >= num_stages) return 1;
-      const bool next_split =
-          s + 1 < static_cast<int>(split_backward.size()) && split_backward[s + 1];
-      out[1] = TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k};
-      return 2;
-    }
-    case TaskKind::kW:
-      out[0] = TaskRef{TaskKind::kI, s, k};
-      return 1;
-  }
-  return 0;
-}
 
 std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
                                        const std::vector<bool>& split_backward) {
@@ -71,7 +47,12 @@ int64_t UnitCosts::of(const ScheduleItem& item) const {
   return total;
 }
 
-ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
+namespace {
+
+// The replay, with `cost(item)` the cost of one item (a callable: ItemCostFn or a lambda over
+// UnitCosts, which the compiler inlines).
+template <typename Cost>
+ReplayResult run_replay(const Schedule& schedule, const Cost& cost) {
   const int p = schedule.num_actors();
   const int S = schedule.num_stages;
   const int m = schedule.num_microbatches;
@@ -101,7 +82,7 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
       for (int d = 0; d < num_deps; ++d) {
         const TaskRef& dep = deps[d];
         if (item.size() > 1 && std::find(item.begin(), item.end(), dep) != item.end()) continue;
-        const int64_t f = finish[task_index(dep, m)];
+        const int64_t f = finish[task_index(dep, S)];
         if (f < 0) {
           *missing = dep;
           return -1;
@@ -129,7 +110,7 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
       TaskRef missing;
       const int64_t t0 = ready_time(item, free_at[r], &missing);
       if (t0 < 0) {
-        const size_t id = task_index(missing, m);
+        const size_t id = task_index(missing, S);
         next_waiter[r] = first_waiter[id];
         first_waiter[id] = r;
         break;
@@ -140,7 +121,7 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
       for (const TaskRef& task : item) {
         assert(task.stage >= 0 && task.stage < S && task.microbatch >= 0 && task.microbatch < m &&
                "replay_schedule: task out of range; validate the structure first");
-        const size_t id = task_index(task, m);
+        const size_t id = task_index(task, S);
         finish[id] = t1;
         for (int w = first_waiter[id]; w >= 0; w = next_waiter[w]) runnable.push_back(w);
         first_waiter[id] = -1;
@@ -169,12 +150,12 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
     for (int r = 0; r < p; ++r) {
       for (size_t i = 0; i < schedule.actors[r].size(); ++i) {
         for (const TaskRef& t : schedule.actors[r][i])
-          where[task_index(t, m)] = {r, static_cast<int>(i)};
+          where[task_index(t, S)] = {r, static_cast<int>(i)};
       }
     }
     for (int r = 0; r < p; ++r) {
       if (res.blocked_item[r] >= 0)
-        res.blocked_on_position[r] = where[task_index(res.blocked_on[r], m)];
+        res.blocked_on_position[r] = where[task_index(res.blocked_on[r], S)];
     }
   }
 
@@ -183,6 +164,20 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
   size_t num_ran = 0;
   for (int r = 0; r < p; ++r) num_ran += next[r];
   res.order.reserve(num_ran);
+  if (res.makespan <= static_cast<int64_t>(4 * num_ran + 1024)) {
+    // Start times span a short range (unit costs): a counting sort by start over the items in
+    // (actor, item) order, which is stable, gives the same order in linear time.
+    std::vector<int> first(static_cast<size_t>(res.makespan) + 2, 0);
+    for (int r = 0; r < p; ++r)
+      for (size_t i = 0; i < next[r]; ++i) ++first[static_cast<size_t>(res.start[r][i]) + 1];
+    for (size_t t = 1; t < first.size(); ++t) first[t] += first[t - 1];
+    res.order.resize(num_ran);
+    for (int r = 0; r < p; ++r) {
+      for (size_t i = 0; i < next[r]; ++i)
+        res.order[first[static_cast<size_t>(res.start[r][i])]++] = {r, static_cast<int>(i)};
+    }
+    return res;
+  }
   using Head = std::pair<int64_t, int>;  // (start of the actor's next item, actor)
   std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
   std::vector<size_t> cursor(p, 0);
@@ -196,6 +191,16 @@ ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
     if (cursor[r] < next[r]) heads.emplace(res.start[r][cursor[r]], r);
   }
   return res;
+}
+
+}  // namespace
+
+ReplayResult replay_schedule(const Schedule& schedule, const ItemCostFn& cost) {
+  return run_replay(schedule, cost);
+}
+
+ReplayResult replay_schedule(const Schedule& schedule, const UnitCosts& costs) {
+  return run_replay(schedule, [&costs](const ScheduleItem& item) { return costs.of(item); });
 }
 
 std::vector<std::string> describe_deadlock(const Schedule& schedule, const ReplayResult& result) {

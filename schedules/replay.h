@@ -30,10 +30,34 @@ namespace jaxpp {
 // The data dependencies of `task` (see above), in a fixed order.
 std::vector<TaskRef> task_dependencies(const TaskRef& task, int num_stages,
                                        const std::vector<bool>& split_backward);
-// The same without allocating: writes them to `out` and returns how many (0, 1 or 2).
+// The same without allocating: writes them to `out` and returns how many (0, 1 or 2). Inline:
+// the replay and the lowering call it for every task.
 inline constexpr int kMaxTaskDependencies = 2;
-int task_dependencies(const TaskRef& task, int num_stages, const std::vector<bool>& split_backward,
-                      TaskRef (&out)[kMaxTaskDependencies]);
+inline int task_dependencies(const TaskRef& task, int num_stages,
+                             const std::vector<bool>& split_backward,
+                             TaskRef (&out)[kMaxTaskDependencies]) {
+  const int s = task.stage;
+  const int k = task.microbatch;
+  switch (task.kind) {
+    case TaskKind::kF:
+      if (s == 0) return 0;
+      out[0] = TaskRef{TaskKind::kF, s - 1, k};
+      return 1;
+    case TaskKind::kB:
+    case TaskKind::kI: {
+      out[0] = TaskRef{TaskKind::kF, s, k};
+      if (s + 1 >= num_stages) return 1;
+      const bool next_split =
+          s + 1 < static_cast<int>(split_backward.size()) && split_backward[s + 1];
+      out[1] = TaskRef{next_split ? TaskKind::kI : TaskKind::kB, s + 1, k};
+      return 2;
+    }
+    case TaskKind::kW:
+      out[0] = TaskRef{TaskKind::kI, s, k};
+      return 1;
+  }
+  return 0;
+}
 
 struct ItemPosition {
   int actor = -1;
@@ -70,6 +94,10 @@ struct UnitCosts {
   int64_t of(TaskKind kind) const;
   int64_t of(const ScheduleItem& item) const;
 };
+
+// The same replay with per-task costs (each must be >= 1), priced without a call through
+// std::function per item: the validator's and the lowering's replay (validate.h, lower.h).
+ReplayResult replay_schedule(const Schedule& schedule, const UnitCosts& costs);
 
 // One line per blocked actor: "actor 1: position 4 B0@s1 waits for B0@s2 (actor 2, position 7)"
 // or "actor 3: finished". Used by the validator and by error messages.

@@ -5,8 +5,7 @@
 namespace jaxpp {
 
 Timeline unit_cost_timeline(const Schedule& schedule, const UnitCosts& costs) {
-  const ReplayResult replay =
-      replay_schedule(schedule, [&](const ScheduleItem& item) { return costs.of(item); });
+  const ReplayResult replay = replay_schedule(schedule, costs);
   if (!replay.completed) {
     std::string msg = "deadlock:";
     for (const std::string& line : describe_deadlock(schedule, replay)) msg += " " + line + ";";

@@ -4,8 +4,11 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <queue>
 #include <string>
+
+#include <sys/mman.h>
 
 #include "graph/error.h"
 
@@ -45,6 +48,49 @@ struct Link {
   static constexpr uint64_t kNoCheck = ~uint64_t{0};
 };
 
+// Allocator of the engine's per-instruction arrays. A block of kHugeBlockBytes or more is mapped
+// on its own, aligned to 2 MiB and marked MADV_HUGEPAGE, so that the kernel backs it with huge
+// pages where it can: a 450,000-instruction program's nodes take 29 MB, i.e. 7,000 page faults
+// with 4 KiB pages and as many TLB entries for the event loop's scattered accesses. Smaller
+// blocks come from the ordinary heap.
+template <typename T>
+struct LargeBlockAllocator {
+  using value_type = T;
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugeBlockBytes = size_t{4} << 20;
+  LargeBlockAllocator() = default;
+  template <typename U>
+  LargeBlockAllocator(const LargeBlockAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
+  static size_t mapped_bytes(size_t n) {
+    return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+  }
+  T* allocate(size_t n) {
+    if (n * sizeof(T) < kHugeBlockBytes) return std::allocator<T>().allocate(n);
+    const size_t len = mapped_bytes(n);
+    void* p = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    // Keep the 2 MiB-aligned part of the mapping and give the rest back.
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > begin) munmap(p, aligned - begin);
+    const uintptr_t tail = aligned + len, end = begin + len + kHugePage;
+    if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+#ifdef MADV_HUGEPAGE
+    madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint: failure is fine
+#endif
+    return reinterpret_cast<T*>(aligned);
+  }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) < kHugeBlockBytes) {
+      std::allocator<T>().deallocate(p, n);
+      return;
+    }
+    munmap(p, mapped_bytes(n));
+  }
+  friend bool operator==(const LargeBlockAllocator&, const LargeBlockAllocator&) { return true; }
+};
+
 // How many instructions ahead build() prefetches the heap blocks of an instruction.
 constexpr int kPrefetchDistance = 8;
 
@@ -65,12 +111,13 @@ struct alignas(64) Node {
     struct {
       int64_t bytes;
       int link;  // dense link index
-    } send;
+      int peer;  // the other end's actor: kSend the receiver, kRecv the sender
+    } send;      // kSend; kRecv: only `peer`
     struct {
       int begin;  // into Engine::stash_stages_: num_f stages of F tasks, then num_bi of B/I
       int16_t num_f, num_bi;
       int actor;
-    } stash;  // kCompute
+    } stash;  // kCompute; kOptimizer: only `actor`
   } u{};
   int next_in_stream = -1;   // the stream's next instruction, -1 at its end
   int deps_left = 0;         // unfinished dependencies
@@ -131,53 +178,85 @@ class FlatIndex {
   size_t size_ = 0;
 };
 
-// The two ends of a point-to-point transfer, by tag: index 0 = the send, 1 = the recv.
+// The two ends of a point-to-point transfer, by tag: index 0 = the send, 1 = the recv. Each
+// field holds its value plus one, so that zeroed memory is a table of empty entries.
 struct TagEnds {
-  int g[2] = {-1, -1};
-  int actor[2] = {-1, -1};
-  int peer[2] = {-1, -1};
+  int g1[2];
+  int actor1[2];
+  int peer1[2];
 };
 
-// Tag -> TagEnds. A plain array when the tags form a compact range (lower() numbers them 0, 1,
-// 2, ...), open addressing otherwise. Sized once for `count` tags.
+// Tag -> TagEnds. Tags in [0, dense_size) (lower() numbers them 0, 1, 2, ...) index a zeroed
+// mapping whose pages the kernel provides only when first touched, so it needs no pass over the
+// program to size it; any other tag goes to an open-addressing table that grows as needed.
 class TagTable {
  public:
-  TagTable(int64_t min_tag, int64_t max_tag, size_t count) {
-    if (count == 0) return;
-    const uint64_t range = static_cast<uint64_t>(max_tag) - static_cast<uint64_t>(min_tag);
-    if (range < 2 * count + 1024) {
-      dense_ = true;
-      base_ = min_tag;
-      ends_.resize(range + 1);
-      return;
-    }
-    size_t capacity = 16;
-    while (capacity < 2 * count) capacity *= 2;
-    keys_.resize(capacity);
-    ends_.resize(capacity);
-    mask_ = capacity - 1;
+  explicit TagTable(size_t dense_size)
+      : dense_bytes_(std::max<size_t>(dense_size, 1) * sizeof(TagEnds)), dense_size_(dense_size) {
+    // Mapped directly (calloc may take the block from the heap and clear all of it).
+    void* p = mmap(nullptr, dense_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    dense_ = static_cast<TagEnds*>(p);
   }
+  ~TagTable() { munmap(dense_, dense_bytes_); }
+  TagTable(const TagTable&) = delete;
+  TagTable& operator=(const TagTable&) = delete;
+
   // The entry of `tag`, created empty when absent.
   TagEnds& at(int64_t tag) {
-    if (dense_) return ends_[static_cast<size_t>(tag - base_)];
-    size_t i = static_cast<size_t>(mix64(tag)) & mask_;
-    while (used(ends_[i]) && keys_[i] != tag) i = (i + 1) & mask_;
-    keys_[i] = tag;
-    return ends_[i];
+    if (tag >= 0 && static_cast<uint64_t>(tag) < dense_size_) {
+      dense_end_ = std::max(dense_end_, static_cast<size_t>(tag) + 1);
+      return dense_[tag];
+    }
+    if (2 * (sparse_count_ + 1) > keys_.size()) grow_sparse();
+    const size_t i = slot(tag);
+    if (!used(sparse_[i])) {
+      keys_[i] = tag;
+      ++sparse_count_;
+    }
+    return sparse_[i];
   }
   void prefetch(int64_t tag) const {
-    if (dense_ && tag >= base_ && static_cast<uint64_t>(tag - base_) < ends_.size())
-      __builtin_prefetch(&ends_[static_cast<size_t>(tag - base_)]);
+    if (tag >= 0 && static_cast<uint64_t>(tag) < dense_size_) __builtin_prefetch(&dense_[tag]);
   }
-  const std::vector<TagEnds>& entries() const { return ends_; }
-  static bool used(const TagEnds& e) { return e.g[0] >= 0 || e.g[1] >= 0; }
+  // Calls f(entry) for every entry that may be used.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t t = 0; t < dense_end_; ++t) f(dense_[t]);
+    for (const TagEnds& e : sparse_) f(e);
+  }
+  static bool used(const TagEnds& e) { return e.g1[0] != 0 || e.g1[1] != 0; }
 
  private:
-  bool dense_ = false;
-  int64_t base_ = 0;
+  size_t slot(int64_t tag) const {
+    size_t i = static_cast<size_t>(mix64(tag)) & mask_;
+    while (used(sparse_[i]) && keys_[i] != tag) i = (i + 1) & mask_;
+    return i;
+  }
+  void grow_sparse() {
+    const size_t capacity = std::max<size_t>(16, 2 * keys_.size());
+    std::vector<int64_t> keys = std::move(keys_);
+    std::vector<TagEnds> ends = std::move(sparse_);
+    keys_.assign(capacity, 0);
+    sparse_.assign(capacity, TagEnds{});
+    mask_ = capacity - 1;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!used(ends[i])) continue;
+      const size_t j = slot(keys[i]);
+      keys_[j] = keys[i];
+      sparse_[j] = ends[i];
+    }
+  }
+
+  size_t dense_bytes_;
+  TagEnds* dense_ = nullptr;
+  size_t dense_size_;
+  size_t dense_end_ = 0;  // one past the highest dense tag seen
   std::vector<int64_t> keys_;
-  std::vector<TagEnds> ends_;
+  std::vector<TagEnds> sparse_;
   size_t mask_ = 0;
+  size_t sparse_count_ = 0;
 };
 
 class Engine {
@@ -226,7 +305,8 @@ class Engine {
 
   int n_ = 0;
   std::vector<int> offset_;        // first global index of each actor; offset_[num_actors] = n_
-  std::vector<Node> nodes_;        // n_ + 1: the last one only closes the dependents CSR
+  // n_ + 1: the last one only closes the dependents CSR.
+  std::vector<Node, LargeBlockAllocator<Node>> nodes_;
   std::vector<int> stream_heads_;  // first instruction of each stream, in order of appearance
   std::vector<int> dependents_;
   std::vector<int> stash_stages_;  // see Node::u.stash; -1 = stage out of range
@@ -262,6 +342,10 @@ class Engine {
   double now_ = 0;
   int done_count_ = 0;
 
+  // Metrics gathered as instructions end.
+  int last_ended_ = -1;                // the instruction that ends last (lowest index on ties)
+  std::vector<uint8_t> compute_ended_;  // per actor: a compute-stream instruction has ended
+
   // Memory.
   std::vector<int64_t> mem_bytes_;
   std::vector<int> stash_count_stage_, stash_count_actor_;
@@ -296,25 +380,16 @@ void Engine::build() {
                                      std::to_string(program_.actors.size()) +
                                      " instruction lists are given");
   }
+  // Sizes only: the instructions are read once, in the pass below.
   offset_.resize(num_actors + 1, 0);
-  size_t num_deps = 0, num_sends = 0, num_stash = 0;
-  int64_t min_tag = std::numeric_limits<int64_t>::max();
-  int64_t max_tag = std::numeric_limits<int64_t>::min();
-  for (int r = 0; r < num_actors; ++r) {
+  for (int r = 0; r < num_actors; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
-    for (const Instruction& in : program_.actors[r]) {
-      num_deps += in.deps.size() + (in.op == OpKind::kAllReduce ? 1 : 0);
-      if (in.op == OpKind::kCompute) num_stash += in.tasks.size();
-      if (in.op != OpKind::kSend && in.op != OpKind::kRecv) continue;
-      num_sends += in.op == OpKind::kSend ? 1 : 0;
-      min_tag = std::min(min_tag, in.tag);
-      max_tag = std::max(max_tag, in.tag);
-    }
-  }
   n_ = offset_[num_actors];
   nodes_.reserve(n_ + 1);
-  dependents_.reserve(num_deps);
-  stash_stages_.reserve(num_stash);
+  // Room for two dependencies and one stashing task per instruction (lowered programs need
+  // less; more grows the vectors). Pages that are never written are never mapped.
+  dependents_.reserve(2 * static_cast<size_t>(n_));
+  stash_stages_.reserve(n_);
   per_microbatch_stash_ = !options_.stash_bytes_per_stage_microbatch.empty();
   if (per_microbatch_stash_) {
     if (options_.stash_bytes_per_stage_microbatch.size() !=
@@ -325,15 +400,16 @@ void Engine::build() {
                                          " stage-microbatches, the program has " +
                                          std::to_string(program_.num_stages) + " x " +
                                          std::to_string(program_.num_microbatches));
-    stash_microbatches_.reserve(num_stash);
+    stash_microbatches_.reserve(n_);
   }
   mem_bytes_.assign(num_actors, 0);
+  compute_ended_.assign(num_actors, 0);
   stash_count_stage_.assign(program_.num_stages, 0);
   stash_count_actor_.assign(num_actors, 0);
   result_.actors.resize(num_actors);
   result_.peak_stashed_per_stage.assign(program_.num_stages, 0);
 
-  TagTable tags(min_tag, max_tag, num_sends + 1);
+  TagTable tags(static_cast<size_t>(n_) + 1);
   FlatIndex dense_link(static_cast<size_t>(num_actors) * 2);
   int first_unmatched = std::numeric_limits<int>::max();  // smallest g failing the pairing
   // Streams: a chain of next_in_stream links per (actor, StreamId); stream_heads_ lists the
@@ -391,23 +467,24 @@ void Engine::build() {
       if (p2p) {
         const int side = in.op == OpKind::kSend ? 0 : 1;
         TagEnds& ends = tags.at(in.tag);
-        if (ends.g[side] >= 0) {
+        if (ends.g1[side] != 0) {
           throw_input_error(
               "program: actor " + std::to_string(r) + " instruction " + std::to_string(i),
               "duplicate tag " + std::to_string(in.tag));
         }
-        ends.g[side] = g;
-        ends.actor[side] = r;
-        ends.peer[side] = in.peer;
-        const int other = ends.g[1 - side];
+        ends.g1[side] = g + 1;
+        ends.actor1[side] = r + 1;
+        ends.peer1[side] = in.peer + 1;
+        const int other = ends.g1[1 - side] - 1;
         if (other >= 0) {
-          if (ends.actor[1 - side] != in.peer || ends.peer[1 - side] != r) {
+          if (ends.actor1[1 - side] - 1 != in.peer || ends.peer1[1 - side] - 1 != r) {
             first_unmatched = std::min(first_unmatched, other);  // both ends fail; other < g
           }
           node.partner = other;
           nodes_[other].partner = g;
         }
       }
+      if (in.op == OpKind::kOptimizer) node.u.stash = {0, 0, 0, r};  // the actor, for finish()
       if (in.op == OpKind::kCompute) {
         last_compute = g;
         node.u.stash = {static_cast<int>(stash_stages_.size()), 0, 0, r};
@@ -448,8 +525,9 @@ void Engine::build() {
         const int id = cost_.link_id(r, in.peer);
         const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
         if (l == static_cast<int>(links_.size())) links_.emplace_back();
-        node.u.send = {in.bytes, l};
+        node.u.send = {in.bytes, l, in.peer};
       }
+      if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
     }
     if (!options_.overlap_grad_reduce && last_compute >= 0) {
       for (int a : allreduces) {
@@ -473,10 +551,10 @@ void Engine::build() {
   }
   nodes_.emplace_back().dependents_begin = static_cast<int>(dependents_.size());
   // Sends and recvs whose partner never appeared.
-  for (const TagEnds& ends : tags.entries()) {
-    if (!TagTable::used(ends) || (ends.g[0] >= 0 && ends.g[1] >= 0)) continue;
-    first_unmatched = std::min(first_unmatched, ends.g[0] >= 0 ? ends.g[0] : ends.g[1]);
-  }
+  tags.for_each([&first_unmatched](const TagEnds& ends) {
+    if (!TagTable::used(ends) || (ends.g1[0] != 0 && ends.g1[1] != 0)) return;
+    first_unmatched = std::min(first_unmatched, (ends.g1[0] != 0 ? ends.g1[0] : ends.g1[1]) - 1);
+  });
   if (first_unmatched < n_) {
     const int r = actor_of(first_unmatched);
     const Instruction& in = ins(first_unmatched);
@@ -579,11 +657,12 @@ void Engine::start_transfer(int send, int recv) {
   prefetch_successors(recv);
   if (s.flags & kCostDeferred) look_up_cost(send, ins(send), actor_of(send));  // throws again
   const double latency = s.duration_s;
-  const double bw = cost_.p2p_bandwidth_bytes_per_s(actor_of(send), actor_of(recv));
+  // The two actors, from the nodes (each end stores its peer): no search of offset_.
+  const int from = v.u.send.peer, to = s.u.send.peer;
+  const double bw = cost_.p2p_bandwidth_bytes_per_s(from, to);
   if (!(latency >= 0) || !(bw > 0)) {
-    throw_input_error("cost model", "invalid link between actors " +
-                                        std::to_string(actor_of(send)) + " and " +
-                                        std::to_string(actor_of(recv)));
+    throw_input_error("cost model", "invalid link between actors " + std::to_string(from) +
+                                        " and " + std::to_string(to));
   }
   if (s.u.send.bytes <= 0 || std::isinf(bw)) {
     push(now_ + latency, EventType::kFinish, send);
@@ -656,6 +735,25 @@ void Engine::finish(int g) {
     e.flags |= kDone;
     e.end_s = now_;
     ++done_count_;
+    // The clock never goes back: the last to end is the latest, the lowest index on ties.
+    if (last_ended_ < 0 || now_ > nodes_[last_ended_].end_s ||
+        (now_ == nodes_[last_ended_].end_s && ended[k] < last_ended_))
+      last_ended_ = ended[k];
+  }
+  if (is_compute_stream(node.op)) {
+    // An actor's compute stream runs in program order, so its instructions end in index order
+    // and busy_s sums their durations in that order (as a pass over the nodes would).
+    const int r = node.u.stash.actor;
+    ActorStats& a = result_.actors[r];
+    a.busy_s += node.end_s - node.start_s;
+    if (compute_ended_[r]) {
+      a.first_start_s = std::min(a.first_start_s, node.start_s);
+      a.last_end_s = std::max(a.last_end_s, node.end_s);
+    } else {
+      a.first_start_s = node.start_s;
+      a.last_end_s = node.end_s;
+      compute_ended_[r] = 1;
+    }
   }
   if (node.op == OpKind::kCompute && node.u.stash.num_bi > 0) {
     const int r = node.u.stash.actor;
@@ -867,20 +965,7 @@ SimResult Engine::run() {
   // Metrics.
   SimResult& res = result_;
   res.num_instructions = n_;
-  int last = -1;  // the instruction that ends last (the lowest index on ties)
-  for (int r = 0; r < program_.num_actors; ++r) {
-    ActorStats& a = res.actors[r];
-    bool any = false;
-    for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
-      const Node& node = nodes_[g];
-      if (last < 0 || node.end_s > nodes_[last].end_s) last = g;
-      if (!is_compute_stream(node.op)) continue;
-      a.busy_s += node.end_s - node.start_s;
-      a.first_start_s = any ? std::min(a.first_start_s, node.start_s) : node.start_s;
-      a.last_end_s = any ? std::max(a.last_end_s, node.end_s) : node.end_s;
-      any = true;
-    }
-  }
+  const int last = last_ended_;  // busy_s, first_start_s and last_end_s: finish()
   res.makespan_s = last >= 0 ? nodes_[last].end_s : 0;
   res.step_time_s = res.makespan_s + options_.iteration_overhead_s;
   for (ActorStats& a : res.actors) a.idle_s = res.makespan_s - a.busy_s;

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "graph/error.h"
 #include "schedules/custom.h"
 #include "schedules/registry.h"
+#include "schedules/replay.h"
 #include "schedules/timeline.h"
 #include "schedules/validate.h"
 
@@ -106,6 +108,39 @@ TEST(ValidateSchedule, TimelineTextHasOneRowPerActorAndTheMakespan) {
             "actor0 |FF..BB.BB|\n"
             "actor1 |.FBBFBB..|\n"
             "makespan 9 (unit costs F=1 B=2 I=1 W=1), idle 6 of 18 actor-units\n");
+}
+
+TEST(ReplaySchedule, IssueOrderIsByStartThenActorThenItemWhateverTheCostScale) {
+  // Unit costs give a short time range (the order is then sorted by counting), costs scaled by
+  // 10^9 a long one (merged actor by actor): both orders list every item once, by (start,
+  // actor, item), and scaling all costs keeps the order.
+  for (const char* name : {"ZeroBubble", "Interleaved1F1B", "1f1b"}) {
+    const Schedule s = generate_schedule(
+        name, {.num_actors = 4, .num_stages = std::string(name) == "Interleaved1F1B" ? 8 : 0,
+               .num_microbatches = 8});
+    const UnitCosts unit;
+    const ReplayResult short_range = replay_schedule(s, unit);
+    const ReplayResult long_range = replay_schedule(
+        s, [&unit](const ScheduleItem& item) { return unit.of(item) * 1000000000; });
+    ASSERT_TRUE(short_range.completed);
+    ASSERT_TRUE(long_range.completed);
+    EXPECT_EQ(long_range.makespan, short_range.makespan * 1000000000) << name;
+    size_t items = 0;
+    for (const auto& list : s.actors) items += list.size();
+    ASSERT_EQ(short_range.order.size(), items) << name;
+    ASSERT_EQ(long_range.order.size(), items) << name;
+    for (size_t k = 0; k < short_range.order.size(); ++k) {
+      EXPECT_EQ(short_range.order[k].actor, long_range.order[k].actor) << name << " " << k;
+      EXPECT_EQ(short_range.order[k].item, long_range.order[k].item) << name << " " << k;
+      if (k == 0) continue;
+      const ItemPosition& a = short_range.order[k - 1];
+      const ItemPosition& b = short_range.order[k];
+      const auto key = [&](const ItemPosition& p) {
+        return std::tuple(short_range.start[p.actor][p.item], p.actor, p.item);
+      };
+      EXPECT_LT(key(a), key(b)) << name << " " << k;
+    }
+  }
 }
 
 }  // namespace

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
 #include "tests/simulator/test_programs.h"
 
 namespace jaxpp {
@@ -308,6 +311,127 @@ TEST(Engine, CriticalPathEndsAtTheLastInstructionAndIsContiguous) {
   for (size_t i = 1; i < r.critical_path.size(); ++i) {
     EXPECT_LE(r.critical_path[i - 1].end_s, r.critical_path[i].start_s + 1e-12);
   }
+}
+
+// A lowered ZeroBubble program (tags 0, 1, 2, ...) with all-reduces and optimizers.
+Program lowered_zero_bubble() {
+  ScheduleParams params;
+  params.num_actors = 4;
+  params.num_microbatches = 8;
+  return lower(generate_schedule("ZeroBubble", params), {});
+}
+
+TEST(Engine, TagsOutsideTheLoweredRangeGiveTheSameRun) {
+  // Negative and large tags (a program from JSON may use any) pair sends with recvs as the dense
+  // tags 0, 1, 2, ... of lower() do; enough of them to grow the engine's table of such tags.
+  const Program dense = lowered_zero_bubble();
+  Program sparse = dense;
+  int64_t num_tags = 0;
+  for (auto& list : sparse.actors) {
+    for (Instruction& in : list) {
+      if (in.op != OpKind::kSend && in.op != OpKind::kRecv) continue;
+      in.tag = in.tag % 2 == 0 ? -1 - in.tag : in.tag * 1000003 + (int64_t{1} << 40);
+      ++num_tags;
+    }
+  }
+  ASSERT_GT(num_tags, 64);
+  StageTimesCost cost(uniform_stage_times(4, 1.0, 2.0, 1.0, 0.25));
+  const SimResult a = simulate(dense, cost, {});
+  const SimResult b = simulate(sparse, cost, {});
+  EXPECT_EQ(a.start_s, b.start_s);
+  EXPECT_EQ(a.end_s, b.end_s);
+  EXPECT_EQ(sim_result_to_json(a, dense), sim_result_to_json(b, sparse));
+}
+
+TEST(Engine, DuplicateAndUnmatchedTagsAreNamedForAnyTag) {
+  for (const int64_t tag : {int64_t{3}, int64_t{-7}, int64_t{1} << 50}) {
+    Program p;
+    p.num_actors = 2;
+    p.num_stages = 1;
+    p.num_microbatches = 1;
+    p.stage_to_actor = {0};
+    const TaskRef f = T(TaskKind::kF, 0, 0);
+    p.actors = {{Instruction{OpKind::kSend, {f}, 0, 1, 8, tag, {}},
+                 Instruction{OpKind::kSend, {f}, 0, 1, 8, tag, {}}},
+                {Instruction{OpKind::kRecv, {f}, 0, 0, 8, tag, {}}}};
+    FakeCost cost;
+    try {
+      simulate(p, cost, {});
+      FAIL() << "expected a duplicate tag error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("actor 0 instruction 1: duplicate tag " +
+                                           std::to_string(tag)),
+                std::string::npos)
+          << e.what();
+    }
+    p.actors[0].pop_back();
+    p.actors[1][0].tag = tag + 1;  // now neither end has a partner; the first one is named
+    try {
+      simulate(p, cost, {});
+      FAIL() << "expected an unmatched send";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("actor 0 instruction 0: no matching recv with tag " +
+                                           std::to_string(tag)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Engine, AnInvalidLinkNamesTheSenderThenTheReceiver) {
+  // The transfer's two actors come from the nodes of its ends: sender first.
+  for (const auto& [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    Program p;
+    p.num_actors = 2;
+    p.num_stages = 1;
+    p.num_microbatches = 1;
+    p.stage_to_actor = {0};
+    p.actors.resize(2);
+    p.actors[from] = {Instruction{OpKind::kSend, {T(TaskKind::kF, 0, 0)}, 0, to, 8, 0, {}}};
+    p.actors[to] = {Instruction{OpKind::kRecv, {T(TaskKind::kF, 0, 0)}, 0, from, 8, 0, {}}};
+    FakeCost cost;
+    cost.bandwidth = 0;
+    try {
+      simulate(p, cost, {});
+      FAIL() << "expected an invalid link";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid link between actors " + std::to_string(from) +
+                                           " and " + std::to_string(to)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Engine, ActorMetricsAgreeWithThePerInstructionTimes) {
+  // busy_s, first_start_s and last_end_s are gathered as instructions end; they must equal the
+  // same sums over the recorded times in program order (compute and optimizer instructions),
+  // and the makespan the latest end.
+  const Program p = lowered_zero_bubble();
+  StageTimesCost cost(uniform_stage_times(4, 1.0, 2.0, 1.0, 0.25));
+  const SimResult r = simulate(p, cost, {});
+  double makespan = 0;
+  for (int a = 0; a < p.num_actors; ++a) {
+    double busy = 0, first = 0, last = 0;
+    bool any = false;
+    for (size_t i = 0; i < p.actors[a].size(); ++i) {
+      makespan = std::max(makespan, r.end_s[a][i]);
+      const OpKind op = p.actors[a][i].op;
+      if (op != OpKind::kCompute && op != OpKind::kOptimizer) continue;
+      busy += r.end_s[a][i] - r.start_s[a][i];
+      first = any ? std::min(first, r.start_s[a][i]) : r.start_s[a][i];
+      last = any ? std::max(last, r.end_s[a][i]) : r.end_s[a][i];
+      any = true;
+    }
+    ASSERT_TRUE(any);
+    EXPECT_EQ(r.actors[a].busy_s, busy) << "actor " << a;
+    EXPECT_EQ(r.actors[a].first_start_s, first) << "actor " << a;
+    EXPECT_EQ(r.actors[a].last_end_s, last) << "actor " << a;
+    EXPECT_EQ(r.actors[a].idle_s, r.makespan_s - busy) << "actor " << a;
+  }
+  EXPECT_EQ(r.makespan_s, makespan);
+  ASSERT_FALSE(r.critical_path.empty());
+  EXPECT_EQ(r.critical_path.back().end_s, makespan);
 }
 
 TEST(Engine, ResultsAreDeterministic) {
