@@ -100,7 +100,7 @@ std::string HeteroCluster::kind_names() const {
 }
 
 bool is_hetero_cluster_doc(const nlohmann::json& doc) {
-  return doc.is_object() && doc.contains("kinds");
+  return doc.is_object() && (doc.contains("kinds") || doc.contains("inter_kind"));
 }
 
 HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::string& source,
@@ -114,7 +114,7 @@ HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::str
   if (kinds.size() > 64)
     throw_input_error(obj.field("kinds"), "at most 64 device kinds, got " + std::to_string(kinds.size()));
   for (size_t i = 0; i < kinds.size(); ++i) {
-    const std::string where = source + ": field 'kinds[" + std::to_string(i) + "]'";
+    const std::string where = source + ": kinds[" + std::to_string(i) + "]";
     ClusterKind kind = read_kind(kinds[i], where, folder);
     if (h.kind_index(kind.name) >= 0)
       throw_input_error(where, "device kind '" + kind.name +

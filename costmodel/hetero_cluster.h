@@ -13,8 +13,8 @@
 // defaults to the preset name or the cluster's own name and must be unique. "inter_kind" is
 // optional: absent, transfers between actors of different kinds use the slower kind's inter_node
 // link (the one of least effective bandwidth; the first on a tie).
-// A document is heterogeneous when it has "kinds"; every other cluster file and every preset is
-// read by load_cluster as before.
+// A document is heterogeneous when it has "kinds" (or "inter_kind"); every other cluster file and
+// every preset is read by load_cluster as before.
 //
 // Usage:
 //   std::optional<HeteroCluster> h = load_hetero_cluster_arg("mixed.json");  // nullopt: plain
@@ -48,13 +48,13 @@ struct HeteroCluster {
   bool operator==(const HeteroCluster&) const = default;
 };
 
-// True when `doc` is a heterogeneous cluster document (an object with "kinds").
+// True when `doc` is a heterogeneous cluster document (an object with "kinds" or "inter_kind").
 bool is_hetero_cluster_doc(const nlohmann::json& doc);
 
 // Parses the JSON form above. `source` names the document in errors; `folder` resolves relative
 // "file" paths ("" = the working directory). InputError (one line naming the file and the key):
-//   mixed.json: field 'kinds[1].preset': unknown preset 'h900' (expected one of: ...)
-//   mixed.json: field 'kinds[0].gpus': expected a positive integer, got 0
+//   mixed.json: kinds[1]: field 'preset': unknown preset 'h900' (expected one of: ...)
+//   mixed.json: kinds[0]: field 'gpus': expected a positive integer, got 0
 //   mixed.json: field 'kinds': expected at least one device kind
 HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::string& source,
                                        const std::string& folder = "");
