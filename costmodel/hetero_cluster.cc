@@ -19,8 +19,9 @@ LinkSpec read_inter_kind(const JsonObject& obj) {
   LinkSpec link;
   const double bw = obj.positive_number("bandwidth_gb_per_s");
   if (bw > 1e6)
-    throw_input_error(obj.field("bandwidth_gb_per_s"),
-                      "out of range: expected at most 1e6 GB/s, got " + obj.at("bandwidth_gb_per_s").dump());
+    throw_input_error(
+        obj.field("bandwidth_gb_per_s"),
+        "out of range: expected at most 1e6 GB/s, got " + obj.at("bandwidth_gb_per_s").dump());
   link.bandwidth_bytes_per_s = bw * kHeteroGB;
   const double latency = obj.non_negative_number("latency_us");
   if (latency > 1e6)
@@ -43,8 +44,9 @@ ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
   k.reject_unknown({"preset", "file", "cluster", "gpus", "name"});
   const int sources = int{k.has("preset")} + int{k.has("file")} + int{k.has("cluster")};
   if (sources != 1)
-    throw_input_error(where, sources == 0 ? "give the device kind as \"preset\", \"file\" or \"cluster\""
-                                          : "give only one of \"preset\", \"file\" and \"cluster\"");
+    throw_input_error(where, sources == 0
+                                 ? "give the device kind as \"preset\", \"file\" or \"cluster\""
+                                 : "give only one of \"preset\", \"file\" and \"cluster\"");
   ClusterKind kind;
   if (k.has("preset")) {
     const std::string preset = k.string("preset");
@@ -66,7 +68,8 @@ ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
     check_input_file(p);
     const nlohmann::json doc = read_json_file(p);
     if (is_hetero_cluster_doc(doc))
-      throw_input_error(k.field("file"), p + " is itself a heterogeneous cluster; a kind is one device kind");
+      throw_input_error(k.field("file"),
+                        p + " is itself a heterogeneous cluster; a kind is one device kind");
     kind.spec = cluster_from_json(doc, p);
     kind.name = kind.spec.name;
   } else {
@@ -112,7 +115,8 @@ HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::str
   const nlohmann::json& kinds = obj.array("kinds");
   if (kinds.empty()) throw_input_error(obj.field("kinds"), "expected at least one device kind");
   if (kinds.size() > 64)
-    throw_input_error(obj.field("kinds"), "at most 64 device kinds, got " + std::to_string(kinds.size()));
+    throw_input_error(obj.field("kinds"),
+                      "at most 64 device kinds, got " + std::to_string(kinds.size()));
   for (size_t i = 0; i < kinds.size(); ++i) {
     const std::string where = source + ": kinds[" + std::to_string(i) + "]";
     ClusterKind kind = read_kind(kinds[i], where, folder);

@@ -7,8 +7,8 @@
 
 namespace jaxpp {
 
-std::vector<int> mesh_kind_indices(const HeteroCluster& cluster, const std::vector<ActorMesh>& meshes,
-                                   const std::string& where) {
+std::vector<int> mesh_kind_indices(const HeteroCluster& cluster,
+                                   const std::vector<ActorMesh>& meshes, const std::string& where) {
   std::vector<int> kinds;
   for (size_t r = 0; r < meshes.size(); ++r) {
     const int k = cluster.kind_index(meshes[r].kind);
@@ -140,11 +140,12 @@ MemoryModel build_hetero_memory_model(const ModelSpec& model, const Partition& p
   std::vector<std::pair<std::pair<int, int>, MemoryModel>> built;
   for (size_t r = 0; r < meshes.size(); ++r) {
     const std::pair<int, int> key(kinds[r], meshes[r].tp);
-    auto it = std::find_if(built.begin(), built.end(), [&](const auto& e) { return e.first == key; });
+    auto it =
+        std::find_if(built.begin(), built.end(), [&](const auto& e) { return e.first == key; });
     if (it == built.end()) {
-      built.emplace_back(key, build_memory_model(model, partition, placement,
-                                                 mesh_config(config, meshes[r]),
-                                                 cluster.kinds[kinds[r]].spec));
+      built.emplace_back(
+          key, build_memory_model(model, partition, placement, mesh_config(config, meshes[r]),
+                                  cluster.kinds[kinds[r]].spec));
       it = built.end() - 1;
     }
     out.actors[r] = it->second.actors.at(r);

@@ -53,8 +53,8 @@ namespace jaxpp {
 
 // The index of each mesh's kind in the cluster. InputError naming `where`[i] when a mesh names a
 // kind the cluster lacks ("<where>[2]: device kind 'v100' is not in cluster mixed (kinds: ...)").
-std::vector<int> mesh_kind_indices(const HeteroCluster& cluster, const std::vector<ActorMesh>& meshes,
-                                   const std::string& where);
+std::vector<int> mesh_kind_indices(const HeteroCluster& cluster,
+                                   const std::vector<ActorMesh>& meshes, const std::string& where);
 
 // The configuration of one actor: `config` with the mesh's tp (etp reset to its default).
 ParallelConfig mesh_config(const ParallelConfig& config, const ActorMesh& mesh);

@@ -78,7 +78,9 @@ class StageGreedy {
  public:
   StageGreedy(int n, std::vector<std::vector<double>> time_prefix,
               std::vector<std::vector<double>> memory_prefix, std::vector<double> limits)
-      : n_(n), time_(std::move(time_prefix)), mem_(std::move(memory_prefix)),
+      : n_(n),
+        time_(std::move(time_prefix)),
+        mem_(std::move(memory_prefix)),
         limit_(std::move(limits)) {}
 
   int stages() const { return static_cast<int>(time_.size()); }
@@ -208,10 +210,10 @@ std::vector<ActorMesh> resolve_meshes(const HeteroCluster& cluster, const Parall
   }
   for (int k = 0; k < K; ++k)
     if (used[k] != cluster.kinds[k].gpus)
-      throw_input_error("--actor-kinds",
-                        "the actors of kind " + cluster.kinds[k].name + " use " +
-                            std::to_string(used[k]) + " GPUs (actors x tp·dp·cp) but the kind has " +
-                            std::to_string(cluster.kinds[k].gpus));
+      throw_input_error("--actor-kinds", "the actors of kind " + cluster.kinds[k].name + " use " +
+                                             std::to_string(used[k]) +
+                                             " GPUs (actors x tp·dp·cp) but the kind has " +
+                                             std::to_string(cluster.kinds[k].gpus));
   return meshes;
 }
 
@@ -224,8 +226,8 @@ std::vector<int64_t> hetero_peak_memory(const ModelSpec& model, const HeteroClus
   for (const ActorMesh& m : groups.distinct) {
     const int k = cluster.kind_index(m.kind);
     if (k < 0) mesh_kind_indices(cluster, meshes, "meshes");  // throws, naming the mesh
-    per_group.push_back(partition_peak_memory(model, cluster.kinds[k].spec,
-                                              mesh_config(config, m), schedule, partition));
+    per_group.push_back(partition_peak_memory(model, cluster.kinds[k].spec, mesh_config(config, m),
+                                              schedule, partition));
   }
   std::vector<int64_t> peak;
   for (size_t r = 0; r < meshes.size(); ++r) peak.push_back(per_group[groups.of_actor[r]][r]);
@@ -247,7 +249,8 @@ double hetero_step_time_s(const ModelSpec& model, const HeteroCluster& cluster,
   so.record_trace = false;
   so.overlap_grad_reduce = config.overlap_grad_reduce;
   double overhead = 0;
-  for (const ClusterKind& k : cluster.kinds) overhead = std::max(overhead, k.spec.iteration_overhead_s);
+  for (const ClusterKind& k : cluster.kinds)
+    overhead = std::max(overhead, k.spec.iteration_overhead_s);
   so.iteration_overhead_s = overhead;
   return simulate(program, cost, so).step_time_s;
 }
@@ -316,7 +319,8 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
     for (int s = 0; s < S; ++s) {
       const int g = groups.of_actor[schedule.placement.actor_of(s)];
       std::vector<double> per_layer(n);
-      for (int l = 0; l < n; ++l) per_layer[l] = static_bytes[g][l] + k_counts[s] * stash_bytes[g][l];
+      for (int l = 0; l < n; ++l)
+        per_layer[l] = static_bytes[g][l] + k_counts[s] * stash_bytes[g][l];
       memory_prefix.push_back(hetero_prefix(per_layer));
     }
   }
@@ -348,14 +352,12 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
   // 1. Starting candidates.
   const double hi = greedy.max_total_time();
   const StageGreedy time_greedy(n, time_prefix, {}, stage_limit);
-  const double bottleneck = hetero_least(0.0, hi, [&](double bound) {
-    return time_greedy.starts(bound, 0).has_value();
-  });
+  const double bottleneck =
+      hetero_least(0.0, hi, [&](double bound) { return time_greedy.starts(bound, 0).has_value(); });
   consider(partition_from_starts(*time_greedy.starts(bottleneck, 0), n), "time");
   if (greedy.has_memory() && greedy.starts(hi, 1.0)) {
-    const double t = hetero_least(0.0, hi, [&](double bound) {
-      return greedy.starts(bound, 1.0).has_value();
-    });
+    const double t =
+        hetero_least(0.0, hi, [&](double bound) { return greedy.starts(bound, 1.0).has_value(); });
     consider(partition_from_starts(*greedy.starts(t, 1.0), n), "time");
   }
   consider(auto_partition(model, {.num_stages = S}), "flops");
@@ -381,8 +383,8 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
         for (int r = 0; r < p; ++r) {
           worst = std::max(worst, static_cast<double>(pk[r]) / std::max<double>(1, limit[r]));
           if (!least_peak.empty())
-            least_worst = std::max(least_worst, static_cast<double>(least_peak[r]) /
-                                                    std::max<double>(1, limit[r]));
+            least_worst = std::max(
+                least_worst, static_cast<double>(least_peak[r]) / std::max<double>(1, limit[r]));
         }
         if (least_peak.empty() || worst < least_worst) {
           least = c;
@@ -401,11 +403,13 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
         }
       }
       throw PartitionDoesNotFit(
-          std::string(kHeteroSearchFlag) + ": no partition fits the memory of each actor's device; " +
+          std::string(kHeteroSearchFlag) +
+              ": no partition fits the memory of each actor's device; " +
               "the search's least need is " + hetero_gib(static_cast<double>(least_peak[actor])) +
               " GiB on actor " + std::to_string(actor) + " (" + meshes[actor].kind + ", tp " +
-              std::to_string(meshes[actor].tp) + ", " + hetero_gib(static_cast<double>(limit[actor])) +
-              " GiB; stage starts " + hetero_starts_text(least) + ")",
+              std::to_string(meshes[actor].tp) + ", " +
+              hetero_gib(static_cast<double>(limit[actor])) + " GiB; stage starts " +
+              hetero_starts_text(least) + ")",
           least_peak[actor], actor);
     }
     consider(least, "memory");
@@ -440,8 +444,7 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
 
 Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
                        const std::vector<ActorMesh>& meshes) {
-  if (req.assignment)
-    throw_input_error("--assign", "is not supported on a heterogeneous cluster");
+  if (req.assignment) throw_input_error("--assign", "is not supported on a heterogeneous cluster");
   if (meshes.empty()) throw_input_error("configuration", "no actors (no meshes)");
   ParallelConfig config = req.config;
   const int pp = static_cast<int>(meshes.size());
@@ -476,8 +479,8 @@ Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
                                     req.fuse_steady_state);
   const int num_stages = schedule.num_stages;
   if (num_stages % pp != 0)
-    throw_input_error("schedule", std::to_string(num_stages) + " stages on " + std::to_string(pp) +
-                                      " actors");
+    throw_input_error("schedule",
+                      std::to_string(num_stages) + " stages on " + std::to_string(pp) + " actors");
   config.virtual_stages = num_stages / pp;
   if (!req.schedule_file.empty()) config.schedule = schedule.name;
 
@@ -528,14 +531,15 @@ SimulatedPlan simulate_hetero_plan(const Plan& plan, const PlanSimOptions& optio
   const HeteroCluster cluster = hetero_cluster_from_json(plan.cluster, "plan: field 'cluster'");
   const HeteroCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster,
                         plan.meshes, "plan: field 'meshes'");
-  const MemoryModel mem = build_hetero_memory_model(plan.model, plan.partition, plan.placement,
-                                                    plan.config, cluster, plan.meshes,
-                                                    "plan: field 'meshes'");
+  const MemoryModel mem =
+      build_hetero_memory_model(plan.model, plan.partition, plan.placement, plan.config, cluster,
+                                plan.meshes, "plan: field 'meshes'");
   SimOptions so;
   so.record_trace = options.record_trace;
   so.overlap_grad_reduce = options.overlap_grad_reduce || plan.config.overlap_grad_reduce;
   double overhead = 0;
-  for (const ClusterKind& k : cluster.kinds) overhead = std::max(overhead, k.spec.iteration_overhead_s);
+  for (const ClusterKind& k : cluster.kinds)
+    overhead = std::max(overhead, k.spec.iteration_overhead_s);
   so.iteration_overhead_s = overhead;
   so.static_bytes_per_actor = mem.static_bytes_per_actor();
   so.stash_bytes_per_stage = mem.stash_bytes_per_stage;
@@ -607,7 +611,9 @@ nlohmann::json hetero_row_to_json(const HeteroExploreRow& row) {
                       {"kind", row.meshes[r].kind},
                       {"tp", row.meshes[r].tp},
                       {"layers", r < row.layers_per_actor.size() ? row.layers_per_actor[r] : 0}});
-  const auto time = [](double t) { return std::isfinite(t) ? nlohmann::json(t) : nlohmann::json(); };
+  const auto time = [](double t) {
+    return std::isfinite(t) ? nlohmann::json(t) : nlohmann::json();
+  };
   return {{"config", config_to_json(row.config)},
           {"description", describe_hetero_config(row)},
           {"meshes", meshes},
@@ -629,7 +635,8 @@ HeteroExploreResult explore_hetero(const ModelSpec& model, const HeteroCluster& 
     std::vector<std::vector<int>> choices(K);
     for (int k = 0; k < K; ++k)
       for (int tp : options.tps)
-        if ((cluster.kinds[k].gpus / dp) % tp == 0 && tp <= cluster.kinds[k].spec.devices_per_node &&
+        if ((cluster.kinds[k].gpus / dp) % tp == 0 &&
+            tp <= cluster.kinds[k].spec.devices_per_node &&
             (model.heads <= 0 || model.heads % tp == 0))
           choices[k].push_back(tp);
     bool empty = false;
@@ -700,9 +707,9 @@ HeteroExploreResult explore_hetero(const ModelSpec& model, const HeteroCluster& 
   }
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const auto& a, const auto& b) { return a.step_time_s < b.step_time_s; });
-  std::stable_sort(result.even_rows.begin(), result.even_rows.end(), [](const auto& a, const auto& b) {
-    return a.even_step_time_s < b.even_step_time_s;
-  });
+  std::stable_sort(
+      result.even_rows.begin(), result.even_rows.end(),
+      [](const auto& a, const auto& b) { return a.even_step_time_s < b.even_step_time_s; });
   return result;
 }
 

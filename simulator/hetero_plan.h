@@ -108,10 +108,10 @@ struct HeteroExploreOptions {
 struct HeteroExploreRow {
   ParallelConfig config;
   std::vector<ActorMesh> meshes;
-  Partition partition;  // balanced-time
+  Partition partition;     // balanced-time
   double step_time_s = 0;  // balanced-time; infinity when it does not fit
   std::vector<int64_t> peak_memory_bytes;
-  double even_step_time_s = 0;  // infinity when the even split does not fit
+  double even_step_time_s = 0;        // infinity when the even split does not fit
   std::vector<int> layers_per_actor;  // of the balanced-time partition
 };
 

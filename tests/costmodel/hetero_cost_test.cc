@@ -31,7 +31,8 @@ struct HeteroFixture {
   ParallelConfig config;
   HeteroCluster cluster = h100_a100_cluster();
   // Two H100 actors of tp 4 (8 GPUs), two A100 actors of tp 2 (4 GPUs).
-  std::vector<ActorMesh> meshes = {{"h100-sxm", 4}, {"h100-sxm", 4}, {"a100-80g", 2}, {"a100-80g", 2}};
+  std::vector<ActorMesh> meshes = {
+      {"h100-sxm", 4}, {"h100-sxm", 4}, {"a100-80g", 2}, {"a100-80g", 2}};
   HeteroFixture() {
     config.pp = 4;
     config.num_microbatches = 8;
@@ -47,8 +48,10 @@ struct HeteroFixture {
 TEST(HeteroCostTest, EachActorIsPricedOnItsOwnKindAndTp) {
   const HeteroFixture f;
   const HeteroCost cost(f.model, f.partition, f.placement, f.config, f.cluster, f.meshes, "meshes");
-  const AnalyticCost h100(f.model, f.partition, f.placement, f.with_tp(4), cluster_preset("h100-sxm"));
-  const AnalyticCost a100(f.model, f.partition, f.placement, f.with_tp(2), cluster_preset("a100-80g"));
+  const AnalyticCost h100(f.model, f.partition, f.placement, f.with_tp(4),
+                          cluster_preset("h100-sxm"));
+  const AnalyticCost a100(f.model, f.partition, f.placement, f.with_tp(2),
+                          cluster_preset("a100-80g"));
   Instruction f1;
   f1.tasks.push_back(TaskRef{TaskKind::kF, 1, 0});
   f1.stage = 1;
@@ -70,7 +73,8 @@ TEST(HeteroCostTest, LinksAndReshardBetweenKindsAndTps) {
   const ClusterSpec a100 = cluster_preset("a100-80g");
   // Actors 0 and 1 hold H100 devices 0-3 and 4-7: one node, NVLink.
   EXPECT_TRUE(cost.same_node(0, 1));
-  EXPECT_DOUBLE_EQ(cost.p2p_bandwidth_bytes_per_s(0, 1), h100.intra_node.effective_bandwidth_bytes_per_s());
+  EXPECT_DOUBLE_EQ(cost.p2p_bandwidth_bytes_per_s(0, 1),
+                   h100.intra_node.effective_bandwidth_bytes_per_s());
   // Actors 1 and 2 are of different kinds: the inter-kind link (default: the slower network).
   EXPECT_FALSE(cost.same_node(1, 2));
   const LinkSpec slower = h100.inter_node.effective_bandwidth_bytes_per_s() <
@@ -89,9 +93,10 @@ TEST(HeteroCostTest, LinksAndReshardBetweenKindsAndTps) {
   EXPECT_EQ(cost.activation_bytes(2), tp2.activation_bytes(2));
   // Reshard on the tp-4 side (k = 2 H100 devices per slice): an all-gather over its NVLink.
   const int64_t n = cost.activation_bytes(1);
-  const double expected = 0.5 * static_cast<double>(n) /
-                              (h100.intra_node.bandwidth_bytes_per_s * h100.allreduce_bus_efficiency) +
-                          h100.intra_collective_latency_s();
+  const double expected =
+      0.5 * static_cast<double>(n) /
+          (h100.intra_node.bandwidth_bytes_per_s * h100.allreduce_bus_efficiency) +
+      h100.intra_collective_latency_s();
   EXPECT_DOUBLE_EQ(cost.reshard_s(1, 2, n), expected);
   EXPECT_DOUBLE_EQ(cost.reshard_s(2, 1, n), expected);  // the gradient back: same reshard
   EXPECT_EQ(cost.reshard_s(0, 1, n), 0.0);
@@ -118,7 +123,8 @@ TEST(HeteroCostTest, TpsThatAreNotMultiplesAndUnknownKindsAreRefused) {
   meshes = f.meshes;
   meshes[3].kind = "v100";
   try {
-    HeteroCost(f.model, f.partition, f.placement, f.config, f.cluster, meshes, "plan: field 'meshes'");
+    HeteroCost(f.model, f.partition, f.placement, f.config, f.cluster, meshes,
+               "plan: field 'meshes'");
     FAIL() << "unknown kind accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -140,8 +146,8 @@ TEST(HeteroCostTest, MemoryIsPerKindAndCheckedAgainstEachKindsHbm) {
   EXPECT_EQ(mem.stash_bytes_per_stage[1], h100.stash_bytes_per_stage[1]);
   EXPECT_EQ(mem.stash_bytes_per_stage[2], a100.stash_bytes_per_stage[2]);
   const int64_t gib = int64_t{1} << 30;
-  EXPECT_NO_THROW(check_hetero_memory_fits({79 * gib, 79 * gib, 79 * gib, 79 * gib}, f.cluster,
-                                           f.meshes, 0));
+  EXPECT_NO_THROW(
+      check_hetero_memory_fits({79 * gib, 79 * gib, 79 * gib, 79 * gib}, f.cluster, f.meshes, 0));
   try {
     check_hetero_memory_fits({10 * gib, 10 * gib, 10 * gib, 81 * gib}, f.cluster, f.meshes, 0);
     FAIL() << "81 GiB on an 80 GiB A100 accepted";
@@ -155,12 +161,12 @@ TEST(HeteroCostTest, MemoryIsPerKindAndCheckedAgainstEachKindsHbm) {
 }
 
 TEST(HeteroClusterTest, JsonFormRoundTripsAndPlainFilesAreNotHeterogeneous) {
-  const HeteroCluster h = hetero_cluster_from_json(
-      nlohmann::json::parse(R"({"name": "mixed", "kinds": [
+  const HeteroCluster h =
+      hetero_cluster_from_json(nlohmann::json::parse(R"({"name": "mixed", "kinds": [
           {"preset": "H100-SXM", "gpus": 8},
           {"cluster": {"base": "a100-80g", "name": "a100-40", "hbm_gib": 40}, "gpus": 16}],
           "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": 15, "efficiency": 0.9}})"),
-      "mixed.json");
+                               "mixed.json");
   ASSERT_EQ(h.kinds.size(), 2u);
   EXPECT_EQ(h.kinds[0].name, "h100-sxm");
   EXPECT_EQ(h.kinds[1].name, "a100-40");
