@@ -3,6 +3,7 @@
 // split in simulate and explore, the plan's meshes, and every bad input as one line with exit 2.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -89,10 +90,10 @@ TEST(HeteroCliTest, SimulateGivesTheSlowerKindFewerLayersAndBeatsTheEvenSplit) {
 TEST(HeteroCliTest, ExplicitActorKindsAndDifferentTpsReshardBetweenKinds) {
   const std::string mixed = mixed_cluster_file();
   // A100 actors first, then H100 (explicit placement), tp 2 on H100 and 4 on A100.
-  const nlohmann::json r = run_json(
-      "simulate --model megatron-39.1b --cluster " + mixed +
-      " --kind-tp 2,4 --actor-kinds a100-80g,a100-80g,h100-sxm,h100-sxm,h100-sxm,h100-sxm "
-      "--global-batch 64 --schedule 1f1b --partition balanced-time");
+  const nlohmann::json r =
+      run_json("simulate --model megatron-39.1b --cluster " + mixed +
+               " --kind-tp 2,4 --actor-kinds a100-80g,a100-80g,h100-sxm,h100-sxm,h100-sxm,h100-sxm "
+               "--global-batch 64 --schedule 1f1b --partition balanced-time");
   const nlohmann::json& meshes = r.at("meshes");
   ASSERT_EQ(meshes.size(), 6u);
   EXPECT_EQ(meshes[0].at("kind"), "a100-80g");
@@ -129,10 +130,10 @@ TEST(HeteroCliTest, TargetMegatron39BDoesNotFitEightH100sButFitsTheMixedCluster)
       "explore --model megatron-39.1b --cluster h100-sxm --gpus 8 --global-batch 64 --quiet");
   EXPECT_EQ(h100.exit_code, 2) << h100.out;
   EXPECT_NE(h100.err.find("no configuration fits"), std::string::npos) << h100.err;
-  const nlohmann::json hetero = run_json(
-      "explore --model megatron-39.1b --cluster " + mixed_cluster_file() +
-      " --global-batch 64 --schedules 1f1b --microbatch-sizes 1 --recompute none,full "
-      "--zero1 off");
+  const nlohmann::json hetero =
+      run_json("explore --model megatron-39.1b --cluster " + mixed_cluster_file() +
+               " --global-batch 64 --schedules 1f1b --microbatch-sizes 1 --recompute none,full "
+               "--zero1 off");
   const nlohmann::json& best = hetero.at("best");
   expect_a100_fewer_layers(best.at("meshes"));
   ASSERT_FALSE(hetero.at("best_even").is_null());
@@ -148,7 +149,8 @@ TEST(HeteroCliTest, PlanCarriesTheMeshesAndIsReadBack) {
   const std::string plan = dir + "/plan.json";
   const CliResult r = run_cli("simulate --model megatron-39.1b --cluster " + mixed +
                               " --kind-tp 4,2 --global-batch 64 --schedule 1f1b "
-                              "--partition balanced-time --json --plan " + plan);
+                              "--partition balanced-time --json --plan " +
+                              plan);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json doc = nlohmann::json::parse(read_file(plan));
   const nlohmann::json& meshes = doc.at("meshes");
@@ -187,10 +189,11 @@ TEST(HeteroCliTest, PlanCarriesTheMeshesAndIsReadBack) {
 
 TEST(HeteroCliTest, ExploreWritesTheBestPlan) {
   const std::string dir = make_temp_dir();
-  const nlohmann::json r = run_json("explore --model megatron-39.1b --cluster " +
-                                    mixed_cluster_file() +
-                                    " --global-batch 64 --schedules 1f1b --microbatch-sizes 1 "
-                                    "--recompute none --zero1 off --tp 4 --plan " + dir + "/best.json");
+  const nlohmann::json r =
+      run_json("explore --model megatron-39.1b --cluster " + mixed_cluster_file() +
+               " --global-batch 64 --schedules 1f1b --microbatch-sizes 1 "
+               "--recompute none --zero1 off --tp 4 --plan " +
+               dir + "/best.json");
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/best.json"));
   EXPECT_EQ(plan.at("partition").at("stage_begin"), r.at("best").at("stage_begin"));
   EXPECT_EQ(plan.at("meshes").size(), r.at("best").at("meshes").size());
@@ -209,7 +212,8 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
     const char* needle;
   };
   const Case cases[] = {
-      {"unknown_preset.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"preset": "h900", "gpus": 8}]})",
+      {"unknown_preset.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"preset": "h900", "gpus": 8}]})",
        "unknown_preset.json: kinds[1]: field 'preset': unknown preset 'h900'"},
       {"zero_gpus.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 0}]})",
        "zero_gpus.json: kinds[0]: field 'gpus': expected a positive integer, got 0"},
@@ -217,7 +221,8 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
        "negative_gpus.json: kinds[0]: field 'gpus': expected a positive integer, got -8"},
       {"missing_gpus.json", R"({"kinds": [{"preset": "a100-80g"}]})",
        "missing_gpus.json: kinds[0]: field 'gpus': missing"},
-      {"no_kinds.json", R"({"name": "x", "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": 20}})",
+      {"no_kinds.json",
+       R"({"name": "x", "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": 20}})",
        "no_kinds.json: field 'kinds': missing"},
       {"empty_kinds.json", R"({"kinds": []})",
        "empty_kinds.json: field 'kinds': expected at least one device kind"},
@@ -228,7 +233,8 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
       {"two_sources.json",
        R"({"kinds": [{"preset": "h100-sxm", "cluster": {"base": "h100-sxm"}, "gpus": 8}]})",
        "two_sources.json: kinds[0]: give only one of"},
-      {"duplicate.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"preset": "H100-SXM", "gpus": 8}]})",
+      {"duplicate.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"preset": "H100-SXM", "gpus": 8}]})",
        "duplicate.json: kinds[1]: device kind 'h100-sxm' appears twice"},
       {"unknown_key.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "gpu": 8}]})",
        "unknown_key.json: kinds[0]"},
@@ -250,16 +256,18 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
 }
 
 TEST(HeteroCliTest, KindsFromFilesAndInlineOverridesAndTheInterKindLink) {
-  const std::string a100 =
-      write_temp_file("a100_40.json", R"({"name": "a100-40", "base": "a100-80g", "hbm_gib": 40})");
-  const std::string mixed = write_temp_file(
-      "files.json",
-      std::string(R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"file": ")") +
-          std::filesystem::path(a100).filename().string() +
-          R"(", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 1, "latency_us": 20}})");
+  // A kind from a cluster file next to the heterogeneous file (a relative "file").
+  const std::string dir = make_temp_dir();
+  std::ofstream(dir + "/a100_40.json")
+      << R"({"name": "a100-40", "base": "a100-80g", "hbm_gib": 40})";
+  const std::string mixed = dir + "/files.json";
+  std::ofstream(mixed) << R"({"kinds": [{"preset": "h100-sxm", "gpus": 8},
+                                        {"file": "a100_40.json", "gpus": 8}],
+                              "inter_kind": {"bandwidth_gb_per_s": 1, "latency_us": 20}})";
   const std::string fast = write_temp_file(
       "files_fast.json",
-      std::string(R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"cluster": {"base": "a100-80g", "name": "a100-40", "hbm_gib": 40}, "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 400, "latency_us": 20}})"));
+      std::string(
+          R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}, {"cluster": {"base": "a100-80g", "name": "a100-40", "hbm_gib": 40}, "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 400, "latency_us": 20}})"));
   const std::string tail =
       " --model gpt3-13b --kind-tp 4,4 --global-batch 32 --schedule 1f1b --partition even";
   const nlohmann::json slow_link = run_json("simulate --cluster " + mixed + tail);
@@ -278,26 +286,31 @@ TEST(HeteroCliTest, BadMeshFlagsAreOneLine) {
                         "h100-sxm, a100-80g)");
   expect_one_line_error(run_cli(base + " --tp 8 --actor-kinds h100-sxm,h100-sxm"),
                         "--actor-kinds: the actors of kind h100-sxm use 16 GPUs");
-  expect_one_line_error(run_cli(base + " --kind-tp 4"), "--kind-tp: gives 1 tps but cluster mixed has 2");
+  expect_one_line_error(run_cli(base + " --kind-tp 4"),
+                        "--kind-tp: gives 1 tps but cluster mixed has 2");
   expect_one_line_error(run_cli(base + " --kind-tp 3,4"),
                         "device kind h100-sxm: 8 GPUs are not a multiple of tp·dp·cp = 3");
   expect_one_line_error(run_cli(base + " --kind-tp 4,x"), "--kind-tp: expected a comma-separated");
   expect_one_line_error(run_cli(base + " --kind-tp 4,4 --tp 2"), "--kind-tp and --tp");
-  expect_one_line_error(run_cli(base + " --tp 4 --pp 3"), "--pp: 3 but the meshes of cluster mixed give 4");
+  expect_one_line_error(run_cli(base + " --tp 4 --pp 3"),
+                        "--pp: 3 but the meshes of cluster mixed give 4");
   expect_one_line_error(run_cli(base + " --tp 4 --gpus 8"), "--gpus: 8 but cluster mixed has 16");
   expect_one_line_error(run_cli(base + " --tp 4 --breakdown"), "--breakdown: is not supported");
   // tp 2 on the H100s next to tp 3 on the A100s: a reshard of 2 slices into 3 is not priced.
   const std::string six = write_temp_file(
-      "six.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 6}, {"preset": "a100-80g", "gpus": 6}]})");
+      "six.json",
+      R"({"kinds": [{"preset": "h100-sxm", "gpus": 6}, {"preset": "a100-80g", "gpus": 6}]})");
   expect_one_line_error(run_cli("simulate --model gpt3-175b --global-batch 16 --schedule 1f1b "
-                                "--kind-tp 2,3 --cluster " + six),
+                                "--kind-tp 2,3 --cluster " +
+                                six),
                         "stage 2 on actor 2 (tp 2) sends to actor 3 (tp 3): neighbouring tps "
                         "must be multiples of each other");
   expect_one_line_error(run_cli("simulate --model gpt3-13b --cluster h100-sxm --gpus 8 --pp 8 "
                                 "--global-batch 16 --schedule 1f1b --kind-tp 1"),
                         "--kind-tp: needs a heterogeneous --cluster");
-  expect_one_line_error(run_cli("explore --model gpt3-13b --global-batch 16 --pp 4 --cluster " + mixed),
-                        "--pp: is not supported by explore on a heterogeneous --cluster");
+  expect_one_line_error(
+      run_cli("explore --model gpt3-13b --global-batch 16 --pp 4 --cluster " + mixed),
+      "--pp: is not supported by explore on a heterogeneous --cluster");
   expect_one_line_error(run_cli("validate-model --cluster " + mixed),
                         "field 'kinds': a heterogeneous cluster (several device kinds) is read by "
                         "simulate and explore only");
