@@ -179,6 +179,17 @@ TEST(HeteroCliTest, PlanCarriesTheMeshesAndIsReadBack) {
   const std::string short_plan = write_temp_file("short_plan.json", bad.dump());
   expect_one_line_error(run_cli("export --plan " + short_plan + " -o " + dir + "/v.json"),
                         "field 'meshes': has 5 entries but config.pp is 6");
+  // An empty device kind, and a GPU count that is not the cluster's.
+  bad = doc;
+  bad["meshes"][0]["kind"] = "";
+  const std::string empty_plan = write_temp_file("empty_kind_plan.json", bad.dump());
+  expect_one_line_error(run_cli("export --plan " + empty_plan + " -o " + dir + "/x.json"),
+                        "field 'meshes'[0]: field 'kind': empty device kind");
+  bad = doc;
+  bad["config"]["gpus"] = 12;
+  const std::string gpus_plan = write_temp_file("gpus_plan.json", bad.dump());
+  expect_one_line_error(run_cli("export --plan " + gpus_plan + " -o " + dir + "/y.json"),
+                        "field 'config': gpus 12 is not the cluster's 16");
   // A mesh tp that no longer uses the kind's GPUs.
   bad = doc;
   bad["meshes"][0]["tp"] = 2;
@@ -244,6 +255,11 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
       {"bad_override.json",
        R"({"kinds": [{"cluster": {"base": "a100-80g", "hbm_gib": -1}, "gpus": 8}]})",
        "bad_override.json: kinds[0]: field 'cluster'"},
+      {"negative_latency.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": -1}})",
+       "negative_latency.json: field 'inter_kind': field 'latency_us'"},
+      {"empty_name.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "name": ""}]})",
+       "empty_name.json: kinds[0]: field 'name': a device kind needs a non-empty name"},
       {"missing_file.json", R"({"kinds": [{"file": "nowhere.json", "gpus": 8}]})",
        "missing_file.json: kinds[0]: field 'file': no such file"},
   };
@@ -296,6 +312,20 @@ TEST(HeteroCliTest, BadMeshFlagsAreOneLine) {
                         "--pp: 3 but the meshes of cluster mixed give 4");
   expect_one_line_error(run_cli(base + " --tp 4 --gpus 8"), "--gpus: 8 but cluster mixed has 16");
   expect_one_line_error(run_cli(base + " --tp 4 --breakdown"), "--breakdown: is not supported");
+  expect_one_line_error(run_cli(base + " --tp 4 --assign x.json"), "--assign: is not supported");
+  expect_one_line_error(run_cli(base + " --tp 4 --pp 0"), "--pp: must be >= 1");
+  expect_one_line_error(
+      run_cli("explore --model gpt3-13b --global-batch 16 --format csv --cluster " + mixed),
+      "--format: csv is not supported on a heterogeneous --cluster");
+  // A kind given as a file that is itself heterogeneous.
+  const std::string dir = make_temp_dir();
+  std::ofstream(dir + "/inner.json") << kMixedCluster;
+  std::ofstream(dir + "/outer.json") << R"({"kinds": [{"file": "inner.json", "gpus": 8}]})";
+  expect_one_line_error(
+      run_cli("simulate --model gpt3-13b --global-batch 16 --schedule 1f1b "
+              "--cluster " +
+              dir + "/outer.json"),
+      "kinds[0]: field 'file': " + dir + "/inner.json is itself a heterogeneous cluster");
   // tp 2 on the H100s next to tp 3 on the A100s: a reshard of 2 slices into 3 is not priced.
   const std::string six = write_temp_file(
       "six.json",
