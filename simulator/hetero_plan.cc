@@ -284,7 +284,7 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
 
   // Per distinct mesh: layer weights, static and stash bytes per layer.
   const MeshGroups groups(meshes);
-  std::vector<std::vector<double>> weights, memory_per_layer;
+  std::vector<std::vector<double>> weights;
   const std::vector<int> k_counts = hetero_stash_counts(schedule);
   for (const ActorMesh& m : groups.distinct) {
     const ClusterSpec& spec = cluster.kinds[cluster.kind_index(m.kind)].spec;
