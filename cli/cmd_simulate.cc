@@ -61,9 +61,10 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
   if (m.contains("model")) {
     row("model", m["model"].get<std::string>() + " on " + m["cluster"].get<std::string>());
     const auto& c = m["config"];
+    const std::string tp = m.contains("meshes") ? std::string("per actor (below)")
+                                                 : std::to_string(c["tp"].get<int>());
     row("config", "gpus " + std::to_string(c["gpus"].get<int>()) + ", pp " +
-                      std::to_string(c["pp"].get<int>()) + ", tp " +
-                      std::to_string(c["tp"].get<int>()) + ", dp " +
+                      std::to_string(c["pp"].get<int>()) + ", tp " + tp + ", dp " +
                       std::to_string(c["dp"].get<int>()) + ", v " +
                       std::to_string(c["virtual_stages"].get<int>()) + ", m " +
                       std::to_string(c["num_microbatches"].get<int>()) + ", " +
