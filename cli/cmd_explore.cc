@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
+#include "costmodel/hetero_cluster.h"
 #include "graph/assignment.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -27,6 +29,7 @@
 #include "simulator/explore_summary.h"
 #include "simulator/explore_synthesize.h"
 #include "simulator/explorer.h"
+#include "simulator/hetero_plan.h"
 #include "simulator/what_if.h"
 
 namespace jaxpp::cli {
@@ -156,6 +159,138 @@ std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
   return records;
 }
 
+// explore on a heterogeneous cluster (simulator/hetero_plan.h explore_hetero): dp, a tp per
+// kind, schedules, microbatch sizes, recompute and ZeRO-1, one stage per actor; every
+// configuration partitioned balanced-time (the per-kind split) and even (the baseline).
+int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cluster,
+                       const ExploreMpiWorld& world, OutputFormat format) {
+  refuse_flags(args, {"pp", "ep", "etp", "cp", "assign", "virtual", "partition", "synthesize",
+                      "synthesize-top", "synthesize-time-s", "robust", "robust-jitter",
+                      "bound-prune", "csv", "explain", "threads"},
+               "is not supported by explore on a heterogeneous --cluster (it searches dp, a tp per "
+               "device kind, --schedules, --microbatch-sizes, --recompute and --zero1 with one "
+               "stage per actor, each partitioned balanced-time and even; docs/explore.md)");
+  if (world.distributed())
+    throw_input_error("--cluster", "explore on a heterogeneous cluster runs in one process, not "
+                                   "under mpirun");
+  if (format == OutputFormat::kCsv)
+    throw_input_error("--format", "csv is not supported on a heterogeneous --cluster (use table or json)");
+  if (!args.count("global-batch")) throw_input_error("--global-batch", "required (sequences per iteration)");
+  if (args.count("gpus") && args["gpus"].as<int>() != cluster.total_gpus())
+    throw_input_error("--gpus", std::to_string(args["gpus"].as<int>()) + " but cluster " +
+                                    cluster.name + " has " + std::to_string(cluster.total_gpus()) +
+                                    " GPUs");
+  const int top = args["top"].as<int>();
+  if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
+  const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
+  OutputFiles out("explore");
+  for (const char* flag : {"model", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("plan")) out.output(plan_path, "--plan");
+  if (out.to_stdout() && format != OutputFormat::kTable)
+    throw_input_error("--format", "json prints to stdout, which is already an output ('-')");
+
+  const ModelSpec model = load_model(args["model"].as<std::string>());
+  HeteroExploreOptions o;
+  o.base.global_batch = args["global-batch"].as<int>();
+  o.base.sequence_parallel = args.count("sequence-parallel") > 0;
+  o.base.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
+  o.base.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
+  o.base.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  if (args.count("max-memory-gib"))
+    o.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
+  o.schedules = args.count("schedules") ? split_list(args["schedules"].as<std::string>())
+                                        : std::vector<std::string>{"1f1b", "zb-h1", "gpipe"};
+  if (o.schedules.empty()) throw_input_error("--schedules", "expected at least one name");
+  o.tps = args.count("tp") ? parse_int_list("--tp", args["tp"].as<std::string>())
+                           : std::vector<int>{1, 2, 4, 8};
+  o.microbatch_sizes =
+      args.count("microbatch-sizes")
+          ? parse_int_list("--microbatch-sizes", args["microbatch-sizes"].as<std::string>())
+          : std::vector<int>{1, 2, 4, 8};
+  if (args.count("recompute")) {
+    for (const std::string& item : split_list(args["recompute"].as<std::string>()))
+      o.recomputes.push_back(parse_recompute(item, "--recompute"));
+  } else {
+    o.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  }
+  for (bool z : parse_zero1(args["zero1"].as<std::string>())) o.zero1.push_back(z);
+
+  const HeteroExploreResult res = explore_hetero(model, cluster, o);
+  if (res.rows.empty()) {
+    std::string reason = res.pruned.empty() ? "no configuration to try" : res.pruned.front();
+    throw InputError("explore: no configuration of " + model.name + " fits cluster " +
+                     cluster.name + " (" + std::to_string(res.configurations) +
+                     " tried; the first: " + reason + ")");
+  }
+  const HeteroExploreRow& best = res.rows.front();
+  if (!plan_path.empty()) {
+    PlanRequest req;
+    req.model = model;
+    req.config = best.config;
+    req.config.pp = 0;
+    req.partition = PartitionMode::kExplicit;
+    req.partition_starts = best.partition.stage_begin;
+    Plan plan = build_hetero_plan(req, cluster, best.meshes);
+    PlanSimOptions so;
+    so.record_trace = false;
+    so.max_memory_bytes = o.max_memory_bytes;
+    plan.predicted = simulate_hetero_plan(plan, so).metrics;
+    out.set("--plan", plan_to_text(plan, "--plan"));
+  }
+  out.write_all();
+  const size_t shown = std::min<size_t>(static_cast<size_t>(top), res.rows.size());
+  if (format == OutputFormat::kJson) {
+    nlohmann::json j = {{"model", model.name},
+                        {"cluster", cluster.name},
+                        {"gpus", cluster.total_gpus()},
+                        {"configurations", res.configurations},
+                        {"feasible", res.rows.size()},
+                        {"best", hetero_row_to_json(best)}};
+    j["best_even"] = res.even_rows.empty() ? nlohmann::json() : hetero_row_to_json(res.even_rows.front());
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < shown; ++i) rows.push_back(hetero_row_to_json(res.rows[i]));
+    j["top"] = rows;
+    j["pruned"] = res.pruned;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::ostream& report = out.report_stream();
+  report << "explore " << model.name << " on " << cluster.name << " (" << cluster.total_gpus()
+         << " GPUs: " << cluster.kind_names() << "): " << res.rows.size() << " of "
+         << res.configurations << " configurations fit\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %4s  %12s  %12s  %s\n", "rank", "step_ms", "even_ms",
+                "configuration / layers per actor");
+  report << line;
+  const auto ms = [](double t) {
+    char b[32];
+    if (std::isfinite(t)) std::snprintf(b, sizeof b, "%.3f", t * 1e3);
+    else std::snprintf(b, sizeof b, "%s", "no fit");
+    return std::string(b);
+  };
+  for (size_t i = 0; i < shown; ++i) {
+    const HeteroExploreRow& r = res.rows[i];
+    std::string layers;
+    for (int l : r.layers_per_actor) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    std::snprintf(line, sizeof line, "  %4zu  %12s  %12s  %s / %s\n", i + 1,
+                  ms(r.step_time_s).c_str(), ms(r.even_step_time_s).c_str(),
+                  describe_hetero_config(r).c_str(), layers.c_str());
+    report << line;
+  }
+  if (!res.even_rows.empty()) {
+    const HeteroExploreRow& e = res.even_rows.front();
+    report << "  best even partition: " << ms(e.even_step_time_s) << " ms ("
+           << describe_hetero_config(e) << "); best heterogeneous split: "
+           << ms(best.step_time_s) << " ms\n";
+  } else {
+    report << "  no even partition fits; best heterogeneous split: " << ms(best.step_time_s)
+           << " ms\n";
+  }
+  for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";
+  return kExitOk;
+}
+
 int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   cxxopts::Options options(
       "jaxpp-sim explore",
@@ -213,6 +348,11 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     if (!args.count(flag)) throw_input_error(std::string("--") + flag, what);
   };
   require("model", "required (a model preset or JSON file)");
+  OutputFormat early_format = parse_format(args["format"].as<std::string>());
+  if (args.count("json")) early_format = OutputFormat::kJson;
+  if (const std::optional<HeteroCluster> hetero =
+          load_hetero_cluster_arg(args["cluster"].as<std::string>()))
+    return run_explore_hetero(args, *hetero, world, early_format);
   require("gpus", "required (total GPUs)");
   require("global-batch", "required (sequences per iteration)");
   OutputFormat format = parse_format(args["format"].as<std::string>());

@@ -54,6 +54,10 @@ int run_handoff(const cxxopts::ParseResult& args, HandoffTarget target) {
   if (!csv_path.empty()) out.output(csv_path, "--csv");
   out.check_json_flag(args.count("json") > 0);
   const Plan plan = load_checked_plan(args["plan"].as<std::string>());
+  if (!plan.meshes.empty())
+    throw_input_error("--format " + format,
+                      "the plan runs on a heterogeneous cluster (a mesh per actor); the trainer "
+                      "takes one tensor parallelism for every stage");
   const ScheduleInfo* info = find_schedule(plan.config.schedule);
   const std::string schedule = info ? info->name : plan.config.schedule;
   std::string text;

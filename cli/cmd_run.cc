@@ -26,6 +26,7 @@
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 #include "graph/limits.h"
+#include "costmodel/hetero_cost.h"
 #include "graph/plan.h"
 #include "runtime/microbench.h"
 #include "runtime/run.h"
@@ -63,6 +64,12 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
     if (args.count("stage-times")) {
       st.cost = std::make_unique<StageTimesCost>(
           load_stage_times(args["stage-times"].as<std::string>(), st.program.num_stages));
+    } else if (!st.plan->meshes.empty()) {  // heterogeneous cluster: each actor on its kind
+      const std::string path = args["plan"].as<std::string>();
+      const HeteroCluster cluster = hetero_cluster_from_json(st.plan->cluster, path);
+      st.cost = std::make_unique<HeteroCost>(st.plan->model, st.plan->partition,
+                                             st.plan->placement, st.plan->config, cluster,
+                                             st.plan->meshes, path + ": field 'meshes'");
     } else {
       ClusterSpec cluster = cluster_from_json(st.plan->cluster, args["plan"].as<std::string>());
       st.cost = std::make_unique<AnalyticCost>(st.plan->model, st.plan->partition,

@@ -17,6 +17,7 @@
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
+#include "costmodel/hetero_cluster.h"
 #include "costmodel/stage_times_cost.h"
 #include "graph/assignment.h"
 #include "graph/error.h"
@@ -24,6 +25,7 @@
 #include "graph/limits.h"
 #include "graph/plan.h"
 #include "simulator/explorer.h"
+#include "simulator/hetero_plan.h"
 #include "simulator/plan_builder.h"
 #include "simulator/what_if.h"
 #include "trace/export.h"
@@ -59,9 +61,10 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
   if (m.contains("model")) {
     row("model", m["model"].get<std::string>() + " on " + m["cluster"].get<std::string>());
     const auto& c = m["config"];
+    const std::string tp = m.contains("meshes") ? std::string("per actor (below)")
+                                                 : std::to_string(c["tp"].get<int>());
     row("config", "gpus " + std::to_string(c["gpus"].get<int>()) + ", pp " +
-                      std::to_string(c["pp"].get<int>()) + ", tp " +
-                      std::to_string(c["tp"].get<int>()) + ", dp " +
+                      std::to_string(c["pp"].get<int>()) + ", tp " + tp + ", dp " +
                       std::to_string(c["dp"].get<int>()) + ", v " +
                       std::to_string(c["virtual_stages"].get<int>()) + ", m " +
                       std::to_string(c["num_microbatches"].get<int>()) + ", " +
@@ -74,6 +77,12 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
       row("assignment", std::to_string(a["num_stages"].get<int>()) + " stages, " +
                             a["placement"]["kind"].get<std::string>() +
                             " placement, actor of each stage: " + stages);
+    }
+    if (m.contains("meshes")) {
+      for (const auto& a : m["meshes"])
+        row(("actor " + std::to_string(a["actor"].get<int>())).c_str(),
+            a["kind"].get<std::string>() + ", tp " + std::to_string(a["tp"].get<int>()) + ", " +
+                std::to_string(a["layers"].get<int>()) + " layers");
     }
   } else {
     row("schedule", m["schedule"].get<std::string>() + " (pp " +
@@ -147,10 +156,12 @@ int run_simulate(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
-      ("cluster", "cluster preset (a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72, mi300x) or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("cluster", "cluster preset (a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72, mi300x) or JSON file; a file with \"kinds\" is a heterogeneous cluster (docs/hardware.md)", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("pp", "pipeline actors", cxxopts::value<int>())
       ("tp", "tensor parallelism", cxxopts::value<int>()->default_value("1"))
+      ("kind-tp", "heterogeneous cluster: tensor parallelism of each device kind, in the file's order (e.g. 4,2; default: --tp for every kind)", cxxopts::value<std::string>())
+      ("actor-kinds", "heterogeneous cluster: the device kind of each actor (e.g. h100-sxm,h100-sxm,a100-80g; default: the kinds in file order, each with gpus/(tp·dp·cp) actors)", cxxopts::value<std::string>())
       ("dp", "data parallelism", cxxopts::value<int>()->default_value("1"))
       ("cp", "context parallelism (ring attention; gpus = pp·tp·dp·cp)", cxxopts::value<int>()->default_value("1"))
       ("virtual", "stages per actor", cxxopts::value<int>()->default_value("1"))
@@ -211,7 +222,8 @@ int run_simulate(int argc, char** argv) {
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
          "sequence-parallel", "zero1", "tp-comm-overlap", "grad-dtype", "attention", "partition",
-         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign"},
+         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign",
+         "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
     refuse_flags(args, {"microbatches", "t-f", "t-b", "t-w", "t-comm", "t-a2a-f", "t-a2a-b",
@@ -279,16 +291,30 @@ int run_simulate(int argc, char** argv) {
     req.model = load_model(args["model"].as<std::string>());
     if (args.count("a2a-dtype"))
       set_alltoall_dtypes(req.model, args["a2a-dtype"].as<std::string>(), "--a2a-dtype");
-    req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
-    require("gpus", "required (total GPUs)");
-    require("pp", "required (pipeline actors)");
+    const std::optional<HeteroCluster> hetero =
+        load_hetero_cluster_arg(args["cluster"].as<std::string>());
+    if (hetero) {
+      refuse_flags(args, {"assign", "perturb", "breakdown"},
+                   "is not supported on a heterogeneous --cluster (a file with \"kinds\")");
+      refuse_together(args, "kind-tp", "tp", "give one tp for every kind or one per kind, not both");
+    } else {
+      refuse_flags(args, {"kind-tp", "actor-kinds"},
+                   "needs a heterogeneous --cluster (a cluster file with \"kinds\", "
+                   "docs/hardware.md)");
+      req.cluster = load_cluster_arg(args["cluster"].as<std::string>());
+      require("gpus", "required (total GPUs)");
+      require("pp", "required (pipeline actors)");
+    }
     require("global-batch", "required (sequences per iteration)");
     if (!args.count("schedule") && !args.count("schedule-file")) {
       throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
     }
     ParallelConfig& c = req.config;
-    c.gpus = args["gpus"].as<int>();
-    c.pp = args["pp"].as<int>();
+    c.gpus = args.count("gpus") ? args["gpus"].as<int>() : 0;
+    c.pp = args.count("pp") ? args["pp"].as<int>() : 0;
+    for (const char* flag : {"gpus", "pp"})
+      if (hetero && args.count(flag) && args[flag].as<int>() < 1)
+        throw_input_error(std::string("--") + flag, "must be >= 1");
     c.tp = args["tp"].as<int>();
     c.dp = args["dp"].as<int>();
     c.virtual_stages = args["virtual"].as<int>();
@@ -317,7 +343,20 @@ int run_simulate(int argc, char** argv) {
       sim_options.max_memory_bytes = req.max_memory_bytes;
     }
     if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
-    Plan plan = build_plan(req);
+    Plan plan;
+    if (hetero) {
+      const std::vector<int> kind_tp =
+          args.count("kind-tp")
+              ? positive_int_list_flag("kind-tp", args["kind-tp"].as<std::string>())
+              : std::vector<int>{};
+      const std::vector<std::string> actor_kinds =
+          args.count("actor-kinds")
+              ? name_list_flag("actor-kinds", args["actor-kinds"].as<std::string>())
+              : std::vector<std::string>{};
+      plan = build_hetero_plan(req, *hetero, resolve_meshes(*hetero, c, kind_tp, actor_kinds));
+    } else {
+      plan = build_plan(req);
+    }
     if (perturbation) {
       sim = simulate_plan_perturbed(plan, sim_options, *perturbation);
     } else {

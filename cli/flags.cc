@@ -40,6 +40,40 @@ void refuse_flags(const cxxopts::ParseResult& args, std::initializer_list<const 
     if (args.count(flag)) throw_input_error(std::string("--") + flag, why);
 }
 
+std::vector<std::string> name_list_flag(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (item.empty())
+      throw_input_error("--" + flag,
+                        "expected a comma-separated list of names, got '" + text + "'");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> positive_int_list_flag(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : name_list_flag(flag, text)) {
+    size_t pos = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != item.size() || v < 1)
+      throw_input_error("--" + flag, "expected a comma-separated list of positive integers, got '" +
+                                         text + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
 void refuse_together(const cxxopts::ParseResult& args, const char* a, const char* b,
                      const std::string& why) {
   if (args.count(a) && args.count(b))

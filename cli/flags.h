@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -49,5 +50,10 @@ double double_flag_in(const cxxopts::ParseResult& args, const std::string& flag,
                       double hi, const std::string& what);
 int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int lo, int hi,
                 const std::string& what);
+
+// A comma-separated list of positive integers ("4,2") or of non-empty names ("h100-sxm,a100-80g"):
+// InputError "--<flag>: expected a comma-separated list of ..., got '<text>'".
+std::vector<int> positive_int_list_flag(const std::string& flag, const std::string& text);
+std::vector<std::string> name_list_flag(const std::string& flag, const std::string& text);
 
 }  // namespace jaxpp::cli

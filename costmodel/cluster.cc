@@ -370,6 +370,10 @@ ClusterSpec cluster_preset(const std::string& name) {
 
 ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source) {
   JsonObject obj(doc, source);
+  if (obj.has("kinds"))
+    throw_input_error(obj.field("kinds"),
+                      "a heterogeneous cluster (several device kinds) is read by simulate and "
+                      "explore only (docs/hardware.md), not here");
   obj.reject_unknown({"name",
                       "base",
                       "peak_tflops",

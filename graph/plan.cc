@@ -232,6 +232,11 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"program", program_to_json(plan.program)},
                       {"predicted", plan.predicted}};
   if (plan.assignment) j["assignment"] = plan.assignment->entries;
+  if (!plan.meshes.empty()) {
+    nlohmann::json meshes = nlohmann::json::array();
+    for (const ActorMesh& m : plan.meshes) meshes.push_back({{"kind", m.kind}, {"tp", m.tp}});
+    j["meshes"] = meshes;
+  }
   return j;
 }
 
@@ -249,7 +254,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
                                                 " (this build reads version " +
                                                 std::to_string(kPlanVersion) + ")");
   obj.reject_unknown({"format", "version", "model", "cluster", "config", "partition", "placement",
-                      "program", "predicted", "assignment"});
+                      "program", "predicted", "assignment", "meshes"});
   Plan plan;
   plan.model = model_from_json(obj.at("model"), obj.field("model"));
   plan.cluster = obj.has("cluster") ? obj.at("cluster") : nlohmann::json();
@@ -268,6 +273,20 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
                                                   " stages but the partition has " +
                                                   std::to_string(plan.partition.num_stages()));
   if (obj.has("assignment")) check_plan_assignment(plan, obj.at("assignment"), source);
+  if (obj.has("meshes")) {
+    const nlohmann::json& meshes = obj.array("meshes");
+    if (static_cast<int64_t>(meshes.size()) != plan.config.pp)
+      throw_input_error(obj.field("meshes"), "has " + std::to_string(meshes.size()) +
+                                                 " entries but config.pp is " +
+                                                 std::to_string(plan.config.pp));
+    for (size_t i = 0; i < meshes.size(); ++i) {
+      const JsonObject m(meshes[i], obj.field("meshes") + "[" + std::to_string(i) + "]");
+      m.reject_unknown({"kind", "tp"});
+      ActorMesh mesh{m.string("kind"), m.positive_int("tp")};
+      if (mesh.kind.empty()) throw_input_error(m.field("kind"), "empty device kind");
+      plan.meshes.push_back(std::move(mesh));
+    }
+  }
   // The program must be the lowering of this configuration: a hand-edited count would otherwise
   // silently change what is run (the loss is averaged over config.num_microbatches).
   const Program& program = plan.program;

@@ -3,7 +3,9 @@
 // plan.json = { "format": "jaxpp-sim-plan", "version": 1, "model": <model explicit form>,
 //   "cluster": <ClusterSpec JSON, opaque to graph/>, "config": {...}, "partition": {...},
 //   "placement": {...}, "program": {...}, "predicted": <metrics JSON, opaque to graph/>,
-//   "assignment": {...} (only for a plan built from a name-to-actor assignment) }
+//   "assignment": {...} (only for a plan built from a name-to-actor assignment),
+//   "meshes": [{"kind": "h100-sxm", "tp": 4}, ...] (only for a plan on a heterogeneous cluster:
+//   one entry per actor, its device kind and tensor parallelism; docs/hardware.md) }
 // `explore` and `simulate --plan` write it; `run` and `validate` read it. A file of another
 // format or version is rejected with a clear error.
 #pragma once
@@ -14,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -124,6 +127,14 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags);
 
+// The mesh of one pipeline actor on a heterogeneous cluster (costmodel/hetero_cluster.h): the
+// device kind it runs on (a kind name of the cluster) and its tensor parallelism.
+struct ActorMesh {
+  std::string kind;
+  int tp = 1;
+  bool operator==(const ActorMesh&) const = default;
+};
+
 struct Plan {
   ModelSpec model;
   nlohmann::json cluster;  // parsed by costmodel/
@@ -136,6 +147,9 @@ struct Plan {
   // written as plan.json's "assignment" field and checked on reading: it must give exactly the
   // plan's partition and placement. nullopt for plans built from --partition and a schedule.
   std::optional<AssignmentSpec> assignment;
+  // Heterogeneous cluster only (empty otherwise): the mesh of each actor (size config.pp);
+  // plan.cluster is then the heterogeneous cluster's JSON form and config.tp the first actor's.
+  std::vector<ActorMesh> meshes;
 };
 
 nlohmann::json plan_to_json(const Plan& plan);

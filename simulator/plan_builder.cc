@@ -17,6 +17,7 @@
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "simulator/breakdown.h"
+#include "simulator/hetero_plan.h"
 #include "simulator/partition_search.h"
 #include "simulator/what_if.h"
 
@@ -281,6 +282,7 @@ Plan build_plan(const PlanRequest& req) {
 }
 
 SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
+  if (!plan.meshes.empty()) return simulate_hetero_plan(plan, options);
   const ClusterSpec cluster = cluster_from_json(plan.cluster, "plan: field 'cluster'");
   const AnalyticCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster);
   const MemoryModel mem =

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "costmodel/analytic_cost.h"
+#include "costmodel/hetero_cost.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
 #include "graph/assignment.h"
@@ -23,7 +24,7 @@ void check_config(const Plan& plan, const std::string& source) {
   const ParallelConfig& c = plan.config;
   const std::string where = field(source, "config");
   const int64_t gpus = int64_t{c.pp} * c.tp * c.dp * c.cp;
-  if (gpus != c.gpus)
+  if (gpus != c.gpus && plan.meshes.empty())  // heterogeneous: check_hetero_meshes
     throw_input_error(where, "gpus " + std::to_string(c.gpus) +
                                  " is not pp·tp·dp·cp = " + std::to_string(c.pp) + "·" +
                                  std::to_string(c.tp) + "·" + std::to_string(c.dp) + "·" +
@@ -35,10 +36,13 @@ void check_config(const Plan& plan, const std::string& source) {
                    " is not dp·microbatch_size·num_microbatches = " + std::to_string(c.dp) + "·" +
                    std::to_string(c.microbatch_size) + "·" + std::to_string(c.num_microbatches) +
                    " = " + std::to_string(batch));
-  if (plan.model.heads > 0 && plan.model.heads % c.tp != 0)
-    throw_input_error(where, "tp " + std::to_string(c.tp) + " does not divide the " +
-                                 std::to_string(plan.model.heads) +
-                                 " attention heads of the model");
+  std::vector<int> tps{c.tp};
+  for (const ActorMesh& m : plan.meshes) tps.push_back(m.tp);
+  for (int tp : tps)
+    if (plan.model.heads > 0 && plan.model.heads % tp != 0)
+      throw_input_error(where, "tp " + std::to_string(tp) + " does not divide the " +
+                                   std::to_string(plan.model.heads) +
+                                   " attention heads of the model");
   if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel)
     throw_input_error(where, "tp_comm_overlap needs sequence_parallel");
   const int64_t stages = int64_t{c.pp} * c.virtual_stages;
@@ -136,20 +140,21 @@ bool same_but_bytes(const Instruction& a, const Instruction& b) {
   return c == b;
 }
 
-void check_program_is_the_lowering(const Plan& plan, const Schedule& schedule,
-                                   const ClusterSpec& cluster, const std::string& source) {
-  const std::string where = field(source, "program");
+// The lowering's byte sizes of a plan (its cost model's activation and gradient bytes).
+template <typename Cost>
+LoweringOptions plan_lowering_options(const Cost& cost, int num_stages) {
   LoweringOptions lo;
   lo.emit_grad_reduce = true;
-  try {
-    const AnalyticCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster);
-    for (int s = 0; s < schedule.num_stages; ++s) {
-      lo.activation_bytes.push_back(cost.activation_bytes(s));
-      lo.grad_bytes.push_back(cost.grad_bytes(s));
-    }
-  } catch (const InputError& e) {
-    throw_input_error(field(source, "config"), e.what());
+  for (int s = 0; s < num_stages; ++s) {
+    lo.activation_bytes.push_back(cost.activation_bytes(s));
+    lo.grad_bytes.push_back(cost.grad_bytes(s));
   }
+  return lo;
+}
+
+void check_program_is_the_lowering(const Plan& plan, const Schedule& schedule,
+                                   const LoweringOptions& lo, const std::string& source) {
+  const std::string where = field(source, "program");
   Program expected;
   try {
     expected = lower(schedule, lo);
@@ -228,10 +233,46 @@ void check_plan(const Plan& plan, const std::string& source) {
   check_config(plan, source);
   if (plan.cluster.is_null())
     throw_input_error(field(source, "cluster"), "missing (the transfer sizes depend on it)");
-  const ClusterSpec cluster = cluster_from_json(plan.cluster, field(source, "cluster"));
   const Schedule schedule = schedule_of(plan);
-  check_schedule_name(plan, schedule, source);
-  check_program_is_the_lowering(plan, schedule, cluster, source);
+  LoweringOptions lo;
+  if (plan.meshes.empty()) {
+    const ClusterSpec cluster = cluster_from_json(plan.cluster, field(source, "cluster"));
+    check_schedule_name(plan, schedule, source);
+    try {
+      lo = plan_lowering_options(
+          AnalyticCost(plan.model, plan.partition, plan.placement, plan.config, cluster),
+          schedule.num_stages);
+    } catch (const InputError& e) {
+      throw_input_error(field(source, "config"), e.what());
+    }
+  } else {
+    // Heterogeneous: each kind's actors use exactly its GPUs (simulator/hetero_plan.h).
+    const HeteroCluster cluster = hetero_cluster_from_json(plan.cluster, field(source, "cluster"));
+    const std::vector<int> kinds = mesh_kind_indices(cluster, plan.meshes, field(source, "meshes"));
+    std::vector<int64_t> used(cluster.kinds.size(), 0);
+    for (size_t r = 0; r < kinds.size(); ++r)
+      used[kinds[r]] += int64_t{plan.meshes[r].tp} * plan.config.dp * plan.config.cp;
+    for (size_t k = 0; k < used.size(); ++k)
+      if (used[k] != cluster.kinds[k].gpus)
+        throw_input_error(field(source, "meshes"),
+                          "the actors of kind " + cluster.kinds[k].name + " use " +
+                              std::to_string(used[k]) + " GPUs (tp·dp·cp each) but the kind has " +
+                              std::to_string(cluster.kinds[k].gpus));
+    if (plan.config.gpus != cluster.total_gpus())
+      throw_input_error(field(source, "config"), "gpus " + std::to_string(plan.config.gpus) +
+                                                     " is not the cluster's " +
+                                                     std::to_string(cluster.total_gpus()));
+    check_schedule_name(plan, schedule, source);
+    try {
+      lo = plan_lowering_options(HeteroCost(plan.model, plan.partition, plan.placement,
+                                            plan.config, cluster, plan.meshes,
+                                            field(source, "meshes")),
+                                 schedule.num_stages);
+    } catch (const InputError& e) {
+      throw_input_error(field(source, "config"), e.what());
+    }
+  }
+  check_program_is_the_lowering(plan, schedule, lo, source);
   check_predicted(plan.predicted, source);
 }
 
