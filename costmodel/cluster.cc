@@ -52,10 +52,15 @@ ClusterSpec common_defaults() {
 double half_saturation_flops(double peak_flops_per_s) { return peak_flops_per_s * 4 * kUs; }
 
 // Fitted constants (scripts/fit_costmodel.py on the corpus fit rows of each GPU type; the test
-// rows score them, docs/validation.md). B200, GB200 and MI300X have no corpus rows: they reuse
-// the H100's fitted large-GEMM efficiency and are validated against nothing.
+// rows score them, docs/validation.md). GB200's is fitted on its 4 fit rows of the dgxc2025
+// source (NVIDIA DGX Cloud benchmarking, 2025: Nemotron-4 340B tp 8 pp 4 v 12 on 128/256/512
+// GPUs and Llama 3.1 405B tp 4 pp 8 cp 2 v 8 on 512 GPUs, BF16; `scripts/fit_costmodel.py --gpu
+// gb200-nvl72 --param gemm_efficiency.max=0.4:0.95`) and scored on its 5 test rows. B200, H200
+// and MI300X have no corpus rows: B200 and H200 reuse the H100's fitted large-GEMM efficiency,
+// MI300X too, and are validated against nothing.
 constexpr double kA100GemmEfficiency = 0.7125;
 constexpr double kH100GemmEfficiency = 0.603;
+constexpr double kGb200GemmEfficiency = 0.460;
 
 ClusterSpec a100_80g() {
   ClusterSpec c = common_defaults();
@@ -124,6 +129,7 @@ ClusterSpec gb200_nvl72() {
   c.name = "gb200-nvl72";
   c.peak_flops_per_s = {2500 * kTera, 2500 * kTera, 80 * kTera, 5000 * kTera};
   c.hbm_bytes = static_cast<int64_t>(186 * kGiB);
+  c.gemm_efficiency_max = kGb200GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(2500 * kTera);
   c.devices_per_node = 72;  // one NVLink domain of 72 GPUs
   return c;
