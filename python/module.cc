@@ -142,6 +142,13 @@ std::optional<AssignmentSpec> assignment_arg(const std::string& path, const std:
   return assignment_spec_from_json(wrapped ? j.at("assignment") : j, "assign");
 }
 
+// The model with --a2a-dtype applied (its all-to-all payload types), as its JSON text.
+std::string model_with_a2a_dtype(const std::string& model_text, const std::string& a2a_dtype) {
+  ModelSpec model = model_from_json(parse(model_text, "model"), "model");
+  set_alltoall_dtypes(model, a2a_dtype, "--a2a-dtype");
+  return model_to_json(model).dump();
+}
+
 SimOut simulate_model_mode(const std::string& model_text, const std::string& cluster_text, int gpus,
                            int pp, int tp, int dp, int cp, int virtual_stages, int global_batch,
                            int microbatch_size, const std::string& schedule,
@@ -153,7 +160,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            double moe_imbalance, const std::string& moe_overlap,
                            const std::string& perturb, bool breakdown, bool check_memory,
                            bool record_trace, const std::string& assign_path,
-                           const std::string& assign_text) {
+                           const std::string& assign_text, const std::string& grad_dtype) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -190,6 +197,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   if (etp && c.etp < 1) throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
   c.moe_imbalance = moe_imbalance;
   c.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
+  c.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   req.schedule_file = schedule_file;
   req.fuse_steady_state = fuse_steady_state;
   parse_partition_flag(partition, req);
@@ -289,7 +297,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         std::optional<int> synthesize_top, std::optional<double> synthesize_time_s,
                         std::optional<int> robust, std::optional<double> robust_jitter,
                         std::optional<py::function> progress, const std::string& assign_path,
-                        const std::string& assign_text) {
+                        const std::string& assign_text, const std::string& grad_dtype) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -331,6 +339,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
     req.assignment =
         explore_assignment(*spec, req.model, pp, !virtual_stages.empty(), synthesize);
   req.overlap_grad_reduce = overlap_grad_reduce;
+  req.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   req.bound_prune = bound_prune;
   req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact
   {  // as explore --partition: parsed as simulate's flag; explore() refuses what it cannot take
@@ -886,6 +895,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("cluster_presets", &jp::cluster_preset_names);
   m.def("schedules_json", &schedules_json);
   m.def("load_model", &load_model_json, py::arg("name_or_path"));
+  m.def("model_with_a2a_dtype", &model_with_a2a_dtype, py::arg("model"), py::arg("a2a_dtype"));
   m.def("model_from_json", &model_from_json_text, py::arg("text"), py::arg("source"));
   m.def("model_shape", &model_shape_json, py::arg("model"));
   m.def("load_cluster", &load_cluster_json, py::arg("name_or_path"));
@@ -904,7 +914,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
         py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
-        py::arg("assign_text"));
+        py::arg("assign_text"), py::arg("grad_dtype"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -925,7 +935,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
         py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
         py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
-        py::arg("assign_text"));
+        py::arg("assign_text"), py::arg("grad_dtype"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),

@@ -276,7 +276,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              partition="auto", max_memory_gib=None, ep=1, etp=None, moe_imbalance=1.0,
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
-             t_a2a_b=0.0, stage_times=None):
+             t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -290,8 +290,10 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     balanced-time ``metrics["stage_begin"]`` holds the searched stage starts),
     ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
     ``etp`` (expert tensor parallelism, default tp), ``moe_imbalance`` (tokens of the busiest
-    expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none).
-    ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
+    expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none),
+    ``a2a_dtype`` (``--a2a-dtype``: "fp8" or "fp8,bf16" for dispatch and combine).
+    ``grad_dtype`` (``--grad-dtype``: cluster|fp32|bf16|fp16, the gradient buffer and its
+    data-parallel reduction). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
     plan.json) or a dict such as ``{"embedding": 0, "layer{i}": "i mod 4", "logits": 3}``; it
     gives the stages and their actors instead of ``partition``/``virtual`` (docs/schedules.md).
 
@@ -324,6 +326,9 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             if value is None:
                 raise InputError(f"{name}: required in model mode")
         m = _model(model)
+        if a2a_dtype is not None:
+            m = Model(_json.loads(_core.model_with_a2a_dtype(_json.dumps(m._spec),
+                                                             str(a2a_dtype))))
         c = _cluster(cluster)
         out = _core.simulate_model(
             _json.dumps(m._spec), _json.dumps(c._spec), int(gpus), int(pp), int(tp),
@@ -334,7 +339,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
-            *_assign_args(assign))
+            *_assign_args(assign), str(grad_dtype))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
@@ -345,7 +350,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
                    ("max_memory_gib", max_memory_gib, None),
-                   ("assign", assign, None)),
+                   ("assign", assign, None), ("grad_dtype", grad_dtype, "cluster"),
+                   ("a2a_dtype", a2a_dtype, None)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
@@ -441,7 +447,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             attention="flash", tp_comm_overlap=False, overlap_grad_reduce=False,
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
-            progress=None, assign=None):
+            progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -455,7 +461,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
     ``assign`` (``--assign``, a path or a dict as in :func:`simulate`) fixes a name-to-actor
     assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
-    evaluated.
+    evaluated. ``grad_dtype`` (``--grad-dtype``) and ``a2a_dtype`` (``--a2a-dtype``) apply to every
+    configuration, as in :func:`simulate`.
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -466,6 +473,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     the GIL). Raises :class:`InputError` when nothing fits (the CLI's message). Returns an
     :class:`ExploreResult`."""
     m = _json.dumps(_model(model)._spec)
+    if a2a_dtype is not None:
+        m = _core.model_with_a2a_dtype(m, str(a2a_dtype))
     c = _json.dumps(_cluster(cluster)._spec)
     if threads is not None and int(threads) < 1:
         raise InputError(f"--threads: must be >= 1, got {threads}")
@@ -480,7 +489,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_top is None else int(synthesize_top),
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
-        None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign))
+        None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
+        str(grad_dtype))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

@@ -700,3 +700,41 @@ def test_assignment_errors_are_the_clis(tmp_path):
     # Measured mode refuses it, as the CLI.
     with pytest.raises(js.InputError, match="--assign: a model-mode flag"):
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, assign=ASSIGNMENT)
+
+
+# --- gradient and all-to-all dtypes (--grad-dtype, --a2a-dtype) ------------------------------------
+
+def test_grad_dtype_equals_cli_and_halves_the_reduction(tmp_path):
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=8, pp=2, dp=4, global_batch=32,
+                schedule="1f1b", trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "8", "--pp", "2",
+                "--dp", "4", "--global-batch", "32", "--schedule", "1f1b"]
+    bf16 = js.simulate(**args, grad_dtype="bf16")
+    assert bf16.metrics == cli_json("simulate", *cli_args, "--grad-dtype", "bf16")
+    fp32 = js.simulate(**args)
+    assert bf16.metrics["collective_bytes"] * 2 == fp32.metrics["collective_bytes"]
+    assert bf16.plan["config"]["grad_dtype"] == "bf16"
+    r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=8, global_batch=32, pp=[2],
+                   tp=[1], schedules=["1f1b"], grad_dtype="bf16", threads=1)
+    assert r.summary == cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g",
+                                 "--gpus", "8", "--global-batch", "32", "--pp", "2", "--tp", "1",
+                                 "--schedules", "1f1b", "--grad-dtype", "bf16", "--threads", "1")
+    assert r.best_plan()["config"]["grad_dtype"] == "bf16"
+    same_error(lambda: js.simulate(**args, grad_dtype="int8"), "simulate", *cli_args,
+               "--grad-dtype", "int8")
+    with pytest.raises(js.InputError, match="--grad-dtype"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, grad_dtype="bf16")
+
+
+def test_a2a_dtype_equals_cli():
+    args = dict(model="mixtral-8x7b", cluster="h100-sxm", gpus=16, pp=2, tp=2, dp=4, ep=4,
+                global_batch=64, schedule="1f1b", sequence_parallel=True, trace=False,
+                check_memory=False)
+    cli_args = ["--model", "mixtral-8x7b", "--cluster", "h100-sxm", "--gpus", "16", "--pp", "2",
+                "--tp", "2", "--dp", "4", "--ep", "4", "--global-batch", "64", "--schedule",
+                "1f1b", "--sequence-parallel", "--no-memory-check"]
+    fp8 = js.simulate(**args, a2a_dtype="fp8,bf16")
+    assert fp8.metrics == cli_json("simulate", *cli_args, "--a2a-dtype", "fp8,bf16")
+    assert fp8.metrics != js.simulate(**args).metrics
+    same_error(lambda: js.simulate(**args, a2a_dtype="fp4"), "simulate", *cli_args,
+               "--a2a-dtype", "fp4")
