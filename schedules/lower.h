@@ -46,6 +46,19 @@ struct LoweringOptions {
   bool emit_grad_reduce = true;
 };
 
+// The byte sizes of a cost model (anything with activation_bytes(stage) and grad_bytes(stage):
+// costmodel's AnalyticCost, HeteroCost) for `num_stages` stages, gradient reductions emitted.
+template <typename Cost>
+LoweringOptions lowering_options_of(const Cost& cost, int num_stages) {
+  LoweringOptions lo;
+  lo.emit_grad_reduce = true;
+  for (int s = 0; s < num_stages; ++s) {
+    lo.activation_bytes.push_back(cost.activation_bytes(s));
+    lo.grad_bytes.push_back(cost.grad_bytes(s));
+  }
+  return lo;
+}
+
 // InputError when the schedule is invalid (validate.h) or the byte vectors have the wrong size.
 Program lower(const Schedule& schedule, const LoweringOptions& options = {});
 

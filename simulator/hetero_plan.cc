@@ -238,13 +238,7 @@ double hetero_step_time_s(const ModelSpec& model, const HeteroCluster& cluster,
                           const ParallelConfig& config, const Schedule& schedule,
                           const std::vector<ActorMesh>& meshes, const Partition& partition) {
   const HeteroCost cost(model, partition, schedule.placement, config, cluster, meshes, "meshes");
-  LoweringOptions lo;
-  for (int s = 0; s < partition.num_stages(); ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  lo.emit_grad_reduce = true;
-  const Program program = lower(schedule, lo);
+  const Program program = lower(schedule, lowering_options_of(cost, partition.num_stages()));
   SimOptions so;
   so.record_trace = false;
   so.overlap_grad_reduce = config.overlap_grad_reduce;
@@ -514,13 +508,7 @@ Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
   plan.config = config;
   const HeteroCost cost(plan.model, plan.partition, plan.placement, config, cluster, meshes,
                         "meshes");
-  LoweringOptions lo;
-  for (int s = 0; s < num_stages; ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  lo.emit_grad_reduce = true;
-  plan.program = lower(schedule, lo);
+  plan.program = lower(schedule, lowering_options_of(cost, num_stages));
   return plan;
 }
 

@@ -271,13 +271,7 @@ Plan build_plan(const PlanRequest& req) {
   }
   plan.config = config;
   const AnalyticCost cost(plan.model, plan.partition, plan.placement, config, req.cluster);
-  LoweringOptions lo;
-  for (int s = 0; s < num_stages; ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  lo.emit_grad_reduce = true;
-  plan.program = lower(schedule, lo);
+  plan.program = lower(schedule, lowering_options_of(cost, num_stages));
   return plan;
 }
 

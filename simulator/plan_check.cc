@@ -140,18 +140,6 @@ bool same_but_bytes(const Instruction& a, const Instruction& b) {
   return c == b;
 }
 
-// The lowering's byte sizes of a plan (its cost model's activation and gradient bytes).
-template <typename Cost>
-LoweringOptions plan_lowering_options(const Cost& cost, int num_stages) {
-  LoweringOptions lo;
-  lo.emit_grad_reduce = true;
-  for (int s = 0; s < num_stages; ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  return lo;
-}
-
 void check_program_is_the_lowering(const Plan& plan, const Schedule& schedule,
                                    const LoweringOptions& lo, const std::string& source) {
   const std::string where = field(source, "program");
@@ -239,7 +227,7 @@ void check_plan(const Plan& plan, const std::string& source) {
     const ClusterSpec cluster = cluster_from_json(plan.cluster, field(source, "cluster"));
     check_schedule_name(plan, schedule, source);
     try {
-      lo = plan_lowering_options(
+      lo = lowering_options_of(
           AnalyticCost(plan.model, plan.partition, plan.placement, plan.config, cluster),
           schedule.num_stages);
     } catch (const InputError& e) {
@@ -264,7 +252,7 @@ void check_plan(const Plan& plan, const std::string& source) {
                                                      std::to_string(cluster.total_gpus()));
     check_schedule_name(plan, schedule, source);
     try {
-      lo = plan_lowering_options(HeteroCost(plan.model, plan.partition, plan.placement,
+      lo = lowering_options_of(HeteroCost(plan.model, plan.partition, plan.placement,
                                             plan.config, cluster, plan.meshes,
                                             field(source, "meshes")),
                                  schedule.num_stages);

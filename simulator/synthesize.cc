@@ -737,13 +737,7 @@ Plan plan_with_schedule(const Plan& plan, const Schedule& schedule) {
   out.config.schedule = schedule.name;
   out.placement = schedule.placement;
   const AnalyticCost cost(out.model, out.partition, out.placement, out.config, cluster);
-  LoweringOptions lo;
-  for (int s = 0; s < schedule.num_stages; ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  lo.emit_grad_reduce = true;
-  out.program = lower(schedule, lo);
+  out.program = lower(schedule, lowering_options_of(cost, schedule.num_stages));
   out.predicted = nlohmann::json();
   return out;
 }
