@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "costmodel/alltoall_overlap.h"
 #include "graph/error.h"
 #include "graph/input_file.h"
 #include "graph/limits.h"
@@ -307,21 +308,6 @@ ModelSpec model_at_seq_len(const ModelSpec& model, int seq_len, const std::strin
   }
 }
 
-// A group whose forward tasks and backward tasks share no (stage, microbatch) (as
-// analytic_cost.h's overlapped F&B group).
-bool seq_len_group_overlaps(const Instruction& ins) {
-  bool fwd = false, bwd = false;
-  for (const TaskRef& t : ins.tasks) (t.kind == TaskKind::kF ? fwd : bwd) = true;
-  if (!fwd || !bwd) return false;
-  for (const TaskRef& f : ins.tasks) {
-    if (f.kind != TaskKind::kF) continue;
-    for (const TaskRef& b : ins.tasks)
-      if (b.kind != TaskKind::kF && b.stage == f.stage && b.microbatch == f.microbatch)
-        return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& partition,
@@ -376,21 +362,15 @@ int SequenceLengthCost::common_length(const Instruction& ins) const {
 }
 
 SequenceLengthCost::Group SequenceLengthCost::mixed_group(const Instruction& ins) const {
-  double c_f = 0, c_b = 0, a_f = 0, a_b = 0;
-  for (const TaskRef& t : ins.tasks) {
-    const AnalyticCost& c = at(t.microbatch);
-    const double total = c.task_s(t.kind, t.stage);
-    const double a2a = c.alltoall_task_s(t.kind, t.stage);
-    (t.kind == TaskKind::kF ? c_f : c_b) += total - a2a;
-    (t.kind == TaskKind::kF ? a_f : a_b) += a2a;
-  }
+  // Each task at its own microbatch's length; the overlap rule of costmodel/alltoall_overlap.h.
+  const AllToAllGroup a = alltoall_group(
+      ins, config_.ep > 1 && config_.moe_overlap != MoeOverlap::kNone,
+      [&](const TaskRef& t) { return at(t.microbatch).task_s(t.kind, t.stage); },
+      [&](const TaskRef& t) { return at(t.microbatch).alltoall_task_s(t.kind, t.stage); });
   Group g;
-  g.busy_s = a_f + a_b;
-  g.exposed_s = g.busy_s;
-  if (g.busy_s > 0 && config_.ep > 1 && config_.moe_overlap != MoeOverlap::kNone &&
-      seq_len_group_overlaps(ins))
-    g.exposed_s = std::max(0.0, a_f - c_b) + std::max(0.0, a_b - c_f);
-  g.total_s = launch_overhead_s_ + c_f + c_b + g.exposed_s;
+  g.busy_s = a.busy_s;
+  g.exposed_s = a.exposed_s;
+  g.total_s = launch_overhead_s_ + a.compute_s;
   return g;
 }
 
