@@ -11,8 +11,11 @@
 //   BM_PartitionLlama3_405b_pp16_v1   the same with v 1 (S = 16), Std1F1B
 //   BM_PartitionStartOnly             v 2, m 32: the layer times and the starting candidates
 //                                     alone (max_evaluations 1: no local search)
+//   BM_PartitionOneLayerMoves         v 2 and v 1 (Arg), m 32: the search without its long moves
+//                                     (one_layer_moves)
 //
 // Counters: evaluations (simulations of the search), improvements (local-search moves kept),
+// long_moves (of which long moves),
 // gain (1 − step time / step time of the FLOPs-balanced partition), step_s (the step time found).
 #include <benchmark/benchmark.h>
 
@@ -53,11 +56,13 @@ Setup llama405(int v, int microbatches, const std::string& schedule) {
   return s;
 }
 
-void run(benchmark::State& state, const Setup& s, int max_evaluations) {
+void run(benchmark::State& state, const Setup& s, int max_evaluations,
+         bool one_layer_moves = false) {
   jaxpp::PartitionSearchResult r;
   for (auto _ : state) {
-    r = jaxpp::search_partition(s.model, s.cluster, s.config, s.schedule,
-                                {.max_evaluations = max_evaluations});
+    r = jaxpp::search_partition(
+        s.model, s.cluster, s.config, s.schedule,
+        {.max_evaluations = max_evaluations, .one_layer_moves = one_layer_moves});
     benchmark::DoNotOptimize(r.evaluations);
   }
   const double flops = jaxpp::partition_step_time_s(
@@ -65,6 +70,7 @@ void run(benchmark::State& state, const Setup& s, int max_evaluations) {
       jaxpp::auto_partition(s.model, {.num_stages = s.schedule.num_stages}));
   state.counters["evaluations"] = r.evaluations;
   state.counters["improvements"] = r.improvements;
+  state.counters["long_moves"] = r.long_moves;
   state.counters["gain"] = 1 - r.step_time_s / flops;
   state.counters["step_s"] = r.step_time_s;
 }
@@ -83,6 +89,12 @@ void BM_PartitionStartOnly(benchmark::State& state) {
   run(state, llama405(2, 32, "Interleaved1F1B"), 1);
 }
 BENCHMARK(BM_PartitionStartOnly)->Unit(benchmark::kMillisecond);
+
+void BM_PartitionOneLayerMoves(benchmark::State& state) {
+  const int v = static_cast<int>(state.range(0));
+  run(state, llama405(v, 32, v > 1 ? "Interleaved1F1B" : "Std1F1B"), 0, true);
+}
+BENCHMARK(BM_PartitionOneLayerMoves)->Arg(2)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "costmodel/analytic_cost.h"
@@ -288,13 +290,20 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   best.step_time_s = std::numeric_limits<double>::infinity();
   int evaluations = 0;
   std::vector<Partition> seen;
+  // Step time of every partition checked so far (infinity when it does not fit): each is
+  // simulated once.
+  std::map<std::vector<int>, double> checked;
   // Simulates a starting candidate that fits (each distinct one once).
   const auto consider = [&](const Partition& candidate, const std::string& name) {
     if (std::find(seen.begin(), seen.end(), candidate) != seen.end()) return;
     seen.push_back(candidate);
     const std::vector<int64_t> peak = memory.peaks(candidate);
-    if (!fits(peak)) return;
+    if (!fits(peak)) {
+      checked.emplace(candidate.stage_begin, std::numeric_limits<double>::infinity());
+      return;
+    }
     const double t = partition_step_time_s(model, cluster, config, schedule, candidate);
+    checked.emplace(candidate.stage_begin, t);
     ++evaluations;
     best.evaluations = evaluations;
     if (t < best.step_time_s) {
@@ -305,10 +314,23 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
     }
   };
 
-  // 1. Starting candidates.
+  // 1. Starting candidates (or the given start).
+  if (options.start) {
+    const Partition& given = *options.start;
+    bool valid = given.num_stages() == S && given.num_layers == n && given.stage_begin[0] == 0;
+    for (int s = 0; valid && s < S; ++s) valid = given.size(s) >= 1;
+    if (!valid)
+      throw_input_error(kFlag, "the given start " + describe_starts(given) + " is not " +
+                                   std::to_string(S) + " non-empty stages over " +
+                                   std::to_string(n) + " layers");
+    consider(given, "given");
+    if (best.evaluations == 0)
+      throw_input_error(kFlag, "the given start " + describe_starts(given) + " does not fit in " +
+                                   gib_text(static_cast<double>(limit)) + " GiB per device");
+  }
   const Partition time_optimal = auto_partition(weights, S);
-  consider(time_optimal, "time");
-  if (greedy && !fits(memory.peaks(time_optimal))) {
+  if (!options.start) consider(time_optimal, "time");
+  if (!options.start && greedy && !fits(memory.peaks(time_optimal))) {
     const double hi = greedy->total_time();
     if (greedy->starts(hi, static_cast<double>(limit))) {
       const double t = BoundedGreedy::least(0.0, hi, [&](double bound) {
@@ -317,10 +339,10 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
       consider(partition_from_starts(*greedy->starts(t, static_cast<double>(limit)), n), "time");
     }
   }
-  consider(auto_partition(model, {.num_stages = S}), "flops");
+  if (!options.start) consider(auto_partition(model, {.num_stages = S}), "flops");
   int transformer_layers = 0;
   for (const LayerWork& l : model.layers) transformer_layers += l.kind == LayerKind::kTransformer;
-  if (transformer_layers >= S) consider(even_partition(model, S), "even");
+  if (!options.start && transformer_layers >= S) consider(even_partition(model, S), "even");
 
   // 2. Nothing fits: the partition of least peak memory.
   if (best.evaluations == 0) {
@@ -385,27 +407,104 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   }
   best.start_step_time_s = best.step_time_s;
 
-  // 3. Local search over the boundaries, first improvement.
-  for (bool improved = true; improved && evaluations < budget;) {
-    improved = false;
+  // 3. Local search, first improvement. Simulates q (once) and keeps it when it is faster.
+  const auto improves = [&](const Partition& q) {
+    if (evaluations >= budget) return false;
+    const auto [it, fresh] = checked.emplace(q.stage_begin, 0.0);
+    if (!fresh) return false;  // checked already, and not kept then: never faster than best
+    const std::vector<int64_t> peak = memory.peaks(q);
+    if (!fits(peak)) {
+      it->second = std::numeric_limits<double>::infinity();
+      return false;
+    }
+    it->second = partition_step_time_s(model, cluster, config, schedule, q);
+    ++evaluations;
+    if (it->second >= best.step_time_s - kImprovement_s) return false;
+    best.partition = q;
+    best.step_time_s = it->second;
+    best.peak_memory_bytes = peak;
+    ++best.improvements;
+    return true;
+  };
+
+  // 3a. A pass of one-layer moves over the boundaries; true when a move was kept.
+  const auto one_layer_pass = [&] {
+    bool improved = false;
     for (int b = 1; b < S && evaluations < budget; ++b) {
       for (int d : {-1, +1}) {
         if (evaluations >= budget) break;
         const std::optional<Partition> q = moved(best.partition, b, d);
-        if (!q) continue;
-        const std::vector<int64_t> peak = memory.peaks(*q);
-        if (!fits(peak)) continue;
-        const double t = partition_step_time_s(model, cluster, config, schedule, *q);
-        ++evaluations;
-        if (t < best.step_time_s - kImprovement_s) {
-          best.partition = *q;
-          best.step_time_s = t;
-          best.peak_memory_bytes = peak;
-          ++best.improvements;
-          improved = true;
-        }
+        if (q && improves(*q)) improved = true;
       }
     }
+    return improved;
+  };
+
+  // 3b. Long moves, tried in the order of their actor weights; true when one was kept.
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int l = 0; l < n; ++l) prefix[l + 1] = prefix[l] + weights[l];
+  const auto actor_key = [&](const Partition& q) {
+    std::vector<double> actor(p, 0.0);
+    for (int s = 0; s < S; ++s)
+      actor[schedule.placement.actor_of(s)] += prefix[q.end(s)] - prefix[q.begin(s)];
+    double largest = 0, squares = 0;
+    for (double a : actor) {
+      largest = std::max(largest, a);
+      squares += a * a;
+    }
+    return std::pair(largest, squares);
+  };
+  const int longest = std::max(2, n / (4 * S));
+  const auto long_move = [&] {
+    const Partition& at = best.partition;
+    std::vector<Partition> moves;
+    const auto add = [&](std::optional<Partition> q) {
+      if (q && !checked.contains(q->stage_begin)) moves.push_back(std::move(*q));
+    };
+    for (int b = 1; b < S; ++b)
+      for (int k = 2; k <= longest; k *= 2)
+        for (int d : {-k, +k}) add(moved(at, b, d));
+    for (int b = 1; b < S; ++b) {
+      // The first layer of stage b that minimises the larger weight of stages b−1 and b.
+      int balanced = at.begin(b);
+      double least = std::numeric_limits<double>::infinity();
+      for (int x = at.begin(b - 1) + 1; x < at.end(b); ++x) {
+        const double larger = std::max(prefix[x] - prefix[at.begin(b - 1)],
+                                       prefix[at.end(b)] - prefix[x]);
+        if (larger < least) {
+          least = larger;
+          balanced = x;
+        }
+      }
+      if (std::abs(balanced - at.begin(b)) >= 2) add(moved(at, b, balanced - at.begin(b)));
+    }
+    for (int b = 1; b < S; ++b)
+      for (int c = b + 1; c < S; ++c)
+        for (int d : {-1, +1}) {
+          Partition q = at;
+          for (int i = b; i <= c; ++i) q.stage_begin[i] += d;
+          bool valid = true;
+          for (int s = b - 1; s <= c && valid; ++s) valid = q.size(s) >= 1;
+          if (valid) add(std::move(q));
+        }
+    std::vector<std::pair<std::pair<double, double>, int>> order;
+    for (int i = 0; i < static_cast<int>(moves.size()); ++i)
+      order.emplace_back(actor_key(moves[i]), i);
+    std::sort(order.begin(), order.end());
+    for (const auto& [key, i] : order) {
+      if (evaluations >= budget) return false;
+      if (improves(moves[i])) {
+        ++best.long_moves;
+        return true;
+      }
+    }
+    return false;
+  };
+
+  while (evaluations < budget) {
+    while (evaluations < budget && one_layer_pass()) {
+    }
+    if (options.one_layer_moves || !long_move()) break;
   }
   best.evaluations = evaluations;
   return best;

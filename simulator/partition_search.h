@@ -36,11 +36,24 @@
 //      (memory only, no simulation, at most num_layers · S moves). If it does not fit either,
 //      InputError "--partition balanced-time: no partition fits in L GiB per device; the least
 //      peak memory ... is X GiB on actor r (...)".
-//   3. Local search: passes over the boundaries b = 1 .. S−1, each boundary moved one layer
-//      left, then one layer right (both stages keep >= 1 layer); a move that fits the limit is
-//      simulated and kept when it lowers the step time by more than 1e-12 s (first improvement).
-//      Stops after a pass without improvement or after `max_evaluations` simulations in all
-//      (steps 1 and 3; default 4·S + 16).
+//   3. Local search, first improvement; each partition is simulated at most once (a move back to
+//      a partition already simulated costs no evaluation):
+//      a. one-layer moves: passes over the boundaries b = 1 .. S−1, each boundary moved one layer
+//         left, then one layer right (both stages keep >= 1 layer); a move that fits the limit
+//         is simulated and kept when it lowers the step time by more than 1e-12 s; until a pass
+//         without improvement;
+//      b. long moves, when a pass of (a) improves nothing: every boundary moved k = 2, 4, 8, ...
+//         layers either way (k up to max(2, n / (4·S)), a quarter of a mean stage), every
+//         boundary moved to the layer that balances the weights of its two stages, and every
+//         block of consecutive boundaries b .. c shifted one layer either way (a layer passes
+//         from stage c to stage b−1 or back, the stages between keep their sizes). Moves that do
+//         not raise the largest actor weight (the sum of its stages' layer weights) are tried in
+//         order of (largest actor weight, sum of squared actor weights), ties in the order
+//         listed; the first that lowers the step time is kept and (a) runs again from it.
+//      Stops when (b) improves nothing or after `max_evaluations` simulations in all (steps 1 and
+//      3; default 4·S + 16).
+//   Since (a) runs exactly as a search of one-layer moves alone and (b) only keeps improvements,
+//   the result is never slower than that of the one-layer search (`one_layer_moves`).
 // The result is never slower than the fitting candidates of step 1, so never slower than
 // `--partition auto` or `--partition even` when they fit.
 //
@@ -52,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,16 +91,21 @@ class PartitionDoesNotFit : public InputError {
 struct PartitionSearchOptions {
   int64_t max_memory_bytes = 0;  // per device; 0 = cluster.hbm_bytes; no limit when both are 0
   int max_evaluations = 0;       // simulations in all; 0 = 4·S + 16
+  // Start from this partition alone instead of the candidates of step 1 (it must have S stages
+  // over the model's layers and fit the limit; InputError otherwise). For tests and studies.
+  std::optional<Partition> start = std::nullopt;
+  bool one_layer_moves = false;  // skip the long moves of step 3b
 };
 
 struct PartitionSearchResult {
   Partition partition;
   double step_time_s = 0;                  // simulated, with the cluster's iteration overhead
   std::vector<int64_t> peak_memory_bytes;  // per actor, per device
-  std::string start;                       // "time", "flops", "even" or "memory"
+  std::string start;                       // "time", "flops", "even", "memory" or "given"
   double start_step_time_s = 0;            // of the start partition
   int evaluations = 0;                     // simulations run
   int improvements = 0;                    // local-search moves kept
+  int long_moves = 0;                      // of which long moves (step 3b)
 };
 
 // Per-layer weights (seconds) as described above, for the schedule's backward split.

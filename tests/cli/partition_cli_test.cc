@@ -164,7 +164,7 @@ TEST(PartitionCliTest, GraphBalancedTimeGivesTheStagesSimulateRuns) {
   const nlohmann::json g = graph_partition_json(
       "--pp 4 --microbatches 16 --schedule 1f1b --cluster a100-80g --partition balanced-time");
   EXPECT_EQ(g.at("partition"), sim.at("stage_begin"));
-  EXPECT_EQ(g.at("partition"), nlohmann::json::parse("[0, 9, 18, 27]"));  // docs/partition.md
+  EXPECT_EQ(g.at("partition"), nlohmann::json::parse("[0, 10, 19, 27]"));  // docs/partition.md
   // Under a memory limit, with tp and dp, and on an interleaved schedule (loop placement).
   const nlohmann::json sim_limit = nlohmann::json::parse(
       run_cli(kSimulateLlama + "--partition balanced-time --max-memory-gib 66 --json").out);

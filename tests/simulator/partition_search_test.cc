@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,131 @@ TEST(PartitionSearch, LocalSearchImprovesOnTheBottleneckOptimalStart) {
       search_partition(req.model, req.cluster, plan.config, schedule, {.max_evaluations = 1});
   EXPECT_EQ(start_only.improvements, 0);
   EXPECT_DOUBLE_EQ(start_only.step_time_s, r.start_step_time_s);
+}
+
+struct SearchSetup {
+  PlanRequest req;
+  Plan plan;
+  Schedule schedule;
+};
+
+SearchSetup llama_pp4_1f1b(int global_batch) {
+  PlanRequest req =
+      partition_request("llama3-8b", 4, 1, "1f1b", global_batch, PartitionMode::kAuto);
+  Plan plan = build_plan(req);
+  return {req, plan, make_schedule("1f1b", "", 4, 0, global_batch, false)};
+}
+
+PartitionSearchResult search(const SearchSetup& s, const PartitionSearchOptions& o) {
+  return search_partition(s.req.model, s.req.cluster, s.plan.config, s.schedule, o);
+}
+
+TEST(PartitionSearch, LongMovesLeaveAPlateauOfOneLayerMoves) {
+  // Llama 3 8B, pp 4, 1F1B, started from 0,3,14,25 (where the one-layer search from 0,4,14,24
+  // stops): no one-layer move lowers the step time (the one-layer search stops at its start, well
+  // within its budget), while moving several layers at once (boundaries by 2 or more, to the
+  // balance of two stages, a block shifted) does.
+  const SearchSetup s = llama_pp4_1f1b(16);
+  const Partition start = partition_from_starts({0, 3, 14, 25}, 34);
+  const PartitionSearchResult one = search(s, {.start = start, .one_layer_moves = true});
+  EXPECT_EQ(one.start, "given");
+  EXPECT_EQ(one.improvements, 0);
+  EXPECT_EQ(one.partition, start);
+  EXPECT_LT(one.evaluations, 4 * 4 + 16) << "it stopped, not its budget";
+  const PartitionSearchResult longer = search(s, {.start = start});
+  EXPECT_GE(longer.long_moves, 1);
+  EXPECT_LT(longer.step_time_s, one.step_time_s * (1 - 1e-3));
+  EXPECT_DOUBLE_EQ(longer.step_time_s,
+                   partition_step_time_s(s.req.model, s.req.cluster, s.plan.config, s.schedule,
+                                         longer.partition));
+  // From the usual starting candidates too: the one-layer search converges at 0,9,18,27 within
+  // its budget; a long move finds a faster partition.
+  const PartitionSearchResult plain_one = search(s, {.one_layer_moves = true});
+  EXPECT_LT(plain_one.evaluations, 4 * 4 + 16);
+  const PartitionSearchResult plain = search(s, {});
+  EXPECT_GE(plain.long_moves, 1);
+  EXPECT_LT(plain.step_time_s, plain_one.step_time_s);
+}
+
+TEST(PartitionSearch, LongMoveSearchIsDeterministic) {
+  const SearchSetup s = llama_pp4_1f1b(16);
+  const Partition start = partition_from_starts({0, 4, 14, 24}, 34);
+  for (const PartitionSearchOptions& o :
+       {PartitionSearchOptions{}, PartitionSearchOptions{.start = start}}) {
+    const PartitionSearchResult a = search(s, o);
+    const PartitionSearchResult b = search(s, o);
+    EXPECT_EQ(a.partition, b.partition);
+    EXPECT_EQ(a.step_time_s, b.step_time_s);
+    EXPECT_EQ(a.evaluations, b.evaluations);
+    EXPECT_EQ(a.improvements, b.improvements);
+    EXPECT_EQ(a.long_moves, b.long_moves);
+    EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+  }
+}
+
+TEST(PartitionSearch, EvaluationBudgetIsRespectedAndMoreBudgetIsNeverSlower) {
+  // A larger budget continues the same search, which only keeps improvements.
+  const SearchSetup s = llama_pp4_1f1b(16);
+  const Partition start = partition_from_starts({0, 4, 14, 24}, 34);
+  double previous = std::numeric_limits<double>::infinity();
+  int previous_evaluations = 0;
+  for (int budget : {1, 2, 5, 9, 17, 32, 64, 200}) {
+    SCOPED_TRACE(budget);
+    const PartitionSearchResult r = search(s, {.max_evaluations = budget, .start = start});
+    EXPECT_LE(r.evaluations, budget);
+    EXPECT_GE(r.evaluations, previous_evaluations);
+    EXPECT_LE(r.step_time_s, previous);
+    previous = r.step_time_s;
+    previous_evaluations = r.evaluations;
+  }
+  // The default budget is 4·S + 16 simulations, the starting candidates included.
+  const PlanRequest eight =
+      partition_request("gpt3-6.7b", 8, 1, "1f1b", 16, PartitionMode::kAuto);
+  const SearchSetup e{eight, build_plan(eight), make_schedule("1f1b", "", 8, 0, 16, false)};
+  const PartitionSearchResult r = search(e, {});
+  EXPECT_LE(r.evaluations, 4 * 8 + 16);
+  EXPECT_LE(r.step_time_s, search(e, {.one_layer_moves = true}).step_time_s);
+}
+
+TEST(PartitionSearch, LongMovesAreNeverSlowerThanOneLayerMoves) {
+  struct Case {
+    std::string model;
+    int pp, v;
+    std::string schedule;
+    int batch;
+  };
+  for (const Case& c : std::vector<Case>{{"llama3-8b", 4, 1, "1f1b", 32},
+                                         {"llama3-8b", 8, 1, "1f1b", 16},
+                                         {"gpt3-6.7b", 4, 1, "1f1b", 16},
+                                         {"llama3-8b", 4, 2, "interleaved", 16},
+                                         {"gpt3-1.3b", 4, 1, "zb-h1", 16}}) {
+    SCOPED_TRACE(c.model + " pp " + std::to_string(c.pp) + " " + c.schedule);
+    const PlanRequest req =
+        partition_request(c.model, c.pp, c.v, c.schedule, c.batch, PartitionMode::kAuto);
+    const SearchSetup s{req, build_plan(req),
+                        make_schedule(c.schedule, "", c.pp, c.v > 1 ? c.pp * c.v : 0, c.batch,
+                                      false)};
+    const PartitionSearchResult one = search(s, {.one_layer_moves = true});
+    const PartitionSearchResult longer = search(s, {});
+    EXPECT_LE(longer.step_time_s, one.step_time_s);
+    EXPECT_EQ(longer.start, one.start);
+    EXPECT_DOUBLE_EQ(longer.start_step_time_s, one.start_step_time_s);
+  }
+}
+
+TEST(PartitionSearch, GivenStartIsCheckedAndNamed) {
+  const SearchSetup s = llama_pp4_1f1b(16);
+  EXPECT_THAT(error_of([&] { search(s, {.start = partition_from_starts({0, 10, 20}, 34)}); }),
+              HasSubstr("--partition balanced-time: the given start 0,10,20 is not 4 non-empty "
+                        "stages over 34 layers"));
+  EXPECT_THAT(
+      error_of([&] { search(s, {.start = partition_from_starts({0, 10, 20, 30}, 33)}); }),
+      HasSubstr("is not 4 non-empty stages over 34 layers"));
+  // 20 layers on the first actor, which stashes 4 microbatches, do not fit in 80 GiB.
+  EXPECT_THAT(
+      error_of([&] { search(s, {.start = partition_from_starts({0, 20, 25, 30}, 34)}); }),
+      HasSubstr("--partition balanced-time: the given start 0,20,25,30 does not fit in 80.00 GiB "
+                "per device"));
 }
 
 TEST(PartitionSearch, PeakMemoryIsTheSimulatorsPeak) {
