@@ -232,13 +232,7 @@ double partition_step_time_s(const ModelSpec& model, const ClusterSpec& cluster,
                              const ParallelConfig& config, const Schedule& schedule,
                              const Partition& partition) {
   const AnalyticCost cost(model, partition, schedule.placement, config, cluster);
-  LoweringOptions lo;
-  for (int s = 0; s < partition.num_stages(); ++s) {
-    lo.activation_bytes.push_back(cost.activation_bytes(s));
-    lo.grad_bytes.push_back(cost.grad_bytes(s));
-  }
-  lo.emit_grad_reduce = true;
-  const Program program = lower(schedule, lo);
+  const Program program = lower(schedule, lowering_options_of(cost, partition.num_stages()));
   SimOptions so;
   so.record_trace = false;
   so.overlap_grad_reduce = config.overlap_grad_reduce;
