@@ -145,7 +145,7 @@ TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
       << r.err;
 }
 
-TEST(MoeRunCli, ExpertGradientsAreReducedOverTheirExpertDataParallelGroupOnly) {
+TEST(MoeRunCli, ExpertGradientsAreReducedOverTheirGroupOnThreadsAndUnderMpirun) {
   // dp 4, ep 2: replicas {0, 2} hold experts 0-3, {1, 3} experts 4-7; each expert is reduced
   // over its two holders (a group of the wrong replicas would fail the check).
   const std::string dir = make_temp_dir();
