@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/error.h"
@@ -82,17 +83,16 @@ bool any_split(const GraphReport& r) {
 
 }  // namespace
 
+void check_graph_sizes(int pp, int virtual_stages, int num_microbatches, int microbatch_size) {
+  for (const auto& [flag, value] : {std::pair<const char*, int>{"--pp", pp},
+                                    {"--virtual", virtual_stages},
+                                    {"--microbatches", num_microbatches},
+                                    {"--microbatch-size", microbatch_size}})
+    if (value < 1) throw_input_error(flag, "expected at least 1, got " + std::to_string(value));
+}
+
 GraphReport build_graph_report(const GraphRequest& req) {
-  if (req.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(req.pp));
-  if (req.virtual_stages < 1)
-    throw_input_error("--virtual",
-                      "expected at least 1, got " + std::to_string(req.virtual_stages));
-  if (req.num_microbatches < 1)
-    throw_input_error("--microbatches",
-                      "expected at least 1, got " + std::to_string(req.num_microbatches));
-  if (req.microbatch_size < 1)
-    throw_input_error("--microbatch-size",
-                      "expected at least 1, got " + std::to_string(req.microbatch_size));
+  check_graph_sizes(req.pp, req.virtual_stages, req.num_microbatches, req.microbatch_size);
   ModelSpec model = req.model_spec ? *req.model_spec : load_model(req.model);
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");

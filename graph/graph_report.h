@@ -44,6 +44,9 @@ struct GraphReport {
 };
 
 GraphReport build_graph_report(const GraphRequest& request);
+// InputError naming the flag (--pp, --virtual, --microbatches, --microbatch-size) below 1;
+// build_graph_report and graph's partition planner (simulator/graph_partition.h) both check so.
+void check_graph_sizes(int pp, int virtual_stages, int num_microbatches, int microbatch_size);
 
 // One line about the model: name, layers, parameters, shape.
 void print_model_summary(std::ostream& out, const ModelSpec& model);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "graph/graph_report.h"
 #include "graph/limits.h"
 #include "graph/placement.h"
 #include "simulator/plan_builder.h"
@@ -17,15 +18,7 @@ std::string stage_starts_text(const std::vector<int>& starts) {
 }
 
 GraphPartition resolve_graph_partition(const GraphPartitionRequest& r) {
-  if (r.pp < 1) throw_input_error("--pp", "expected at least 1, got " + std::to_string(r.pp));
-  if (r.virtual_stages < 1)
-    throw_input_error("--virtual", "expected at least 1, got " + std::to_string(r.virtual_stages));
-  if (r.num_microbatches < 1)
-    throw_input_error("--microbatches",
-                      "expected at least 1, got " + std::to_string(r.num_microbatches));
-  if (r.microbatch_size < 1)
-    throw_input_error("--microbatch-size",
-                      "expected at least 1, got " + std::to_string(r.microbatch_size));
+  check_graph_sizes(r.pp, r.virtual_stages, r.num_microbatches, r.microbatch_size);
   const int stages = checked_int_product(r.pp, r.virtual_stages, kMaxStages, "--pp x --virtual");
   GraphPartition out;
   out.virtual_stages = r.virtual_stages;
