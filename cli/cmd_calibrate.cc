@@ -108,6 +108,9 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                   &cal.input_generation.fit);
   print_fit_row("copy", "memory bandwidth", fmt_si(cal.copy.bandwidth_bytes_per_s, "B/s"),
                 &cal.copy.fit);
+  if (cal.has_upload)
+    print_fit_row("upload", "host -> device bandwidth",
+                  fmt_si(cal.upload.bandwidth_bytes_per_s, "B/s"), &cal.upload.fit);
   if (cal.has_p2p) {
     print_fit_row("point-to-point", "latency", fmt_time(cal.p2p.latency_s), &cal.p2p.fit);
     print_fit_row("", "bandwidth", fmt_si(cal.p2p.bandwidth_bytes_per_s, "B/s"), nullptr);
@@ -152,6 +155,10 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                    m.gelu_backward[i].seconds, cal.gelu_backward.fit, i);
   for (size_t i = 0; i < m.copy.size(); ++i)
     print_residual("copy " + fmt_si(m.copy[i].size, "B"), m.copy[i].seconds, cal.copy.fit, i);
+  if (cal.has_upload)
+    for (size_t i = 0; i < m.upload.size(); ++i)
+      print_residual("upload " + fmt_si(m.upload[i].size, "B"), m.upload[i].seconds,
+                     cal.upload.fit, i);
   if (cal.has_input_generation)
     for (size_t i = 0; i < m.input_generation.size(); ++i)
       print_residual("input gen. " + fmt_si(m.input_generation[i].size, ""),

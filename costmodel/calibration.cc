@@ -323,6 +323,11 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
     cal.input_generation = fit_per_element(ix, it, "input-generation benchmark");
     cal.has_input_generation = true;
   }
+  if (!m.upload.empty()) {
+    auto [ux, ut] = sizes_and_times(m.upload);
+    cal.upload = fit_alpha_beta(ux, ut, "upload benchmark");
+    cal.has_upload = true;
+  }
   if (!m.p2p.empty()) {
     auto [px, pt] = sizes_and_times(m.p2p);
     cal.p2p = fit_alpha_beta(px, pt, "point-to-point benchmark");
@@ -391,6 +396,7 @@ Calibration calibrate(const Measurements& m, const ClusterSpec& base, const std:
   c.gelu_backward_s_per_element = cal.gelu_backward.s_per_element;
   if (cal.has_input_generation)
     c.input_generation_s_per_element = cal.input_generation.s_per_element;
+  if (cal.has_upload) c.upload_bandwidth_bytes_per_s = cal.upload.bandwidth_bytes_per_s;
   return cal;
 }
 
@@ -402,6 +408,7 @@ std::vector<std::pair<std::string, double>> fitted_parameters(const ClusterSpec&
           {"gelu_backward_s_per_element", c.gelu_backward_s_per_element},
           {"input_generation_s_per_element", c.input_generation_s_per_element},
           {"memory_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
+          {"upload_bandwidth_bytes_per_s", c.upload_bandwidth_bytes_per_s},
           {"p2p_latency_s", c.intra_node.latency_s + c.p2p_overhead_s},
           {"p2p_bandwidth_bytes_per_s", c.intra_node.effective_bandwidth_bytes_per_s()},
           {"allreduce_bus_bandwidth_bytes_per_s",
@@ -446,6 +453,10 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
     fits["input_generation"] = {{"s_per_element", cal.input_generation.s_per_element},
                                 {"call_overhead_s", cal.input_generation.call_overhead_s},
                                 {"fit", fit_json(cal.input_generation.fit)}};
+  if (cal.has_upload)
+    fits["upload"] = {{"bandwidth_bytes_per_s", cal.upload.bandwidth_bytes_per_s},
+                      {"latency_s", cal.upload.latency_s},
+                      {"fit", fit_json(cal.upload.fit)}};
   if (cal.has_allreduce) {
     fits["allreduce"] = {{"step_latency_s", cal.allreduce.latency_s},
                          {"unbounded", cal.allreduce_unbounded},
@@ -465,6 +476,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gelu_backward_elements += o.gelu_backward_elements;
   generated_elements += o.generated_elements;
   memory_bytes += o.memory_bytes;
+  upload_bytes += o.upload_bytes;
   return *this;
 }
 
@@ -488,6 +500,12 @@ double kernel_time_s(const KernelWork& w, const ClusterSpec& c, Dtype dtype) {
   t += static_cast<double>(w.generated_elements) * c.input_generation_s_per_element;
   if (w.memory_bytes > 0 && c.hbm_bandwidth_bytes_per_s > 0)
     t += static_cast<double>(w.memory_bytes) / c.hbm_bandwidth_bytes_per_s;
+  if (w.upload_bytes > 0) {
+    if (c.upload_bandwidth_bytes_per_s > 0)
+      t += static_cast<double>(w.upload_bytes) / c.upload_bandwidth_bytes_per_s;
+    else if (c.hbm_bandwidth_bytes_per_s > 0)
+      t += 2.0 * static_cast<double>(w.upload_bytes) / c.hbm_bandwidth_bytes_per_s;
+  }
   return t;
 }
 

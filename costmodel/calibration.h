@@ -170,6 +170,7 @@ struct Measurements {
   std::vector<SizeSample> gelu_backward;  // size = elements
   std::vector<SizeSample> copy;           // size = bytes of the array (2x moved: read + write)
   std::vector<SizeSample> input_generation;  // size = elements; empty: not measured
+  std::vector<SizeSample> upload;  // size = bytes copied host -> device; empty: not measured
   std::vector<SizeSample> p2p;            // size = payload bytes; seconds = one-way time
   std::vector<AllReduceSample> allreduce;
   std::vector<double> launch_overhead_s;  // per compute instruction; the fit takes the median
@@ -191,6 +192,8 @@ struct Calibration {
   PerElementFit input_generation;  // valid when has_input_generation
   bool has_input_generation = false;
   AlphaBetaFit copy;  // bandwidth = bytes moved (read + written) per second
+  AlphaBetaFit upload;  // host -> device bytes per second; valid when has_upload
+  bool has_upload = false;
   AlphaBetaFit p2p;   // valid when has_p2p
   bool has_p2p = false;
   AllReduceFit allreduce;  // valid when has_allreduce
@@ -251,12 +254,16 @@ struct KernelWork {
   int64_t memory_bytes = 0;  // streaming traffic (read + written): copies, loss, optimizer
   // Elements of inputs and targets the runtime's MLP workload generates on the host.
   int64_t generated_elements = 0;
+  // Bytes of those inputs and targets copied from the host to the device.
+  int64_t upload_bytes = 0;
   KernelWork& operator+=(const KernelWork& other);
   double gemm_flops() const;
 };
 
 // Σ_gemm flops / (peak(dtype) · eff(flops)) + gelu and gelu-gradient elements · their costs +
-// generated elements · input_generation cost + memory_bytes / hbm_bandwidth. No launch overhead.
+// generated elements · input_generation cost + memory_bytes / hbm_bandwidth + upload_bytes /
+// upload_bandwidth (2 · upload_bytes / hbm_bandwidth when the cluster has no upload bandwidth: a
+// copy on the host). No launch overhead.
 double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
 
 // One all-to-all of `a` for the replicas of `actor` (dp replicas per actor, ranks actor·dp +

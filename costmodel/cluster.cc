@@ -473,14 +473,15 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
       .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
-    e.reject_unknown(
-        {"gelu_ns_per_element", "gelu_backward_ns_per_element", "input_generation_ns_per_element"});
+    e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element",
+                      "input_generation_ns_per_element", "upload_gb_per_s"});
     Reader er(e, /*required=*/false);
     er.non_negative("gelu_ns_per_element", kNs, kPerElement, c.gelu_s_per_element);
     er.non_negative("gelu_backward_ns_per_element", kNs, kPerElement,
                     c.gelu_backward_s_per_element);
     er.non_negative("input_generation_ns_per_element", kNs, kPerElement,
                     c.input_generation_s_per_element);
+    er.non_negative("upload_gb_per_s", kGB, kBandwidth, c.upload_bandwidth_bytes_per_s);
   }
   if (obj.has("kernels")) read_kernels(obj.object("kernels"), c);  // optional in every form
   return c;
@@ -533,11 +534,13 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   if (c.collective_step_latency_s > 0)
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
   if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0 ||
-      c.input_generation_s_per_element > 0) {
+      c.input_generation_s_per_element > 0 || c.upload_bandwidth_bytes_per_s > 0) {
     j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
                         {"gelu_backward_ns_per_element", c.gelu_backward_s_per_element / kNs}};
     if (c.input_generation_s_per_element > 0)
       j["elementwise"]["input_generation_ns_per_element"] = c.input_generation_s_per_element / kNs;
+    if (c.upload_bandwidth_bytes_per_s > 0)
+      j["elementwise"]["upload_gb_per_s"] = c.upload_bandwidth_bytes_per_s / kGB;
   }
   return j;
 }

@@ -55,7 +55,7 @@
 //     "p2p_overhead_us": 10, "weight_bytes_per_param": 2, "grad_bytes_per_param": 4,
 //     "optimizer_state_bytes_per_param": 12, "optimizer_traffic_bytes_per_param": 36,
 //     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2,
-//                     "input_generation_ns_per_element": 2.5},
+//                     "input_generation_ns_per_element": 2.5, "upload_gb_per_s": 12},
 //     "collective_step_latency_us": 12,
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
@@ -137,6 +137,10 @@ struct ClusterSpec {
   // Host-side generation of the runtime MLP workload's inputs and targets (seeded generator, per
   // element; calibrate measures it); 0 = not modelled.
   double input_generation_s_per_element = 0;
+  // Host-to-device copy of the runtime workload's inputs and targets (bytes per second; calibrate
+  // measures it: PCIe for a GPU, a memcpy for the host); 0 = not measured: an upload of n bytes
+  // costs a copy's 2n bytes of memory traffic, as on the host.
+  double upload_bandwidth_bytes_per_s = 0;
   // Kernel model (see above); zeros = not modelled.
   int num_sms = 0;
   int gemm_tile_m = 128;

@@ -147,13 +147,23 @@ class ZeroCost : public CostProvider {
 };
 
 // Compute part of the suite on one device (one sweep).
-Measurements compute_suite(Device& device, bool quick, const Timing& timing) {
+// `gpu` picks the GPU's sizes (gpu_gemm_shapes, ...); the input generation runs on the host, at
+// the element counts of the device's suite.
+Measurements compute_suite(Device& device, bool quick, const Timing& timing, bool gpu = false) {
   Measurements m;
-  m.gemm = bench_gemm(device, default_gemm_shapes(quick), timing);
-  m.gelu = bench_gelu(device, default_elementwise_sizes(quick), false, timing);
-  m.gelu_backward = bench_gelu(device, default_elementwise_sizes(quick), true, timing);
-  m.copy = bench_copy(device, default_copy_sizes_bytes(quick), timing);
-  m.input_generation = bench_input_generation(default_elementwise_sizes(quick), timing);
+  const std::vector<int64_t> elements =
+      gpu ? gpu_elementwise_sizes(quick) : default_elementwise_sizes(quick);
+  m.gemm = bench_gemm(device, gpu ? gpu_gemm_shapes(quick) : default_gemm_shapes(quick), timing);
+  m.gelu = bench_gelu(device, elements, false, timing);
+  m.gelu_backward = bench_gelu(device, elements, true, timing);
+  m.copy = bench_copy(device, gpu ? gpu_copy_sizes_bytes(quick) : default_copy_sizes_bytes(quick),
+                      timing);
+  // The GPU workload's inputs are larger: measured at its sizes, where fresh pages and caches
+  // cost more per element than the CPU sizes show (the first H200 runs' forward tasks of 2M-element
+  // inputs were 28-84 % over a prediction from sizes up to 1M).
+  m.input_generation = bench_input_generation(elements, timing);
+  m.upload = bench_upload(device, gpu ? gpu_copy_sizes_bytes(quick) : default_copy_sizes_bytes(quick),
+                          timing);
   return m;
 }
 
@@ -184,6 +194,7 @@ Measurements quantile_of_suites(const std::vector<Measurements>& suites, double 
   merge(&Measurements::gelu_backward);
   merge(&Measurements::copy);
   merge(&Measurements::input_generation);
+  merge(&Measurements::upload);
   return out;
 }
 
@@ -502,7 +513,7 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
     {
       say(progress, label + "compute: GEMM, GeLU, copy on GPU 0");
       std::unique_ptr<Device> device = cuda.make_device(0);
-      rounds.compute.push_back(compute_suite(*device, o.quick, o.timing));
+      rounds.compute.push_back(compute_suite(*device, o.quick, o.timing, /*gpu=*/true));
     }
     if (link_gpus >= 2) {
       say(progress, label + "point-to-point: NCCL ping-pong of GPU pairs, " +
@@ -559,14 +570,12 @@ int64_t default_cold_pool_bytes() {
   return largest > 0 ? 2 * largest : int64_t{64} << 20;
 }
 
-std::vector<GemmSpec> default_gemm_shapes(bool quick) {
-  // The MLP workload's six GEMMs of a layer with tokens = hidden = a, ffn = 4a
-  // (runtime/workload.h): forward x W1 and a W2 (NN), input gradient dy W2^T and du W1^T (NT),
-  // weight gradients a^T dy and x^T du (TN, accumulated). The small sides pin the per-call overhead
-  // (the curve's half saturation), the large ones the asymptotic rate.
-  const std::vector<int64_t> sides =
-      quick ? std::vector<int64_t>{8, 24, 64, 128, 256}
-            : std::vector<int64_t>{8, 16, 32, 48, 64, 96, 128, 192, 256};
+namespace {
+
+// The MLP workload's six GEMMs of a layer with tokens = hidden = a, ffn = 4a
+// (runtime/workload.h): forward x W1 and a W2 (NN), input gradient dy W2^T and du W1^T (NT),
+// weight gradients a^T dy and x^T du (TN, accumulated).
+std::vector<GemmSpec> mlp_gemm_shapes(const std::vector<int64_t>& sides) {
   std::vector<GemmSpec> shapes;
   for (int64_t a : sides) {
     shapes.push_back({a, 4 * a, a, false, false, false});
@@ -577,6 +586,36 @@ std::vector<GemmSpec> default_gemm_shapes(bool quick) {
     shapes.push_back({a, 4 * a, a, true, false, true});
   }
   return shapes;
+}
+
+}  // namespace
+
+std::vector<GemmSpec> default_gemm_shapes(bool quick) {
+  // The small sides pin the per-call overhead (the curve's half saturation), the large ones the
+  // asymptotic rate.
+  return mlp_gemm_shapes(quick ? std::vector<int64_t>{8, 24, 64, 128, 256}
+                               : std::vector<int64_t>{8, 16, 32, 48, 64, 96, 128, 192, 256});
+}
+
+std::vector<GemmSpec> gpu_gemm_shapes(bool quick) {
+  // A GPU's fp64 GEMM is launch-bound up to sides of a few hundred (a 256 x 1024 x 256 product is
+  // under a microsecond of arithmetic on a GPU with tens of fp64 TFLOP/s): the sides reach 2048
+  // (69 GFLOP, about a millisecond) so that the rate, not the launch, dominates the largest.
+  return mlp_gemm_shapes(quick ? std::vector<int64_t>{64, 256, 1024, 2048}
+                               : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 1536, 2048});
+}
+
+std::vector<int64_t> gpu_elementwise_sizes(bool quick) {
+  // Up to 2^24 doubles (128 MiB read, 128 MiB written): tens of microseconds at a few TB/s, well
+  // above the few microseconds a launch costs, which all the CPU sizes stay below.
+  if (quick) return {1 << 12, 1 << 20, 1 << 22, 1 << 24};
+  return {1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 23, 1 << 24};
+}
+
+std::vector<int64_t> gpu_copy_sizes_bytes(bool quick) {
+  if (quick) return {int64_t{64} << 10, int64_t{8} << 20, int64_t{64} << 20, int64_t{256} << 20};
+  return {int64_t{64} << 10, int64_t{1} << 20, int64_t{8} << 20, int64_t{32} << 20,
+          int64_t{128} << 20, int64_t{256} << 20};
 }
 
 std::vector<int64_t> default_elementwise_sizes(bool quick) {
@@ -666,6 +705,26 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
     size_t next = 0;
     const double t = time_per_call_s(device, timing, [&] {
       DeviceArray c = device.copy(sources[next]);
+      next = (next + 1) % sets;
+    });
+    out.push_back({static_cast<double>(n * sizeof(double)), t});
+  }
+  return out;
+}
+
+std::vector<SizeSample> bench_upload(Device& device, const std::vector<int64_t>& bytes,
+                                    const Timing& timing) {
+  std::vector<SizeSample> out;
+  for (int64_t b : bytes) {
+    // Host arrays rotating through the cold pool, as the workload uploads freshly generated
+    // inputs (pageable memory, as std::vector is).
+    const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
+    const size_t sets = sets_for(timing, n);
+    std::vector<std::vector<double>> sources;
+    for (size_t i = 0; i < sets; ++i) sources.emplace_back(n, 0.5 + static_cast<double>(i));
+    size_t next = 0;
+    const double t = time_per_call_s(device, timing, [&] {
+      DeviceArray a = device.upload(sources[next]);
       next = (next + 1) % sets;
     });
     out.push_back({static_cast<double>(n * sizeof(double)), t});
@@ -935,11 +994,12 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     KernelWork f_s = fwd;
     if (s == 0) {  // generation and upload of the input
       f_s.generated_elements += t * h;
-      f_s.memory_bytes += 2 * th_bytes;
+      f_s.upload_bytes += th_bytes;
     }
     if (s == num_stages - 1) {  // generation and upload of the target, loss
       f_s.generated_elements += t * h;
-      f_s.memory_bytes += 2 * th_bytes + 3 * th_bytes;
+      f_s.upload_bytes += th_bytes;
+      f_s.memory_bytes += 3 * th_bytes;
     }
     k.task[static_cast<int>(TaskKind::kF)] = f_s;
     k.task[static_cast<int>(TaskKind::kI)] = input;

@@ -99,6 +99,12 @@ struct GemmSpec {
 std::vector<GemmSpec> default_gemm_shapes(bool quick);
 std::vector<int64_t> default_elementwise_sizes(bool quick);  // elements
 std::vector<int64_t> default_copy_sizes_bytes(bool quick);
+// The cuda backend's compute suite: the same kinds of points at GPU sizes, from launch-bound to
+// rate- or bandwidth-bound (the CPU sizes are all launch-bound on a GPU, so their times do not
+// grow with size and no rate can be fitted).
+std::vector<GemmSpec> gpu_gemm_shapes(bool quick);
+std::vector<int64_t> gpu_elementwise_sizes(bool quick);  // elements
+std::vector<int64_t> gpu_copy_sizes_bytes(bool quick);
 std::vector<int64_t> default_message_sizes_bytes(bool quick);  // P2P and all-reduce
 
 // Compute benchmarks on one device (the calling thread).
@@ -108,6 +114,9 @@ std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& e
                                    bool backward, const Timing& timing);
 std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
                                    const Timing& timing);
+// Device::upload of host arrays of `bytes` each (host -> device; a memcpy on the host device).
+std::vector<SizeSample> bench_upload(Device& device, const std::vector<int64_t>& bytes,
+                                     const Timing& timing);
 // The host-side generation of inputs and targets (mlp_input) of `elements` each.
 std::vector<SizeSample> bench_input_generation(const std::vector<int64_t>& elements,
                                                const Timing& timing);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <memory>
 #include <thread>
 
@@ -88,6 +90,14 @@ TEST(Microbench, InputGenerationReportsItsElementCounts) {
   EXPECT_GT(g[1].seconds, 0);
 }
 
+TEST(Microbench, UploadReportsItsBytes) {
+  auto u = bench_upload(host_device(), {8 << 10, 1 << 20}, tiny_timing());
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].size, 8 << 10);
+  EXPECT_EQ(u[1].size, 1 << 20);
+  EXPECT_GT(u[1].seconds, 0);
+}
+
 TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
   auto samples = on_world(3, 1, [](Backend& b) {
     auto s = bench_p2p(b, {8, 4096}, tiny_timing(), /*think_s=*/1e-5, /*spin=*/true, 10);
@@ -126,6 +136,7 @@ TEST(Microbench, SuiteWithRoundsHasTheSinglePassPoints) {
   EXPECT_EQ(m.gemm.size(), default_gemm_shapes(true).size());
   EXPECT_EQ(m.gelu.size(), default_elementwise_sizes(true).size());
   EXPECT_EQ(m.copy.size(), default_copy_sizes_bytes(true).size());
+  EXPECT_EQ(m.upload.size(), default_copy_sizes_bytes(true).size());
   EXPECT_EQ(m.p2p.size(), default_message_sizes_bytes(true).size());
   ASSERT_EQ(m.launch_overhead_s.size(), 1u);  // the rounds combined
   EXPECT_GT(m.launch_overhead_s[0], 0);
@@ -165,6 +176,25 @@ TEST(Microbench, DefaultSuitesCoverTheirRangesQuickOrNot) {
   EXPECT_GE(default_copy_sizes_bytes(true).size(), 2u);
 }
 
+// The cuda suite's sizes reach far past the CPU ones: on a GPU every CPU size is launch-bound
+// (the first H200 calibration failed with "GeLU benchmark: times do not grow with size").
+TEST(Microbench, GpuSuiteReachesPastTheLaunchBoundSizes) {
+  auto flops = [](const GemmSpec& g) { return 2.0 * g.m * g.n * g.k; };
+  for (bool quick : {true, false}) {
+    const std::vector<GemmSpec> gpu = gpu_gemm_shapes(quick), cpu = default_gemm_shapes(quick);
+    ASSERT_EQ(gpu.size() % 6, 0u);
+    EXPECT_GE(flops(gpu.back()), 256 * flops(cpu.back())) << quick;
+    EXPECT_LE(flops(gpu.front()), 64 * flops(cpu.back())) << "a launch-bound point too";
+    const std::vector<int64_t> elements = gpu_elementwise_sizes(quick);
+    const std::vector<int64_t> copies = gpu_copy_sizes_bytes(quick);
+    EXPECT_GE(elements.back(), 16 * default_elementwise_sizes(quick).back());
+    EXPECT_GE(copies.back(), 32 * default_copy_sizes_bytes(quick).back());
+    EXPECT_TRUE(std::is_sorted(elements.begin(), elements.end()));
+    EXPECT_TRUE(std::is_sorted(copies.begin(), copies.end()));
+  }
+  EXPECT_LT(gpu_gemm_shapes(true).size(), gpu_gemm_shapes(false).size());
+}
+
 TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   MlpConfig mlp;
   mlp.hidden = 4;
@@ -187,8 +217,11 @@ TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   EXPECT_EQ(k[0].task[0].generated_elements, 3 * 4);
   EXPECT_EQ(k[2].task[0].generated_elements, 3 * 4);
   EXPECT_EQ(k[0].task[static_cast<int>(TaskKind::kB)].generated_elements, 0);
-  EXPECT_GT(k[0].task[0].memory_bytes, f.memory_bytes);
-  EXPECT_GT(k[2].task[0].memory_bytes, k[0].task[0].memory_bytes);
+  EXPECT_EQ(f.upload_bytes, 0);
+  EXPECT_EQ(k[0].task[0].upload_bytes, 3 * 4 * 8);  // the input, host -> device
+  EXPECT_EQ(k[2].task[0].upload_bytes, 3 * 4 * 8);  // the target
+  EXPECT_EQ(k[0].task[0].memory_bytes, f.memory_bytes);
+  EXPECT_GT(k[2].task[0].memory_bytes, f.memory_bytes);  // the loss
   EXPECT_EQ(k[1].optimizer.memory_bytes, mlp.params_per_stage() * 32);  // SGD
   EXPECT_EQ(mlp_transfer_bytes(mlp), 3 * 4 * 8);
 }
