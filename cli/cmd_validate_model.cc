@@ -20,6 +20,7 @@
 #include "cli/report_output.h"
 #include "costmodel/cluster.h"
 #include "costmodel/corpus.h"
+#include "costmodel/gemm_corpus.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
 #include "simulator/model_validation.h"
@@ -136,6 +137,44 @@ bool strict_failure(const ModelValidationReport& report) {
   return false;
 }
 
+// --gemms FILE: the GEMM model against measured kernels (costmodel/gemm_corpus.h).
+int run_gemm_validation(const cxxopts::ParseResult& args, const std::string& split) {
+  refuse_flags(args, {"corpus", "rows-on", "strict"},
+               "scores the end-to-end corpus, but --gemms scores measured GEMMs");
+  OutputFiles out("validate-model");
+  for (const char* flag : {"gemms", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("out")) out.output(args["out"].as<std::string>(), "--out");
+  out.check_json_flag(args.count("json") > 0);
+  const GemmCorpus corpus = load_gemm_corpus(args["gemms"].as<std::string>());
+  const ClusterSpec cluster = args.count("cluster")
+                                  ? load_cluster_arg(args["cluster"].as<std::string>())
+                                  : cluster_preset(corpus.cluster);
+  std::vector<GemmScore> scores;
+  for (const char* s : {"fit", "test"})
+    if (split == "all" || split == s) scores.push_back(score_gemms(corpus, cluster, s));
+  nlohmann::json json = {{"gemms", corpus.path}, {"cluster", cluster.name}};
+  for (const GemmScore& s : scores) json[s.split] = gemm_score_to_json(s);
+  if (args.count("out")) out.set("--out", json.dump(2) + "\n");
+  out.write_all();
+  if (args.count("json")) {
+    std::cout << json.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::ostream& o = out.report_stream();
+  o << corpus.path << " on " << cluster.name << " (" << to_string(corpus.dtype)
+    << "): measured / predicted, errors after one common scale\n";
+  for (const GemmScore& s : scores) {
+    o << s.split << ": " << s.rows << " GEMMs (" << s.skipped << " under "
+      << format("%g", corpus.min_time_s * 1e6) << " us not scored), scale "
+      << format("%.3f", s.scale) << ", mean |error| " << format("%.1f%%", s.mean_abs_error * 100)
+      << ", max " << format("%.1f%%", s.max_abs_error * 100) << ", unscaled mean |error| "
+      << format("%.1f%%", s.mean_abs_unscaled * 100) << "\n";
+  }
+  for (const std::string& p : out.written_files()) o << "wrote " << p << "\n";
+  return kExitOk;
+}
+
 int run_validate_model(int argc, char** argv) {
   cxxopts::Options options(
       "jaxpp-sim validate-model",
@@ -145,6 +184,7 @@ int run_validate_model(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("corpus", "corpus file (JSON or CSV; default: the built-in tests/validation/corpus.json)", cxxopts::value<std::string>())
+      ("gemms", "score the GEMM model on measured GEMMs instead (e.g. tests/data/gemm/h200_bf16.json)", cxxopts::value<std::string>())
       ("cluster", "a cluster preset or JSON file replacing every selected row's cluster", cxxopts::value<std::string>())
       ("rows-on", "keep the rows whose cluster preset is GPU (e.g. h100-sxm)", cxxopts::value<std::string>())
       ("split", "fit | test | all", cxxopts::value<std::string>()->default_value("all"))
@@ -160,6 +200,7 @@ int run_validate_model(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   const std::string split = args["split"].as<std::string>();
   check_validation_split(split);
+  if (args.count("gemms")) return run_gemm_validation(args, split);
   ModelValidationOptions vo;
   vo.band = args["band"].as<double>();
   check_validation_band(vo.band);

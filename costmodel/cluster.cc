@@ -57,10 +57,11 @@ double half_saturation_flops(double peak_flops_per_s) { return peak_flops_per_s 
 // GPUs and Llama 3.1 405B tp 4 pp 8 cp 2 v 8 on 512 GPUs, BF16; `scripts/fit_costmodel.py --gpu
 // gb200-nvl72 --param gemm_efficiency.max=0.4:0.95`) and scored on its 5 test rows. B200, H200
 // and MI300X have no corpus rows: B200 and H200 reuse the H100's fitted large-GEMM efficiency,
-// MI300X too, and are validated against nothing.
-constexpr double kA100GemmEfficiency = 0.7125;
-constexpr double kH100GemmEfficiency = 0.603;
-constexpr double kGb200GemmEfficiency = 0.460;
+// MI300X too, and are validated against nothing. Refitted on 2026-11-26 after the GEMM shape
+// constants (gemm_small_k, stream-K) were fitted on measured H200 GEMMs.
+constexpr double kA100GemmEfficiency = 0.675;
+constexpr double kH100GemmEfficiency = 0.5906;
+constexpr double kGb200GemmEfficiency = 0.4473;
 
 ClusterSpec a100_80g() {
   ClusterSpec c = common_defaults();
@@ -178,6 +179,7 @@ constexpr Range kWeightBytes{0.5, 64, "0.5 to 64 bytes per parameter"};
 constexpr Range kStateBytes{0.5, 64, "0, or 0.5 to 64 bytes per parameter"};
 constexpr Range kTrafficBytes{0.5, 1024, "0, or 0.5 to 1024 bytes per parameter"};
 constexpr Range kFraction{1e-4, 1.0, "a fraction in [0.0001, 1]"};
+constexpr Range kGemmDimension{1.0, 1e6, "0, or 1 to 1e6 elements"};
 
 // Reads `key` scaled by `scale` into `out`, checked against a Range; required when there is no
 // base preset.
@@ -280,8 +282,8 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
 
 // "kernels": the operator-level model's constants (cluster.h); every key optional.
 void read_kernels(const JsonObject& k, ClusterSpec& c) {
-  k.reject_unknown(
-      {"sms", "gemm_tile", "hbm_efficiency", "attention_efficiency", "kernel_overhead_us"});
+  k.reject_unknown({"sms", "gemm_tile", "gemm_small_k", "stream_k", "hbm_efficiency",
+                    "attention_efficiency", "kernel_overhead_us"});
   if (k.has("sms")) {
     const int64_t sms = k.non_negative_integer("sms");  // checked before the cast: 2^32+1 wraps
     if (sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
@@ -300,6 +302,14 @@ void read_kernels(const JsonObject& k, ClusterSpec& c) {
     c.gemm_tile_n = tile[1].get<int>();
   }
   Reader r(k, /*required=*/false);
+  r.non_negative("gemm_small_k", 1.0, kGemmDimension, c.gemm_small_k);
+  if (k.has("stream_k")) {
+    JsonObject s = k.object("stream_k");
+    s.reject_unknown({"min_k", "rate"});
+    Reader sr(s, /*required=*/false);
+    sr.non_negative("min_k", 1.0, kGemmDimension, c.stream_k_min_k);
+    sr.fraction("rate", c.stream_k_rate);
+  }
   r.fraction("hbm_efficiency", c.hbm_efficiency);
   r.non_negative("kernel_overhead_us", kUs, kLatency, c.kernel_overhead_s);
   if (k.has("attention_efficiency")) {
@@ -519,12 +529,16 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   }
   const ClusterSpec plain;
   if (c.num_sms != plain.num_sms || c.gemm_tile_m != plain.gemm_tile_m ||
-      c.gemm_tile_n != plain.gemm_tile_n || c.hbm_efficiency != plain.hbm_efficiency ||
+      c.gemm_tile_n != plain.gemm_tile_n || c.gemm_small_k != plain.gemm_small_k ||
+      c.stream_k_min_k != plain.stream_k_min_k || c.stream_k_rate != plain.stream_k_rate ||
+      c.hbm_efficiency != plain.hbm_efficiency ||
       c.kernel_overhead_s != plain.kernel_overhead_s ||
       c.attention_efficiency_forward != plain.attention_efficiency_forward ||
       c.attention_efficiency_backward != plain.attention_efficiency_backward) {
     j["kernels"] = {{"sms", c.num_sms},
                     {"gemm_tile", {c.gemm_tile_m, c.gemm_tile_n}},
+                    {"gemm_small_k", c.gemm_small_k},
+                    {"stream_k", {{"min_k", c.stream_k_min_k}, {"rate", c.stream_k_rate}}},
                     {"hbm_efficiency", c.hbm_efficiency},
                     {"kernel_overhead_us", c.kernel_overhead_s / kUs},
                     {"attention_efficiency",

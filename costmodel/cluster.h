@@ -25,7 +25,14 @@
 // The operator-level cost model (costmodel/operator_cost.h) prices each GEMM of a layer by its
 // (m, n, k): efficiency = eff(flops of the GEMM) above · wave and tile quantization of output
 // tiles of gemm_tile_m × gemm_tile_n over num_sms streaming multiprocessors (1 when num_sms is
-// 0). FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
+// 0) · k / (k + gemm_small_k) (a short inner dimension leaves each tile's pipeline mostly
+// prologue and epilogue). When the tiles do not fill whole waves, the library may instead spread
+// the tiles' k-iterations evenly over the SMs (stream-K): efficiency stream_k_rate ·
+// min(1, depth / stream_k_min_k) · d / (d + gemm_small_k), with depth = tiles · k / SMs and
+// d = min(k, depth); the better of the two counts (stream_k_min_k 0: no stream-K).
+// gemm_small_k and the stream-K constants are fitted on measured H200 GEMMs
+// (tests/data/gemm/h200_bf16.json, scripts/fit_gemm_shapes.py) and assumed for the other GPUs.
+// FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
 // (0 = priced as GEMMs with the curve above); element-wise kernels move their bytes at
 // hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top
 // (launch and tail).
@@ -57,7 +64,8 @@
 //     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2,
 //                     "input_generation_ns_per_element": 2.5, "upload_gb_per_s": 12},
 //     "collective_step_latency_us": 12,
-//     "kernels": {"sms": 132, "gemm_tile": [128, 256], "hbm_efficiency": 0.85,
+//     "kernels": {"sms": 132, "gemm_tile": [128, 256], "gemm_small_k": 96,
+//                 "stream_k": {"min_k": 1024, "rate": 1.0}, "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
 //                 "kernel_overhead_us": 2} }
 // "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
@@ -145,6 +153,9 @@ struct ClusterSpec {
   int num_sms = 0;
   int gemm_tile_m = 128;
   int gemm_tile_n = 256;
+  double gemm_small_k = 96;
+  double stream_k_min_k = 1024;
+  double stream_k_rate = 1.0;
   double attention_efficiency_forward = 0;
   double attention_efficiency_backward = 0;
   double hbm_efficiency = 1.0;  // achieved fraction of hbm_bandwidth_bytes_per_s, streaming

@@ -8,7 +8,6 @@
 namespace jaxpp {
 namespace {
 
-constexpr double kSmallK = 32;  // inner dimension at which a GEMM reaches half its rate
 constexpr double kAttentionBlockRows = 128;  // query rows per FlashAttention thread block
 constexpr double kAttentionHalfKeys = 128;   // keys per query at which attention runs at half rate
 constexpr double kFlashBackwardFlops = 2.5;  // backward FLOPs / forward FLOPs (FlashAttention-2)
@@ -102,10 +101,23 @@ double OperatorCost::gemm_efficiency(double m, double n, double k) const {
                  {tm, tn / 2, kHalfTileRate},
                  {tn / 2, tm, kHalfTileRate},
                  {tm / 2, tn / 2, kQuarterTileRate}};
+    const double sms = cluster_.num_sms, small_k = cluster_.gemm_small_k;
     double best = 0;
-    for (const auto& t : tiles)
-      best = std::max(best, t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms));
-    e *= best * k / (k + kSmallK);
+    for (const auto& t : tiles) {
+      best = std::max(best, t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms) * k /
+                                (k + small_k));
+      const double count = std::ceil(m / t.tm) * std::ceil(n / t.tn);
+      if (cluster_.stream_k_min_k > 0 && std::fmod(count, sms) != 0) {
+        // Stream-K: the tiles' k-iterations spread evenly over the SMs, no partial wave; an SM
+        // needs stream_k_min_k of depth to run at its rate.
+        const double tile_util = (m * n) / (count * t.tm * t.tn);
+        const double depth = count * k / sms;
+        const double fill = std::min(1.0, depth / cluster_.stream_k_min_k);
+        const double d = std::min(k, depth);
+        best = std::max(best, t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k));
+      }
+    }
+    e *= best;
   }
   return e;
 }

@@ -144,7 +144,7 @@ TEST(SynthesizeCli, FlagsOfTheOtherModeAreRefused) {
 }
 
 const std::string kSynthExplore =
-    "explore --model gpt3-1.3b --cluster a100-80g --gpus 8 --global-batch 64 --tp 1 --pp 4 "
+    "explore --model gpt3-1.3b --cluster a100-80g --gpus 8 --global-batch 128 --tp 1 --pp 4 "
     "--recompute none --zero1 on --schedules 1f1b,zb-h1,zb-h2 --quiet ";
 
 TEST(SynthesizeCli, ExploreSynthesizeAddsFasterSynthesizedConfigurationsAndWritesTheirPlan) {

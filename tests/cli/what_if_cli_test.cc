@@ -59,7 +59,7 @@ TEST(WhatIfCli, ExploreRobustRanksByP90) {
 
 TEST(WhatIfCli, ExploreRobustTakesSynthesizedConfigurationsToo) {
   const nlohmann::json j = run_json(
-      "explore --model gpt3-1.3b --gpus 8 --global-batch 64 --pp 4 --tp 1 --recompute none "
+      "explore --model gpt3-1.3b --gpus 8 --global-batch 128 --pp 4 --tp 1 --recompute none "
       "--zero1 on --schedules 1f1b,zb-h1,zb-h2 --quiet --top 3 --synthesize --robust 4");
   ASSERT_EQ(j.at("best").at("config").at("schedule"), "synthesized");
   bool found = false;

@@ -44,16 +44,34 @@ TEST(OperatorCost, SkinnyGemmIsBoundByMemory) {
 
 TEST(OperatorCost, AFullLastWaveIsFasterPerFlopThanOneExtraRowOfTiles) {
   Fixture s;  // 108 SMs, 128×256 tiles
+  s.cluster.stream_k_min_k = 0;  // tile waves only
   const OperatorCost op = s.op();
   const double k = 4096;
+  const double short_k = k / (k + s.cluster.gemm_small_k);
   // 12 × 9 = 108 tiles of 128×256: one full wave, no quantization loss.
   const double full = op.gemm_efficiency(1536, 2304, k);
-  EXPECT_NEAR(full, s.cluster.gemm_efficiency(2 * 1536.0 * 2304 * k) * k / (k + 32), 1e-12);
+  EXPECT_NEAR(full, s.cluster.gemm_efficiency(2 * 1536.0 * 2304 * k) * short_k, 1e-12);
   // One more row of tiles: the best tile (64×128 at 0.85: 26 × 18 = 468 tiles in 5 waves of
   // 108) keeps 0.85 · 468/540 of the rate.
   const double ragged = op.gemm_efficiency(1664, 2304, k);
-  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k) / (k / (k + 32)),
+  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k) / short_k,
               0.85 * 468 / 540, 1e-12);
+}
+
+TEST(OperatorCost, StreamKSpreadsARaggedLastWaveOverTheSms) {
+  Fixture s;  // 108 SMs, 128×256 tiles, stream-K on (min_k 1024, rate 1)
+  const OperatorCost op = s.op();
+  const double k = 4096;
+  // 13 × 9 = 117 tiles: 117 · 4096 / 108 = 4437 k-iterations per SM ≥ min_k, so every SM runs
+  // at the full rate on a depth of min(k, 4437) = k.
+  const double ragged = op.gemm_efficiency(1664, 2304, k);
+  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k),
+              s.cluster.stream_k_rate * k / (k + s.cluster.gemm_small_k), 1e-12);
+  // 256 × 512 with k 512: the best is 16 quarter tiles (64×128 at 0.85) in one partial wave;
+  // stream-K would give each SM 16 · 512 / 108 = 76 iterations, 7 % of min_k: not taken.
+  const double few = op.gemm_efficiency(256, 512, 512);
+  EXPECT_NEAR(few / s.cluster.gemm_efficiency(2 * 256.0 * 512 * 512),
+              0.85 * 16 / 108 * 512 / (512 + s.cluster.gemm_small_k), 1e-12);
 }
 
 TEST(OperatorCost, LayerForwardGemmsAreQkvProjectionAndMlp) {
