@@ -133,8 +133,7 @@ std::vector<std::vector<double>> MoeWorkload::exchange(std::vector<std::vector<d
   return backend_.alltoallv(config_.ep, std::move(send), timeout_s_);
 }
 
-DeviceArray MoeWorkload::block_forward(const DeviceArray& w, int l, DeviceArray x,
-                                       BlockStash& st) {
+DeviceArray MoeWorkload::block_forward(const DeviceArray& w, int l, DeviceArray x, BlockStash& st) {
   const int T = config_.seq, K = config_.top_k, E = config_.experts, ep = config_.ep;
   const int H = config_.hidden, F = config_.ffn_size();
   const size_t h = layout_.h;
@@ -305,14 +304,14 @@ DeviceArray MoeWorkload::block_backward_input(const DeviceArray& w, int l,
     }
     r.gy = device_.upload(rows);
     DeviceArray da = device_.alloc(static_cast<size_t>(n) * F);
-    device_.gemm(false, true, n, F, H, r.gy.data(), H, w.data() + layout_.w2(l, r.expert), H,
-                 0.0, da.data(), F);
+    device_.gemm(false, true, n, F, H, r.gy.data(), H, w.data() + layout_.w2(l, r.expert), H, 0.0,
+                 da.data(), F);
     r.du = device_.alloc(static_cast<size_t>(n) * F);
     device_.gelu_backward(da, r.u, r.du);
     r.u.reset();  // its last use
     DeviceArray dx_rows = device_.alloc(static_cast<size_t>(n) * h);
-    device_.gemm(false, true, n, H, F, r.du.data(), F, w.data() + layout_.w1(l, r.expert), F,
-                 0.0, dx_rows.data(), H);
+    device_.gemm(false, true, n, H, F, r.du.data(), F, w.data() + layout_.w1(l, r.expert), F, 0.0,
+                 dx_rows.data(), H);
     const std::vector<double> dxh = device_.download(dx_rows);
     for (int j = 0; j < n; ++j) {
       const auto [i, row] = r.at[j];

@@ -1,8 +1,8 @@
 // MoeWorkload: the Workload of an MoE plan with real fp64 numerics on a Device (runtime/device.h),
 // as MlpWorkload: the HostDevice on the threads and mpi backends, the worker's cuda::CudaDevice on
-// the cuda backend, with the same code for both. Every stage holds `layers_per_stage` routed mixture-of-experts blocks on microbatches of
-// `seq` tokens x `hidden` features (the data, the loss and the optimizers are MlpWorkload's,
-// runtime/workload.h):
+// the cuda backend, with the same code for both. Every stage holds `layers_per_stage` routed
+// mixture-of-experts blocks on microbatches of `seq` tokens x `hidden` features (the data, the
+// loss and the optimizers are MlpWorkload's, runtime/workload.h):
 //
 //   router   s = x Wr (Wr: hidden x experts); p = softmax(s) or sigmoid(s) (MlpConfig::router)
 //   top-k    the top_k experts of largest score s per token, ties to the lower expert index
@@ -140,10 +140,10 @@ class MoeWorkload : public Workload {
     std::vector<double> p;                               // T x E gate probabilities (host)
     std::vector<std::vector<int>> chosen;                // T x top_k experts (as dispatched)
     std::vector<std::vector<std::pair<int, int>>> sent;  // per ep rank: (token, choice) rows
-    std::vector<double> out;  // T x top_k x h expert outputs (host, for the gate gradients)
-    std::vector<size_t> received;       // per ep group member: rows received (holder side)
-    std::vector<ExpertRows> experts;    // per held expert that received rows, in expert order
-    bool has_input_grad = false;        // I has run
+    std::vector<double> out;          // T x top_k x h expert outputs (host, for the gate gradients)
+    std::vector<size_t> received;     // per ep group member: rows received (holder side)
+    std::vector<ExpertRows> experts;  // per held expert that received rows, in expert order
+    bool has_input_grad = false;      // I has run
   };
   using Key = std::pair<int, int>;  // (stage, microbatch)
   void forward(int stage, int mb, int step);

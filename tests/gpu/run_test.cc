@@ -122,9 +122,9 @@ constexpr const char* kMoeSmall =
 
 // A plan of a 4-expert, top-2 model (softmax router) on pp x dp GPUs with `ep` expert ranks.
 std::string moe_gpu_plan(int pp, int dp, int ep, const std::string& schedule) {
-  const std::string model = write_temp_file(
-      "gpu_moe_model.json",
-      R"({"name": "gpu-moe", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128,
+  const std::string model =
+      write_temp_file("gpu_moe_model.json",
+                      R"({"name": "gpu-moe", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128,
           "vocab": 1000, "mlp": "swiglu", "experts": 4, "top_k": 2, "expert_ffn_hidden": 512})");
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(
@@ -154,19 +154,17 @@ void expect_moe_check_passed(const CliResult& r, int ep, const std::string& what
 
 TEST(CudaMoeRun, OneStageOnOneGpuPassesTheCheck) {
   JAXPP_REQUIRE_GPUS(1);
-  expect_moe_check_passed(
-      run_cli("run " + moe_gpu_plan(1, 1, 1, "1f1b") + " --backend cuda --check --json" +
-              kMoeSmall),
-      1, "MoE pp 1");
+  expect_moe_check_passed(run_cli("run " + moe_gpu_plan(1, 1, 1, "1f1b") +
+                                  " --backend cuda --check --json" + kMoeSmall),
+                          1, "MoE pp 1");
 }
 
 TEST(CudaMoeRun, SplitBackwardWithAdamOnOneGpuPassesTheCheck) {
   JAXPP_REQUIRE_GPUS(1);
   // DualPipeV on one actor: two stages on the GPU, F, I and W tasks (W after I), Adam.
-  expect_moe_check_passed(
-      run_cli("run " + moe_gpu_plan(1, 1, 1, "dualpipev") +
-              " --backend cuda --check --optimizer adam --json" + kMoeSmall),
-      1, "MoE DualPipeV pp 1, adam");
+  expect_moe_check_passed(run_cli("run " + moe_gpu_plan(1, 1, 1, "dualpipev") +
+                                  " --backend cuda --check --optimizer adam --json" + kMoeSmall),
+                          1, "MoE DualPipeV pp 1, adam");
 }
 
 TEST(CudaMoeRun, InjectedRoutingFaultFailsTheCheckOnOneGpu) {
@@ -179,19 +177,17 @@ TEST(CudaMoeRun, InjectedRoutingFaultFailsTheCheckOnOneGpu) {
 
 TEST(CudaMoeRun, TwoStagePipelinePassesTheCheck) {
   JAXPP_REQUIRE_GPUS(2);
-  expect_moe_check_passed(
-      run_cli("run " + moe_gpu_plan(2, 1, 1, "1f1b") + " --backend cuda --check --json" +
-              kMoeSmall),
-      1, "MoE pp 2");
+  expect_moe_check_passed(run_cli("run " + moe_gpu_plan(2, 1, 1, "1f1b") +
+                                  " --backend cuda --check --json" + kMoeSmall),
+                          1, "MoE pp 2");
 }
 
 TEST(CudaMoeRun, ExpertParallelAllToAllOverTwoGpusPassesTheCheck) {
   JAXPP_REQUIRE_GPUS(2);
   // dp 2, ep 2: each GPU holds 2 of the 4 experts; dispatch and combine are NCCL all-to-alls.
-  expect_moe_check_passed(
-      run_cli("run " + moe_gpu_plan(1, 2, 2, "1f1b") +
-              " --backend cuda --check --optimizer adam --json" + kMoeSmall),
-      2, "MoE dp 2 ep 2");
+  expect_moe_check_passed(run_cli("run " + moe_gpu_plan(1, 2, 2, "1f1b") +
+                                  " --backend cuda --check --optimizer adam --json" + kMoeSmall),
+                          2, "MoE dp 2 ep 2");
 }
 
 TEST(CudaMoeRun, ExpertParallelUnderMpirunPassesTheCheckAndRoutingFaultFailsIt) {

@@ -407,7 +407,7 @@ MlpConfig small_moe(const Program& prog, OptimizerKind optimizer, RouterScoring 
 }
 
 struct MoeDeviceRun {
-  std::map<std::pair<int, int>, std::vector<double>> params;  // (stage, replica) -> weights
+  std::map<std::pair<int, int>, std::vector<double>> params;   // (stage, replica) -> weights
   std::map<int, std::vector<std::pair<size_t, size_t>>> held;  // replica -> owned ranges
   std::vector<double> losses;  // per step, mean over microbatches and replicas
   int live_after = -1;
@@ -431,8 +431,8 @@ MoeDeviceRun run_moe_workers(const Program& prog, const MlpConfig& mlp, int step
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
       const int a = w % prog.num_actors, r = w / prog.num_actors;
-      std::unique_ptr<Backend> backend = on_offset_devices ? direct.backend(a, r, devices[w])
-                                                           : threads_world.backend(a, r);
+      std::unique_ptr<Backend> backend =
+          on_offset_devices ? direct.backend(a, r, devices[w]) : threads_world.backend(a, r);
       Device& device = on_offset_devices ? static_cast<Device&>(devices[w]) : host_device();
       try {
         MoeWorkload workload(mlp, a, r, prog.stage_to_actor, *backend, eo.timeout_s, device);
@@ -493,8 +493,7 @@ TEST_P(MoeOnADevice, EqualsTheHostRunBitForBitAndTheIndependentReference) {
     for (const auto& [begin, end] : device.held.at(replica))
       for (size_t i = begin; i < end; ++i)
         ASSERT_NEAR(weights[i], want[i], 1e-10 * std::max(1.0, std::abs(want[i])))
-            << "stage " << stage << " replica " << replica << " "
-            << describe_stage_param(mlp, i);
+            << "stage " << stage << " replica " << replica << " " << describe_stage_param(mlp, i);
   }
 }
 
