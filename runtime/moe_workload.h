@@ -1,7 +1,8 @@
-// MoeWorkload: the Workload of an MoE plan with real fp64 numerics on the host backends (threads,
-// mpi). Every stage holds `layers_per_stage` routed mixture-of-experts blocks on microbatches of
-// `seq` tokens x `hidden` features (the data, the loss and the optimizers are MlpWorkload's,
-// runtime/workload.h):
+// MoeWorkload: the Workload of an MoE plan with real fp64 numerics on a Device (runtime/device.h),
+// as MlpWorkload: the HostDevice on the threads and mpi backends, the worker's cuda::CudaDevice on
+// the cuda backend, with the same code for both. Every stage holds `layers_per_stage` routed
+// mixture-of-experts blocks on microbatches of `seq` tokens x `hidden` features (the data, the
+// loss and the optimizers are MlpWorkload's, runtime/workload.h):
 //
 //   router   s = x Wr (Wr: hidden x experts); p = softmax(s) or sigmoid(s) (MlpConfig::router)
 //   top-k    the top_k experts of largest score s per token, ties to the lower expert index
@@ -26,8 +27,8 @@
 //      adds p_e E_e(x_t) to its tokens.
 //   I  the rows p_e gy_t go to the same holders in the same order; the holder sends back the
 //      expert input gradients du W1_e^T; the source adds them and the router's path to dx.
-//   W  local: the holder's dW1_e, dW2_e of the rows it received in F and I (in the order of the
-//      group's members, then rows), the source's dWr.
+//   W  local: the holder's dW1_e, dW2_e of the rows it received in F and I (one GEMM per expert
+//      over its rows, stacked in the order of the group's members, then rows), the source's dWr.
 //   B  I followed by W.
 // Every replica of an actor runs the same instruction list, so the members of an ep group call
 // the all-to-alls in the same order.
@@ -46,8 +47,25 @@
 // MlpWorkload (on the MoE layout); expert-swap sends every token's first choice to expert
 // (e + 1) mod experts in F and I alike (a routing bug the forward and backward agree on).
 //
+// Where the work runs. On the Device: the router GEMM s = x Wr, the expert GEMMs, GeLU and its
+// gradient (the rows of one expert stacked into one matrix per expert, in the order of the group's
+// members, then rows), the router's and the residual's share of dx, every weight-gradient GEMM
+// (accumulated in place into the stage's gradient buffer), the loss and the optimizer. On the host,
+// after a Device::download: routing (softmax or sigmoid, top-k, gates) of the T x E score matrix,
+// and the row gather / scatter of dispatch and combine: the Device has no gather kernel, so the
+// source downloads x (F) or gy (I), packs the rows the all-to-all sends, and after the combine
+// adds the returned rows on the host and uploads the block's output; the holder uploads the
+// rows of each expert and downloads its outputs. The all-to-all payloads are host buffers on
+// every backend (Backend::alltoallv; the cuda backend stages them through GPU memory for its
+// grouped ncclSend/ncclRecv), so the workload does not depend on the backend. reduce_gradients
+// packs the router and held-expert gradients on the host as well (the host all-reduces of the
+// backend, the control plane's under cuda).
+// The optimizer runs on the whole parameter buffer: the slots of the experts this replica does
+// not hold have a zero gradient and zero Adam moments forever, so SGD and Adam leave them exactly
+// unchanged (p - lr·0 = p), and the held ranges are updated as an update of those ranges alone.
+//
 // Usage:
-//   MoeWorkload w(config, actor, replica, program.stage_to_actor, backend, timeout_s);
+//   MoeWorkload w(config, actor, replica, program.stage_to_actor, backend, timeout_s, device);
 //   // then as any Workload (runtime/executor.h)
 #pragma once
 
@@ -80,9 +98,11 @@ std::vector<int> moe_top_k(const double* scores, int experts, int top_k);
 
 class MoeWorkload : public Workload {
  public:
-  // InputError when ep does not divide the experts or the backend's replicas.
+  // InputError when ep does not divide the experts or the backend's replicas. Tensors live on
+  // `device` (not owned, must outlive the workload), by default the host.
   MoeWorkload(const MlpConfig& config, int actor, int replica,
-              const std::vector<int>& stage_to_actor, Backend& backend, double timeout_s);
+              const std::vector<int>& stage_to_actor, Backend& backend, double timeout_s,
+              Device& device = host_device());
   void run_task(const TaskRef& task, int step) override;
   DeviceArray take_output(const TaskRef& producer, int step) override;
   void put_input(const TaskRef& producer, int step, DeviceArray tensor) override;
@@ -94,6 +114,7 @@ class MoeWorkload : public Workload {
   int64_t grad_reduce_bytes() const { return grad_reduce_bytes_; }
 
   bool holds_stage(int stage) const { return stages_.count(stage) > 0; }
+  // Weights of a stage, copied to the host.
   std::vector<double> params(int stage) const;
   // [begin, end) index ranges of the stage's parameters this replica owns: every router, and
   // the experts of its ep rank, layer by layer.
@@ -104,30 +125,34 @@ class MoeWorkload : public Workload {
   struct StageState {
     DeviceArray params, grads, adam_m, adam_v;
   };
-  // One routed row a holder received from one member of its ep group.
-  struct Row {
+  // Holder side: the rows of one expert this replica received in F, stacked in the order of the
+  // group's members, then rows (the order of their weight-gradient contributions).
+  struct ExpertRows {
     int expert = 0;
-    std::vector<double> x, u, a, gy, du;  // gy = gate * output gradient (set in I)
+    std::vector<std::pair<int, size_t>> at;  // (ep group member, row of that member's buffer)
+    DeviceArray x, u, a;                     // n x h, n x f, n x f
+    DeviceArray gy, du;                      // n x h gated output gradients, n x f (set in I)
   };
   // What one MoE block keeps between F, I and W.
   struct BlockStash {
-    std::vector<double> x;                               // T x h input
-    std::vector<double> p;                               // T x E gate probabilities
-    std::vector<double> ds;                              // T x E router score gradient (set in I)
+    DeviceArray x;                                       // T x h input
+    DeviceArray ds;                                      // T x E router score gradient (set in I)
+    std::vector<double> p;                               // T x E gate probabilities (host)
     std::vector<std::vector<int>> chosen;                // T x top_k experts (as dispatched)
     std::vector<std::vector<std::pair<int, int>>> sent;  // per ep rank: (token, choice) rows
-    std::vector<double> out;                             // T x top_k x h expert outputs (combine)
-    std::vector<std::vector<Row>> rows;  // per ep group member: rows received (holder side)
+    std::vector<double> out;          // T x top_k x h expert outputs (host, for the gate gradients)
+    std::vector<size_t> received;     // per ep group member: rows received (holder side)
+    std::vector<ExpertRows> experts;  // per held expert that received rows, in expert order
+    bool has_input_grad = false;      // I has run
   };
   using Key = std::pair<int, int>;  // (stage, microbatch)
   void forward(int stage, int mb, int step);
   void backward_input(int stage, int mb, bool also_weights);
   void backward_weights(int stage, int mb);
-  std::vector<double> block_forward(const std::vector<double>& params, int l, std::vector<double> x,
-                                    BlockStash& st);
-  std::vector<double> block_backward_input(const std::vector<double>& params, int l,
-                                           const std::vector<double>& gy, BlockStash& st);
-  void block_backward_weights(std::vector<double>& grads, int l, BlockStash& st);
+  DeviceArray block_forward(const DeviceArray& params, int l, DeviceArray x, BlockStash& st);
+  DeviceArray block_backward_input(const DeviceArray& params, int l, const DeviceArray& gy,
+                                   BlockStash& st);
+  void block_backward_weights(DeviceArray& grads, int l, BlockStash& st);
   std::vector<std::vector<double>> exchange(std::vector<std::vector<double>> send);
   StageState& stage(int s);
   const StageState& stage(int s) const;
@@ -139,6 +164,7 @@ class MoeWorkload : public Workload {
   int ep_rank_ = 0;
   Backend& backend_;
   double timeout_s_ = 30;
+  Device& device_;
   std::map<int, StageState> stages_;
   std::map<Key, std::vector<BlockStash>> stash_;
   std::map<Key, DeviceArray> activation_;

@@ -118,7 +118,7 @@ std::unique_ptr<Workload> make_workload(const Program& program, const CostProvid
   if (o.emulated) return std::make_unique<EmulatedWorkload>(*cost, actor, o.time_scale);
   if (mlp.moe())
     return std::make_unique<MoeWorkload>(mlp, actor, replica, program.stage_to_actor, backend,
-                                         o.timeout_s);
+                                         o.timeout_s, device);
   return std::make_unique<MlpWorkload>(mlp, actor, replica, program.stage_to_actor, device);
 }
 
@@ -417,10 +417,6 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
         "and accumulating the gradient agree)");
   if (o.mlp.fault == MlpFault::kExpertSwap && !o.mlp.moe())
     throw InputError("--inject expert-swap: needs an MoE plan (a model with routed experts)");
-  if (o.mlp.moe() && !o.emulated && o.backend == BackendKind::kCuda)
-    throw InputError(
-        "--backend cuda: the MoE workload runs on the threads and mpi backends (--compute "
-        "emulated runs an MoE plan on cuda)");
   if (o.mlp.moe() && (o.mlp.ep < 1 || o.dp % o.mlp.ep != 0))
     throw InputError("ep " + std::to_string(o.mlp.ep) + " must divide --dp " +
                      std::to_string(o.dp) + ": the runtime carves the expert ranks out of dp");

@@ -8,7 +8,7 @@
 //                  sequentially), bit for bit on the host backends: what pipelining, messaging
 //                  and all-reduce must not change. On cuda (cuBLAS vs OpenBLAS rounding) it is
 //                  held to kCheckRelTolerance too. Not run for MoE (CheckResult::ran false).
-// MoE (options.mlp.experts > 0): runtime/moe_workload.h on threads or mpi; the reference is
+// MoE (options.mlp.experts > 0): runtime/moe_workload.h on threads, mpi or cuda; the reference is
 // run_independent_moe_reference and the weights compared per replica are the ones it owns.
 //
 //   threads  workers are threads of this process (runtime/threads_backend.h)

@@ -126,14 +126,6 @@ TEST(MoeRunCli, ExpertSwapOnADensePlanIsABadInput) {
   EXPECT_NE(r.err.find("--inject expert-swap: needs an MoE plan"), std::string::npos) << r.err;
 }
 
-TEST(MoeRunCli, CudaBackendRefusesTheMoeWorkload) {
-  const CliResult r = run_cli("run " + moe_plan("1f1b") + " --backend cuda" + kMoeTiny);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--backend cuda: the MoE workload runs on the threads and mpi backends"),
-            std::string::npos)
-      << r.err;
-}
-
 TEST(MoeRunCli, KilledEpPeerUnderMpirunEndsTheRun) {
   // Actor 0 of replica 0 exits before its first forward; replica 1 waits in that forward's
   // dispatch all-to-all until mpirun or the timeout ends the job.

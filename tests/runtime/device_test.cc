@@ -1,23 +1,31 @@
 // The device abstraction the cuda backend is built on, exercised on the CPU: DeviceArray
 // ownership, the default message path of host backends, and whole pipelined training runs whose
 // tensors live in a fake device memory the host cannot read, moved by a backend that carries
-// DeviceArrays directly (as NCCL does) and refuses the byte-level plane.
+// DeviceArrays directly (as NCCL does) and refuses the byte-level plane: the MLP workload, and the
+// MoE workload (dp 2, ep 2: its all-to-alls on the host plane), which must equal its run on the
+// host device bit for bit.
 #include "runtime/device.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "runtime/mlp_math.h"
+#include "runtime/moe_workload.h"
+#include "runtime/reference.h"
 #include "runtime/threads_backend.h"
 #include "runtime/workload.h"
 #include "schedules/lower.h"
@@ -381,6 +389,142 @@ TEST(MlpWorkload, OnADeviceFreesEveryStashedTensorAtItsLastUse) {
     w.optimizer_step(0, 0);
     EXPECT_EQ(dev.live(), base + 2);  // Adam moments
     EXPECT_THROW(w.grads(0), std::logic_error) << "no host view of device gradients";
+  }
+  EXPECT_EQ(dev.live(), 0);
+}
+
+// ---- the MoE workload on a device --------------------------------------------------------------
+
+MlpConfig small_moe(const Program& prog, OptimizerKind optimizer, RouterScoring router) {
+  MlpConfig c = small_mlp(prog, /*dp=*/2, optimizer);
+  c.ffn = 12;
+  c.seq = 5;
+  c.experts = 4;
+  c.top_k = 2;
+  c.ep = 2;
+  c.router = router;
+  return c;
+}
+
+struct MoeDeviceRun {
+  std::map<std::pair<int, int>, std::vector<double>> params;   // (stage, replica) -> weights
+  std::map<int, std::vector<std::pair<size_t, size_t>>> held;  // replica -> owned ranges
+  std::vector<double> losses;  // per step, mean over microbatches and replicas
+  int live_after = -1;
+};
+
+// Every worker runs the MoE workload: on its own OffsetDevice behind a DirectBackend
+// (`on_offset_devices`), or on the host device behind a ThreadsBackend.
+MoeDeviceRun run_moe_workers(const Program& prog, const MlpConfig& mlp, int steps,
+                             bool on_offset_devices) {
+  const int workers = prog.num_actors * mlp.num_replicas;
+  DirectWorld direct(prog.num_actors, mlp.num_replicas);
+  ThreadsWorld threads_world(prog.num_actors, mlp.num_replicas);
+  std::vector<OffsetDevice> devices(workers);
+  MoeDeviceRun out;
+  std::map<int, std::map<int, std::map<int, double>>> losses;  // replica -> step -> mb -> loss
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  ExecutorOptions eo;
+  eo.num_steps = steps;
+  eo.timeout_s = 20;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      const int a = w % prog.num_actors, r = w / prog.num_actors;
+      std::unique_ptr<Backend> backend =
+          on_offset_devices ? direct.backend(a, r, devices[w]) : threads_world.backend(a, r);
+      Device& device = on_offset_devices ? static_cast<Device&>(devices[w]) : host_device();
+      try {
+        MoeWorkload workload(mlp, a, r, prog.stage_to_actor, *backend, eo.timeout_s, device);
+        run_worker(prog, *backend, workload, eo);
+        std::lock_guard lock(mu);
+        for (int s = 0; s < prog.num_stages; ++s)
+          if (workload.holds_stage(s)) out.params[{s, r}] = workload.params(s);
+        out.held[r] = workload.held_ranges();
+        if (!workload.losses().empty()) losses[r] = workload.losses();
+      } catch (const std::exception& e) {
+        backend->abort(e.what());
+        ADD_FAILURE() << "worker " << w << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<double> loss_sum(steps, 0.0);
+  for (const auto& [r, per_step] : losses)
+    for (const auto& [step, per_mb] : per_step)
+      for (const auto& [mb, l] : per_mb) loss_sum.at(step) += l;
+  for (double l : loss_sum)
+    out.losses.push_back(l / (static_cast<double>(mlp.num_microbatches) * mlp.num_replicas));
+  out.live_after = 0;
+  for (const OffsetDevice& d : devices) out.live_after += d.live();
+  return out;
+}
+
+struct MoeDeviceCase {
+  std::string schedule;
+  OptimizerKind optimizer;
+  RouterScoring router;
+};
+
+class MoeOnADevice : public ::testing::TestWithParam<MoeDeviceCase> {};
+
+TEST_P(MoeOnADevice, EqualsTheHostRunBitForBitAndTheIndependentReference) {
+  const MoeDeviceCase& c = GetParam();
+  const Program prog = lowered(c.schedule, 2, 4);
+  const MlpConfig mlp = small_moe(prog, c.optimizer, c.router);
+  const int steps = 3;
+  const MoeDeviceRun device = run_moe_workers(prog, mlp, steps, /*on_offset_devices=*/true);
+  const MoeDeviceRun host = run_moe_workers(prog, mlp, steps, /*on_offset_devices=*/false);
+  // The same Device calls with the same host arithmetic underneath: identical results.
+  EXPECT_EQ(device.losses, host.losses);
+  ASSERT_EQ(device.params.size(), static_cast<size_t>(prog.num_stages * mlp.num_replicas));
+  EXPECT_EQ(device.params, host.params);
+  EXPECT_EQ(device.live_after, 0) << "device arrays leaked";
+  // And the model trained is the reference's: the losses, and every replica's owned weights.
+  const ReferenceResult ref = run_independent_reference(mlp, steps);
+  ASSERT_EQ(device.losses.size(), ref.losses.size());
+  for (int s = 0; s < steps; ++s)
+    EXPECT_NEAR(device.losses[s], ref.losses[s], 1e-12 * std::abs(ref.losses[s])) << "step " << s;
+  for (const auto& [key, weights] : device.params) {
+    const auto [stage, replica] = key;
+    const std::vector<double>& want = ref.stage_params.at(stage);
+    ASSERT_EQ(weights.size(), want.size());
+    ASSERT_FALSE(device.held.at(replica).empty());
+    for (const auto& [begin, end] : device.held.at(replica))
+      for (size_t i = begin; i < end; ++i)
+        ASSERT_NEAR(weights[i], want[i], 1e-10 * std::max(1.0, std::abs(want[i])))
+            << "stage " << stage << " replica " << replica << " " << describe_stage_param(mlp, i);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, MoeOnADevice,
+    ::testing::Values(MoeDeviceCase{"Std1F1B", OptimizerKind::kSgd, RouterScoring::kSoftmax},
+                      MoeDeviceCase{"ZeroBubble", OptimizerKind::kAdam, RouterScoring::kSigmoid}),
+    [](const auto& info) { return info.param.schedule; });
+
+TEST(MoeWorkload, OnADeviceFreesEveryStashedTensorAtItsLastUse) {
+  Program prog = lowered("GPipe", 1, 2);
+  MlpConfig mlp = small_moe(prog, OptimizerKind::kAdam, RouterScoring::kSoftmax);
+  mlp.num_replicas = 1;
+  mlp.ep = 1;
+  ThreadsWorld world(1, 1);
+  std::unique_ptr<Backend> backend = world.backend(0, 0);
+  OffsetDevice dev;
+  {
+    MoeWorkload w(mlp, 0, 0, prog.stage_to_actor, *backend, 5, dev);
+    const int base = dev.live();  // parameters and gradients of the one stage
+    EXPECT_EQ(base, 2);
+    w.run_task({TaskKind::kF, 0, 0}, 0);
+    w.run_task({TaskKind::kF, 0, 1}, 0);
+    EXPECT_GT(dev.live(), base);
+    w.run_task({TaskKind::kI, 0, 0}, 0);
+    w.run_task({TaskKind::kW, 0, 0}, 0);
+    w.run_task({TaskKind::kB, 0, 1}, 0);
+    EXPECT_EQ(dev.live(), base);
+    w.optimizer_step(0, 0);
+    EXPECT_EQ(dev.live(), base + 2);  // Adam moments
+    EXPECT_GT(w.losses().at(0).size(), 0u);
   }
   EXPECT_EQ(dev.live(), 0);
 }
