@@ -476,7 +476,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gelu_backward_elements += o.gelu_backward_elements;
   generated_elements += o.generated_elements;
   memory_bytes += o.memory_bytes;
-  upload_bytes += o.upload_bytes;
+  host_transfer_bytes += o.host_transfer_bytes;
   return *this;
 }
 
@@ -500,11 +500,11 @@ double kernel_time_s(const KernelWork& w, const ClusterSpec& c, Dtype dtype) {
   t += static_cast<double>(w.generated_elements) * c.input_generation_s_per_element;
   if (w.memory_bytes > 0 && c.hbm_bandwidth_bytes_per_s > 0)
     t += static_cast<double>(w.memory_bytes) / c.hbm_bandwidth_bytes_per_s;
-  if (w.upload_bytes > 0) {
+  if (w.host_transfer_bytes > 0) {
     if (c.upload_bandwidth_bytes_per_s > 0)
-      t += static_cast<double>(w.upload_bytes) / c.upload_bandwidth_bytes_per_s;
+      t += static_cast<double>(w.host_transfer_bytes) / c.upload_bandwidth_bytes_per_s;
     else if (c.hbm_bandwidth_bytes_per_s > 0)
-      t += 2.0 * static_cast<double>(w.upload_bytes) / c.hbm_bandwidth_bytes_per_s;
+      t += 2.0 * static_cast<double>(w.host_transfer_bytes) / c.hbm_bandwidth_bytes_per_s;
   }
   return t;
 }

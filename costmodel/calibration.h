@@ -254,16 +254,18 @@ struct KernelWork {
   int64_t memory_bytes = 0;  // streaming traffic (read + written): copies, loss, optimizer
   // Elements of inputs and targets the runtime's MLP workload generates on the host.
   int64_t generated_elements = 0;
-  // Bytes of those inputs and targets copied from the host to the device.
-  int64_t upload_bytes = 0;
+  // Bytes copied between the host and the device, either way (the inputs and targets; the MoE
+  // workload's routing, dispatch and combine staged through the host), at the cluster's upload
+  // bandwidth (calibrate measures host -> device and assumes the other way is as fast).
+  int64_t host_transfer_bytes = 0;
   KernelWork& operator+=(const KernelWork& other);
   double gemm_flops() const;
 };
 
 // Σ_gemm flops / (peak(dtype) · eff(flops)) + gelu and gelu-gradient elements · their costs +
-// generated elements · input_generation cost + memory_bytes / hbm_bandwidth + upload_bytes /
-// upload_bandwidth (2 · upload_bytes / hbm_bandwidth when the cluster has no upload bandwidth: a
-// copy on the host). No launch overhead.
+// generated elements · input_generation cost + memory_bytes / hbm_bandwidth +
+// host_transfer_bytes / upload_bandwidth (2 · host_transfer_bytes / hbm_bandwidth when the cluster
+// has no upload bandwidth: a copy on the host). No launch overhead.
 double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
 
 // One all-to-all of `a` for the replicas of `actor` (dp replicas per actor, ranks actor·dp +

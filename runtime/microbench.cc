@@ -894,9 +894,12 @@ namespace {
 // spread evenly over its E/ep experts.
 struct MoeTaskKernels {
   KernelWork fwd, input, weight;
-  int64_t held_params = 0;  // per layer: the router and the E/ep experts of one ep rank
+  int64_t params = 0;  // per layer: the router and every expert (the optimizer's buffer)
 };
 
+// What MoeWorkload (runtime/moe_workload.h) launches per task: GEMMs and GeLU on the device,
+// routing, dispatch and combine on the host between Device::download and Device::upload (the
+// host_transfer_bytes below; on the host device they are copies in memory).
 MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
   const int64_t t = mlp.seq, h = mlp.hidden, f = mlp.ffn_size(), e = mlp.experts, k = mlp.top_k;
   const int ep = std::max(1, mlp.ep);
@@ -910,44 +913,46 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
     if (r > 0) expert_rows.push_back(r);
   }
   const double peer_rows = static_cast<double>(rows) / ep;  // to each ep rank, self included
-  const int64_t layer_params = h * e + e * 2 * h * f;
-  const int64_t params_bytes = mlp.layers_per_stage * layer_params * kDouble;
   MoeTaskKernels out;
-  out.held_params = h * e + held * 2 * h * f;
+  out.params = h * e + e * 2 * h * f;
   KernelWork& fw = out.fwd;
   KernelWork& in = out.input;
   KernelWork& wt = out.weight;
-  // Each of F and I copies the stage's parameters out of its buffer; W copies the gradients in
-  // and back.
-  fw.memory_bytes += 2 * params_bytes;
-  in.memory_bytes += 2 * params_bytes;
-  wt.memory_bytes += 4 * params_bytes;
   for (int l = 0; l < mlp.layers_per_stage; ++l) {
-    // Forward: router scores x Wr, softmax or sigmoid and top-k over T x E, dispatch [e, x_t]
-    // rows, the held experts GeLU(x W1) W2 on their rows, combine the outputs, y = x + gated sum.
+    // Forward: scores x Wr on the device; scores and x down; softmax or sigmoid and top-k over
+    // T x E on the host; dispatch [e, x_t] rows; each held expert's rows up, GeLU(x W1) W2, its
+    // outputs down; combine; y = x + gated sum up.
     fw.gemms.push_back({t, e, h});
+    fw.host_transfer_bytes += (t * e + t * h) * kDouble;
     fw.memory_bytes += 3 * t * e * kDouble;
     fw.alltoalls.push_back({ep, peer_rows * (h + 1) * kDouble});
     for (int64_t r : expert_rows) {
       fw.gemms.push_back({r, f, h});
       fw.gemms.push_back({r, h, f});
       fw.gelu_elements += r * f;
+      fw.host_transfer_bytes += 2 * r * h * kDouble;
     }
     fw.alltoalls.push_back({ep, peer_rows * h * kDouble});
     fw.memory_bytes += 2 * (rows * h + t * h) * kDouble;
-    // Input gradient: router path (gy . outputs, ds over T x E, dx += ds Wr^T), gated output
-    // gradients to the holders, their du W1^T back, dx accumulated.
-    in.memory_bytes += (2 * rows * h + 3 * t * e) * kDouble;
+    fw.host_transfer_bytes += t * h * kDouble;
+    // Input gradient: gy down; the router path on the host (gy . outputs, ds over T x E), ds up;
+    // dx = gy + ds Wr^T on the device; gated output gradients to the holders, each expert's rows
+    // up, du W1^T down; dx down, the experts' input gradients added, dx up.
+    in.host_transfer_bytes += (t * h + t * e) * kDouble;
+    in.memory_bytes += (2 * rows * h + 3 * t * e + 2 * t * h) * kDouble;
     in.gemms.push_back({t, h, e});
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
     for (int64_t r : expert_rows) {
       in.gemms.push_back({r, f, h});
       in.gemms.push_back({r, h, f});
       in.gelu_backward_elements += r * f;
+      in.host_transfer_bytes += 2 * r * h * kDouble;
     }
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
     in.memory_bytes += 2 * (rows * h + t * h) * kDouble;
-    // Weight gradient: dWr += x^T ds; per held expert dW2 += a^T gy, dW1 += x^T du.
+    in.host_transfer_bytes += 2 * t * h * kDouble;
+    // Weight gradient, accumulated in the gradient buffer on the device: dWr += x^T ds; per held
+    // expert dW2 += a^T gy, dW1 += x^T du.
     wt.gemms.push_back({h, e, t});
     for (int64_t r : expert_rows) {
       wt.gemms.push_back({f, h, r});
@@ -970,7 +975,7 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     fwd = std::move(moe.fwd);
     input = std::move(moe.input);
     weight = std::move(moe.weight);
-    params = moe.held_params * layers;  // the optimizer updates what the replica holds
+    params = moe.params * layers;  // the optimizer runs over the whole buffer
   }
   for (int l = 0; l < layers && !mlp.moe(); ++l) {
     // Forward: u = x W1, a = gelu(u), y = x + a W2 (the residual is a copy of x).
@@ -994,11 +999,11 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     KernelWork f_s = fwd;
     if (s == 0) {  // generation and upload of the input
       f_s.generated_elements += t * h;
-      f_s.upload_bytes += th_bytes;
+      f_s.host_transfer_bytes += th_bytes;
     }
     if (s == num_stages - 1) {  // generation and upload of the target, loss
       f_s.generated_elements += t * h;
-      f_s.upload_bytes += th_bytes;
+      f_s.host_transfer_bytes += th_bytes;
       f_s.memory_bytes += 3 * th_bytes;
     }
     k.task[static_cast<int>(TaskKind::kF)] = f_s;

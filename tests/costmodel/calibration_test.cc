@@ -450,7 +450,7 @@ TEST(KernelCost, KernelTimeIsGemmCurvePlusElementwisePlusTraffic) {
 // it, a copy's read and write on the host's memory.
 TEST(KernelCost, UploadsCostTheUploadBandwidthOrACopyWithoutIt) {
   KernelWork w;
-  w.upload_bytes = 1000000;
+  w.host_transfer_bytes = 1000000;
   ClusterSpec c = simple_cluster();
   c.upload_bandwidth_bytes_per_s = 0;
   EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), 2e6 / c.hbm_bandwidth_bytes_per_s, 1e-15);
@@ -459,7 +459,7 @@ TEST(KernelCost, UploadsCostTheUploadBandwidthOrACopyWithoutIt) {
   KernelWork sum;
   sum += w;
   sum += w;
-  EXPECT_EQ(sum.upload_bytes, 2000000);
+  EXPECT_EQ(sum.host_transfer_bytes, 2000000);
 }
 
 TEST(KernelCost, ComputeAddsOneLaunchPerInstructionAndLinksFollowNodes) {

@@ -217,9 +217,9 @@ TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   EXPECT_EQ(k[0].task[0].generated_elements, 3 * 4);
   EXPECT_EQ(k[2].task[0].generated_elements, 3 * 4);
   EXPECT_EQ(k[0].task[static_cast<int>(TaskKind::kB)].generated_elements, 0);
-  EXPECT_EQ(f.upload_bytes, 0);
-  EXPECT_EQ(k[0].task[0].upload_bytes, 3 * 4 * 8);  // the input, host -> device
-  EXPECT_EQ(k[2].task[0].upload_bytes, 3 * 4 * 8);  // the target
+  EXPECT_EQ(f.host_transfer_bytes, 0);
+  EXPECT_EQ(k[0].task[0].host_transfer_bytes, 3 * 4 * 8);  // the input, host -> device
+  EXPECT_EQ(k[2].task[0].host_transfer_bytes, 3 * 4 * 8);  // the target
   EXPECT_EQ(k[0].task[0].memory_bytes, f.memory_bytes);
   EXPECT_GT(k[2].task[0].memory_bytes, f.memory_bytes);  // the loss
   EXPECT_EQ(k[1].optimizer.memory_bytes, mlp.params_per_stage() * 32);  // SGD
@@ -262,8 +262,14 @@ TEST(MlpKernels, AnMoeWorkloadLaunchesTheRouterTheHeldExpertsAndTheAllToAlls) {
   EXPECT_DOUBLE_EQ(i.alltoalls[0].bytes_per_peer, 3 * 4 * 8.0);
   EXPECT_TRUE(w.alltoalls.empty());
   EXPECT_EQ(b.alltoalls.size(), 4u);
-  // The optimizer updates the router and the 4 held experts of each block.
-  EXPECT_EQ(k[1].optimizer.memory_bytes, 2 * (4 * 8 + 4 * 2 * 4 * 6) * 32);
+  // Host staging per block (MoeWorkload on a device): F scores 3x8 and x 3x4 down, the 6 expert
+  // rows up and their outputs down, y up; I gy down, ds up, the rows up and down, dx down and up.
+  // (stage 1 is the last: its forward also uploads the target, 3x4).
+  EXPECT_EQ(f.host_transfer_bytes, (2 * (3 * 8 + 3 * 4 + 2 * 6 * 4 + 3 * 4) + 3 * 4) * 8);
+  EXPECT_EQ(i.host_transfer_bytes, 2 * (3 * 4 + 3 * 8 + 2 * 6 * 4 + 2 * 3 * 4) * 8);
+  EXPECT_EQ(w.host_transfer_bytes, 0);
+  // The optimizer runs over the whole buffer: the router and all 8 experts of each block.
+  EXPECT_EQ(k[1].optimizer.memory_bytes, 2 * (4 * 8 + 8 * 2 * 4 * 6) * 32);
   // Top-2 of 8 experts: more work than the dense block of the same width.
   MlpConfig dense = mlp;
   dense.experts = 0;
