@@ -184,7 +184,7 @@ int run_validate_model(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("corpus", "corpus file (JSON or CSV; default: the built-in tests/validation/corpus.json)", cxxopts::value<std::string>())
-      ("gemms", "score the GEMM model on measured GEMMs instead (e.g. tests/data/gemm/h200_bf16.json)", cxxopts::value<std::string>())
+      ("gemms", "score the GEMM model on measured GEMMs instead (e.g. tests/data/kernels/h200_gemm_bf16.json)", cxxopts::value<std::string>())
       ("cluster", "a cluster preset or JSON file replacing every selected row's cluster", cxxopts::value<std::string>())
       ("rows-on", "keep the rows whose cluster preset is GPU (e.g. h100-sxm)", cxxopts::value<std::string>())
       ("split", "fit | test | all", cxxopts::value<std::string>()->default_value("all"))

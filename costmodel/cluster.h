@@ -31,7 +31,7 @@
 // min(1, depth / stream_k_min_k) · d / (d + gemm_small_k), with depth = tiles · k / SMs and
 // d = min(k, depth); the better of the two counts (stream_k_min_k 0: no stream-K).
 // gemm_small_k and the stream-K constants are fitted on measured H200 GEMMs
-// (tests/data/gemm/h200_bf16.json, scripts/fit_gemm_shapes.py) and assumed for the other GPUs.
+// (tests/data/kernels/h200_gemm_bf16.json, scripts/fit_gemm_shapes.py) and assumed for the other GPUs.
 // FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
 // (0 = priced as GEMMs with the curve above); element-wise kernels move their bytes at
 // hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top

@@ -2,7 +2,7 @@
 // of the cost model (tile and wave quantization, short inner dimensions, stream-K) scored on
 // kernels timed on a real GPU, with a fit/test split recorded in the file before any fitting.
 //
-// File (tests/data/gemm/h200_bf16.json; docs/validation.md):
+// File (tests/data/kernels/h200_gemm_bf16.json; docs/validation.md):
 //   {"cluster": "h200", "dtype": "bf16", "min_time_s": 2e-5, "description": "...",
 //    "fit": [[m, n, k, "NN", seconds], ...], "test": [[...], ...]}
 // Rows faster than min_time_s are kept but not scored (harness-bound). Layouts: NN, NT, TN, TT.
@@ -13,7 +13,7 @@
 // the scored rows: error = ratio / scale − 1. The unscaled ratio is reported too.
 //
 // Usage:
-//   GemmCorpus g = load_gemm_corpus("tests/data/gemm/h200_bf16.json");
+//   GemmCorpus g = load_gemm_corpus("tests/data/kernels/h200_gemm_bf16.json");
 //   GemmScore s = score_gemms(g, cluster_preset(g.cluster), "test");
 #pragma once
 

@@ -11,7 +11,7 @@ common scale (costmodel/gemm_corpus.h). The search is a full grid over the value
 after the best candidate is chosen are the TEST rows scored, once.
 
 Usage (from the repository root, after building):
-    scripts/fit_gemm_shapes.py [--gemms tests/data/gemm/h200_bf16.json] [--binary build/bin/jaxpp-sim]
+    scripts/fit_gemm_shapes.py [--gemms tests/data/kernels/h200_gemm_bf16.json] [--binary build/bin/jaxpp-sim]
 
 Python 3 standard library only.
 """
@@ -45,7 +45,7 @@ def score(binary, gemms, base, kernels, split):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gemms", default=os.path.join(REPO, "tests/data/gemm/h200_bf16.json"))
+    ap.add_argument("--gemms", default=os.path.join(REPO, "tests/data/kernels/h200_gemm_bf16.json"))
     ap.add_argument("--binary", default=os.path.join(REPO, "build/bin/jaxpp-sim"))
     args = ap.parse_args()
     base = json.load(open(args.gemms))["cluster"]

@@ -217,31 +217,31 @@ TEST(ValidateModelCli, BadFlagsAreRejected) {
 
 // --gemms: the GEMM shape model on the measured H200 GEMMs (costmodel/gemm_corpus.h).
 TEST(ValidateModelGemms, ScoresTheFitAndTestRowsOfMeasuredGemms) {
-  const json j = run_json("validate-model --gemms " + data("gemm/h200_bf16.json"));
+  const json j = run_json("validate-model --gemms " + data("kernels/h200_gemm_bf16.json"));
   EXPECT_EQ(j["cluster"], "h200");
   ASSERT_TRUE(j.contains("fit") && j.contains("test"));
   EXPECT_EQ(j["test"]["rows"].get<int>() + j["test"]["skipped_below_min_time"].get<int>(), 360);
   EXPECT_EQ(j["test"]["scored"].size(), j["test"]["rows"].get<size_t>());
   EXPECT_LT(j["test"]["mean_abs_error"].get<double>(), 0.09);
-  const json only = run_json("validate-model --gemms " + data("gemm/h200_bf16.json") +
+  const json only = run_json("validate-model --gemms " + data("kernels/h200_gemm_bf16.json") +
                              " --split test");
   EXPECT_FALSE(only.contains("fit"));
   // A cluster file overrides the preset: the constants before the H200 data do worse.
   const std::string old = write_temp_file(
       "old_shapes.json",
       R"({"base": "h200", "kernels": {"gemm_small_k": 32, "stream_k": {"min_k": 0}}})");
-  const json before = run_json("validate-model --gemms " + data("gemm/h200_bf16.json") +
+  const json before = run_json("validate-model --gemms " + data("kernels/h200_gemm_bf16.json") +
                                " --split test --cluster " + old);
   EXPECT_GT(before["test"]["mean_abs_error"].get<double>(),
             only["test"]["mean_abs_error"].get<double>());
-  const CliResult table = run_cli("validate-model --gemms " + data("gemm/h200_bf16.json"));
+  const CliResult table = run_cli("validate-model --gemms " + data("kernels/h200_gemm_bf16.json"));
   EXPECT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("test: 311 GEMMs (49 under 20 us not scored)"), std::string::npos)
       << table.out;
 }
 
 TEST(ValidateModelGemms, RefusesTheCorpusFlagsAndBadFiles) {
-  const std::string gemms = "validate-model --gemms " + data("gemm/h200_bf16.json");
+  const std::string gemms = "validate-model --gemms " + data("kernels/h200_gemm_bf16.json");
   expect_bad_input(run_cli(gemms + " --corpus " + data("corpus/small.json")), "--corpus");
   expect_bad_input(run_cli(gemms + " --rows-on h100-sxm"), "--rows-on");
   expect_bad_input(run_cli(gemms + " --split half"), "half");

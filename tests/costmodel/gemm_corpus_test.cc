@@ -1,4 +1,4 @@
-// The GEMM shape model against GEMMs measured on an H200 (tests/data/gemm/h200_bf16.json): the
+// The GEMM shape model against GEMMs measured on an H200 (tests/data/kernels/h200_gemm_bf16.json): the
 // constants fitted on the fit rows (scripts/fit_gemm_shapes.py) predict the held-out test rows,
 // the model without them does worse on the same rows, and bad files are one-line errors.
 #include "costmodel/gemm_corpus.h"
@@ -14,7 +14,7 @@
 namespace jaxpp {
 namespace {
 
-const std::string kH200Gemms = std::string(JAXPP_TEST_DATA_DIR) + "/gemm/h200_bf16.json";
+const std::string kH200Gemms = std::string(JAXPP_TEST_DATA_DIR) + "/kernels/h200_gemm_bf16.json";
 
 TEST(GemmCorpus, TheH200FileHoldsItsSplitAndItsHarnessBoundRows) {
   const GemmCorpus g = load_gemm_corpus(kH200Gemms);
