@@ -4,7 +4,8 @@
 //     paper rounds to 4 decimals), so the two definitions and cost models agree;
 //   - synthesize with a budget of p stashed microbatches is no worse than ZB-H1 (in our
 //     simulation and against the paper's ZB-H1/ZB-1p figure);
-//   - synthesize with a budget of 2p is within 0.005 of the paper's automatic ZB-2p schedules.
+//   - synthesize with a budget of 2p is within 0.005 of the paper's automatic ZB-2p schedules
+//     (in fact at most 0.0002 above them).
 #include <fstream>
 #include <string>
 #include <vector>
@@ -61,7 +62,7 @@ SynthesisResult zbp_synthesize(const ZbpSetting& s, int budget) {
   SynthesisOptions o;
   o.max_stashed.assign(s.p, budget);
   o.time_budget_s = 600;     // never the binding bound here
-  o.max_evaluations = 300;   // the same result on every machine
+  o.max_evaluations = 3000;  // the same result on every machine
   return synthesize_schedule(s.p, s.m, s.times, o);
 }
 
@@ -104,7 +105,11 @@ TEST(ZeroBubblePaper, BudgetOf2PIsWithinHalfAPercentOfThePapersZb2p) {
   for (const ZbpSetting& s : zbp_settings()) {
     const SynthesisResult r = zbp_synthesize(s, 2 * s.p);
     for (int k : r.peak_stashed) EXPECT_LE(k, 2 * s.p) << zbp_label(s);
-    EXPECT_NEAR(r.bubble_rate, s.paper.at("ZB-2p").get<double>(), 0.005) << zbp_label(s);
+    const double paper = s.paper.at("ZB-2p").get<double>();
+    EXPECT_NEAR(r.bubble_rate, paper, 0.005) << zbp_label(s);
+    // In fact at most 0.0002 above it on every setting (the greedy's "I first" warm-up; without
+    // it p = 32 stayed 0.0014 to 0.0028 above).
+    EXPECT_LE(r.bubble_rate, paper + 2e-4) << zbp_label(s);
   }
 }
 
