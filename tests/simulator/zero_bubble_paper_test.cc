@@ -36,10 +36,9 @@ std::vector<ZbpSetting> zbp_settings() {
     z.model = s.at("model").get<std::string>();
     z.p = s.at("p").get<int>();
     z.m = s.at("m").get<int>();
-    z.times = uniform_stage_times(z.p, s.at("t_f_ms").get<double>() * 1e-3,
-                                  s.at("t_b_ms").get<double>() * 1e-3,
-                                  s.at("t_w_ms").get<double>() * 1e-3,
-                                  s.at("t_comm_ms").get<double>() * 1e-3);
+    z.times = uniform_stage_times(
+        z.p, s.at("t_f_ms").get<double>() * 1e-3, s.at("t_b_ms").get<double>() * 1e-3,
+        s.at("t_w_ms").get<double>() * 1e-3, s.at("t_comm_ms").get<double>() * 1e-3);
     z.paper = s.at("paper_bubble_rate");
     out.push_back(std::move(z));
   }
@@ -51,8 +50,7 @@ std::string zbp_label(const ZbpSetting& s) {
 }
 
 double zbp_engine_bubble(const char* schedule, const ZbpSetting& s) {
-  const Schedule sched =
-      generate_schedule(schedule, {.num_actors = s.p, .num_microbatches = s.m});
+  const Schedule sched = generate_schedule(schedule, {.num_actors = s.p, .num_microbatches = s.m});
   PlanSimOptions o;
   o.record_trace = false;
   return simulate_stage_times(sched, s.times, o).result.bubble_rate;
