@@ -89,9 +89,8 @@ void BM_ZeroBubblePaper(benchmark::State& state) {
   state.counters["zb_h1"] = simulate_stage_times(zb_h1, t, so).result.bubble_rate;
   state.counters["paper_zb_h1"] = s.at("paper_bubble_rate").at("ZB-H1").get<double>();
   state.counters["evaluations"] = static_cast<double>(r.evaluations);
-  state.SetLabel(s.at("model").get<std::string>() + " p=" + std::to_string(p) +
-                 " m=" + std::to_string(m) + " K=" + std::to_string(factor * p) + " " +
-                 r.stopped_by);
+  state.SetLabel(s.at("model").get<std::string>() + " p=" + std::to_string(p) + " m=" +
+                 std::to_string(m) + " K=" + std::to_string(factor * p) + " " + r.stopped_by);
 }
 BENCHMARK(BM_ZeroBubblePaper)
     ->ArgsProduct({benchmark::CreateDenseRange(0, 11, 1), {1, 2}})
