@@ -167,6 +167,12 @@ struct SynthGreedyParams {
   // next F/I is known to arrive within T_W; kLazy also waits while the next arrival is unknown
   // (keeps W for known gaps and the tail, so the I chain back to actor 0 is not delayed).
   enum class WPolicy { kEager, kGapAware, kLazy } w_policy = WPolicy::kEager;
+  // An I whose gradient has arrived runs before a warm-up forward (ending the warm-up early), and
+  // no forward starts when the next I's gradient is known to arrive before that forward would
+  // end: the I chain from the last stage back to the first is then never delayed by a forward,
+  // which shortens the wait before the first I of every stage (the Zero Bubble paper's bubble
+  // before the first B, its appendix B).
+  bool i_first = false;
 
   std::string describe() const {
     std::string s = "greedy(warm-up ";
@@ -178,9 +184,10 @@ struct SynthGreedyParams {
       if (warmup_offset < 0) s += std::to_string(warmup_offset);
     }
     s += cap_is_budget ? ", steady cap K" : ", steady cap warm-up";
-    s += w_policy == WPolicy::kEager      ? ", eager W)"
-         : w_policy == WPolicy::kGapAware ? ", gap-aware W)"
-                                          : ", lazy W)";
+    s += w_policy == WPolicy::kEager      ? ", eager W"
+         : w_policy == WPolicy::kGapAware ? ", gap-aware W"
+                                          : ", lazy W";
+    s += i_first ? ", I first)" : ")";
     return s;
   }
 };
@@ -243,18 +250,24 @@ SynthOrders greedy_orders(int p, int m, const SynthTimes& t, const std::vector<i
   // Returns true when actor r ran a task at time `now`.
   auto decide = [&](int r, double now) {
     const bool in_warmup = ni[r] == 0 && nf[r] < warm[r];
+    const double ri = ready_i(r);
+    if (g.i_first && known_le(ri, now)) {
+      run(r, SynthOp::kI, ni[r], now);
+      return true;
+    }
+    // i_first: a forward started now would delay an I known to arrive before it ends.
+    const bool hold_f = g.i_first && ni[r] == 0 && ri >= 0 && ri < now + t.f[r];
     const double rf_warm = ready_f(r, warm[r]);
-    if (in_warmup && known_le(rf_warm, now)) {
+    if (in_warmup && !hold_f && known_le(rf_warm, now)) {
       run(r, SynthOp::kF, nf[r], now);
       return true;
     }
-    const double ri = ready_i(r);
     if (known_le(ri, now)) {
       run(r, SynthOp::kI, ni[r], now);
       return true;
     }
     const double rf = ready_f(r, in_warmup ? warm[r] : cap[r]);
-    if (known_le(rf, now)) {
+    if (!hold_f && known_le(rf, now)) {
       run(r, SynthOp::kF, nf[r], now);
       return true;
     }
@@ -588,13 +601,15 @@ SynthesisResult synthesize_schedule(int p, int m, const StageTimes& times,
     for (bool cap_is_budget : {false, true}) {
       for (auto w : {SynthGreedyParams::WPolicy::kEager, SynthGreedyParams::WPolicy::kGapAware,
                      SynthGreedyParams::WPolicy::kLazy}) {
-        const SynthGreedyParams g{a, b, cap_is_budget, w};
-        SynthOrders orders = greedy_orders(p, m, t, budget, g);
-        const SynthScore s = search.score(orders);
-        if (s.better_than(best)) {
-          best = s;
-          best_orders = std::move(orders);
-          origin = g.describe();
+        for (bool i_first : {false, true}) {
+          const SynthGreedyParams g{a, b, cap_is_budget, w, i_first};
+          SynthOrders orders = greedy_orders(p, m, t, budget, g);
+          const SynthScore s = search.score(orders);
+          if (s.better_than(best)) {
+            best = s;
+            best_orders = std::move(orders);
+            origin = g.describe();
+          }
         }
       }
     }

@@ -21,8 +21,9 @@
 //      only when the next F/I is known to arrive at least T_W later), (e) else it waits. Several
 //      parameter sets are constructed (warm-up w_r = min(K_r, m, a·(p-r)+b) for a few (a, b) —
 //      (1,0) is 1F1B's and ZB-H1's warm-up, (2,-1) ZB-H2's —, cap_r = w_r or K_r, eager or
-//      gap-aware W); every built-in schedule with one stage per actor that fits the budget is a
-//      candidate too (its B split into I then W).
+//      gap-aware or lazy W, with or without "I first": the first I runs as soon as its gradient
+//      arrives and no warm-up forward starts that would delay it); every built-in schedule with
+//      one stage per actor that fits the budget is a candidate too (its B split into I then W).
 //   2. Local search from the best candidate: first-improvement hill climbing over moves that keep
 //      the budget and the local order (a W moved up to 4 positions earlier or later; adjacent F
 //      and I swapped), objective (makespan, Σ actors' last end) evaluated by an O(N) replay

@@ -173,5 +173,25 @@ TEST(SynthesizeCli, ExploreSynthesizeFlagsNeedSynthesize) {
   EXPECT_NE(r.err.find("--synthesize-top: needs --synthesize"), std::string::npos) << r.err;
 }
 
+// The Zero Bubble paper's 28.3B setting (tests/data/zero_bubble/paper_tables.json: Table 9's
+// times, Table 5's ZB-2p bubble rate 0.0038) end to end: budget 2p reaches it, and the schedule
+// written simulates to the reported bubble rate.
+TEST(SynthesizeCli, ZeroBubblePaper28BSettingReachesThePapersZb2pBubbleRate) {
+  const std::string dir = make_temp_dir();
+  const std::string times =
+      "--pp 32 --microbatches 96 --t-f 10.419 --t-b 10.207 --t-w 7.715 "
+      "--t-comm 0.408 ";
+  const nlohmann::json j = run_json("synthesize " + times +
+                                    "--memory-limit-microbatches 64 --max-evaluations 3000 "
+                                    "--quiet --out " +
+                                    dir + "/zb.json");
+  const double bubble = j.at("bubble_rate").get<double>();
+  EXPECT_NEAR(bubble, 0.0038, 0.005);
+  EXPECT_LE(bubble, 0.0038 + 2e-4);
+  for (const auto& k : j.at("peak_stashed")) EXPECT_LE(k.get<int>(), 64);
+  const nlohmann::json sim = run_json("simulate --schedule-file " + dir + "/zb.json " + times);
+  EXPECT_NEAR(sim.at("bubble_rate").get<double>(), bubble, 1e-12);
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
