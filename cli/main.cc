@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "graph/error.h"
+#include "graph/release_at_exit.h"
 #include "runtime/cuda_plugin.h"
 #include "runtime/mpi_backend.h"
 
@@ -95,6 +96,9 @@ int main(int argc, char** argv) {
     print_version(std::cout);
     return kExitOk;
   }
+  // The process ends when the command returns: large results need not be freed one block at a
+  // time (graph/release_at_exit.h).
+  jaxpp::enable_release_at_exit();
   for (const Command& c : commands()) {
     if (c.name != name) continue;
     try {
