@@ -20,6 +20,14 @@
 #error "JAXPP_VERSION must be defined"
 #endif
 
+// OpenBLAS, linked for the runtime's host GEMMs (which run it with one thread,
+// openblas_set_num_threads(1)), starts a pool of worker threads when the library is loaded, one
+// per core. Each spins, yielding, for about 0.1 s before it sleeps: CPU time on every other core
+// for every command, as much as a whole `simulate` run per core. main() stops the pool; OpenBLAS
+// starts it again if a call ever needs it. Weak: a BLAS without the pool (serial OpenBLAS) has
+// no such function, and then there is nothing to stop.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
 namespace jaxpp::cli {
 namespace {
 
@@ -83,6 +91,7 @@ CommandRegistration::CommandRegistration(std::string name, std::string summary, 
 
 int main(int argc, char** argv) {
   using namespace jaxpp::cli;
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
   if (argc < 2) {
     print_usage(std::cerr);
     return kExitBadInput;
