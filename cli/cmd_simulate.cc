@@ -24,6 +24,7 @@
 #include "graph/json_util.h"
 #include "graph/limits.h"
 #include "graph/plan.h"
+#include "graph/release_at_exit.h"
 #include "simulator/explorer.h"
 #include "simulator/hetero_plan.h"
 #include "simulator/plan_builder.h"
@@ -378,6 +379,7 @@ int run_simulate(int argc, char** argv) {
   out.write_all();
   if (args.count("json")) {
     std::cout << sim.metrics.dump(2) << "\n";
+    release_at_exit(std::move(sim));  // the process ends: no need to free it block by block
     return kExitOk;
   }
   if (sim.metrics.contains("warnings"))
@@ -392,6 +394,7 @@ int run_simulate(int argc, char** argv) {
     report << "  partition (balanced-time): stage starts " << starts << "\n";
   }
   for (const std::string& path : out.written_files()) report << "wrote " << path << "\n";
+  release_at_exit(std::move(sim));  // the process ends: no need to free it block by block
   return kExitOk;
 }
 

@@ -1,5 +1,8 @@
 // jaxpp-sim: one binary, subcommands (see `jaxpp-sim --help`).
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -7,10 +10,15 @@
 #include <new>
 #include <string>
 
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cxxopts.hpp>
 
 #include "cli/command.h"
 #include "graph/error.h"
+#include "graph/release_at_exit.h"
 #include "runtime/cuda_plugin.h"
 #include "runtime/mpi_backend.h"
 
@@ -18,6 +26,44 @@
 #ifndef JAXPP_VERSION
 #error "JAXPP_VERSION must be defined"
 #endif
+
+// OpenBLAS, linked for the runtime's host GEMMs (which run it with one thread,
+// openblas_set_num_threads(1)), starts a pool of worker threads when the library is loaded, one
+// per core. Each spins, yielding, for about 0.1 s before it sleeps: CPU time on every other core
+// for every command, as much as a whole `simulate` run per core. main() stops the pool; OpenBLAS
+// starts it again if a call ever needs it. Weak: a BLAS without the pool (serial OpenBLAS) has
+// no such function, and then there is nothing to stop.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+namespace {
+
+// The heap of a short command-line process: large and written once (a lowered program of half a
+// million instructions is 36 MB in one block per actor, each above malloc's mmap threshold, so
+// each 4 KiB page costs a page fault: 9,000 of them for that program alone). Here the heap
+// grows in one step of kHeapReserveBytes of address space, marked MADV_HUGEPAGE so that the
+// kernel backs it with 2 MiB pages where it can (one fault per 2 MiB; pages never touched are
+// never backed), and blocks up to malloc's largest mmap threshold come from it. A hint: without
+// transparent huge pages, or when it fails, the heap behaves as before.
+void reserve_huge_page_heap() {
+  constexpr size_t kHeapReserveBytes = size_t{256} << 20;
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  // Blocks up to 32 MiB (glibc's largest threshold) from the heap, which is never trimmed.
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0 || mallopt(M_TRIM_THRESHOLD, INT_MAX) == 0 ||
+      mallopt(M_TOP_PAD, static_cast<int>(kHeapReserveBytes)) == 0)
+    return;
+  void* const probe = malloc(1 << 20);  // more than the heap has free: it grows once, padded
+  const uintptr_t end = reinterpret_cast<uintptr_t>(sbrk(0));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(probe) + kHugePage - 1) & ~(kHugePage - 1);
+  if (probe != nullptr && end > begin + kHugePage) {
+#ifdef MADV_HUGEPAGE
+    madvise(reinterpret_cast<void*>(begin), (end - begin) & ~(kHugePage - 1), MADV_HUGEPAGE);
+#endif
+  }
+  free(probe);
+  mallopt(M_TOP_PAD, 128 << 10);  // glibc's default: later growth (beyond the reserve) as usual
+}
+
+}  // namespace
 
 namespace jaxpp::cli {
 namespace {
@@ -82,6 +128,8 @@ CommandRegistration::CommandRegistration(std::string name, std::string summary, 
 
 int main(int argc, char** argv) {
   using namespace jaxpp::cli;
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
+  reserve_huge_page_heap();
   if (argc < 2) {
     print_usage(std::cerr);
     return kExitBadInput;
@@ -95,6 +143,9 @@ int main(int argc, char** argv) {
     print_version(std::cout);
     return kExitOk;
   }
+  // The process ends when the command returns: large results need not be freed one block at a
+  // time (graph/release_at_exit.h).
+  jaxpp::enable_release_at_exit();
   for (const Command& c : commands()) {
     if (c.name != name) continue;
     try {

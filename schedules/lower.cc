@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 
 #include "graph/error.h"
 #include "schedules/replay.h"
@@ -30,6 +31,16 @@ std::vector<int64_t> per_stage_bytes(const std::vector<int64_t>& bytes, int num_
 
 // How many items ahead of the one being lowered lower() prefetches.
 constexpr size_t kItemPrefetchDistance = 16;
+
+// Fetches, for writing, the slots of `list` two to four instructions past its end: a list is
+// appended to about once per num_actors items, so they are written on a later visit, and a first
+// write to a line would otherwise wait for it. Integer arithmetic: the slots may lie past the
+// allocation (a prefetch never faults).
+void prefetch_next_slots(const std::vector<Instruction>& list) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(list.data()) + list.size() * sizeof(Instruction);
+  for (uintptr_t a = end + 2 * sizeof(Instruction); a < end + 4 * sizeof(Instruction); a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 1);
+}
 
 // The stage whose actor receives what `t` produces (F: the next stage's input, B/I: the previous
 // stage's input gradient), or -1 when nothing is sent.
@@ -118,6 +129,7 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     const int r = pos.actor;
     const ScheduleItem& item = schedule.actors[r][pos.item];
     std::vector<Instruction>& list = prog.actors[r];
+    prefetch_next_slots(list);
     const int compute_index = static_cast<int>(list.size());
     Instruction& compute = list.emplace_back();
     compute.op = OpKind::kCompute;
@@ -159,6 +171,7 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       send.tag = tag;
       send.deps = {compute_index};
       std::vector<Instruction>& consumer_list = prog.actors[consumer];
+      prefetch_next_slots(consumer_list);
       received_at[slot(t)] = static_cast<int>(consumer_list.size());
       Instruction& recv = consumer_list.emplace_back();
       recv.op = OpKind::kRecv;

@@ -7,6 +7,7 @@
 #include <new>
 #include <queue>
 #include <string>
+#include <utility>
 
 #include <sys/mman.h>
 
@@ -997,45 +998,53 @@ SimResult simulate(const Program& program, const CostProvider& cost, const SimOp
 }
 
 nlohmann::json sim_result_to_json(const SimResult& r, const Program& program) {
+  // Objects are filled key by key: nlohmann's initializer-list form first builds every pair as a
+  // two-element array, then copies it into the object, several times the cost (a critical path has
+  // thousands of steps). The keys are sorted either way (std::map), so the text is the same.
   nlohmann::json actors = nlohmann::json::array();
+  actors.get_ref<nlohmann::json::array_t&>().reserve(r.actors.size());
   for (size_t i = 0; i < r.actors.size(); ++i) {
     const ActorStats& a = r.actors[i];
-    actors.push_back({{"actor", i},
-                      {"busy_s", a.busy_s},
-                      {"idle_s", a.idle_s},
-                      {"span_s", a.span_s()},
-                      {"static_bytes", a.static_bytes},
-                      {"peak_memory_bytes", a.peak_memory_bytes},
-                      {"peak_stashed_microbatches", a.peak_stashed_microbatches},
-                      {"p2p_send_bytes", a.p2p_send_bytes},
-                      {"collective_bytes", a.collective_bytes},
-                      {"instructions", a.instructions}});
+    nlohmann::json& o = actors.emplace_back(nlohmann::json::object());
+    o.emplace("actor", i);
+    o.emplace("busy_s", a.busy_s);
+    o.emplace("idle_s", a.idle_s);
+    o.emplace("span_s", a.span_s());
+    o.emplace("static_bytes", a.static_bytes);
+    o.emplace("peak_memory_bytes", a.peak_memory_bytes);
+    o.emplace("peak_stashed_microbatches", a.peak_stashed_microbatches);
+    o.emplace("p2p_send_bytes", a.p2p_send_bytes);
+    o.emplace("collective_bytes", a.collective_bytes);
+    o.emplace("instructions", a.instructions);
     if (r.alltoall_s > 0) {
-      actors.back()["alltoall_s"] = a.alltoall_s;
-      actors.back()["alltoall_exposed_s"] = a.alltoall_exposed_s;
+      o.emplace("alltoall_s", a.alltoall_s);
+      o.emplace("alltoall_exposed_s", a.alltoall_exposed_s);
     }
   }
   nlohmann::json peak = nlohmann::json::array();
   for (const ActorStats& a : r.actors) peak.push_back(a.peak_memory_bytes);
   nlohmann::json path = nlohmann::json::array();
+  path.get_ref<nlohmann::json::array_t&>().reserve(r.critical_path.size());
   for (const CriticalStep& c : r.critical_path) {
-    path.push_back({{"actor", c.actor},
-                    {"instruction", c.instruction},
-                    {"name", to_string(program.actors[c.actor][c.instruction])},
-                    {"start_s", c.start_s},
-                    {"end_s", c.end_s}});
+    nlohmann::json& o = path.emplace_back(nlohmann::json::object());
+    o.emplace("actor", c.actor);
+    o.emplace("instruction", c.instruction);
+    o.emplace("name", to_string(program.actors[c.actor][c.instruction]));
+    o.emplace("start_s", c.start_s);
+    o.emplace("end_s", c.end_s);
   }
-  nlohmann::json out = {{"step_time_s", r.step_time_s},
-                        {"makespan_s", r.makespan_s},
-                        {"bubble_rate", r.bubble_rate},
-                        {"bubble_actor", r.bubble_actor},
-                        {"tasks", r.num_instructions},
-                        {"peak_memory_bytes", peak},
-                        {"peak_stashed_per_stage", r.peak_stashed_per_stage},
-                        {"p2p_bytes", r.p2p_bytes},
-                        {"collective_bytes", r.collective_bytes},
-                        {"actors", actors},
-                        {"critical_path", path}};
+  nlohmann::json out = nlohmann::json::object();
+  out.emplace("step_time_s", r.step_time_s);
+  out.emplace("makespan_s", r.makespan_s);
+  out.emplace("bubble_rate", r.bubble_rate);
+  out.emplace("bubble_actor", r.bubble_actor);
+  out.emplace("tasks", r.num_instructions);
+  out.emplace("peak_memory_bytes", std::move(peak));
+  out.emplace("peak_stashed_per_stage", r.peak_stashed_per_stage);
+  out.emplace("p2p_bytes", r.p2p_bytes);
+  out.emplace("collective_bytes", r.collective_bytes);
+  out.emplace("actors", std::move(actors));  // moved, not copied
+  out.emplace("critical_path", std::move(path));
   if (r.alltoall_s > 0) {
     out["alltoall_s"] = r.alltoall_s;
     out["alltoall_exposed_s"] = r.alltoall_exposed_s;

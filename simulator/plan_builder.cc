@@ -10,6 +10,7 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
+#include "graph/release_at_exit.h"
 #include "schedules/assigned.h"
 #include "schedules/custom.h"
 #include "schedules/lower.h"
@@ -421,7 +422,7 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
   if (pp < 1) throw_input_error("--pp", "must be >= 1, got " + std::to_string(pp));
   if (m < 1) throw_input_error("--microbatches", "must be >= 1, got " + std::to_string(m));
   if (v < 1) throw_input_error("--virtual", "must be >= 1, got " + std::to_string(v));
-  const Schedule schedule =
+  Schedule schedule =
       make_schedule(request.schedule, request.schedule_file, pp,
                     v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0, m,
                     request.fuse_steady_state);
@@ -446,7 +447,11 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
                                   stage_time_s_from_ms(request.t_a2a_b_ms, true, "--t-a2a-b"));
   }
   const MoeOverlap overlap = request.moe_overlap;
-  if (!options.perturbation) return simulate_stage_times(schedule, times, options, overlap);
+  if (!options.perturbation) {
+    SimulatedPlan sim = simulate_stage_times(schedule, times, options, overlap);
+    release_at_exit(std::move(schedule));  // the command-line tool does not free it
+    return sim;
+  }
   // What-if: the unperturbed run first, then the perturbed one with a report of the difference.
   check_perturbation(*options.perturbation, schedule.num_actors(), schedule.num_microbatches,
                      "--perturb");
