@@ -237,6 +237,17 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
       throw_input_error(obj.field("scoring_func"),
                         "expected softmax or sigmoid, got '" + scoring + "'");
     if (scoring == "sigmoid") m["router"] = "sigmoid";
+    // DeepSeek-V3 trained in FP8 and dispatches its expert all-to-all in FP8, combining in BF16
+    // (the technical report's §3.3.2); its config.json marks the FP8 checkpoint with
+    // quantization_config.quant_method "fp8". Other models (Kimi K2's FP8 checkpoint among them)
+    // keep the activations' type unless --a2a-dtype says otherwise.
+    if (type == "deepseek_v3" && present(doc, "quantization_config")) {
+      const JsonObject q = obj.object("quantization_config");
+      if (q.has("quant_method") && q.string("quant_method") == "fp8") {
+        m["a2a_dispatch_dtype"] = "fp8";
+        m["a2a_combine_dtype"] = "bf16";
+      }
+    }
     return m;
   }
 

@@ -28,10 +28,10 @@ TEST(HfConfigTest, EachPresetsConfigGivesThePresetsModel) {
     // taken): compare with the preset at that length, layer by layer.
     const ModelSpec p = load_model(preset);
     ModelSpec same_seq = model_from_json(model_shape_to_json(p, hf.seq_len), preset);
-    // Nor of the all-to-all payload types (deepseek-v3's come from its technical report).
-    EXPECT_FALSE(hf.moe.dispatch_dtype.has_value()) << preset;
-    same_seq.moe.dispatch_dtype.reset();
-    same_seq.moe.combine_dtype.reset();
+    // The all-to-all payload types: DeepSeek-V3's FP8 checkpoint (quantization_config) gives its
+    // FP8 dispatch and BF16 combine, as the preset; the others, the activations' type.
+    EXPECT_EQ(hf.moe.dispatch_dtype, p.moe.dispatch_dtype) << preset;
+    EXPECT_EQ(hf.moe.combine_dtype, p.moe.combine_dtype) << preset;
     nlohmann::json a = model_to_json(hf), b = model_to_json(same_seq);
     a.erase("name");
     b.erase("name");
@@ -160,6 +160,26 @@ TEST(HfConfigTest, DeepSeekRouterScoresWithASigmoidUnlessScoringFuncSaysSoftmax)
             "config.json: field 'scoring_func': expected softmax or sigmoid, got 'relu'");
   EXPECT_EQ(hf_model_from_json(config("mixtral-8x7b"), "config.json").moe.router,
             MoeRouter::kSoftmax);
+}
+
+TEST(HfConfigTest, DeepSeekV3DispatchesInFp8OnlyWithItsFp8Checkpoint) {
+  nlohmann::json doc = config("deepseek-v3");
+  ModelSpec m = hf_model_from_json(doc, "config.json");
+  EXPECT_EQ(m.moe.dispatch_dtype, Dtype::kFp8);
+  EXPECT_EQ(m.moe.combine_dtype, Dtype::kBf16);
+  doc["quantization_config"]["quant_method"] = "awq";
+  m = hf_model_from_json(doc, "config.json");
+  EXPECT_FALSE(m.moe.dispatch_dtype.has_value());
+  doc.erase("quantization_config");
+  m = hf_model_from_json(doc, "config.json");
+  EXPECT_FALSE(m.moe.dispatch_dtype.has_value());
+  // Kimi K2 shares the architecture, not the FP8 dispatch.
+  nlohmann::json kimi = config("kimi-k2");
+  kimi["quantization_config"] = {{"quant_method", "fp8"}};
+  EXPECT_FALSE(hf_model_from_json(kimi, "config.json").moe.dispatch_dtype.has_value());
+  // A quantization_config that is not an object is named.
+  doc["quantization_config"] = "fp8";
+  EXPECT_THROW(hf_model_from_json(doc, "config.json"), InputError);
 }
 
 TEST(HfConfigTest, NullMeansAbsent) {
