@@ -694,17 +694,22 @@ std::vector<SizeSample> bench_gelu(Device& device, const std::vector<int64_t>& e
   return out;
 }
 
-std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
-                                   const Timing& timing) {
+namespace {
+
+// One timed call per size in `bytes`: `op` on sources made by `make(elements, i)` that rotate
+// through the cold pool.
+template <class Make, class Op>
+std::vector<SizeSample> bench_rotating_sources(Device& device, const std::vector<int64_t>& bytes,
+                                               const Timing& timing, Make make, Op op) {
   std::vector<SizeSample> out;
   for (int64_t b : bytes) {
     const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
     const size_t sets = sets_for(timing, n);
-    std::vector<DeviceArray> sources;
-    for (size_t i = 0; i < sets; ++i) sources.push_back(filled(device, n, 21 + i));
+    std::vector<decltype(make(n, size_t{0}))> sources;
+    for (size_t i = 0; i < sets; ++i) sources.push_back(make(n, i));
     size_t next = 0;
     const double t = time_per_call_s(device, timing, [&] {
-      DeviceArray c = device.copy(sources[next]);
+      op(sources[next]);
       next = (next + 1) % sets;
     });
     out.push_back({static_cast<double>(n * sizeof(double)), t});
@@ -712,24 +717,23 @@ std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& b
   return out;
 }
 
+}  // namespace
+
+std::vector<SizeSample> bench_copy(Device& device, const std::vector<int64_t>& bytes,
+                                   const Timing& timing) {
+  return bench_rotating_sources(
+      device, bytes, timing, [&](size_t n, size_t i) { return filled(device, n, 21 + i); },
+      [&](const DeviceArray& source) { DeviceArray c = device.copy(source); });
+}
+
 std::vector<SizeSample> bench_upload(Device& device, const std::vector<int64_t>& bytes,
-                                    const Timing& timing) {
-  std::vector<SizeSample> out;
-  for (int64_t b : bytes) {
-    // Host arrays rotating through the cold pool, as the workload uploads freshly generated
-    // inputs (pageable memory, as std::vector is).
-    const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
-    const size_t sets = sets_for(timing, n);
-    std::vector<std::vector<double>> sources;
-    for (size_t i = 0; i < sets; ++i) sources.emplace_back(n, 0.5 + static_cast<double>(i));
-    size_t next = 0;
-    const double t = time_per_call_s(device, timing, [&] {
-      DeviceArray a = device.upload(sources[next]);
-      next = (next + 1) % sets;
-    });
-    out.push_back({static_cast<double>(n * sizeof(double)), t});
-  }
-  return out;
+                                     const Timing& timing) {
+  // Host arrays (pageable memory, as std::vector is) rotating through the cold pool, as the
+  // workload uploads freshly generated inputs.
+  return bench_rotating_sources(
+      device, bytes, timing,
+      [](size_t n, size_t i) { return std::vector<double>(n, 0.5 + static_cast<double>(i)); },
+      [&](const std::vector<double>& source) { DeviceArray a = device.upload(source); });
 }
 
 std::vector<SizeSample> bench_input_generation(const std::vector<int64_t>& elements,

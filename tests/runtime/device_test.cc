@@ -230,6 +230,25 @@ MlpConfig small_mlp(const Program& prog, int dp, OptimizerKind optimizer) {
   return c;
 }
 
+// Per step, the mean loss over microbatches and replicas, summed replica by replica in
+// microbatch order as runtime/run.cc does. `losses`: replica -> step -> microbatch -> loss.
+std::vector<double> mean_losses(const std::map<int, std::map<int, std::map<int, double>>>& losses,
+                                const MlpConfig& mlp, int steps) {
+  std::vector<double> loss_sum(steps, 0.0), out;
+  for (const auto& [r, per_step] : losses)
+    for (const auto& [step, per_mb] : per_step)
+      for (const auto& [mb, l] : per_mb) loss_sum.at(step) += l;
+  for (double l : loss_sum)
+    out.push_back(l / (static_cast<double>(mlp.num_microbatches) * mlp.num_replicas));
+  return out;
+}
+
+int live_arrays(const std::vector<OffsetDevice>& devices) {
+  int live = 0;
+  for (const OffsetDevice& d : devices) live += d.live();
+  return live;
+}
+
 struct DeviceRun {
   std::map<int, std::vector<double>> params;  // stage -> weights (one replica's copy)
   std::vector<double> losses;                 // per step, mean over microbatches and replicas
@@ -266,15 +285,8 @@ DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int s
     });
   }
   for (auto& t : threads) t.join();
-  // Summed replica by replica in microbatch order, as runtime/run.cc does.
-  std::vector<double> loss_sum(steps, 0.0);
-  for (const auto& [r, per_step] : losses)
-    for (const auto& [step, per_mb] : per_step)
-      for (const auto& [mb, l] : per_mb) loss_sum.at(step) += l;
-  for (double l : loss_sum)
-    out.losses.push_back(l / (static_cast<double>(mlp.num_microbatches) * mlp.num_replicas));
-  out.live_after = 0;
-  for (const OffsetDevice& d : devices) out.live_after += d.live();
+  out.losses = mean_losses(losses, mlp, steps);
+  out.live_after = live_arrays(devices);
   return out;
 }
 
@@ -449,14 +461,8 @@ MoeDeviceRun run_moe_workers(const Program& prog, const MlpConfig& mlp, int step
     });
   }
   for (auto& t : threads) t.join();
-  std::vector<double> loss_sum(steps, 0.0);
-  for (const auto& [r, per_step] : losses)
-    for (const auto& [step, per_mb] : per_step)
-      for (const auto& [mb, l] : per_mb) loss_sum.at(step) += l;
-  for (double l : loss_sum)
-    out.losses.push_back(l / (static_cast<double>(mlp.num_microbatches) * mlp.num_replicas));
-  out.live_after = 0;
-  for (const OffsetDevice& d : devices) out.live_after += d.live();
+  out.losses = mean_losses(losses, mlp, steps);
+  out.live_after = live_arrays(devices);
   return out;
 }
 
