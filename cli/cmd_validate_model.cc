@@ -137,15 +137,22 @@ bool strict_failure(const ModelValidationReport& report) {
   return false;
 }
 
+// The outputs, checked before any work (cli/report_output.h): --out is never one of the input
+// files, "-" is stdout (the table then goes to stderr).
+OutputFiles checked_outputs(const cxxopts::ParseResult& args) {
+  OutputFiles out("validate-model");
+  for (const char* flag : {"corpus", "gemms", "cluster"})
+    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (args.count("out")) out.output(args["out"].as<std::string>(), "--out");
+  out.check_json_flag(args.count("json") > 0);
+  return out;
+}
+
 // --gemms FILE: the GEMM model against measured kernels (costmodel/gemm_corpus.h).
 int run_gemm_validation(const cxxopts::ParseResult& args, const std::string& split) {
   refuse_flags(args, {"corpus", "rows-on", "strict"},
                "scores the end-to-end corpus, but --gemms scores measured GEMMs");
-  OutputFiles out("validate-model");
-  for (const char* flag : {"gemms", "cluster"})
-    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
-  if (args.count("out")) out.output(args["out"].as<std::string>(), "--out");
-  out.check_json_flag(args.count("json") > 0);
+  OutputFiles out = checked_outputs(args);
   const GemmCorpus corpus = load_gemm_corpus(args["gemms"].as<std::string>());
   const ClusterSpec cluster = args.count("cluster")
                                   ? load_cluster_arg(args["cluster"].as<std::string>())
@@ -204,14 +211,7 @@ int run_validate_model(int argc, char** argv) {
   ModelValidationOptions vo;
   vo.band = args["band"].as<double>();
   check_validation_band(vo.band);
-  const std::string out_path = args.count("out") ? args["out"].as<std::string>() : "";
-  // The output is checked before any work (cli/report_output.h): never the corpus or cluster
-  // file, "-" is stdout (the table then goes to stderr).
-  OutputFiles out("validate-model");
-  for (const char* flag : {"corpus", "cluster"})
-    if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
-  if (args.count("out")) out.output(out_path, "--out");
-  out.check_json_flag(args.count("json") > 0);
+  OutputFiles out = checked_outputs(args);
   std::string gpu;
   if (args.count("rows-on")) {
     gpu = args["rows-on"].as<std::string>();

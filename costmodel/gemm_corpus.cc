@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/calibration.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -30,12 +31,6 @@ GemmRow read_gemm_row(const nlohmann::json& r, const std::string& where, bool te
   if (row.layout != "NN" && row.layout != "NT" && row.layout != "TN" && row.layout != "TT")
     throw_input_error(where, "layout must be NN, NT, TN or TT, got '" + row.layout + "'");
   return row;
-}
-
-double median_of_copy(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -91,7 +86,7 @@ GemmScore score_gemms(const GemmCorpus& corpus, const ClusterSpec& cluster,
   if (s.scored.empty())
     throw InputError(corpus.path + ": no " + split + " row at or above min_time_s to score");
   s.rows = static_cast<int>(s.scored.size());
-  s.scale = median_of_copy(ratios);
+  s.scale = median_of(std::move(ratios));
   for (GemmScoredRow& r : s.scored) {
     r.error = r.ratio / s.scale - 1;
     s.mean_abs_error += std::abs(r.error) / s.rows;

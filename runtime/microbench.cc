@@ -922,6 +922,16 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
   KernelWork& fw = out.fwd;
   KernelWork& in = out.input;
   KernelWork& wt = out.weight;
+  // Each held expert on its rows, in F and in I alike: the rows up, two GEMMs (x W1 and a W2, or
+  // gy W2^T and du W1^T) around the GeLU or its gradient, the results down.
+  auto held_experts = [&](KernelWork& w, int64_t KernelWork::*gelu) {
+    for (int64_t r : expert_rows) {
+      w.gemms.push_back({r, f, h});
+      w.gemms.push_back({r, h, f});
+      w.*gelu += r * f;
+      w.host_transfer_bytes += 2 * r * h * kDouble;
+    }
+  };
   for (int l = 0; l < mlp.layers_per_stage; ++l) {
     // Forward: scores x Wr on the device; scores and x down; softmax or sigmoid and top-k over
     // T x E on the host; dispatch [e, x_t] rows; each held expert's rows up, GeLU(x W1) W2, its
@@ -930,12 +940,7 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
     fw.host_transfer_bytes += (t * e + t * h) * kDouble;
     fw.memory_bytes += 3 * t * e * kDouble;
     fw.alltoalls.push_back({ep, peer_rows * (h + 1) * kDouble});
-    for (int64_t r : expert_rows) {
-      fw.gemms.push_back({r, f, h});
-      fw.gemms.push_back({r, h, f});
-      fw.gelu_elements += r * f;
-      fw.host_transfer_bytes += 2 * r * h * kDouble;
-    }
+    held_experts(fw, &KernelWork::gelu_elements);
     fw.alltoalls.push_back({ep, peer_rows * h * kDouble});
     fw.memory_bytes += 2 * (rows * h + t * h) * kDouble;
     fw.host_transfer_bytes += t * h * kDouble;
@@ -946,12 +951,7 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
     in.memory_bytes += (2 * rows * h + 3 * t * e + 2 * t * h) * kDouble;
     in.gemms.push_back({t, h, e});
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
-    for (int64_t r : expert_rows) {
-      in.gemms.push_back({r, f, h});
-      in.gemms.push_back({r, h, f});
-      in.gelu_backward_elements += r * f;
-      in.host_transfer_bytes += 2 * r * h * kDouble;
-    }
+    held_experts(in, &KernelWork::gelu_backward_elements);
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
     in.memory_bytes += 2 * (rows * h + t * h) * kDouble;
     in.host_transfer_bytes += 2 * t * h * kDouble;
