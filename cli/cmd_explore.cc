@@ -166,7 +166,7 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
                        const ExploreMpiWorld& world, OutputFormat format) {
   refuse_flags(args, {"pp", "ep", "etp", "cp", "assign", "virtual", "partition", "synthesize",
                       "synthesize-top", "synthesize-time-s", "robust", "robust-jitter",
-                      "bound-prune", "csv", "explain", "threads"},
+                      "bound-prune", "csv", "explain", "threads", "shard-grads"},
                "is not supported by explore on a heterogeneous --cluster (it searches dp, a tp per "
                "device kind, --schedules, --microbatch-sizes, --recompute and --zero1 with one "
                "stage per actor, each partitioned balanced-time and even; docs/explore.md)");
@@ -318,6 +318,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
       ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
+      ("shard-grads", "gradient sharding (ZeRO-2) in every configuration with ZeRO-1 on (needs --zero1 on or both)")
       ("sequence-parallel", "Megatron sequence parallelism in every configuration")
       ("attention", "attention kernel in every configuration: flash or unfused", cxxopts::value<std::string>()->default_value("flash"))
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
@@ -428,6 +429,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
+  req.shard_gradients = args.count("shard-grads") > 0;
   req.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
   req.bound_prune = args.count("bound-prune") > 0;
   {

@@ -69,6 +69,7 @@ void print_explore_table(std::ostream& out, const ExploreRequest& req, const Exp
       std::string(to_string(req.space.attention)) + " attention");
   add(req.space.tp_comm_overlap, "tp communication overlap");
   add(req.overlap_grad_reduce, "overlapped gradient reduction");
+  add(req.shard_gradients, "sharded gradients (ZeRO-2) with ZeRO-1");
   add(req.partition != PartitionMode::kAuto,
       std::string(partition_mode_name(req.partition)) + " partition");
   if (!options.empty()) out << "  in every configuration: " << options << "\n";

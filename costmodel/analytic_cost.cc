@@ -116,7 +116,8 @@ double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
   return replica_allreduce_s(static_cast<double>(bytes), config_.dp * config_.cp, config_.tp);
 }
 
-double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride) const {
+double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride,
+                                         bool reduce_scatter_only) const {
   if (replicas <= 1 || bytes <= 0) return 0;
   const double n = bytes;
   const int g = std::clamp(cluster_.devices_per_node / std::max(1, stride), 1, replicas);
@@ -136,6 +137,7 @@ double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride)
       t += 2.0 * (k - 1) / k * (v / g) / inter_bw + 2.0 * (k - 1) * cluster_.inter_node.latency_s;
     return t;
   };
+  if (reduce_scatter_only) return allreduce(n) / 2;
   if (!config_.zero1) return allreduce(n);
   // Distributed optimizer: reduce-scatter of the gradients (half an all-reduce) and all-gather of
   // the updated parameters (weight bytes); the all-gather overlaps the next forward when the
@@ -154,10 +156,14 @@ double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
                             ? expert_grad_fraction_[ins.stage]
                             : 0.0;
   const double bytes = static_cast<double>(ins.bytes);
-  if (expert <= 0) return dp_allreduce_s(ins.bytes);
-  return replica_allreduce_s(bytes * (1 - expert), config_.dp * config_.cp, config_.tp) +
+  // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
+  const bool per_microbatch = config_.shard_gradients && !ins.tasks.empty();
+  if (expert <= 0)
+    return replica_allreduce_s(bytes, config_.dp * config_.cp, config_.tp, per_microbatch);
+  return replica_allreduce_s(bytes * (1 - expert), config_.dp * config_.cp, config_.tp,
+                             per_microbatch) +
          replica_allreduce_s(bytes * expert, config_.expert_dp(),
-                             std::max(1, config_.ep) * config_.expert_tp());
+                             std::max(1, config_.ep) * config_.expert_tp(), per_microbatch);
 }
 
 int64_t AnalyticCost::activation_bytes(int stage) const {

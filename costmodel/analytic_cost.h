@@ -38,6 +38,13 @@
 //   With the distributed optimizer (zero1): a reduce-scatter of the gradients (half the above)
 //   plus an all-gather of the updated parameters (weight_bytes_per_param / grad_bytes_per_param
 //   of the volume), the all-gather hidden under the next forward when overlap_grad_reduce is on.
+//   With gradient sharding (shard_gradients, ZeRO-2, needs zero1) the program holds m reductions
+//   per stage (schedules/lower.h): each per-microbatch one (a kAllReduce with a task) is the
+//   reduce-scatter of the stage's n bytes alone, (g−1)/g · n over NVLink and (k−1)/k · n/g over the
+//   network with the latencies above; the final one (no task) is priced as with zero1 (the last
+//   microbatch's reduce-scatter, plus the parameter all-gather unless overlap_grad_reduce). So a
+//   step moves m reduce-scatters and one all-gather per stage. They share the actor's collective
+//   stream, one at a time.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
@@ -83,8 +90,13 @@ class AnalyticCost : public CostProvider {
   double tp_comm_s(int stage) const;  // TP all-reduce time of one pass (forward) of a stage
   // Gradient all-reduce time of `bytes` per device across the dp replicas.
   double dp_allreduce_s(int64_t bytes) const;
-  // Hierarchical all-reduce of `bytes` per device over `replicas` devices `stride` ranks apart.
-  double replica_allreduce_s(double bytes, int replicas, int stride) const;
+  // Hierarchical all-reduce of `bytes` per device over `replicas` devices `stride` ranks apart
+  // (with zero1: reduce-scatter + parameter all-gather as above; `reduce_scatter_only`: the
+  // reduce-scatter alone, a per-microbatch reduction of gradient sharding).
+  double replica_allreduce_s(double bytes, int replicas, int stride,
+                             bool reduce_scatter_only = false) const;
+  // Gradient sharding: the lowering emits one reduction per microbatch and stage.
+  bool reduces_each_microbatch() const { return config_.shard_gradients; }
   bool same_node(int actor_a, int actor_b) const;
 
   // Per-device payload of the activation stage s sends forward (= gradient sent backward).

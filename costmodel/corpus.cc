@@ -55,6 +55,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "recompute",
                                         "sequence_parallel",
                                         "distributed_optimizer",
+                                        "shard_gradients",
                                         "attention",
                                         "fp8",
                                         "tp_comm_overlap",
@@ -72,8 +73,9 @@ const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time
 const std::string kMeasuredPrefix = "measured_";
 const std::set<std::string> kCsvIntegerKeys = {
     "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "microbatch_size", "global_batch", "seq_len"};
-const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer", "fp8",
-                                            "tp_comm_overlap", "overlap_grad_reduce"};
+const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
+                                            "shard_gradients",   "fp8",
+                                            "tp_comm_overlap",   "overlap_grad_reduce"};
 
 // The transformer shape a convention needs; InputError when the model has none.
 void require_shape(const ModelSpec& m, FlopsConvention c, const std::string& where) {
@@ -258,6 +260,10 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.recompute = parse_recompute(row.string_or("recompute", "none"), row.field("recompute"));
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);
   c.zero1 = row.boolean_or("distributed_optimizer", false);
+  c.shard_gradients = row.boolean_or("shard_gradients", false);
+  if (c.shard_gradients && !c.zero1)
+    throw_input_error(row.field("shard_gradients"),
+                      "gradient sharding needs \"distributed_optimizer\": true");
   c.attention = parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
   c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);

@@ -12,7 +12,8 @@
 //                 "gpus": N, "tp": t, "pp": p, "dp": d, "cp": c, "virtual_stages": v,
 //                 "microbatch_size": b, "global_batch": B, "seq_len": s, "schedule": "1f1b",
 //                 "recompute": "none", "sequence_parallel": false, "distributed_optimizer": false,
-//                 "attention": "flash", "fp8": false, "tp_comm_overlap": false,
+//                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
+//                 distributed_optimizer), "attention": "flash", "fp8": false, "tp_comm_overlap": false,
 //                 "overlap_grad_reduce": false,
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
@@ -131,8 +132,9 @@ struct CorpusRow {
   ModelSpec model;
   int seq_len = 0;
   // gpus, tp, pp, dp, cp, virtual_stages, microbatch_size, global_batch, schedule, recompute,
-  // sequence_parallel, zero1 (= distributed_optimizer), attention, tp_comm_overlap and
-  // overlap_grad_reduce; num_microbatches = global_batch / (dp · microbatch_size).
+  // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, attention,
+  // tp_comm_overlap and overlap_grad_reduce; num_microbatches = global_batch / (dp ·
+  // microbatch_size).
   ParallelConfig config;
   bool fp8 = false;
   // "partition": "even" (default: transformer layers split evenly, embedding on the first stage,

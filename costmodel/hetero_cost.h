@@ -84,6 +84,8 @@ class HeteroCost : public CostProvider {
   // (on the stage's actor).
   int64_t activation_bytes(int stage) const;
   int64_t grad_bytes(int stage) const;
+  // Gradient sharding: the lowering emits one reduction per microbatch and stage.
+  bool reduces_each_microbatch() const { return costs_.front()->reduces_each_microbatch(); }
 
   const AnalyticCost& actor_cost(int actor) const { return *costs_.at(cost_of_actor_.at(actor)); }
   const ClusterSpec& actor_cluster(int actor) const;

@@ -17,14 +17,34 @@ std::vector<int64_t> MemoryModel::static_bytes_per_actor() const {
   return out;
 }
 
+double stage_grad_bytes(const OperatorCost& op, const ParallelConfig& config,
+                        double grad_bytes_per_param, int first, int count, double params) {
+  return op.device_params(first, count, params, /*optimizer_sharded=*/config.shard_gradients) *
+         grad_bytes_per_param;
+}
+
+double transient_grad_bytes(const OperatorCost& op, const ModelSpec& model,
+                            const ParallelConfig& config, double grad_bytes_per_param, int first,
+                            int count) {
+  if (!config.shard_gradients) return 0;
+  double largest = 0;
+  for (int l = first; l < first + count; ++l)
+    largest = std::max(largest, op.device_params(l, 1, static_cast<double>(model.layers[l].params),
+                                                 /*optimizer_sharded=*/false));
+  return largest * grad_bytes_per_param;
+}
+
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster) {
   const std::vector<StageWork> work =
       compute_stage_work(model, partition, config.microbatch_size, config.recompute);
   const OperatorCost op(model, config, cluster);
+  const double grad_per_param =
+      grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
+  std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
   mem.stash_bytes_per_stage.resize(work.size());
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
     const int actor = placement.actor_of(s);
@@ -36,14 +56,19 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                             /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
-    a.grad_bytes += std::llround(
-        params * grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param));
+    a.grad_bytes += std::llround(stage_grad_bytes(op, config, grad_per_param,
+                                                  work[s].first_layer, work[s].num_layers, whole));
+    transient[actor] = std::max(
+        transient[actor], transient_grad_bytes(op, model, config, grad_per_param,
+                                               work[s].first_layer, work[s].num_layers));
     a.optimizer_bytes += std::llround(sharded * cluster.optimizer_state_bytes_per_param);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
   }
+  for (int r = 0; r < placement.num_actors; ++r)
+    mem.actors[r].grad_bytes += std::llround(transient[r]);
   return mem;
 }
 

@@ -6,7 +6,12 @@
 //   gradients  P_r · grad_bytes_per_param              (4, fp32 main grads)
 //   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v)
 // (÷ dp·cp with the distributed optimizer; the routed experts' ÷ their edp = tp·cp·dp/(ep·etp)
-// replicas). Activations: one stashed microbatch of stage s
+// replicas). With gradient sharding (ParallelConfig::shard_gradients, ZeRO-2) the gradients are
+// ÷ the same shards too, plus one transient full-size gradient: that of the largest layer the
+// actor holds (L_r · grad_bytes_per_param, L_r its largest layer's per-device parameters), the
+// unsharded gradient of the layer whose reduce-scatter is in flight (FSDP wraps and reduces one
+// transformer block at a time; Megatron-LM and DeepSpeed reduce buckets of 40M and 500M
+// elements). In grad_bytes. Activations: one stashed microbatch of stage s
 // holds the sum over its layers of OperatorCost::stash_bytes (operator_cost.h, graph/kernels.h):
 // Korthikanti et al. 2022's inventory for today's kernels (FlashAttention keeps no s×s scores;
 // the unfused attention of Megatron before it adds 5 bytes per head and key unless recomputed),
@@ -39,7 +44,7 @@ namespace jaxpp {
 struct ActorMemory {
   int64_t params = 0;  // per device
   int64_t weight_bytes = 0;
-  int64_t grad_bytes = 0;
+  int64_t grad_bytes = 0;  // with gradient sharding: the shard plus the transient layer gradient
   int64_t optimizer_bytes = 0;
   int64_t static_bytes() const { return weight_bytes + grad_bytes + optimizer_bytes; }
 };
@@ -50,6 +55,18 @@ struct MemoryModel {
 
   std::vector<int64_t> static_bytes_per_actor() const;
 };
+
+class OperatorCost;
+// Gradient bytes one device keeps for the `count` layers from `first` (whole parameter count
+// `params`): the full per-device gradient, or with shard_gradients its 1/(dp·cp) shard (the
+// routed experts' over their edp replicas).
+double stage_grad_bytes(const OperatorCost& op, const ParallelConfig& config,
+                        double grad_bytes_per_param, int first, int count, double params);
+// With shard_gradients: the full per-device gradient of the largest of those layers (the
+// transient above); 0 otherwise.
+double transient_grad_bytes(const OperatorCost& op, const ModelSpec& model,
+                            const ParallelConfig& config, double grad_bytes_per_param, int first,
+                            int count);
 
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,

@@ -122,6 +122,13 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
                           "): the busiest rank cannot receive more than every token");
 }
 
+void check_shard_gradients(const ParallelConfig& c, const std::string& where, bool flags) {
+  if (!c.shard_gradients || c.zero1) return;
+  throw_input_error(flags ? std::string("--shard-grads") : where + ": field 'shard_gradients'",
+                    flags ? "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1)"
+                          : "gradient sharding needs the distributed optimizer (zero1)");
+}
+
 nlohmann::json config_to_json(const ParallelConfig& c) {
   nlohmann::json j = {{"gpus", c.gpus},
                       {"pp", c.pp},
@@ -145,6 +152,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.moe_imbalance != 1.0) j["moe_imbalance"] = c.moe_imbalance;
   if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
   if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
+  if (c.shard_gradients) j["shard_gradients"] = true;
   return j;
 }
 
@@ -170,7 +178,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "etp",
                       "moe_imbalance",
                       "moe_overlap",
-                      "grad_dtype"});
+                      "grad_dtype",
+                      "shard_gradients"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -202,6 +211,10 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
   if (obj.has("grad_dtype"))
     c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
+  c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_gradients);
+  if (c.shard_gradients && !c.zero1)
+    throw_input_error(obj.field("shard_gradients"),
+                      "gradient sharding needs the distributed optimizer (\"zero1\": true)");
   return c;
 }
 

@@ -89,6 +89,12 @@ struct ParallelConfig {
   // Distributed optimizer (Megatron-LM's --use-distributed-optimizer, ZeRO-1): optimizer state
   // sharded over the dp · cp replicas; gradients reduce-scattered, parameters all-gathered.
   bool zero1 = false;
+  // Gradient sharding (ZeRO-2; FSDP's "shard gradients and optimizer state"), valid only with
+  // the distributed optimizer: each device keeps 1/(dp·cp) of its gradients plus the full
+  // gradient of the layer being reduced, and every microbatch's backward of a stage ends with a
+  // reduce-scatter of that stage's gradients (m per step instead of one reduction at the end;
+  // costmodel/analytic_cost.h, costmodel/memory.h).
+  bool shard_gradients = false;
   AttentionKernel attention = AttentionKernel::kFlash;
   // Tensor-parallel communication overlapped with the neighbouring GEMMs (Megatron-LM
   // --tp-comm-overlap, Transformer Engine userbuffers; needs sequence parallelism). Megatron's
@@ -124,6 +130,10 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 // imbalance on a model without routed experts, ep not dividing the routed experts, ep·etp not
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
 // flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field 'config.ep'".
+// InputError when shard_gradients is set without zero1 (gradient sharding needs the distributed
+// optimizer). `flags` names the fields as command-line flags (--shard-grads, --zero1), otherwise as
+// "<where>: field 'shard_gradients'".
+void check_shard_gradients(const ParallelConfig& config, const std::string& where, bool flags);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags);
 

@@ -146,6 +146,7 @@ std::string to_string(const Instruction& ins) {
     case OpKind::kRecv:
       return "recv " + to_string(ins.tasks) + " <-" + std::to_string(ins.peer);
     case OpKind::kAllReduce:
+      if (!ins.tasks.empty()) return "reduce-scatter " + to_string(ins.tasks);
       return "allreduce s" + std::to_string(ins.stage);
     case OpKind::kOptimizer:
       return "optimizer s" + std::to_string(ins.stage);

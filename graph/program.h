@@ -10,7 +10,9 @@
 //       (rendezvous); both end together when the bytes have arrived.
 //   kCompute    a fused group of tasks (one or more), issued as one executable
 //   kSend/kRecv the output of `tasks[0]` (F: activation, B/I: input gradient) to/from `peer`
-//   kAllReduce  gradient reduction of `stage` across data-parallel replicas (collective stream)
+//   kAllReduce  gradient reduction of `stage` across data-parallel replicas (collective stream);
+//               with `tasks` = {a B or W task}: the reduce-scatter of that microbatch's gradient
+//               (gradient sharding, schedules/lower.h), otherwise the stage's final reduction
 //   kOptimizer  the optimizer step of `stage` (compute stream)
 // A well-formed program (check_program) has, for every send, exactly one recv with the same tag on
 // the peer, with matching bytes and task, and the same relative order of tags on both sides of
@@ -63,7 +65,8 @@ struct Instruction {
 };
 std::string to_string(const TaskList& tasks);  // "F0@s3+B0@s3", as for a std::vector<TaskRef>
 StreamId stream_of(const Instruction& ins);
-std::string to_string(const Instruction& ins);  // "F3@s2", "send F3@s2 ->2", "allreduce s1", ...
+// "F3@s2", "send F3@s2 ->2", "allreduce s1", "reduce-scatter B3@s1", ...
+std::string to_string(const Instruction& ins);
 
 struct Program {
   int num_actors = 0;

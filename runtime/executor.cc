@@ -223,7 +223,8 @@ class WorkerRun {
     const Instruction& ins = list_[i];
     maybe_kill(i);
     double start = backend_.now_s();
-    if (backend_.num_replicas() > 1) {
+    // A per-microbatch reduce-scatter (with its task) is timed only; the final one sums.
+    if (backend_.num_replicas() > 1 && ins.tasks.empty()) {
       try {
         workload_.reduce_gradients(ins.stage, backend_, options_.timeout_s);
       } catch (const RuntimeFailure& e) {

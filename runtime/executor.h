@@ -16,7 +16,10 @@
 //              lasts at least Workload::emulated_s (sleep).
 //   kAllReduce Backend::allreduce_tensor of Workload::grad_buffer(stage) across replicas. As in the
 //              simulator's default (no overlap of gradient reduction), an all-reduce also waits
-//              until every kCompute of the actor has finished.
+//              until every kCompute of the actor has finished. A per-microbatch reduction of
+//              gradient sharding (a kAllReduce with a task, schedules/lower.h) moves no data: the
+//              stage's final reduction sums the accumulated gradient once, which is the same sum;
+//              it lasts Workload::emulated_s like every instruction.
 //   kOptimizer Workload::optimizer_step(stage).
 // Communication is issued eagerly; computes in program order. When nothing can be issued the
 // executor blocks on the receive the next compute waits for (or the oldest posted receive).

@@ -81,11 +81,20 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     }
   }
   std::vector<std::vector<std::pair<int, int>>> reduce_at(p);  // (item, stage)
+  const bool each_microbatch = options.emit_grad_reduce && options.reduce_each_microbatch;
   for (int s = 0; s < S; ++s) {
     const int r = stage_to_actor[s];
     reduce_at[r].emplace_back(last_backward_item[s], s);
-    list_size[r] += 2;
+    list_size[r] += 2 + (each_microbatch ? static_cast<size_t>(std::max(0, m - 1)) : 0);
   }
+  // With reduce_each_microbatch: per stage, the weight-gradient tasks (B or W) not yet lowered;
+  // the last one is reduced by the stage's final reduction.
+  std::vector<int> weight_grads_left(each_microbatch ? S : 0, 0);
+  if (each_microbatch)
+    for (const auto& items : schedule.actors)
+      for (const ScheduleItem& item : items)
+        for (const TaskRef& t : item)
+          if (t.kind == TaskKind::kB || t.kind == TaskKind::kW) ++weight_grads_left[t.stage];
   for (auto& list : reduce_at) std::stable_sort(list.begin(), list.end());
   std::vector<size_t> next_reduce(p, 0);
 
@@ -180,6 +189,19 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       recv.peer = r;
       recv.bytes = bytes;
       recv.tag = tag;
+    }
+
+    if (each_microbatch) {
+      for (const TaskRef& t : item) {
+        if (t.kind != TaskKind::kB && t.kind != TaskKind::kW) continue;
+        if (--weight_grads_left[t.stage] == 0) continue;  // the final reduction below
+        Instruction& reduce = list.emplace_back();
+        reduce.op = OpKind::kAllReduce;
+        reduce.tasks = {t};
+        reduce.stage = t.stage;
+        reduce.bytes = grad_bytes[t.stage];
+        reduce.deps = {compute_index};
+      }
     }
 
     const auto& reduces = reduce_at[r];

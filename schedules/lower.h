@@ -19,7 +19,13 @@
 //     kOptimizer(stage) (deps = the allreduce) is appended at the end of the actor's list, on the
 //     compute stream. With emit_grad_reduce = false the allreduce is left out and the optimizer
 //     depends on the compute directly;
-//   - the result passes check_program (graph/program.h); debug builds check it in lower().
+//   - with reduce_each_microbatch (gradient sharding, ParallelConfig::shard_gradients), every
+//     other backward that completes a microbatch's weight gradient of a stage (its B, or its W when
+//     the stage is split) is followed by a kAllReduce(stage) whose `tasks` holds that task (the
+//     reduce-scatter of that microbatch's gradient; deps = that compute), so a stage has m
+//     reductions: m − 1 per-microbatch ones and the final one above (tasks empty) that the
+//     optimizer waits for. All of them share the actor's collective stream, in program order;
+////   - the result passes check_program (graph/program.h); debug builds check it in lower().
 // lower() validates the schedule (validate.h) and takes the global order from the validator's own
 // unit-cost replay, so a schedule is replayed once. The time per instruction is measured by
 // benchmarks/schedules_bench.cc (BM_LowerPerInstruction); most of it goes to allocating the
@@ -44,14 +50,17 @@ struct LoweringOptions {
   std::vector<int64_t> activation_bytes;  // per stage; empty = 1 byte each
   std::vector<int64_t> grad_bytes;        // per stage; empty = 1 byte each
   bool emit_grad_reduce = true;
+  bool reduce_each_microbatch = false;  // one reduction per microbatch and stage (see above)
 };
 
-// The byte sizes of a cost model (anything with activation_bytes(stage) and grad_bytes(stage):
-// costmodel's AnalyticCost, HeteroCost) for `num_stages` stages, gradient reductions emitted.
+// The byte sizes of a cost model (anything with activation_bytes(stage), grad_bytes(stage) and
+// reduces_each_microbatch(): costmodel's AnalyticCost, HeteroCost) for `num_stages` stages,
+// gradient reductions emitted (one per microbatch where the cost model shards gradients).
 template <typename Cost>
 LoweringOptions lowering_options_of(const Cost& cost, int num_stages) {
   LoweringOptions lo;
   lo.emit_grad_reduce = true;
+  lo.reduce_each_microbatch = cost.reduces_each_microbatch();
   for (int s = 0; s < num_stages; ++s) {
     lo.activation_bytes.push_back(cost.activation_bytes(s));
     lo.grad_bytes.push_back(cost.grad_bytes(s));

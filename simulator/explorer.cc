@@ -279,11 +279,13 @@ struct UnitTimings {
 
 // A program lowered once with stage markers as byte sizes (activation_bytes[s] = grad_bytes[s] =
 // s + 1); lower() only copies those values into instructions, so real sizes are substituted
-// in place for each (tp, b) without lowering again.
+// in place for each (tp, b) without lowering again. `each_microbatch`: lowered with one gradient
+// reduction per microbatch (gradient sharding, LoweringOptions::reduce_each_microbatch).
 class ProgramTemplate {
  public:
-  explicit ProgramTemplate(const Schedule& schedule) {
+  explicit ProgramTemplate(const Schedule& schedule, bool each_microbatch = false) {
     LoweringOptions lo;
+    lo.reduce_each_microbatch = each_microbatch;
     for (int s = 0; s < schedule.num_stages; ++s) {
       lo.activation_bytes.push_back(s + 1);
       lo.grad_bytes.push_back(s + 1);
@@ -508,7 +510,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
 
   const Partition partition = unit_partition(request, schedule);
   const int64_t limit = limit_bytes(request);
-  std::optional<ProgramTemplate> program;
+  std::optional<ProgramTemplate> program, sharded_program;  // the latter: gradient sharding
   std::optional<ComputeSignatures> signatures;
   const StashPeaks stash_peaks(schedule);
   for (size_t first = 0; first < ids.size();) {
@@ -561,19 +563,30 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
       continue;
     }
 
-    t0 = Clock::now();
-    if (!program) {
-      program.emplace(schedule);
-      ++t.lowered;
-    }
-    const Program& prog =
-        program->with_bytes(AnalyticCost(request.model, partition, schedule.placement,
-                                         records[survivors.front()].config, request.cluster));
-    t.lower_s += seconds_since(t0);
+    // The group's program (bytes are those of its tp, cp, ep, etp and b), with and without
+    // gradient sharding, each lowered once per unit and filled once per group.
+    const Program* plain = nullptr;
+    const Program* sharded = nullptr;
+    const auto program_of = [&](const ParallelConfig& c) -> const Program& {
+      const Program*& prog = c.shard_gradients ? sharded : plain;
+      if (prog) return *prog;
+      const auto l0 = Clock::now();
+      std::optional<ProgramTemplate>& tmpl = c.shard_gradients ? sharded_program : program;
+      if (!tmpl) {
+        tmpl.emplace(schedule, c.shard_gradients);
+        ++t.lowered;
+      }
+      prog = &tmpl->with_bytes(
+          AnalyticCost(request.model, partition, schedule.placement, c, request.cluster));
+      t.lower_s += seconds_since(l0);
+      return *prog;
+    };
+    for (int64_t id : survivors) program_of(records[id].config);
 
     t0 = Clock::now();
     for (size_t i = 0; i < survivors.size(); ++i) {
       ConfigRecord& rec = records[survivors[i]];
+      const Program& prog = program_of(rec.config);
       const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                               request.cluster);
       const SimOptions so = config_sim_options(request, rec.config, memories[i]);
@@ -752,6 +765,7 @@ std::string describe_config(const ParallelConfig& c) {
        std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
        std::to_string(c.virtual_stages) + ", recompute " + std::string(to_string(c.recompute));
   if (c.zero1) s += ", zero1";
+  if (c.shard_gradients) s += ", shard-grads";
   if (c.sequence_parallel) s += ", sp";
   if (c.attention != AttentionKernel::kFlash)
     s += ", " + std::string(to_string(c.attention)) + " attention";
@@ -810,6 +824,12 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--tp-comm-overlap",
                       "needs --sequence-parallel (as Megatron-LM's --tp-comm-overlap)");
   }
+  if (request.shard_gradients && !space.zero1.empty() &&
+      std::none_of(space.zero1.begin(), space.zero1.end(), [](bool z) { return z; })) {
+    throw_input_error("--shard-grads",
+                      "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1 on or "
+                      "both, not off)");
+  }
   // A fixed assignment fixes pp (its actors) and the stages.
   const std::vector<int> pps =
       request.assignment ? std::vector<int>{request.assignment->num_actors}
@@ -847,7 +867,9 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (zero1s.empty()) zero1s = {false, true};
   std::sort(zero1s.begin(), zero1s.end());
   zero1s.erase(std::unique(zero1s.begin(), zero1s.end()), zero1s.end());
-  const bool zero1_on = zero1s.back();
+  // ZeRO-1 off is dominated by ZeRO-1 on only when both run the same program (not with gradient
+  // sharding, which adds a reduce-scatter per microbatch).
+  const bool zero1_on = zero1s.back() && !request.shard_gradients;
   // Expert parallelism (MoE models only): ep over the powers of two dividing the routed experts
   // (up to the GPUs), etp = tp (0) unless --etp lists values.
   std::vector<int> eps = {1};
@@ -911,6 +933,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.attention = space.attention;
                     c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
+                    c.shard_gradients = request.shard_gradients && z;
                     c.grad_dtype = request.grad_dtype;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
@@ -1096,6 +1119,7 @@ struct UnitProgram {
   Schedule schedule;
   Partition partition;
   std::optional<ProgramTemplate> program;
+  std::optional<ProgramTemplate> sharded_program;  // gradient sharding's (lowered on demand)
 };
 
 // ExploreRequest::bound_prune: lower bounds first (every unit, in parallel), then the
@@ -1213,7 +1237,13 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
           t.schedule_s += seconds_since(t0);
           t0 = Clock::now();
           unit->partition = unit_partition(request, unit->schedule);
-          unit->program.emplace(unit->schedule);
+          t.lower_s += seconds_since(t0);
+        }
+        std::optional<ProgramTemplate>& tmpl =
+            rec.config.shard_gradients ? unit->sharded_program : unit->program;
+        if (!tmpl) {
+          t0 = Clock::now();
+          tmpl.emplace(unit->schedule, rec.config.shard_gradients);
           ++t.lowered;
           t.lower_s += seconds_since(t0);
         }
@@ -1223,7 +1253,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
                                                    request.cluster);
         const AnalyticCost cost(request.model, unit->partition, unit->schedule.placement,
                                 rec.config, request.cluster);
-        const Program& prog = unit->program->with_bytes(cost);
+        const Program& prog = tmpl->with_bytes(cost);
         t.memory_s += seconds_since(t0);
         t0 = Clock::now();
         SimOptions so = config_sim_options(request, rec.config, mem);
@@ -1434,6 +1464,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                         {"attention", std::string(to_string(request.space.attention))},
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
                         {"overlap_grad_reduce", request.overlap_grad_reduce},
+                        {"shard_gradients", request.shard_gradients},
                         {"grad_dtype", std::string(to_string(request.grad_dtype))},
                         {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},

@@ -47,7 +47,8 @@
 //                  a shorter optimizer step (params / dp) and less optimizer state, and nothing
 //                  waits for the optimizer (the last compute of each actor), so its twin is at
 //                  least as fast and strictly smaller; it can be neither the best nor on the
-//                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking.)
+//                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking;
+//                  so does --shard-grads, under which the twins run different programs.)
 //   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
 //                  needs m >= S (got m=2, S=4)")
 //   kBound         (--bound-prune only) dominated by a simulated configuration: see
@@ -141,6 +142,10 @@ struct ExploreRequest {
   // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
+  // Sets ParallelConfig::shard_gradients (ZeRO-2) of every configuration with zero1 on. Its
+  // program differs (one gradient reduce-scatter per microbatch), so ZeRO-1 off configurations
+  // are then not pruned as dominated.
+  bool shard_gradients = false;
   // Sets ParallelConfig::grad_dtype of every configuration (graph/plan.h).
   GradDtype grad_dtype = GradDtype::kCluster;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
@@ -284,7 +289,8 @@ std::string explain_empty(const ExploreResult& result);
 Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config);
 
 // "pp 8, tp 8, cp 2, dp 16, b 1, m 12, Std1F1B, v 1, recompute full, zero1" (cp only when > 1,
-// zero1, sp, unfused attention, tp-comm-overlap and overlap-grad-reduce only when on).
+// zero1, shard-grads, sp, unfused attention, tp-comm-overlap and overlap-grad-reduce only when
+// on).
 std::string describe_config(const ParallelConfig& config);
 
 // The explorer's result as JSON: request summary, counts, best, top `top` configurations,

@@ -58,6 +58,8 @@ GraphPartition resolve_graph_partition(const GraphPartitionRequest& r) {
   c.recompute = r.recompute;
   c.sequence_parallel = r.sequence_parallel;
   c.zero1 = r.zero1;
+  c.shard_gradients = r.shard_gradients;
+  check_shard_gradients(c, "configuration", /*flags=*/true);
   req.partition = PartitionMode::kBalancedTime;
   req.max_memory_bytes = r.max_memory_bytes;
   const Plan plan = build_plan(req);

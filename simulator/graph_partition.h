@@ -36,6 +36,7 @@ struct GraphPartitionRequest {
   int tp = 1, dp = 1, cp = 1;
   bool sequence_parallel = false;
   bool zero1 = false;
+  bool shard_gradients = false;  // ZeRO-2; needs zero1
   int64_t max_memory_bytes = 0;  // 0 = the cluster's HBM
 };
 

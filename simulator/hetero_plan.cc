@@ -295,7 +295,9 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
     stage_limit.push_back(static_cast<double>(limit[r]));
     if (limit[r] <= 0) have_limits = false;
   }
-  if (one_stage_per_actor && have_limits) {
+  // (Not with gradient sharding: its transient gradient is the largest layer's, not a sum; the
+  // candidates are checked against the memory model below either way.)
+  if (one_stage_per_actor && have_limits && !config.shard_gradients) {
     std::vector<std::vector<double>> static_bytes(groups.distinct.size()),
         stash_bytes(groups.distinct.size());
     for (size_t g = 0; g < groups.distinct.size(); ++g) {

@@ -48,6 +48,7 @@ class PeakMemory {
         cluster_(cluster),
         schedule_(schedule),
         op_(model, config, cluster),
+        config_(config),
         grad_bytes_per_param_(grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param)) {
     stash_.reserve(model.layers.size());
     for (int l = 0; l < model.num_layers(); ++l) stash_.push_back(op_.stash_bytes(l));
@@ -58,6 +59,7 @@ class PeakMemory {
              std::vector<int64_t>& stash_bytes) const {
     static_bytes.assign(schedule_.num_actors(), 0);
     stash_bytes.assign(p.num_stages(), 0);
+    std::vector<double> transient(schedule_.num_actors(), 0);  // gradient sharding's
     for (int s = 0; s < p.num_stages(); ++s) {
       int64_t whole_params = 0;
       double stash = 0;
@@ -70,10 +72,15 @@ class PeakMemory {
       const double sharded = op_.device_params(p.begin(s), p.size(s), whole, true);
       int64_t& a = static_bytes[schedule_.placement.actor_of(s)];
       a += std::llround(params * cluster_.weight_bytes_per_param);
-      a += std::llround(params * grad_bytes_per_param_);
+      a += std::llround(
+          stage_grad_bytes(op_, config_, grad_bytes_per_param_, p.begin(s), p.size(s), whole));
       a += std::llround(sharded * cluster_.optimizer_state_bytes_per_param);
       stash_bytes[s] = std::llround(stash);
+      double& t = transient[schedule_.placement.actor_of(s)];
+      t = std::max(t, transient_grad_bytes(op_, model_, config_, grad_bytes_per_param_,
+                                           p.begin(s), p.size(s)));
     }
+    for (int r = 0; r < schedule_.num_actors(); ++r) static_bytes[r] += std::llround(transient[r]);
   }
 
   std::vector<int64_t> peaks(const Partition& p) const {
@@ -101,6 +108,7 @@ class PeakMemory {
   const ClusterSpec& cluster_;
   const Schedule& schedule_;
   OperatorCost op_;
+  ParallelConfig config_;
   double grad_bytes_per_param_;
   std::vector<double> stash_;
 };
@@ -263,7 +271,8 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   // One stage per actor: the memory of a stage is static + k_s · stash, exactly.
   std::optional<BoundedGreedy> greedy;
   bool greedy_exact = false;
-  if (S == p && limit > 0) {
+  // (Not with gradient sharding: its transient gradient is the largest layer's, not a sum.)
+  if (S == p && limit > 0 && !config.shard_gradients) {
     std::vector<double> static_bytes, stash_bytes;
     const double per_param =
         cluster.weight_bytes_per_param +

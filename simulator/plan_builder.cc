@@ -128,6 +128,9 @@ int check_parallel_config(const ParallelConfig& c) {
                                            " = " + factors + " = " + std::to_string(product) +
                                            " does not equal --gpus " + std::to_string(c.gpus));
   }
+  if (c.shard_gradients && !c.zero1)
+    throw_input_error("configuration",
+                      "gradient sharding (ZeRO-2) needs the distributed optimizer (zero1)");
   if (c.tp_comm_overlap && !c.sequence_parallel && c.tp > 1) {
     throw_input_error("configuration",
                       "tp communication overlap needs sequence parallelism (as Megatron-LM's "

@@ -481,5 +481,24 @@ TEST(CorpusForms, ModelFilesResolveAgainstTheCorpusDirectory) {
   EXPECT_EQ(j.rows[2].model.num_transformer_layers, 4);
 }
 
+// ---- Gradient sharding (ZeRO-2): the row field shard_gradients. ----------------------------
+
+TEST(CorpusShardGradients, TheRowFieldSetsTheConfiguration) {
+  const CorpusRow plain = row_with([](json& j) { j["distributed_optimizer"] = true; });
+  EXPECT_FALSE(plain.config.shard_gradients);
+  const CorpusRow sharded = row_with([](json& j) {
+    j["distributed_optimizer"] = true;
+    j["shard_gradients"] = true;
+  });
+  EXPECT_TRUE(sharded.config.shard_gradients);
+  EXPECT_TRUE(sharded.config.zero1);
+}
+
+TEST(CorpusErrors, ShardGradientsWithoutTheDistributedOptimizer) {
+  EXPECT_EQ(row_error([](json& j) { j["shard_gradients"] = true; }),
+            "corpus.json: row 'r1': field 'shard_gradients': gradient sharding needs "
+            "\"distributed_optimizer\": true");
+}
+
 }  // namespace
 }  // namespace jaxpp

@@ -1,0 +1,120 @@
+// --shard-grads (gradient sharding, ZeRO-2) in simulate, graph and explore: memory and the
+// gradient reduce-scatters follow it, plans carry it, and it is refused without the distributed
+// optimizer (exit 2, one line, nothing written).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+const char* const kShardSim =
+    "simulate --model gpt3-1.3b --cluster a100-80g --gpus 16 --pp 2 --dp 8 --global-batch 64 "
+    "--schedule 1f1b --zero1 --overlap-grad-reduce";
+
+int64_t shard_cli_sum(const nlohmann::json& array) {
+  int64_t t = 0;
+  for (const auto& v : array) t += v.get<int64_t>();
+  return t;
+}
+
+TEST(ShardGradsCli, ShrinksMemoryAndReduceScattersEveryMicrobatch) {
+  const nlohmann::json zero1 = run_json(kShardSim);
+  const nlohmann::json zero2 = run_json(std::string(kShardSim) + " --shard-grads");
+  // m = 64 / 8 = 8 reductions per stage instead of one, each of the stage's gradient bytes.
+  EXPECT_EQ(zero2.at("collective_bytes").get<int64_t>(),
+            8 * zero1.at("collective_bytes").get<int64_t>());
+  EXPECT_LT(shard_cli_sum(zero2.at("peak_memory_bytes")),
+            shard_cli_sum(zero1.at("peak_memory_bytes")));
+  EXPECT_GE(zero2.at("step_time_s").get<double>(), zero1.at("step_time_s").get<double>());
+}
+
+TEST(ShardGradsCli, ThePlanCarriesItAndValidateAcceptsIt) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(std::string(kShardSim) + " --shard-grads --json --plan " + dir +
+                              "/plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
+  EXPECT_EQ(plan.at("config").at("shard_gradients"), true);
+  EXPECT_EQ(plan.at("predicted").at("step_time_s"),
+            nlohmann::json::parse(r.out).at("step_time_s"));
+  const CliResult v = run_cli("validate " + dir + "/plan.json");
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+}
+
+TEST(ShardGradsCli, WithoutZeroOneSimulateRefusesWithOneLine) {
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(
+      "simulate --model gpt3-1.3b --cluster a100-80g --gpus 16 --pp 2 --dp 8 --global-batch 64 "
+      "--schedule 1f1b --shard-grads --plan " +
+      dir + "/plan.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "jaxpp-sim simulate: error: --shard-grads: gradient sharding (ZeRO-2) needs the "
+            "distributed optimizer (--zero1)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/plan.json"));
+}
+
+TEST(ShardGradsCli, APlanFileWithoutZeroOneIsRefused) {
+  const std::string dir = make_temp_dir();
+  ASSERT_EQ(run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json")
+                .exit_code,
+            0);
+  nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
+  plan["config"]["zero1"] = false;
+  const std::string bad = write_temp_file("bad_plan.json", plan.dump());
+  const CliResult v = run_cli("validate " + bad);
+  EXPECT_EQ(v.exit_code, 2);
+  EXPECT_NE(v.err.find("field 'shard_gradients': gradient sharding needs the distributed "
+                       "optimizer"),
+            std::string::npos)
+      << v.err;
+}
+
+TEST(ShardGradsCli, MeasuredModeRefusesIt) {
+  const CliResult r =
+      run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 2 --shard-grads");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--shard-grads"), std::string::npos) << r.err;
+}
+
+TEST(ShardGradsCli, ExploreAppliesItWithZeroOneAndRefusesItWithZeroOneOff) {
+  const std::string dir = make_temp_dir();
+  const nlohmann::json j = run_json(
+      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --pp 2 --tp 1 "
+      "--microbatch-sizes 1 --recompute none --schedules 1f1b --zero1 on --shard-grads --plan " +
+      dir + "/best.json");
+  EXPECT_EQ(j.at("options").at("shard_gradients"), true);
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/best.json"));
+  EXPECT_EQ(plan.at("config").at("shard_gradients"), true);
+  const CliResult off = run_cli(
+      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --zero1 off "
+      "--shard-grads");
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_NE(off.err.find("--shard-grads: gradient sharding (ZeRO-2) needs the distributed "
+                         "optimizer"),
+            std::string::npos)
+      << off.err;
+}
+
+TEST(ShardGradsCli, GraphBalancedTimeTakesItAndRefusesItWithoutZeroOne) {
+  const std::string base =
+      "graph --model gpt3-1.3b --pp 2 --partition balanced-time --schedule 1f1b --dp 8 "
+      "--microbatches 8 --cluster a100-80g";
+  const CliResult ok = run_cli(base + " --zero1 --shard-grads --json");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const CliResult bad = run_cli(base + " --shard-grads");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--shard-grads"), std::string::npos) << bad.err;
+  const CliResult unused = run_cli("graph --model gpt3-1.3b --pp 2 --shard-grads");
+  EXPECT_EQ(unused.exit_code, 2);
+  EXPECT_NE(unused.err.find("--shard-grads"), std::string::npos) << unused.err;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
