@@ -102,6 +102,16 @@ TEST(ShardGradsCli, ExploreAppliesItWithZeroOneAndRefusesItWithZeroOneOff) {
       << off.err;
 }
 
+TEST(ShardGradsCli, ExploreKeepsZeroOneOffConfigurationsWhenGradientsAreSharded) {
+  const std::string base =
+      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --pp 2 --tp 1 "
+      "--microbatch-sizes 1 --recompute none --schedules 1f1b --zero1 both";
+  // ZeRO-1 off runs the same program as ZeRO-1 on, only slower: dominated.
+  EXPECT_GT(run_json(base).at("pruned").at("dominated").get<int>(), 0);
+  // With sharded gradients ZeRO-1 on runs m reduce-scatters per stage: not a dominating twin.
+  EXPECT_EQ(run_json(base + " --shard-grads").at("pruned").at("dominated").get<int>(), 0);
+}
+
 TEST(ShardGradsCli, GraphBalancedTimeTakesItAndRefusesItWithoutZeroOne) {
   const std::string base =
       "graph --model gpt3-1.3b --pp 2 --partition balanced-time --schedule 1f1b --dp 8 "

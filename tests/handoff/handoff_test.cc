@@ -209,6 +209,16 @@ TEST(Handoff, OptionsATargetCannotExpressAreErrorsNamingThem) {
             std::string::npos);
 }
 
+TEST(Handoff, MegatronRefusesGradientSharding) {
+  PlanRequest req = handoff_request(kMegatron1F1B);
+  ASSERT_FALSE(megatron_arguments(build_plan(req), "Std1F1B").empty());
+  req.config.shard_gradients = true;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(req), "Std1F1B");
+            }).find("--format megatron: gradient sharding (ZeRO-2)"),
+            std::string::npos);
+}
+
 // An MoE plan: Megatron gets the expert-parallel sizes (and reads them back), torchtitan only
 // the expert layouts it supports with replicated data parallelism, JaxPP none.
 PlanRequest moe_handoff_request(int ep, int etp) {

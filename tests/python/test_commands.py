@@ -726,6 +726,30 @@ def test_grad_dtype_equals_cli_and_halves_the_reduction(tmp_path):
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, grad_dtype="bf16")
 
 
+def test_shard_grads_equals_cli_and_needs_zero1():
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=16, pp=2, dp=8, global_batch=64,
+                schedule="1f1b", zero1=True, trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "16", "--pp", "2",
+                "--dp", "8", "--global-batch", "64", "--schedule", "1f1b", "--zero1"]
+    sharded = js.simulate(**args, shard_grads=True)
+    assert sharded.metrics == cli_json("simulate", *cli_args, "--shard-grads")
+    assert sharded.plan["config"]["shard_gradients"] is True
+    # m = 8 reduce-scatters per stage instead of one reduction.
+    assert sharded.metrics["collective_bytes"] == 8 * js.simulate(**args).metrics["collective_bytes"]
+    r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=16, global_batch=64, pp=[2],
+                   tp=[1], schedules=["1f1b"], zero1="on", shard_grads=True, threads=1)
+    assert r.summary["options"]["shard_gradients"] is True
+    assert r.best_plan()["config"]["shard_gradients"] is True
+    no_zero1 = dict(args, zero1=False)
+    same_error(lambda: js.simulate(**no_zero1, shard_grads=True), "simulate", *cli_args[:-1],
+               "--shard-grads")
+    g = js.graph(model="gpt3-1.3b", pp=2, partition="balanced-time", schedule="1f1b", dp=8,
+                 zero1=True, shard_grads=True)
+    assert g == cli_json("graph", "--model", "gpt3-1.3b", "--pp", "2", "--partition",
+                         "balanced-time", "--schedule", "1f1b", "--dp", "8", "--zero1",
+                         "--shard-grads")
+
+
 def test_a2a_dtype_equals_cli():
     args = dict(model="mixtral-8x7b", cluster="h100-sxm", gpus=16, pp=2, tp=2, dp=4, ep=4,
                 global_batch=64, schedule="1f1b", sequence_parallel=True, trace=False,
