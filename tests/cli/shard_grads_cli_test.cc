@@ -47,6 +47,20 @@ TEST(ShardGradsCli, ThePlanCarriesItAndValidateAcceptsIt) {
   EXPECT_EQ(v.exit_code, 0) << v.err;
 }
 
+TEST(ShardGradsCli, RunningThePlanOnReplicasMatchesTheReference) {
+  // 8 replicas: the per-microbatch reductions move no data, the final one sums the accumulated
+  // gradient once (summing at every reduction would multiply the gradients and fail the check).
+  const std::string dir = make_temp_dir();
+  ASSERT_EQ(run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json")
+                .exit_code,
+            0);
+  const CliResult r = run_cli("run " + dir + "/plan.json --check --steps 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("check vs independent reference"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-> PASS"), std::string::npos) << r.out;
+}
+
 TEST(ShardGradsCli, WithoutZeroOneSimulateRefusesWithOneLine) {
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(
