@@ -69,12 +69,14 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
   return out;
 }
 
-std::vector<bool> parse_zero1(const std::string& text) {
+std::vector<bool> parse_off_on_both(const std::string& text, const std::string& flag) {
   if (text == "off") return {false};
   if (text == "on") return {true};
   if (text == "both") return {false, true};
-  throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
+  throw_input_error(flag, "expected off, on or both, got '" + text + "'");
 }
+
+std::vector<bool> parse_zero1(const std::string& text) { return parse_off_on_both(text, "--zero1"); }
 
 // A one-line progress bar on stderr, redrawn at most ten times a second.
 class ProgressBar {
@@ -318,7 +320,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
       ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
-      ("shard-grads", "gradient sharding (ZeRO-2) in every configuration with ZeRO-1 on (needs --zero1 on or both)")
+      ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("sequence-parallel", "Megatron sequence parallelism in every configuration")
       ("attention", "attention kernel in every configuration: flash or unfused", cxxopts::value<std::string>()->default_value("flash"))
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
@@ -429,7 +431,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
-  req.shard_gradients = args.count("shard-grads") > 0;
+  space.shard_gradients = parse_off_on_both(args["shard-grads"].as<std::string>(), "--shard-grads");
   req.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
   req.bound_prune = args.count("bound-prune") > 0;
   {

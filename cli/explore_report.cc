@@ -41,7 +41,7 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
         "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
         rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
         c.num_microbatches, c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
-        c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
+        c.shard_gradients ? "on+sg" : c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
         static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
         static_cast<long long>(r.id));
     std::string row = line;
@@ -69,7 +69,6 @@ void print_explore_table(std::ostream& out, const ExploreRequest& req, const Exp
       std::string(to_string(req.space.attention)) + " attention");
   add(req.space.tp_comm_overlap, "tp communication overlap");
   add(req.overlap_grad_reduce, "overlapped gradient reduction");
-  add(req.shard_gradients, "sharded gradients (ZeRO-2) with ZeRO-1");
   add(req.partition != PartitionMode::kAuto,
       std::string(partition_mode_name(req.partition)) + " partition");
   if (!options.empty()) out << "  in every configuration: " << options << "\n";

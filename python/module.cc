@@ -269,11 +269,15 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
 
 // --- explore -----------------------------------------------------------------------------------
 
-std::vector<bool> zero1_domain(const std::string& text) {
+std::vector<bool> off_on_both_domain(const std::string& text, const std::string& flag) {
   if (text == "off") return {false};
   if (text == "on") return {true};
   if (text == "both") return {false, true};
-  throw_input_error("--zero1", "expected off, on or both, got '" + text + "'");
+  throw_input_error(flag, "expected off, on or both, got '" + text + "'");
+}
+
+std::vector<bool> zero1_domain(const std::string& text) {
+  return off_on_both_domain(text, "--zero1");
 }
 
 struct ExploreOut {
@@ -301,7 +305,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         std::optional<int> robust, std::optional<double> robust_jitter,
                         std::optional<py::function> progress, const std::string& assign_path,
                         const std::string& assign_text, const std::string& grad_dtype,
-                        bool shard_grads) {
+                        const std::string& shard_grads) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -336,6 +340,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   for (const std::string& r : recompute)
     space.recompute.push_back(parse_recompute(r, "--recompute"));
   space.zero1 = zero1_domain(zero1);
+  space.shard_gradients = off_on_both_domain(shard_grads, "--shard-grads");
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
@@ -343,7 +348,6 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
     req.assignment =
         explore_assignment(*spec, req.model, pp, !virtual_stages.empty(), synthesize);
   req.overlap_grad_reduce = overlap_grad_reduce;
-  req.shard_gradients = shard_grads;
   req.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   req.bound_prune = bound_prune;
   req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact

@@ -824,12 +824,6 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--tp-comm-overlap",
                       "needs --sequence-parallel (as Megatron-LM's --tp-comm-overlap)");
   }
-  if (request.shard_gradients && !space.zero1.empty() &&
-      std::none_of(space.zero1.begin(), space.zero1.end(), [](bool z) { return z; })) {
-    throw_input_error("--shard-grads",
-                      "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1 on or "
-                      "both, not off)");
-  }
   // A fixed assignment fixes pp (its actors) and the stages.
   const std::vector<int> pps =
       request.assignment ? std::vector<int>{request.assignment->num_actors}
@@ -867,9 +861,26 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (zero1s.empty()) zero1s = {false, true};
   std::sort(zero1s.begin(), zero1s.end());
   zero1s.erase(std::unique(zero1s.begin(), zero1s.end()), zero1s.end());
-  // ZeRO-1 off is dominated by ZeRO-1 on only when both run the same program (not with gradient
-  // sharding, which adds a reduce-scatter per microbatch).
-  const bool zero1_on = zero1s.back() && !request.shard_gradients;
+  std::vector<bool> shards = space.shard_gradients;
+  if (shards.empty()) shards = {false};
+  std::sort(shards.begin(), shards.end());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  if (shards.back() && !zero1s.back())
+    throw_input_error("--shard-grads",
+                      "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1 on or "
+                      "both, not off)");
+  // (zero1, shard_gradients) pairs in enumeration order: zero1 off never shards.
+  std::vector<std::pair<bool, bool>> zero_modes;
+  for (bool z : zero1s) {
+    if (!z) {
+      zero_modes.emplace_back(false, false);
+      continue;
+    }
+    for (bool sg : shards) zero_modes.emplace_back(true, sg);
+  }
+  // ZeRO-1 off is dominated by a ZeRO-1 on twin that runs the same program: one without gradient
+  // sharding (which adds a reduce-scatter per microbatch).
+  const bool zero1_on = zero1s.back() && !shards.front();
   // Expert parallelism (MoE models only): ep over the powers of two dividing the routed experts
   // (up to the GPUs), etp = tp (0) unless --etp lists values.
   std::vector<int> eps = {1};
@@ -914,7 +925,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
             for (int v : stage_counts(sc.layout)) {
               if (!v_allowed(v)) continue;
               for (Recompute rc : recomputes) {
-                for (bool z : zero1s) {
+                for (const auto& [z, sg] : zero_modes) {
                   for (const auto& [ep, etp] : experts) {
                     ConfigRecord rec;
                     rec.id = static_cast<int64_t>(records.size());
@@ -933,7 +944,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.attention = space.attention;
                     c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
-                    c.shard_gradients = request.shard_gradients && z;
+                    c.shard_gradients = sg;
                     c.grad_dtype = request.grad_dtype;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
@@ -1464,7 +1475,6 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                         {"attention", std::string(to_string(request.space.attention))},
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
                         {"overlap_grad_reduce", request.overlap_grad_reduce},
-                        {"shard_gradients", request.shard_gradients},
                         {"grad_dtype", std::string(to_string(request.grad_dtype))},
                         {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},
@@ -1507,7 +1517,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 std::string explore_result_to_csv(const ExploreResult& result) {
   std::string out =
       "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
-      "zero1,ep,etp,"
+      "zero1,shard_gradients,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -1518,12 +1528,12 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ParallelConfig& c = r.config;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%d,"
-                  "%d\n",
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,"
+                  "%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
-                  c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
+                  c.shard_gradients ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);
     out += line;

@@ -17,6 +17,8 @@
 //                      schedules: linear ones need 1 in it, V ones 2.                  (--virtual)
 //   recompute          none, selective, full                                         (--recompute)
 //   zero1              off, on                                                           (--zero1)
+//   shard_gradients    off (default), on: gradient sharding (ZeRO-2) of the zero1-on
+//                      configurations (zero1 off never shards)                     (--shard-grads)
 //   ep                 MoE models: 1 and every power of two dividing the routed experts, up to N
 //                      (expert parallelism, carved out of a stage's tp·cp·dp devices)    (--ep)
 //   etp                MoE models: tp (Megatron's default) unless a list is given        (--etp)
@@ -31,7 +33,8 @@
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
 //
-// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1, ep, etp, each
+// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1 and
+// shard_gradients, ep, etp, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
 //
@@ -48,7 +51,7 @@
 //                  waits for the optimizer (the last compute of each actor), so its twin is at
 //                  least as fast and strictly smaller; it can be neither the best nor on the
 //                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking;
-//                  so does --shard-grads, under which the twins run different programs.)
+//                  so does --shard-grads on, whose ZeRO-1 configurations run another program.)
 //   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
 //                  needs m >= S (got m=2, S=4)")
 //   kBound         (--bound-prune only) dominated by a simulated configuration: see
@@ -114,6 +117,8 @@ struct ExploreSpace {
   std::vector<std::string> schedules;  // registry names or aliases
   std::vector<Recompute> recompute;
   std::vector<bool> zero1;
+  // Gradient sharding (ZeRO-2) of the zero1-on configurations: empty = {off}.
+  std::vector<bool> shard_gradients;
   std::vector<int> ep;   // MoE only; empty = 1 and every power of two dividing the experts
   std::vector<int> etp;  // MoE only; empty = tp (Megatron's default)
   // Applied to every configuration.
@@ -142,10 +147,6 @@ struct ExploreRequest {
   // Sets ParallelConfig::overlap_grad_reduce of every configuration (Megatron-LM
   // --overlap-grad-reduce: the simulator overlaps the DP reduction with the backward).
   bool overlap_grad_reduce = false;
-  // Sets ParallelConfig::shard_gradients (ZeRO-2) of every configuration with zero1 on. Its
-  // program differs (one gradient reduce-scatter per microbatch), so ZeRO-1 off configurations
-  // are then not pruned as dominated.
-  bool shard_gradients = false;
   // Sets ParallelConfig::grad_dtype of every configuration (graph/plan.h).
   GradDtype grad_dtype = GradDtype::kCluster;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()

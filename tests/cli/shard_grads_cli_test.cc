@@ -97,33 +97,42 @@ TEST(ShardGradsCli, MeasuredModeRefusesIt) {
   EXPECT_NE(r.err.find("--shard-grads"), std::string::npos) << r.err;
 }
 
-TEST(ShardGradsCli, ExploreAppliesItWithZeroOneAndRefusesItWithZeroOneOff) {
+TEST(ShardGradsCli, ExploreSearchesItAsADimensionAndRefusesItWithZeroOneOff) {
   const std::string dir = make_temp_dir();
-  const nlohmann::json j = run_json(
+  const std::string base =
       "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --pp 2 --tp 1 "
-      "--microbatch-sizes 1 --recompute none --schedules 1f1b --zero1 on --shard-grads --plan " +
-      dir + "/best.json");
-  EXPECT_EQ(j.at("options").at("shard_gradients"), true);
+      "--microbatch-sizes 1 --recompute none --schedules 1f1b";
+  // ZeRO-1 off runs the same program as ZeRO-1 on, only slower: dominated.
+  const nlohmann::json plain = run_json(base + " --zero1 both");
+  EXPECT_GT(plain.at("pruned").at("dominated").get<int>(), 0);
+  // Only sharded ZeRO-1 configurations: ZeRO-1 off has no dominating twin.
+  const nlohmann::json on = run_json(base + " --zero1 both --shard-grads on");
+  EXPECT_EQ(on.at("pruned").at("dominated").get<int>(), 0);
+  EXPECT_EQ(on.at("enumerated"), plain.at("enumerated"));
+  // The plan of a sharded configuration carries it.
+  run_json(base + " --zero1 on --shard-grads on --plan " + dir + "/best.json");
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/best.json"));
   EXPECT_EQ(plan.at("config").at("shard_gradients"), true);
-  const CliResult off = run_cli(
-      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --zero1 off "
-      "--shard-grads");
+  // both: ZeRO-1 with and without sharding, so one more configuration per ZeRO-1 one.
+  const nlohmann::json both = run_json(base + " --zero1 on --shard-grads both");
+  int sharded = 0, unsharded = 0;
+  for (const nlohmann::json& c : both.at("configs")) {
+    EXPECT_TRUE(c.at("config").at("zero1").get<bool>());
+    (c.at("config").value("shard_gradients", false) ? sharded : unsharded) += 1;
+  }
+  EXPECT_GT(sharded, 0);
+  EXPECT_EQ(sharded, unsharded);
+  // Refused without ZeRO-1, and a bad value.
+  const CliResult off = run_cli(base + " --zero1 off --shard-grads on");
   EXPECT_EQ(off.exit_code, 2);
   EXPECT_NE(off.err.find("--shard-grads: gradient sharding (ZeRO-2) needs the distributed "
                          "optimizer"),
             std::string::npos)
       << off.err;
-}
-
-TEST(ShardGradsCli, ExploreKeepsZeroOneOffConfigurationsWhenGradientsAreSharded) {
-  const std::string base =
-      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --pp 2 --tp 1 "
-      "--microbatch-sizes 1 --recompute none --schedules 1f1b --zero1 both";
-  // ZeRO-1 off runs the same program as ZeRO-1 on, only slower: dominated.
-  EXPECT_GT(run_json(base).at("pruned").at("dominated").get<int>(), 0);
-  // With sharded gradients ZeRO-1 on runs m reduce-scatters per stage: not a dominating twin.
-  EXPECT_EQ(run_json(base + " --shard-grads").at("pruned").at("dominated").get<int>(), 0);
+  const CliResult bad = run_cli(base + " --shard-grads yes");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--shard-grads: expected off, on or both, got 'yes'"), std::string::npos)
+      << bad.err;
 }
 
 TEST(ShardGradsCli, GraphBalancedTimeTakesItAndRefusesItWithoutZeroOne) {

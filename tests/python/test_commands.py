@@ -737,8 +737,11 @@ def test_shard_grads_equals_cli_and_needs_zero1():
     # m = 8 reduce-scatters per stage instead of one reduction.
     assert sharded.metrics["collective_bytes"] == 8 * js.simulate(**args).metrics["collective_bytes"]
     r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=16, global_batch=64, pp=[2],
-                   tp=[1], schedules=["1f1b"], zero1="on", shard_grads=True, threads=1)
-    assert r.summary["options"]["shard_gradients"] is True
+                   tp=[1], schedules=["1f1b"], zero1="on", shard_grads="on", threads=1)
+    assert r.summary == cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g",
+                                 "--gpus", "16", "--global-batch", "64", "--pp", "2", "--tp", "1",
+                                 "--schedules", "1f1b", "--zero1", "on", "--shard-grads", "on",
+                                 "--threads", "1")
     assert r.best_plan()["config"]["shard_gradients"] is True
     no_zero1 = dict(args, zero1=False)
     same_error(lambda: js.simulate(**no_zero1, shard_grads=True), "simulate", *cli_args[:-1],
