@@ -36,13 +36,12 @@ TEST(ShardGradsCli, ShrinksMemoryAndReduceScattersEveryMicrobatch) {
 
 TEST(ShardGradsCli, ThePlanCarriesItAndValidateAcceptsIt) {
   const std::string dir = make_temp_dir();
-  const CliResult r = run_cli(std::string(kShardSim) + " --shard-grads --json --plan " + dir +
-                              "/plan.json");
+  const CliResult r =
+      run_cli(std::string(kShardSim) + " --shard-grads --json --plan " + dir + "/plan.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   EXPECT_EQ(plan.at("config").at("shard_gradients"), true);
-  EXPECT_EQ(plan.at("predicted").at("step_time_s"),
-            nlohmann::json::parse(r.out).at("step_time_s"));
+  EXPECT_EQ(plan.at("predicted").at("step_time_s"), nlohmann::json::parse(r.out).at("step_time_s"));
   const CliResult v = run_cli("validate " + dir + "/plan.json");
   EXPECT_EQ(v.exit_code, 0) << v.err;
 }
@@ -51,9 +50,8 @@ TEST(ShardGradsCli, RunningThePlanOnReplicasMatchesTheReference) {
   // 8 replicas: the per-microbatch reductions move no data, the final one sums the accumulated
   // gradient once (summing at every reduction would multiply the gradients and fail the check).
   const std::string dir = make_temp_dir();
-  ASSERT_EQ(run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json").exit_code, 0);
   const CliResult r = run_cli("run " + dir + "/plan.json --check --steps 2");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("check vs independent reference"), std::string::npos) << r.out;
@@ -76,9 +74,8 @@ TEST(ShardGradsCli, WithoutZeroOneSimulateRefusesWithOneLine) {
 
 TEST(ShardGradsCli, APlanFileWithoutZeroOneIsRefused) {
   const std::string dir = make_temp_dir();
-  ASSERT_EQ(run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json").exit_code, 0);
   nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   plan["config"]["zero1"] = false;
   const std::string bad = write_temp_file("bad_plan.json", plan.dump());

@@ -83,8 +83,8 @@ std::map<int, std::vector<Instruction>> reductions_by_stage(const Program& p) {
 }
 
 TEST(ShardGradients, LoweringAddsAReductionAfterEveryMicrobatchsWeightGradient) {
-  for (const auto& [name, v] : {std::pair<std::string, int>{"1f1b", 1}, {"zb-h1", 1},
-                                {"interleaved-1f1b", 2}}) {
+  for (const auto& [name, v] :
+       {std::pair<std::string, int>{"1f1b", 1}, {"zb-h1", 1}, {"interleaved-1f1b", 2}}) {
     ScheduleParams params;
     params.num_actors = 2;
     params.num_stages = 2 * v;
