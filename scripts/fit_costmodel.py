@@ -13,11 +13,17 @@ turn over a coarse grid of its range, the others held, repeated for --rounds rou
 fine grid around the best value of each parameter. Only after the constants are chosen are the
 TEST rows scored, once; they never influence the choice.
 
+Before the search the GPU's rows are also scored with its preset as committed ("before"), so a
+refit shows what it changed; those figures are printed only. A GPU with fewer than three fit or
+three test rows gets a note saying so (docs/validation.md asks that a fitted constant be scored
+on at least three test rows).
+
 Usage (from the repository root, after building):
     scripts/fit_costmodel.py --param gemm_efficiency.max=0.5:0.95 \\
                              --param allreduce_bus_efficiency=0.4:0.95
     scripts/fit_costmodel.py --gpu h100-sxm --param gemm_efficiency.max=0.5:0.95 \\
                              --param iteration_overhead_ms=0 --write-clusters fitted/
+    scripts/fit_costmodel.py --gpu mi300x --param gemm_efficiency.max=0.1:0.9
 A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
 form (costmodel/cluster.h), nested keys joined by dots. docs/validation.md describes the corpus,
 the conventions and this procedure.
@@ -211,6 +217,18 @@ def main():
             ranges = ", ".join(f"{p.name} in [{p.lo:g}, {p.hi:g}]" if p.fitted()
                                else f"{p.name} = {p.fixed:g}" for p in args.param)
             print(f"{gpu}: fitting {ranges} on its fit rows")
+            # The preset as committed, for comparison only (never part of the objective).
+            for split in ("fit", "test"):
+                before, err = scorer.report({}, split)
+                if before is None:
+                    sys.exit(f"fit_costmodel: validate-model failed: {err}")
+                s = before["summaries"][split]
+                print(f"  before ({split}, preset as committed): {summary_line(s, args.band)}")
+                if s["scored"] < 3 and split == "fit":
+                    print(f"  note: the constants stand on {s['scored']} fit row(s)")
+                elif s["scored"] < 3:
+                    print(f"  note: {s['scored']} scored test row(s); docs/validation.md asks "
+                          f"that a fitted constant be scored on at least three")
             values = fit(scorer, args.param, args.rounds, args.points, not args.quiet)
             fit_report, err = scorer.report(values, "fit")
             if fit_report is None:

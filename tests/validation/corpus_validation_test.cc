@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <string>
 
+#include "costmodel/cluster.h"
 #include "costmodel/corpus.h"
 #include "simulator/model_validation.h"
 
@@ -113,7 +114,7 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
                         << " GiB, the run trained on the GPU";
     fits += r.fits;
   }
-  EXPECT_GE(fits, 62);
+  EXPECT_GE(fits, 65);
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -136,15 +137,61 @@ TEST(CorpusValidation, WiderBandRowsAreTestRowsOfTheCorpus) {
 
 // Each GPU whose preset carries a constant fitted on its own corpus rows (costmodel/cluster.cc)
 // is also scored out of sample: at least three of its test rows run and are not expected
-// failures, so a fitted constant cannot stand on its fit rows alone.
+// failures, so a fitted constant cannot stand on its fit rows alone. MI300X is the one exception,
+// held to two: its only published source with a configuration stated well enough to simulate
+// (primuspipe2026, docs/validation_sources.md) has three encodable rows, which the split rule
+// divides into one fit and two test rows; docs/validation.md says so next to its figures.
+struct FittedGpu {
+  const char* gpu;
+  int min_scored_test_rows;
+};
+constexpr FittedGpu kFittedGpus[] = {
+    {"a100-80g", 3}, {"h100-sxm", 3}, {"gb200-nvl72", 3}, {"mi300x", 2}};
+
+int scored_test_rows(const ModelValidationReport& rep, const std::string& gpu) {
+  int scored = 0;
+  for (const CorpusRowResult& r : rep.rows)
+    scored += r.row->cluster == gpu && r.row->split == CorpusSplit::kTest &&
+              !r.row->expected_failure && r.ran();
+  return scored;
+}
+
 TEST(CorpusValidation, EveryFittedGpuHasScoredTestRows) {
-  for (const char* gpu : {"a100-80g", "h100-sxm", "gb200-nvl72"}) {
-    int scored = 0;
-    for (const CorpusRowResult& r : report().rows)
-      scored += r.row->cluster == gpu && r.row->split == CorpusSplit::kTest &&
-                !r.row->expected_failure && r.ran();
-    EXPECT_GE(scored, 3) << gpu;
+  for (const FittedGpu& f : kFittedGpus)
+    EXPECT_GE(scored_test_rows(report(), f.gpu), f.min_scored_test_rows) << f.gpu;
+}
+
+// The corpus restricted to one GPU's rows.
+Corpus rows_on(const Corpus& corpus, const std::string& gpu) {
+  Corpus c = corpus;
+  c.rows.clear();
+  for (const CorpusRow& r : corpus.rows)
+    if (r.cluster == gpu) c.rows.push_back(r);
+  return c;
+}
+
+// The MI300X rows are what moved its constant off H100's: with the H100 value the preset used to
+// borrow, every one of them is predicted far outside the band (about 50 % too fast), so the band
+// test above would fail if the borrowed constant came back.
+TEST(CorpusValidation, Mi300xRowsRejectTheBorrowedH100Constant) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  const Corpus mi300x = rows_on(corpus, "mi300x");
+  ASSERT_EQ(mi300x.rows.size(), 3u);
+  ModelValidationOptions o;
+  o.band = kBand;
+  o.cluster_override = load_cluster("mi300x");
+  o.cluster_override->gemm_efficiency_max = load_cluster("h100-sxm").gemm_efficiency_max;
+  const ModelValidationReport borrowed = validate_corpus(mi300x, o);
+  ASSERT_EQ(borrowed.rows.size(), 3u);
+  for (const CorpusRowResult& r : borrowed.rows) {
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    EXPECT_LT(r.error, -0.40) << r.row->id;
+    EXPECT_FALSE(r.status == CorpusRowStatus::kPass) << r.row->id;
   }
+  // The fitted preset brings the same rows into the band.
+  const ModelValidationReport fitted = validate_corpus(mi300x, ModelValidationOptions{});
+  for (const CorpusRowResult& r : fitted.rows)
+    EXPECT_LE(std::fabs(r.error), kBand) << r.row->id;
 }
 
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
