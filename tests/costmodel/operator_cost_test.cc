@@ -291,7 +291,7 @@ TEST(OperatorCost, Fp8InputGradientCastsTheOutputGradientsAndWeightGradientNothi
               6 * grads / p.hbm(), 1e-12);
   EXPECT_EQ(p.fp8.layer(Pass::kBackwardWeight).elementwise_s, 0);
   // The weight-gradient GEMMs run in FP8 too: 1979 / 989 faster at 0.8 of the efficiency.
-  EXPECT_NEAR(p.fp8.layer(Pass::kBackwardWeight).gemm_s * 1979 / 0.8,
+  EXPECT_NEAR(p.fp8.layer(Pass::kBackwardWeight).gemm_s * 1979 * 0.8,
               p.bf16.layer(Pass::kBackwardWeight).gemm_s * 989, 1e-9);
 }
 
