@@ -71,7 +71,7 @@ constexpr double kGb200GemmEfficiency = 0.4473;
 // 1269–1333 TFLOP/s, 0.658 of 1979 on average (Azure ND H200 v5 benchmark results), and this
 // project's BF16 GEMMs of the same sizes on an H200 (tests/data/kernels/h200_gemm_bf16.json) at
 // 0.70 of 989: 0.658 / 0.70 = 0.94. Other GPUs: 1 (the BF16 fraction; not validated).
-constexpr double kBlackwellFp8GemmEfficiency = 1.156;
+constexpr double kBlackwellFp8GemmEfficiency = 1.144;
 constexpr double kHopperFp8GemmEfficiency = 0.94;
 
 ClusterSpec a100_80g() {
@@ -137,6 +137,7 @@ ClusterSpec b200() {
   c.gemm_efficiency_max = kGb200GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(2250 * kTera);
   c.fp8_gemm_efficiency = kBlackwellFp8GemmEfficiency;
+  c.fp8_transpose_copy = false;  // Blackwell's FP8 GEMMs take every layout: no transposed copy
   c.intra_node = {900 * kGB, 7 * kUs, 0.8};  // NVLink 5: 1.8 TB/s per GPU, both directions
   return c;
 }
@@ -300,7 +301,8 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
 // "kernels": the operator-level model's constants (cluster.h); every key optional.
 void read_kernels(const JsonObject& k, ClusterSpec& c) {
   k.reject_unknown({"sms", "gemm_tile", "gemm_small_k", "stream_k", "hbm_efficiency",
-                    "attention_efficiency", "kernel_overhead_us", "fp8_gemm_efficiency"});
+                    "attention_efficiency", "kernel_overhead_us", "fp8_gemm_efficiency",
+                    "fp8_transpose_copy"});
   if (k.has("sms")) {
     const int64_t sms = k.non_negative_integer("sms");  // checked before the cast: 2^32+1 wraps
     if (sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
@@ -329,6 +331,7 @@ void read_kernels(const JsonObject& k, ClusterSpec& c) {
   }
   r.fraction("hbm_efficiency", c.hbm_efficiency);
   r.positive("fp8_gemm_efficiency", 1.0, kFp8Factor, c.fp8_gemm_efficiency);
+  c.fp8_transpose_copy = k.boolean_or("fp8_transpose_copy", c.fp8_transpose_copy);
   r.non_negative("kernel_overhead_us", kUs, kLatency, c.kernel_overhead_s);
   if (k.has("attention_efficiency")) {
     JsonObject a = k.object("attention_efficiency");
@@ -553,13 +556,15 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
       c.kernel_overhead_s != plain.kernel_overhead_s ||
       c.attention_efficiency_forward != plain.attention_efficiency_forward ||
       c.attention_efficiency_backward != plain.attention_efficiency_backward ||
-      c.fp8_gemm_efficiency != plain.fp8_gemm_efficiency) {
+      c.fp8_gemm_efficiency != plain.fp8_gemm_efficiency ||
+      c.fp8_transpose_copy != plain.fp8_transpose_copy) {
     j["kernels"] = {{"sms", c.num_sms},
                     {"gemm_tile", {c.gemm_tile_m, c.gemm_tile_n}},
                     {"gemm_small_k", c.gemm_small_k},
                     {"stream_k", {{"min_k", c.stream_k_min_k}, {"rate", c.stream_k_rate}}},
                     {"hbm_efficiency", c.hbm_efficiency},
                     {"fp8_gemm_efficiency", c.fp8_gemm_efficiency},
+                    {"fp8_transpose_copy", c.fp8_transpose_copy},
                     {"kernel_overhead_us", c.kernel_overhead_s / kUs},
                     {"attention_efficiency",
                      {{"forward", c.attention_efficiency_forward},

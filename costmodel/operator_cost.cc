@@ -158,10 +158,11 @@ double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
 
 double OperatorCost::fp8_cast_s(double elements) const {
   if (!fp8_ || elements <= 0) return 0;
-  // Read 2 bytes, write the FP8 copy and its transpose; current scaling reads the tensor first
-  // for its amax, in a kernel of its own.
+  // Read 2 bytes, write the FP8 copy (and its transpose where the GPU's FP8 GEMMs need the TN
+  // layout); current scaling reads the tensor first for its amax, in a kernel of its own.
   const bool delayed = model_.fp8_delayed_scaling;
-  const double bytes = elements * (delayed ? 4.0 : 6.0);
+  const double written = cluster_.fp8_transpose_copy ? 2.0 : 1.0;
+  const double bytes = elements * (2.0 + written + (delayed ? 0.0 : 2.0));
   const double kernels = delayed ? 1 : 2;
   return bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency) +
          kernels * cluster_.kernel_overhead_s;

@@ -67,9 +67,11 @@
 //   casts        memory-bound element-wise kernels (breakdown: element-wise) quantizing each FP8
 //                GEMM's 16-bit operands, each into an FP8 copy and its transpose (the
 //                input-gradient and weight-gradient GEMMs reuse them, the weight-gradient pass
-//                casts nothing): per element read 2 bytes, write 1 + 1; current scaling first
-//                reads the tensor once more for its amax (a second kernel): 6 bytes and 2
-//                kernels, delayed scaling 4 bytes and 1 kernel (ModelSpec::fp8_delayed_scaling).
+//                casts nothing): per element read 2 bytes, write 1 + 1 (1 without the transpose
+//                on a GPU whose FP8 GEMMs take every layout: ClusterSpec::fp8_transpose_copy
+//                false, Blackwell); current scaling first reads the tensor once more for its
+//                amax (a second kernel): 6 (5) bytes and 2 kernels, delayed scaling 4 (3) bytes
+//                and 1 kernel (ModelSpec::fp8_delayed_scaling).
 //                Forward: the GEMM's input (tokens × k), and its weight (k × n) once per step
 //                (TE caches the FP8 weight across the microbatches of a step: Megatron-Core
 //                passes is_first_microbatch), priced as 1/num_microbatches of it per
@@ -149,8 +151,8 @@ class OperatorCost {
   // for count 1.
   double grouped_gemm_s(double count, double m, double n, double k,
                         bool fp8_capable = true) const;
-  // FP8 models: quantizing `elements` 16-bit values into an FP8 copy and its transpose (the amax
-  // pass included under current scaling); 0 for other models.
+  // FP8 models: quantizing `elements` 16-bit values into an FP8 copy (and its transpose where the
+  // cluster needs it), the amax pass included under current scaling; 0 for other models.
   double fp8_cast_s(double elements) const;
   // A ring collective moving `bytes` per device over a group of `n` devices within the
   // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.

@@ -316,7 +316,8 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
         {"hbm_efficiency", 0.5},
         {"kernel_overhead_us", 3},
         {"attention_efficiency", {{"forward", 0.4}, {"backward", 0.3}}},
-        {"fp8_gemm_efficiency", 1.2}}}};
+        {"fp8_gemm_efficiency", 1.2},
+        {"fp8_transpose_copy", false}}}};
   const ClusterSpec c = cluster_from_json(j, "k.json");
   EXPECT_EQ(c.num_sms, 100);
   EXPECT_EQ(c.gemm_tile_m, 64);
@@ -326,6 +327,7 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
   EXPECT_DOUBLE_EQ(c.attention_efficiency_forward, 0.4);
   EXPECT_DOUBLE_EQ(c.attention_efficiency_backward, 0.3);
   EXPECT_DOUBLE_EQ(c.fp8_gemm_efficiency, 1.2);
+  EXPECT_FALSE(c.fp8_transpose_copy);
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), "k.json")), cluster_to_json(c));
 }
 
@@ -359,6 +361,7 @@ TEST(ClusterKernels, BadKernelFieldsAreErrorsNamingThem) {
   EXPECT_THAT(error_of({{"fp8_gemm_efficiency", 2.5}}),
               AllOf(HasSubstr("fp8_gemm_efficiency"), HasSubstr("[0.0001, 2]")));
   EXPECT_THAT(error_of({{"fp8_gemm_efficiency", 0}}), HasSubstr("fp8_gemm_efficiency"));
+  EXPECT_THAT(error_of({{"fp8_transpose_copy", 1}}), HasSubstr("fp8_transpose_copy"));
 }
 
 TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) {
@@ -371,6 +374,9 @@ TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) 
             cluster_preset("gb200-nvl72").gemm_efficiency_max)
       << "B200 takes GB200's BF16 constant (the same die)";
   EXPECT_EQ(cluster_preset("mi300x").fp8_gemm_efficiency, 1.0);
+  EXPECT_TRUE(cluster_preset("h100-sxm").fp8_transpose_copy) << "Hopper: TN-only FP8 GEMMs";
+  EXPECT_FALSE(cluster_preset("b200").fp8_transpose_copy);
+  EXPECT_FALSE(cluster_preset("gb200-nvl72").fp8_transpose_copy);
 }
 
 }  // namespace

@@ -270,6 +270,14 @@ TEST(OperatorCost, Fp8DelayedScalingCastsWithoutTheAmaxPass) {
   EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 4 * 1e6 / p.hbm() + 2e-6, 1e-15);
 }
 
+TEST(OperatorCost, Fp8CastWritesNoTransposeWhereFp8GemmsTakeEveryLayout) {
+  Fp8Pair p;
+  p.fp8.cluster.fp8_transpose_copy = false;  // Blackwell
+  EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 5 * 1e6 / p.hbm(), 1e-15);  // amax 2, read 2, write 1
+  p.fp8.model.fp8_delayed_scaling = true;
+  EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 3 * 1e6 / p.hbm(), 1e-15);
+}
+
 TEST(OperatorCost, Fp8ForwardCastsEachGemmInputAndOnceAStepItsWeight) {
   Fp8Pair p;
   const double m = 2048, h = 2048, f = 8192;  // gpt3-1.3b, one sequence, tp 1
