@@ -181,8 +181,8 @@ int run_gemm_validation(const cxxopts::ParseResult& args, const std::string& spl
     o << s.split << ": " << s.rows << " GEMMs (" << s.skipped << " under "
       << format("%g", corpus.min_time_s * 1e6) << " us not scored), scale "
       << format("%.3f", s.scale) << ", mean |error| " << format("%.1f%%", s.mean_abs_error * 100)
-      << ", max " << format("%.1f%%", s.max_abs_error * 100) << ", " << s.in_band
-      << " within ±" << format("%g", band * 100) << "%, unscaled mean |error| "
+      << ", max " << format("%.1f%%", s.max_abs_error * 100) << ", " << s.in_band << " within ±"
+      << format("%g", band * 100) << "%, unscaled mean |error| "
       << format("%.1f%%", s.mean_abs_unscaled * 100) << "\n";
   }
   for (const std::string& p : out.written_files()) o << "wrote " << p << "\n";
