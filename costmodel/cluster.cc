@@ -55,10 +55,11 @@ double half_saturation_flops(double peak_flops_per_s) { return peak_flops_per_s 
 // rows score them, docs/validation.md). GB200's is fitted on its 4 fit rows of the dgxc2025
 // source (NVIDIA DGX Cloud benchmarking, 2025: Nemotron-4 340B tp 8 pp 4 v 12 on 128/256/512
 // GPUs and Llama 3.1 405B tp 4 pp 8 cp 2 v 8 on 512 GPUs, BF16; `scripts/fit_costmodel.py --gpu
-// gb200-nvl72 --param gemm_efficiency.max=0.4:0.95`) and scored on its 5 test rows. B200 and
-// H200 have no corpus rows: they reuse the H100's fitted large-GEMM efficiency and are validated
-// against nothing. Refitted on 2026-11-26 after the GEMM shape constants (gemm_small_k,
-// stream-K) were fitted on measured H200 GEMMs.
+// gb200-nvl72 --param gemm_efficiency.max=0.4:0.95`, BF16 rows only: `--no-fp8`) and scored on
+// its BF16 test rows. H200 has no corpus rows: it reuses the H100's fitted large-GEMM
+// efficiency and is validated against nothing (MI300X: below). B200 has FP8 rows only: it takes
+// GB200's BF16 constant (below) and is scored through its FP8 rows. Refitted on 2026-11-26 after
+// the GEMM shape constants (gemm_small_k, stream-K) were fitted on measured H200 GEMMs.
 constexpr double kA100GemmEfficiency = 0.675;
 constexpr double kH100GemmEfficiency = 0.5906;
 constexpr double kGb200GemmEfficiency = 0.4473;
@@ -70,6 +71,16 @@ constexpr double kGb200GemmEfficiency = 0.4473;
 // = 0.54 of the 1307.4 peak, at a median clock of 1207 MHz: docs/hardware.md). The fitted value
 // lumps what a Primus BF16 run loses around the GEMMs on MI300X, as GB200's does for NeMo.
 constexpr double kMi300xGemmEfficiency = 0.2688;
+// FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
+// `scripts/fit_costmodel.py --joint --fp8-only --gpu b200 --gpu gb200-nvl72 --param
+// kernels.fp8_gemm_efficiency=0.6:1.4` on the 2 FP8 fit rows of the mbridge2511 source (Llama 3
+// 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test rows. Hopper (H100,
+// H200): no FP8 fit row, so from kernels: cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200 run at
+// 1269–1333 TFLOP/s, 0.658 of 1979 on average (Azure ND H200 v5 benchmark results), and this
+// project's BF16 GEMMs of the same sizes on an H200 (tests/data/kernels/h200_gemm_bf16.json) at
+// 0.70 of 989: 0.658 / 0.70 = 0.94. Other GPUs: 1 (the BF16 fraction; not validated).
+constexpr double kBlackwellFp8GemmEfficiency = 1.144;
+constexpr double kHopperFp8GemmEfficiency = 0.94;
 
 ClusterSpec a100_80g() {
   ClusterSpec c = common_defaults();
@@ -105,6 +116,7 @@ ClusterSpec h100_sxm() {
   c.num_sms = 132;
   c.gemm_efficiency_max = kH100GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(989 * kTera);
+  c.fp8_gemm_efficiency = kHopperFp8GemmEfficiency;
   c.attention_efficiency_forward = 0.655;   // FlashAttention-3 BF16: 648 TFLOP/s forward
   c.attention_efficiency_backward = 0.567;  // and 561 TFLOP/s backward, head dim 128
   c.intra_node = {450 * kGB, 7 * kUs, 0.8};
@@ -128,7 +140,12 @@ ClusterSpec b200() {
   c.hbm_bytes = static_cast<int64_t>(180 * kGiB);
   c.hbm_bandwidth_bytes_per_s = 8000 * kGB;
   c.num_sms = 148;
+  // The GB200 die at 1000 W instead of 1200 W: its lower clock is in the lower peak, so the same
+  // fraction of peak as GB200's fitted constant (assumed; B200 has no BF16 row).
+  c.gemm_efficiency_max = kGb200GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(2250 * kTera);
+  c.fp8_gemm_efficiency = kBlackwellFp8GemmEfficiency;
+  c.fp8_transpose_copy = false;  // Blackwell's FP8 GEMMs take every layout: no transposed copy
   c.intra_node = {900 * kGB, 7 * kUs, 0.8};  // NVLink 5: 1.8 TB/s per GPU, both directions
   return c;
 }
@@ -188,6 +205,7 @@ constexpr Range kStateBytes{0.5, 64, "0, or 0.5 to 64 bytes per parameter"};
 constexpr Range kTrafficBytes{0.5, 1024, "0, or 0.5 to 1024 bytes per parameter"};
 constexpr Range kFraction{1e-4, 1.0, "a fraction in [0.0001, 1]"};
 constexpr Range kGemmDimension{1.0, 1e6, "0, or 1 to 1e6 elements"};
+constexpr Range kFp8Factor{1e-4, 2.0, "a factor in [0.0001, 2]"};
 
 // Reads `key` scaled by `scale` into `out`, checked against a Range; required when there is no
 // base preset.
@@ -291,7 +309,8 @@ void read_gemm_efficiency_measured(const JsonObject& g, std::vector<GemmEfficien
 // "kernels": the operator-level model's constants (cluster.h); every key optional.
 void read_kernels(const JsonObject& k, ClusterSpec& c) {
   k.reject_unknown({"sms", "gemm_tile", "gemm_small_k", "stream_k", "hbm_efficiency",
-                    "attention_efficiency", "kernel_overhead_us"});
+                    "attention_efficiency", "kernel_overhead_us", "fp8_gemm_efficiency",
+                    "fp8_transpose_copy"});
   if (k.has("sms")) {
     const int64_t sms = k.non_negative_integer("sms");  // checked before the cast: 2^32+1 wraps
     if (sms > 100000) throw_input_error(k.field("sms"), "too large (the limit is 100000)");
@@ -319,6 +338,8 @@ void read_kernels(const JsonObject& k, ClusterSpec& c) {
     sr.fraction("rate", c.stream_k_rate);
   }
   r.fraction("hbm_efficiency", c.hbm_efficiency);
+  r.positive("fp8_gemm_efficiency", 1.0, kFp8Factor, c.fp8_gemm_efficiency);
+  c.fp8_transpose_copy = k.boolean_or("fp8_transpose_copy", c.fp8_transpose_copy);
   r.non_negative("kernel_overhead_us", kUs, kLatency, c.kernel_overhead_s);
   if (k.has("attention_efficiency")) {
     JsonObject a = k.object("attention_efficiency");
@@ -542,12 +563,16 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
       c.hbm_efficiency != plain.hbm_efficiency ||
       c.kernel_overhead_s != plain.kernel_overhead_s ||
       c.attention_efficiency_forward != plain.attention_efficiency_forward ||
-      c.attention_efficiency_backward != plain.attention_efficiency_backward) {
+      c.attention_efficiency_backward != plain.attention_efficiency_backward ||
+      c.fp8_gemm_efficiency != plain.fp8_gemm_efficiency ||
+      c.fp8_transpose_copy != plain.fp8_transpose_copy) {
     j["kernels"] = {{"sms", c.num_sms},
                     {"gemm_tile", {c.gemm_tile_m, c.gemm_tile_n}},
                     {"gemm_small_k", c.gemm_small_k},
                     {"stream_k", {{"min_k", c.stream_k_min_k}, {"rate", c.stream_k_rate}}},
                     {"hbm_efficiency", c.hbm_efficiency},
+                    {"fp8_gemm_efficiency", c.fp8_gemm_efficiency},
+                    {"fp8_transpose_copy", c.fp8_transpose_copy},
                     {"kernel_overhead_us", c.kernel_overhead_s / kUs},
                     {"attention_efficiency",
                      {{"forward", c.attention_efficiency_forward},

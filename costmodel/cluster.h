@@ -32,6 +32,16 @@
 // d = min(k, depth); the better of the two counts (stream_k_min_k 0: no stream-K).
 // gemm_small_k and the stream-K constants are fitted on measured H200 GEMMs
 // (tests/data/kernels/h200_gemm_bf16.json, scripts/fit_gemm_shapes.py) and assumed for the other GPUs.
+// FP8 GEMMs (a model with dtype fp8, Transformer Engine) run at the fp8 peak with efficiency
+// fp8_gemm_efficiency · the BF16 efficiency above, the curve taken at the FLOPs the GEMM would do
+// in the same time at the BF16 peak (a GEMM's launch and tail cost time, not FLOPs):
+//   e_fp8(flops) = fp8_gemm_efficiency · eff(flops · peak_bf16 / peak_fp8) · shape terms.
+// fp8_gemm_efficiency ("kernels.fp8_gemm_efficiency", a fraction in (0, 1]; default 1, the BF16
+// fraction of peak) is fitted on the FP8 rows of the validation corpus (docs/validation.md).
+// fp8_transpose_copy ("kernels.fp8_transpose_copy", default true): the GPU's FP8 GEMMs take only
+// the TN layout (Hopper), so Transformer Engine writes a transposed FP8 copy of each operand for
+// the backward GEMMs; false on Blackwell, whose FP8 GEMMs take every layout (TE's
+// nvte_is_non_tn_fp8_gemm_supported): one FP8 copy. costmodel/operator_cost.h prices the casts.
 // FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
 // (0 = priced as GEMMs with the curve above); element-wise kernels move their bytes at
 // hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top
@@ -67,6 +77,7 @@
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "gemm_small_k": 96,
 //                 "stream_k": {"min_k": 1024, "rate": 1.0}, "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
+//                 "fp8_gemm_efficiency": 0.8, "fp8_transpose_copy": true,
 //                 "kernel_overhead_us": 2} }
 // "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
 // and written only when non-zero, so files written before they existed still load and still
@@ -158,6 +169,9 @@ struct ClusterSpec {
   double stream_k_rate = 1.0;
   double attention_efficiency_forward = 0;
   double attention_efficiency_backward = 0;
+  // FP8 GEMM efficiency relative to the BF16 one (see above); 1 = the same fraction of peak.
+  double fp8_gemm_efficiency = 1.0;
+  bool fp8_transpose_copy = true;  // FP8 casts also write a transposed copy (see above)
   double hbm_efficiency = 1.0;  // achieved fraction of hbm_bandwidth_bytes_per_s, streaming
   double kernel_overhead_s = 0;
 

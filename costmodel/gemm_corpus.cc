@@ -61,7 +61,7 @@ GemmCorpus load_gemm_corpus(const std::string& path) {
 }
 
 GemmScore score_gemms(const GemmCorpus& corpus, const ClusterSpec& cluster,
-                      const std::string& split) {
+                      const std::string& split, double band) {
   if (split != "fit" && split != "test" && split != "all")
     throw InputError("--split: expected fit, test or all, got '" + split + "'");
   ModelSpec model;
@@ -69,6 +69,7 @@ GemmScore score_gemms(const GemmCorpus& corpus, const ClusterSpec& cluster,
   const OperatorCost cost(model, ParallelConfig{}, cluster);
   GemmScore s;
   s.split = split;
+  s.band = band;
   std::vector<double> ratios;
   for (const GemmRow& r : corpus.rows) {
     if ((split == "fit" && r.test) || (split == "test" && !r.test)) continue;
@@ -89,6 +90,8 @@ GemmScore score_gemms(const GemmCorpus& corpus, const ClusterSpec& cluster,
   s.scale = median_of(std::move(ratios));
   for (GemmScoredRow& r : s.scored) {
     r.error = r.ratio / s.scale - 1;
+    r.in_band = std::abs(r.error) <= band;
+    s.in_band += r.in_band ? 1 : 0;
     s.mean_abs_error += std::abs(r.error) / s.rows;
     s.max_abs_error = std::max(s.max_abs_error, std::abs(r.error));
     s.mean_abs_unscaled += std::abs(r.ratio - 1) / s.rows;
@@ -106,11 +109,14 @@ nlohmann::json gemm_score_to_json(const GemmScore& s) {
                     {"measured_s", r.row.seconds},
                     {"predicted_s", r.predicted_s},
                     {"ratio", r.ratio},
-                    {"error", r.error}});
+                    {"error", r.error},
+                    {"in_band", r.in_band}});
   return {{"split", s.split},
           {"rows", s.rows},
           {"skipped_below_min_time", s.skipped},
           {"scale", s.scale},
+          {"band", s.band},
+          {"in_band", s.in_band},
           {"mean_abs_error", s.mean_abs_error},
           {"max_abs_error", s.max_abs_error},
           {"mean_abs_unscaled_error", s.mean_abs_unscaled},

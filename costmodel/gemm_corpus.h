@@ -10,11 +10,12 @@
 // Scoring: ratio = measured / predicted per row. The preset's gemm_efficiency max is an
 // end-to-end constant (fitted on whole training runs, docs/validation.md), so a kernel alone runs
 // faster than it says; the shape model is judged after one common scale, the median ratio of
-// the scored rows: error = ratio / scale − 1. The unscaled ratio is reported too.
+// the scored rows: error = ratio / scale − 1. The unscaled ratio is reported too. A row is within
+// the band (a fraction, validate-model's --band) when |error| <= band.
 //
 // Usage:
 //   GemmCorpus g = load_gemm_corpus("tests/data/kernels/h200_gemm_bf16.json");
-//   GemmScore s = score_gemms(g, cluster_preset(g.cluster), "test");
+//   GemmScore s = score_gemms(g, cluster_preset(g.cluster), "test", 0.10);
 #pragma once
 
 #include <string>
@@ -51,6 +52,7 @@ struct GemmScoredRow {
   double predicted_s = 0;
   double ratio = 0;  // measured / predicted
   double error = 0;  // ratio / scale − 1
+  bool in_band = false;  // |error| <= GemmScore::band
 };
 
 struct GemmScore {
@@ -58,15 +60,18 @@ struct GemmScore {
   int rows = 0;       // scored rows
   int skipped = 0;    // below min_time_s
   double scale = 0;   // median measured / predicted
+  double band = 0;    // allowed |error| (a fraction)
+  int in_band = 0;    // scored rows with |error| <= band
   double mean_abs_error = 0, max_abs_error = 0;  // after the scale
   double mean_abs_unscaled = 0;                  // |ratio − 1|
   std::vector<GemmScoredRow> scored;
 };
 
 // Prices every row of `split` ("fit", "test" or "all") with OperatorCost::gemm_s on `cluster`
-// (a model of the corpus dtype). InputError for another split name or when no row is scored.
+// (a model of the corpus dtype) and counts the rows within `band` (> 0; the caller checks it,
+// check_validation_band). InputError for another split name or when no row is scored.
 GemmScore score_gemms(const GemmCorpus& corpus, const ClusterSpec& cluster,
-                      const std::string& split);
+                      const std::string& split, double band);
 
 nlohmann::json gemm_score_to_json(const GemmScore& s);
 

@@ -50,7 +50,9 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
   peak_ = cluster.peak_flops(model.dtype);  // throws if the dtype is unsupported
   // FP8 runs its GEMMs in FP8; attention and activations stay in 16 bits (Transformer Engine).
   const bool fp8 = model.dtype == Dtype::kFp8;
+  fp8_ = fp8;
   attention_peak_ = fp8 ? cluster.peak_flops(Dtype::kBf16) : peak_;
+  gemm16_peak_ = attention_peak_;
   db_ = fp8 ? 2 : dtype_bytes(model.dtype);
   const int cp = std::max(1, config.cp);
   if (cp > 1 && config.attention == AttentionKernel::kUnfused)
@@ -88,8 +90,12 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
   }
 }
 
-double OperatorCost::gemm_efficiency(double m, double n, double k) const {
-  double e = cluster_.gemm_efficiency(2.0 * m * n * k);
+double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capable) const {
+  // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
+  // BF16 peak.
+  double e = fp8_ && fp8_capable ? cluster_.fp8_gemm_efficiency *
+                                       cluster_.gemm_efficiency(2.0 * m * n * k * gemm16_peak_ / peak_)
+                                 : cluster_.gemm_efficiency(2.0 * m * n * k);
   if (cluster_.num_sms > 0) {
     // The library picks the tile that wastes least: the cluster's large tile either way round,
     // or half or a quarter of it, which run at a lower rate of their own (less reuse per load).
@@ -122,25 +128,44 @@ double OperatorCost::gemm_efficiency(double m, double n, double k) const {
   return e;
 }
 
-double OperatorCost::gemm_s(double m, double n, double k) const {
+double OperatorCost::gemm_s(double m, double n, double k, bool fp8_capable) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const bool fp8 = fp8_ && fp8_capable;
   const double flops = 2.0 * m * n * k;
-  const double compute_s = flops / (peak_ * gemm_efficiency(m, n, k));
-  const double memory_s = (m * k + k * n + m * n) * db_ /
-                          (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
+  const double compute_s =
+      flops / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(m, n, k, fp8_capable));
+  // FP8: 1-byte operands, a 16-bit output.
+  const double bytes = fp8 ? m * k + k * n + m * n * db_ : (m * k + k * n + m * n) * db_;
+  const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
 }
 
-double OperatorCost::grouped_gemm_s(double count, double m, double n, double k) const {
-  if (count == 1) return gemm_s(m, n, k);
+double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
+                                    bool fp8_capable) const {
+  if (count == 1) return gemm_s(m, n, k, fp8_capable);
   if (count <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  const bool fp8 = fp8_ && fp8_capable;
   // One launch: the groups' output tiles share the SMs (efficiency of the stacked count·m × n
   // problem); every group reads its own weights.
   const double flops = 2.0 * count * m * n * k;
-  const double compute_s = flops / (peak_ * gemm_efficiency(count * m, n, k));
-  const double memory_s = count * (m * k + k * n + m * n) * db_ /
-                          (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
+  const double compute_s =
+      flops / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(count * m, n, k, fp8_capable));
+  const double bytes =
+      fp8 ? count * (m * k + k * n + m * n * db_) : count * (m * k + k * n + m * n) * db_;
+  const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::fp8_cast_s(double elements) const {
+  if (!fp8_ || elements <= 0) return 0;
+  // Read 2 bytes, write the FP8 copy (and its transpose where the GPU's FP8 GEMMs need the TN
+  // layout); current scaling reads the tensor first for its amax, in a kernel of its own.
+  const bool delayed = model_.fp8_delayed_scaling;
+  const double written = cluster_.fp8_transpose_copy ? 2.0 : 1.0;
+  const double bytes = elements * (2.0 + written + (delayed ? 0.0 : 2.0));
+  const double kernels = delayed ? 1 : 2;
+  return bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency) +
+         kernels * cluster_.kernel_overhead_s;
 }
 
 double OperatorCost::elementwise_s(double bytes) const {
@@ -222,8 +247,11 @@ double OperatorCost::attention_s(const LayerKernels& k, bool forward) const {
     const double traffic = rows * s * k.scores_traffic_bytes_per_head_key;
     // Forward: QK^T, softmax(+dropout), attention·V. Backward: dP = dO·V^T, dV = P^T·dO,
     // dQ = dS·K, dK = dS^T·Q; softmax and dropout gradients.
-    if (forward) return gemm_s(rows, s, d) + gemm_s(rows, d, s) + elementwise_s(traffic);
-    return gemm_s(rows, s, d) + 3 * gemm_s(rows, d, s) + elementwise_s(2 * traffic);
+    // 16-bit even for FP8 models (Transformer Engine's FP8 covers the linear layers).
+    if (forward)
+      return gemm_s(rows, s, d, false) + gemm_s(rows, d, s, false) + elementwise_s(traffic);
+    return gemm_s(rows, s, d, false) + 3 * gemm_s(rows, d, s, false) +
+           elementwise_s(2 * traffic);
   }
   const double causal = a.causal ? 0.5 : 1.0;
   // Per device: its m query tokens against all s keys, causal-halved (cp ranks balance the
@@ -304,6 +332,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   // GEMMs and, per GEMM, the one that pairs with each TP collective.
   std::vector<double> gemm_times;
+  double fp8_casts_s = 0;
   for (const GemmKernel& g : k.gemms) {
     const double n = split_n(g), kk = split_k(g);
     // Routed experts: `count` GEMMs, each over its share of the tokens.
@@ -311,13 +340,18 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     double t = 0;
     switch (pass) {
       case Pass::kForward:
-        t = grouped_gemm_s(count, gm, n, kk);
+        t = grouped_gemm_s(count, gm, n, kk, g.fp8);
+        // FP8: the input's cast, and the weight's once per step.
+        if (fp8_ && g.fp8)
+          fp8_casts_s += fp8_cast_s(count * gm * kk) +
+                         fp8_cast_s(count * kk * n) / std::max(1, config_.num_microbatches);
         break;
       case Pass::kBackwardInput:
-        t = grouped_gemm_s(count, gm, kk, n);
+        t = grouped_gemm_s(count, gm, kk, n, g.fp8);
+        if (fp8_ && g.fp8) fp8_casts_s += fp8_cast_s(count * gm * n);  // the output gradient
         break;
       case Pass::kBackwardWeight:
-        t = grouped_gemm_s(count, kk, n, gm);
+        t = grouped_gemm_s(count, kk, n, gm, g.fp8);
         break;
       case Pass::kRecompute:
         break;
@@ -325,6 +359,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     gemm_times.push_back(t);
     out.gemm_s += t;
   }
+  out.elementwise_s += fp8_casts_s;
   if (pass == Pass::kBackwardWeight) return out;
 
   // Element-wise kernels.
@@ -391,7 +426,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         for (size_t i : block_inputs) {
           const GemmKernel& g = k.gemms[i];
           const double wgrad =
-              grouped_gemm_s(group_count(g), split_k(g), split_n(g), group_tokens(g));
+              grouped_gemm_s(group_count(g), split_k(g), split_n(g), group_tokens(g), g.fp8);
           *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
         }
       }

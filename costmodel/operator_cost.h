@@ -57,7 +57,28 @@
 //                the cheaper of the two (bw = LinkSpec::effective_bandwidth_bytes_per_s).
 // Optimizer step: per-device parameters (÷ dp·cp with the distributed optimizer) ·
 //   optimizer_traffic_bytes_per_param / (hbm · hbm_efficiency).
-// FP8 models: GEMMs at the FP8 peak; attention at the BF16 peak; activations 16-bit.
+// FP8 models (dtype fp8), as Transformer Engine trains them with per-tensor scaling:
+//   GEMMs        every GEMM of a transformer layer (graph/kernels.h GemmKernel::fp8: not the LM
+//                head, not the MoE router) in FP8, forward, input gradient and weight gradient
+//                alike (TE's HYBRID format: E4M3 forward, E5M2 gradients), at the fp8 peak with
+//                ClusterSpec::fp8_gemm_efficiency · the BF16 efficiency (cluster.h); operands
+//                read as 1 byte, the output written in 16 bits. The LM head, the router and the
+//                attention core (flash or unfused) stay at the BF16 peak.
+//   casts        memory-bound element-wise kernels (breakdown: element-wise) quantizing each FP8
+//                GEMM's 16-bit operands, each into an FP8 copy and its transpose (the
+//                input-gradient and weight-gradient GEMMs reuse them, the weight-gradient pass
+//                casts nothing): per element read 2 bytes, write 1 + 1 (1 without the transpose
+//                on a GPU whose FP8 GEMMs take every layout: ClusterSpec::fp8_transpose_copy
+//                false, Blackwell); current scaling first reads the tensor once more for its
+//                amax (a second kernel): 6 (5) bytes and 2 kernels, delayed scaling 4 (3) bytes
+//                and 1 kernel (ModelSpec::fp8_delayed_scaling).
+//                Forward: the GEMM's input (tokens × k), and its weight (k × n) once per step
+//                (TE caches the FP8 weight across the microbatches of a step: Megatron-Core
+//                passes is_first_microbatch), priced as 1/num_microbatches of it per
+//                microbatch. Input gradient: the output gradient (tokens × n).
+//   unchanged    activations, the stash, the TP/CP/EP communication and the optimizer stay in
+//                their 16-bit (or fp32) sizes.
+//   BF16 (and fp16, fp32) models price exactly as before: no cast, no fp8 term.
 // Units: seconds, bytes, FLOPs.
 //
 // Usage:
@@ -122,12 +143,17 @@ class OperatorCost {
   // layers without kernels.
   double stash_bytes(int layer) const;
 
-  // One GEMM out[m×n] = in[m×k]·W[k×n] on one device.
-  double gemm_s(double m, double n, double k) const;
-  double gemm_efficiency(double m, double n, double k) const;
+  // One GEMM out[m×n] = in[m×k]·W[k×n] on one device. `fp8_capable` false: a GEMM FP8 training
+  // keeps in 16 bits (the LM head, the router, the attention core); it matters for FP8 models only.
+  double gemm_s(double m, double n, double k, bool fp8_capable = true) const;
+  double gemm_efficiency(double m, double n, double k, bool fp8_capable = true) const;
   // `count` GEMMs of one shape in one launch (grouped GEMM, as MoE expert kernels run); gemm_s
   // for count 1.
-  double grouped_gemm_s(double count, double m, double n, double k) const;
+  double grouped_gemm_s(double count, double m, double n, double k,
+                        bool fp8_capable = true) const;
+  // FP8 models: quantizing `elements` 16-bit values into an FP8 copy (and its transpose where the
+  // cluster needs it), the amax pass included under current scaling; 0 for other models.
+  double fp8_cast_s(double elements) const;
   // A ring collective moving `bytes` per device over a group of `n` devices within the
   // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.
   double tp_allreduce_s(double bytes) const;
@@ -161,6 +187,8 @@ class OperatorCost {
   const ClusterSpec& cluster_;
   double peak_ = 0;                    // GEMMs, FLOP/s in the model's dtype
   double attention_peak_ = 0;          // attention: 16-bit even for FP8 models
+  bool fp8_ = false;                   // the model trains in FP8
+  double gemm16_peak_ = 0;             // GEMMs kept in 16 bits: the BF16 peak for FP8 models
   double tokens_ = 0;                  // m: tokens of one microbatch on one device
   double db_ = 2;                      // bytes per activation element
   std::vector<LayerKernels> kernels_;  // per layer

@@ -54,7 +54,7 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   if (moe_layer) {
     const double experts = moe.experts, fe = moe.expert_ffn_hidden;
     const double shared = static_cast<double>(moe.shared_experts) * moe.shared_ffn_hidden;
-    k.gemms.push_back({"router", experts, h, TpSplit::kNone});
+    k.gemms.push_back({"router", experts, h, TpSplit::kNone, 1, 1, false, /*fp8=*/false});
     if (shared > 0) {
       k.gemms.push_back({"shared_up", 2 * shared, h, TpSplit::kColumn});
       k.gemms.push_back({"shared_down", h, shared, TpSplit::kRow});
@@ -143,7 +143,7 @@ LayerKernels logits_kernels(const ModelSpec& m) {
   const double h = m.hidden, v = m.vocab, db = activation_bytes(m.dtype);
   LayerKernels k;
   k.has_kernels = true;
-  k.gemms = {{"lm_head", v, h, TpSplit::kColumn}};
+  k.gemms = {{"lm_head", v, h, TpSplit::kColumn, 1, 1, false, /*fp8=*/false}};
   // Fused cross-entropy in fp32 over the vocabulary slice: read the logits, write fp32 values,
   // read them back for max/sum (forward); read the softmax, write the gradient (backward).
   k.elementwise.push_back({"cross_entropy", v * (db + 4 + 4), v * (4 + db), TpSplit::kColumn});

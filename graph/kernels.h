@@ -37,7 +37,8 @@
 // qk_nope + qk_rope and v head size v_head_dim.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
 // the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
-// Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits).
+// Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits; the
+// FP8 copies of GEMM operands and their casts are priced by costmodel/operator_cost.h).
 // Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
 // the cluster's efficiency curve.
 #pragma once
@@ -63,6 +64,10 @@ struct GemmKernel {
   // parallelism) before the first GEMM of the attention or the MLP block, the reduce-scatter (or
   // all-reduce) after its last GEMM (kRow).
   bool tp_collective = false;
+  // Runs in FP8 when the model trains in FP8 (Transformer Engine's linear layers: every GEMM of a
+  // transformer layer but the MoE router); false for the LM head, which Megatron-LM keeps in 16
+  // bits (its output layer is not a Transformer Engine module), and for the router.
+  bool fp8 = true;
 };
 
 struct ElementwiseKernel {

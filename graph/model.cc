@@ -45,6 +45,7 @@ struct TransformerShape {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool no_dropout = false;  // a GELU model trained with every dropout probability 0
+  bool fp8_delayed_scaling = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -202,6 +203,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.qkv_bias = t.qkv_bias;
   m.qk_norm = t.qk_norm;
   m.no_dropout = t.no_dropout;
+  m.fp8_delayed_scaling = t.fp8_delayed_scaling;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -390,7 +392,7 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "a2a_dispatch_dtype",
                                         "a2a_combine_dtype"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
-                                          "attention", "mtp_modules", "dropout"};
+                                          "attention", "mtp_modules", "dropout", "fp8_scaling"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -478,6 +480,16 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
     t.no_dropout = !dropout && !t.gated_mlp;
   }
   t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
+  if (obj.has("fp8_scaling")) {
+    const std::string scaling = lower(obj.string("fp8_scaling"));
+    if (scaling != "current" && scaling != "delayed")
+      throw_input_error(obj.field("fp8_scaling"),
+                        "expected \"current\" or \"delayed\", got \"" + scaling + "\"");
+    if (t.dtype != Dtype::kFp8)
+      throw_input_error(obj.field("fp8_scaling"),
+                        "only for FP8 training (it needs \"dtype\": \"fp8\")");
+    t.fp8_delayed_scaling = scaling == "delayed";
+  }
 
   if (!obj.has("experts")) {
     for (const std::string& key : kMoeKeys)
@@ -634,6 +646,7 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   TransformerShape extras;
   extras.hidden = m.hidden;
   extras.gated_mlp = m.gated_mlp;
+  extras.dtype = m.dtype;
   parse_shape_extras(obj, extras, 0);
   copy_shape_extras(extras, m);
   if (m.mla.enabled()) m.kv_heads = m.heads;
@@ -826,6 +839,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.no_dropout) j["dropout"] = false;
+  if (m.fp8_delayed_scaling) j["fp8_scaling"] = "delayed";
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";

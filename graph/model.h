@@ -139,6 +139,12 @@ struct ModelSpec {
   // A GELU model trained with every dropout probability 0 (model JSON "dropout": false): no
   // dropout masks are written or stashed (SwiGLU models never have them).
   bool no_dropout = false;
+  // FP8 models (dtype fp8, Transformer Engine per-tensor scaling): false = current scaling (each
+  // tensor's scale from its own amax in the same step: an amax pass before every cast; NeMo's
+  // "FP8-CS"), true = delayed scaling (the scale from an amax history of earlier steps, the amax
+  // recorded during the cast; "FP8-DS"). Model JSON "fp8_scaling": "current" (default) or
+  // "delayed" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
+  bool fp8_delayed_scaling = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)

@@ -53,7 +53,8 @@
 
 namespace jaxpp {
 
-inline constexpr int kCudaPluginAbiVersion = 1;
+// 2: Device::memory_bytes (the device's total memory, for calibrate's hbm_gib).
+inline constexpr int kCudaPluginAbiVersion = 2;
 inline constexpr const char* kCudaPluginFileName = "libjaxpp_cuda.so";
 inline constexpr const char* kCudaPluginAbiSymbol = "jaxpp_cuda_plugin_abi_version";
 inline constexpr const char* kCudaPluginBuildSymbol = "jaxpp_cuda_plugin_build";

@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
@@ -60,6 +61,12 @@ void require_same_size(const DeviceArray& a, const DeviceArray& b, const char* o
                            std::to_string(a.size()) + " vs " + std::to_string(b.size()) + ")");
 }
 }  // namespace
+
+int64_t HostDevice::memory_bytes() const {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
 
 DeviceArray HostDevice::alloc(size_t n) {
   if (n == 0) return {};

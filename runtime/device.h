@@ -21,6 +21,7 @@
 //   DeviceArray y = dev.alloc(n);
 //   dev.gemm(false, false, m, n, k, x.data(), k, w.data(), n, 0.0, y.data(), n);
 //   std::vector<double> back = dev.download(y);
+//   int64_t bytes = dev.memory_bytes();  // what calibration reports as the rank's hbm_gib
 #pragma once
 
 #include <cstddef>
@@ -78,6 +79,11 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual MemorySpace space() const = 0;
+  // Bytes of memory the device has in all, in use or not: a GPU's total memory as its driver
+  // reports it (cuda::CudaDevice: cudaMemGetInfo), the host's physical memory for HostDevice
+  // (shared by every worker of the host; 0 when the system does not say). `calibrate` writes it
+  // per rank as the cluster's hbm_gib.
+  virtual int64_t memory_bytes() const = 0;
 
   // Memory. alloc leaves the contents undefined; zeros fills with 0.
   virtual DeviceArray alloc(size_t n) = 0;
@@ -114,6 +120,7 @@ class Device {
 class HostDevice : public Device {
  public:
   MemorySpace space() const override { return MemorySpace::kHost; }
+  int64_t memory_bytes() const override;
   DeviceArray alloc(size_t n) override;
   void fill_zero(DeviceArray& a) override;
   DeviceArray upload(std::span<const double> host) override;

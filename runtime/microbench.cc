@@ -362,7 +362,7 @@ MicrobenchResult run_threads_suite(const MicrobenchOptions& o,
   m.device = "host";
   m.ranks = o.ranks;
   m.ranks_per_host = o.ranks;
-  m.memory_bytes_per_rank = host_memory_bytes() / o.ranks;
+  m.memory_bytes_per_rank = host_device().memory_bytes() / o.ranks;
   return result;
 }
 
@@ -457,7 +457,7 @@ MicrobenchResult run_mpi_suite(const MicrobenchOptions& o,
   m.device = "host";
   m.ranks = session.size();
   m.ranks_per_host = ranks_per_host;
-  m.memory_bytes_per_rank = host_memory_bytes() / ranks_per_host;
+  m.memory_bytes_per_rank = host_device().memory_bytes() / ranks_per_host;
   return result;
 }
 
@@ -503,16 +503,18 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
                                 const std::function<void(const std::string&)>& progress) {
   // The GPUs of this process (at most 8, one host): P2P between pairs of them and all-reduces
   // over them with NCCL, as run_program's cuda backend moves tensors; one GPU: compute only.
-  CudaPlugin& cuda = cuda_plugin();  // RuntimeFailure naming what is missing
+  CudaPlugin& cuda = o.cuda ? *o.cuda : cuda_plugin();  // RuntimeFailure naming what is missing
   const int devices = std::min(cuda.prepare_process(), 8);
   const int link_gpus = devices - devices % 2;
   MicrobenchResult result;
   Rounds rounds;
+  int64_t gpu_memory_bytes = 0;
   for (int round = 0; round < o.timing.rounds; ++round) {
     const std::string label = round_label(round, o.timing.rounds);
     {
       say(progress, label + "compute: GEMM, GeLU, copy on GPU 0");
       std::unique_ptr<Device> device = cuda.make_device(0);
+      gpu_memory_bytes = device->memory_bytes();
       rounds.compute.push_back(compute_suite(*device, o.quick, o.timing, /*gpu=*/true));
     }
     if (link_gpus >= 2) {
@@ -550,6 +552,9 @@ MicrobenchResult run_cuda_suite(const MicrobenchOptions& o,
   // inter-node link); without links, keep the base's devices_per_node too.
   result.measurements.ranks_per_host = link_gpus >= 2 ? devices : 0;
   result.measurements.p2p_is_network = false;
+  // One rank is one GPU: its memory is GPU 0's (the GPUs of a host are taken to be alike, as the
+  // compute benchmarks on GPU 0 take them), not the host's.
+  result.measurements.memory_bytes_per_rank = gpu_memory_bytes;
   return result;
 }
 

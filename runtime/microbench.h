@@ -43,6 +43,9 @@
 // ranks at once, rank 0 keeps its values; P2P between rank pairs; only rank 0 returns
 // root = true with the measurements), cuda (the compute benchmarks on GPU 0 through the same
 // Device interface; no communication benchmarks: RuntimeFailure without a CUDA build or device).
+// Memory per rank (Measurements::memory_bytes_per_rank, the calibrated cluster's hbm_gib):
+// Device::memory_bytes of the host divided by the ranks of a host on threads and mpi, of GPU 0 on
+// cuda.
 //
 // Also here, because they describe what the runtime runs:
 //   mlp_stage_kernels   the kernels of each task of the MLP workload (runtime/workload.h), for
@@ -142,6 +145,8 @@ std::vector<AllReduceSample> bench_allreduce(Backend& backend, const std::vector
 std::vector<double> bench_launch_overhead(Backend& backend, int instructions, const Timing& timing,
                                           double timeout_s);
 
+class CudaPlugin;
+
 struct MicrobenchOptions {
   BackendKind backend = BackendKind::kThreads;
   int ranks = 2;  // threads: workers of the communication benchmarks (>= 2); mpi: the world size
@@ -149,6 +154,9 @@ struct MicrobenchOptions {
   Timing timing;
   double p2p_think_s = 1e-3;  // compute between two messages of the ping-pong (bench_p2p)
   double timeout_s = 60;      // per blocking wait
+  // cuda: the plugin whose GPUs are measured; nullptr: cuda_plugin() (runtime/cuda_plugin.h).
+  // Tests pass a stand-in.
+  CudaPlugin* cuda = nullptr;
 };
 struct MicrobenchResult {
   bool root = true;  // false on mpi ranks other than 0 (their measurements are empty)

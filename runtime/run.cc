@@ -345,12 +345,6 @@ MpiWorld mpi_world() {
   return {session.rank(), session.size()};
 }
 
-int64_t host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
-}
-
 void keep_freed_host_memory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; also stops its dynamic adjustment
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
@@ -429,7 +423,7 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     sized.num_microbatches = program.num_microbatches;
     const double need = mlp_memory_estimate_bytes(sized, program.num_stages) *
                         (o.backend == BackendKind::kThreads ? o.dp : 1) * (o.check ? 2 : 1);
-    const double have = static_cast<double>(host_memory_bytes());
+    const double have = static_cast<double>(host_device().memory_bytes());
     if (have > 0 && need > 0.8 * have) {
       char buf[200];
       std::snprintf(buf, sizeof buf,

@@ -139,7 +139,5 @@ struct MpiWorld {
   int size = 1;
 };
 MpiWorld mpi_world();
-// Physical memory of this host in bytes (0 when the system does not say).
-int64_t host_memory_bytes();
 
 }  // namespace jaxpp

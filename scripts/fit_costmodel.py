@@ -24,6 +24,11 @@ Usage (from the repository root, after building):
     scripts/fit_costmodel.py --gpu h100-sxm --param gemm_efficiency.max=0.5:0.95 \\
                              --param iteration_overhead_ms=0 --write-clusters fitted/
     scripts/fit_costmodel.py --gpu mi300x --param gemm_efficiency.max=0.1:0.9
+    scripts/fit_costmodel.py --joint --fp8-only --gpu b200 --gpu gb200-nvl72 --gpu h100-sxm \\
+                             --param kernels.fp8_gemm_efficiency=0.5:1
+--joint fits ONE set of constants shared by every GPU named (the mean |error| of all their fit
+rows together); --fp8-only keeps the corpus's FP8 rows only (the rows an FP8 constant moves),
+--no-fp8 its 16-bit rows only (the BF16 constants' fits).
 A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
 form (costmodel/cluster.h), nested keys joined by dots. docs/validation.md describes the corpus,
 the conventions and this procedure.
@@ -125,6 +130,60 @@ class Scorer:
         return self.cache[key]
 
 
+class JointScorer:
+    """Several GPUs' Scorers with one set of constants: the mean |error| of their fit rows pooled."""
+
+    def __init__(self, scorers):
+        self.scorers = scorers
+        self.cache = {}
+
+    @property
+    def runs(self):
+        return sum(s.runs for s in self.scorers)
+
+    def objective(self, values):
+        key = tuple(sorted((k, round(v, 9)) for k, v in values.items()))
+        if key not in self.cache:
+            total, scored, errors = 0.0, 0, 0
+            for scorer in self.scorers:
+                report, err = scorer.report(values, "fit")
+                if report is None and "no row selected" in err:
+                    continue  # this GPU has no fit rows: its test rows are scored at the end
+                if report is None:
+                    sys.exit(f"fit_costmodel: validate-model failed: {err}")
+                for row in report["rows"]:
+                    if row["split"] != "fit":
+                        continue
+                    if row["status"] in ("pass", "fail"):
+                        total += abs(row["error"])
+                        scored += 1
+                    elif row["status"] == "error":
+                        errors += 1
+            self.cache[key] = (total + errors) / max(1, scored + errors)
+        return self.cache[key]
+
+
+def precision_corpus(path, tmpdir, fp8):
+    """A copy of the JSON corpus holding its FP8 rows only (fp8 true) or its 16-bit rows only
+    (fp8 false), model files made absolute."""
+    with open(path) as f:
+        doc = json.load(f)
+    folder = os.path.dirname(os.path.abspath(path))
+    rows = []
+    for row in doc["rows"]:
+        if row.get("fp8", False) != fp8:
+            continue
+        model = row.get("model")
+        if isinstance(model, str) and os.path.isfile(os.path.join(folder, model)):
+            row = dict(row, model=os.path.join(folder, model))
+        rows.append(row)
+    doc["rows"] = rows
+    out = os.path.join(tmpdir, "corpus-fp8.json" if fp8 else "corpus-16bit.json")
+    with open(out, "w") as f:
+        json.dump(doc, f)
+    return out
+
+
 def grid(lo, hi, n):
     return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
 
@@ -200,6 +259,14 @@ def main():
     parser.add_argument("--write-clusters", metavar="DIR",
                         help="write each GPU's fitted cluster file to DIR/<gpu>-fit.json")
     parser.add_argument("--quiet", action="store_true", help="no per-round progress")
+    parser.add_argument("--joint", action="store_true",
+                        help="fit one set of constants shared by all the GPUs (their fit rows "
+                             "pooled) instead of one per GPU")
+    parser.add_argument("--fp8-only", action="store_true",
+                        help="score the corpus's FP8 rows only (JSON corpus)")
+    parser.add_argument("--no-fp8", action="store_true",
+                        help="score the corpus's 16-bit rows only (JSON corpus): the BF16 "
+                             "constants' fits")
     args = parser.parse_args()
     if args.points < 3:
         parser.error("--points must be >= 3")
@@ -208,10 +275,46 @@ def main():
                      "./scripts/build.sh test, or cmake --build build)")
     if not any(p.fitted() for p in args.param):
         parser.error("no parameter to fit (give at least one NAME=LO:HI)")
-    gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
+    if (args.fp8_only or args.no_fp8) and args.corpus.lower().endswith(".csv"):
+        parser.error("--fp8-only and --no-fp8 need a JSON corpus")
+    if args.fp8_only and args.no_fp8:
+        parser.error("--fp8-only and --no-fp8 exclude each other")
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="jaxpp-fit-") as tmp:
+        if args.fp8_only or args.no_fp8:
+            args.corpus = precision_corpus(args.corpus, tmp, fp8=args.fp8_only)
+        gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
+        if args.joint:
+            scorers = [Scorer(args.binary, args.corpus, gpu, args.band, tmp) for gpu in gpus]
+            joint = JointScorer(scorers)
+            ranges = ", ".join(f"{p.name} in [{p.lo:g}, {p.hi:g}]" if p.fitted()
+                               else f"{p.name} = {p.fixed:g}" for p in args.param)
+            print(f"{', '.join(gpus)}: fitting {ranges} jointly on their fit rows")
+            values = fit(joint, args.param, args.rounds, args.points, not args.quiet)
+            print(f"  chosen: {format_values(values)}  ({joint.runs} runs of validate-model)")
+            for scorer in scorers:
+                fit_report, err = scorer.report(values, "fit")
+                test_report, test_err = scorer.report(values, "test")
+                if fit_report is None:
+                    print(f"  {scorer.gpu} fit:  not scored ({err})")
+                else:
+                    print(f"  {scorer.gpu} fit:  "
+                          f"{summary_line(fit_report['summaries']['fit'], args.band)}")
+                if test_report is None:
+                    print(f"  {scorer.gpu} test: not scored ({test_err})")
+                else:
+                    print(f"  {scorer.gpu} test: "
+                          f"{summary_line(test_report['summaries']['test'], args.band)}")
+                results[scorer.gpu] = values
+                if args.write_clusters:
+                    os.makedirs(args.write_clusters, exist_ok=True)
+                    path = os.path.join(args.write_clusters, scorer.gpu + "-fit.json")
+                    with open(path, "w") as f:
+                        json.dump(cluster_doc(scorer.gpu, values), f, indent=2)
+                        f.write("\n")
+                    print(f"  wrote {path}")
+            gpus = []
         for gpu in gpus:
             scorer = Scorer(args.binary, args.corpus, gpu, args.band, tmp)
             ranges = ", ".join(f"{p.name} in [{p.lo:g}, {p.hi:g}]" if p.fitted()

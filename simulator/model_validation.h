@@ -8,10 +8,11 @@
 //   plan       PlanRequest{row.model (its seq_len applied), the row's cluster preset or the
 //              caller's override, row.config}, PartitionMode::kEven (transformer layers split
 //              evenly, embedding first, logits last: Megatron-LM's layout), build_plan +
-//              simulate_plan without trace and without the memory check. An fp8 row runs its
-//              GEMMs at the cluster's fp8 peak (the model's dtype set to fp8); its activations
-//              and weights keep the sizes of the model's own dtype, as Transformer Engine keeps
-//              bf16 activations and master weights.
+//              simulate_plan without trace and without the memory check. An fp8 row sets the
+//              model's dtype to fp8 (current scaling): costmodel/operator_cost.h prices its
+//              transformer GEMMs in FP8 and its casts; activations and weights keep the sizes of
+//              the model's own dtype, as Transformer Engine keeps bf16 activations and master
+//              weights.
 //   error      predicted_step_time_s / measured_step_time_s − 1 (positive = predicted slower)
 //   in band    |error| <= band (default 0.10)
 //   TFLOP/s, MFU  predicted, in the row's FLOP convention (flops / step / gpus, and over the

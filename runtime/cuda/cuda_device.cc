@@ -48,6 +48,13 @@ CudaDevice::~CudaDevice() {
   JAXPP_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_));
 }
 
+int64_t CudaDevice::memory_bytes() const {
+  JAXPP_CUDA_CHECK(cudaSetDevice(index_));  // cudaMemGetInfo answers for the current device
+  size_t free_bytes = 0, total_bytes = 0;
+  JAXPP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(total_bytes);
+}
+
 DeviceArray CudaDevice::alloc(size_t n) {
   if (n == 0) return {};
   void* p = nullptr;

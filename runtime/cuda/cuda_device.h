@@ -36,6 +36,8 @@ class CudaDevice : public Device {
   CudaDevice& operator=(const CudaDevice&) = delete;
 
   MemorySpace space() const override { return MemorySpace::kCuda; }
+  // The GPU's total memory (cudaMemGetInfo on this device).
+  int64_t memory_bytes() const override;
   DeviceArray alloc(size_t n) override;
   void fill_zero(DeviceArray& a) override;
   DeviceArray upload(std::span<const double> host) override;

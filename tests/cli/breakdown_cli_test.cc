@@ -52,6 +52,28 @@ TEST(BreakdownCli, EveryActorsCategoriesSumToTheStepAndComputeToItsBusyTime) {
             0);
 }
 
+// An FP8 model (model JSON "dtype": "fp8") end to end: its GEMMs are faster than the BF16 twin's,
+// its casts show up as element-wise time (more under current than under delayed scaling), and
+// attention stays as it was.
+TEST(BreakdownCli, Fp8ModelShowsFasterGemmsAndItsCastsAsElementwise) {
+  const std::string shape =
+      R"("layers": 8, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 51200)";
+  const auto breakdown = [&](const std::string& name, const std::string& extra) {
+    const std::string file =
+        write_temp_file(name + ".json", "{\"name\": \"" + name + "\", " + shape + extra + "}");
+    return json_of("simulate --model " + file +
+                   " --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --global-batch 16 "
+                   "--schedule 1f1b --breakdown")["breakdown"][0];
+  };
+  const nlohmann::json bf16 = breakdown("m16", "");
+  const nlohmann::json fp8 = breakdown("m8", R"(, "dtype": "fp8")");
+  const nlohmann::json delayed = breakdown("m8d", R"(, "dtype": "fp8", "fp8_scaling": "delayed")");
+  EXPECT_LT(fp8["gemm_s"].get<double>(), 0.8 * bf16["gemm_s"].get<double>());
+  EXPECT_GT(fp8["elementwise_s"].get<double>(), delayed["elementwise_s"].get<double>());
+  EXPECT_GT(delayed["elementwise_s"].get<double>(), bf16["elementwise_s"].get<double>());
+  EXPECT_DOUBLE_EQ(fp8["attention_s"].get<double>(), bf16["attention_s"].get<double>());
+}
+
 TEST(BreakdownCli, WithoutTheFlagTheJsonHasNoBreakdownAndTheTableShowsIt) {
   EXPECT_FALSE(json_of(kPlan).contains("breakdown"));
   const CliResult r = run_cli(kPlan + "--breakdown");

@@ -134,7 +134,7 @@ TEST(CudaPluginCli, VersionPrintsTheVersionAndTheBuildOptions) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("jaxpp-sim 0.1.0\n", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("\nmpi backend: Open MPI "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\ncuda plugin abi: 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncuda plugin abi: 2\n"), std::string::npos) << r.out;
   const std::string real = JAXPP_CUDA_PLUGIN_FILE;
   if (real.empty()) {
     EXPECT_NE(r.out.find("\ncuda plugin: not available: not built"), std::string::npos) << r.out;

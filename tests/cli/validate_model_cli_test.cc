@@ -170,11 +170,26 @@ TEST(ValidateModelCli, OutWritesTheJsonReport) {
 }
 
 TEST(ValidateModelCli, StrictFailsOnlyWhenATestRowIsOutOfBandOrRejected) {
-  // The fit rows may be out of band; --strict looks at test rows only.
-  EXPECT_EQ(run_cli(kFixture + "--split fit --band 1e9 --strict").exit_code, 0);
   // a-bad-tp (a test row the simulator rejects, not an expected failure) fails --strict.
   EXPECT_EQ(run_cli(kFixture + "--band 1e9 --strict").exit_code, 1);
   EXPECT_EQ(run_cli(kFixture + "--band 1e9").exit_code, 0) << "without --strict, 0 whenever it ran";
+  // Without a-bad-tp, a fit row far out of band (a measured step of 1e-12 s) does not fail it:
+  // --strict looks at test rows only.
+  json doc = fixture();
+  doc["rows"].erase(5);
+  doc["rows"][0]["measured"] = {{"step_time_s", 1e-12}};
+  const std::string fit_out = write_temp_file("fit_out_of_band.json", doc.dump());
+  const json j = run_json("validate-model --corpus " + fit_out + " --band 1e9");
+  ASSERT_NE(row_of(j, "a-1.3b-pp2"), nullptr);
+  EXPECT_EQ((*row_of(j, "a-1.3b-pp2"))["status"], "fail");
+  EXPECT_EQ(run_cli("validate-model --corpus " + fit_out + " --band 1e9 --strict").exit_code, 0);
+}
+
+// --strict with --split fit could never fail: refused rather than ignored.
+TEST(ValidateModelCli, StrictWithOnlyFitRowsIsRefused) {
+  expect_bad_input(run_cli(kFixture + "--split fit --strict"),
+                   "--strict: judges the test rows, but --split fit keeps none");
+  EXPECT_EQ(run_cli(kFixture + "--split test --band 1e9 --strict").exit_code, 1);
 }
 
 TEST(ValidateModelCli, BuiltInCorpusIsUsedByDefault) {
@@ -240,11 +255,36 @@ TEST(ValidateModelGemms, ScoresTheFitAndTestRowsOfMeasuredGemms) {
       << table.out;
 }
 
+// --band applies to the GEMM score: the rows within it, in the table and the JSON.
+TEST(ValidateModelGemms, BandCountsTheGemmsWithinIt) {
+  const std::string gemms = "validate-model --gemms " + data("kernels/h200_gemm_bf16.json");
+  const json ten = run_json(gemms + " --split test");
+  const json five = run_json(gemms + " --split test --band 0.05");
+  EXPECT_EQ(ten["band"], 0.10);
+  EXPECT_EQ(five["band"], 0.05);
+  EXPECT_EQ(five["test"]["band"], 0.05);
+  const int in_ten = ten["test"]["in_band"], in_five = five["test"]["in_band"];
+  EXPECT_GT(in_ten, 0);
+  EXPECT_LT(in_five, in_ten);
+  int marked = 0;
+  for (const json& row : five["test"]["scored"]) {
+    EXPECT_EQ(row["in_band"].get<bool>(), std::abs(row["error"].get<double>()) <= 0.05);
+    marked += row["in_band"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(marked, in_five);
+  const CliResult table = run_cli(gemms + " --split test --band 0.05");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(", " + std::to_string(in_five) + " within ±5%,"), std::string::npos)
+      << table.out;
+}
+
 TEST(ValidateModelGemms, RefusesTheCorpusFlagsAndBadFiles) {
   const std::string gemms = "validate-model --gemms " + data("kernels/h200_gemm_bf16.json");
   expect_bad_input(run_cli(gemms + " --corpus " + data("corpus/small.json")), "--corpus");
   expect_bad_input(run_cli(gemms + " --rows-on h100-sxm"), "--rows-on");
   expect_bad_input(run_cli(gemms + " --split half"), "half");
+  expect_bad_input(run_cli(gemms + " --band 0"), "--band: expected a fraction > 0, got 0");
+  expect_bad_input(run_cli(gemms + " --strict"), "--strict: judges end-to-end corpus rows");
   const std::string bad = write_temp_file("bad_gemms.json", R"({"cluster": "h200", "fit": []})");
   expect_bad_input(run_cli("validate-model --gemms " + bad), "no rows");
 }

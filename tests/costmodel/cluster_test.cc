@@ -16,6 +16,7 @@
 namespace jaxpp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // The analytic curve, written out independently of ClusterSpec::gemm_efficiency.
@@ -314,7 +315,9 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
         {"gemm_tile", {64, 128}},
         {"hbm_efficiency", 0.5},
         {"kernel_overhead_us", 3},
-        {"attention_efficiency", {{"forward", 0.4}, {"backward", 0.3}}}}}};
+        {"attention_efficiency", {{"forward", 0.4}, {"backward", 0.3}}},
+        {"fp8_gemm_efficiency", 1.2},
+        {"fp8_transpose_copy", false}}}};
   const ClusterSpec c = cluster_from_json(j, "k.json");
   EXPECT_EQ(c.num_sms, 100);
   EXPECT_EQ(c.gemm_tile_m, 64);
@@ -323,6 +326,8 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
   EXPECT_DOUBLE_EQ(c.kernel_overhead_s, 3e-6);
   EXPECT_DOUBLE_EQ(c.attention_efficiency_forward, 0.4);
   EXPECT_DOUBLE_EQ(c.attention_efficiency_backward, 0.3);
+  EXPECT_DOUBLE_EQ(c.fp8_gemm_efficiency, 1.2);
+  EXPECT_FALSE(c.fp8_transpose_copy);
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), "k.json")), cluster_to_json(c));
 }
 
@@ -353,6 +358,25 @@ TEST(ClusterKernels, BadKernelFieldsAreErrorsNamingThem) {
   EXPECT_THAT(error_of({{"hbm_efficiency", 1.5}}), HasSubstr("hbm_efficiency"));
   EXPECT_THAT(error_of({{"attention_efficiency", {{"forward", 2}}}}), HasSubstr("forward"));
   EXPECT_THAT(error_of({{"warp_size", 32}}), HasSubstr("warp_size"));
+  EXPECT_THAT(error_of({{"fp8_gemm_efficiency", 2.5}}),
+              AllOf(HasSubstr("fp8_gemm_efficiency"), HasSubstr("[0.0001, 2]")));
+  EXPECT_THAT(error_of({{"fp8_gemm_efficiency", 0}}), HasSubstr("fp8_gemm_efficiency"));
+  EXPECT_THAT(error_of({{"fp8_transpose_copy", 1}}), HasSubstr("fp8_transpose_copy"));
+}
+
+TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) {
+  EXPECT_DOUBLE_EQ(cluster_preset("h100-sxm").fp8_gemm_efficiency, 0.94);
+  EXPECT_DOUBLE_EQ(cluster_preset("h200").fp8_gemm_efficiency, 0.94);
+  EXPECT_GT(cluster_preset("b200").fp8_gemm_efficiency, 1.0);
+  EXPECT_EQ(cluster_preset("gb200-nvl72").fp8_gemm_efficiency,
+            cluster_preset("b200").fp8_gemm_efficiency);
+  EXPECT_EQ(cluster_preset("b200").gemm_efficiency_max,
+            cluster_preset("gb200-nvl72").gemm_efficiency_max)
+      << "B200 takes GB200's BF16 constant (the same die)";
+  EXPECT_EQ(cluster_preset("mi300x").fp8_gemm_efficiency, 1.0);
+  EXPECT_TRUE(cluster_preset("h100-sxm").fp8_transpose_copy) << "Hopper: TN-only FP8 GEMMs";
+  EXPECT_FALSE(cluster_preset("b200").fp8_transpose_copy);
+  EXPECT_FALSE(cluster_preset("gb200-nvl72").fp8_transpose_copy);
 }
 
 }  // namespace

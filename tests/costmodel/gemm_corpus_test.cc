@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -24,7 +25,7 @@ TEST(GemmCorpus, TheH200FileHoldsItsSplitAndItsHarnessBoundRows) {
   for (const GemmRow& r : g.rows) (r.test ? test : fit)++;
   EXPECT_EQ(fit, 264);
   EXPECT_EQ(test, 360);
-  const GemmScore s = score_gemms(g, cluster_preset("h200"), "test");
+  const GemmScore s = score_gemms(g, cluster_preset("h200"), "test", 0.10);
   EXPECT_EQ(s.rows + s.skipped, 360);
   EXPECT_EQ(s.skipped, 49);  // under 20 us
 }
@@ -33,8 +34,8 @@ TEST(GemmCorpus, TheH200FileHoldsItsSplitAndItsHarnessBoundRows) {
 TEST(GemmCorpus, TheFittedShapeModelPredictsTheHeldOutGemms) {
   const GemmCorpus g = load_gemm_corpus(kH200Gemms);
   const ClusterSpec h200 = cluster_preset("h200");
-  const GemmScore fit = score_gemms(g, h200, "fit");
-  const GemmScore test = score_gemms(g, h200, "test");
+  const GemmScore fit = score_gemms(g, h200, "fit", 0.10);
+  const GemmScore test = score_gemms(g, h200, "test", 0.10);
   EXPECT_LE(fit.mean_abs_error, 0.09);
   EXPECT_LE(test.mean_abs_error, 0.09);
   // The preset's large-GEMM efficiency is an end-to-end constant: a kernel alone runs faster.
@@ -49,9 +50,29 @@ TEST(GemmCorpus, WithoutStreamKAndTheShortKConstantTheTestRowsAreWorse) {
   ClusterSpec before = cluster_preset("h200");
   before.gemm_small_k = 32;
   before.stream_k_min_k = 0;
-  const GemmScore test = score_gemms(g, before, "test");
+  const GemmScore test = score_gemms(g, before, "test", 0.10);
   EXPECT_GT(test.mean_abs_error, 0.10);
-  EXPECT_GT(test.mean_abs_error, score_gemms(g, cluster_preset("h200"), "test").mean_abs_error);
+  EXPECT_GT(test.mean_abs_error,
+            score_gemms(g, cluster_preset("h200"), "test", 0.10).mean_abs_error);
+}
+
+// The band counts the scored rows whose |error| (after the scale) is within it, and marks them.
+TEST(GemmCorpus, TheBandCountsTheRowsWithinIt) {
+  const GemmCorpus g = load_gemm_corpus(kH200Gemms);
+  const ClusterSpec h200 = cluster_preset("h200");
+  const GemmScore ten = score_gemms(g, h200, "test", 0.10);
+  const GemmScore five = score_gemms(g, h200, "test", 0.05);
+  EXPECT_EQ(ten.band, 0.10);
+  int marked = 0;
+  for (const GemmScoredRow& r : ten.scored) {
+    EXPECT_EQ(r.in_band, std::abs(r.error) <= 0.10) << r.error;
+    marked += r.in_band ? 1 : 0;
+  }
+  EXPECT_EQ(ten.in_band, marked);
+  EXPECT_GT(ten.in_band, 0);
+  EXPECT_LT(ten.in_band, ten.rows) << "the largest test errors exceed 10 %";
+  EXPECT_LT(five.in_band, ten.in_band);
+  EXPECT_EQ(score_gemms(g, h200, "test", 10).in_band, ten.rows);
 }
 
 // Stream-K lifts a GEMM of too few tiles for one wave; a full wave gains nothing from it.

@@ -229,19 +229,99 @@ TEST(OperatorCost, ContextParallelismDividesTheStash) {
   EXPECT_NEAR(s.op().stash_bytes(kLayer), whole / 4, 1e-3);
 }
 
-TEST(OperatorCost, Fp8RunsGemmsAtTheFp8PeakAndKeeps16BitAttentionAndActivations) {
+// An FP8 twin of a BF16 fixture on H100 without the shape model (GEMMs at the curve's maximum).
+struct Fp8Pair {
   Fixture bf16, fp8;
-  bf16.cluster = fp8.cluster = cluster_preset("h100-sxm");
-  bf16.cluster.kernel_overhead_s = fp8.cluster.kernel_overhead_s = 0;
-  bf16.cluster.num_sms = fp8.cluster.num_sms = 0;
-  bf16.cluster.gemm_half_saturation_flops = fp8.cluster.gemm_half_saturation_flops = 0;
-  fp8.model.dtype = Dtype::kFp8;
-  const double n = 8192;
-  EXPECT_NEAR(fp8.op().gemm_s(n, n, n) * 1979, bf16.op().gemm_s(n, n, n) * 989, 1e-12);
-  EXPECT_DOUBLE_EQ(fp8.layer(Pass::kForward).attention_s, bf16.layer(Pass::kForward).attention_s);
-  EXPECT_DOUBLE_EQ(fp8.layer(Pass::kForward).elementwise_s,
-                   bf16.layer(Pass::kForward).elementwise_s);
-  EXPECT_DOUBLE_EQ(fp8.op().stash_bytes(kLayer), bf16.op().stash_bytes(kLayer));
+  Fp8Pair() {
+    for (Fixture* f : {&bf16, &fp8}) {
+      f->cluster = cluster_preset("h100-sxm");
+      f->cluster.kernel_overhead_s = 0;
+      f->cluster.num_sms = 0;
+      f->cluster.gemm_half_saturation_flops = 0;
+      f->cluster.fp8_gemm_efficiency = 0.8;
+      f->config.num_microbatches = 4;
+    }
+    fp8.model.dtype = Dtype::kFp8;
+  }
+  double hbm() const { return fp8.cluster.hbm_bandwidth_bytes_per_s * fp8.cluster.hbm_efficiency; }
+};
+
+TEST(OperatorCost, Fp8GemmPlusItsCastsTakeTheHandComputedTime) {
+  Fp8Pair p;
+  p.fp8.cluster.kernel_overhead_s = 2e-6;
+  const OperatorCost op = p.fp8.op();
+  const double m = 8192, n = 8192, k = 4096;
+  // The GEMM at the fp8 peak (1979 TFLOP/s) · fp8_gemm_efficiency · the BF16 efficiency, plus one
+  // kernel overhead.
+  const double gemm = 2 * m * n * k / (1979e12 * 0.8 * p.fp8.cluster.gemm_efficiency_max) + 2e-6;
+  EXPECT_NEAR(op.gemm_s(m, n, k), gemm, 1e-12);
+  // Its input's cast under current scaling: amax read (2 bytes), cast read (2) and FP8 copy plus
+  // transpose written (1 + 1): 6 bytes per element, two kernels.
+  const double cast = 6 * m * k / p.hbm() + 2 * 2e-6;
+  EXPECT_NEAR(op.fp8_cast_s(m * k), cast, 1e-12);
+  EXPECT_GT(op.gemm_s(m, n, k) + op.fp8_cast_s(m * k), 1.0001 * gemm)
+      << "the cast is not free: dropping it fails here";
+}
+
+TEST(OperatorCost, Fp8DelayedScalingCastsWithoutTheAmaxPass) {
+  Fp8Pair p;
+  p.fp8.cluster.kernel_overhead_s = 2e-6;
+  p.fp8.model.fp8_delayed_scaling = true;
+  EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 4 * 1e6 / p.hbm() + 2e-6, 1e-15);
+}
+
+TEST(OperatorCost, Fp8CastWritesNoTransposeWhereFp8GemmsTakeEveryLayout) {
+  Fp8Pair p;
+  p.fp8.cluster.fp8_transpose_copy = false;  // Blackwell
+  EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 5 * 1e6 / p.hbm(), 1e-15);  // amax 2, read 2, write 1
+  p.fp8.model.fp8_delayed_scaling = true;
+  EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 3 * 1e6 / p.hbm(), 1e-15);
+}
+
+TEST(OperatorCost, Fp8ForwardCastsEachGemmInputAndOnceAStepItsWeight) {
+  Fp8Pair p;
+  const double m = 2048, h = 2048, f = 8192;  // gpt3-1.3b, one sequence, tp 1
+  // qkv (k h, n 3h), proj (h, h), mlp_up (h, f), mlp_down (f, h): the inputs m·k each
+  // microbatch, the weights k·n over the step's 4 microbatches.
+  const double inputs = m * (h + h + h + f);
+  const double weights = (h * 3 * h + h * h + h * f + f * h) / 4;
+  const double extra = p.fp8.layer(Pass::kForward).elementwise_s -
+                       p.bf16.layer(Pass::kForward).elementwise_s;
+  EXPECT_NEAR(extra, 6 * (inputs + weights) / p.hbm(), 1e-12);
+}
+
+TEST(OperatorCost, Fp8InputGradientCastsTheOutputGradientsAndWeightGradientNothing) {
+  Fp8Pair p;
+  const double m = 2048, h = 2048, f = 8192;
+  const double grads = m * (3 * h + h + f + h);  // the n of qkv, proj, mlp_up, mlp_down
+  EXPECT_NEAR(p.fp8.layer(Pass::kBackwardInput).elementwise_s -
+                  p.bf16.layer(Pass::kBackwardInput).elementwise_s,
+              6 * grads / p.hbm(), 1e-12);
+  EXPECT_EQ(p.fp8.layer(Pass::kBackwardWeight).elementwise_s, 0);
+  // The weight-gradient GEMMs run in FP8 too: 1979 / 989 faster at 0.8 of the efficiency.
+  EXPECT_NEAR(p.fp8.layer(Pass::kBackwardWeight).gemm_s * 1979 * 0.8,
+              p.bf16.layer(Pass::kBackwardWeight).gemm_s * 989, 1e-9);
+}
+
+TEST(OperatorCost, Fp8KeepsAttentionTheLmHeadAndTheStashIn16Bits) {
+  Fp8Pair p;
+  EXPECT_DOUBLE_EQ(p.fp8.layer(Pass::kForward).attention_s,
+                   p.bf16.layer(Pass::kForward).attention_s);
+  EXPECT_DOUBLE_EQ(p.fp8.op().stash_bytes(kLayer), p.bf16.op().stash_bytes(kLayer));
+  const int logits = p.fp8.model.num_layers() - 1;
+  EXPECT_DOUBLE_EQ(p.fp8.op().stage(logits, 1, 0).at(Pass::kForward).gemm_s,
+                   p.bf16.op().stage(logits, 1, 0).at(Pass::kForward).gemm_s);
+  EXPECT_DOUBLE_EQ(p.fp8.op().gemm_s(4096, 4096, 4096, /*fp8_capable=*/false),
+                   p.bf16.op().gemm_s(4096, 4096, 4096));
+}
+
+TEST(OperatorCost, Fp8ConstantsDoNotTouchA16BitModel) {
+  Fixture a, b;
+  a.cluster = b.cluster = cluster_preset("h100-sxm");
+  b.cluster.fp8_gemm_efficiency = 0.3;
+  EXPECT_EQ(a.op().gemm_s(4096, 8192, 2048), b.op().gemm_s(4096, 8192, 2048));
+  EXPECT_EQ(a.layer(Pass::kForward).total_s(), b.layer(Pass::kForward).total_s());
+  EXPECT_EQ(b.op().fp8_cast_s(1e6), 0);
 }
 
 TEST(OperatorCost, CustomLayersFallBackToTheEfficiencyCurve) {

@@ -112,6 +112,15 @@ INSTANTIATE_TEST_SUITE_P(
 // Several blocks of 256 threads and a partial last one.
 constexpr size_t kElements = 70001;
 
+// The GPU's total memory (what `calibrate --backend cuda` writes as hbm_gib): between the 16 GiB of
+// the smallest data-centre GPU the project targets and 1 TiB, and never the host's.
+TEST_F(DeviceVsHost, ReportsTheGpusTotalMemory) {
+  const int64_t bytes = gpu_->memory_bytes();
+  EXPECT_GE(bytes, int64_t{16} << 30);
+  EXPECT_LT(bytes, int64_t{1} << 40);
+  EXPECT_NE(bytes, host_.memory_bytes());
+}
+
 TEST_F(DeviceVsHost, GeluMatchesTheHost) {
   const auto u = random_values(kElements, 4, 4.0);
   std::vector<double> out[2];

@@ -7,6 +7,7 @@
 #include "runtime/device.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +43,7 @@ class OffsetDevice : public Device {
  public:
   static constexpr uintptr_t kShift = uintptr_t{1} << 46;
   MemorySpace space() const override { return MemorySpace::kCuda; }
+  int64_t memory_bytes() const override { return host_device().memory_bytes(); }
   DeviceArray alloc(size_t n) override {
     if (n == 0) return {};
     std::lock_guard lock(mu_);
@@ -331,6 +333,13 @@ TEST(DeviceArray, ReleasesThroughItsDeviceExactlyOnceAcrossMoves) {
     EXPECT_EQ(dev.live(), 1);
   }
   EXPECT_EQ(dev.live(), 0);
+}
+
+// The host's memory is its physical memory (what calibrate divides among the ranks of a host).
+TEST(HostDevice, MemoryIsTheHostsPhysicalMemory) {
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  EXPECT_EQ(host_device().memory_bytes(), physical);
+  EXPECT_GT(host_device().memory_bytes(), int64_t{256} << 20);
 }
 
 TEST(HostDevice, MatchesTheMathItDocuments) {

@@ -5,11 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <chrono>
 #include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "costmodel/calibration.h"
+#include "costmodel/cluster.h"
 #include "graph/error.h"
+#include "runtime/cuda_plugin.h"
 #include "runtime/run.h"
 #include "runtime/threads_backend.h"
 #include "schedules/lower.h"
@@ -193,6 +200,115 @@ TEST(Microbench, GpuSuiteReachesPastTheLaunchBoundSizes) {
     EXPECT_TRUE(std::is_sorted(copies.begin(), copies.end()));
   }
   EXPECT_LT(gpu_gemm_shapes(true).size(), gpu_gemm_shapes(false).size());
+}
+
+// A GPU as the cuda suite sees it, without CUDA: it keeps no values and spends, spinning, the time
+// a GPU of 10 TFLOP/s fp64 and 2 TB/s with 5 us launches would (so the calibration fits it), and
+// reports `memory_bytes` as its total memory.
+class EmulatedGpu : public Device {
+ public:
+  explicit EmulatedGpu(int64_t memory_bytes) : memory_bytes_(memory_bytes) {}
+  MemorySpace space() const override { return MemorySpace::kCuda; }
+  int64_t memory_bytes() const override { return memory_bytes_; }
+  DeviceArray alloc(size_t n) override {
+    // Address space only: the pages are never touched.
+    return n == 0 ? DeviceArray() : DeviceArray(this, new double[n], n);
+  }
+  void fill_zero(DeviceArray& a) override { stream(a.bytes()); }
+  DeviceArray upload(std::span<const double> host) override {
+    spin(5e-6 + static_cast<double>(host.size_bytes()) / 2.5e10);  // PCIe
+    return alloc(host.size());
+  }
+  std::vector<double> download(const DeviceArray& a) override {
+    return std::vector<double>(a.size(), 0.0);
+  }
+  DeviceArray copy(const DeviceArray& a) override {
+    stream(2 * a.bytes());
+    return alloc(a.size());
+  }
+  void gemm(bool, bool, int m, int n, int k, const double*, int, const double*, int, double,
+            double*, int) override {
+    spin(5e-6 + 2.0 * m * n * k / 1e13);
+  }
+  void gelu(const DeviceArray& u, DeviceArray&) override { stream(2 * u.bytes()); }
+  void gelu_backward(const DeviceArray& da, const DeviceArray&, DeviceArray&) override {
+    stream(3 * da.bytes());
+  }
+  double mse_loss(const DeviceArray& y, const DeviceArray&, double, DeviceArray&) override {
+    stream(3 * y.bytes());
+    return 0;
+  }
+  void sgd_step(DeviceArray& p, const DeviceArray&, double) override { stream(3 * p.bytes()); }
+  void adam_step(DeviceArray& p, const DeviceArray&, DeviceArray&, DeviceArray&,
+                 const AdamStep&) override {
+    stream(7 * p.bytes());
+  }
+  void synchronize() override {}
+
+ protected:
+  void release(double* data, size_t) override { delete[] data; }
+
+ private:
+  static void spin(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  }
+  static void stream(int64_t bytes) { spin(5e-6 + static_cast<double>(bytes) / 2e12); }
+  int64_t memory_bytes_;
+};
+
+// A CUDA plugin with one EmulatedGpu: the cuda suite's compute part, no links.
+class OneEmulatedGpuPlugin : public CudaPlugin {
+ public:
+  explicit OneEmulatedGpuPlugin(int64_t memory_bytes) : memory_bytes_(memory_bytes) {}
+  int prepare_process() override { return 1; }
+  std::vector<NcclId> make_nccl_ids(size_t count) override { return std::vector<NcclId>(count); }
+  std::unique_ptr<Device> make_device(int) override {
+    return std::make_unique<EmulatedGpu>(memory_bytes_);
+  }
+  void warm_up_compute(Device&, const MlpConfig&) override {}
+  std::unique_ptr<CudaWorker> make_worker(Backend&, int, int, const CommPlan&,
+                                          const std::vector<NcclId>&, double,
+                                          const MlpConfig*) override {
+    throw std::logic_error("OneEmulatedGpuPlugin: one GPU has no links to benchmark");
+  }
+  std::string library_versions() override { return "emulated GPU"; }
+
+ private:
+  int64_t memory_bytes_;
+};
+
+// One rank of `calibrate --backend cuda` is one GPU: the calibrated cluster's memory is the GPU's
+// (141 GiB, as an H200), not the host's and not the base preset's (h100-sxm: 80 GiB).
+TEST(Microbench, CudaSuiteGivesTheClusterTheGpusMemory) {
+  const int64_t gib141 = int64_t{141} << 30;
+  OneEmulatedGpuPlugin plugin(gib141);
+  MicrobenchOptions o;
+  o.backend = BackendKind::kCuda;
+  o.quick = true;
+  o.timing = tiny_timing();
+  o.cuda = &plugin;
+  const Measurements m = run_microbenchmarks(o, nullptr).measurements;
+  EXPECT_EQ(m.backend, "cuda");
+  EXPECT_EQ(m.gemm.size(), gpu_gemm_shapes(true).size());
+  EXPECT_EQ(m.memory_bytes_per_rank, gib141);
+  const ClusterSpec base = cluster_preset("h100-sxm");
+  ASSERT_EQ(base.hbm_bytes, int64_t{80} << 30);
+  const Calibration cal = calibrate(m, base, "emulated-gpu");
+  EXPECT_EQ(cal.cluster.hbm_bytes, gib141);
+  EXPECT_EQ(cluster_to_json(cal.cluster)["hbm_gib"], 141);
+}
+
+// threads: the host's memory shared by the ranks.
+TEST(Microbench, ThreadsSuiteSharesTheHostsMemoryAmongItsRanks) {
+  MicrobenchOptions o;
+  o.quick = true;
+  o.timing = tiny_timing();
+  o.ranks = 2;
+  const Measurements m = run_microbenchmarks(o, nullptr).measurements;
+  ASSERT_GT(host_device().memory_bytes(), 0);
+  EXPECT_EQ(m.memory_bytes_per_rank, host_device().memory_bytes() / 2);
 }
 
 TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {

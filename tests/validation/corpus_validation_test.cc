@@ -36,6 +36,11 @@ constexpr WiderBandRow kWiderBand[] = {
      "+12.6 %); with the GEMM shape constants fitted on measured H200 GEMMs (stream-K, "
      "gemm_small_k 96) and A100's constant refitted, the 1T rows' large GEMMs lose no wave "
      "quantization and the refit lowered the constant for the smaller models' rows"},
+    {"mbridge2511-llama3.1-405B-1024gpu-h100",
+     "-12.4 %: H100's FP8 GEMM factor (0.94) comes from kernel benchmarks, no H100 FP8 row is a "
+     "fit row; the same pipeline (tp 8 pp 8 cp 2 v 8, 64 microbatches) in BF16 "
+     "(dgxc2025-llama3.1-405B-512gpu-h100, -1.9 %) ran 1.41x slower than this FP8 run, the model "
+     "predicts 1.58x: it overstates the FP8 gain of the 405B's large GEMMs on Hopper"},
 };
 
 const WiderBandRow* wider_band(const std::string& id) {
@@ -103,18 +108,32 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
   }
 }
 
-// Every run trained on its GPU, so every run must be predicted to fit it. (The Llama 3 405B rows
-// fit since they shard gradients as the paper states: 78.1 and 71.3 GiB of 80, 88.3 and 81.6
-// GiB with full gradient buffers.)
-TEST(CorpusValidation, EveryRunFitsItsGpu) {
+// Runs predicted not to fit their GPU although they trained on it, and why (a row of this list
+// predicted to fit fails the test, so the list cannot go stale). The Llama 3 405B rows left it
+// when their gradients were sharded as the paper states (78.1 and 71.3 GiB of 80; 88.3 and 81.6
+// GiB with full gradient buffers).
+constexpr WiderBandRow kPredictedOutOfMemory[] = {
+    {"mbridge2511-llama3.1-405B-256gpu-gb200",
+     "206 GiB of 186: pp 16 x v 4 keeps up to 2·pp microbatches of a 2-layer chunk in flight on "
+     "the first rank; FP8 training stashes the FP8 copies of the GEMM inputs (1 byte), the model "
+     "keeps the 16-bit inventory (graph/kernels.h)"},
+};
+
+TEST(CorpusValidation, EveryRunFitsItsGpuExceptTheNamedOnes) {
   int fits = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (!r.ran()) continue;
+    bool named = false;
+    for (const WiderBandRow& w : kPredictedOutOfMemory) named |= r.row->id == w.id;
+    if (named) {
+      EXPECT_FALSE(r.fits) << r.row->id << " now fits: remove it from kPredictedOutOfMemory";
+      continue;
+    }
     EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << r.peak_memory_bytes / double(1 << 30)
                         << " GiB, the run trained on the GPU";
     fits += r.fits;
   }
-  EXPECT_GE(fits, 65);
+  EXPECT_GE(fits, 70);
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -192,6 +211,39 @@ TEST(CorpusValidation, Mi300xRowsRejectTheBorrowedH100Constant) {
   const ModelValidationReport fitted = validate_corpus(mi300x, ModelValidationOptions{});
   for (const CorpusRowResult& r : fitted.rows)
     EXPECT_LE(std::fabs(r.error), kBand) << r.row->id;
+}
+
+// The Blackwell FP8 GEMM factor (costmodel/cluster.cc, kBlackwellFp8GemmEfficiency) is fitted
+// jointly on the FP8 fit rows of B200 and GB200: it is scored on at least as many FP8 test rows
+// of those GPUs, one per GPU at least. (B200 has 2 rows in all, so it is not in the list above.)
+TEST(CorpusValidation, TheFittedFp8FactorHasScoredTestRowsOnEachOfItsGpus) {
+  int fit = 0, test = 0;
+  for (const char* gpu : {"b200", "gb200-nvl72"}) {
+    int on_gpu = 0;
+    for (const CorpusRowResult& r : report().rows) {
+      if (r.row->cluster != gpu || !r.row->fp8) continue;
+      if (r.row->split == CorpusSplit::kFit) ++fit;
+      const bool scored = r.row->split == CorpusSplit::kTest && !r.row->expected_failure && r.ran();
+      on_gpu += scored;
+      test += scored;
+    }
+    EXPECT_GE(on_gpu, 1) << gpu;
+  }
+  EXPECT_GE(fit, 1);
+  EXPECT_GE(test, fit);
+}
+
+// The FP8 model is scored out of sample on both GPU generations it was built for: H100 (its FP8
+// factor from kernel benchmarks) and B200 (fitted); the band is checked above.
+TEST(CorpusValidation, Fp8RowsAreScoredOnHopperAndBlackwell) {
+  int h100 = 0, b200 = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (!r.row->fp8 || r.row->split != CorpusSplit::kTest || !r.ran()) continue;
+    h100 += r.row->cluster == "h100-sxm";
+    b200 += r.row->cluster == "b200";
+  }
+  EXPECT_GE(h100, 2);
+  EXPECT_GE(b200, 1);
 }
 
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
