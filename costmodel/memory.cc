@@ -56,6 +56,21 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                             /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
     a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
+    if (model.dtype == Dtype::kFp8) {
+      // Transformer-layer weights of an FP8 model (ModelSpec::fp8_params): stored in FP8 (1
+      // byte) instead of 16 bits, or 16 bits plus the FP8 copy Transformer Engine casts once per
+      // step and keeps for the other microbatches; either way plus a cached transpose on GPUs
+      // whose FP8 GEMMs need one. The embedding and the LM head stay in 16 bits.
+      const double fp8_bytes = cluster.fp8_transpose_copy ? 2.0 : 1.0;
+      const double per_param =
+          model.fp8_params ? fp8_bytes : cluster.weight_bytes_per_param + fp8_bytes;
+      for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l) {
+        const LayerWork& lw = model.layers[static_cast<size_t>(l)];
+        if (lw.kind != LayerKind::kTransformer) continue;
+        const double p = op.device_params(l, 1, static_cast<double>(lw.params), false);
+        a.weight_bytes += std::llround(p * (per_param - cluster.weight_bytes_per_param));
+      }
+    }
     a.grad_bytes += std::llround(stage_grad_bytes(op, config, grad_per_param,
                                                   work[s].first_layer, work[s].num_layers, whole));
     transient[actor] = std::max(

@@ -111,26 +111,34 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   // Stash (Korthikanti et al. 2022, Sec. 4.1, without the s×s terms): norm inputs 2·h, the
   // inputs of qkv and mlp_up (h each) and GPT's two dropout masks (1 byte each) on the full
   // hidden state; q, k, v, the attention output, the MLP's intermediate tensors split by tp.
-  k.stash_sequence_bytes_per_token = (2 * h + 2 * h) * db + (dropout ? 2 * h : 0);
-  const double mlp_split = gpt ? 2 * f * db   // GeLU input and output
-                               : 3 * f * db;  // gate, up, and their product
-  k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + mlp_split;
+  // FP8 (Transformer Engine): a linear layer saves the FP8 cast of its input for its weight
+  // gradient (gb = 1 byte), and no 16-bit copy where nothing else reads it: the norm outputs
+  // feeding qkv and mlp_up, and the MLP tensor feeding mlp_down. The attention output stays in
+  // 16 bits for the attention backward, so the projection's FP8 input is a copy on top of it.
+  const bool fp8 = m.dtype == Dtype::kFp8;
+  const double gb = fp8 ? 1.0 : db;
+  const double proj_copy = fp8 ? q * gb : 0;
+  k.stash_sequence_bytes_per_token = 2 * h * db + 2 * h * gb + (dropout ? 2 * h : 0);
+  const double mlp_split = gpt ? f * db + f * gb       // GeLU input and output
+                               : 2 * f * db + f * gb;  // gate, up, and their product
+  k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + proj_copy + mlp_split;
   if (!classic) {
     // Other shapes: the same inventory with their own sizes. MLA: q, k (qk_nope + qk_rope per
     // head), v and the attention output (v_head_dim per head) split by tp; the latent vectors
     // (replicated) counted on the hidden state. MoE: gate, up and product of the top_k routed
     // and the shared experts split by tp; the permuted expert inputs (top_k·h) and the router's
     // fp32 probabilities on the hidden state.
-    double attention_split = (q + 2 * kv + q) * db;
+    double attention_split = (q + 2 * kv + q) * db + proj_copy;
     if (mla.enabled()) {
       const double a = m.heads;
-      attention_split = (2 * a * mla.qk_head_dim() + 2 * a * mla.v_head_dim) * db;
+      attention_split =
+          (2 * a * mla.qk_head_dim() + 2 * a * mla.v_head_dim) * db + (fp8 ? a * mla.v_head_dim * gb : 0);
       k.stash_sequence_bytes_per_token +=
           (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) * db;
     }
     if (moe_layer)
       k.stash_sequence_bytes_per_token += moe.top_k * h * db + moe.experts * 4.0;
-    k.stash_split_bytes_per_token = attention_split + (gpt ? 2 : 3) * ffn_width * db;
+    k.stash_split_bytes_per_token = attention_split + ((gpt ? 1 : 2) * db + gb) * ffn_width;
   }
   k.stash_full_recompute_bytes_per_token = h * db;
   k.stash_scores_bytes_per_head_key = dropout ? 5 : 2;  // softmax output (2) + dropout mask/output

@@ -46,6 +46,7 @@ struct TransformerShape {
   bool qk_norm = false;
   bool no_dropout = false;  // a GELU model trained with every dropout probability 0
   bool fp8_delayed_scaling = false;
+  bool fp8_params = true;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -204,6 +205,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.qk_norm = t.qk_norm;
   m.no_dropout = t.no_dropout;
   m.fp8_delayed_scaling = t.fp8_delayed_scaling;
+  m.fp8_params = t.fp8_params;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -392,7 +394,8 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "a2a_dispatch_dtype",
                                         "a2a_combine_dtype"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
-                                          "attention", "mtp_modules", "dropout", "fp8_scaling"};
+                                          "attention", "mtp_modules", "dropout", "fp8_scaling",
+                                          "fp8_params"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -489,6 +492,12 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       throw_input_error(obj.field("fp8_scaling"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
     t.fp8_delayed_scaling = scaling == "delayed";
+  }
+  if (obj.has("fp8_params")) {
+    if (t.dtype != Dtype::kFp8)
+      throw_input_error(obj.field("fp8_params"),
+                        "only for FP8 training (it needs \"dtype\": \"fp8\")");
+    t.fp8_params = obj.boolean_or("fp8_params", true);
   }
 
   if (!obj.has("experts")) {
@@ -840,6 +849,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.no_dropout) j["dropout"] = false;
   if (m.fp8_delayed_scaling) j["fp8_scaling"] = "delayed";
+  if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";

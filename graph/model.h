@@ -145,6 +145,13 @@ struct ModelSpec {
   // recorded during the cast; "FP8-DS"). Model JSON "fp8_scaling": "current" (default) or
   // "delayed" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
   bool fp8_delayed_scaling = false;
+  // FP8 models: true = the transformer layers' weights are stored in FP8 (Megatron's
+  // --fp8-param-gather, TE fp8_model_init; set by Megatron-Bridge's and NeMo's FP8 recipes):
+  // 1 byte per parameter, plus a cached transpose on GPUs that need one
+  // (kernels.fp8_transpose_copy), instead of 16-bit weights; false = 16-bit weights plus the FP8
+  // copy (and transpose) Transformer Engine caches for the step. Model JSON "fp8_params"
+  // (default true; only with "dtype": "fp8"). costmodel/memory.cc counts the bytes.
+  bool fp8_params = true;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 
+#include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
+#include "graph/kernels.h"
+#include "graph/partition.h"
+#include "graph/placement.h"
 
 namespace jaxpp {
 namespace {
@@ -303,11 +307,12 @@ TEST(OperatorCost, Fp8InputGradientCastsTheOutputGradientsAndWeightGradientNothi
               p.bf16.layer(Pass::kBackwardWeight).gemm_s * 989, 1e-9);
 }
 
-TEST(OperatorCost, Fp8KeepsAttentionTheLmHeadAndTheStashIn16Bits) {
+TEST(OperatorCost, Fp8KeepsAttentionAndTheLmHeadIn16Bits) {
   Fp8Pair p;
   EXPECT_DOUBLE_EQ(p.fp8.layer(Pass::kForward).attention_s,
                    p.bf16.layer(Pass::kForward).attention_s);
-  EXPECT_DOUBLE_EQ(p.fp8.op().stash_bytes(kLayer), p.bf16.op().stash_bytes(kLayer));
+  // The stash shrinks only by its 1-byte GEMM inputs (Fp8StashesTheGemmInputsInOneByte).
+  EXPECT_LT(p.fp8.op().stash_bytes(kLayer), p.bf16.op().stash_bytes(kLayer));
   const int logits = p.fp8.model.num_layers() - 1;
   EXPECT_DOUBLE_EQ(p.fp8.op().stage(logits, 1, 0).at(Pass::kForward).gemm_s,
                    p.bf16.op().stage(logits, 1, 0).at(Pass::kForward).gemm_s);
@@ -350,6 +355,52 @@ TEST(OperatorCost, OptimizerStepIsShardedByTheDistributedOptimizer) {
               1e-12);
   s.config.zero1 = true;
   EXPECT_NEAR(s.op().stage(kLayer, 1, 1e9).optimizer_s, plain / 8, 1e-12);
+}
+
+// Transformer Engine saves the FP8 cast of a linear layer's input for its weight gradient: the
+// norm outputs feeding qkv and mlp_up (h each) and the GeLU output feeding mlp_down (f) are
+// stashed in 1 byte instead of 2, and the attention output, which the attention backward still
+// reads in 16 bits, gains a 1-byte copy for the projection (q). gpt3-1.3b: h = q = 2048, f = 8192.
+TEST(OperatorCost, Fp8StashesTheGemmInputsInOneByte) {
+  Fixture s;
+  const LayerKernels bf16 = layer_kernels(s.model, kLayer);
+  s.model.dtype = Dtype::kFp8;
+  const LayerKernels fp8 = layer_kernels(s.model, kLayer);
+  const double h = 2048, q = 2048, f = 8192;
+  EXPECT_DOUBLE_EQ(bf16.stash_sequence_bytes_per_token - fp8.stash_sequence_bytes_per_token,
+                   2 * h);
+  EXPECT_DOUBLE_EQ(bf16.stash_split_bytes_per_token - fp8.stash_split_bytes_per_token, f - q);
+  EXPECT_DOUBLE_EQ(fp8.stash_full_recompute_bytes_per_token,
+                   bf16.stash_full_recompute_bytes_per_token)
+      << "the layer input checkpoint stays 16-bit";
+}
+
+// An FP8 model's transformer-layer weights: stored in FP8 (fp8_params, 1 byte) or 16-bit plus
+// Transformer Engine's cached FP8 copy (3 bytes), each plus a transpose where the GPU needs one;
+// the embedding and the LM head stay 16-bit.
+TEST(OperatorCost, Fp8WeightsAreCountedAsStoredAndCached) {
+  Fixture s;
+  s.cluster = cluster_preset("h100-sxm");
+  s.config.pp = 1;
+  const Partition p = auto_partition(s.model, {1, 0, 0});
+  const Placement place = make_placement(PlacementKind::kLinear, 1, 1);
+  double transformer = 0;
+  for (const LayerWork& l : s.model.layers)
+    if (l.kind == LayerKind::kTransformer) transformer += static_cast<double>(l.params);
+  const auto weights = [&](bool fp8_params, bool transpose) {
+    Fixture f = s;
+    f.model.dtype = Dtype::kFp8;
+    f.model.fp8_params = fp8_params;
+    f.cluster.fp8_transpose_copy = transpose;
+    return static_cast<double>(
+        build_memory_model(f.model, p, place, f.config, f.cluster).actors[0].weight_bytes);
+  };
+  const double bf16 = static_cast<double>(
+      build_memory_model(s.model, p, place, s.config, s.cluster).actors[0].weight_bytes);
+  EXPECT_NEAR(weights(true, true) - bf16, 0, 2) << "FP8 weight and transpose: 2 bytes, as bf16";
+  EXPECT_NEAR(bf16 - weights(true, false), transformer, 2) << "FP8 weight alone: 1 byte";
+  EXPECT_NEAR(weights(false, true) - bf16, 2 * transformer, 2) << "bf16 + FP8 copy + transpose";
+  EXPECT_NEAR(weights(false, false) - bf16, transformer, 2) << "bf16 + FP8 copy";
 }
 
 }  // namespace

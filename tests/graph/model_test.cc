@@ -204,6 +204,27 @@ TEST(ModelTest, NegativeExplicitLayerFieldIsNamedWithItsIndex) {
   EXPECT_NE(msg.find("'bwd_input_flops'"), std::string::npos) << msg;
 }
 
+TEST(ModelTest, Fp8ParamsDefaultOnIsWrittenOnlyWhenOffAndNeedsAnFp8Model) {
+  const auto base = nlohmann::json::parse(
+      R"({"name":"x","layers":2,"hidden":8,"heads":2,"seq_len":4,"vocab":10,"dtype":"fp8"})");
+  EXPECT_TRUE(model_from_json(base, "m.json").fp8_params) << "FP8 weights by default";
+  auto off = base;
+  off["fp8_params"] = false;
+  const ModelSpec m = model_from_json(off, "m.json");
+  EXPECT_FALSE(m.fp8_params);
+  EXPECT_EQ(model_to_json(m).value("fp8_params", true), false);
+  EXPECT_FALSE(model_from_json(model_to_json(m), "again").fp8_params);
+  EXPECT_FALSE(model_to_json(model_from_json(base, "m.json")).contains("fp8_params"));
+  auto bf16 = off;
+  bf16["dtype"] = "bf16";
+  const std::string msg = error_of([&] { model_from_json(bf16, "m.json"); });
+  EXPECT_NE(msg.find("'fp8_params'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fp8"), std::string::npos) << msg;
+  auto odd = base;
+  odd["fp8_params"] = "yes";
+  EXPECT_FALSE(error_of([&] { model_from_json(odd, "m.json"); }).empty());
+}
+
 TEST(ModelTest, Fp8ScalingIsReadWrittenOnlyWhenDelayedAndNeedsAnFp8Model) {
   const auto base = nlohmann::json::parse(
       R"({"name":"x","layers":2,"hidden":8,"heads":2,"seq_len":4,"vocab":10,"dtype":"fp8"})");
