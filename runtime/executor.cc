@@ -223,10 +223,9 @@ class WorkerRun {
     const Instruction& ins = list_[i];
     maybe_kill(i);
     double start = backend_.now_s();
-    // A per-microbatch reduce-scatter (with its task) is timed only; the final one sums.
-    if (backend_.num_replicas() > 1 && ins.tasks.empty()) {
+    if (backend_.num_replicas() > 1) {
       try {
-        workload_.reduce_gradients(ins.stage, backend_, options_.timeout_s);
+        reduce_stage(ins.stage, /*final=*/ins.tasks.empty());
       } catch (const RuntimeFailure& e) {
         check_abort();
         throw RuntimeFailure(where(i) + ": " + e.what());
@@ -234,6 +233,33 @@ class WorkerRun {
     }
     sleep_until_s(backend_, start + workload_.emulated_s(ins));
     finish(i, start, backend_.now_s());
+  }
+
+  // A stage's gradient reduction. Gradient sharding (ZeRO-2) lowers one after every microbatch's
+  // backward of the stage (its tasks: that backward) before the stage's final one (no tasks).
+  // Each reduces what the buffer accumulated since the previous one and moves it out of the
+  // buffer; the final one adds the reduced parts back, so the optimizer sees the sum one
+  // reduction at the end would give (in another order of addition).
+  void reduce_stage(int stage, bool final) {
+    workload_.reduce_gradients(stage, backend_, options_.timeout_s);
+    DeviceArray& g = workload_.grad_buffer(stage);
+    Device* device = g.device();
+    std::vector<double>& reduced = reduced_parts_[stage];
+    if (!final) {
+      std::vector<double> part = device->download(g);
+      if (reduced.empty()) {
+        reduced = std::move(part);
+      } else {
+        for (size_t k = 0; k < part.size(); ++k) reduced[k] += part[k];
+      }
+      device->fill_zero(g);
+      return;
+    }
+    if (reduced.empty()) return;
+    std::vector<double> sum = device->download(g);
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += reduced[k];
+    g = device->upload(sum);
+    reduced.clear();
   }
 
   // The receive the worker should block on: the first unfinished posted receive among the
@@ -348,6 +374,8 @@ class WorkerRun {
   double last_end_s_ = 0;
   int64_t last_bytes_ = -1;
   double sleep_debt_s_ = 0;
+  // Per stage: the gradients already reduced by this step's per-microbatch reductions.
+  std::map<int, std::vector<double>> reduced_parts_;
   WorkerRecord record_;
 };
 

@@ -47,8 +47,9 @@ TEST(ShardGradsCli, ThePlanCarriesItAndValidateAcceptsIt) {
 }
 
 TEST(ShardGradsCli, RunningThePlanOnReplicasMatchesTheReference) {
-  // 8 replicas: the per-microbatch reductions move no data, the final one sums the accumulated
-  // gradient once (summing at every reduction would multiply the gradients and fail the check).
+  // 8 replicas: every per-microbatch reduction sums what the buffer gathered since the previous
+  // one and takes it out of the buffer; the final one adds the parts back (reducing the whole
+  // accumulated buffer each time would multiply the gradients and fail the check).
   const std::string dir = make_temp_dir();
   ASSERT_EQ(
       run_cli(std::string(kShardSim) + " --shard-grads --plan " + dir + "/plan.json").exit_code, 0);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -257,8 +258,34 @@ struct DeviceRun {
   int live_after = -1;                        // live device arrays once the workloads are gone
 };
 
-// Every worker's tensors on its own OffsetDevice, moved by DirectBackends.
-DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps) {
+// A workload that counts the gradient reductions it is asked for and passes everything on.
+class ReductionCounter : public Workload {
+ public:
+  ReductionCounter(Workload& inner, std::atomic<int>& count) : inner_(inner), count_(count) {}
+  void run_task(const TaskRef& task, int step) override { inner_.run_task(task, step); }
+  DeviceArray take_output(const TaskRef& producer, int step) override {
+    return inner_.take_output(producer, step);
+  }
+  void put_input(const TaskRef& producer, int step, DeviceArray tensor) override {
+    inner_.put_input(producer, step, std::move(tensor));
+  }
+  DeviceArray& grad_buffer(int stage) override { return inner_.grad_buffer(stage); }
+  void optimizer_step(int stage, int step) override { inner_.optimizer_step(stage, step); }
+  void reduce_gradients(int stage, Backend& backend, double timeout_s) override {
+    ++count_;
+    inner_.reduce_gradients(stage, backend, timeout_s);
+  }
+  int64_t bytes_held() const override { return inner_.bytes_held(); }
+
+ private:
+  Workload& inner_;
+  std::atomic<int>& count_;
+};
+
+// Every worker's tensors on its own OffsetDevice, moved by DirectBackends. `reductions`, when
+// given, counts the gradient reductions of all workers.
+DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps,
+                                std::atomic<int>* reductions = nullptr) {
   int workers = prog.num_actors * mlp.num_replicas;
   DirectWorld world(prog.num_actors, mlp.num_replicas);
   std::vector<OffsetDevice> devices(workers);
@@ -275,7 +302,9 @@ DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int s
       std::unique_ptr<Backend> backend = world.backend(a, r, devices[w]);
       try {
         MlpWorkload workload(mlp, a, r, prog.stage_to_actor, devices[w]);
-        run_worker(prog, *backend, workload, eo);
+        std::atomic<int> unused{0};
+        ReductionCounter counted(workload, reductions ? *reductions : unused);
+        run_worker(prog, *backend, counted, eo);
         std::lock_guard lock(mu);
         for (int s = 0; s < prog.num_stages; ++s)
           if (workload.holds_stage(s) && r == 0) out.params[s] = workload.params(s);
@@ -309,6 +338,36 @@ TEST_P(DeviceResidentTraining, EqualsTheSequentialReferenceBitForBit) {
   EXPECT_EQ(run.losses, ref.losses);
   ASSERT_EQ(run.params.size(), static_cast<size_t>(prog.num_stages));
   for (int s = 0; s < prog.num_stages; ++s) EXPECT_EQ(run.params[s], ref.stage_params[s]) << s;
+  EXPECT_EQ(run.live_after, 0) << "device arrays leaked";
+}
+
+// Gradient sharding (ZeRO-2) lowers a reduction after every microbatch's backward of a stage:
+// each one really reduces over the replicas what the buffer gathered since the previous one, and
+// the final one adds the parts back, so the weights match the reference (to rounding: the sum
+// is added in another order).
+TEST(DeviceResidentTraining, ShardedGradientsReduceEveryMicrobatchAndMatchTheReference) {
+  ScheduleParams params;
+  params.num_actors = 2;
+  params.num_microbatches = 4;
+  LoweringOptions lo;
+  lo.reduce_each_microbatch = true;
+  Program prog = lower(generate_schedule("Std1F1B", params), lo);
+  MlpConfig mlp = small_mlp(prog, /*dp=*/2, OptimizerKind::kAdam);
+  std::atomic<int> reductions{0};
+  const int steps = 2;
+  DeviceRun run = run_on_offset_devices(prog, mlp, steps, &reductions);
+  // 2 stages × 2 replicas × 4 microbatches per step: 4 reductions per stage (one reduction per
+  // step with reduce_each_microbatch off).
+  EXPECT_EQ(reductions.load(), steps * 2 * 2 * 4);
+  ReferenceResult ref = run_reference(mlp, steps);
+  ASSERT_EQ(run.params.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_EQ(run.params[s].size(), ref.stage_params[s].size());
+    for (size_t k = 0; k < run.params[s].size(); ++k)
+      EXPECT_NEAR(run.params[s][k], ref.stage_params[s][k],
+                  1e-12 * (1 + std::fabs(ref.stage_params[s][k])))
+          << "stage " << s << " weight " << k;
+  }
   EXPECT_EQ(run.live_after, 0) << "device arrays leaked";
 }
 
