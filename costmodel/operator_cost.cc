@@ -129,20 +129,11 @@ double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capa
 }
 
 double OperatorCost::gemm_s(double m, double n, double k, bool fp8_capable) const {
-  if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const bool fp8 = fp8_ && fp8_capable;
-  const double flops = 2.0 * m * n * k;
-  const double compute_s =
-      flops / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(m, n, k, fp8_capable));
-  // FP8: 1-byte operands, a 16-bit output.
-  const double bytes = fp8 ? m * k + k * n + m * n * db_ : (m * k + k * n + m * n) * db_;
-  const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
-  return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
+  return grouped_gemm_s(1, m, n, k, fp8_capable);
 }
 
 double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
                                     bool fp8_capable) const {
-  if (count == 1) return gemm_s(m, n, k, fp8_capable);
   if (count <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
   const bool fp8 = fp8_ && fp8_capable;
   // One launch: the groups' output tiles share the SMs (efficiency of the stacked count·m × n
@@ -150,6 +141,7 @@ double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
   const double flops = 2.0 * count * m * n * k;
   const double compute_s =
       flops / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(count * m, n, k, fp8_capable));
+  // FP8: 1-byte operands, a 16-bit output.
   const double bytes =
       fp8 ? count * (m * k + k * n + m * n * db_) : count * (m * k + k * n + m * n) * db_;
   const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);

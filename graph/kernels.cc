@@ -119,9 +119,10 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   const double gb = fp8 ? 1.0 : db;
   const double proj_copy = fp8 ? q * gb : 0;
   k.stash_sequence_bytes_per_token = 2 * h * db + 2 * h * gb + (dropout ? 2 * h : 0);
-  const double mlp_split = gpt ? f * db + f * gb       // GeLU input and output
-                               : 2 * f * db + f * gb;  // gate, up, and their product
-  k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + proj_copy + mlp_split;
+  // Per element of the MLP's width: GeLU's input (16-bit) and output (mlp_down's input), or
+  // SwiGLU's gate and up (16-bit) and their product (mlp_down's input).
+  const double mlp_bytes = (gpt ? 1 : 2) * db + gb;
+  k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + proj_copy + mlp_bytes * f;
   if (!classic) {
     // Other shapes: the same inventory with their own sizes. MLA: q, k (qk_nope + qk_rope per
     // head), v and the attention output (v_head_dim per head) split by tp; the latent vectors
@@ -138,7 +139,7 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     }
     if (moe_layer)
       k.stash_sequence_bytes_per_token += moe.top_k * h * db + moe.experts * 4.0;
-    k.stash_split_bytes_per_token = attention_split + ((gpt ? 1 : 2) * db + gb) * ffn_width;
+    k.stash_split_bytes_per_token = attention_split + mlp_bytes * ffn_width;
   }
   k.stash_full_recompute_bytes_per_token = h * db;
   k.stash_scores_bytes_per_head_key = dropout ? 5 : 2;  // softmax output (2) + dropout mask/output

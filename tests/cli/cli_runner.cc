@@ -41,6 +41,12 @@ nlohmann::json run_json(const std::string& args) {
   return nlohmann::json::parse(r.out);
 }
 
+double json_sum(const nlohmann::json& array) {
+  double t = 0;
+  for (const auto& v : array) t += v.get<double>();
+  return t;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

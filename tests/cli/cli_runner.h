@@ -33,5 +33,7 @@ std::string make_temp_dir();
 std::string data(const std::string& relative);
 // run_cli(args + " --json"), expecting exit 0; the parsed stdout.
 nlohmann::json run_json(const std::string& args);
+// The sum of a JSON array of numbers (e.g. simulate --json's per-actor peak_memory_bytes).
+double json_sum(const nlohmann::json& array);
 
 }  // namespace jaxpp::testing

@@ -17,20 +17,14 @@ const char* const kShardSim =
     "simulate --model gpt3-1.3b --cluster a100-80g --gpus 16 --pp 2 --dp 8 --global-batch 64 "
     "--schedule 1f1b --zero1 --overlap-grad-reduce";
 
-int64_t shard_cli_sum(const nlohmann::json& array) {
-  int64_t t = 0;
-  for (const auto& v : array) t += v.get<int64_t>();
-  return t;
-}
-
 TEST(ShardGradsCli, ShrinksMemoryAndReduceScattersEveryMicrobatch) {
   const nlohmann::json zero1 = run_json(kShardSim);
   const nlohmann::json zero2 = run_json(std::string(kShardSim) + " --shard-grads");
   // m = 64 / 8 = 8 reductions per stage instead of one, each of the stage's gradient bytes.
   EXPECT_EQ(zero2.at("collective_bytes").get<int64_t>(),
             8 * zero1.at("collective_bytes").get<int64_t>());
-  EXPECT_LT(shard_cli_sum(zero2.at("peak_memory_bytes")),
-            shard_cli_sum(zero1.at("peak_memory_bytes")));
+  EXPECT_LT(json_sum(zero2.at("peak_memory_bytes")),
+            json_sum(zero1.at("peak_memory_bytes")));
   EXPECT_GE(zero2.at("step_time_s").get<double>(), zero1.at("step_time_s").get<double>());
 }
 

@@ -256,6 +256,7 @@ struct DeviceRun {
   std::map<int, std::vector<double>> params;  // stage -> weights (one replica's copy)
   std::vector<double> losses;                 // per step, mean over microbatches and replicas
   int live_after = -1;                        // live device arrays once the workloads are gone
+  int reductions = 0;                         // gradient reductions of all workers
 };
 
 // A workload that counts the gradient reductions it is asked for and passes everything on.
@@ -282,10 +283,8 @@ class ReductionCounter : public Workload {
   std::atomic<int>& count_;
 };
 
-// Every worker's tensors on its own OffsetDevice, moved by DirectBackends. `reductions`, when
-// given, counts the gradient reductions of all workers.
-DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps,
-                                std::atomic<int>* reductions = nullptr) {
+// Every worker's tensors on its own OffsetDevice, moved by DirectBackends.
+DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps) {
   int workers = prog.num_actors * mlp.num_replicas;
   DirectWorld world(prog.num_actors, mlp.num_replicas);
   std::vector<OffsetDevice> devices(workers);
@@ -293,6 +292,7 @@ DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int s
   std::map<int, std::map<int, std::map<int, double>>> losses;  // replica -> step -> mb -> loss
   std::mutex mu;
   std::vector<std::thread> threads;
+  std::atomic<int> reductions{0};
   ExecutorOptions eo;
   eo.num_steps = steps;
   eo.timeout_s = 20;
@@ -302,8 +302,7 @@ DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int s
       std::unique_ptr<Backend> backend = world.backend(a, r, devices[w]);
       try {
         MlpWorkload workload(mlp, a, r, prog.stage_to_actor, devices[w]);
-        std::atomic<int> unused{0};
-        ReductionCounter counted(workload, reductions ? *reductions : unused);
+        ReductionCounter counted(workload, reductions);
         run_worker(prog, *backend, counted, eo);
         std::lock_guard lock(mu);
         for (int s = 0; s < prog.num_stages; ++s)
@@ -318,6 +317,7 @@ DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int s
   for (auto& t : threads) t.join();
   out.losses = mean_losses(losses, mlp, steps);
   out.live_after = live_arrays(devices);
+  out.reductions = reductions.load();
   return out;
 }
 
@@ -353,12 +353,11 @@ TEST(DeviceResidentTraining, ShardedGradientsReduceEveryMicrobatchAndMatchTheRef
   lo.reduce_each_microbatch = true;
   Program prog = lower(generate_schedule("Std1F1B", params), lo);
   MlpConfig mlp = small_mlp(prog, /*dp=*/2, OptimizerKind::kAdam);
-  std::atomic<int> reductions{0};
   const int steps = 2;
-  DeviceRun run = run_on_offset_devices(prog, mlp, steps, &reductions);
+  DeviceRun run = run_on_offset_devices(prog, mlp, steps);
   // 2 stages × 2 replicas × 4 microbatches per step: 4 reductions per stage (one reduction per
   // step with reduce_each_microbatch off).
-  EXPECT_EQ(reductions.load(), steps * 2 * 2 * 4);
+  EXPECT_EQ(run.reductions, steps * 2 * 2 * 4);
   ReferenceResult ref = run_reference(mlp, steps);
   ASSERT_EQ(run.params.size(), 2u);
   for (int s = 0; s < 2; ++s) {
