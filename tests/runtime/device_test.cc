@@ -233,10 +233,11 @@ MlpConfig small_mlp(const Program& prog, int dp, OptimizerKind optimizer) {
   return c;
 }
 
+using Losses = std::map<int, std::map<int, std::map<int, double>>>;  // replica -> step -> mb -> loss
+
 // Per step, the mean loss over microbatches and replicas, summed replica by replica in
-// microbatch order as runtime/run.cc does. `losses`: replica -> step -> microbatch -> loss.
-std::vector<double> mean_losses(const std::map<int, std::map<int, std::map<int, double>>>& losses,
-                                const MlpConfig& mlp, int steps) {
+// microbatch order as runtime/run.cc does.
+std::vector<double> mean_losses(const Losses& losses, const MlpConfig& mlp, int steps) {
   std::vector<double> loss_sum(steps, 0.0), out;
   for (const auto& [r, per_step] : losses)
     for (const auto& [step, per_mb] : per_step)
@@ -250,6 +251,48 @@ int live_arrays(const std::vector<OffsetDevice>& devices) {
   int live = 0;
   for (const OffsetDevice& d : devices) live += d.live();
   return live;
+}
+
+// What the worker threads share: their losses, written under a lock by `record`.
+struct WorkerRunner {
+  std::mutex mu;
+  Losses losses;
+  template <typename Fn>
+  void record(Fn&& fn) {
+    std::lock_guard lock(mu);
+    fn(losses);
+  }
+};
+
+// Runs every worker (actor a, replica r; worker w = r * actors + a) on its own thread with the
+// backend `make_backend(a, r, w)`: `body(a, r, w, backend, runner)` runs it and records what it
+// produced through `runner.record`. An exception aborts the run through the worker's backend and
+// fails the test. Returns the losses the workers recorded.
+template <typename MakeBackend, typename Body>
+Losses run_worker_threads(int actors, int replicas, MakeBackend make_backend, Body body) {
+  WorkerRunner runner;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < actors * replicas; ++w) {
+    threads.emplace_back([&, w] {
+      const int a = w % actors, r = w / actors;
+      std::unique_ptr<Backend> backend = make_backend(a, r, w);
+      try {
+        body(a, r, w, *backend, runner);
+      } catch (const std::exception& e) {
+        backend->abort(e.what());
+        ADD_FAILURE() << "worker " << w << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return std::move(runner.losses);
+}
+
+ExecutorOptions test_executor_options(int steps) {
+  ExecutorOptions eo;
+  eo.num_steps = steps;
+  eo.timeout_s = 20;
+  return eo;
 }
 
 struct DeviceRun {
@@ -285,36 +328,24 @@ class ReductionCounter : public Workload {
 
 // Every worker's tensors on its own OffsetDevice, moved by DirectBackends.
 DeviceRun run_on_offset_devices(const Program& prog, const MlpConfig& mlp, int steps) {
-  int workers = prog.num_actors * mlp.num_replicas;
   DirectWorld world(prog.num_actors, mlp.num_replicas);
-  std::vector<OffsetDevice> devices(workers);
+  std::vector<OffsetDevice> devices(prog.num_actors * mlp.num_replicas);
   DeviceRun out;
-  std::map<int, std::map<int, std::map<int, double>>> losses;  // replica -> step -> mb -> loss
-  std::mutex mu;
-  std::vector<std::thread> threads;
   std::atomic<int> reductions{0};
-  ExecutorOptions eo;
-  eo.num_steps = steps;
-  eo.timeout_s = 20;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      int a = w % prog.num_actors, r = w / prog.num_actors;
-      std::unique_ptr<Backend> backend = world.backend(a, r, devices[w]);
-      try {
+  const ExecutorOptions eo = test_executor_options(steps);
+  const Losses losses = run_worker_threads(
+      prog.num_actors, mlp.num_replicas,
+      [&](int a, int r, int w) { return world.backend(a, r, devices[w]); },
+      [&](int a, int r, int w, Backend& backend, WorkerRunner& runner) {
         MlpWorkload workload(mlp, a, r, prog.stage_to_actor, devices[w]);
         ReductionCounter counted(workload, reductions);
-        run_worker(prog, *backend, counted, eo);
-        std::lock_guard lock(mu);
-        for (int s = 0; s < prog.num_stages; ++s)
-          if (workload.holds_stage(s) && r == 0) out.params[s] = workload.params(s);
-        if (!workload.losses().empty()) losses[r] = workload.losses();
-      } catch (const std::exception& e) {
-        backend->abort(e.what());
-        ADD_FAILURE() << "worker " << w << ": " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+        run_worker(prog, backend, counted, eo);
+        runner.record([&](Losses& all) {
+          for (int s = 0; s < prog.num_stages; ++s)
+            if (workload.holds_stage(s) && r == 0) out.params[s] = workload.params(s);
+          if (!workload.losses().empty()) all[r] = workload.losses();
+        });
+      });
   out.losses = mean_losses(losses, mlp, steps);
   out.live_after = live_arrays(devices);
   out.reductions = reductions.load();
@@ -496,38 +527,27 @@ struct MoeDeviceRun {
 // (`on_offset_devices`), or on the host device behind a ThreadsBackend.
 MoeDeviceRun run_moe_workers(const Program& prog, const MlpConfig& mlp, int steps,
                              bool on_offset_devices) {
-  const int workers = prog.num_actors * mlp.num_replicas;
   DirectWorld direct(prog.num_actors, mlp.num_replicas);
   ThreadsWorld threads_world(prog.num_actors, mlp.num_replicas);
-  std::vector<OffsetDevice> devices(workers);
+  std::vector<OffsetDevice> devices(prog.num_actors * mlp.num_replicas);
   MoeDeviceRun out;
-  std::map<int, std::map<int, std::map<int, double>>> losses;  // replica -> step -> mb -> loss
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  ExecutorOptions eo;
-  eo.num_steps = steps;
-  eo.timeout_s = 20;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      const int a = w % prog.num_actors, r = w / prog.num_actors;
-      std::unique_ptr<Backend> backend =
-          on_offset_devices ? direct.backend(a, r, devices[w]) : threads_world.backend(a, r);
-      Device& device = on_offset_devices ? static_cast<Device&>(devices[w]) : host_device();
-      try {
-        MoeWorkload workload(mlp, a, r, prog.stage_to_actor, *backend, eo.timeout_s, device);
-        run_worker(prog, *backend, workload, eo);
-        std::lock_guard lock(mu);
-        for (int s = 0; s < prog.num_stages; ++s)
-          if (workload.holds_stage(s)) out.params[{s, r}] = workload.params(s);
-        out.held[r] = workload.held_ranges();
-        if (!workload.losses().empty()) losses[r] = workload.losses();
-      } catch (const std::exception& e) {
-        backend->abort(e.what());
-        ADD_FAILURE() << "worker " << w << ": " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const ExecutorOptions eo = test_executor_options(steps);
+  const Losses losses = run_worker_threads(
+      prog.num_actors, mlp.num_replicas,
+      [&](int a, int r, int w) {
+        return on_offset_devices ? direct.backend(a, r, devices[w]) : threads_world.backend(a, r);
+      },
+      [&](int a, int r, int w, Backend& backend, WorkerRunner& runner) {
+        Device& device = on_offset_devices ? static_cast<Device&>(devices[w]) : host_device();
+        MoeWorkload workload(mlp, a, r, prog.stage_to_actor, backend, eo.timeout_s, device);
+        run_worker(prog, backend, workload, eo);
+        runner.record([&](Losses& all) {
+          for (int s = 0; s < prog.num_stages; ++s)
+            if (workload.holds_stage(s)) out.params[{s, r}] = workload.params(s);
+          out.held[r] = workload.held_ranges();
+          if (!workload.losses().empty()) all[r] = workload.losses();
+        });
+      });
   out.losses = mean_losses(losses, mlp, steps);
   out.live_after = live_arrays(devices);
   return out;
