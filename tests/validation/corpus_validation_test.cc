@@ -150,8 +150,8 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
       ++named;
       EXPECT_FALSE(r.fits) << r.row->id << " is predicted to fit (" << gib
                            << " GiB): remove it from kNotPredictedToFit";
-      EXPECT_LT(r.peak_memory_bytes, 1.10 * r.device_memory_bytes) << r.row->id << ": "
-                                                                   << n->reason;
+      EXPECT_LT(r.peak_memory_bytes, 1.10 * r.device_memory_bytes)
+          << r.row->id << ": " << n->reason;
       continue;
     }
     EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << gib << " GiB, the run trained on the GPU";
