@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "costmodel/cluster.h"
@@ -36,11 +37,13 @@ constexpr WiderBandRow kWiderBand[] = {
      "+12.6 %); with the GEMM shape constants fitted on measured H200 GEMMs (stream-K, "
      "gemm_small_k 96) and A100's constant refitted, the 1T rows' large GEMMs lose no wave "
      "quantization and the refit lowered the constant for the smaller models' rows"},
-    {"mbridge2511-llama3.1-405B-1024gpu-h100",
-     "-12.4 %: H100's FP8 GEMM factor (0.94) comes from kernel benchmarks, no H100 FP8 row is a "
-     "fit row; the same pipeline (tp 8 pp 8 cp 2 v 8, 64 microbatches) in BF16 "
-     "(dgxc2025-llama3.1-405B-512gpu-h100, -1.9 %) ran 1.41x slower than this FP8 run, the model "
-     "predicts 1.58x: it overstates the FP8 gain of the 405B's large GEMMs on Hopper"},
+    {"nemo2407-llama3-8B-8gpu",
+     "-13.1 %: the NeMo 24.07 release ran this configuration (Llama 3 8B on 8 H100, tp 1 pp 1 "
+     "cp 2, 32 microbatches of one 8192-token sequence, FP8) in 10.89 s; NeMo 24.09 ran the same "
+     "configuration (Llama 3.1 8B, the same shape at 8192 tokens) in 9.67 s (dgxc-benchmarking "
+     "llama3.1/README_8b.md, FP8 table), 12.6 % faster, and the model predicts 9.46 s: the gap is "
+     "the older release's, not the FP8 factor's (its BF16 twin dgxc2024-llama3.1-8B-8gpu, 24.09, "
+     "is +2.5 %)"},
 };
 
 const WiderBandRow* wider_band(const std::string& id) {
@@ -111,16 +114,51 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
 // Every run trained on its GPU, so every run is predicted to fit. The Llama 3 405B rows fit since
 // their gradients were sharded as the paper states (78.1 and 71.3 GiB of 80; 88.3 and 81.6 GiB
 // with full gradient buffers); the FP8 405B run on 256 GB200 since FP8 stashes 1-byte GEMM inputs
-// and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory).
+// and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory). Except the rows of
+// kNotPredictedToFit, which the model puts over their GPU's memory by less than 10 % and which
+// must stay over it (a row of the list predicted to fit fails, so the list cannot go stale).
+struct NotPredictedToFitRow {
+  const char* id;
+  const char* reason;
+};
+constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
+    {"nemo2407-llama3-8B-8gpu",
+     "84.9 GiB of 80: NeMo 24.07's FP8 recipe keeps 16-bit weights (fp8_params false), so the "
+     "model holds the 16-bit weight, TE's cached FP8 copy and its transpose (2 bytes per "
+     "transformer-layer parameter more than in BF16); its BF16 twin (dgxc2024-llama3.1-8B-8gpu) "
+     "is predicted at 74.1 GiB. What the run's optimizer saves is not modelled (Apex "
+     "distributed_fused_adam with fp32 state and bf16 weights keeps 16-bit remainders of the "
+     "master weights, store_param_remainders, not full fp32 copies)"},
+    {"nemo2407-nemotron-340B-128gpu",
+     "84.5 GiB of 80: as above, the 16-bit weights plus TE's FP8 copy and transpose (fp8_params "
+     "false); its BF16 twin (dgxc2024-nemotron4-340B-128gpu) is predicted at 79.5 GiB, and "
+     "nemotron_340b.yaml's optim.dtype bf16 (16-bit optimizer state) is not modelled"},
+};
+
+const NotPredictedToFitRow* not_predicted_to_fit(const std::string& id) {
+  for (const NotPredictedToFitRow& n : kNotPredictedToFit)
+    if (id == n.id) return &n;
+  return nullptr;
+}
+
 TEST(CorpusValidation, EveryRunFitsItsGpu) {
-  int fits = 0;
+  int fits = 0, named = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (!r.ran()) continue;
-    EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << r.peak_memory_bytes / double(1 << 30)
-                        << " GiB, the run trained on the GPU";
+    const double gib = r.peak_memory_bytes / double(1 << 30);
+    if (const NotPredictedToFitRow* n = not_predicted_to_fit(r.row->id)) {
+      ++named;
+      EXPECT_FALSE(r.fits) << r.row->id << " is predicted to fit (" << gib
+                           << " GiB): remove it from kNotPredictedToFit";
+      EXPECT_LT(r.peak_memory_bytes, 1.10 * r.device_memory_bytes)
+          << r.row->id << ": " << n->reason;
+      continue;
+    }
+    EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << gib << " GiB, the run trained on the GPU";
     fits += r.fits;
   }
-  EXPECT_GE(fits, 71);
+  EXPECT_EQ(named, static_cast<int>(std::size(kNotPredictedToFit)));
+  EXPECT_GE(fits, 81);
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -220,8 +258,8 @@ TEST(CorpusValidation, TheFittedFp8FactorHasScoredTestRowsOnEachOfItsGpus) {
   EXPECT_GE(test, fit);
 }
 
-// The FP8 model is scored out of sample on both GPU generations it was built for: H100 (its FP8
-// factor from kernel benchmarks) and B200 (fitted); the band is checked above.
+// The FP8 model is scored out of sample on both GPU generations it was built for: H100 and B200
+// (each with a fitted factor); the band is checked above.
 TEST(CorpusValidation, Fp8RowsAreScoredOnHopperAndBlackwell) {
   int h100 = 0, b200 = 0;
   for (const CorpusRowResult& r : report().rows) {
@@ -229,8 +267,51 @@ TEST(CorpusValidation, Fp8RowsAreScoredOnHopperAndBlackwell) {
     h100 += r.row->cluster == "h100-sxm";
     b200 += r.row->cluster == "b200";
   }
-  EXPECT_GE(h100, 2);
+  EXPECT_GE(h100, 10);
   EXPECT_GE(b200, 1);
+}
+
+// The Hopper FP8 GEMM factor (costmodel/cluster.cc, kHopperFp8GemmEfficiency) is fitted on the
+// H100 FP8 fit rows of the nemo2407 source (NeMo 24.07, delayed scaling): they are within ±5 %,
+// at least as many H100 FP8 test rows are scored, and the kernel-benchmark value it replaced
+// (0.94) predicts every NeMo 24.07 row too fast and the fit rows at more than twice the fitted
+// mean error, so this test fails if the old value comes back.
+TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  Corpus h100_fp8 = corpus;
+  h100_fp8.rows.clear();
+  for (const CorpusRow& r : corpus.rows)
+    if (r.cluster == "h100-sxm" && r.fp8) h100_fp8.rows.push_back(r);
+  ModelValidationOptions o;
+  o.band = kBand;
+  const ModelValidationReport fitted = validate_corpus(h100_fp8, o);
+  int fit = 0, test = 0, nemo = 0;
+  for (const CorpusRowResult& r : fitted.rows) {
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    if (r.row->split == CorpusSplit::kFit) {
+      ++fit;
+      EXPECT_LE(std::fabs(r.error), 0.05) << r.row->id;
+    } else {
+      test += !r.row->expected_failure;
+    }
+    nemo += r.row->source == "nemo2407";
+  }
+  EXPECT_EQ(nemo, 12) << "the 12 rows of NeMo 24.07's pretraining table";
+  EXPECT_GE(fit, 4);
+  EXPECT_GE(test, fit);
+  EXPECT_LE(fitted.fit.mean_abs_error, 0.025);
+  EXPECT_LE(fitted.test.mean_abs_error, 0.07);
+
+  o.cluster_override = load_cluster("h100-sxm");
+  o.cluster_override->fp8_gemm_efficiency = 0.94;
+  const ModelValidationReport kernels = validate_corpus(h100_fp8, o);
+  for (const CorpusRowResult& r : kernels.rows) {
+    if (r.row->source == "nemo2407") {
+      EXPECT_LT(r.error, 0.0) << r.row->id;
+    }
+  }
+  EXPECT_GT(kernels.fit.mean_abs_error, 2 * fitted.fit.mean_abs_error);
+  EXPECT_GT(kernels.test.mean_abs_error, fitted.test.mean_abs_error);
 }
 
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
