@@ -160,6 +160,7 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
         {"gpu", row.cluster},
         {"cluster", r.cluster},
         {"model", row.model_name},
+        {"moe", row.model.moe.enabled()},
         {"config",
          {{"gpus", c.gpus},
           {"tp", c.tp},
