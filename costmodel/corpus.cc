@@ -61,6 +61,10 @@ const std::set<std::string> kRowKeys = {"id",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
+                                        "ep",
+                                        "etp",
+                                        "moe_overlap",
+                                        "a2a_dtype",
                                         "partition",
                                         "measured",
                                         "flops_convention",
@@ -72,7 +76,8 @@ const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time
 // CSV columns that are not row keys: the four measured_* columns replace "measured".
 const std::string kMeasuredPrefix = "measured_";
 const std::set<std::string> kCsvIntegerKeys = {
-    "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "microbatch_size", "global_batch", "seq_len"};
+    "gpus",         "tp",         "pp",      "dp", "cp", "virtual_stages", "microbatch_size",
+    "global_batch", "seq_len",    "ep",      "etp"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
                                             "shard_gradients",   "fp8",
                                             "tp_comm_overlap",   "overlap_grad_reduce"};
@@ -275,6 +280,19 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
                       "expected \"even\" or \"auto\", got \"" + partition + "\"");
   r.auto_partition = partition == "auto";
   r.fp8 = row.boolean_or("fp8", false);
+  // Expert parallelism (MoE models): the simulator's own checks (graph/plan.h check_moe_config),
+  // naming the row's fields.
+  c.ep = row.positive_int_or("ep", 1);
+  c.etp = row.has("etp") ? row.positive_int("etp") : 0;
+  c.moe_overlap =
+      parse_moe_overlap(row.string_or("moe_overlap", "auto"), row.field("moe_overlap"));
+  if (row.has("moe_overlap") && !r.model.moe.enabled()) {
+    throw_input_error(row.field("moe_overlap"),
+                      "model '" + r.model.name + "' has no routed experts (no all-to-all)");
+  }
+  if (row.has("a2a_dtype"))
+    set_alltoall_dtypes(r.model, row.string("a2a_dtype"), row.field("a2a_dtype"));
+  check_moe_config(r.model, c, name + ": row '" + id + "'", /*flags=*/false, /*field_prefix=*/"");
 
   read_measured(row, r);
   r.convention = read_convention(row, r.measured_kind);

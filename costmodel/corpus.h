@@ -14,7 +14,8 @@
 //                 "recompute": "none", "sequence_parallel": false, "distributed_optimizer": false,
 //                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
 //                 distributed_optimizer), "attention": "flash", "fp8": false, "tp_comm_overlap": false,
-//                 "overlap_grad_reduce": false,
+//                 "overlap_grad_reduce": false, "grad_dtype": "cluster", "partition": "even",
+//                 "ep": 1, "etp": t, "moe_overlap": "auto", "a2a_dtype": "bf16" | "fp8,bf16",
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
 //                 "flops_convention": "narayanan2021" | ... | "none", "peak_tflops": 989,
@@ -22,7 +23,11 @@
 //   Required row keys: id, source, where, split, cluster, model, gpus, tp, pp, dp, global_batch,
 //   schedule, measured, flops_convention. The others default to cp 1, virtual_stages 1,
 //   microbatch_size 1, the model's seq_len, recompute "none", attention "flash", false flags,
-//   the cluster's bf16 peak, no assumptions, no expected failure.
+//   the cluster's bf16 peak, no assumptions, no expected failure; MoE models: ep 1, etp = tp,
+//   moe_overlap "auto", the model's all-to-all types (ep, etp, moe_overlap and a2a_dtype mean
+//   what simulate's --ep, --etp, --moe-overlap and --a2a-dtype mean, and are checked as they
+//   are: ep must divide the routed experts, ep·etp the tp·cp·dp devices of a stage; ep > 1,
+//   etp != tp, moe_overlap or a2a_dtype on a dense model is an error).
 // CSV form: a header row naming the same keys, one row per line (fields may be double-quoted,
 //   "" inside quotes is a quote; no line breaks inside a field), an empty cell = key absent;
 //   "model" is a preset name or a file; "measured" is four columns measured_tflops_per_gpu,
@@ -30,7 +35,8 @@
 //   non-empty; no sources (source ids are then not checked).
 //
 // Validation is strict and complete at load time: unknown keys, missing or mistyped fields,
-// duplicate ids, unknown cluster presets or models, tp·pp·dp·cp != gpus, a global batch not
+// duplicate ids, unknown cluster presets or models, tp·pp·dp·cp != gpus, expert-parallel fields
+// that do not fit the model or the devices, a global batch not
 // divisible by dp·microbatch_size, a measured value that is not exactly one positive number, a
 // FLOP convention that does not fit the measured kind, unknown sources, bad splits. Every error
 // is one InputError line naming the file, the row (its id, or rows[i] / line n without one) and
@@ -133,8 +139,8 @@ struct CorpusRow {
   int seq_len = 0;
   // gpus, tp, pp, dp, cp, virtual_stages, microbatch_size, global_batch, schedule, recompute,
   // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, attention,
-  // tp_comm_overlap and overlap_grad_reduce; num_microbatches = global_batch / (dp ·
-  // microbatch_size).
+  // tp_comm_overlap, overlap_grad_reduce, grad_dtype, ep, etp and moe_overlap;
+  // num_microbatches = global_batch / (dp · microbatch_size).
   ParallelConfig config;
   bool fp8 = false;
   // "partition": "even" (default: transformer layers split evenly, embedding on the first stage,

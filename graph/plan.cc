@@ -79,9 +79,10 @@ double grad_bytes_per_param(GradDtype g, double cluster_default) {
 }
 
 void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
-                      bool flags) {
+                      bool flags, std::string_view field_prefix) {
   const auto name = [&](const char* flag, const char* field) {
-    return flags ? std::string(flag) : where + ": field 'config." + field + "'";
+    return flags ? std::string(flag)
+                 : where + ": field '" + std::string(field_prefix) + field + "'";
   };
   const int experts = model.moe.experts;
   if (c.ep < 1) throw_input_error(name("--ep", "ep"), "must be >= 1");

@@ -129,13 +129,15 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 // InputError when the expert-parallel fields do not fit the model and the devices: ep, etp or an
 // imbalance on a model without routed experts, ep not dividing the routed experts, ep·etp not
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
-// flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field 'config.ep'".
+// flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field '<field_prefix>ep'"
+// (field_prefix "config." in plan.json, "" in a validation-corpus row).
 // InputError when shard_gradients is set without zero1 (gradient sharding needs the distributed
 // optimizer). `flags` names the fields as command-line flags (--shard-grads, --zero1), otherwise as
 // "<where>: field 'shard_gradients'".
 void check_shard_gradients(const ParallelConfig& config, const std::string& where, bool flags);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
-                      const std::string& where, bool flags);
+                      const std::string& where, bool flags,
+                      std::string_view field_prefix = "config.");
 
 // The mesh of one pipeline actor on a heterogeneous cluster (costmodel/hetero_cluster.h): the
 // device kind it runs on (a kind name of the cluster) and its tensor parallelism.

@@ -29,6 +29,9 @@ Usage (from the repository root, after building):
 --joint fits ONE set of constants shared by every GPU named (the mean |error| of all their fit
 rows together); --fp8-only keeps the corpus's FP8 rows only (the rows an FP8 constant moves),
 --no-fp8 its 16-bit rows only (the BF16 constants' fits).
+Rows of MoE models (routed experts; validate-model's "moe") are left out unless --moe-only is
+given, which keeps them only: the dense constants are fitted on dense runs, and a constant of the
+MoE model (expert GEMMs, all-to-all, permutation) only on MoE fit rows.
 A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
 form (costmodel/cluster.h), nested keys joined by dots. docs/validation.md describes the corpus,
 the conventions and this procedure.
@@ -163,22 +166,34 @@ class JointScorer:
         return self.cache[key]
 
 
-def precision_corpus(path, tmpdir, fp8):
-    """A copy of the JSON corpus holding its FP8 rows only (fp8 true) or its 16-bit rows only
-    (fp8 false), model files made absolute."""
+def moe_row_ids(binary, path):
+    """The ids of the corpus's rows whose model has routed experts (validate-model's "moe")."""
+    done = subprocess.run([binary, "validate-model", "--corpus", path, "--json"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"fit_costmodel: validate-model failed: {done.stderr.strip()}")
+    return {row["id"] for row in json.loads(done.stdout)["rows"] if row["moe"]}
+
+
+def subset_corpus(path, tmpdir, fp8, moe_ids, moe):
+    """A copy of the JSON corpus holding the rows of one kind: FP8 rows only (fp8 true), 16-bit
+    rows only (fp8 false) or both (None); MoE rows (ids in moe_ids) only (moe true) or dense rows
+    only (moe false); model files made absolute."""
     with open(path) as f:
         doc = json.load(f)
     folder = os.path.dirname(os.path.abspath(path))
     rows = []
     for row in doc["rows"]:
-        if row.get("fp8", False) != fp8:
+        if fp8 is not None and row.get("fp8", False) != fp8:
+            continue
+        if (row["id"] in moe_ids) != moe:
             continue
         model = row.get("model")
         if isinstance(model, str) and os.path.isfile(os.path.join(folder, model)):
             row = dict(row, model=os.path.join(folder, model))
         rows.append(row)
     doc["rows"] = rows
-    out = os.path.join(tmpdir, "corpus-fp8.json" if fp8 else "corpus-16bit.json")
+    out = os.path.join(tmpdir, "corpus-subset.json")
     with open(out, "w") as f:
         json.dump(doc, f)
     return out
@@ -267,6 +282,9 @@ def main():
     parser.add_argument("--no-fp8", action="store_true",
                         help="score the corpus's 16-bit rows only (JSON corpus): the BF16 "
                              "constants' fits")
+    parser.add_argument("--moe-only", action="store_true",
+                        help="score the corpus's MoE rows only (JSON corpus): the MoE "
+                             "constants' fits (default: its dense rows only)")
     args = parser.parse_args()
     if args.points < 3:
         parser.error("--points must be >= 3")
@@ -275,15 +293,19 @@ def main():
                      "./scripts/build.sh test, or cmake --build build)")
     if not any(p.fitted() for p in args.param):
         parser.error("no parameter to fit (give at least one NAME=LO:HI)")
-    if (args.fp8_only or args.no_fp8) and args.corpus.lower().endswith(".csv"):
-        parser.error("--fp8-only and --no-fp8 need a JSON corpus")
+    if (args.fp8_only or args.no_fp8 or args.moe_only) and args.corpus.lower().endswith(".csv"):
+        parser.error("--fp8-only, --no-fp8 and --moe-only need a JSON corpus")
     if args.fp8_only and args.no_fp8:
         parser.error("--fp8-only and --no-fp8 exclude each other")
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="jaxpp-fit-") as tmp:
-        if args.fp8_only or args.no_fp8:
-            args.corpus = precision_corpus(args.corpus, tmp, fp8=args.fp8_only)
+        if not args.corpus.lower().endswith(".csv"):
+            fp8 = True if args.fp8_only else False if args.no_fp8 else None
+            moe_ids = moe_row_ids(args.binary, args.corpus)
+            if moe_ids and not args.moe_only:
+                print(f"leaving out the {len(moe_ids)} MoE rows (--moe-only fits on them)")
+            args.corpus = subset_corpus(args.corpus, tmp, fp8, moe_ids, args.moe_only)
         gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
         if args.joint:
             scorers = [Scorer(args.binary, args.corpus, gpu, args.band, tmp) for gpu in gpus]

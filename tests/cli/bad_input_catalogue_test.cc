@@ -1036,6 +1036,22 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusHugeTp", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["tp"] = 9000000000; })}},
      .message = "field 'tp': too large"},
+    {.name = "ValidateModelCorpusEpOnADenseModel", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["ep"] = 2; })}},
+     .message = "row 'a-1.3b-pp2': field 'ep': ep 2 on gpt3-1.3b, which has no routed experts"},
+    {.name = "ValidateModelCorpusEpNotDividingTheExperts",
+     .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][0]["model"] = "qwen3-30b-a3b";
+                  c["rows"][0]["ep"] = 3;
+                })}},
+     .message = "row 'a-1.3b-pp2': field 'ep': ep 3 does not divide the 128 routed experts"},
+    {.name = "ValidateModelCorpusBadA2aDtype", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][0]["model"] = "qwen3-30b-a3b";
+                  c["rows"][0]["a2a_dtype"] = "int4";
+                })}},
+     .message = "row 'a-1.3b-pp2': field 'a2a_dtype': "},
     {.name = "ValidateModelCsvLineOfTheWrongLength", .args = "validate-model --corpus {dir}/c.csv",
      .files = {{"c.csv", text("id,source\nr1\n")}}, .message = "line 2: 1 fields, the header has 2"},
     {.name = "ValidateModelUnknownSplit", .args = "validate-model --split train",

@@ -1,7 +1,8 @@
 // jaxpp-sim validate-model through the binary, on the fixture corpus tests/data/corpus/small.json
 // (six rows: two fit, four test; one marked expected_failure with an absurd measurement, one the
 // simulator rejects): the table, the --json fields, --split, --rows-on, --cluster overrides,
-// --out, --strict, the built-in corpus, and corpus errors (one line, exit 2, nothing written).
+// --out, --strict, the built-in corpus, and corpus errors (one line, exit 2, nothing written);
+// the MoE fields of the report, and scripts/fit_costmodel.py keeping MoE rows apart.
 // Predictions move with the cost model, so no test pins a predicted number.
 #include <gtest/gtest.h>
 
@@ -197,6 +198,68 @@ TEST(ValidateModelCli, BuiltInCorpusIsUsedByDefault) {
   EXPECT_EQ(j["corpus"], "corpus.json (built in)");
   EXPECT_GT(j["rows"].size(), 0u);
   for (const json& row : j["rows"]) EXPECT_EQ(row["split"], "fit");
+}
+
+// ---- MoE rows. ------------------------------------------------------------------------------
+
+// The fixture plus two expert-parallel rows on H100 (qwen3-30b-a3b, 128 routed experts): a fit
+// row with ep 8 and a test row with ep 4.
+std::string fixture_with_moe_row() {
+  json doc = fixture();
+  doc["rows"].push_back(json::parse(R"({"id": "m-30b-ep8", "source": "paper-b",
+      "where": "Table 9", "split": "fit", "cluster": "h100-sxm", "model": "qwen3-30b-a3b",
+      "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "ep": 8, "etp": 1, "moe_overlap": "none",
+      "global_batch": 8, "seq_len": 1024, "schedule": "1f1b",
+      "measured": {"step_time_s": 1}, "flops_convention": "none"})"));
+  json test_row = doc["rows"].back();
+  test_row["id"] = "m-30b-ep4";
+  test_row["split"] = "test";
+  test_row["ep"] = 4;
+  doc["rows"].push_back(test_row);
+  return write_temp_file("moe.json", doc.dump(1));
+}
+
+TEST(ValidateModelCli, JsonRowsSayWhetherTheModelHasExpertsAndTheirParallelism) {
+  const json j = run_json("validate-model --corpus " + fixture_with_moe_row());
+  const json* moe = row_of(j, "m-30b-ep8");
+  ASSERT_NE(moe, nullptr);
+  EXPECT_EQ((*moe)["moe"], true);
+  EXPECT_EQ((*moe)["config"]["ep"], 8);
+  EXPECT_EQ((*moe)["config"]["etp"], 1);
+  EXPECT_EQ((*moe)["config"]["moe_overlap"], "none");
+  EXPECT_EQ((*moe)["status"], "fail");  // a made-up 1 s step
+  const json* dense = row_of(j, "b-1.3b-mfu");
+  ASSERT_NE(dense, nullptr);
+  EXPECT_EQ((*dense)["moe"], false);
+  EXPECT_EQ((*dense)["config"]["ep"], 1);
+  EXPECT_EQ((*dense)["config"]["etp"], 2);  // tp
+}
+
+// scripts/fit_costmodel.py fits the dense constants on dense rows only and, with --moe-only, on
+// the MoE rows only.
+CliResult fit_script(const std::string& corpus, const std::string& extra) {
+  const std::string script = data("../../scripts/fit_costmodel.py");
+  return run_cli_with_launcher("python3 " + script + " --binary ",
+                               "--corpus " + corpus + " --gpu h100-sxm --param " +
+                                   "gemm_efficiency.max=0.5:0.7 --points 3 --rounds 1 --quiet " +
+                                   extra);
+}
+
+TEST(FitScript, LeavesMoeRowsOutOfTheDenseFits) {
+  const std::string corpus = fixture_with_moe_row();
+  const CliResult dense = fit_script(corpus, "");
+  ASSERT_EQ(dense.exit_code, 0) << dense.err;
+  EXPECT_NE(dense.out.find("leaving out the 2 MoE rows"), std::string::npos) << dense.out;
+  EXPECT_NE(dense.out.find("b-1.3b-mfu"), std::string::npos) << dense.out;
+  EXPECT_EQ(dense.out.find("m-30b-ep"), std::string::npos) << dense.out;
+
+  const CliResult moe = fit_script(corpus, "--moe-only");
+  ASSERT_EQ(moe.exit_code, 0) << moe.err;
+  EXPECT_EQ(moe.out.find("leaving out"), std::string::npos) << moe.out;
+  EXPECT_NE(moe.out.find("m-30b-ep8"), std::string::npos) << moe.out;  // the fit row
+  EXPECT_NE(moe.out.find("m-30b-ep4"), std::string::npos) << moe.out;  // the test row
+  EXPECT_EQ(moe.out.find("b-1.3b-mfu"), std::string::npos) << moe.out;
+  EXPECT_EQ(moe.out.find("b-tiny"), std::string::npos) << moe.out;
 }
 
 // ---- Bad input. -----------------------------------------------------------------------------

@@ -167,6 +167,56 @@ TEST(CorpusRow, InlineModelIsParsed) {
   EXPECT_EQ(r.model.num_transformer_layers, 4);
 }
 
+// An MoE row: qwen3-30b-a3b (128 routed experts) on 8 GPUs, tp 2 pp 2 dp 2.
+void make_moe(json& j) { j["model"] = "qwen3-30b-a3b"; }
+
+TEST(CorpusRow, ExpertParallelFieldsDefaultToNoExpertParallelism) {
+  const CorpusRow r = row_with(make_moe);
+  EXPECT_EQ(r.config.ep, 1);
+  EXPECT_EQ(r.config.etp, 0);
+  EXPECT_EQ(r.config.expert_tp(), 2);
+  EXPECT_EQ(r.config.moe_overlap, MoeOverlap::kAuto);
+  EXPECT_FALSE(r.model.moe.dispatch_dtype.has_value());
+  EXPECT_FALSE(r.model.moe.combine_dtype.has_value());
+}
+
+TEST(CorpusRow, ReadsTheExpertParallelFields) {
+  const CorpusRow r = row_with([](json& j) {
+    make_moe(j);
+    j["ep"] = 4;
+    j["etp"] = 1;
+    j["moe_overlap"] = "1f1b";
+    j["a2a_dtype"] = "fp8,bf16";
+  });
+  EXPECT_EQ(r.config.ep, 4);
+  EXPECT_EQ(r.config.etp, 1);
+  EXPECT_EQ(r.config.expert_tp(), 1);
+  EXPECT_EQ(r.config.expert_dp(), 1);
+  EXPECT_EQ(r.config.moe_overlap, MoeOverlap::k1F1B);
+  EXPECT_EQ(r.model.moe.dispatch_dtype, Dtype::kFp8);
+  EXPECT_EQ(r.model.moe.combine_dtype, Dtype::kBf16);
+  // One type for both directions.
+  const CorpusRow one = row_with([](json& j) {
+    make_moe(j);
+    j["a2a_dtype"] = "fp8";
+  });
+  EXPECT_EQ(one.model.moe.dispatch_dtype, Dtype::kFp8);
+  EXPECT_EQ(one.model.moe.combine_dtype, Dtype::kFp8);
+}
+
+TEST(CorpusRow, CsvReadsTheExpertParallelColumns) {
+  const std::string text =
+      "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,ep,etp,"
+      "moe_overlap,a2a_dtype,measured_step_time_s,flops_convention\n"
+      "r1,s,T1,fit,h100-sxm,qwen3-30b-a3b,8,2,2,2,16,1f1b,4,1,none,bf16,2,none\n";
+  const Corpus c = corpus_from_csv(text, "c.csv", "");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].config.ep, 4);
+  EXPECT_EQ(c.rows[0].config.etp, 1);
+  EXPECT_EQ(c.rows[0].config.moe_overlap, MoeOverlap::kNone);
+  EXPECT_EQ(c.rows[0].model.moe.dispatch_dtype, Dtype::kBf16);
+}
+
 TEST(MeasuredStepTime, StepTimeIsTakenAsGiven) {
   EXPECT_DOUBLE_EQ(row_with([](json&) {}).measured_step_time_s, 2.0);
 }
@@ -218,6 +268,70 @@ TEST(CorpusErrors, GpusThatAreNotTheProductOfTheParallelSizes) {
             }),
             "corpus.json: row 'r1': field 'tp': tp·pp·dp·cp = 4·12·8·1 = 384 does not equal gpus "
             "380");
+}
+
+TEST(CorpusErrors, ExpertParallelismOnADenseModel) {
+  EXPECT_EQ(row_error([](json& j) { j["ep"] = 2; }),
+            "corpus.json: row 'r1': field 'ep': ep 2 on gpt3-1.3b, which has no routed experts "
+            "(a dense model)");
+  EXPECT_EQ(row_error([](json& j) { j["etp"] = 1; }),
+            "corpus.json: row 'r1': field 'etp': expert tensor parallelism on gpt3-1.3b, which has "
+            "no routed experts");
+  EXPECT_EQ(row_error([](json& j) { j["moe_overlap"] = "1f1b"; }),
+            "corpus.json: row 'r1': field 'moe_overlap': model 'gpt3-1.3b' has no routed experts "
+            "(no all-to-all)");
+  EXPECT_EQ(row_error([](json& j) { j["a2a_dtype"] = "fp8"; }),
+            "corpus.json: row 'r1': field 'a2a_dtype': model 'gpt3-1.3b' has no routed experts "
+            "(no all-to-all)");
+}
+
+TEST(CorpusErrors, EpThatDoesNotDivideTheExperts) {
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["ep"] = 3;
+            }),
+            "corpus.json: row 'r1': field 'ep': ep 3 does not divide the 128 routed experts of "
+            "qwen3-30b-a3b");
+}
+
+TEST(CorpusErrors, EpTimesEtpThatDoesNotDivideTheStagesDevices) {
+  // tp·cp·dp = 2·1·2 = 4 devices per stage.
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["ep"] = 8;
+            }),
+            "corpus.json: row 'r1': field 'ep': ep·etp = 8·2 does not divide the tp·cp·dp = "
+            "4 devices of a pipeline stage it is carved from");
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["ep"] = 4;
+              j["etp"] = 2;
+            }),
+            "corpus.json: row 'r1': field 'etp': ep·etp = 4·2 does not divide the tp·cp·dp = "
+            "4 devices of a pipeline stage it is carved from");
+}
+
+TEST(CorpusErrors, BadExpertParallelValues) {
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["ep"] = 0;
+            }),
+            "corpus.json: row 'r1': field 'ep': expected a positive integer, got 0");
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["etp"] = -1;
+            }),
+            "corpus.json: row 'r1': field 'etp': expected a positive integer, got -1");
+  EXPECT_THAT(row_error([](json& j) {
+                make_moe(j);
+                j["moe_overlap"] = "always";
+              }),
+              HasSubstr("corpus.json: row 'r1': field 'moe_overlap': "));
+  EXPECT_THAT(row_error([](json& j) {
+                make_moe(j);
+                j["a2a_dtype"] = "int4";
+              }),
+              HasSubstr("corpus.json: row 'r1': field 'a2a_dtype': "));
 }
 
 TEST(CorpusErrors, GlobalBatchNotDivisibleByDpTimesMicrobatchSize) {

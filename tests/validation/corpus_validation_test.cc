@@ -158,7 +158,7 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
     fits += r.fits;
   }
   EXPECT_EQ(named, static_cast<int>(std::size(kNotPredictedToFit)));
-  EXPECT_GE(fits, 81);
+  EXPECT_GE(fits, 87);
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -281,7 +281,7 @@ TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
   Corpus h100_fp8 = corpus;
   h100_fp8.rows.clear();
   for (const CorpusRow& r : corpus.rows)
-    if (r.cluster == "h100-sxm" && r.fp8) h100_fp8.rows.push_back(r);
+    if (r.cluster == "h100-sxm" && r.fp8 && !r.model.moe.enabled()) h100_fp8.rows.push_back(r);
   ModelValidationOptions o;
   o.band = kBand;
   const ModelValidationReport fitted = validate_corpus(h100_fp8, o);
@@ -312,6 +312,67 @@ TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
   }
   EXPECT_GT(kernels.fit.mean_abs_error, 2 * fitted.fit.mean_abs_error);
   EXPECT_GT(kernels.test.mean_abs_error, fitted.test.mean_abs_error);
+}
+
+// The MoE rows (source mbridgemoe, docs/validation.md "MoE rows"): expert parallelism, grouped
+// GEMMs and the all-to-all against published runs. The GB200 BF16 rows are scored test rows,
+// their predictions pinned (a change of the MoE physics must update these figures and the docs);
+// the H100 FP8-CS rows run about twice as slow as modelled (fit rows and expected failures alike),
+// and stay so until the cause is modelled.
+struct PinnedMoeRow {
+  const char* id;
+  double predicted_step_s;
+};
+constexpr PinnedMoeRow kPinnedMoeRows[] = {
+    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 25.070},
+    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.509},
+};
+
+const CorpusRowResult* row_result(const std::string& id) {
+  for (const CorpusRowResult& r : report().rows)
+    if (r.row->id == id) return &r;
+  return nullptr;
+}
+
+TEST(CorpusValidation, MoeRowsAreExpertParallelAndSplitBeforePrediction) {
+  int fit = 0, test = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "mbridgemoe") continue;
+    EXPECT_TRUE(r.row->model.moe.enabled()) << r.row->id;
+    EXPECT_GT(r.row->config.ep, 1) << r.row->id;
+    EXPECT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    EXPECT_TRUE(r.fits) << r.row->id;
+    (r.row->split == CorpusSplit::kFit ? fit : test)++;
+  }
+  EXPECT_EQ(fit, 2);
+  EXPECT_EQ(test, 4);
+}
+
+TEST(CorpusValidation, MoeRowsOnGb200ArePinnedAndWithinTheBand) {
+  for (const PinnedMoeRow& p : kPinnedMoeRows) {
+    const CorpusRowResult* r = row_result(p.id);
+    ASSERT_NE(r, nullptr) << p.id;
+    ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
+    EXPECT_EQ(r->row->split, CorpusSplit::kTest) << p.id;
+    EXPECT_FALSE(r->row->expected_failure.has_value()) << p.id;
+    EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
+    EXPECT_LE(std::fabs(r->error), kBand) << p.id;
+  }
+}
+
+TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
+  int rows = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "mbridgemoe" || r.row->cluster != "h100-sxm") continue;
+    ++rows;
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    EXPECT_TRUE(r.row->fp8) << r.row->id;
+    EXPECT_LT(r.error, -0.40) << r.row->id << " is no longer 40 % short: update docs/validation.md";
+    if (r.row->split == CorpusSplit::kTest) {
+      EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
+    }
+  }
+  EXPECT_EQ(rows, 4);
 }
 
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
