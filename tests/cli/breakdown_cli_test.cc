@@ -170,7 +170,7 @@ TEST(ModelOptionsCli, BadOptionsAreOneLineErrors) {
       << cp.err;
   const CliResult attn = run_cli(kPlan + "--attention sdpa");
   EXPECT_EQ(attn.exit_code, 2);
-  EXPECT_NE(attn.err.find("--attention: expected \"flash\" or \"unfused\", got \"sdpa\""),
+  EXPECT_NE(attn.err.find("--attention: expected \"flash\", \"flash2\" or \"unfused\", got \"sdpa\""),
             std::string::npos)
       << attn.err;
   const CliResult overlap = run_cli(
