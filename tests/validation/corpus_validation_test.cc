@@ -8,6 +8,7 @@
 // cluster constants (scripts/fit_costmodel.py). The table is printed on every run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -111,16 +112,79 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
 // Every run trained on its GPU, so every run is predicted to fit. The Llama 3 405B rows fit since
 // their gradients were sharded as the paper states (78.1 and 71.3 GiB of 80; 88.3 and 81.6 GiB
 // with full gradient buffers); the FP8 405B run on 256 GB200 since FP8 stashes 1-byte GEMM inputs
-// and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory).
+// and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory). The rows of
+// kMemoryOverestimates are predicted not to fit by at most 5 %, named with what the model holds
+// that the run evidently did not (a row of that list predicted to fit fails, so it cannot go
+// stale).
+constexpr WiderBandRow kMemoryOverestimates[] = {
+    {"nemolongseq2504-llama2-7B-h100-4k",
+     "83.0 GiB of 80: Llama 2 7B on 4 H100 with data parallelism alone (dp 4) and no recompute "
+     "holds 16-bit weights, a 4-byte gradient buffer, a quarter of the optimizer states and "
+     "Transformer Engine's cached FP8 weight copies (68.5 GiB) plus 4096 tokens of activations; "
+     "the run's gradient buffer dtype (Apex's distributed Adam in NeMo 24.03) is not stated, and "
+     "16-bit gradients would fit (70.5 GiB)"},
+};
+
 TEST(CorpusValidation, EveryRunFitsItsGpu) {
   int fits = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (!r.ran()) continue;
-    EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << r.peak_memory_bytes / double(1 << 30)
-                        << " GiB, the run trained on the GPU";
+    const double gib = r.peak_memory_bytes / double(1 << 30);
+    bool named = false;
+    for (const WiderBandRow& m : kMemoryOverestimates) named |= r.row->id == m.id;
+    if (named) {
+      EXPECT_FALSE(r.fits) << r.row->id << " fits now: remove it from kMemoryOverestimates";
+      EXPECT_LE(r.peak_memory_bytes, 1.05 * r.device_memory_bytes) << r.row->id;
+    } else {
+      EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << gib << " GiB, the run trained on the GPU";
+    }
     fits += r.fits;
   }
-  EXPECT_GE(fits, 71);
+  EXPECT_GE(fits, 87);
+}
+
+// The corpus restricted to one GPU's rows.
+Corpus rows_on(const Corpus& corpus, const std::string& gpu) {
+  Corpus c = corpus;
+  c.rows.clear();
+  for (const CorpusRow& r : corpus.rows)
+    if (r.cluster == gpu) c.rows.push_back(r);
+  return c;
+}
+
+// The long-sequence rows (nemolongseq2504: 4K to 1024K tokens, context parallelism up to 32) have
+// no trend with the sequence length: on each GPU the spread of their errors is within 10 points.
+// At their first prediction it was 35 points on H100 (-8 % at 4K to -43 % at 1024K) and 19 on B200
+// (-7 % to -27 %): the attention core, 95 % of the step at 1024K, was priced with the fused
+// kernels' efficiencies of H100 (FlashAttention-3 fractions) where the H100 runs used
+// FlashAttention-2 and the B200 runs a slower cuDNN (docs/validation.md, long sequences). Priced
+// so again, the spread comes back, and this test fails.
+double error_spread(const ModelValidationReport& rep, const std::string& gpu) {
+  double lo = 1, hi = -1;
+  for (const CorpusRowResult& r : rep.rows) {
+    if (r.row->source != "nemolongseq2504" || r.row->cluster != gpu || !r.ran()) continue;
+    lo = std::min(lo, r.error);
+    hi = std::max(hi, r.error);
+  }
+  return hi - lo;
+}
+
+TEST(CorpusValidation, LongSequenceRowsHaveNoTrendWithSequenceLength) {
+  EXPECT_LE(error_spread(report(), "h100-sxm"), 0.10);
+  EXPECT_LE(error_spread(report(), "b200"), 0.10);
+  static const Corpus corpus = load_corpus(kCorpus);
+  Corpus fused = corpus;
+  for (CorpusRow& r : fused.rows) r.config.attention = AttentionKernel::kFlash;
+  ModelValidationOptions o;
+  o.band = kBand;
+  EXPECT_GT(error_spread(validate_corpus(rows_on(fused, "h100-sxm"), o), "h100-sxm"), 0.25)
+      << "FlashAttention-2 on the NeMo 24.03 H100 rows";
+  ClusterSpec b200 = load_cluster("b200");
+  b200.attention_efficiency_forward = load_cluster("h100-sxm").attention_efficiency_forward;
+  b200.attention_efficiency_backward = load_cluster("h100-sxm").attention_efficiency_backward;
+  o.cluster_override = b200;
+  EXPECT_GT(error_spread(validate_corpus(rows_on(corpus, "b200"), o), "b200"), 0.15)
+      << "B200's own attention efficiency";
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -152,7 +216,7 @@ struct FittedGpu {
   int min_scored_test_rows;
 };
 constexpr FittedGpu kFittedGpus[] = {
-    {"a100-80g", 3}, {"h100-sxm", 3}, {"gb200-nvl72", 3}, {"mi300x", 2}};
+    {"a100-80g", 3}, {"h100-sxm", 3}, {"gb200-nvl72", 3}, {"b200", 3}, {"mi300x", 2}};
 
 int scored_test_rows(const ModelValidationReport& rep, const std::string& gpu) {
   int scored = 0;
@@ -167,14 +231,6 @@ TEST(CorpusValidation, EveryFittedGpuHasScoredTestRows) {
     EXPECT_GE(scored_test_rows(report(), f.gpu), f.min_scored_test_rows) << f.gpu;
 }
 
-// The corpus restricted to one GPU's rows.
-Corpus rows_on(const Corpus& corpus, const std::string& gpu) {
-  Corpus c = corpus;
-  c.rows.clear();
-  for (const CorpusRow& r : corpus.rows)
-    if (r.cluster == gpu) c.rows.push_back(r);
-  return c;
-}
 
 // The MI300X rows are what moved its constant off H100's: with the H100 value the preset used to
 // borrow, every one of them is predicted far outside the band (about 50 % too fast), so the band
