@@ -72,11 +72,11 @@ constexpr double kGb200GemmEfficiency = 0.4473;
 // lumps what a Primus BF16 run loses around the GEMMs on MI300X, as GB200's does for NeMo.
 constexpr double kMi300xGemmEfficiency = 0.2688;
 // FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
-// `scripts/fit_costmodel.py --joint --fp8-only --gpu b200 --gpu gb200-nvl72 --param
-// kernels.fp8_gemm_efficiency=0.6:1.4` on the 2 FP8 fit rows of the mbridge2511 source (Llama 3
-// 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test rows. Hopper (H100,
-// H200): no FP8 fit row, so from kernels: cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200 run at
-// 1269–1333 TFLOP/s, 0.658 of 1979 on average (Azure ND H200 v5 benchmark results), and this
+// `scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72
+// --param kernels.fp8_gemm_efficiency=0.6:1.4` on the 2 FP8 fit rows of the mbridge2511 source
+// (Llama 3 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test rows. Hopper
+// (H100, H200): no FP8 fit row, so from kernels: cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200
+// run at 1269–1333 TFLOP/s, 0.658 of 1979 on average (Azure ND H200 v5 benchmark results), and this
 // project's BF16 GEMMs of the same sizes on an H200 (tests/data/kernels/h200_gemm_bf16.json) at
 // 0.70 of 989: 0.658 / 0.70 = 0.94. Other GPUs: 1 (the BF16 fraction; not validated).
 constexpr double kBlackwellFp8GemmEfficiency = 1.144;
@@ -609,7 +609,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
                       {"backward", c.attention_efficiency_backward}}}};
     // 0 = the fused kernels' efficiency: written only when set (a set one is > 0).
     if (c.flash2_attention_efficiency_forward > 0)
-      j["kernels"]["attention_efficiency"]["flash2_forward"] = c.flash2_attention_efficiency_forward;
+      j["kernels"]["attention_efficiency"]["flash2_forward"] =
+          c.flash2_attention_efficiency_forward;
     if (c.flash2_attention_efficiency_backward > 0)
       j["kernels"]["attention_efficiency"]["flash2_backward"] =
           c.flash2_attention_efficiency_backward;

@@ -45,9 +45,9 @@
 // FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
 // (0 = priced as GEMMs with the curve above); the FlashAttention-2 library kernels (a plan's
 // `attention: flash2`) at flash2_attention_efficiency_{forward,backward} ("attention_efficiency":
-// {"flash2_forward", "flash2_backward"}; 0 = the same as the fused kernels); element-wise kernels move their bytes at
-// hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top
-// (launch and tail).
+// {"flash2_forward", "flash2_backward"}; 0 = the same as the fused kernels); element-wise
+// kernels move their bytes at hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs
+// kernel_overhead_s on top (launch and tail).
 //
 // Links are alpha-beta: a transfer of n bytes alone on a link takes
 //   latency_s + n / (bandwidth_bytes_per_s · efficiency).

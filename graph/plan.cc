@@ -29,7 +29,8 @@ std::string_view to_string(AttentionKernel a) {
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where) {
   for (AttentionKernel a : kAllAttentionKernels)
     if (to_string(a) == s) return a;
-  throw_input_error(where, "expected \"flash\", \"flash2\" or \"unfused\", got \"" + std::string(s) + "\"");
+  throw_input_error(where, "expected \"flash\", \"flash2\" or \"unfused\", got \"" +
+                               std::string(s) + "\"");
 }
 
 std::string_view to_string(MoeOverlap o) {

@@ -78,7 +78,8 @@ TEST(FlopConventions, NemoLlamaCountsTheFullScoreMatrix) {
   // count with the causal halving undone: + 6·q·s per layer and token (4 · 6·64·32 · 32).
   const ModelSpec m = load_model(data("graph/tiny_transformer.json"));
   EXPECT_DOUBLE_EQ(nemo_llama_flops(m, 1, 32), 42'123'264.0);
-  EXPECT_DOUBLE_EQ(nemo_llama_flops(m, 1, 32) - megatron_lm_flops(m, 1, 32), 4 * 6 * 64 * 32 * 32.0);
+  EXPECT_DOUBLE_EQ(nemo_llama_flops(m, 1, 32) - megatron_lm_flops(m, 1, 32),
+                   4 * 6 * 64 * 32 * 32.0);
 }
 
 // NeMo's performance tables quote "Model TFLOP / sec / GPU" with this count: NeMo 24.07's

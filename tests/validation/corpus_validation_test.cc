@@ -136,7 +136,8 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
       EXPECT_FALSE(r.fits) << r.row->id << " fits now: remove it from kMemoryOverestimates";
       EXPECT_LE(r.peak_memory_bytes, 1.05 * r.device_memory_bytes) << r.row->id;
     } else {
-      EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << gib << " GiB, the run trained on the GPU";
+      EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << gib
+                          << " GiB, the run trained on the GPU";
     }
     fits += r.fits;
   }
