@@ -347,7 +347,8 @@ TEST(CorpusErrors, FlopConventionWithAStepTime) {
 TEST(CorpusErrors, UnknownConvention) {
   EXPECT_EQ(row_error([](json& j) { j["flops_convention"] = "palm"; }),
             "corpus.json: row 'r1': field 'flops_convention': unknown convention 'palm' (expected "
-            "one of narayanan2021, korthikanti2022, megatron_lm, six_n, six_n_attention, none)");
+            "one of narayanan2021, korthikanti2022, megatron_lm, six_n, six_n_attention, nemo_llama, "
+            "none)");
 }
 
 TEST(CorpusErrors, UnknownSource) {
