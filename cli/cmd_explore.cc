@@ -322,7 +322,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("sequence-parallel", "Megatron sequence parallelism in every configuration")
-      ("attention", "attention kernel in every configuration: flash or unfused", cxxopts::value<std::string>()->default_value("flash"))
+      ("attention", "attention kernel in every configuration: flash, flash2 or unfused", cxxopts::value<std::string>()->default_value("flash"))
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
       ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work (in every configuration and the plan)")
       ("grad-dtype", "gradient buffer and data-parallel reduction dtype in every configuration: cluster | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))

@@ -178,7 +178,7 @@ int run_simulate(int argc, char** argv) {
       ("overlap-grad-reduce", "overlap the gradient reduction with the remaining backward (and, with --zero1, the parameter all-gather with the next forward)")
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("grad-dtype", "gradient buffer and data-parallel reduction dtype: cluster (the cluster's grad_bytes_per_param, fp32 in the presets) | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))
-      ("attention", "flash | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
+      ("attention", "flash (fused kernels: FlashAttention-3 or cuDNN on Hopper) | flash2 (the FlashAttention-2 library) | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time under the memory limit, docs/partition.md) | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
       ("max-memory-gib", "model mode: memory limit per GPU in GiB for --partition balanced-time and the fit check (default: the cluster's HBM)", cxxopts::value<double>())
       ("assign", "name-to-actor assignment JSON file (or a plan.json): layers, ranges or a rule such as \"layer{i}\": \"i mod 4\" -> actors; gives the stages and their placement (docs/schedules.md)", cxxopts::value<std::string>())

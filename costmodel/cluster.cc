@@ -72,10 +72,10 @@ constexpr double kGb200GemmEfficiency = 0.4473;
 // lumps what a Primus BF16 run loses around the GEMMs on MI300X, as GB200's does for NeMo.
 constexpr double kMi300xGemmEfficiency = 0.2688;
 // FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
-// `scripts/fit_costmodel.py --joint --fp8-only --gpu b200 --gpu gb200-nvl72 --param
-// kernels.fp8_gemm_efficiency=0.6:1.4` on the 2 FP8 fit rows of the mbridge2511 source (Llama 3
+// `scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72
+// --param kernels.fp8_gemm_efficiency=0.6:1.4` on the 2 FP8 fit rows of the mbridge2511 source (Llama 3
 // 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test rows. Hopper (H100,
-// H200): fitted by `scripts/fit_costmodel.py --fp8-only --gpu h100-sxm --param
+// H200): fitted by `scripts/fit_costmodel.py --fp8-only --source nemo2407 --gpu h100-sxm --param
 // kernels.fp8_gemm_efficiency=0.4:1.2` (0.8937, rounded) on the 4 H100 FP8 fit rows of the
 // nemo2407 source (NeMo 24.07, delayed scaling: Llama 2 7B on 8 GPUs, 13B on 16, 70B on 64,
 // GPT-3 175B on 512) and scored on the 10 H100 FP8 test rows (nemo2407 and mbridge2511). It was
@@ -84,6 +84,16 @@ constexpr double kMi300xGemmEfficiency = 0.2688;
 // row too fast (fit rows −1.5 to −7.3 %). Other GPUs: 1 (the BF16 fraction; not validated).
 constexpr double kBlackwellFp8GemmEfficiency = 1.144;
 constexpr double kHopperFp8GemmEfficiency = 0.894;
+// Attention (fused, cuDNN through Transformer Engine) on B200: fitted on the 3 B200 fit rows of the
+// nemolongseq2504 source (Llama 3 8B at 16K, 128K and 1024K tokens, where the attention core is
+// 30-95 % of the step; `scripts/fit_costmodel.py --gpu b200 --source nemolongseq2504 --param
+// kernels.attention_efficiency.forward=0.2:0.66 --tie
+// kernels.attention_efficiency.backward=kernels.attention_efficiency.forward*0.8656`), the
+// backward tied to the forward by FlashAttention-3's ratio on H100 (0.567 / 0.655). Before, B200
+// borrowed H100's fractions, and those runs were predicted 7-27 % too fast, the more the longer
+// the sequence. GB200 keeps H100's fractions: its fitted GEMM constant was fitted with them.
+constexpr double kB200AttentionEfficiencyForward = 0.4731;
+constexpr double kB200AttentionEfficiencyBackward = kB200AttentionEfficiencyForward * 0.8656;
 
 ClusterSpec a100_80g() {
   ClusterSpec c = common_defaults();
@@ -122,6 +132,11 @@ ClusterSpec h100_sxm() {
   c.fp8_gemm_efficiency = kHopperFp8GemmEfficiency;
   c.attention_efficiency_forward = 0.655;   // FlashAttention-3 BF16: 648 TFLOP/s forward
   c.attention_efficiency_backward = 0.567;  // and 561 TFLOP/s backward, head dim 128
+  // FlashAttention-2 (the flash-attn library) on Hopper, measured on an H200 (same SMs and
+  // clocks): 335-337 TFLOP/s forward, 308-310 backward at 16k tokens, causal, head dim 128
+  // (tests/data/kernels/h200_attention_elementwise.json; docs/hardware.md 2.2).
+  c.flash2_attention_efficiency_forward = 0.34;
+  c.flash2_attention_efficiency_backward = 0.31;
   c.intra_node = {450 * kGB, 7 * kUs, 0.8};
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};  // NDR 400 Gb/s per GPU, 46-48 GB/s achieved
   c.allreduce_bus_efficiency = 0.82;         // 8x H100 NCCL ring busbw ~370 GB/s of 450
@@ -149,6 +164,13 @@ ClusterSpec b200() {
   c.gemm_half_saturation_flops = half_saturation_flops(2250 * kTera);
   c.fp8_gemm_efficiency = kBlackwellFp8GemmEfficiency;
   c.fp8_transpose_copy = false;  // Blackwell's FP8 GEMMs take every layout: no transposed copy
+  // FlashAttention-2 on Blackwell runs Hopper-style MMA code: Azure's AI benchmarking guide
+  // measured 373.9 TFLOP/s on a GB200 (seqlen 8192, head dim 128; pass and mask not stated),
+  // 0.15 of GB200's 2500 (docs/hardware.md 2.2), assumed for both passes.
+  c.flash2_attention_efficiency_forward = 0.15;
+  c.flash2_attention_efficiency_backward = 0.15;
+  c.attention_efficiency_forward = kB200AttentionEfficiencyForward;
+  c.attention_efficiency_backward = kB200AttentionEfficiencyBackward;
   c.intra_node = {900 * kGB, 7 * kUs, 0.8};  // NVLink 5: 1.8 TB/s per GPU, both directions
   return c;
 }
@@ -160,6 +182,10 @@ ClusterSpec gb200_nvl72() {
   c.hbm_bytes = static_cast<int64_t>(186 * kGiB);
   c.gemm_efficiency_max = kGb200GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(2500 * kTera);
+  // H100's FlashAttention-3 fractions (as before B200's were fitted): GB200's GEMM constant was
+  // fitted with them on its BF16 rows (8K tokens or fewer); not validated on their own.
+  c.attention_efficiency_forward = 0.655;
+  c.attention_efficiency_backward = 0.567;
   c.devices_per_node = 72;  // one NVLink domain of 72 GPUs
   return c;
 }
@@ -346,10 +372,12 @@ void read_kernels(const JsonObject& k, ClusterSpec& c) {
   r.non_negative("kernel_overhead_us", kUs, kLatency, c.kernel_overhead_s);
   if (k.has("attention_efficiency")) {
     JsonObject a = k.object("attention_efficiency");
-    a.reject_unknown({"forward", "backward"});
+    a.reject_unknown({"forward", "backward", "flash2_forward", "flash2_backward"});
     Reader ar(a, /*required=*/false);
     ar.fraction("forward", c.attention_efficiency_forward);
     ar.fraction("backward", c.attention_efficiency_backward);
+    ar.fraction("flash2_forward", c.flash2_attention_efficiency_forward);
+    ar.fraction("flash2_backward", c.flash2_attention_efficiency_backward);
   }
 }
 
@@ -567,6 +595,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
       c.kernel_overhead_s != plain.kernel_overhead_s ||
       c.attention_efficiency_forward != plain.attention_efficiency_forward ||
       c.attention_efficiency_backward != plain.attention_efficiency_backward ||
+      c.flash2_attention_efficiency_forward != plain.flash2_attention_efficiency_forward ||
+      c.flash2_attention_efficiency_backward != plain.flash2_attention_efficiency_backward ||
       c.fp8_gemm_efficiency != plain.fp8_gemm_efficiency ||
       c.fp8_transpose_copy != plain.fp8_transpose_copy) {
     j["kernels"] = {{"sms", c.num_sms},
@@ -580,6 +610,13 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
                     {"attention_efficiency",
                      {{"forward", c.attention_efficiency_forward},
                       {"backward", c.attention_efficiency_backward}}}};
+    // 0 = the fused kernels' efficiency: written only when set (a set one is > 0).
+    if (c.flash2_attention_efficiency_forward > 0)
+      j["kernels"]["attention_efficiency"]["flash2_forward"] =
+          c.flash2_attention_efficiency_forward;
+    if (c.flash2_attention_efficiency_backward > 0)
+      j["kernels"]["attention_efficiency"]["flash2_backward"] =
+          c.flash2_attention_efficiency_backward;
   }
   if (c.collective_step_latency_s > 0)
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;

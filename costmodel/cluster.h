@@ -43,9 +43,11 @@
 // the backward GEMMs; false on Blackwell, whose FP8 GEMMs take every layout (TE's
 // nvte_is_non_tn_fp8_gemm_supported): one FP8 copy. costmodel/operator_cost.h prices the casts.
 // FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
-// (0 = priced as GEMMs with the curve above); element-wise kernels move their bytes at
-// hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs kernel_overhead_s on top
-// (launch and tail).
+// (0 = priced as GEMMs with the curve above); the FlashAttention-2 library kernels (a plan's
+// `attention: flash2`) at flash2_attention_efficiency_{forward,backward} ("attention_efficiency":
+// {"flash2_forward", "flash2_backward"}; 0 = the same as the fused kernels); element-wise
+// kernels move their bytes at hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs
+// kernel_overhead_s on top (launch and tail).
 //
 // Links are alpha-beta: a transfer of n bytes alone on a link takes
 //   latency_s + n / (bandwidth_bytes_per_s · efficiency).
@@ -76,7 +78,8 @@
 //     "collective_step_latency_us": 12,
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "gemm_small_k": 96,
 //                 "stream_k": {"min_k": 1024, "rate": 1.0}, "hbm_efficiency": 0.85,
-//                 "attention_efficiency": {"forward": 0.55, "backward": 0.45},
+//                 "attention_efficiency": {"forward": 0.55, "backward": 0.45,
+//                                          "flash2_forward": 0.3, "flash2_backward": 0.3},
 //                 "fp8_gemm_efficiency": 0.8, "fp8_transpose_copy": true,
 //                 "kernel_overhead_us": 2} }
 // "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
@@ -169,6 +172,8 @@ struct ClusterSpec {
   double stream_k_rate = 1.0;
   double attention_efficiency_forward = 0;
   double attention_efficiency_backward = 0;
+  double flash2_attention_efficiency_forward = 0;   // 0 = attention_efficiency_forward
+  double flash2_attention_efficiency_backward = 0;  // 0 = attention_efficiency_backward
   // FP8 GEMM efficiency relative to the BF16 one (see above); 1 = the same fraction of peak.
   double fp8_gemm_efficiency = 1.0;
   bool fp8_transpose_copy = true;  // FP8 casts also write a transposed copy (see above)

@@ -403,6 +403,8 @@ std::string_view to_string(FlopsConvention c) {
       return "six_n";
     case FlopsConvention::kSixNAttention:
       return "six_n_attention";
+    case FlopsConvention::kNemoLlama:
+      return "nemo_llama";
     case FlopsConvention::kNone:
       return "none";
   }
@@ -477,6 +479,16 @@ double six_n_attention_flops(const ModelSpec& m, double B, double s) {
   return six_n_flops(m, B, s) + 12 * l * h * s * (B * s);
 }
 
+// NeMo's model FLOPs for the Llama family (nemo/utils/flops_formulas.py, llama2() and llama3(),
+// what NeMo's FLOPs callback and its performance tables report): Megatron-LM's count with the
+// full, non-causal s² attention (12·s/h instead of 6·s/h) and SwiGLU's 3 MLP matrices, per layer
+//   F = B·s·l·h²·(12 + 12·kv_heads/heads + 18·ffn/h + 12·s/h + 6·V/(l·h))
+double nemo_llama_flops(const ModelSpec& m, double B, double s) {
+  const double l = m.num_transformer_layers, h = m.hidden, V = m.vocab;
+  const double g = static_cast<double>(m.kv_heads) / m.heads;
+  return B * s * l * h * h * (12 + 12 * g + 18 * m.ffn_hidden / h + 12 * s / h + 6 * V / (l * h));
+}
+
 double flops_per_iteration(FlopsConvention c, const ModelSpec& model, int64_t global_batch,
                            int seq_len, const std::string& where) {
   const double B = static_cast<double>(global_batch), s = seq_len;
@@ -497,6 +509,9 @@ double flops_per_iteration(FlopsConvention c, const ModelSpec& model, int64_t gl
     case FlopsConvention::kSixNAttention:
       require_shape(model, c, where);
       return six_n_attention_flops(model, B, s);
+    case FlopsConvention::kNemoLlama:
+      require_shape(model, c, where);
+      return nemo_llama_flops(model, B, s);
   }
   return 0;
 }

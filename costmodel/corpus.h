@@ -90,12 +90,14 @@ enum class FlopsConvention {
   kMegatronLm,
   kSixN,
   kSixNAttention,
+  kNemoLlama,
   kNone
 };
 inline constexpr std::array kAllFlopsConventions = {
     FlopsConvention::kNarayanan2021, FlopsConvention::kKorthikanti2022,
     FlopsConvention::kMegatronLm,    FlopsConvention::kSixN,
-    FlopsConvention::kSixNAttention, FlopsConvention::kNone};
+    FlopsConvention::kSixNAttention, FlopsConvention::kNemoLlama,
+    FlopsConvention::kNone};
 std::string_view to_string(FlopsConvention c);  // "narayanan2021", ..., "none"
 
 // What the source measured.
@@ -120,6 +122,7 @@ double korthikanti2022_flops(const ModelSpec& model, double global_batch, double
 double megatron_lm_flops(const ModelSpec& model, double global_batch, double seq_len);
 double six_n_flops(const ModelSpec& model, double global_batch, double seq_len);
 double six_n_attention_flops(const ModelSpec& model, double global_batch, double seq_len);
+double nemo_llama_flops(const ModelSpec& model, double global_batch, double seq_len);
 
 struct CorpusSource {
   std::string citation;

@@ -250,8 +250,13 @@ double OperatorCost::attention_s(const LayerKernels& k, bool forward) const {
   // causal work with 2·cp chunks).
   const double flops =
       (forward ? 1.0 : kFlashBackwardFlops) * tokens_ * a.fwd_flops_per_token(s) / tp * causal;
-  const double efficiency =
+  double efficiency =
       forward ? cluster_.attention_efficiency_forward : cluster_.attention_efficiency_backward;
+  if (config_.attention == AttentionKernel::kFlash2) {
+    const double flash2 = forward ? cluster_.flash2_attention_efficiency_forward
+                                  : cluster_.flash2_attention_efficiency_backward;
+    if (flash2 > 0) efficiency = flash2;
+  }
   if (efficiency <= 0) return curve_s(flops);
   const double blocks = config_.microbatch_size * heads * std::ceil(s / cp / kAttentionBlockRows);
   const double keys = s * causal;

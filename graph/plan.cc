@@ -15,13 +15,22 @@ constexpr const char* kPlanFormat = "jaxpp-sim-plan";
 }  // namespace
 
 std::string_view to_string(AttentionKernel a) {
-  return a == AttentionKernel::kFlash ? "flash" : "unfused";
+  switch (a) {
+    case AttentionKernel::kFlash:
+      return "flash";
+    case AttentionKernel::kUnfused:
+      return "unfused";
+    case AttentionKernel::kFlash2:
+      return "flash2";
+  }
+  return "?";
 }
 
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where) {
   for (AttentionKernel a : kAllAttentionKernels)
     if (to_string(a) == s) return a;
-  throw_input_error(where, "expected \"flash\" or \"unfused\", got \"" + std::string(s) + "\"");
+  throw_input_error(where, "expected \"flash\", \"flash2\" or \"unfused\", got \"" +
+                               std::string(s) + "\"");
 }
 
 std::string_view to_string(MoeOverlap o) {

@@ -35,10 +35,13 @@ inline constexpr int kPlanVersion = 1;
 // today's default in Megatron-LM/Transformer Engine, torchtitan, JAX) or the unfused form of
 // Megatron-LM before FlashAttention (batched QK^T and attention x V GEMMs, a fused
 // scale-mask-softmax kernel, s x s scores and dropout mask stashed for the backward).
-enum class AttentionKernel { kFlash, kUnfused };
-inline constexpr std::array kAllAttentionKernels = {AttentionKernel::kFlash,
-                                                    AttentionKernel::kUnfused};
-std::string_view to_string(AttentionKernel a);  // "flash", "unfused"
+// kFlash: the fused attention kernels of the cluster's `attention_efficiency` (FlashAttention-3 or
+// cuDNN on Hopper); kFlash2: the FlashAttention-2 library kernels (its own efficiencies, lower on
+// Hopper); kUnfused: pre-FlashAttention batched GEMMs and softmax over the s×s scores.
+enum class AttentionKernel { kFlash, kUnfused, kFlash2 };
+inline constexpr std::array kAllAttentionKernels = {
+    AttentionKernel::kFlash, AttentionKernel::kUnfused, AttentionKernel::kFlash2};
+std::string_view to_string(AttentionKernel a);  // "flash", "unfused", "flash2"
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where);
 
 // How an MoE layer's expert-parallel all-to-all overlaps compute (docs/simulate.md):

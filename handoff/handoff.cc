@@ -202,7 +202,7 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                      "fp16 gradients in a bf16 run (Megatron-LM reduces in fp16 only when it "
                      "trains in fp16)");
   }
-  add("--attention-backend", c.attention == AttentionKernel::kFlash ? "flash" : "unfused");
+  add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
   if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
   if (plan.model.ffn_hidden > 0) add("--ffn-hidden-size", std::to_string(plan.model.ffn_hidden));

@@ -24,14 +24,21 @@ Usage (from the repository root, after building):
     scripts/fit_costmodel.py --gpu h100-sxm --param gemm_efficiency.max=0.5:0.95 \\
                              --param iteration_overhead_ms=0 --write-clusters fitted/
     scripts/fit_costmodel.py --gpu mi300x --param gemm_efficiency.max=0.1:0.9
-    scripts/fit_costmodel.py --joint --fp8-only --gpu b200 --gpu gb200-nvl72 --gpu h100-sxm \\
-                             --param kernels.fp8_gemm_efficiency=0.5:1
+    scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72 \\
+                             --param kernels.fp8_gemm_efficiency=0.6:1.4
 --joint fits ONE set of constants shared by every GPU named (the mean |error| of all their fit
 rows together); --fp8-only keeps the corpus's FP8 rows only (the rows an FP8 constant moves),
 --no-fp8 its 16-bit rows only (the BF16 constants' fits).
 Rows of MoE models (routed experts; validate-model's "moe") are left out unless --moe-only is
 given, which keeps them only: the dense constants are fitted on dense runs, and a constant of the
 MoE model (expert GEMMs, all-to-all, permutation) only on MoE fit rows.
+--source S (repeatable) keeps the rows of those corpus sources only (a constant that only some
+runs move, e.g. the attention kernels' efficiency on the long-sequence rows):
+    scripts/fit_costmodel.py --gpu b200 --source nemolongseq2504 \
+        --param kernels.attention_efficiency.forward=0.2:0.66 \
+        --tie kernels.attention_efficiency.backward=kernels.attention_efficiency.forward*0.8656
+--tie NAME=OTHER*K sets NAME to K times the value of OTHER in every candidate (one degree of
+freedom for two constants that move together).
 A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
 form (costmodel/cluster.h), nested keys joined by dots. docs/validation.md describes the corpus,
 the conventions and this procedure.
@@ -79,10 +86,28 @@ def set_nested(doc, dotted, value):
     doc[keys[-1]] = value
 
 
+class Tie:
+    def __init__(self, text):
+        try:
+            self.name, rhs = text.split("=", 1)
+            self.other, factor = rhs.rsplit("*", 1)
+            self.factor = float(factor)
+            if not self.name or not self.other:
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--tie {text}: expected NAME=OTHER*FACTOR")
+
+
+TIES = []  # the --tie options: constants set from a fitted one in every candidate
+
+
 def cluster_doc(gpu, values):
     doc = {"name": gpu + "-fit", "base": gpu}
     for name, value in values.items():
         set_nested(doc, name, value)
+    for tie in TIES:
+        if tie.other in values:
+            set_nested(doc, tie.name, values[tie.other] * tie.factor)
     return doc
 
 
@@ -175,18 +200,25 @@ def moe_row_ids(binary, path):
     return {row["id"] for row in json.loads(done.stdout)["rows"] if row["moe"]}
 
 
-def subset_corpus(path, tmpdir, fp8, moe_ids, moe):
+def subset_corpus(path, tmpdir, fp8, moe_ids, moe, sources=None):
     """A copy of the JSON corpus holding the rows of one kind: FP8 rows only (fp8 true), 16-bit
     rows only (fp8 false) or both (None); MoE rows (ids in moe_ids) only (moe true) or dense rows
-    only (moe false); model files made absolute."""
+    only (moe false); with `sources`, the rows of those corpus sources only; model files made
+    absolute."""
     with open(path) as f:
         doc = json.load(f)
     folder = os.path.dirname(os.path.abspath(path))
+    if sources:
+        unknown = [s for s in sources if s not in doc.get("sources", {})]
+        if unknown:
+            sys.exit(f"fit_costmodel: --source {unknown[0]}: not a source of {path}")
     rows = []
     for row in doc["rows"]:
         if fp8 is not None and row.get("fp8", False) != fp8:
             continue
         if (row["id"] in moe_ids) != moe:
+            continue
+        if sources and row.get("source") not in sources:
             continue
         model = row.get("model")
         if isinstance(model, str) and os.path.isfile(os.path.join(folder, model)):
@@ -279,6 +311,10 @@ def main():
                              "pooled) instead of one per GPU")
     parser.add_argument("--fp8-only", action="store_true",
                         help="score the corpus's FP8 rows only (JSON corpus)")
+    parser.add_argument("--source", action="append",
+                        help="score only the rows of this corpus source (repeatable; JSON corpus)")
+    parser.add_argument("--tie", type=Tie, action="append", default=[],
+                        help="NAME=OTHER*FACTOR: set NAME to FACTOR times the fitted OTHER")
     parser.add_argument("--no-fp8", action="store_true",
                         help="score the corpus's 16-bit rows only (JSON corpus): the BF16 "
                              "constants' fits")
@@ -293,8 +329,16 @@ def main():
                      "./scripts/build.sh test, or cmake --build build)")
     if not any(p.fitted() for p in args.param):
         parser.error("no parameter to fit (give at least one NAME=LO:HI)")
-    if (args.fp8_only or args.no_fp8 or args.moe_only) and args.corpus.lower().endswith(".csv"):
-        parser.error("--fp8-only, --no-fp8 and --moe-only need a JSON corpus")
+    if (args.fp8_only or args.no_fp8 or args.moe_only or args.source) and \
+            args.corpus.lower().endswith(".csv"):
+        parser.error("--fp8-only, --no-fp8, --moe-only and --source need a JSON corpus")
+    names = {p.name for p in args.param}
+    for tie in args.tie:
+        if tie.other not in names:
+            parser.error(f"--tie {tie.name}: {tie.other} is not a --param")
+        if tie.name in names:
+            parser.error(f"--tie {tie.name}: also given as a --param")
+    TIES.extend(args.tie)
     if args.fp8_only and args.no_fp8:
         parser.error("--fp8-only and --no-fp8 exclude each other")
 
@@ -305,7 +349,8 @@ def main():
             moe_ids = moe_row_ids(args.binary, args.corpus)
             if moe_ids and not args.moe_only:
                 print(f"leaving out the {len(moe_ids)} MoE rows (--moe-only fits on them)")
-            args.corpus = subset_corpus(args.corpus, tmp, fp8, moe_ids, args.moe_only)
+            args.corpus = subset_corpus(args.corpus, tmp, fp8, moe_ids, args.moe_only,
+                                        sources=args.source)
         gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
         if args.joint:
             scorers = [Scorer(args.binary, args.corpus, gpu, args.band, tmp) for gpu in gpus]

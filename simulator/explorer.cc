@@ -633,7 +633,7 @@ void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec, in
     rec.reason = "cp " + std::to_string(c.cp) + " does not split seq_len " +
                  std::to_string(model.seq_len) + " into 2·cp = " + std::to_string(2 * c.cp) +
                  " equal chunks (ring attention's load balancing)";
-  } else if (c.cp > 1 && c.attention != AttentionKernel::kFlash) {
+  } else if (c.cp > 1 && c.attention == AttentionKernel::kUnfused) {
     rec.reason = "cp " + std::to_string(c.cp) +
                  " needs flash attention (ring attention exchanges K/V blocks), not " +
                  std::string(to_string(c.attention));

@@ -285,7 +285,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
     sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``overlap_grad_reduce``,
-    ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even",
+    ``tp_comm_overlap``, ``attention`` (flash|flash2|unfused), ``partition`` ("auto", "even",
     "balanced-time" (least step time within the device memory, docs/partition.md) or
     "0,13,26"), ``max_memory_gib`` (memory limit per GPU in GiB of the balanced-time search
     and of the fit check; default the cluster's HBM; ``--max-memory-gib``; with

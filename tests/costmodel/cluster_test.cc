@@ -315,7 +315,8 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
         {"gemm_tile", {64, 128}},
         {"hbm_efficiency", 0.5},
         {"kernel_overhead_us", 3},
-        {"attention_efficiency", {{"forward", 0.4}, {"backward", 0.3}}},
+        {"attention_efficiency",
+         {{"forward", 0.4}, {"backward", 0.3}, {"flash2_forward", 0.2}, {"flash2_backward", 0.1}}},
         {"fp8_gemm_efficiency", 1.2},
         {"fp8_transpose_copy", false}}}};
   const ClusterSpec c = cluster_from_json(j, "k.json");
@@ -326,9 +327,47 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
   EXPECT_DOUBLE_EQ(c.kernel_overhead_s, 3e-6);
   EXPECT_DOUBLE_EQ(c.attention_efficiency_forward, 0.4);
   EXPECT_DOUBLE_EQ(c.attention_efficiency_backward, 0.3);
+  EXPECT_DOUBLE_EQ(c.flash2_attention_efficiency_forward, 0.2);
+  EXPECT_DOUBLE_EQ(c.flash2_attention_efficiency_backward, 0.1);
   EXPECT_DOUBLE_EQ(c.fp8_gemm_efficiency, 1.2);
   EXPECT_FALSE(c.fp8_transpose_copy);
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), "k.json")), cluster_to_json(c));
+}
+
+// FlashAttention-2's efficiencies: measured on Hopper (H100 and H200 share the SMs), unset (0 = the
+// fused kernels' own) on A100, whose fused kernels are FlashAttention-2's; a bad value names its
+// field; an unset one is not written, so the file reads back.
+TEST(ClusterKernels, FlashAttention2EfficienciesPerPreset) {
+  for (const char* hopper : {"h100-sxm", "h200"}) {
+    const ClusterSpec c = load_cluster(hopper);
+    EXPECT_DOUBLE_EQ(c.flash2_attention_efficiency_forward, 0.34) << hopper;
+    EXPECT_DOUBLE_EQ(c.flash2_attention_efficiency_backward, 0.31) << hopper;
+    EXPECT_LT(c.flash2_attention_efficiency_backward, c.attention_efficiency_backward) << hopper;
+  }
+  EXPECT_DOUBLE_EQ(load_cluster("a100-80g").flash2_attention_efficiency_forward, 0);
+  EXPECT_FALSE(cluster_to_json(load_cluster("a100-80g"))["kernels"]["attention_efficiency"]
+                   .contains("flash2_forward"));
+  try {
+    cluster_from_json({{"base", "h100-sxm"},
+                       {"kernels", {{"attention_efficiency", {{"flash2_backward", 1.5}}}}}},
+                      "k.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("flash2_backward"));
+  }
+}
+
+// B200's attention efficiency is its own (fitted on the long-sequence B200 fit rows, the backward
+// tied to the forward by FlashAttention-3's H100 ratio); GB200, the same die, keeps H100's
+// fractions, with which its GEMM constant was fitted.
+TEST(ClusterKernels, B200AttentionIsFittedAndGb200KeepsHopperFractions) {
+  const ClusterSpec b200 = load_cluster("b200"), gb200 = load_cluster("gb200-nvl72"),
+                    h100 = load_cluster("h100-sxm");
+  EXPECT_DOUBLE_EQ(b200.attention_efficiency_forward, 0.4731);
+  EXPECT_NEAR(b200.attention_efficiency_backward / b200.attention_efficiency_forward,
+              h100.attention_efficiency_backward / h100.attention_efficiency_forward, 1e-4);
+  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_forward, h100.attention_efficiency_forward);
+  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_backward, h100.attention_efficiency_backward);
 }
 
 TEST(ClusterKernels, ClusterWithoutKernelModelWritesNoKernelsObject) {

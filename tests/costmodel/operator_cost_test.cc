@@ -129,6 +129,30 @@ TEST(OperatorCost, FlashAttentionDoesHalfTheScoresWhenCausal) {
   EXPECT_EQ(s.layer(Pass::kBackwardWeight).attention_s, 0);
 }
 
+// The FlashAttention-2 library kernels (`attention: flash2`) run the same causal FLOPs at the
+// cluster's flash2 efficiencies; a cluster without them (0) prices them as its fused kernels.
+TEST(OperatorCost, FlashAttention2RunsAtItsOwnEfficiencies) {
+  Fixture s;
+  s.cluster.num_sms = 0;
+  s.cluster.flash2_attention_efficiency_forward = 0.3;
+  s.cluster.flash2_attention_efficiency_backward = 0.2;
+  const double fused_fwd = s.layer(Pass::kForward).attention_s;
+  const double fused_bwd = s.layer(Pass::kBackwardInput).attention_s;
+  s.config.attention = AttentionKernel::kFlash2;
+  EXPECT_NEAR(s.layer(Pass::kForward).attention_s,
+              fused_fwd * s.cluster.attention_efficiency_forward / 0.3, 1e-15);
+  EXPECT_NEAR(s.layer(Pass::kBackwardInput).attention_s,
+              fused_bwd * s.cluster.attention_efficiency_backward / 0.2, 1e-15);
+  EXPECT_NEAR(s.layer(Pass::kRecompute).attention_s, 0, 0) << "no recompute configured";
+  s.cluster.flash2_attention_efficiency_forward = 0;
+  s.cluster.flash2_attention_efficiency_backward = 0;
+  EXPECT_DOUBLE_EQ(s.layer(Pass::kForward).attention_s, fused_fwd);
+  EXPECT_DOUBLE_EQ(s.layer(Pass::kBackwardInput).attention_s, fused_bwd);
+  // Ring attention runs on either flash kernel.
+  s.config.cp = 2;
+  EXPECT_NO_THROW(s.op());
+}
+
 TEST(OperatorCost, UnfusedAttentionRunsBatchedGemmsAndTheSoftmaxOverAllScores) {
   Fixture s;
   s.config.attention = AttentionKernel::kUnfused;

@@ -219,6 +219,20 @@ TEST(Handoff, MegatronRefusesGradientSharding) {
             std::string::npos);
 }
 
+// Megatron-LM's --attention-backend: "flash" (Transformer Engine's flash-attn backend) for both
+// flash kernels of the plan, "unfused" for the unfused one.
+TEST(Handoff, MegatronAttentionBackendOfEachKernel) {
+  PlanRequest req = handoff_request(kMegatron1F1B);
+  for (const auto& [kernel, backend] :
+       {std::pair{AttentionKernel::kFlash, "--attention-backend flash "},
+        std::pair{AttentionKernel::kFlash2, "--attention-backend flash "},
+        std::pair{AttentionKernel::kUnfused, "--attention-backend unfused "}}) {
+    req.config.attention = kernel;
+    EXPECT_NE(megatron_arguments(build_plan(req), "Std1F1B").find(backend), std::string::npos)
+        << to_string(kernel);
+  }
+}
+
 // An MoE plan: Megatron gets the expert-parallel sizes (and reads them back), torchtitan only
 // the expert layouts it supports with replicated data parallelism, JaxPP none.
 PlanRequest moe_handoff_request(int ep, int etp) {

@@ -8,6 +8,7 @@
 // cluster constants (scripts/fit_costmodel.py). The table is printed on every run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -133,6 +134,12 @@ constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
      "84.5 GiB of 80: as above, the 16-bit weights plus TE's FP8 copy and transpose (fp8_params "
      "false); its BF16 twin (dgxc2024-nemotron4-340B-128gpu) is predicted at 79.5 GiB, and "
      "nemotron_340b.yaml's optim.dtype bf16 (16-bit optimizer state) is not modelled"},
+    {"nemolongseq2504-llama2-7B-h100-4k",
+     "83.0 GiB of 80: Llama 2 7B on 4 H100 with data parallelism alone (dp 4) and no recompute "
+     "holds 16-bit weights, a 4-byte gradient buffer, a quarter of the optimizer states and "
+     "Transformer Engine's cached FP8 weight copies (68.5 GiB) plus 4096 tokens of activations; "
+     "the run's gradient buffer dtype (Apex's distributed Adam in NeMo 24.03) is not stated, and "
+     "16-bit gradients would fit (70.5 GiB)"},
 };
 
 const NotPredictedToFitRow* not_predicted_to_fit(const std::string& id) {
@@ -158,7 +165,51 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
     fits += r.fits;
   }
   EXPECT_EQ(named, static_cast<int>(std::size(kNotPredictedToFit)));
-  EXPECT_GE(fits, 87);
+  EXPECT_GE(fits, 103);
+}
+
+// The corpus restricted to one GPU's rows.
+Corpus rows_on(const Corpus& corpus, const std::string& gpu) {
+  Corpus c = corpus;
+  c.rows.clear();
+  for (const CorpusRow& r : corpus.rows)
+    if (r.cluster == gpu) c.rows.push_back(r);
+  return c;
+}
+
+// The long-sequence rows (nemolongseq2504: 4K to 1024K tokens, context parallelism up to 32) have
+// no trend with the sequence length: on each GPU the spread of their errors is within 10 points.
+// At their first prediction it was 35 points on H100 (-8 % at 4K to -43 % at 1024K) and 19 on B200
+// (-7 % to -27 %): the attention core, 95 % of the step at 1024K, was priced with the fused
+// kernels' efficiencies of H100 (FlashAttention-3 fractions) where the H100 runs used
+// FlashAttention-2 and the B200 runs a slower cuDNN (docs/validation.md, long sequences). Priced
+// so again, the spread comes back, and this test fails.
+double error_spread(const ModelValidationReport& rep, const std::string& gpu) {
+  double lo = 1, hi = -1;
+  for (const CorpusRowResult& r : rep.rows) {
+    if (r.row->source != "nemolongseq2504" || r.row->cluster != gpu || !r.ran()) continue;
+    lo = std::min(lo, r.error);
+    hi = std::max(hi, r.error);
+  }
+  return hi - lo;
+}
+
+TEST(CorpusValidation, LongSequenceRowsHaveNoTrendWithSequenceLength) {
+  EXPECT_LE(error_spread(report(), "h100-sxm"), 0.10);
+  EXPECT_LE(error_spread(report(), "b200"), 0.10);
+  static const Corpus corpus = load_corpus(kCorpus);
+  Corpus fused = corpus;
+  for (CorpusRow& r : fused.rows) r.config.attention = AttentionKernel::kFlash;
+  ModelValidationOptions o;
+  o.band = kBand;
+  EXPECT_GT(error_spread(validate_corpus(rows_on(fused, "h100-sxm"), o), "h100-sxm"), 0.25)
+      << "FlashAttention-2 on the NeMo 24.03 H100 rows";
+  ClusterSpec b200 = load_cluster("b200");
+  b200.attention_efficiency_forward = load_cluster("h100-sxm").attention_efficiency_forward;
+  b200.attention_efficiency_backward = load_cluster("h100-sxm").attention_efficiency_backward;
+  o.cluster_override = b200;
+  EXPECT_GT(error_spread(validate_corpus(rows_on(corpus, "b200"), o), "b200"), 0.15)
+      << "B200's own attention efficiency";
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
@@ -190,7 +241,7 @@ struct FittedGpu {
   int min_scored_test_rows;
 };
 constexpr FittedGpu kFittedGpus[] = {
-    {"a100-80g", 3}, {"h100-sxm", 3}, {"gb200-nvl72", 3}, {"mi300x", 2}};
+    {"a100-80g", 3}, {"h100-sxm", 3}, {"gb200-nvl72", 3}, {"b200", 3}, {"mi300x", 2}};
 
 int scored_test_rows(const ModelValidationReport& rep, const std::string& gpu) {
   int scored = 0;
@@ -205,14 +256,6 @@ TEST(CorpusValidation, EveryFittedGpuHasScoredTestRows) {
     EXPECT_GE(scored_test_rows(report(), f.gpu), f.min_scored_test_rows) << f.gpu;
 }
 
-// The corpus restricted to one GPU's rows.
-Corpus rows_on(const Corpus& corpus, const std::string& gpu) {
-  Corpus c = corpus;
-  c.rows.clear();
-  for (const CorpusRow& r : corpus.rows)
-    if (r.cluster == gpu) c.rows.push_back(r);
-  return c;
-}
 
 // The MI300X rows are what moved its constant off H100's: with the H100 value the preset used to
 // borrow, every one of them is predicted far outside the band (about 50 % too fast), so the band
@@ -275,13 +318,16 @@ TEST(CorpusValidation, Fp8RowsAreScoredOnHopperAndBlackwell) {
 // H100 FP8 fit rows of the nemo2407 source (NeMo 24.07, delayed scaling): they are within ±5 %,
 // at least as many H100 FP8 test rows are scored, and the kernel-benchmark value it replaced
 // (0.94) predicts every NeMo 24.07 row too fast and the fit rows at more than twice the fitted
-// mean error, so this test fails if the old value comes back.
+// mean error, so this test fails if the old value comes back. The rows are those the factor was
+// fitted and scored on: the dense H100 FP8 rows of nemo2407 and mbridge2511 (the long-sequence
+// rows, mostly attention, and the MoE rows are scored on their own).
 TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
   static const Corpus corpus = load_corpus(kCorpus);
   Corpus h100_fp8 = corpus;
   h100_fp8.rows.clear();
   for (const CorpusRow& r : corpus.rows)
-    if (r.cluster == "h100-sxm" && r.fp8 && !r.model.moe.enabled()) h100_fp8.rows.push_back(r);
+    if (r.cluster == "h100-sxm" && r.fp8 && (r.source == "nemo2407" || r.source == "mbridge2511"))
+      h100_fp8.rows.push_back(r);
   ModelValidationOptions o;
   o.band = kBand;
   const ModelValidationReport fitted = validate_corpus(h100_fp8, o);

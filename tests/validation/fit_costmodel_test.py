@@ -4,9 +4,10 @@
 The preset's kernels.fp8_gemm_efficiency (costmodel/cluster.cc, kHopperFp8GemmEfficiency) says it
 was fitted by
 
-    scripts/fit_costmodel.py --fp8-only --gpu h100-sxm --param kernels.fp8_gemm_efficiency=0.4:1.2
+    scripts/fit_costmodel.py --fp8-only --source nemo2407 --gpu h100-sxm \
+        --param kernels.fp8_gemm_efficiency=0.4:1.2
 
-on the H100 FP8 fit rows of tests/validation/corpus.json. This test reruns that command and checks:
+on the H100 FP8 fit rows of the nemo2407 source of tests/validation/corpus.json. This test reruns that command and checks:
 
 1. the chosen value is the committed one (within the rounding of the preset);
 2. the test rows never move it: with every H100 FP8 test row's measurement halved the choice is
@@ -31,8 +32,8 @@ PARAM = "kernels.fp8_gemm_efficiency=0.4:1.2"
 def fit(binary, root, corpus, workdir):
     out = os.path.join(workdir, "clusters")
     cmd = [sys.executable, os.path.join(root, "scripts", "fit_costmodel.py"), "--binary", binary,
-           "--corpus", corpus, "--fp8-only", "--gpu", "h100-sxm", "--param", PARAM,
-           "--write-clusters", out]
+           "--corpus", corpus, "--fp8-only", "--source", "nemo2407", "--gpu", "h100-sxm",
+           "--param", PARAM, "--write-clusters", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"fit_costmodel.py failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
