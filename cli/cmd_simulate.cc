@@ -178,6 +178,7 @@ int run_simulate(int argc, char** argv) {
       ("overlap-grad-reduce", "overlap the gradient reduction with the remaining backward (and, with --zero1, the parameter all-gather with the next forward)")
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("grad-dtype", "gradient buffer and data-parallel reduction dtype: cluster (the cluster's grad_bytes_per_param, fp32 in the presets) | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))
+      ("optimizer-state", "Adam state per parameter: cluster (the cluster's optimizer_state_bytes_per_param, 12 in the presets) | fp32 (12: fp32 master, m, v) | remainders (10: fp32 m, v and 16-bit master remainders) | bf16 (4: bf16 m, v, no master)", cxxopts::value<std::string>()->default_value("cluster"))
       ("attention", "flash (fused kernels: FlashAttention-3 or cuDNN on Hopper) | flash2 (the FlashAttention-2 library) | unfused (pre-FlashAttention Megatron kernels)", cxxopts::value<std::string>()->default_value("flash"))
       ("partition", "auto (FLOPs balanced) | even (Megatron-LM) | balanced-time (least simulated step time under the memory limit, docs/partition.md) | first layer of each stage (0,13,26)", cxxopts::value<std::string>()->default_value("auto"))
       ("max-memory-gib", "model mode: memory limit per GPU in GiB for --partition balanced-time and the fit check (default: the cluster's HBM)", cxxopts::value<double>())
@@ -223,7 +224,7 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
-         "sequence-parallel", "zero1", "shard-grads", "tp-comm-overlap", "grad-dtype", "attention", "partition",
+         "sequence-parallel", "zero1", "shard-grads", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
          "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
@@ -332,6 +333,8 @@ int run_simulate(int argc, char** argv) {
     c.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
     c.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
     c.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
+    c.optimizer_state =
+        parse_optimizer_state(args["optimizer-state"].as<std::string>(), "--optimizer-state");
     c.attention = parse_attention_kernel(args["attention"].as<std::string>(), "--attention");
     c.ep = args["ep"].as<int>();
     c.etp = args.count("etp") ? args["etp"].as<int>() : 0;

@@ -47,6 +47,8 @@ std::string config_summary(const CorpusRow& row) {
   if (c.zero1) s += " dopt";
   if (c.shard_gradients) s += " sgrad";
   if (c.grad_dtype != GradDtype::kCluster) s += " grad:" + std::string(to_string(c.grad_dtype));
+  if (c.optimizer_state != OptimizerState::kCluster)
+    s += " opt:" + std::string(to_string(c.optimizer_state));
   if (c.attention != AttentionKernel::kFlash) s += " " + std::string(to_string(c.attention));
   if (row.fp8) s += " fp8";
   return s;

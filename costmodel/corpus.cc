@@ -61,6 +61,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
+                                        "optimizer_state",
                                         "ep",
                                         "etp",
                                         "moe_overlap",
@@ -274,6 +275,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);
   c.grad_dtype =
       parse_grad_dtype(row.string_or("grad_dtype", "cluster"), row.field("grad_dtype"));
+  c.optimizer_state = parse_optimizer_state(row.string_or("optimizer_state", "cluster"),
+                                            row.field("optimizer_state"));
   const std::string partition = row.string_or("partition", "even");
   if (partition != "even" && partition != "auto")
     throw_input_error(row.field("partition"),

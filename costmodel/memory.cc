@@ -42,6 +42,16 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   const OperatorCost op(model, config, cluster);
   const double grad_per_param =
       grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
+  // The remainders complete 16-bit weights to fp32 master weights: FP8 weights have no such
+  // 16 bits (Apex and NeMo keep full fp32 master copies for them).
+  if (config.optimizer_state == OptimizerState::kRemainders && model.dtype == Dtype::kFp8 &&
+      model.fp8_params)
+    throw InputError(
+        "optimizer state 'remainders' needs 16-bit weights: the model stores its transformer "
+        "weights in FP8 (fp8_params), so the master weights stay fp32 (use fp32 or set "
+        "\"fp8_params\": false)");
+  const double optimizer_per_param =
+      optimizer_state_bytes_per_param(config.optimizer_state, cluster.optimizer_state_bytes_per_param);
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
@@ -76,7 +86,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     transient[actor] = std::max(
         transient[actor], transient_grad_bytes(op, model, config, grad_per_param,
                                                work[s].first_layer, work[s].num_layers));
-    a.optimizer_bytes += std::llround(sharded * cluster.optimizer_state_bytes_per_param);
+    a.optimizer_bytes += std::llround(sharded * optimizer_per_param);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);

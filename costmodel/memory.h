@@ -4,7 +4,8 @@
 // (the routed experts of MoE layers / (ep · etp): expert parallelism):
 //   weights    P_r · weight_bytes_per_param            (2, bf16)
 //   gradients  P_r · grad_bytes_per_param              (4, fp32 main grads)
-//   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v)
+//   optimizer  P_r · optimizer_state_bytes_per_param   (12: fp32 master, m, v; ParallelConfig::
+//              optimizer_state: 10 with 16-bit master remainders, 4 with bf16 m, v and no master)
 // (÷ dp·cp with the distributed optimizer; the routed experts' ÷ their edp = tp·cp·dp/(ep·etp)
 // replicas). With gradient sharding (ParallelConfig::shard_gradients, ZeRO-2) the gradients are
 // ÷ the same shards too, plus one transient full-size gradient: that of the largest layer the

@@ -460,7 +460,10 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
   const double local_params =
       device_params(first_layer, num_layers, params, /*optimizer_sharded=*/true);
   const double hbm_eff = cluster_.num_sms > 0 ? cluster_.hbm_efficiency : 1.0;
-  b.optimizer_s = local_params * cluster_.optimizer_traffic_bytes_per_param /
+  b.optimizer_s = local_params *
+                  optimizer_traffic_bytes_per_param(config_.optimizer_state,
+                                                    cluster_.optimizer_state_bytes_per_param,
+                                                    cluster_.optimizer_traffic_bytes_per_param) /
                   (cluster_.hbm_bandwidth_bytes_per_s * hbm_eff);
   return b;
 }

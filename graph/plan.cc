@@ -1,5 +1,6 @@
 #include "graph/plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/error.h"
@@ -87,6 +88,47 @@ double grad_bytes_per_param(GradDtype g, double cluster_default) {
   return cluster_default;
 }
 
+std::string_view to_string(OptimizerState o) {
+  switch (o) {
+    case OptimizerState::kCluster:
+      return "cluster";
+    case OptimizerState::kFp32:
+      return "fp32";
+    case OptimizerState::kRemainders:
+      return "remainders";
+    case OptimizerState::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+OptimizerState parse_optimizer_state(std::string_view s, const std::string& where) {
+  for (OptimizerState o : kAllOptimizerStates)
+    if (to_string(o) == s) return o;
+  throw_input_error(where, "expected cluster, fp32, remainders or bf16, got \"" + std::string(s) +
+                               "\"");
+}
+
+double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default) {
+  switch (o) {
+    case OptimizerState::kFp32:
+      return 12;
+    case OptimizerState::kRemainders:
+      return 10;
+    case OptimizerState::kBf16:
+      return 4;
+    case OptimizerState::kCluster:
+      break;
+  }
+  return cluster_default;
+}
+
+double optimizer_traffic_bytes_per_param(OptimizerState o, double cluster_state,
+                                         double cluster_traffic) {
+  const double state = optimizer_state_bytes_per_param(o, cluster_state);
+  return std::max(0.0, cluster_traffic - 2 * (cluster_state - state));
+}
+
 void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
                       bool flags, std::string_view field_prefix) {
   const auto name = [&](const char* flag, const char* field) {
@@ -163,6 +205,8 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
   if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
   if (c.shard_gradients) j["shard_gradients"] = true;
+  if (c.optimizer_state != OptimizerState::kCluster)
+    j["optimizer_state"] = std::string(to_string(c.optimizer_state));
   return j;
 }
 
@@ -189,7 +233,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "moe_imbalance",
                       "moe_overlap",
                       "grad_dtype",
-                      "shard_gradients"});
+                      "shard_gradients",
+                      "optimizer_state"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -221,6 +266,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
   if (obj.has("grad_dtype"))
     c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
+  if (obj.has("optimizer_state"))
+    c.optimizer_state =
+        parse_optimizer_state(obj.string("optimizer_state"), obj.field("optimizer_state"));
   c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_gradients);
   if (c.shard_gradients && !c.zero1)
     throw_input_error(obj.field("shard_gradients"),

@@ -72,6 +72,30 @@ GradDtype parse_grad_dtype(std::string_view s, const std::string& where);
 // Bytes per parameter of the gradient buffer: `cluster_default` for kCluster.
 double grad_bytes_per_param(GradDtype g, double cluster_default);
 
+// What Adam keeps per parameter besides the weights and gradients (the framework's setting):
+//   kCluster     the cluster's optimizer_state_bytes_per_param (12 in the presets: fp32 master
+//                weights, m and v)
+//   kFp32        12 bytes: fp32 master weights, m and v (Megatron-LM's distributed optimizer)
+//   kRemainders  10 bytes: fp32 m and v and the 16 low bits of each fp32 master weight, whose
+//                high 16 bits are the bf16 weight itself (Apex DistributedFusedAdam and
+//                Transformer Engine FusedAdam store_param_remainders; NeMo 1.x sets it with fp32
+//                optimizer state and bf16 weights); needs 16-bit weights
+//   kBf16        4 bytes: m and v in bf16 and no master copy, the bf16 weights updated in place
+//                (NeMo 1.x with optim.dtype bf16: store_params false)
+// The optimizer step's HBM traffic changes with it: each state byte is read and written once.
+enum class OptimizerState { kCluster, kFp32, kRemainders, kBf16 };
+inline constexpr std::array kAllOptimizerStates = {OptimizerState::kCluster, OptimizerState::kFp32,
+                                                   OptimizerState::kRemainders,
+                                                   OptimizerState::kBf16};
+std::string_view to_string(OptimizerState o);  // "cluster", "fp32", "remainders", "bf16"
+OptimizerState parse_optimizer_state(std::string_view s, const std::string& where);
+// Bytes per parameter of the optimizer state: `cluster_default` for kCluster.
+double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default);
+// HBM bytes one optimizer step moves per parameter: the cluster's traffic, less a read and a write
+// of every state byte the setting drops (the cluster's traffic for kCluster).
+double optimizer_traffic_bytes_per_param(OptimizerState o, double cluster_state,
+                                         double cluster_traffic);
+
 // How the devices are used. gpus = pp · dp · cp · tp. Rank layout (costmodel/analytic_cost.h):
 // tensor parallelism innermost, then context parallelism, then data parallelism, then pipeline.
 struct ParallelConfig {
@@ -122,6 +146,7 @@ struct ParallelConfig {
   double moe_imbalance = 1.0;
   MoeOverlap moe_overlap = MoeOverlap::kAuto;
   GradDtype grad_dtype = GradDtype::kCluster;
+  OptimizerState optimizer_state = OptimizerState::kCluster;
   int expert_tp() const { return etp > 0 ? etp : tp; }
   // Replicas of each expert (expert data parallelism): tp·cp·dp / (ep·etp).
   int expert_dp() const { return tp * cp * dp / std::max(1, ep * expert_tp()); }

@@ -202,6 +202,25 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                      "fp16 gradients in a bf16 run (Megatron-LM reduces in fp16 only when it "
                      "trains in fp16)");
   }
+  switch (c.optimizer_state) {
+    case OptimizerState::kCluster:
+    case OptimizerState::kFp32:
+      break;  // Megatron-LM's default: fp32 master weights, m and v
+    case OptimizerState::kRemainders:
+      // The precision-aware optimizer: Transformer Engine's FusedAdam (>= 2.1) keeps the 16-bit
+      // remainders of the fp32 master weights; Megatron-LM allows it with the distributed
+      // optimizer only.
+      if (!c.zero1)
+        cannot_express(HandoffTarget::kMegatron,
+                       "master-weight remainders without the distributed optimizer "
+                       "(--use-precision-aware-optimizer needs --use-distributed-optimizer)");
+      add("--use-precision-aware-optimizer");
+      break;
+    case OptimizerState::kBf16:
+      cannot_express(HandoffTarget::kMegatron,
+                     "bf16 optimizer state without master weights (Megatron-LM keeps fp32 or "
+                     "fp16 master weights)");
+  }
   add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
   if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
@@ -392,6 +411,9 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     cannot_express(target, std::string(to_string(c.grad_dtype)) +
                                " gradient reduction (this export keeps torchtitan's default "
                                "float32 reduction)");
+  if (c.optimizer_state == OptimizerState::kRemainders || c.optimizer_state == OptimizerState::kBf16)
+    cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
+                               "' (this export keeps torchtitan's fp32 AdamW state)");
   if (c.zero1)
     cannot_express(target,
                    "ZeRO-1 (distributed optimizer): torchtitan shards with FSDP "
@@ -512,6 +534,9 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   if (c.grad_dtype != GradDtype::kCluster)
     cannot_express(target, std::string(to_string(c.grad_dtype)) +
                                " gradients (the trainer's own dtype policy decides)");
+  if (c.optimizer_state != OptimizerState::kCluster)
+    cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
+                               "' (the trainer's own optimizer decides)");
   if (c.overlap_grad_reduce)
     cannot_express(target, "the overlapped gradient reduction (XLA schedules the reduction)");
   const int S = plan.partition.num_stages();

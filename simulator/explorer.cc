@@ -772,6 +772,8 @@ std::string describe_config(const ParallelConfig& c) {
   if (c.tp_comm_overlap) s += ", tp-comm-overlap";
   if (c.overlap_grad_reduce) s += ", overlap-grad-reduce";
   if (c.grad_dtype != GradDtype::kCluster) s += ", grad " + std::string(to_string(c.grad_dtype));
+  if (c.optimizer_state != OptimizerState::kCluster)
+    s += ", optimizer " + std::string(to_string(c.optimizer_state));
   return s;
 }
 
@@ -946,6 +948,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
                     c.shard_gradients = sg;
                     c.grad_dtype = request.grad_dtype;
+                    c.optimizer_state = request.optimizer_state;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
                     classify(model, zero1_on, rec,
@@ -1476,6 +1479,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
                         {"overlap_grad_reduce", request.overlap_grad_reduce},
                         {"grad_dtype", std::string(to_string(request.grad_dtype))},
+                        {"optimizer_state", std::string(to_string(request.optimizer_state))},
                         {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},
                       {"enumerated", static_cast<int64_t>(recs.size())},

@@ -149,6 +149,8 @@ struct ExploreRequest {
   bool overlap_grad_reduce = false;
   // Sets ParallelConfig::grad_dtype of every configuration (graph/plan.h).
   GradDtype grad_dtype = GradDtype::kCluster;
+  // Sets ParallelConfig::optimizer_state of every configuration (graph/plan.h).
+  OptimizerState optimizer_state = OptimizerState::kCluster;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
   // How each configuration is partitioned: kAuto (default), kEven or kBalancedTime
   // (explore_partition.h); not combined with bound_prune. kExplicit is refused.

@@ -309,7 +309,9 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
         const double whole = static_cast<double>(model.layers[l].params);
         static_bytes[g].push_back(op.device_params(l, 1, whole, false) * per_param +
                                   op.device_params(l, 1, whole, true) *
-                                      spec.optimizer_state_bytes_per_param);
+                                      optimizer_state_bytes_per_param(
+                                          config.optimizer_state,
+                                          spec.optimizer_state_bytes_per_param));
         stash_bytes[g].push_back(op.stash_bytes(l));
       }
     }

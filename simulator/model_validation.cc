@@ -181,6 +181,7 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
           {"tp_comm_overlap", c.tp_comm_overlap},
           {"overlap_grad_reduce", c.overlap_grad_reduce},
           {"grad_dtype", std::string(to_string(c.grad_dtype))},
+          {"optimizer_state", std::string(to_string(c.optimizer_state))},
           {"ep", c.ep},
           {"etp", c.expert_tp()},
           {"moe_overlap", std::string(to_string(c.moe_overlap))},

@@ -74,7 +74,9 @@ class PeakMemory {
       a += std::llround(params * cluster_.weight_bytes_per_param);
       a += std::llround(
           stage_grad_bytes(op_, config_, grad_bytes_per_param_, p.begin(s), p.size(s), whole));
-      a += std::llround(sharded * cluster_.optimizer_state_bytes_per_param);
+      a += std::llround(sharded * optimizer_state_bytes_per_param(
+                                      config_.optimizer_state,
+                                      cluster_.optimizer_state_bytes_per_param));
       stash_bytes[s] = std::llround(stash);
       double& t = transient[schedule_.placement.actor_of(s)];
       t = std::max(t, transient_grad_bytes(op_, model_, config_, grad_bytes_per_param_,
@@ -281,7 +283,9 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
       const double whole = static_cast<double>(model.layers[l].params);
       static_bytes.push_back(memory.op().device_params(l, 1, whole, false) * per_param +
                              memory.op().device_params(l, 1, whole, true) *
-                                 cluster.optimizer_state_bytes_per_param);
+                                 optimizer_state_bytes_per_param(
+                                     config.optimizer_state,
+                                     cluster.optimizer_state_bytes_per_param));
       stash_bytes.push_back(memory.op().stash_bytes(l));
     }
     const std::vector<int> k = stash_counts(schedule);
