@@ -123,6 +123,15 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
 }
 
 void check_shard_gradients(const ParallelConfig& c, const std::string& where, bool flags) {
+  if (c.shard_parameters && !c.zero1)
+    throw_input_error(
+        flags ? std::string("--shard-params") : where + ": field 'shard_parameters'",
+        flags ? "parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (--zero1)"
+              : "parameter sharding needs the distributed optimizer (zero1)");
+  if (c.shard_parameters && !c.shard_gradients)
+    throw_input_error(flags ? std::string("--shard-params") : where + ": field 'shard_gradients'",
+                      "parameter sharding implies gradient sharding (shard_gradients cannot be "
+                      "false with shard_parameters)");
   if (!c.shard_gradients || c.zero1) return;
   throw_input_error(flags ? std::string("--shard-grads") : where + ": field 'shard_gradients'",
                     flags ? "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1)"
@@ -153,6 +162,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
   if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
   if (c.shard_gradients) j["shard_gradients"] = true;
+  if (c.shard_parameters) j["shard_parameters"] = true;
   return j;
 }
 
@@ -179,7 +189,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "moe_imbalance",
                       "moe_overlap",
                       "grad_dtype",
-                      "shard_gradients"});
+                      "shard_gradients",
+                      "shard_parameters"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -211,7 +222,15 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
   if (obj.has("grad_dtype"))
     c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
-  c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_gradients);
+  c.shard_parameters = obj.boolean_or("shard_parameters", c.shard_parameters);
+  c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_parameters);
+  if (c.shard_parameters && !c.zero1)
+    throw_input_error(obj.field("shard_parameters"),
+                      "parameter sharding needs the distributed optimizer (\"zero1\": true)");
+  if (c.shard_parameters && !c.shard_gradients)
+    throw_input_error(obj.field("shard_gradients"),
+                      "false, but parameter sharding (\"shard_parameters\": true) implies "
+                      "gradient sharding");
   if (c.shard_gradients && !c.zero1)
     throw_input_error(obj.field("shard_gradients"),
                       "gradient sharding needs the distributed optimizer (\"zero1\": true)");
