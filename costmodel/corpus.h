@@ -13,7 +13,9 @@
 //                 "microbatch_size": b, "global_batch": B, "seq_len": s, "schedule": "1f1b",
 //                 "recompute": "none", "sequence_parallel": false, "distributed_optimizer": false,
 //                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
-//                 distributed_optimizer), "attention": "flash", "fp8": false, "tp_comm_overlap": false,
+//                 distributed_optimizer), "shard_parameters": false (ZeRO-3 / FSDP parameter
+//                 sharding; needs distributed_optimizer, implies shard_gradients: a row with
+//                 "shard_gradients": false is refused), "attention": "flash", "fp8": false, "tp_comm_overlap": false,
 //                 "overlap_grad_reduce": false,
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
@@ -132,7 +134,8 @@ struct CorpusRow {
   ModelSpec model;
   int seq_len = 0;
   // gpus, tp, pp, dp, cp, virtual_stages, microbatch_size, global_batch, schedule, recompute,
-  // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, attention,
+  // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, shard_parameters,
+  // attention,
   // tp_comm_overlap and overlap_grad_reduce; num_microbatches = global_batch / (dp ·
   // microbatch_size).
   ParallelConfig config;

@@ -161,7 +161,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& perturb, bool breakdown, bool check_memory,
                            bool record_trace, const std::string& assign_path,
                            const std::string& assign_text, const std::string& grad_dtype,
-                           bool shard_grads) {
+                           bool shard_grads, bool shard_params) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -190,7 +190,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.recompute = parse_recompute(recompute, "--recompute");
   c.sequence_parallel = sequence_parallel;
   c.zero1 = zero1;
-  c.shard_gradients = shard_grads;
+  c.shard_parameters = shard_params;
+  c.shard_gradients = shard_grads || shard_params;
   check_shard_gradients(c, "configuration", /*flags=*/true);
   c.overlap_grad_reduce = overlap_grad_reduce;
   c.tp_comm_overlap = tp_comm_overlap;
@@ -926,7 +927,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
         py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
-        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"));
+        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
+        py::arg("shard_params"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),

@@ -277,14 +277,16 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
-             shard_grads=False):
+             shard_grads=False, shard_params=False):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
     ``gpus``, ``pp``, ``tp``, ``dp``, ``cp``, ``virtual``, ``global_batch``,
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
-    sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``overlap_grad_reduce``,
+    sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``shard_params`` (parameter
+    sharding, ZeRO-3 / FSDP, needs ``zero1``, implies ``shard_grads``; ``--shard-params``),
+    ``overlap_grad_reduce``,
     ``tp_comm_overlap``, ``attention`` (flash|unfused), ``partition`` ("auto", "even",
     "balanced-time" (least step time within the device memory, docs/partition.md) or
     "0,13,26"), ``max_memory_gib`` (memory limit per GPU in GiB of the balanced-time search
@@ -341,14 +343,14 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
-            *_assign_args(assign), str(grad_dtype), bool(shard_grads))
+            *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
                    ("dp", dp, 1), ("cp", cp, 1), ("global_batch", global_batch, None),
                    ("microbatch_size", microbatch_size, 1), ("recompute", recompute, "none"),
                    ("sequence_parallel", sequence_parallel, False), ("zero1", zero1, False),
-                   ("shard_grads", shard_grads, False),
+                   ("shard_grads", shard_grads, False), ("shard_params", shard_params, False),
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
