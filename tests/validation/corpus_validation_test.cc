@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "costmodel/cluster.h"
@@ -112,15 +113,41 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
 // their gradients were sharded as the paper states (78.1 and 71.3 GiB of 80; 88.3 and 81.6 GiB
 // with full gradient buffers); the FP8 405B run on 256 GB200 since FP8 stashes 1-byte GEMM inputs
 // and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory).
+// Except the rows below, whose runs saved memory in a way the model does not represent; each is
+// held to not fitting, so a mark the model outgrows fails.
+struct DoesNotFitRow {
+  const char* id;
+  const char* reason;
+};
+constexpr DoesNotFitRow kDoesNotFit[] = {
+    {"mbridge2511fsdp-llama3-70B-64gpu-gb200",
+     "319.5 GiB of 186: the recipe offloads the activations of 40 of the 80 layers to the host "
+     "(cpu_offloading_num_layers=40), which the model does not represent; about 150 GiB of the "
+     "stash stays on the GPU with it"},
+};
+
+const DoesNotFitRow* does_not_fit(const std::string& id) {
+  for (const DoesNotFitRow& d : kDoesNotFit)
+    if (id == d.id) return &d;
+  return nullptr;
+}
+
 TEST(CorpusValidation, EveryRunFitsItsGpu) {
-  int fits = 0;
+  int fits = 0, marked = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (!r.ran()) continue;
+    if (const DoesNotFitRow* d = does_not_fit(r.row->id)) {
+      ++marked;
+      EXPECT_FALSE(r.fits) << r.row->id << " is marked as not fitting (" << d->reason
+                           << ") but is predicted to fit: remove the mark";
+      continue;
+    }
     EXPECT_TRUE(r.fits) << r.row->id << ": predicted " << r.peak_memory_bytes / double(1 << 30)
                         << " GiB, the run trained on the GPU";
     fits += r.fits;
   }
-  EXPECT_GE(fits, 71);
+  EXPECT_GE(fits, 72);
+  EXPECT_EQ(marked, static_cast<int>(std::size(kDoesNotFit)));
 }
 
 TEST(CorpusValidation, HardwareFlopsMatchNarayanansFormula) {
