@@ -153,5 +153,22 @@ TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
               zero2.at("breakdown")[0].at("bubble_s").get<double>(), 1e-9);
 }
 
+TEST(ShardParamsCli, RunsOnAHeterogeneousCluster) {
+  // Each actor's gathers are priced on its own kind and tp: 16-bit weights gathered twice per
+  // microbatch move as many bytes as the fp32 gradients' reduce-scatters.
+  const std::string mixed =
+      write_temp_file("shard_params_mixed.json",
+                      R"({"name": "mixed", "kinds": [{"preset": "h100-sxm", "gpus": 8},
+                                     {"preset": "a100-80g", "gpus": 8}]})");
+  const std::string base = "simulate --model gpt3-1.3b --cluster " + mixed +
+                           " --gpus 16 --pp 4 --tp 2 --dp 2 --global-batch 32 --schedule 1f1b "
+                           "--partition even --zero1";
+  const nlohmann::json zero2 = run_json(base + " --shard-grads");
+  const nlohmann::json zero3 = run_json(base + " --shard-params");
+  EXPECT_EQ(zero3.at("collective_bytes").get<int64_t>(),
+            2 * zero2.at("collective_bytes").get<int64_t>());
+  EXPECT_NE(zero3.at("step_time_s"), zero2.at("step_time_s"));
+}
+
 }  // namespace
 }  // namespace jaxpp::testing
