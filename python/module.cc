@@ -491,7 +491,7 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
                                                std::optional<int> tp, std::optional<int> dp,
                                                std::optional<int> cp, bool sequence_parallel,
                                                bool zero1, std::optional<double> max_memory_gib,
-                                               bool shard_grads) {
+                                               bool shard_grads, bool shard_params) {
   if (partition != "auto") {
     const char* why = "shapes the auto partition, but --partition gives the stages' first layers";
     if (first_stage_fewer) throw_input_error("--first-stage-fewer", why);
@@ -507,7 +507,7 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
         {"--tp", tp.has_value()},          {"--dp", dp.has_value()},
         {"--cp", cp.has_value()},          {"--sequence-parallel", sequence_parallel},
         {"--zero1", zero1},                {"--shard-grads", shard_grads},
-        {"--max-memory-gib", max_memory_gib.has_value()}};
+        {"--shard-params", shard_params},  {"--max-memory-gib", max_memory_gib.has_value()}};
     for (const auto& [flag, is_given] : given)
       if (is_given) throw_input_error(flag, why);
   } else {
@@ -549,7 +549,8 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
       g.cp = cp.value_or(1);
       g.sequence_parallel = sequence_parallel;
       g.zero1 = zero1;
-      g.shard_gradients = shard_grads;
+      g.shard_parameters = shard_params;
+      g.shard_gradients = shard_grads || shard_params;
       if (max_memory_gib) g.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
     }
     const GraphPartition resolved = resolve_graph_partition(g);
@@ -982,7 +983,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("split_backward"), py::arg("recompute"), py::arg("dot"), py::arg("schedule"),
         py::arg("cluster"), py::arg("tp"), py::arg("dp"), py::arg("cp"),
         py::arg("sequence_parallel"), py::arg("zero1"), py::arg("max_memory_gib"),
-        py::arg("shard_grads"));
+        py::arg("shard_grads"), py::arg("shard_params"));
   m.def("validate_model", &validate_model_json, py::arg("corpus"), py::arg("cluster"),
         py::arg("rows_on"), py::arg("split"), py::arg("band"));
   m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),

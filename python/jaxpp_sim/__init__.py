@@ -186,7 +186,8 @@ def _refuse_given(args, why):
 def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition="auto",
           first_stage_fewer=None, last_stage_fewer=None, placement="", split_backward=False,
           recompute="none", dot=False, schedule=None, cluster=None, tp=None, dp=None, cp=None,
-          sequence_parallel=False, zero1=False, max_memory_gib=None, shard_grads=False):
+          sequence_parallel=False, zero1=False, max_memory_gib=None, shard_grads=False,
+          shard_params=False):
     """A model's pipeline stages and task graph, as ``jaxpp-sim graph --json``: the model's
     totals, the partition into ``pp x virtual`` stages (``partition`` "auto" or the first layer
     of each stage, e.g. "0,12,24"; ``first_stage_fewer``/``last_stage_fewer`` shape the auto
@@ -198,7 +199,7 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     ``partition="even"`` is Megatron-LM's split; ``partition="balanced-time"`` is the partition
     ``simulate`` searches (docs/partition.md) for ``schedule`` (required) on ``cluster``
     (default "a100-80g") with ``tp``, ``dp``, ``cp``, ``sequence_parallel``, ``zero1``,
-    ``shard_grads`` and ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
+    ``shard_grads``, ``shard_params`` and ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
     microbatch_size · dp), as ``graph --partition balanced-time``. Returns a dict."""
     m = _model(model)
     balanced = partition == "balanced-time"
@@ -212,7 +213,8 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
         None if last_stage_fewer is None else int(last_stage_fewer), str(placement or ""),
         bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
         opt_int(tp), opt_int(dp), opt_int(cp), bool(sequence_parallel), bool(zero1),
-        None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads))
+        None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads),
+        bool(shard_params))
     out = _json.loads(text)
     if dot:
         out["dot"] = dot_text

@@ -770,6 +770,13 @@ def test_shard_params_equals_cli_and_needs_zero1():
                "--shard-params")
     with pytest.raises(js.InputError, match="--shard-params"):
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, shard_params=True)
+    g = js.graph(model="gpt3-1.3b", pp=2, partition="balanced-time", schedule="1f1b", dp=8,
+                 zero1=True, shard_params=True)
+    assert g == cli_json("graph", "--model", "gpt3-1.3b", "--pp", "2", "--partition",
+                         "balanced-time", "--schedule", "1f1b", "--dp", "8", "--zero1",
+                         "--shard-params")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=2, shard_params=True), "graph",
+               "--model", "gpt3-1.3b", "--pp", "2", "--shard-params")
 
 
 def test_a2a_dtype_equals_cli():
