@@ -59,6 +59,22 @@ TEST(ShardParamsCli, ThePlanCarriesItValidateAcceptsItAndRunMatchesTheReference)
   EXPECT_NE(stale.exit_code, 0);
 }
 
+TEST(ShardParamsCli, RunningThePlanUnderMpirunMatchesTheReference) {
+  // 2 actors × 2 replicas, one MPI rank each: the gathers are MPI all-reduces of the shards, run
+  // as soon as their deps are done, between the computes.
+  const std::string dir = make_temp_dir();
+  ASSERT_EQ(run_cli("simulate --model gpt3-1.3b --cluster a100-80g --gpus 4 --pp 2 --dp 2 "
+                    "--global-batch 16 --schedule 1f1b --zero1 --shard-params --plan " +
+                    dir + "/plan.json")
+                .exit_code,
+            0);
+  const CliResult r =
+      run_cli_under_mpirun(4, "run " + dir + "/plan.json --backend mpi --check --steps 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("-> PASS"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
 TEST(ShardParamsCli, WithoutZeroOneSimulateRefusesWithOneLine) {
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(

@@ -362,5 +362,21 @@ TEST(ShardParameters, ThePlanFileRoundTripsAndSimulatesTheSame) {
   EXPECT_EQ(simulate_plan(back, o).result.step_time_s, simulate_plan(plan, o).result.step_time_s);
 }
 
+TEST(ShardParameters, ReductionsOverlapWithoutOverlapGradReduce) {
+  // Held back until the last compute, a reduction would hold back the gathers queued behind it
+  // on the collective stream, which the computes wait for: a deadlock. An actor with gathers
+  // overlaps its reductions either way, so the flag changes nothing.
+  PlanRequest r = shard_params_request(load_model("gpt3-1.3b"), 2, 64, true);
+  const Plan overlapped = build_plan(r);
+  r.config.overlap_grad_reduce = false;
+  const Plan plain = build_plan(r);
+  PlanSimOptions o;
+  o.record_trace = false;
+  const SimResult a = simulate_plan(overlapped, o).result;
+  const SimResult b = simulate_plan(plain, o).result;
+  EXPECT_EQ(b.step_time_s, a.step_time_s);
+  EXPECT_EQ(b.collective_bytes, a.collective_bytes);
+}
+
 }  // namespace
 }  // namespace jaxpp
