@@ -306,7 +306,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         std::optional<int> robust, std::optional<double> robust_jitter,
                         std::optional<py::function> progress, const std::string& assign_path,
                         const std::string& assign_text, const std::string& grad_dtype,
-                        const std::string& shard_grads) {
+                        const std::string& shard_grads, const std::string& shard_params) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -342,6 +342,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
     space.recompute.push_back(parse_recompute(r, "--recompute"));
   space.zero1 = zero1_domain(zero1);
   space.shard_gradients = off_on_both_domain(shard_grads, "--shard-grads");
+  space.shard_parameters = off_on_both_domain(shard_params, "--shard-params");
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
@@ -950,7 +951,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
         py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
         py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
-        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"));
+        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
+        py::arg("shard_params"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),

@@ -455,7 +455,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None,
-            shard_grads="off"):
+            shard_grads="off", shard_params="off"):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -471,7 +471,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
     evaluated. ``grad_dtype`` (``--grad-dtype``) and ``a2a_dtype`` (``--a2a-dtype``) apply to every
     configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
-    "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations.
+    "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations; ``shard_params``
+    (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP).
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -499,7 +500,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
-        str(grad_dtype), str(shard_grads))
+        str(grad_dtype), str(shard_grads), str(shard_params))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

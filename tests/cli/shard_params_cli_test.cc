@@ -169,6 +169,63 @@ TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
               zero2.at("breakdown")[0].at("bubble_s").get<double>(), 1e-9);
 }
 
+TEST(ShardParamsCli, ExploreSearchesItAsADimension) {
+  const std::string dir = make_temp_dir();
+  const std::string base =
+      "explore --model gpt3-1.3b --cluster a100-80g --gpus 16 --global-batch 64 --pp 2 --tp 1 "
+      "--microbatch-sizes 1 --recompute none --schedules 1f1b";
+  // ZeRO-1, ZeRO-2 and ZeRO-3 of the one ZeRO-1 configuration.
+  const nlohmann::json all = run_json(base + " --zero1 on --shard-grads both --shard-params both");
+  ASSERT_EQ(all.at("configs").size(), 3u);
+  int plain = 0, grads = 0, params = 0;
+  for (const nlohmann::json& c : all.at("configs")) {
+    const nlohmann::json& config = c.at("config");
+    if (config.value("shard_parameters", false)) {
+      ++params;
+      EXPECT_TRUE(config.value("shard_gradients", false));
+      // The configuration explore simulated is the one simulate gives.
+      const nlohmann::json sim = run_json(
+          "simulate --model gpt3-1.3b --cluster a100-80g --gpus "
+          "16 --pp 2 --dp 8 --global-batch 64 --schedule 1f1b "
+          "--zero1 --shard-params");
+      EXPECT_EQ(c.at("step_time_s"), sim.at("step_time_s"));
+    } else {
+      (config.value("shard_gradients", false) ? grads : plain) += 1;
+    }
+  }
+  EXPECT_EQ(plain, 1);
+  EXPECT_EQ(grads, 1);
+  EXPECT_EQ(params, 1);
+  // ZeRO-1 off has no unsharded ZeRO-1 twin with --shard-params on: not dominated.
+  const nlohmann::json on = run_json(base + " --zero1 both --shard-params on");
+  EXPECT_EQ(on.at("pruned").at("dominated").get<int>(), 0);
+  EXPECT_EQ(on.at("configs").size(), 2u);
+  // The CSV and the table carry it; the plan of the best sharded configuration too.
+  const CliResult csv = run_cli(base + " --zero1 on --shard-params on --csv " + dir + "/e.csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("on+sp"), std::string::npos) << csv.out;
+  const std::string text = read_file(dir + "/e.csv");
+  EXPECT_EQ(text.rfind("rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,"
+                       "schedule,recompute,zero1,shard_gradients,shard_parameters,ep,",
+                       0),
+            0u)
+      << text;
+  EXPECT_NE(text.find(",Std1F1B,none,1,1,1,"), std::string::npos) << text;
+  run_json(base + " --zero1 on --shard-params on --plan " + dir + "/best.json");
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/best.json"));
+  EXPECT_EQ(plan.at("config").at("shard_parameters"), true);
+  // Refused with ZeRO-1 off, and a bad value.
+  const CliResult off = run_cli(base + " --zero1 off --shard-params on");
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_NE(off.err.find("--shard-params: parameter sharding (ZeRO-3 / FSDP) needs the "
+                         "distributed optimizer"),
+            std::string::npos)
+      << off.err;
+  const CliResult bad = run_cli(base + " --shard-params yes");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--shard-params"), std::string::npos) << bad.err;
+}
+
 TEST(ShardParamsCli, RunsOnAHeterogeneousCluster) {
   // Each actor's gathers are priced on its own kind and tp: 16-bit weights gathered twice per
   // microbatch move as many bytes as the fp32 gradients' reduce-scatters.

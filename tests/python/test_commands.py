@@ -777,6 +777,13 @@ def test_shard_params_equals_cli_and_needs_zero1():
                          "--shard-params")
     same_error(lambda: js.graph(model="gpt3-1.3b", pp=2, shard_params=True), "graph",
                "--model", "gpt3-1.3b", "--pp", "2", "--shard-params")
+    r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=16, global_batch=64, pp=[2],
+                   tp=[1], schedules=["1f1b"], zero1="on", shard_params="on", threads=1)
+    assert r.summary == cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g",
+                                 "--gpus", "16", "--global-batch", "64", "--pp", "2", "--tp", "1",
+                                 "--schedules", "1f1b", "--zero1", "on", "--shard-params", "on",
+                                 "--threads", "1")
+    assert r.best_plan()["config"]["shard_parameters"] is True
 
 
 def test_a2a_dtype_equals_cli():
