@@ -168,7 +168,7 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
                        const ExploreMpiWorld& world, OutputFormat format) {
   refuse_flags(args, {"pp", "ep", "etp", "cp", "assign", "virtual", "partition", "synthesize",
                       "synthesize-top", "synthesize-time-s", "robust", "robust-jitter",
-                      "bound-prune", "csv", "explain", "threads", "shard-grads"},
+                      "bound-prune", "csv", "explain", "threads", "shard-grads", "shard-params"},
                "is not supported by explore on a heterogeneous --cluster (it searches dp, a tp per "
                "device kind, --schedules, --microbatch-sizes, --recompute and --zero1 with one "
                "stage per actor, each partitioned balanced-time and even; docs/explore.md)");
@@ -321,6 +321,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
+      ("shard-params", "parameter sharding (ZeRO-3 / FSDP, implies gradient sharding) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("sequence-parallel", "Megatron sequence parallelism in every configuration")
       ("attention", "attention kernel in every configuration: flash, flash2 or unfused", cxxopts::value<std::string>()->default_value("flash"))
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
@@ -433,6 +434,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.tp_comm_overlap = args.count("tp-comm-overlap") > 0;
   req.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;
   space.shard_gradients = parse_off_on_both(args["shard-grads"].as<std::string>(), "--shard-grads");
+  space.shard_parameters =
+      parse_off_on_both(args["shard-params"].as<std::string>(), "--shard-params");
   req.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
   req.optimizer_state =
       parse_optimizer_state(args["optimizer-state"].as<std::string>(), "--optimizer-state");

@@ -44,6 +44,7 @@ int run_graph(int argc, char** argv) {
       ("sequence-parallel", "balanced-time: Megatron sequence parallelism")
       ("zero1", "balanced-time: distributed optimizer (ZeRO-1)")
       ("shard-grads", "balanced-time: gradient sharding (ZeRO-2, needs --zero1)")
+      ("shard-params", "balanced-time: parameter sharding (ZeRO-3 / FSDP, needs --zero1, implies --shard-grads)")
       ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
@@ -65,7 +66,7 @@ int run_graph(int argc, char** argv) {
   if (!balanced_time) {
     refuse_flags(args,
                  {"schedule", "cluster", "tp", "dp", "cp", "sequence-parallel", "zero1",
-                  "shard-grads", "max-memory-gib"},
+                  "shard-grads", "shard-params", "max-memory-gib"},
                  "prices the --partition balanced-time search, but --partition is " + partition);
   } else {
     if (!args.count("schedule"))
@@ -105,7 +106,8 @@ int run_graph(int argc, char** argv) {
       g.cp = args["cp"].as<int>();
       g.sequence_parallel = args.count("sequence-parallel") > 0;
       g.zero1 = args.count("zero1") > 0;
-      g.shard_gradients = args.count("shard-grads") > 0;
+      g.shard_parameters = args.count("shard-params") > 0;
+      g.shard_gradients = args.count("shard-grads") > 0 || g.shard_parameters;
       if (args.count("max-memory-gib"))
         g.max_memory_bytes = max_memory_bytes_from_gib(args["max-memory-gib"].as<double>());
     }

@@ -179,6 +179,8 @@ Program with_mlp_sizes(Program program, const MlpConfig& mlp) {
       if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
       if (ins.op == OpKind::kAllReduce)
         ins.bytes = mlp.reduced_params_per_stage() * static_cast<int64_t>(sizeof(double));
+      if (ins.op == OpKind::kAllGather)  // the stage's weights (parameter sharding)
+        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
     }
   return program;
 }

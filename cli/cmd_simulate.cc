@@ -175,6 +175,7 @@ int run_simulate(int argc, char** argv) {
       ("sequence-parallel", "Megatron sequence parallelism")
       ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
       ("shard-grads", "gradient sharding (ZeRO-2, needs --zero1): keep 1/(dp·cp) of the gradients and reduce-scatter each microbatch's gradients")
+      ("shard-params", "parameter sharding (ZeRO-3 / FSDP, needs --zero1, implies --shard-grads): keep 1/(dp·cp) of the weights and all-gather a stage's weights before each microbatch's forward and backward")
       ("overlap-grad-reduce", "overlap the gradient reduction with the remaining backward (and, with --zero1, the parameter all-gather with the next forward)")
       ("tp-comm-overlap", "overlap tensor-parallel communication with GEMMs (needs --sequence-parallel)")
       ("grad-dtype", "gradient buffer and data-parallel reduction dtype: cluster (the cluster's grad_bytes_per_param, fp32 in the presets) | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))
@@ -224,7 +225,7 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
-         "sequence-parallel", "zero1", "shard-grads", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
+         "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
          "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
@@ -327,7 +328,8 @@ int run_simulate(int argc, char** argv) {
     c.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
     c.sequence_parallel = args.count("sequence-parallel") > 0;
     c.zero1 = args.count("zero1") > 0;
-    c.shard_gradients = args.count("shard-grads") > 0;
+    c.shard_parameters = args.count("shard-params") > 0;
+    c.shard_gradients = args.count("shard-grads") > 0 || c.shard_parameters;
     check_shard_gradients(c, "configuration", /*flags=*/true);
     c.cp = args["cp"].as<int>();
     c.overlap_grad_reduce = args.count("overlap-grad-reduce") > 0;

@@ -45,7 +45,10 @@ std::string config_summary(const CorpusRow& row) {
   if (c.recompute != Recompute::kNone) s += " rc:" + std::string(to_string(c.recompute));
   if (c.sequence_parallel) s += " sp";
   if (c.zero1) s += " dopt";
-  if (c.shard_gradients) s += " sgrad";
+  if (c.shard_parameters)
+    s += " sparam";
+  else if (c.shard_gradients)
+    s += " sgrad";
   if (c.grad_dtype != GradDtype::kCluster) s += " grad:" + std::string(to_string(c.grad_dtype));
   if (c.optimizer_state != OptimizerState::kCluster)
     s += " opt:" + std::string(to_string(c.optimizer_state));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "costmodel/alltoall_overlap.h"
+#include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
 
@@ -50,6 +51,10 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
     const double expert_local =
         experts / (static_cast<double>(std::max(1, config.ep)) * config.expert_tp());
     expert_grad_fraction_.push_back(local > 0 ? expert_local / local : 0.0);
+    gather_bytes_.push_back(config.shard_parameters
+                                ? stage_gather_bytes(op, model, cluster, work_[s].first_layer,
+                                                     work_[s].num_layers)
+                                : 0.0);
     // All-to-all time inside each task (AnalyticCost::a2a_parts).
     const double a2a_f = b.at(Pass::kForward).ep_comm_s;
     const double a2a_i = b.at(Pass::kBackwardInput).ep_comm_s + b.at(Pass::kRecompute).ep_comm_s;
@@ -139,6 +144,8 @@ double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride,
   };
   if (reduce_scatter_only) return allreduce(n) / 2;
   if (!config_.zero1) return allreduce(n);
+  // Parameter sharding gathers the parameters before each use: no all-gather after the step.
+  if (config_.shard_parameters) return allreduce(n) / 2;
   // Distributed optimizer: reduce-scatter of the gradients (half an all-reduce) and all-gather of
   // the updated parameters (weight bytes); the all-gather overlaps the next forward when the
   // reduction is overlapped (Megatron's --overlap-param-gather).
@@ -157,7 +164,9 @@ double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
                             : 0.0;
   const double bytes = static_cast<double>(ins.bytes);
   // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
-  const bool per_microbatch = config_.shard_gradients && !ins.tasks.empty();
+  // A parameter all-gather: the other half of an all-reduce, the same price.
+  const bool per_microbatch =
+      ins.op == OpKind::kAllGather || (config_.shard_gradients && !ins.tasks.empty());
   if (expert <= 0)
     return replica_allreduce_s(bytes, config_.dp * config_.cp, config_.tp, per_microbatch);
   return replica_allreduce_s(bytes * (1 - expert), config_.dp * config_.cp, config_.tp,
@@ -169,6 +178,10 @@ double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
 int64_t AnalyticCost::activation_bytes(int stage) const {
   const int64_t shards = static_cast<int64_t>(config_.tp) * config_.cp;
   return (work_.at(stage).output_bytes + shards - 1) / shards;
+}
+
+int64_t AnalyticCost::param_bytes(int stage) const {
+  return std::llround(gather_bytes_.at(stage));
 }
 
 int64_t AnalyticCost::grad_bytes(int stage) const {

@@ -45,6 +45,15 @@
 //   microbatch's reduce-scatter, plus the parameter all-gather unless overlap_grad_reduce). So a
 //   step moves m reduce-scatters and one all-gather per stage. They share the actor's collective
 //   stream, one at a time.
+//   With parameter sharding (shard_parameters, ZeRO-3 / FSDP, implies gradient sharding) the
+//   program also holds a kAllGather before every forward and every backward (B or I) of a stage
+//   and microbatch (schedules/lower.h): the all-gather of the stage's weights, n_w = its
+//   per-device parameters at their gathered bytes (memory.h stage_gather_bytes: 1 byte for the FP8
+//   layers of an fp8_params model, 16-bit otherwise), priced as half of the hierarchical
+//   all-reduce above of n_w bytes ((g−1)/g · n_w over NVLink, (k−1)/k · n_w/g over the network,
+//   the latencies above), the routed experts' share over their edp replicas. The final
+//   reduction is then the reduce-scatter alone: the parameters are gathered before use, so the
+//   distributed optimizer's parameter all-gather is not needed.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
@@ -97,6 +106,10 @@ class AnalyticCost : public CostProvider {
                              bool reduce_scatter_only = false) const;
   // Gradient sharding: the lowering emits one reduction per microbatch and stage.
   bool reduces_each_microbatch() const { return config_.shard_gradients; }
+  // Parameter sharding: the lowering emits an all-gather before every F, B and I.
+  bool gathers_params() const { return config_.shard_parameters; }
+  // Per-device bytes of one all-gather of stage s's weights (0 without parameter sharding).
+  int64_t param_bytes(int stage) const;
   bool same_node(int actor_a, int actor_b) const;
 
   // Per-device payload of the activation stage s sends forward (= gradient sent backward).
@@ -118,6 +131,7 @@ class AnalyticCost : public CostProvider {
   std::vector<StageBreakdown> breakdown_;
   std::vector<double> device_params_;         // per stage, per device
   std::vector<double> expert_grad_fraction_;  // per stage: routed experts' share of grad bytes
+  std::vector<double> gather_bytes_;          // per stage: one all-gather of its weights
   std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
   // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
   struct GroupTime {

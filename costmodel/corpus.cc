@@ -56,6 +56,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "sequence_parallel",
                                         "distributed_optimizer",
                                         "shard_gradients",
+                                        "shard_parameters",
                                         "attention",
                                         "fp8",
                                         "tp_comm_overlap",
@@ -80,7 +81,8 @@ const std::set<std::string> kCsvIntegerKeys = {
     "gpus",         "tp",         "pp",      "dp", "cp", "virtual_stages", "microbatch_size",
     "global_batch", "seq_len",    "ep",      "etp"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
-                                            "shard_gradients",   "fp8",
+                                            "shard_gradients",   "shard_parameters",
+                                            "fp8",
                                             "tp_comm_overlap",   "overlap_grad_reduce"};
 
 // The transformer shape a convention needs; InputError when the model has none.
@@ -266,7 +268,14 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.recompute = parse_recompute(row.string_or("recompute", "none"), row.field("recompute"));
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);
   c.zero1 = row.boolean_or("distributed_optimizer", false);
-  c.shard_gradients = row.boolean_or("shard_gradients", false);
+  c.shard_parameters = row.boolean_or("shard_parameters", false);
+  c.shard_gradients = row.boolean_or("shard_gradients", c.shard_parameters);
+  if (c.shard_parameters && !c.zero1)
+    throw_input_error(row.field("shard_parameters"),
+                      "parameter sharding needs \"distributed_optimizer\": true");
+  if (c.shard_parameters && !c.shard_gradients)
+    throw_input_error(row.field("shard_gradients"),
+                      "false, but \"shard_parameters\": true implies gradient sharding");
   if (c.shard_gradients && !c.zero1)
     throw_input_error(row.field("shard_gradients"),
                       "gradient sharding needs \"distributed_optimizer\": true");

@@ -13,8 +13,11 @@
 //                 "microbatch_size": b, "global_batch": B, "seq_len": s, "schedule": "1f1b",
 //                 "recompute": "none", "sequence_parallel": false, "distributed_optimizer": false,
 //                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
-//                 distributed_optimizer), "attention": "flash", "fp8": false, "tp_comm_overlap": false,
-//                 "overlap_grad_reduce": false, "grad_dtype": "cluster", "partition": "even",
+//                 distributed_optimizer), "shard_parameters": false (ZeRO-3 / FSDP parameter
+//                 sharding; needs distributed_optimizer, implies shard_gradients: a row with
+//                 "shard_gradients": false is refused), "attention": "flash", "fp8": false,
+//                 "tp_comm_overlap": false, "overlap_grad_reduce": false, "grad_dtype": "cluster",
+//                 "optimizer_state": "cluster", "partition": "even",
 //                 "ep": 1, "etp": t, "moe_overlap": "auto", "a2a_dtype": "bf16" | "fp8,bf16",
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
@@ -141,9 +144,9 @@ struct CorpusRow {
   ModelSpec model;
   int seq_len = 0;
   // gpus, tp, pp, dp, cp, virtual_stages, microbatch_size, global_batch, schedule, recompute,
-  // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, attention,
-  // tp_comm_overlap, overlap_grad_reduce, grad_dtype, ep, etp and moe_overlap;
-  // num_microbatches = global_batch / (dp · microbatch_size).
+  // sequence_parallel, zero1 (= distributed_optimizer), shard_gradients, shard_parameters,
+  // attention, tp_comm_overlap, overlap_grad_reduce, grad_dtype, optimizer_state, ep, etp and
+  // moe_overlap; num_microbatches = global_batch / (dp · microbatch_size).
   ParallelConfig config;
   bool fp8 = false;
   // "partition": "even" (default: transformer layers split evenly, embedding on the first stage,

@@ -50,8 +50,9 @@ class CostProvider {
     return {};
   }
 
-  // Duration of a kAllReduce instruction (gradient reduction of a stage across dp replicas);
-  // 0 when there is a single replica.
+  // Duration of a kAllReduce instruction (gradient reduction of a stage across dp replicas) or of
+  // a kAllGather (parameter all-gather of a stage, parameter sharding); 0 when there is a single
+  // replica.
   virtual double allreduce_s(int actor, const Instruction& ins) const = 0;
 };
 

@@ -128,6 +128,10 @@ int64_t HeteroCost::grad_bytes(int stage) const {
   return actor_cost(placement_.actor_of(stage)).grad_bytes(stage);
 }
 
+int64_t HeteroCost::param_bytes(int stage) const {
+  return actor_cost(placement_.actor_of(stage)).param_bytes(stage);
+}
+
 MemoryModel build_hetero_memory_model(const ModelSpec& model, const Partition& partition,
                                       const Placement& placement, const ParallelConfig& config,
                                       const HeteroCluster& cluster,

@@ -86,6 +86,9 @@ class HeteroCost : public CostProvider {
   int64_t grad_bytes(int stage) const;
   // Gradient sharding: the lowering emits one reduction per microbatch and stage.
   bool reduces_each_microbatch() const { return costs_.front()->reduces_each_microbatch(); }
+  // Parameter sharding: an all-gather before every F, B and I; its bytes on the stage's actor.
+  bool gathers_params() const { return costs_.front()->gathers_params(); }
+  int64_t param_bytes(int stage) const;
 
   const AnalyticCost& actor_cost(int actor) const { return *costs_.at(cost_of_actor_.at(actor)); }
   const ClusterSpec& actor_cluster(int actor) const;

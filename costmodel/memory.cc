@@ -34,6 +34,24 @@ double transient_grad_bytes(const OperatorCost& op, const ModelSpec& model,
   return largest * grad_bytes_per_param;
 }
 
+double layer_gather_bytes(const OperatorCost& op, const ModelSpec& model,
+                          const ClusterSpec& cluster, int layer) {
+  const LayerWork& lw = model.layers[static_cast<size_t>(layer)];
+  const double bytes = model.dtype == Dtype::kFp8 && model.fp8_params &&
+                               lw.kind == LayerKind::kTransformer
+                           ? 1.0
+                           : cluster.weight_bytes_per_param;
+  return op.device_params(layer, 1, static_cast<double>(lw.params), /*optimizer_sharded=*/false) *
+         bytes;
+}
+
+double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
+                          const ClusterSpec& cluster, int first, int count) {
+  double total = 0;
+  for (int l = first; l < first + count; ++l) total += layer_gather_bytes(op, model, cluster, l);
+  return total;
+}
+
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster) {
@@ -55,6 +73,8 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
+  std::vector<double> gathered(placement.num_actors, 0);   // same, its weights (shard_parameters)
+  const bool shard_weights = config.shard_parameters;
   mem.stash_bytes_per_stage.resize(work.size());
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
     const int actor = placement.actor_of(s);
@@ -65,7 +85,9 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     const double sharded = op.device_params(work[s].first_layer, work[s].num_layers, whole,
                                             /*optimizer_sharded=*/true);
     a.params += static_cast<int64_t>(std::llround(params));
-    a.weight_bytes += std::llround(params * cluster.weight_bytes_per_param);
+    // Parameter sharding: each device stores its 1/(dp·cp) shard of the weights.
+    const double stored = shard_weights ? sharded : params;
+    a.weight_bytes += std::llround(stored * cluster.weight_bytes_per_param);
     if (model.dtype == Dtype::kFp8) {
       // Transformer-layer weights of an FP8 model (ModelSpec::fp8_params): stored in FP8 (1
       // byte) instead of 16 bits, or 16 bits plus the FP8 copy Transformer Engine casts once per
@@ -77,7 +99,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
       for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l) {
         const LayerWork& lw = model.layers[static_cast<size_t>(l)];
         if (lw.kind != LayerKind::kTransformer) continue;
-        const double p = op.device_params(l, 1, static_cast<double>(lw.params), false);
+        const double p = op.device_params(l, 1, static_cast<double>(lw.params), shard_weights);
         a.weight_bytes += std::llround(p * (per_param - cluster.weight_bytes_per_param));
       }
     }
@@ -86,14 +108,20 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     transient[actor] = std::max(
         transient[actor], transient_grad_bytes(op, model, config, grad_per_param,
                                                work[s].first_layer, work[s].num_layers));
+    if (shard_weights)
+      for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
+        gathered[actor] = std::max(gathered[actor], layer_gather_bytes(op, model, cluster, l));
     a.optimizer_bytes += std::llround(sharded * optimizer_per_param);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
   }
-  for (int r = 0; r < placement.num_actors; ++r)
+  for (int r = 0; r < placement.num_actors; ++r) {
     mem.actors[r].grad_bytes += std::llround(transient[r]);
+    // The layer being computed and the one prefetched, gathered whole.
+    mem.actors[r].weight_bytes += std::llround(2 * gathered[r]);
+  }
   return mem;
 }
 

@@ -12,7 +12,11 @@
 // actor holds (L_r · grad_bytes_per_param, L_r its largest layer's per-device parameters), the
 // unsharded gradient of the layer whose reduce-scatter is in flight (FSDP wraps and reduces one
 // transformer block at a time; Megatron-LM and DeepSpeed reduce buckets of 40M and 500M
-// elements). In grad_bytes. Activations: one stashed microbatch of stage s
+// elements). In grad_bytes. With parameter sharding (ParallelConfig::shard_parameters, ZeRO-3 /
+// FSDP, implies gradient sharding) the weights are ÷ the same shards too (the FP8 layers' bytes
+// as well), plus the unsharded weights of the two layers gathered at once (the layer being
+// computed and the one prefetched): 2 · the largest layer's gathered bytes (layer_gather_bytes),
+// in weight_bytes. Activations: one stashed microbatch of stage s
 // holds the sum over its layers of OperatorCost::stash_bytes (operator_cost.h, graph/kernels.h):
 // Korthikanti et al. 2022's inventory for today's kernels (FlashAttention keeps no s×s scores;
 // the unfused attention of Megatron before it adds 5 bytes per head and key unless recomputed),
@@ -68,6 +72,16 @@ double stage_grad_bytes(const OperatorCost& op, const ParallelConfig& config,
 double transient_grad_bytes(const OperatorCost& op, const ModelSpec& model,
                             const ParallelConfig& config, double grad_bytes_per_param, int first,
                             int count);
+
+// The bytes one device receives in an all-gather of layer l's weights under parameter sharding:
+// its full per-device parameters (÷ tp; the routed experts ÷ ep·etp) at the bytes they are
+// gathered in: 1 for the transformer layers of an FP8 model with fp8_params (Megatron's
+// fp8_param_gather), the cluster's weight_bytes_per_param (16-bit) otherwise.
+double layer_gather_bytes(const OperatorCost& op, const ModelSpec& model,
+                          const ClusterSpec& cluster, int layer);
+// Σ layer_gather_bytes over the `count` layers from `first`: one all-gather of a stage.
+double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
+                          const ClusterSpec& cluster, int first, int count);
 
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,

@@ -175,6 +175,15 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
 }
 
 void check_shard_gradients(const ParallelConfig& c, const std::string& where, bool flags) {
+  if (c.shard_parameters && !c.zero1)
+    throw_input_error(
+        flags ? std::string("--shard-params") : where + ": field 'shard_parameters'",
+        flags ? "parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (--zero1)"
+              : "parameter sharding needs the distributed optimizer (zero1)");
+  if (c.shard_parameters && !c.shard_gradients)
+    throw_input_error(flags ? std::string("--shard-params") : where + ": field 'shard_gradients'",
+                      "parameter sharding implies gradient sharding (shard_gradients cannot be "
+                      "false with shard_parameters)");
   if (!c.shard_gradients || c.zero1) return;
   throw_input_error(flags ? std::string("--shard-grads") : where + ": field 'shard_gradients'",
                     flags ? "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1)"
@@ -207,6 +216,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.shard_gradients) j["shard_gradients"] = true;
   if (c.optimizer_state != OptimizerState::kCluster)
     j["optimizer_state"] = std::string(to_string(c.optimizer_state));
+  if (c.shard_parameters) j["shard_parameters"] = true;
   return j;
 }
 
@@ -234,7 +244,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "moe_overlap",
                       "grad_dtype",
                       "shard_gradients",
-                      "optimizer_state"});
+                      "optimizer_state",
+                      "shard_parameters"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -269,7 +280,15 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   if (obj.has("optimizer_state"))
     c.optimizer_state =
         parse_optimizer_state(obj.string("optimizer_state"), obj.field("optimizer_state"));
-  c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_gradients);
+  c.shard_parameters = obj.boolean_or("shard_parameters", c.shard_parameters);
+  c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_parameters);
+  if (c.shard_parameters && !c.zero1)
+    throw_input_error(obj.field("shard_parameters"),
+                      "parameter sharding needs the distributed optimizer (\"zero1\": true)");
+  if (c.shard_parameters && !c.shard_gradients)
+    throw_input_error(obj.field("shard_gradients"),
+                      "false, but parameter sharding (\"shard_parameters\": true) implies "
+                      "gradient sharding");
   if (c.shard_gradients && !c.zero1)
     throw_input_error(obj.field("shard_gradients"),
                       "gradient sharding needs the distributed optimizer (\"zero1\": true)");

@@ -122,6 +122,13 @@ struct ParallelConfig {
   // reduce-scatter of that stage's gradients (m per step instead of one reduction at the end;
   // costmodel/analytic_cost.h, costmodel/memory.h).
   bool shard_gradients = false;
+  // Parameter sharding (ZeRO-3; PyTorch FSDP/FSDP2 FULL_SHARD, Megatron-FSDP), valid only with
+  // the distributed optimizer, and implies shard_gradients (set both): each device keeps 1/(dp·cp)
+  // of its weights plus the full weights of the two largest layers in flight (the one computed
+  // and the one prefetched), and every microbatch's forward and backward of a stage is preceded
+  // by an all-gather of that stage's weights on the collective stream (kAllGather,
+  // schedules/lower.h); the distributed optimizer's final parameter all-gather is not needed.
+  bool shard_parameters = false;
   AttentionKernel attention = AttentionKernel::kFlash;
   // Tensor-parallel communication overlapped with the neighbouring GEMMs (Megatron-LM
   // --tp-comm-overlap, Transformer Engine userbuffers; needs sequence parallelism). Megatron's
@@ -159,9 +166,11 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
 // flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field '<field_prefix>ep'"
 // (field_prefix "config." in plan.json, "" in a validation-corpus row).
-// InputError when shard_gradients is set without zero1 (gradient sharding needs the distributed
-// optimizer). `flags` names the fields as command-line flags (--shard-grads, --zero1), otherwise as
-// "<where>: field 'shard_gradients'".
+// InputError when shard_gradients or shard_parameters is set without zero1 (sharding needs the
+// distributed optimizer), or shard_parameters without shard_gradients (parameter sharding implies
+// gradient sharding; the entry points set both). `flags` names the fields as command-line flags
+// (--shard-params, --shard-grads, --zero1), otherwise as "<where>: field 'shard_gradients'" or
+// "<where>: field 'shard_parameters'".
 void check_shard_gradients(const ParallelConfig& config, const std::string& where, bool flags);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags,

@@ -82,6 +82,8 @@ std::string_view to_string(OpKind k) {
       return "allreduce";
     case OpKind::kOptimizer:
       return "optimizer";
+    case OpKind::kAllGather:
+      return "allgather";
   }
   return "?";
 }
@@ -132,6 +134,7 @@ StreamId stream_of(const Instruction& ins) {
     case OpKind::kRecv:
       return {StreamKind::kRecv, ins.peer};
     case OpKind::kAllReduce:
+    case OpKind::kAllGather:
       return {StreamKind::kCollective, -1};
   }
   return {};
@@ -150,6 +153,8 @@ std::string to_string(const Instruction& ins) {
       return "allreduce s" + std::to_string(ins.stage);
     case OpKind::kOptimizer:
       return "optimizer s" + std::to_string(ins.stage);
+    case OpKind::kAllGather:
+      return "all-gather " + to_string(ins.tasks);
   }
   return "?";
 }
@@ -269,6 +274,12 @@ void check_program(const Program& p) {
           if (ins.stage != ins.tasks[0].stage)
             fail("stage field differs from the stage of its first task");
           break;
+        case OpKind::kAllGather:
+          if (ins.tasks.size() != 1 || ins.tasks[0].kind == TaskKind::kW)
+            fail("an all-gather precedes exactly one F, B or I task");
+          if (ins.stage != ins.tasks[0].stage)
+            fail("stage field differs from the stage of its task");
+          [[fallthrough]];
         case OpKind::kAllReduce:
         case OpKind::kOptimizer:
           if (p.stage_to_actor[ins.stage] != r)

@@ -14,6 +14,9 @@
 //               with `tasks` = {a B or W task}: the reduce-scatter of that microbatch's gradient
 //               (gradient sharding, schedules/lower.h), otherwise the stage's final reduction
 //   kOptimizer  the optimizer step of `stage` (compute stream)
+//   kAllGather  parameter all-gather of `stage` across the data-parallel replicas before the one
+//               task in `tasks` (an F, or a B or I) runs (parameter sharding, schedules/lower.h;
+//               collective stream; bytes: the stage's per-device weight bytes)
 // A well-formed program (check_program) has, for every send, exactly one recv with the same tag on
 // the peer, with matching bytes and task, and the same relative order of tags on both sides of
 // every (sender, receiver) pair.
@@ -32,10 +35,12 @@
 
 namespace jaxpp {
 
-enum class OpKind { kCompute, kSend, kRecv, kAllReduce, kOptimizer };
-inline constexpr std::array kAllOpKinds = {OpKind::kCompute, OpKind::kSend, OpKind::kRecv,
-                                           OpKind::kAllReduce, OpKind::kOptimizer};
-std::string_view to_string(OpKind k);  // "compute", "send", "recv", "allreduce", "optimizer"
+enum class OpKind { kCompute, kSend, kRecv, kAllReduce, kOptimizer, kAllGather };
+inline constexpr std::array kAllOpKinds = {OpKind::kCompute,   OpKind::kSend,
+                                           OpKind::kRecv,      OpKind::kAllReduce,
+                                           OpKind::kOptimizer, OpKind::kAllGather};
+// "compute", "send", "recv", "allreduce", "optimizer", "allgather"
+std::string_view to_string(OpKind k);
 
 // kAllToAll: the expert-parallel all-to-all of MoE layers. No instruction runs on it; the
 // simulator records the all-to-all inside compute instructions as trace events on it.

@@ -178,6 +178,10 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
       break;
   }
   if (c.sequence_parallel) add("--sequence-parallel");
+  if (c.shard_parameters)
+    cannot_express(HandoffTarget::kMegatron,
+                   "parameter sharding (ZeRO-3 / FSDP): --use-distributed-optimizer shards the "
+                   "optimizer state only; simulate without --shard-params");
   if (c.shard_gradients)
     cannot_express(HandoffTarget::kMegatron,
                    "gradient sharding (ZeRO-2): --use-distributed-optimizer shards the optimizer "

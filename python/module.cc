@@ -161,7 +161,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& perturb, bool breakdown, bool check_memory,
                            bool record_trace, const std::string& assign_path,
                            const std::string& assign_text, const std::string& grad_dtype,
-                           bool shard_grads) {
+                           bool shard_grads, bool shard_params) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -190,7 +190,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.recompute = parse_recompute(recompute, "--recompute");
   c.sequence_parallel = sequence_parallel;
   c.zero1 = zero1;
-  c.shard_gradients = shard_grads;
+  c.shard_parameters = shard_params;
+  c.shard_gradients = shard_grads || shard_params;
   check_shard_gradients(c, "configuration", /*flags=*/true);
   c.overlap_grad_reduce = overlap_grad_reduce;
   c.tp_comm_overlap = tp_comm_overlap;
@@ -305,7 +306,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         std::optional<int> robust, std::optional<double> robust_jitter,
                         std::optional<py::function> progress, const std::string& assign_path,
                         const std::string& assign_text, const std::string& grad_dtype,
-                        const std::string& shard_grads) {
+                        const std::string& shard_grads, const std::string& shard_params) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -341,6 +342,7 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
     space.recompute.push_back(parse_recompute(r, "--recompute"));
   space.zero1 = zero1_domain(zero1);
   space.shard_gradients = off_on_both_domain(shard_grads, "--shard-grads");
+  space.shard_parameters = off_on_both_domain(shard_params, "--shard-params");
   space.sequence_parallel = sequence_parallel;
   space.attention = parse_attention_kernel(attention, "--attention");
   space.tp_comm_overlap = tp_comm_overlap;
@@ -490,7 +492,7 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
                                                std::optional<int> tp, std::optional<int> dp,
                                                std::optional<int> cp, bool sequence_parallel,
                                                bool zero1, std::optional<double> max_memory_gib,
-                                               bool shard_grads) {
+                                               bool shard_grads, bool shard_params) {
   if (partition != "auto") {
     const char* why = "shapes the auto partition, but --partition gives the stages' first layers";
     if (first_stage_fewer) throw_input_error("--first-stage-fewer", why);
@@ -506,7 +508,7 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
         {"--tp", tp.has_value()},          {"--dp", dp.has_value()},
         {"--cp", cp.has_value()},          {"--sequence-parallel", sequence_parallel},
         {"--zero1", zero1},                {"--shard-grads", shard_grads},
-        {"--max-memory-gib", max_memory_gib.has_value()}};
+        {"--shard-params", shard_params},  {"--max-memory-gib", max_memory_gib.has_value()}};
     for (const auto& [flag, is_given] : given)
       if (is_given) throw_input_error(flag, why);
   } else {
@@ -548,7 +550,8 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
       g.cp = cp.value_or(1);
       g.sequence_parallel = sequence_parallel;
       g.zero1 = zero1;
-      g.shard_gradients = shard_grads;
+      g.shard_parameters = shard_params;
+      g.shard_gradients = shard_grads || shard_params;
       if (max_memory_gib) g.max_memory_bytes = max_memory_bytes_from_gib(*max_memory_gib);
     }
     const GraphPartition resolved = resolve_graph_partition(g);
@@ -926,7 +929,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("ep"), py::arg("etp"),
         py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
-        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"));
+        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
+        py::arg("shard_params"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -947,7 +951,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("threads"), py::arg("top"), py::arg("explain"), py::arg("csv"),
         py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
         py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
-        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"));
+        py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
+        py::arg("shard_params"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),
@@ -980,7 +985,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("split_backward"), py::arg("recompute"), py::arg("dot"), py::arg("schedule"),
         py::arg("cluster"), py::arg("tp"), py::arg("dp"), py::arg("cp"),
         py::arg("sequence_parallel"), py::arg("zero1"), py::arg("max_memory_gib"),
-        py::arg("shard_grads"));
+        py::arg("shard_grads"), py::arg("shard_params"));
   m.def("validate_model", &validate_model_json, py::arg("corpus"), py::arg("cluster"),
         py::arg("rows_on"), py::arg("split"), py::arg("band"));
   m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),

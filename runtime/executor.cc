@@ -39,6 +39,7 @@ class WorkerRun {
       if (inserted) streams_.push_back({sid, {}});
       streams_[it->second].order.push_back(i);
       if (list_[i].op == OpKind::kCompute) ++num_computes_;
+      if (list_[i].op == OpKind::kAllGather) has_gathers_ = true;
     }
     record_.actor = actor_;
     record_.replica = backend.replica();
@@ -225,7 +226,10 @@ class WorkerRun {
     double start = backend_.now_s();
     if (backend_.num_replicas() > 1) {
       try {
-        reduce_stage(ins.stage, /*final=*/ins.tasks.empty());
+        if (ins.op == OpKind::kAllGather)
+          workload_.gather_parameters(ins.stage, backend_, options_.timeout_s);
+        else
+          reduce_stage(ins.stage, /*final=*/ins.tasks.empty());
       } catch (const RuntimeFailure& e) {
         check_abort();
         throw RuntimeFailure(where(i) + ": " + e.what());
@@ -329,7 +333,10 @@ class WorkerRun {
         ++head[slot_of(compute_head)];
         continue;
       }
-      if (collective_head >= 0 && deps_done(collective_head) && computes_done_ == num_computes_) {
+      // Collectives wait for the actor's last compute, except where parameter all-gathers (which
+      // computes wait for) share the stream: then each runs as soon as its deps are done.
+      if (collective_head >= 0 && deps_done(collective_head) &&
+          (has_gathers_ || computes_done_ == num_computes_)) {
         run_allreduce(collective_head);
         ++head[slot_of(collective_head)];
         continue;
@@ -361,6 +368,7 @@ class WorkerRun {
   int64_t key_stride_;
   std::vector<Stream> streams_;
   int num_computes_ = 0;
+  bool has_gathers_ = false;  // the list holds kAllGather instructions (parameter sharding)
 
   int step_ = 0;
   std::vector<bool> done_;

@@ -17,9 +17,14 @@
 //   kAllReduce Backend::allreduce_tensor of Workload::grad_buffer(stage) across replicas. As in the
 //              simulator's default (no overlap of gradient reduction), an all-reduce also waits
 //              until every kCompute of the actor has finished. A per-microbatch reduction of
-//              gradient sharding (a kAllReduce with a task, schedules/lower.h) moves no data: the
-//              stage's final reduction sums the accumulated gradient once, which is the same sum;
-//              it lasts Workload::emulated_s like every instruction.
+//              gradient sharding (a kAllReduce with a task, schedules/lower.h) reduces what the
+//              stage's buffer accumulated since the previous one and moves it out; the final one
+//              adds the reduced parts back. It lasts Workload::emulated_s like every instruction.
+//   kAllGather Workload::gather_parameters(stage) (parameter sharding): the MLP workload rebuilds
+//              the stage's weights from every replica's shard with an all-reduce of the shards
+//              (zeros elsewhere). On an actor with all-gathers, computes wait for them, so no
+//              collective of that actor waits for its last compute: each runs when its deps are
+//              done (the collective stream stays in program order).
 //   kOptimizer Workload::optimizer_step(stage).
 // Communication is issued eagerly; computes in program order. When nothing can be issued the
 // executor blocks on the receive the next compute waits for (or the oldest posted receive).

@@ -1071,6 +1071,9 @@ TraceObservations observe_trace(const Trace& trace, const std::vector<StageKerne
       case OpKind::kAllReduce:
         obs.allreduces.push_back({obs.dp, static_cast<double>(e.bytes), e.duration_s()});
         break;
+      case OpKind::kAllGather:
+        break;  // parameter all-gathers are not fitted
+
     }
   }
   return obs;

@@ -320,6 +320,22 @@ MlpWorkload::StageState& MlpWorkload::stage(int s) {
 
 std::vector<double> MlpWorkload::params(int s) const { return device_.download(stage(s).params); }
 
+void MlpWorkload::gather_parameters(int s, Backend& backend, double timeout_s) {
+  const int replicas = backend.num_replicas();
+  if (replicas <= 1) return;
+  std::vector<double> shard = params(s);
+  const size_t n = shard.size();
+  const size_t i = static_cast<size_t>(backend.replica());
+  const size_t lo = n * i / static_cast<size_t>(replicas);
+  const size_t hi = n * (i + 1) / static_cast<size_t>(replicas);
+  for (size_t k = 0; k < n; ++k)
+    if (k < lo || k >= hi) shard[k] = 0;
+  DeviceArray gathered = device_.upload(shard);
+  backend.allreduce_tensor(gathered, timeout_s);
+  stage(s).params = std::move(gathered);
+  device_.synchronize();
+}
+
 void MlpWorkload::set_params(int s, std::span<const double> weights) {
   StageState& st = stage(s);
   if (weights.size() != st.params.size())
@@ -560,6 +576,7 @@ double EmulatedWorkload::emulated_s(const Instruction& ins) const {
     case OpKind::kOptimizer:
       return cost_.compute_s(actor_, ins) * time_scale_;
     case OpKind::kAllReduce:
+    case OpKind::kAllGather:
       return cost_.allreduce_s(actor_, ins) * time_scale_;
     case OpKind::kSend: {
       double bw = cost_.p2p_bandwidth_bytes_per_s(actor_, ins.peer);

@@ -74,6 +74,14 @@ class Workload {
   // The stage's kAllReduce: sums its gradients over the replicas that hold the same parameters.
   // Default: backend.allreduce_tensor(grad_buffer(stage)) over every replica of the actor.
   virtual void reduce_gradients(int stage, Backend& backend, double timeout_s);
+  // The stage's kAllGather (parameter sharding): gathers its weights from the replicas' shards.
+  // Default: nothing moves (the workload keeps whole weights, identical in every replica, so
+  // the weights are already what a gather would give); MlpWorkload gathers for real.
+  virtual void gather_parameters(int stage, Backend& backend, double timeout_s) {
+    (void)stage;
+    (void)backend;
+    (void)timeout_s;
+  }
   // Bytes held: parameters, gradients, optimizer state, stashed and in-flight tensors.
   virtual int64_t bytes_held() const = 0;
   // Minimum duration of an instruction in seconds (emulation); 0 for real work.
@@ -148,6 +156,10 @@ class MlpWorkload : public Workload {
   void put_input(const TaskRef& producer, int step, DeviceArray tensor) override;
   DeviceArray& grad_buffer(int stage) override;
   void optimizer_step(int stage, int step) override;
+  // Replica i of R keeps its shard [n·i/R, n·(i+1)/R) of the stage's n weights, zeroes the rest
+  // and all-reduces (sums) them over the replicas: an all-gather of the shards, exact in fp64
+  // (the other terms are zeros), which rebuilds the whole weights in every replica.
+  void gather_parameters(int stage, Backend& backend, double timeout_s) override;
   int64_t bytes_held() const override;
 
   bool holds_stage(int stage) const { return stages_.count(stage) > 0; }

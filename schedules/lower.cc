@@ -50,6 +50,17 @@ int consumer_stage(const TaskRef& t, int num_stages) {
   return -1;
 }
 
+// Parameter sharding: the tasks of `item` that need their stage's weights gathered (F, B, I; a W
+// needs none), one per stage, in item order.
+void gather_tasks(const ScheduleItem& item, std::vector<TaskRef>& out) {
+  out.clear();
+  for (const TaskRef& t : item) {
+    if (t.kind == TaskKind::kW) continue;
+    if (std::none_of(out.begin(), out.end(), [&](const TaskRef& g) { return g.stage == t.stage; }))
+      out.push_back(t);
+  }
+}
+
 }  // namespace
 
 Program lower(const Schedule& schedule, const LoweringOptions& options) {
@@ -61,6 +72,10 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
   const std::vector<int64_t> act_bytes =
       per_stage_bytes(options.activation_bytes, S, "activation_bytes");
   const std::vector<int64_t> grad_bytes = per_stage_bytes(options.grad_bytes, S, "grad_bytes");
+  const bool gather = options.gather_params;
+  const std::vector<int64_t> param_bytes =
+      gather ? per_stage_bytes(options.param_bytes, S, "param_bytes") : std::vector<int64_t>{};
+  std::vector<TaskRef> to_gather;  // one item's tasks that need an all-gather
 
   // Per actor, the stages whose last backward (B or W) sits in each item, as (item, stage) sorted
   // by item then stage; the items of an actor are visited in list order, so a cursor suffices.
@@ -70,6 +85,10 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     const auto& items = schedule.actors[r];
     list_size[r] += items.size();
     for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+      if (gather) {
+        gather_tasks(items[i], to_gather);
+        list_size[r] += to_gather.size();
+      }
       for (const TaskRef& t : items[i]) {
         if (t.kind == TaskKind::kB || t.kind == TaskKind::kW) last_backward_item[t.stage] = i;
         const int cs = consumer_stage(t, S);
@@ -121,6 +140,25 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
   std::vector<std::vector<std::pair<int, int>>> pending_optimizers(p);  // (stage, dep)
   int64_t next_tag = 0;
   std::vector<int> compute_deps;  // one compute's dependencies, collected before being stored
+  // Parameter sharding, per actor: the all-gathers emitted for its next item, and its previous
+  // compute (the one before the compute being lowered), which the next item's all-gathers wait
+  // for: a gather prefetches one item ahead, while the item before it computes.
+  std::vector<std::vector<int>> next_gathers(gather ? p : 0);
+  std::vector<int> previous_compute(gather ? p : 0, -1);
+  const auto emit_gathers = [&](std::vector<Instruction>& list, const ScheduleItem& item,
+                                int after, std::vector<int>& indices) {
+    gather_tasks(item, to_gather);
+    indices.clear();
+    for (const TaskRef& t : to_gather) {
+      indices.push_back(static_cast<int>(list.size()));
+      Instruction& g = list.emplace_back();
+      g.op = OpKind::kAllGather;
+      g.tasks = {t};
+      g.stage = t.stage;
+      g.bytes = param_bytes[t.stage];
+      if (after >= 0) g.deps = {after};
+    }
+  };
 
   const std::vector<ItemPosition>& order = replay.order;
   for (size_t n = 0; n < order.size(); ++n) {
@@ -139,12 +177,16 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
     const ScheduleItem& item = schedule.actors[r][pos.item];
     std::vector<Instruction>& list = prog.actors[r];
     prefetch_next_slots(list);
+    compute_deps.clear();
+    if (gather) {
+      if (pos.item == 0) emit_gathers(list, item, -1, next_gathers[r]);
+      compute_deps.assign(next_gathers[r].begin(), next_gathers[r].end());
+    }
     const int compute_index = static_cast<int>(list.size());
     Instruction& compute = list.emplace_back();
     compute.op = OpKind::kCompute;
     compute.tasks.assign(item.begin(), item.end());
     compute.stage = item[0].stage;
-    compute_deps.clear();
     for (const TaskRef& t : item) {
       TaskRef deps[kMaxTaskDependencies];
       const int num_deps = task_dependencies(t, S, schedule.split_backward, deps);
@@ -189,6 +231,13 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       recv.peer = r;
       recv.bytes = bytes;
       recv.tag = tag;
+    }
+
+    // The next item's all-gathers, ahead of this item's reductions on the collective stream.
+    if (gather) {
+      if (pos.item + 1 < static_cast<int>(schedule.actors[r].size()))
+        emit_gathers(list, schedule.actors[r][pos.item + 1], previous_compute[r], next_gathers[r]);
+      previous_compute[r] = compute_index;
     }
 
     if (each_microbatch) {

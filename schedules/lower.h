@@ -25,7 +25,14 @@
 //     reduce-scatter of that microbatch's gradient; deps = that compute), so a stage has m
 //     reductions: m − 1 per-microbatch ones and the final one above (tasks empty) that the
 //     optimizer waits for. All of them share the actor's collective stream, in program order;
-////   - the result passes check_program (graph/program.h); debug builds check it in lower().
+//   - with gather_params (parameter sharding, ParallelConfig::shard_parameters), every item's F, B
+//     and I tasks are preceded by a kAllGather of their stage's weights (one per stage of the
+//     item; `tasks` = that task, bytes = param_bytes[stage]; a W needs no weights), which the
+//     item's compute lists in its deps. The all-gathers of an actor's first item come right before
+//     it (no deps); those of item i + 1 come right after item i's compute and sends, before its
+//     reductions, and wait for item i − 1's compute: one item is prefetched while the one before
+//     it computes, so the gathered weights of at most two items are alive;
+//   - the result passes check_program (graph/program.h); debug builds check it in lower().
 // lower() validates the schedule (validate.h) and takes the global order from the validator's own
 // unit-cost replay, so a schedule is replayed once. The time per instruction is measured by
 // benchmarks/schedules_bench.cc (BM_LowerPerInstruction); most of it goes to allocating the
@@ -51,19 +58,24 @@ struct LoweringOptions {
   std::vector<int64_t> grad_bytes;        // per stage; empty = 1 byte each
   bool emit_grad_reduce = true;
   bool reduce_each_microbatch = false;  // one reduction per microbatch and stage (see above)
+  bool gather_params = false;           // an all-gather before every F, B and I (see above)
+  std::vector<int64_t> param_bytes;     // per stage, with gather_params; empty = 1 byte each
 };
 
 // The byte sizes of a cost model (anything with activation_bytes(stage), grad_bytes(stage) and
-// reduces_each_microbatch(): costmodel's AnalyticCost, HeteroCost) for `num_stages` stages,
-// gradient reductions emitted (one per microbatch where the cost model shards gradients).
+// reduces_each_microbatch(), gathers_params() and param_bytes(stage): costmodel's AnalyticCost,
+// HeteroCost) for `num_stages` stages, gradient reductions emitted (one per microbatch where the
+// cost model shards gradients), parameter all-gathers where it shards parameters.
 template <typename Cost>
 LoweringOptions lowering_options_of(const Cost& cost, int num_stages) {
   LoweringOptions lo;
   lo.emit_grad_reduce = true;
   lo.reduce_each_microbatch = cost.reduces_each_microbatch();
+  lo.gather_params = cost.gathers_params();
   for (int s = 0; s < num_stages; ++s) {
     lo.activation_bytes.push_back(cost.activation_bytes(s));
     lo.grad_bytes.push_back(cost.grad_bytes(s));
+    if (lo.gather_params) lo.param_bytes.push_back(cost.param_bytes(s));
   }
   return lo;
 }

@@ -1,6 +1,7 @@
 #include "simulator/breakdown.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace jaxpp {
@@ -60,7 +61,10 @@ std::vector<ActorBreakdown> step_breakdown(const Program& program, const Analyti
     ActorBreakdown& a = out[r];
     a.actor = r;
     const std::vector<Instruction>& list = program.actors[r];
-    std::vector<std::pair<double, double>> compute, recvs, reductions;
+    std::vector<std::pair<double, double>> recvs, reductions;
+    // (start, end, the end of the parameter all-gathers it waits for, or 0) of every compute-
+    // stream instruction.
+    std::vector<std::tuple<double, double, double>> compute;
     for (size_t i = 0; i < list.size(); ++i) {
       const Instruction& ins = list[i];
       if (ins.op == OpKind::kOptimizer) a.optimizer_s += cost.compute_s(r, ins);
@@ -76,7 +80,13 @@ std::vector<ActorBreakdown> step_breakdown(const Program& program, const Analyti
       }
       if (!timed) continue;
       const std::pair<double, double> span{result.start_s[r][i], result.end_s[r][i]};
-      if (ins.op == OpKind::kCompute || ins.op == OpKind::kOptimizer) compute.push_back(span);
+      if (ins.op == OpKind::kCompute || ins.op == OpKind::kOptimizer) {
+        double gathered = 0;
+        for (int d : ins.deps)
+          if (list[d].op == OpKind::kAllGather)
+            gathered = std::max(gathered, result.end_s[r][d]);
+        compute.emplace_back(span.first, span.second, gathered);
+      }
       if (ins.op == OpKind::kRecv) recvs.push_back(span);
       if (ins.op == OpKind::kAllReduce) reductions.push_back(span);
     }
@@ -86,15 +96,23 @@ std::vector<ActorBreakdown> step_breakdown(const Program& program, const Analyti
       std::sort(compute.begin(), compute.end());
       std::sort(recvs.begin(), recvs.end());
       std::sort(reductions.begin(), reductions.end());
-      // Idle gaps of the compute stream: while a transfer to r is in flight they are exposed
-      // P2P; after r's last task (only optimizer steps follow) they are exposed DP reduction.
+      // Idle gaps of the compute stream: until the parameter all-gathers the next compute waits
+      // for end they are exposed DP (parameter sharding), then while a transfer to r is in flight
+      // they are exposed P2P; after r's last task (only optimizer steps follow) they are exposed
+      // DP reduction.
       double last_task_end = 0;
       for (size_t i = 0; i < list.size(); ++i)
         if (list[i].op == OpKind::kCompute)
           last_task_end = std::max(last_task_end, result.end_s[r][i]);
       double cursor = 0;
-      const auto gap = [&](double from, double to) {
+      const auto gap = [&](double from, double to, double gathered) {
         if (to <= from) return;
+        if (gathered > from && from < last_task_end) {
+          const double until = std::min({to, gathered, last_task_end});
+          a.dp_exposed_s += until - from;
+          from = until;
+          if (to <= from) return;
+        }
         if (from >= last_task_end) {
           a.dp_exposed_s += covered(reductions, from, to);
         } else {
@@ -102,11 +120,11 @@ std::vector<ActorBreakdown> step_breakdown(const Program& program, const Analyti
           if (to > last_task_end) a.dp_exposed_s += covered(reductions, last_task_end, to);
         }
       };
-      for (const auto& [start, end] : compute) {
-        gap(cursor, start);
+      for (const auto& [start, end, gathered] : compute) {
+        gap(cursor, start, gathered);
         cursor = std::max(cursor, end);
       }
-      gap(cursor, result.makespan_s);
+      gap(cursor, result.makespan_s, 0);
     }
     a.bubble_s = std::max(0.0, result.step_time_s - busy - a.p2p_exposed_s - a.dp_exposed_s);
   }

@@ -13,7 +13,9 @@
 //   p2p_exposed_s                        compute-stream idle time while one of r's receives was
 //                                        in flight (waiting on a pipeline transfer)
 //   dp_exposed_s                         time after r's last compute during which its gradient
-//                                        reduction runs and the step has not ended
+//                                        reduction runs and the step has not ended, plus (with
+//                                        parameter sharding) compute-stream idle time before a
+//                                        compute until the all-gathers it waits for have ended
 //   bubble_s                             the rest of the step: step_time_s minus all the above
 //                                        (pipeline fill/drain and waits on other actors)
 // The compute categories sum to r's busy time; all categories sum to step_time_s.

@@ -360,7 +360,7 @@ void Engine::look_up_cost(int g, const Instruction& in, int actor) {
   try {
     if (is_compute_stream(in.op)) {
       node.duration_s = cost_.compute_s(actor, in);
-    } else if (in.op == OpKind::kAllReduce) {
+    } else if (in.op == OpKind::kAllReduce || in.op == OpKind::kAllGather) {
       node.duration_s = cost_.allreduce_s(actor, in);
     } else if (in.op == OpKind::kSend) {
       node.duration_s = cost_.transfer_latency_s(actor, in.peer, in);
@@ -425,6 +425,7 @@ void Engine::build() {
     std::fill(stream_last.begin(), stream_last.end(), -1);
     edges.clear();
     allreduces.clear();
+    bool gathers = false;
     int last_compute = -1;
     const auto& list = program_.actors[r];
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
@@ -455,7 +456,7 @@ void Engine::build() {
             "peer " + std::to_string(in.peer) + " out of range");
       }
       size_t slot = 0;
-      if (in.op == OpKind::kAllReduce) slot = 1;
+      if (in.op == OpKind::kAllReduce || in.op == OpKind::kAllGather) slot = 1;
       if (in.op == OpKind::kSend) slot = 2 + static_cast<size_t>(in.peer);
       if (in.op == OpKind::kRecv) slot = 2 + static_cast<size_t>(num_actors + in.peer);
       if (stream_last[slot] < 0) {
@@ -506,11 +507,12 @@ void Engine::build() {
         result_.actors[r].p2p_send_bytes += in.bytes;
         result_.p2p_bytes += in.bytes;
       }
-      if (in.op == OpKind::kAllReduce) {
+      if (in.op == OpKind::kAllReduce || in.op == OpKind::kAllGather) {
         result_.actors[r].collective_bytes += in.bytes;
         result_.collective_bytes += in.bytes;
-        allreduces.push_back(g);
       }
+      if (in.op == OpKind::kAllReduce) allreduces.push_back(g);
+      if (in.op == OpKind::kAllGather) gathers = true;
       look_up_cost(g, in, r);
       if (in.op == OpKind::kCompute && !(node.flags & kCostDeferred)) {
         const CostProvider::AllToAll a = cost_.alltoall(r, in);
@@ -530,7 +532,10 @@ void Engine::build() {
       }
       if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
     }
-    if (!options_.overlap_grad_reduce && last_compute >= 0) {
+    // Parameter all-gathers share the collective stream and precede computes, so a reduction
+    // held back until the last compute would hold them back too: an actor with all-gathers
+    // always overlaps its reductions (FSDP has no other mode).
+    if (!options_.overlap_grad_reduce && !gathers && last_compute >= 0) {
       for (int a : allreduces) {
         if (a != last_compute) edges.emplace_back(last_compute, a);
       }

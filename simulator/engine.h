@@ -16,7 +16,10 @@
 //     bandwidth or 0 bytes makes a transfer last exactly its latency.
 //   * Gradient all-reduces (kAllReduce) take CostProvider::allreduce_s on the collective stream.
 //     Unless SimOptions::overlap_grad_reduce, every all-reduce of an actor also waits for the
-//     end of that actor's last kCompute instruction (no overlap with remaining backward work).
+//     end of that actor's last kCompute instruction (no overlap with remaining backward work),
+//     except on an actor that holds parameter all-gathers (kAllGather, parameter sharding): they
+//     also take allreduce_s on the collective stream, and precede computes, so that actor's
+//     reductions always overlap.
 //   * Data-parallel replicas are identical, so one pipeline is simulated; the dp collectives are
 //     in the all-reduce durations. A 16384-GPU configuration costs what its pipeline costs.
 //   * Memory: an actor holds static_bytes_per_actor[r]; the start of an F of stage s adds

@@ -283,12 +283,15 @@ struct UnitTimings {
 // reduction per microbatch (gradient sharding, LoweringOptions::reduce_each_microbatch).
 class ProgramTemplate {
  public:
-  explicit ProgramTemplate(const Schedule& schedule, bool each_microbatch = false) {
+  explicit ProgramTemplate(const Schedule& schedule, bool each_microbatch = false,
+                           bool gather_params = false) {
     LoweringOptions lo;
     lo.reduce_each_microbatch = each_microbatch;
+    lo.gather_params = gather_params;
     for (int s = 0; s < schedule.num_stages; ++s) {
       lo.activation_bytes.push_back(s + 1);
       lo.grad_bytes.push_back(s + 1);
+      if (gather_params) lo.param_bytes.push_back(s + 1);
     }
     lo.emit_grad_reduce = true;
     program_ = lower(schedule, lo);
@@ -300,10 +303,11 @@ class ProgramTemplate {
   // The program with the byte sizes of `cost` (as build_plan lowers it).
   const Program& with_bytes(const AnalyticCost& cost) {
     const int stages = program_.num_stages;
-    std::vector<int64_t> act(stages), grad(stages);
+    std::vector<int64_t> act(stages), grad(stages), param(stages);
     for (int s = 0; s < stages; ++s) {
       act[s] = cost.activation_bytes(s);
       grad[s] = cost.grad_bytes(s);
+      param[s] = cost.param_bytes(s);
     }
     size_t i = 0;
     for (std::vector<Instruction>& list : program_.actors) {
@@ -311,6 +315,7 @@ class ProgramTemplate {
         const int32_t m = marker_[i++];
         if (in.op == OpKind::kSend || in.op == OpKind::kRecv) in.bytes = act[m];
         if (in.op == OpKind::kAllReduce) in.bytes = grad[m];
+        if (in.op == OpKind::kAllGather) in.bytes = param[m];
       }
     }
     return program_;
@@ -510,7 +515,8 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
 
   const Partition partition = unit_partition(request, schedule);
   const int64_t limit = limit_bytes(request);
-  std::optional<ProgramTemplate> program, sharded_program;  // the latter: gradient sharding
+  // The latter two: gradient sharding, parameter sharding.
+  std::optional<ProgramTemplate> program, sharded_program, gathered_program;
   std::optional<ComputeSignatures> signatures;
   const StashPeaks stash_peaks(schedule);
   for (size_t first = 0; first < ids.size();) {
@@ -556,8 +562,10 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
         ConfigRecord& rec = records[id];
         const AnalyticCost cost(request.model, partition, schedule.placement, rec.config,
                                 request.cluster);
-        rec.lower_bound_s = signatures->lower_bound_s(cost, request.cluster.iteration_overhead_s,
-                                                      rec.config.overlap_grad_reduce);
+        // (An actor with parameter all-gathers always overlaps its reductions.)
+        rec.lower_bound_s = signatures->lower_bound_s(
+            cost, request.cluster.iteration_overhead_s,
+            rec.config.overlap_grad_reduce || rec.config.shard_parameters);
       }
       t.memory_s += seconds_since(t0);
       continue;
@@ -567,13 +575,16 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     // gradient sharding, each lowered once per unit and filled once per group.
     const Program* plain = nullptr;
     const Program* sharded = nullptr;
+    const Program* gathered = nullptr;
     const auto program_of = [&](const ParallelConfig& c) -> const Program& {
-      const Program*& prog = c.shard_gradients ? sharded : plain;
+      const Program*& prog = c.shard_parameters ? gathered : c.shard_gradients ? sharded : plain;
       if (prog) return *prog;
       const auto l0 = Clock::now();
-      std::optional<ProgramTemplate>& tmpl = c.shard_gradients ? sharded_program : program;
+      std::optional<ProgramTemplate>& tmpl = c.shard_parameters  ? gathered_program
+                                             : c.shard_gradients ? sharded_program
+                                                                 : program;
       if (!tmpl) {
-        tmpl.emplace(schedule, c.shard_gradients);
+        tmpl.emplace(schedule, c.shard_gradients, c.shard_parameters);
         ++t.lowered;
       }
       prog = &tmpl->with_bytes(
@@ -765,7 +776,10 @@ std::string describe_config(const ParallelConfig& c) {
        std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
        std::to_string(c.virtual_stages) + ", recompute " + std::string(to_string(c.recompute));
   if (c.zero1) s += ", zero1";
-  if (c.shard_gradients) s += ", shard-grads";
+  if (c.shard_parameters)
+    s += ", shard-params";
+  else if (c.shard_gradients)
+    s += ", shard-grads";
   if (c.sequence_parallel) s += ", sp";
   if (c.attention != AttentionKernel::kFlash)
     s += ", " + std::string(to_string(c.attention)) + " attention";
@@ -871,18 +885,32 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     throw_input_error("--shard-grads",
                       "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1 on or "
                       "both, not off)");
-  // (zero1, shard_gradients) pairs in enumeration order: zero1 off never shards.
-  std::vector<std::pair<bool, bool>> zero_modes;
+  std::vector<bool> param_shards = space.shard_parameters;
+  if (param_shards.empty()) param_shards = {false};
+  std::sort(param_shards.begin(), param_shards.end());
+  param_shards.erase(std::unique(param_shards.begin(), param_shards.end()), param_shards.end());
+  if (param_shards.back() && !zero1s.back())
+    throw_input_error("--shard-params",
+                      "parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer "
+                      "(--zero1 on or both, not off)");
+  // (zero1, shard_gradients, shard_parameters) in enumeration order: zero1 off never shards;
+  // parameter sharding implies gradient sharding (a mode listed twice is kept once).
+  std::vector<std::tuple<bool, bool, bool>> zero_modes;
   for (bool z : zero1s) {
     if (!z) {
-      zero_modes.emplace_back(false, false);
+      zero_modes.emplace_back(false, false, false);
       continue;
     }
-    for (bool sg : shards) zero_modes.emplace_back(true, sg);
+    for (bool sg : shards)
+      for (bool sp : param_shards) {
+        const std::tuple<bool, bool, bool> mode(true, sg || sp, sp);
+        if (std::find(zero_modes.begin(), zero_modes.end(), mode) == zero_modes.end())
+          zero_modes.push_back(mode);
+      }
   }
   // ZeRO-1 off is dominated by a ZeRO-1 on twin that runs the same program: one without gradient
-  // sharding (which adds a reduce-scatter per microbatch).
-  const bool zero1_on = zero1s.back() && !shards.front();
+  // or parameter sharding (which add a reduce-scatter per microbatch, and all-gathers).
+  const bool zero1_on = zero1s.back() && !shards.front() && !param_shards.front();
   // Expert parallelism (MoE models only): ep over the powers of two dividing the routed experts
   // (up to the GPUs), etp = tp (0) unless --etp lists values.
   std::vector<int> eps = {1};
@@ -927,7 +955,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
             for (int v : stage_counts(sc.layout)) {
               if (!v_allowed(v)) continue;
               for (Recompute rc : recomputes) {
-                for (const auto& [z, sg] : zero_modes) {
+                for (const auto& [z, sg, sp] : zero_modes) {
                   for (const auto& [ep, etp] : experts) {
                     ConfigRecord rec;
                     rec.id = static_cast<int64_t>(records.size());
@@ -947,6 +975,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
                     c.overlap_grad_reduce = request.overlap_grad_reduce;
                     c.shard_gradients = sg;
+                    c.shard_parameters = sp;
                     c.grad_dtype = request.grad_dtype;
                     c.optimizer_state = request.optimizer_state;
                     c.ep = ep;
@@ -1133,7 +1162,8 @@ struct UnitProgram {
   Schedule schedule;
   Partition partition;
   std::optional<ProgramTemplate> program;
-  std::optional<ProgramTemplate> sharded_program;  // gradient sharding's (lowered on demand)
+  std::optional<ProgramTemplate> sharded_program;   // gradient sharding's (lowered on demand)
+  std::optional<ProgramTemplate> gathered_program;  // parameter sharding's (lowered on demand)
 };
 
 // ExploreRequest::bound_prune: lower bounds first (every unit, in parallel), then the
@@ -1253,11 +1283,13 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
           unit->partition = unit_partition(request, unit->schedule);
           t.lower_s += seconds_since(t0);
         }
-        std::optional<ProgramTemplate>& tmpl =
-            rec.config.shard_gradients ? unit->sharded_program : unit->program;
+        std::optional<ProgramTemplate>& tmpl = rec.config.shard_parameters ? unit->gathered_program
+                                               : rec.config.shard_gradients
+                                                   ? unit->sharded_program
+                                                   : unit->program;
         if (!tmpl) {
           t0 = Clock::now();
-          tmpl.emplace(unit->schedule, rec.config.shard_gradients);
+          tmpl.emplace(unit->schedule, rec.config.shard_gradients, rec.config.shard_parameters);
           ++t.lowered;
           t.lower_s += seconds_since(t0);
         }
@@ -1521,7 +1553,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 std::string explore_result_to_csv(const ExploreResult& result) {
   std::string out =
       "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
-      "zero1,shard_gradients,ep,etp,"
+      "zero1,shard_gradients,shard_parameters,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -1532,12 +1564,12 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ParallelConfig& c = r.config;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,"
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,"
                   "%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
-                  c.shard_gradients ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
+                  c.shard_gradients ? 1 : 0, c.shard_parameters ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);
     out += line;

@@ -19,6 +19,8 @@
 //   zero1              off, on                                                           (--zero1)
 //   shard_gradients    off (default), on: gradient sharding (ZeRO-2) of the zero1-on
 //                      configurations (zero1 off never shards)                     (--shard-grads)
+//   shard_parameters   off (default), on: parameter sharding (ZeRO-3 / FSDP, implies gradient
+//                      sharding) of the zero1-on configurations                   (--shard-params)
 //   ep                 MoE models: 1 and every power of two dividing the routed experts, up to N
 //                      (expert parallelism, carved out of a stage's tp·cp·dp devices)    (--ep)
 //   etp                MoE models: tp (Megatron's default) unless a list is given        (--etp)
@@ -51,7 +53,8 @@
 //                  waits for the optimizer (the last compute of each actor), so its twin is at
 //                  least as fast and strictly smaller; it can be neither the best nor on the
 //                  Pareto front. (--zero1 off keeps ZeRO-1 off configurations in the ranking;
-//                  so does --shard-grads on, whose ZeRO-1 configurations run another program.)
+//                  so does --shard-grads on or --shard-params on, whose ZeRO-1 configurations
+//                  run another program.)
 //   kSchedule      the schedule's generator rejects (p, S, m) (its message, e.g. "ZeroBubble
 //                  needs m >= S (got m=2, S=4)")
 //   kBound         (--bound-prune only) dominated by a simulated configuration: see
@@ -119,6 +122,9 @@ struct ExploreSpace {
   std::vector<bool> zero1;
   // Gradient sharding (ZeRO-2) of the zero1-on configurations: empty = {off}.
   std::vector<bool> shard_gradients;
+  // Parameter sharding (ZeRO-3 / FSDP) of the zero1-on configurations (implies gradient
+  // sharding): empty = {off}.
+  std::vector<bool> shard_parameters;
   std::vector<int> ep;   // MoE only; empty = 1 and every power of two dividing the experts
   std::vector<int> etp;  // MoE only; empty = tp (Megatron's default)
   // Applied to every configuration.
@@ -292,7 +298,7 @@ std::string explain_empty(const ExploreResult& result);
 Plan build_config_plan(const ExploreRequest& request, const ParallelConfig& config);
 
 // "pp 8, tp 8, cp 2, dp 16, b 1, m 12, Std1F1B, v 1, recompute full, zero1" (cp only when > 1,
-// zero1, shard-grads, sp, unfused attention, tp-comm-overlap and overlap-grad-reduce only when
+// zero1, shard-params or shard-grads, sp, unfused attention, tp-comm-overlap and overlap-grad-reduce only when
 // on).
 std::string describe_config(const ParallelConfig& config);
 

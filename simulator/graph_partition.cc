@@ -59,6 +59,7 @@ GraphPartition resolve_graph_partition(const GraphPartitionRequest& r) {
   c.sequence_parallel = r.sequence_parallel;
   c.zero1 = r.zero1;
   c.shard_gradients = r.shard_gradients;
+  c.shard_parameters = r.shard_parameters;
   check_shard_gradients(c, "configuration", /*flags=*/true);
   req.partition = PartitionMode::kBalancedTime;
   req.max_memory_bytes = r.max_memory_bytes;

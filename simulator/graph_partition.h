@@ -37,6 +37,7 @@ struct GraphPartitionRequest {
   bool sequence_parallel = false;
   bool zero1 = false;
   bool shard_gradients = false;  // ZeRO-2; needs zero1
+  bool shard_parameters = false;  // ZeRO-3 / FSDP; needs zero1 and shard_gradients
   int64_t max_memory_bytes = 0;  // 0 = the cluster's HBM
 };
 

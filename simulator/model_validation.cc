@@ -177,6 +177,7 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
           {"sequence_parallel", c.sequence_parallel},
           {"distributed_optimizer", c.zero1},
           {"shard_gradients", c.shard_gradients},
+          {"shard_parameters", c.shard_parameters},
           {"attention", std::string(to_string(c.attention))},
           {"tp_comm_overlap", c.tp_comm_overlap},
           {"overlap_grad_reduce", c.overlap_grad_reduce},

@@ -129,6 +129,7 @@ void check_schedule_name(const Plan& plan, const Schedule& schedule, const std::
 // Which byte rule gives an instruction's size, for the message.
 std::string size_rule(const Instruction& ins) {
   if (ins.op == OpKind::kAllReduce) return "the gradient of stage " + std::to_string(ins.stage);
+  if (ins.op == OpKind::kAllGather) return "the weights of stage " + std::to_string(ins.stage);
   const TaskRef& t = ins.tasks[0];
   const int producer = t.kind == TaskKind::kF ? t.stage : t.stage - 1;
   return "the activation of stage " + std::to_string(producer);

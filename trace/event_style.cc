@@ -19,7 +19,8 @@ EventCategory category_of(const TraceEvent& e) {
   switch (e.op) {
     case OpKind::kSend:
     case OpKind::kRecv: return EventCategory::kComm;
-    case OpKind::kAllReduce: return EventCategory::kAllReduce;
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather: return EventCategory::kAllReduce;
     case OpKind::kOptimizer: return EventCategory::kOptimizer;
     case OpKind::kCompute: break;
   }

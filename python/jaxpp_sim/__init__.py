@@ -186,7 +186,8 @@ def _refuse_given(args, why):
 def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition="auto",
           first_stage_fewer=None, last_stage_fewer=None, placement="", split_backward=False,
           recompute="none", dot=False, schedule=None, cluster=None, tp=None, dp=None, cp=None,
-          sequence_parallel=False, zero1=False, max_memory_gib=None, shard_grads=False):
+          sequence_parallel=False, zero1=False, max_memory_gib=None, shard_grads=False,
+          shard_params=False):
     """A model's pipeline stages and task graph, as ``jaxpp-sim graph --json``: the model's
     totals, the partition into ``pp x virtual`` stages (``partition`` "auto" or the first layer
     of each stage, e.g. "0,12,24"; ``first_stage_fewer``/``last_stage_fewer`` shape the auto
@@ -198,7 +199,7 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     ``partition="even"`` is Megatron-LM's split; ``partition="balanced-time"`` is the partition
     ``simulate`` searches (docs/partition.md) for ``schedule`` (required) on ``cluster``
     (default "a100-80g") with ``tp``, ``dp``, ``cp``, ``sequence_parallel``, ``zero1``,
-    ``shard_grads`` and ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
+    ``shard_grads``, ``shard_params`` and ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
     microbatch_size · dp), as ``graph --partition balanced-time``. Returns a dict."""
     m = _model(model)
     balanced = partition == "balanced-time"
@@ -212,7 +213,8 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
         None if last_stage_fewer is None else int(last_stage_fewer), str(placement or ""),
         bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
         opt_int(tp), opt_int(dp), opt_int(cp), bool(sequence_parallel), bool(zero1),
-        None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads))
+        None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads),
+        bool(shard_params))
     out = _json.loads(text)
     if dot:
         out["dot"] = dot_text
@@ -277,14 +279,16 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
-             shard_grads=False):
+             shard_grads=False, shard_params=False):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
     ``gpus``, ``pp``, ``tp``, ``dp``, ``cp``, ``virtual``, ``global_batch``,
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
-    sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``overlap_grad_reduce``,
+    sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``shard_params`` (parameter
+    sharding, ZeRO-3 / FSDP, needs ``zero1``, implies ``shard_grads``; ``--shard-params``),
+    ``overlap_grad_reduce``,
     ``tp_comm_overlap``, ``attention`` (flash|flash2|unfused), ``partition`` ("auto", "even",
     "balanced-time" (least step time within the device memory, docs/partition.md) or
     "0,13,26"), ``max_memory_gib`` (memory limit per GPU in GiB of the balanced-time search
@@ -341,14 +345,14 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
-            *_assign_args(assign), str(grad_dtype), bool(shard_grads))
+            *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
                    ("dp", dp, 1), ("cp", cp, 1), ("global_batch", global_batch, None),
                    ("microbatch_size", microbatch_size, 1), ("recompute", recompute, "none"),
                    ("sequence_parallel", sequence_parallel, False), ("zero1", zero1, False),
-                   ("shard_grads", shard_grads, False),
+                   ("shard_grads", shard_grads, False), ("shard_params", shard_params, False),
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),
                    ("partition", partition, "auto"), ("breakdown", breakdown, False),
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
@@ -451,7 +455,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None,
-            shard_grads="off"):
+            shard_grads="off", shard_params="off"):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -467,7 +471,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
     evaluated. ``grad_dtype`` (``--grad-dtype``) and ``a2a_dtype`` (``--a2a-dtype``) apply to every
     configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
-    "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations.
+    "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations; ``shard_params``
+    (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP).
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -495,7 +500,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
-        str(grad_dtype), str(shard_grads))
+        str(grad_dtype), str(shard_grads), str(shard_params))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

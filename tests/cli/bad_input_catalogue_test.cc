@@ -504,12 +504,34 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidatePlanPartitionForAnotherModel", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["partition"]["num_layers"] = 99; })}},
      .message = "covers 99 layers"},
+    {.name = "ValidatePlanShardParamsWithoutZeroOne", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["shard_parameters"] = true; })}},
+     .message = "field 'shard_parameters': parameter sharding needs the distributed optimizer"},
+    {.name = "ValidatePlanShardParamsWithShardGradientsOff", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) {
+        p["config"]["zero1"] = true;
+        p["config"]["shard_parameters"] = true;
+        p["config"]["shard_gradients"] = false;
+      })}},
+     .message = "field 'shard_gradients': false, but parameter sharding"},
+    {.name = "ValidatePlanShardParamsNotABoolean", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["shard_parameters"] = "yes"; })}},
+     .message = "field 'shard_parameters'"},
     {.name = "ValidatePlanWithAMissingInstruction", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][1].erase(0); })}},
      .exit_code = 1, .message = "INVALID", .report = Report::kList},
 
     // ---- simulate: configurations, clusters, stage times, schedule files, outputs. ----------
     {.name = "SimulateMissingGpus", .args = kSim + "--pp 2 --global-batch 8", .message = "--gpus"},
+    {.name = "SimulateShardParamsWithoutZeroOne",
+     .args = kSim + "--gpus 16 --pp 2 --dp 8 --global-batch 64 --shard-params --plan {dir}/p.json",
+     .message = "--shard-params: parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (--zero1)"},
+    {.name = "SimulateShardParamsInMeasuredMode", .args = kMeasured + "--shard-params",
+     .message = "--shard-params: a model-mode flag"},
+    {.name = "GraphShardParamsWithoutBalancedTime", .args = "graph --model gpt3-1.3b --pp 2 --shard-params",
+     .message = "--shard-params"},
+    {.name = "ExploreShardParamsWithZeroOneOff", .args = kExplore + "--zero1 off --shard-params on",
+     .message = "--shard-params: parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer"},
     {.name = "SimulateGpusNotPpTpDp", .args = kSim + "--gpus 8 --pp 4 --tp 4 --global-batch 16",
      .message = "does not equal --gpus 8"},
     {.name = "SimulateTpNotDividingHeads", .args = kSim + "--gpus 6 --pp 2 --tp 3 --global-batch 16",
@@ -1033,6 +1055,18 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusUnknownSource", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["sources"].erase("paper-b"); })}},
      .message = "unknown source 'paper-b'"},
+    {.name = "ValidateModelCorpusShardParamsWithoutTheDistributedOptimizer",
+     .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["shard_parameters"] = true; })}},
+     .message = "field 'shard_parameters': parameter sharding needs \"distributed_optimizer\": true"},
+    {.name = "ValidateModelCorpusShardParamsWithShardGradientsOff",
+     .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+        c["rows"][0]["distributed_optimizer"] = true;
+        c["rows"][0]["shard_parameters"] = true;
+        c["rows"][0]["shard_gradients"] = false;
+      })}},
+     .message = "implies gradient sharding"},
     {.name = "ValidateModelCorpusHugeTp", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["tp"] = 9000000000; })}},
      .message = "field 'tp': too large"},

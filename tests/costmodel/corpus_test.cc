@@ -637,6 +637,35 @@ TEST(CorpusShardGradients, TheRowFieldSetsTheConfiguration) {
   EXPECT_TRUE(sharded.config.zero1);
 }
 
+// ---- Parameter sharding (ZeRO-3 / FSDP): the row field shard_parameters. -------------------
+
+TEST(CorpusShardParameters, TheRowFieldSetsTheConfigurationAndImpliesGradientSharding) {
+  const CorpusRow sharded = row_with([](json& j) {
+    j["distributed_optimizer"] = true;
+    j["shard_parameters"] = true;
+  });
+  EXPECT_TRUE(sharded.config.shard_parameters);
+  EXPECT_TRUE(sharded.config.shard_gradients);
+  const CorpusRow plain = row_with([](json& j) { j["distributed_optimizer"] = true; });
+  EXPECT_FALSE(plain.config.shard_parameters);
+}
+
+TEST(CorpusErrors, ShardParametersWithoutTheDistributedOptimizer) {
+  EXPECT_EQ(row_error([](json& j) { j["shard_parameters"] = true; }),
+            "corpus.json: row 'r1': field 'shard_parameters': parameter sharding needs "
+            "\"distributed_optimizer\": true");
+}
+
+TEST(CorpusErrors, ShardParametersWithGradientShardingOff) {
+  EXPECT_EQ(row_error([](json& j) {
+              j["distributed_optimizer"] = true;
+              j["shard_parameters"] = true;
+              j["shard_gradients"] = false;
+            }),
+            "corpus.json: row 'r1': field 'shard_gradients': false, but \"shard_parameters\": "
+            "true implies gradient sharding");
+}
+
 TEST(CorpusErrors, ShardGradientsWithoutTheDistributedOptimizer) {
   EXPECT_EQ(row_error([](json& j) { j["shard_gradients"] = true; }),
             "corpus.json: row 'r1': field 'shard_gradients': gradient sharding needs "

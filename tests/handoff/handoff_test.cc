@@ -233,6 +233,17 @@ TEST(Handoff, MegatronAttentionBackendOfEachKernel) {
   }
 }
 
+TEST(Handoff, MegatronRefusesParameterSharding) {
+  PlanRequest req = handoff_request(kMegatron1F1B);
+  req.config.zero1 = true;
+  req.config.shard_gradients = true;
+  req.config.shard_parameters = true;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(req), "Std1F1B");
+            }).find("--format megatron: parameter sharding (ZeRO-3 / FSDP)"),
+            std::string::npos);
+}
+
 // An MoE plan: Megatron gets the expert-parallel sizes (and reads them back), torchtitan only
 // the expert layouts it supports with replicated data parallelism, JaxPP none.
 PlanRequest moe_handoff_request(int ep, int etp) {

@@ -753,6 +753,39 @@ def test_shard_grads_equals_cli_and_needs_zero1():
                          "--shard-grads")
 
 
+def test_shard_params_equals_cli_and_needs_zero1():
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=16, pp=2, dp=8, global_batch=64,
+                schedule="1f1b", zero1=True, trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "16", "--pp", "2",
+                "--dp", "8", "--global-batch", "64", "--schedule", "1f1b", "--zero1"]
+    sharded = js.simulate(**args, shard_params=True)
+    assert sharded.metrics == cli_json("simulate", *cli_args, "--shard-params")
+    assert sharded.plan["config"]["shard_parameters"] is True
+    assert sharded.plan["config"]["shard_gradients"] is True
+    # Sharded weights: less memory than gradient sharding alone.
+    zero2 = js.simulate(**args, shard_grads=True)
+    assert sum(sharded.metrics["peak_memory_bytes"]) < sum(zero2.metrics["peak_memory_bytes"])
+    no_zero1 = dict(args, zero1=False)
+    same_error(lambda: js.simulate(**no_zero1, shard_params=True), "simulate", *cli_args[:-1],
+               "--shard-params")
+    with pytest.raises(js.InputError, match="--shard-params"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, shard_params=True)
+    g = js.graph(model="gpt3-1.3b", pp=2, partition="balanced-time", schedule="1f1b", dp=8,
+                 zero1=True, shard_params=True)
+    assert g == cli_json("graph", "--model", "gpt3-1.3b", "--pp", "2", "--partition",
+                         "balanced-time", "--schedule", "1f1b", "--dp", "8", "--zero1",
+                         "--shard-params")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=2, shard_params=True), "graph",
+               "--model", "gpt3-1.3b", "--pp", "2", "--shard-params")
+    r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=16, global_batch=64, pp=[2],
+                   tp=[1], schedules=["1f1b"], zero1="on", shard_params="on", threads=1)
+    assert r.summary == cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g",
+                                 "--gpus", "16", "--global-batch", "64", "--pp", "2", "--tp", "1",
+                                 "--schedules", "1f1b", "--zero1", "on", "--shard-params", "on",
+                                 "--threads", "1")
+    assert r.best_plan()["config"]["shard_parameters"] is True
+
+
 def test_a2a_dtype_equals_cli():
     args = dict(model="mixtral-8x7b", cluster="h100-sxm", gpus=16, pp=2, tp=2, dp=4, ep=4,
                 global_batch=64, schedule="1f1b", sequence_parallel=True, trace=False,

@@ -116,30 +116,36 @@ TEST(CorpusValidation, EveryExpectedFailureIsReallyOutsideTheBand) {
 // their gradients were sharded as the paper states (78.1 and 71.3 GiB of 80; 88.3 and 81.6 GiB
 // with full gradient buffers); the FP8 405B run on 256 GB200 since FP8 stashes 1-byte GEMM inputs
 // and keeps FP8 weights (179.8 GiB of 186; 206 GiB with the 16-bit inventory). Except the rows of
-// kNotPredictedToFit, which the model puts over their GPU's memory by less than 10 % and which
-// must stay over it (a row of the list predicted to fit fails, so the list cannot go stale).
+// kNotPredictedToFit, whose runs saved memory in a way the model does not represent: each must
+// stay over its GPU's memory, by no more than its stated fraction (a row of the list predicted to
+// fit fails, so the list cannot go stale).
 struct NotPredictedToFitRow {
   const char* id;
+  double max_over;  // predicted peak / GPU memory stays below this
   const char* reason;
 };
 constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
-    {"nemo2407-llama3-8B-8gpu",
+    {"nemo2407-llama3-8B-8gpu", 1.10,
      "84.9 GiB of 80: NeMo 24.07's FP8 recipe keeps 16-bit weights (fp8_params false), so the "
      "model holds the 16-bit weight, TE's cached FP8 copy and its transpose (2 bytes per "
      "transformer-layer parameter more than in BF16); its BF16 twin (dgxc2024-llama3.1-8B-8gpu) "
      "is predicted at 74.1 GiB. What the run's optimizer saves is not modelled (Apex "
      "distributed_fused_adam with fp32 state and bf16 weights keeps 16-bit remainders of the "
      "master weights, store_param_remainders, not full fp32 copies)"},
-    {"nemo2407-nemotron-340B-128gpu",
+    {"nemo2407-nemotron-340B-128gpu", 1.10,
      "84.5 GiB of 80: as above, the 16-bit weights plus TE's FP8 copy and transpose (fp8_params "
      "false); its BF16 twin (dgxc2024-nemotron4-340B-128gpu) is predicted at 79.5 GiB, and "
      "nemotron_340b.yaml's optim.dtype bf16 (16-bit optimizer state) is not modelled"},
-    {"nemolongseq2504-llama2-7B-h100-4k",
+    {"nemolongseq2504-llama2-7B-h100-4k", 1.10,
      "83.0 GiB of 80: Llama 2 7B on 4 H100 with data parallelism alone (dp 4) and no recompute "
      "holds 16-bit weights, a 4-byte gradient buffer, a quarter of the optimizer states and "
      "Transformer Engine's cached FP8 weight copies (68.5 GiB) plus 4096 tokens of activations; "
      "the run's gradient buffer dtype (Apex's distributed Adam in NeMo 24.03) is not stated, and "
      "16-bit gradients would fit (70.5 GiB)"},
+    {"mbridge2511fsdp-llama3-70B-64gpu-gb200", 1.80,
+     "319.5 GiB of 186: the recipe offloads the activations of 40 of the 80 layers to the host "
+     "(cpu_offloading_num_layers=40), which the model does not represent; about 150 GiB of the "
+     "stash stays on the GPU with it"},
 };
 
 const NotPredictedToFitRow* not_predicted_to_fit(const std::string& id) {
@@ -157,7 +163,7 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
       ++named;
       EXPECT_FALSE(r.fits) << r.row->id << " is predicted to fit (" << gib
                            << " GiB): remove it from kNotPredictedToFit";
-      EXPECT_LT(r.peak_memory_bytes, 1.10 * r.device_memory_bytes)
+      EXPECT_LT(r.peak_memory_bytes, n->max_over * r.device_memory_bytes)
           << r.row->id << ": " << n->reason;
       continue;
     }
@@ -165,7 +171,7 @@ TEST(CorpusValidation, EveryRunFitsItsGpu) {
     fits += r.fits;
   }
   EXPECT_EQ(named, static_cast<int>(std::size(kNotPredictedToFit)));
-  EXPECT_GE(fits, 103);
+  EXPECT_GE(fits, 104);
 }
 
 // The corpus restricted to one GPU's rows.
