@@ -244,6 +244,42 @@ TEST(Handoff, MegatronRefusesParameterSharding) {
             std::string::npos);
 }
 
+// The optimizer state: Megatron-LM keeps master-weight remainders with its precision-aware
+// optimizer (distributed optimizer only) and has no bf16 state without master weights;
+// torchtitan's and JaxPP's exports keep their own fp32 state, so only the default passes.
+TEST(Handoff, OptimizerStateOfEachTarget) {
+  PlanRequest req = handoff_request(kMegatron1F1B);
+  ASSERT_TRUE(req.config.zero1);
+  EXPECT_EQ(megatron_arguments(build_plan(req), "Std1F1B").find("--use-precision-aware-optimizer"),
+            std::string::npos);
+  req.config.optimizer_state = OptimizerState::kRemainders;
+  const Plan remainders = build_plan(req);
+  EXPECT_NE(megatron_arguments(remainders, "Std1F1B").find("--use-precision-aware-optimizer"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(remainders, "Std1F1B", "s.csv");
+            }).find("--format torchtitan: optimizer state 'remainders'"),
+            std::string::npos);
+  req.config.zero1 = false;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(req), "Std1F1B");
+            }).find("needs --use-distributed-optimizer"),
+            std::string::npos);
+  req.config.optimizer_state = OptimizerState::kBf16;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(req), "Std1F1B");
+            }).find("--format megatron: bf16 optimizer state without master weights"),
+            std::string::npos);
+  HandoffCase gpipe = kZbH1;
+  gpipe.schedule = "GPipe";
+  PlanRequest jax = handoff_request(gpipe);
+  jax.config.optimizer_state = OptimizerState::kBf16;
+  EXPECT_NE(handoff_error([&] {
+              jaxpp_snippet(build_plan(jax), "GPipe");
+            }).find("--format jaxpp: optimizer state 'bf16'"),
+            std::string::npos);
+}
+
 // An MoE plan: Megatron gets the expert-parallel sizes (and reads them back), torchtitan only
 // the expert layouts it supports with replicated data parallelism, JaxPP none.
 PlanRequest moe_handoff_request(int ep, int etp) {
