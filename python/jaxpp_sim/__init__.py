@@ -279,7 +279,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
-             shard_grads=False, shard_params=False):
+             shard_grads=False, shard_params=False, optimizer_state="cluster"):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -299,7 +299,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none),
     ``a2a_dtype`` (``--a2a-dtype``: "fp8" or "fp8,bf16" for dispatch and combine).
     ``grad_dtype`` (``--grad-dtype``: cluster|fp32|bf16|fp16, the gradient buffer and its
-    data-parallel reduction). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
+    data-parallel reduction). ``optimizer_state`` (``--optimizer-state``:
+    cluster|fp32|remainders|bf16, the Adam state per parameter). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
     plan.json) or a dict such as ``{"embedding": 0, "layer{i}": "i mod 4", "logits": 3}``; it
     gives the stages and their actors instead of ``partition``/``virtual`` (docs/schedules.md).
 
@@ -345,7 +346,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             None if max_memory_gib is None else float(max_memory_gib), int(ep),
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
-            *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params))
+            *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
+            str(optimizer_state))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
@@ -358,6 +360,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("ep", ep, 1), ("etp", etp, None), ("moe_imbalance", moe_imbalance, 1.0),
                    ("max_memory_gib", max_memory_gib, None),
                    ("assign", assign, None), ("grad_dtype", grad_dtype, "cluster"),
+                   ("optimizer_state", optimizer_state, "cluster"),
                    ("a2a_dtype", a2a_dtype, None)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
@@ -455,7 +458,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None,
-            shard_grads="off", shard_params="off"):
+            shard_grads="off", shard_params="off", optimizer_state="cluster"):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -469,8 +472,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
     ``assign`` (``--assign``, a path or a dict as in :func:`simulate`) fixes a name-to-actor
     assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
-    evaluated. ``grad_dtype`` (``--grad-dtype``) and ``a2a_dtype`` (``--a2a-dtype``) apply to every
-    configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
+    evaluated. ``grad_dtype`` (``--grad-dtype``), ``optimizer_state`` (``--optimizer-state``) and
+    ``a2a_dtype`` (``--a2a-dtype``) apply to every configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
     "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations; ``shard_params``
     (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP).
 
@@ -500,7 +503,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
-        str(grad_dtype), str(shard_grads), str(shard_params))
+        str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

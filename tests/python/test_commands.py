@@ -726,6 +726,30 @@ def test_grad_dtype_equals_cli_and_halves_the_reduction(tmp_path):
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, grad_dtype="bf16")
 
 
+def test_optimizer_state_equals_cli_and_shrinks_the_state():
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=8, pp=2, dp=4, global_batch=32,
+                schedule="1f1b", trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "8", "--pp", "2",
+                "--dp", "4", "--global-batch", "32", "--schedule", "1f1b"]
+    bf16 = js.simulate(**args, optimizer_state="bf16")
+    assert bf16.metrics == cli_json("simulate", *cli_args, "--optimizer-state", "bf16")
+    fp32 = js.simulate(**args)
+    # 4 bytes of state per parameter instead of 12: every actor's static memory falls.
+    for a, b in zip(bf16.metrics["actors"], fp32.metrics["actors"]):
+        assert a["static_bytes"] < b["static_bytes"]
+    assert bf16.plan["config"]["optimizer_state"] == "bf16"
+    r = js.explore(model="gpt3-1.3b", cluster="a100-80g", gpus=8, global_batch=32, pp=[2],
+                   tp=[1], schedules=["1f1b"], optimizer_state="remainders", threads=1)
+    assert r.summary == cli_json("explore", "--model", "gpt3-1.3b", "--cluster", "a100-80g",
+                                 "--gpus", "8", "--global-batch", "32", "--pp", "2", "--tp", "1",
+                                 "--schedules", "1f1b", "--optimizer-state", "remainders",
+                                 "--threads", "1")
+    same_error(lambda: js.simulate(**args, optimizer_state="int8"), "simulate", *cli_args,
+               "--optimizer-state", "int8")
+    with pytest.raises(js.InputError, match="--optimizer-state"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, optimizer_state="bf16")
+
+
 def test_shard_grads_equals_cli_and_needs_zero1():
     args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=16, pp=2, dp=8, global_batch=64,
                 schedule="1f1b", zero1=True, trace=False)
