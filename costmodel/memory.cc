@@ -52,14 +52,52 @@ double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
   return total;
 }
 
+StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& model,
+                                    const ParallelConfig& config, const ClusterSpec& cluster,
+                                    int first, int count) {
+  const double grad_per_param =
+      grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
+  const bool shard_weights = config.shard_parameters;
+  int64_t whole_params = 0;
+  for (int l = first; l < first + count; ++l) whole_params += model.layers[l].params;
+  const double whole = static_cast<double>(whole_params);
+  // Routed experts ÷ ep·etp, the rest ÷ tp (OperatorCost::device_params).
+  const double params = op.device_params(first, count, whole, false);
+  const double sharded = op.device_params(first, count, whole, /*optimizer_sharded=*/true);
+  StageStaticBytes b;
+  b.params = std::llround(params);
+  // Parameter sharding: each device stores its 1/(dp·cp) shard of the weights.
+  b.weight_bytes = std::llround((shard_weights ? sharded : params) * cluster.weight_bytes_per_param);
+  // Transformer-layer weights of an FP8 model (ModelSpec::fp8_params): stored in FP8 (1 byte)
+  // instead of 16 bits, or 16 bits plus the FP8 copy Transformer Engine casts once per step and
+  // keeps for the other microbatches; either way plus a cached transpose on GPUs whose FP8 GEMMs
+  // need one. The embedding and the LM head stay in 16 bits.
+  const double fp8_bytes = cluster.fp8_transpose_copy ? 2.0 : 1.0;
+  const double fp8_per_param =
+      model.fp8_params ? fp8_bytes : cluster.weight_bytes_per_param + fp8_bytes;
+  for (int l = first; l < first + count; ++l) {
+    const LayerWork& lw = model.layers[static_cast<size_t>(l)];
+    if (model.dtype == Dtype::kFp8 && lw.kind == LayerKind::kTransformer) {
+      const double p = op.device_params(l, 1, static_cast<double>(lw.params), shard_weights);
+      b.weight_bytes += std::llround(p * (fp8_per_param - cluster.weight_bytes_per_param));
+    }
+    if (shard_weights)
+      b.gathered_bytes = std::max(b.gathered_bytes, layer_gather_bytes(op, model, cluster, l));
+  }
+  b.grad_bytes = std::llround(stage_grad_bytes(op, config, grad_per_param, first, count, whole));
+  b.transient_grad_bytes = transient_grad_bytes(op, model, config, grad_per_param, first, count);
+  b.optimizer_bytes = std::llround(
+      sharded *
+      optimizer_state_bytes_per_param(config.optimizer_state, cluster.optimizer_state_bytes_per_param));
+  return b;
+}
+
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster) {
   const std::vector<StageWork> work =
       compute_stage_work(model, partition, config.microbatch_size, config.recompute);
   const OperatorCost op(model, config, cluster);
-  const double grad_per_param =
-      grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
   // The remainders complete 16-bit weights to fp32 master weights: FP8 weights have no such
   // 16 bits (Apex and NeMo keep full fp32 master copies for them).
   if (config.optimizer_state == OptimizerState::kRemainders && model.dtype == Dtype::kFp8 &&
@@ -68,50 +106,22 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
         "optimizer state 'remainders' needs 16-bit weights: the model stores its transformer "
         "weights in FP8 (fp8_params), so the master weights stay fp32 (use fp32 or set "
         "\"fp8_params\": false)");
-  const double optimizer_per_param =
-      optimizer_state_bytes_per_param(config.optimizer_state, cluster.optimizer_state_bytes_per_param);
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
   std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
   std::vector<double> gathered(placement.num_actors, 0);   // same, its weights (shard_parameters)
-  const bool shard_weights = config.shard_parameters;
   mem.stash_bytes_per_stage.resize(work.size());
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
     const int actor = placement.actor_of(s);
     ActorMemory& a = mem.actors[actor];
-    // Routed experts ÷ ep·etp, the rest ÷ tp (OperatorCost::device_params).
-    const double whole = static_cast<double>(work[s].params);
-    const double params = op.device_params(work[s].first_layer, work[s].num_layers, whole, false);
-    const double sharded = op.device_params(work[s].first_layer, work[s].num_layers, whole,
-                                            /*optimizer_sharded=*/true);
-    a.params += static_cast<int64_t>(std::llround(params));
-    // Parameter sharding: each device stores its 1/(dp·cp) shard of the weights.
-    const double stored = shard_weights ? sharded : params;
-    a.weight_bytes += std::llround(stored * cluster.weight_bytes_per_param);
-    if (model.dtype == Dtype::kFp8) {
-      // Transformer-layer weights of an FP8 model (ModelSpec::fp8_params): stored in FP8 (1
-      // byte) instead of 16 bits, or 16 bits plus the FP8 copy Transformer Engine casts once per
-      // step and keeps for the other microbatches; either way plus a cached transpose on GPUs
-      // whose FP8 GEMMs need one. The embedding and the LM head stay in 16 bits.
-      const double fp8_bytes = cluster.fp8_transpose_copy ? 2.0 : 1.0;
-      const double per_param =
-          model.fp8_params ? fp8_bytes : cluster.weight_bytes_per_param + fp8_bytes;
-      for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l) {
-        const LayerWork& lw = model.layers[static_cast<size_t>(l)];
-        if (lw.kind != LayerKind::kTransformer) continue;
-        const double p = op.device_params(l, 1, static_cast<double>(lw.params), shard_weights);
-        a.weight_bytes += std::llround(p * (per_param - cluster.weight_bytes_per_param));
-      }
-    }
-    a.grad_bytes += std::llround(stage_grad_bytes(op, config, grad_per_param,
-                                                  work[s].first_layer, work[s].num_layers, whole));
-    transient[actor] = std::max(
-        transient[actor], transient_grad_bytes(op, model, config, grad_per_param,
-                                               work[s].first_layer, work[s].num_layers));
-    if (shard_weights)
-      for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
-        gathered[actor] = std::max(gathered[actor], layer_gather_bytes(op, model, cluster, l));
-    a.optimizer_bytes += std::llround(sharded * optimizer_per_param);
+    const StageStaticBytes b =
+        stage_static_bytes(op, model, config, cluster, work[s].first_layer, work[s].num_layers);
+    a.params += b.params;
+    a.weight_bytes += b.weight_bytes;
+    a.grad_bytes += b.grad_bytes;
+    a.optimizer_bytes += b.optimizer_bytes;
+    transient[actor] = std::max(transient[actor], b.transient_grad_bytes);
+    gathered[actor] = std::max(gathered[actor], b.gathered_bytes);
     double stash = 0;
     for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
       stash += op.stash_bytes(l);

@@ -83,6 +83,25 @@ double layer_gather_bytes(const OperatorCost& op, const ModelSpec& model,
 double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
                           const ClusterSpec& cluster, int first, int count);
 
+// What one device of an actor keeps for the `count` layers from `first` (a stage) for the whole
+// step, as build_memory_model counts and rounds it (the partition search sums the same terms):
+// its per-device parameters, weight bytes (FP8 weights and parameter sharding included),
+// gradient bytes and optimizer state; and the two per-actor maxima the stage contributes to,
+// taken over all the actor's stages: the transient gradient of gradient sharding
+// (transient_grad_bytes) and the largest layer's gathered weights of parameter sharding
+// (layer_gather_bytes; the actor holds two such layers).
+struct StageStaticBytes {
+  int64_t params = 0;
+  int64_t weight_bytes = 0;
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  double transient_grad_bytes = 0;
+  double gathered_bytes = 0;
+};
+StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& model,
+                                    const ParallelConfig& config, const ClusterSpec& cluster,
+                                    int first, int count);
+
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster);

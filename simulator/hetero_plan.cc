@@ -302,16 +302,12 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
         stash_bytes(groups.distinct.size());
     for (size_t g = 0; g < groups.distinct.size(); ++g) {
       const ClusterSpec& spec = cluster.kinds[cluster.kind_index(groups.distinct[g].kind)].spec;
-      const OperatorCost op(model, mesh_config(config, groups.distinct[g]), spec);
-      const double per_param = spec.weight_bytes_per_param +
-                               grad_bytes_per_param(config.grad_dtype, spec.grad_bytes_per_param);
+      const ParallelConfig mesh = mesh_config(config, groups.distinct[g]);
+      const OperatorCost op(model, mesh, spec);
       for (int l = 0; l < n; ++l) {
-        const double whole = static_cast<double>(model.layers[l].params);
-        static_bytes[g].push_back(op.device_params(l, 1, whole, false) * per_param +
-                                  op.device_params(l, 1, whole, true) *
-                                      optimizer_state_bytes_per_param(
-                                          config.optimizer_state,
-                                          spec.optimizer_state_bytes_per_param));
+        const StageStaticBytes b = stage_static_bytes(op, model, mesh, spec, l, 1);
+        static_bytes[g].push_back(
+            static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes));
         stash_bytes[g].push_back(op.stash_bytes(l));
       }
     }

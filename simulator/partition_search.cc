@@ -48,8 +48,7 @@ class PeakMemory {
         cluster_(cluster),
         schedule_(schedule),
         op_(model, config, cluster),
-        config_(config),
-        grad_bytes_per_param_(grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param)) {
+        config_(config) {
     stash_.reserve(model.layers.size());
     for (int l = 0; l < model.num_layers(); ++l) stash_.push_back(op_.stash_bytes(l));
   }
@@ -59,30 +58,21 @@ class PeakMemory {
              std::vector<int64_t>& stash_bytes) const {
     static_bytes.assign(schedule_.num_actors(), 0);
     stash_bytes.assign(p.num_stages(), 0);
-    std::vector<double> transient(schedule_.num_actors(), 0);  // gradient sharding's
+    // Per actor: gradient sharding's transient gradient, parameter sharding's gathered layer.
+    std::vector<double> transient(schedule_.num_actors(), 0), gathered(schedule_.num_actors(), 0);
     for (int s = 0; s < p.num_stages(); ++s) {
-      int64_t whole_params = 0;
       double stash = 0;
-      for (int l = p.begin(s); l < p.end(s); ++l) {
-        whole_params += model_.layers[l].params;
-        stash += stash_[l];
-      }
-      const double whole = static_cast<double>(whole_params);
-      const double params = op_.device_params(p.begin(s), p.size(s), whole, false);
-      const double sharded = op_.device_params(p.begin(s), p.size(s), whole, true);
-      int64_t& a = static_bytes[schedule_.placement.actor_of(s)];
-      a += std::llround(params * cluster_.weight_bytes_per_param);
-      a += std::llround(
-          stage_grad_bytes(op_, config_, grad_bytes_per_param_, p.begin(s), p.size(s), whole));
-      a += std::llround(sharded * optimizer_state_bytes_per_param(
-                                      config_.optimizer_state,
-                                      cluster_.optimizer_state_bytes_per_param));
+      for (int l = p.begin(s); l < p.end(s); ++l) stash += stash_[l];
       stash_bytes[s] = std::llround(stash);
-      double& t = transient[schedule_.placement.actor_of(s)];
-      t = std::max(t, transient_grad_bytes(op_, model_, config_, grad_bytes_per_param_,
-                                           p.begin(s), p.size(s)));
+      const StageStaticBytes b =
+          stage_static_bytes(op_, model_, config_, cluster_, p.begin(s), p.size(s));
+      const int r = schedule_.placement.actor_of(s);
+      static_bytes[r] += b.weight_bytes + b.grad_bytes + b.optimizer_bytes;
+      transient[r] = std::max(transient[r], b.transient_grad_bytes);
+      gathered[r] = std::max(gathered[r], b.gathered_bytes);
     }
-    for (int r = 0; r < schedule_.num_actors(); ++r) static_bytes[r] += std::llround(transient[r]);
+    for (int r = 0; r < schedule_.num_actors(); ++r)
+      static_bytes[r] += std::llround(transient[r]) + std::llround(2 * gathered[r]);
   }
 
   std::vector<int64_t> peaks(const Partition& p) const {
@@ -111,7 +101,6 @@ class PeakMemory {
   const Schedule& schedule_;
   OperatorCost op_;
   ParallelConfig config_;
-  double grad_bytes_per_param_;
   std::vector<double> stash_;
 };
 
@@ -276,16 +265,9 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   // (Not with gradient sharding: its transient gradient is the largest layer's, not a sum.)
   if (S == p && limit > 0 && !config.shard_gradients) {
     std::vector<double> static_bytes, stash_bytes;
-    const double per_param =
-        cluster.weight_bytes_per_param +
-        grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
     for (int l = 0; l < n; ++l) {
-      const double whole = static_cast<double>(model.layers[l].params);
-      static_bytes.push_back(memory.op().device_params(l, 1, whole, false) * per_param +
-                             memory.op().device_params(l, 1, whole, true) *
-                                 optimizer_state_bytes_per_param(
-                                     config.optimizer_state,
-                                     cluster.optimizer_state_bytes_per_param));
+      const StageStaticBytes b = stage_static_bytes(memory.op(), model, config, cluster, l, 1);
+      static_bytes.push_back(static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes));
       stash_bytes.push_back(memory.op().stash_bytes(l));
     }
     const std::vector<int> k = stash_counts(schedule);

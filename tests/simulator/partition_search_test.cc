@@ -267,19 +267,40 @@ TEST(PartitionSearch, GivenStartIsCheckedAndNamed) {
                 "per device"));
 }
 
+// The search's memory is the memory model's (costmodel/memory.h stage_static_bytes): the same
+// bytes for 16-bit and FP8 weights (with and without fp8_params), and with the weights sharded.
 TEST(PartitionSearch, PeakMemoryIsTheSimulatorsPeak) {
-  for (const auto& [schedule, v, zero1] :
-       std::vector<std::tuple<std::string, int, bool>>{{"1f1b", 1, false},
-                                                       {"interleaved", 2, true},
-                                                       {"zb-h1", 1, true},
-                                                       {"dualpipev", 2, false}}) {
-    SCOPED_TRACE(schedule);
-    PlanRequest req = partition_request("llama3-8b", 4, v, schedule, 32, PartitionMode::kAuto);
+  struct Case {
+    std::string schedule;
+    int v;
+    bool zero1;
+    bool fp8 = false;
+    bool fp8_params = true;
+    bool shard_params = false;
+  };
+  for (const Case& c : std::vector<Case>{{"1f1b", 1, false},
+                                         {"interleaved", 2, true},
+                                         {"zb-h1", 1, true},
+                                         {"dualpipev", 2, false},
+                                         {"1f1b", 1, true, true, false},
+                                         {"interleaved", 2, true, true, true},
+                                         {"1f1b", 1, true, false, true, true},
+                                         {"interleaved", 2, true, true, true, true}}) {
+    SCOPED_TRACE(c.schedule + (c.fp8 ? " fp8" : "") + (c.fp8_params ? "" : " 16-bit weights") +
+                 (c.shard_params ? " shard-params" : ""));
+    PlanRequest req = partition_request("llama3-8b", 4, c.v, c.schedule, 32, PartitionMode::kAuto);
     req.config.gpus = 8;
     req.config.dp = 2;
-    req.config.zero1 = zero1;
+    req.config.zero1 = c.zero1;
+    req.config.shard_parameters = c.shard_params;
+    req.config.shard_gradients = c.shard_params;
+    if (c.fp8) {
+      req.cluster = load_cluster("h100-sxm");
+      req.model.dtype = Dtype::kFp8;
+      req.model.fp8_params = c.fp8_params;
+    }
     const Plan plan = build_plan(req);
-    const Schedule s = make_schedule(schedule, "", 4, v > 1 ? 4 * v : 0, 16, false);
+    const Schedule s = make_schedule(c.schedule, "", 4, c.v > 1 ? 4 * c.v : 0, 16, false);
     EXPECT_EQ(partition_peak_memory(req.model, req.cluster, plan.config, s, plan.partition),
               simulated_peaks(plan));
   }
