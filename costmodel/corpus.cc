@@ -270,15 +270,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.zero1 = row.boolean_or("distributed_optimizer", false);
   c.shard_parameters = row.boolean_or("shard_parameters", false);
   c.shard_gradients = row.boolean_or("shard_gradients", c.shard_parameters);
-  if (c.shard_parameters && !c.zero1)
-    throw_input_error(row.field("shard_parameters"),
-                      "parameter sharding needs \"distributed_optimizer\": true");
-  if (c.shard_parameters && !c.shard_gradients)
-    throw_input_error(row.field("shard_gradients"),
-                      "false, but \"shard_parameters\": true implies gradient sharding");
-  if (c.shard_gradients && !c.zero1)
-    throw_input_error(row.field("shard_gradients"),
-                      "gradient sharding needs \"distributed_optimizer\": true");
+  check_sharding(c, {row.field("shard_parameters"), row.field("shard_gradients"),
+                     "\"distributed_optimizer\": true"});
   c.attention = parse_attention_kernel(row.string_or("attention", "flash"), row.field("attention"));
   c.tp_comm_overlap = row.boolean_or("tp_comm_overlap", false);
   c.overlap_grad_reduce = row.boolean_or("overlap_grad_reduce", false);

@@ -174,20 +174,27 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
                           "): the busiest rank cannot receive more than every token");
 }
 
-void check_shard_gradients(const ParallelConfig& c, const std::string& where, bool flags) {
+void check_sharding(const ParallelConfig& c, const ShardingOrigin& at) {
   if (c.shard_parameters && !c.zero1)
-    throw_input_error(
-        flags ? std::string("--shard-params") : where + ": field 'shard_parameters'",
-        flags ? "parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (--zero1)"
-              : "parameter sharding needs the distributed optimizer (zero1)");
+    throw_input_error(at.shard_parameters,
+                      "parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (" +
+                          at.distributed_optimizer + ")");
   if (c.shard_parameters && !c.shard_gradients)
-    throw_input_error(flags ? std::string("--shard-params") : where + ": field 'shard_gradients'",
-                      "parameter sharding implies gradient sharding (shard_gradients cannot be "
-                      "false with shard_parameters)");
-  if (!c.shard_gradients || c.zero1) return;
-  throw_input_error(flags ? std::string("--shard-grads") : where + ": field 'shard_gradients'",
-                    flags ? "gradient sharding (ZeRO-2) needs the distributed optimizer (--zero1)"
-                          : "gradient sharding needs the distributed optimizer (zero1)");
+    throw_input_error(at.shard_gradients,
+                      "off, but parameter sharding (ZeRO-3 / FSDP) implies gradient sharding");
+  if (c.shard_gradients && !c.zero1)
+    throw_input_error(at.shard_gradients,
+                      "gradient sharding (ZeRO-2) needs the distributed optimizer (" +
+                          at.distributed_optimizer + ")");
+}
+
+void check_shard_gradients(const ParallelConfig& c, const std::string& where, bool flags) {
+  if (flags) {
+    check_sharding(c, {"--shard-params", "--shard-grads", "--zero1"});
+    return;
+  }
+  check_sharding(c, {where + ": field 'shard_parameters'", where + ": field 'shard_gradients'",
+                     "zero1"});
 }
 
 nlohmann::json config_to_json(const ParallelConfig& c) {
@@ -282,16 +289,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
         parse_optimizer_state(obj.string("optimizer_state"), obj.field("optimizer_state"));
   c.shard_parameters = obj.boolean_or("shard_parameters", c.shard_parameters);
   c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_parameters);
-  if (c.shard_parameters && !c.zero1)
-    throw_input_error(obj.field("shard_parameters"),
-                      "parameter sharding needs the distributed optimizer (\"zero1\": true)");
-  if (c.shard_parameters && !c.shard_gradients)
-    throw_input_error(obj.field("shard_gradients"),
-                      "false, but parameter sharding (\"shard_parameters\": true) implies "
-                      "gradient sharding");
-  if (c.shard_gradients && !c.zero1)
-    throw_input_error(obj.field("shard_gradients"),
-                      "gradient sharding needs the distributed optimizer (\"zero1\": true)");
+  check_sharding(c, {obj.field("shard_parameters"), obj.field("shard_gradients"),
+                     "\"zero1\": true"});
   return c;
 }
 

@@ -166,11 +166,22 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
 // flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field '<field_prefix>ep'"
 // (field_prefix "config." in plan.json, "" in a validation-corpus row).
-// InputError when shard_gradients or shard_parameters is set without zero1 (sharding needs the
-// distributed optimizer), or shard_parameters without shard_gradients (parameter sharding implies
-// gradient sharding; the entry points set both). `flags` names the fields as command-line flags
-// (--shard-params, --shard-grads, --zero1), otherwise as "<where>: field 'shard_gradients'" or
-// "<where>: field 'shard_parameters'".
+// Where a configuration's sharding settings were given, for the error messages: the location of
+// each setting (a flag such as "--shard-params", or "<file>: field 'shard_parameters'") and how the
+// distributed optimizer is switched on there ("--zero1", "\"zero1\": true").
+struct ShardingOrigin {
+  std::string shard_parameters;
+  std::string shard_gradients;
+  std::string distributed_optimizer;
+};
+// The sharding rules, in one place for flags, plan.json and corpus rows. InputError when
+// shard_parameters or shard_gradients is set without zero1 (sharding needs the distributed
+// optimizer), or shard_parameters without shard_gradients (parameter sharding implies gradient
+// sharding; the entry points set both).
+void check_sharding(const ParallelConfig& config, const ShardingOrigin& at);
+// check_sharding with the settings named as command-line flags (`flags`: --shard-params,
+// --shard-grads, --zero1), otherwise as "<where>: field 'shard_parameters'" and
+// "<where>: field 'shard_gradients'" of a request whose optimizer field is zero1.
 void check_shard_gradients(const ParallelConfig& config, const std::string& where, bool flags);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags,

@@ -165,6 +165,12 @@ int64_t Program::num_instructions() const {
   return n;
 }
 
+bool Program::has_op(OpKind op) const {
+  return std::any_of(actors.begin(), actors.end(), [op](const std::vector<Instruction>& list) {
+    return std::any_of(list.begin(), list.end(), [op](const Instruction& i) { return i.op == op; });
+  });
+}
+
 namespace {
 
 // Where an instruction sits, for error messages.

@@ -81,6 +81,9 @@ struct Program {
   std::vector<std::vector<Instruction>> actors;  // actors[r] = instruction list of actor r
 
   int64_t num_instructions() const;
+  // Whether any actor's list holds an instruction of kind `op` (e.g. kAllGather: the program
+  // shards parameters).
+  bool has_op(OpKind op) const;
   bool operator==(const Program&) const = default;
 };
 

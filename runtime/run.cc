@@ -536,10 +536,7 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   // Except with parameter sharding: its all-gathers make the collective stream run as soon as
   // each instruction's deps are done (runtime/executor.h), so what each per-microbatch gradient
   // reduction sums depends on timing; the total is the same up to the order of addition.
-  const bool gathers = std::any_of(program.actors.begin(), program.actors.end(), [](const auto& l) {
-    return std::any_of(l.begin(), l.end(),
-                       [](const Instruction& i) { return i.op == OpKind::kAllGather; });
-  });
+  const bool gathers = program.has_op(OpKind::kAllGather);
   const double orchestration_tolerance =
       o.backend == BackendKind::kCuda || gathers ? kCheckRelTolerance : 0;
   result.orchestration = compare_with(outputs, all_losses, same_code, mlp, orchestration_tolerance);

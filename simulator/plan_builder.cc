@@ -128,9 +128,6 @@ int check_parallel_config(const ParallelConfig& c) {
                                            " = " + factors + " = " + std::to_string(product) +
                                            " does not equal --gpus " + std::to_string(c.gpus));
   }
-  if (c.shard_gradients && !c.zero1)
-    throw_input_error("configuration",
-                      "gradient sharding (ZeRO-2) needs the distributed optimizer (zero1)");
   check_shard_gradients(c, "configuration", /*flags=*/false);
   if (c.tp_comm_overlap && !c.sequence_parallel && c.tp > 1) {
     throw_input_error("configuration",

@@ -506,14 +506,14 @@ const std::vector<BadInputCase> kCases = {
      .message = "covers 99 layers"},
     {.name = "ValidatePlanShardParamsWithoutZeroOne", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["config"]["shard_parameters"] = true; })}},
-     .message = "field 'shard_parameters': parameter sharding needs the distributed optimizer"},
+     .message = "field 'shard_parameters': parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (\"zero1\": true)"},
     {.name = "ValidatePlanShardParamsWithShardGradientsOff", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) {
         p["config"]["zero1"] = true;
         p["config"]["shard_parameters"] = true;
         p["config"]["shard_gradients"] = false;
       })}},
-     .message = "field 'shard_gradients': false, but parameter sharding"},
+     .message = "field 'shard_gradients': off, but parameter sharding (ZeRO-3 / FSDP) implies gradient sharding"},
     {.name = "ValidatePlanOptimizerStateUnknown", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["config"]["optimizer_state"] = "int8"; })}},
      .message = "field 'optimizer_state': expected cluster, fp32, remainders or bf16, got \"int8\""},
@@ -1068,7 +1068,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusShardParamsWithoutTheDistributedOptimizer",
      .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["shard_parameters"] = true; })}},
-     .message = "field 'shard_parameters': parameter sharding needs \"distributed_optimizer\": true"},
+     .message = "field 'shard_parameters': parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer (\"distributed_optimizer\": true)"},
     {.name = "ValidateModelCorpusShardParamsWithShardGradientsOff",
      .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) {

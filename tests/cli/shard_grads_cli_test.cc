@@ -76,8 +76,8 @@ TEST(ShardGradsCli, APlanFileWithoutZeroOneIsRefused) {
   const std::string bad = write_temp_file("bad_plan.json", plan.dump());
   const CliResult v = run_cli("validate " + bad);
   EXPECT_EQ(v.exit_code, 2);
-  EXPECT_NE(v.err.find("field 'shard_gradients': gradient sharding needs the distributed "
-                       "optimizer"),
+  EXPECT_NE(v.err.find("field 'shard_gradients': gradient sharding (ZeRO-2) needs the "
+                       "distributed optimizer"),
             std::string::npos)
       << v.err;
 }

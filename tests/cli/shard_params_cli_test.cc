@@ -98,8 +98,8 @@ TEST(ShardParamsCli, APlanFileWithoutZeroOneIsRefused) {
   const std::string bad = write_temp_file("bad_shard_params_plan.json", plan.dump());
   const CliResult v = run_cli("validate " + bad);
   EXPECT_EQ(v.exit_code, 2);
-  EXPECT_NE(v.err.find("field 'shard_parameters': parameter sharding needs the distributed "
-                       "optimizer"),
+  EXPECT_NE(v.err.find("field 'shard_parameters': parameter sharding (ZeRO-3 / FSDP) needs the "
+                       "distributed optimizer"),
             std::string::npos)
       << v.err;
   // A gather of the wrong size is not the plan's lowering.

@@ -652,8 +652,8 @@ TEST(CorpusShardParameters, TheRowFieldSetsTheConfigurationAndImpliesGradientSha
 
 TEST(CorpusErrors, ShardParametersWithoutTheDistributedOptimizer) {
   EXPECT_EQ(row_error([](json& j) { j["shard_parameters"] = true; }),
-            "corpus.json: row 'r1': field 'shard_parameters': parameter sharding needs "
-            "\"distributed_optimizer\": true");
+            "corpus.json: row 'r1': field 'shard_parameters': parameter sharding (ZeRO-3 / "
+            "FSDP) needs the distributed optimizer (\"distributed_optimizer\": true)");
 }
 
 TEST(CorpusErrors, ShardParametersWithGradientShardingOff) {
@@ -662,14 +662,14 @@ TEST(CorpusErrors, ShardParametersWithGradientShardingOff) {
               j["shard_parameters"] = true;
               j["shard_gradients"] = false;
             }),
-            "corpus.json: row 'r1': field 'shard_gradients': false, but \"shard_parameters\": "
-            "true implies gradient sharding");
+            "corpus.json: row 'r1': field 'shard_gradients': off, but parameter sharding "
+            "(ZeRO-3 / FSDP) implies gradient sharding");
 }
 
 TEST(CorpusErrors, ShardGradientsWithoutTheDistributedOptimizer) {
   EXPECT_EQ(row_error([](json& j) { j["shard_gradients"] = true; }),
-            "corpus.json: row 'r1': field 'shard_gradients': gradient sharding needs "
-            "\"distributed_optimizer\": true");
+            "corpus.json: row 'r1': field 'shard_gradients': gradient sharding (ZeRO-2) needs "
+            "the distributed optimizer (\"distributed_optimizer\": true)");
 }
 
 }  // namespace

@@ -97,6 +97,15 @@ TEST(ProgramTest, WellFormedProgramPassesTheCheck) {
   EXPECT_EQ(stream_of(p.actors[0][9]).kind, StreamKind::kCompute);
 }
 
+TEST(ProgramTest, HasOpFindsAnInstructionKindOnAnyActor) {
+  Program p = two_stage_program();
+  EXPECT_TRUE(p.has_op(OpKind::kAllReduce));
+  EXPECT_TRUE(p.has_op(OpKind::kOptimizer));
+  EXPECT_FALSE(p.has_op(OpKind::kAllGather));
+  p.actors[1].push_back(stage_op(OpKind::kAllGather, 1, 400, {}));
+  EXPECT_TRUE(p.has_op(OpKind::kAllGather)) << "only the second actor holds it";
+}
+
 TEST(ProgramTest, CheckCatchesAnUnmatchedSend) {
   Program p = two_stage_program();
   p.actors[1][2].tag = 7;  // the recv meant for tag 1 now waits for a send that never comes

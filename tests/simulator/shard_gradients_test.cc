@@ -210,8 +210,8 @@ TEST(ShardGradients, PlanJsonCarriesTheOptionAndRefusesItWithoutZeroOne) {
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "plan.json: field 'config': field 'shard_gradients': gradient sharding needs the "
-              "distributed optimizer (\"zero1\": true)");
+              "plan.json: field 'config': field 'shard_gradients': gradient sharding (ZeRO-2) "
+              "needs the distributed optimizer (\"zero1\": true)");
   }
   PlanRequest r = shard_grads_request(64, true);
   r.config.zero1 = false;

@@ -326,13 +326,13 @@ TEST(ShardParameters, PlanJsonCarriesTheOptionAndRefusesItWithoutZeroOneOrGradie
   nlohmann::json no_zero1 = j;
   no_zero1["zero1"] = false;
   EXPECT_EQ(message(no_zero1),
-            "plan.json: field 'config': field 'shard_parameters': parameter sharding needs the "
-            "distributed optimizer (\"zero1\": true)");
+            "plan.json: field 'config': field 'shard_parameters': parameter sharding (ZeRO-3 / "
+            "FSDP) needs the distributed optimizer (\"zero1\": true)");
   nlohmann::json no_grads = j;
   no_grads["shard_gradients"] = false;
   EXPECT_EQ(message(no_grads),
-            "plan.json: field 'config': field 'shard_gradients': false, but parameter sharding "
-            "(\"shard_parameters\": true) implies gradient sharding");
+            "plan.json: field 'config': field 'shard_gradients': off, but parameter sharding "
+            "(ZeRO-3 / FSDP) implies gradient sharding");
   // The configuration check (CLI flags and plan requests).
   ParallelConfig bad = c;
   bad.zero1 = false;
