@@ -478,6 +478,92 @@ TEST(CorpusValidation, AutomodelH100Bf16RowsArePredictedTooSlowAsDocumented) {
   EXPECT_EQ(rows, 5);
 }
 
+// H200's end-to-end rows (source torchtitanh200: torchtitan, Llama 3.1 8B, FP8, FSDP2 over 32 and
+// 64 GPUs, one microbatch per step) are predicted about 26 % too slow and held as expected
+// failures for two parts the model represents more coarsely than torchtitan runs them: the whole
+// stage's all-gather and fp32 reduce-scatter, exposed with a single microbatch, where FSDP2 moves
+// one block at a time beside the other blocks' compute; and full recompute, which re-runs the
+// attention forward that torchtitan's selective op checkpointing keeps. This test pins the
+// predictions (a change of the physics must update the rows' reasons and docs/validation.md) and
+// checks the explanation: with free data-parallel links and the attention forward's recompute
+// taken off, both rows fall within the band; with either part left in, they do not.
+struct PinnedH200Row {
+  const char* id;
+  double predicted_step_s;
+};
+constexpr PinnedH200Row kPinnedH200Rows[] = {
+    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.896},
+    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.908},
+};
+
+Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
+  Corpus c = rows_on(corpus, "h200");
+  for (CorpusRow& r : c.rows) r.config.recompute = recompute;
+  return c;
+}
+
+TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
+  for (const PinnedH200Row& p : kPinnedH200Rows) {
+    const CorpusRowResult* r = row_result(p.id);
+    ASSERT_NE(r, nullptr) << p.id;
+    ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
+    EXPECT_EQ(r->row->split, CorpusSplit::kTest) << p.id;
+    EXPECT_TRUE(r->row->expected_failure.has_value()) << p.id;
+    EXPECT_EQ(r->row->config.recompute, Recompute::kFull) << p.id;
+    EXPECT_TRUE(r->row->config.shard_parameters) << p.id;
+    EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
+    EXPECT_GT(r->error, 0.20) << p.id;
+    EXPECT_LT(r->error, 0.30) << p.id;
+    EXPECT_TRUE(r->fits) << p.id;
+  }
+
+  static const Corpus corpus = load_corpus(kCorpus);
+  ModelValidationOptions o;
+  o.band = kBand;
+  // The attention forward that full recompute re-runs: selective (the attention core again)
+  // minus none, on the preset.
+  // (The reports point into their corpora, which must outlive them.)
+  const Corpus no_recompute = h200_rows_with_recompute(corpus, Recompute::kNone);
+  const Corpus attention_recompute = h200_rows_with_recompute(corpus, Recompute::kSelective);
+  const Corpus full_recompute = h200_rows_with_recompute(corpus, Recompute::kFull);
+  const ModelValidationReport none = validate_corpus(no_recompute, o);
+  const ModelValidationReport selective = validate_corpus(attention_recompute, o);
+  // Nearly free data-parallel links (100x the bandwidth, no latency; the cluster file format
+  // caps a link at 100 TB/s): the all-gathers and reduce-scatters cost about 1 %, as FSDP2's
+  // per-block collectives nearly do beside the compute.
+  ClusterSpec free_links = load_cluster("h200");
+  free_links.intra_node.bandwidth_bytes_per_s *= 100;
+  free_links.inter_node.bandwidth_bytes_per_s *= 100;
+  free_links.intra_node.latency_s = 0;
+  free_links.inter_node.latency_s = 0;
+  ModelValidationOptions fast = o;
+  fast.cluster_override = free_links;
+  const ModelValidationReport full_fast = validate_corpus(full_recompute, fast);
+  ASSERT_EQ(none.rows.size(), std::size(kPinnedH200Rows));
+  for (size_t i = 0; i < none.rows.size(); ++i) {
+    const CorpusRowResult& n = none.rows[i];
+    const CorpusRowResult& s = selective.rows[i];
+    const CorpusRowResult& f = full_fast.rows[i];
+    const CorpusRowResult* pinned = row_result(n.row->id);
+    ASSERT_NE(pinned, nullptr) << n.row->id;
+    ASSERT_TRUE(n.ran() && s.ran() && f.ran())
+        << n.row->id << ": " << n.message << s.message << f.message;
+    const double attention_recompute_s = s.predicted_step_time_s - n.predicted_step_time_s;
+    const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
+    const double measured = pinned->measured_step_time_s;
+    // Each part is a sizeable share of the step (111 ms and 180-194 ms of 1.5 s) ...
+    EXPECT_GT(attention_recompute_s / measured, 0.05) << n.row->id;
+    EXPECT_GT(exposed_dp_s / measured, 0.08) << n.row->id;
+    // ... neither alone brings the row into the band, both together do.
+    const double without_both = f.predicted_step_time_s - attention_recompute_s;
+    EXPECT_GT(pinned->predicted_step_time_s - attention_recompute_s, (1 + kBand) * measured)
+        << n.row->id;
+    EXPECT_GT(f.predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
+    EXPECT_LE(std::fabs(without_both / measured - 1), kBand)
+        << n.row->id << ": " << without_both << " s without the two parts, measured " << measured;
+  }
+}
+
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
   const ModelValidationReport& rep = report();
   EXPECT_GE(rep.rows.size(), 40u);
