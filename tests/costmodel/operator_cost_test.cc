@@ -330,8 +330,9 @@ TEST(OperatorCost, Mxfp8CastWritesBothOrientationsWithTheirScalesInOneKernel) {
   EXPECT_NEAR(cast(Fp8Scaling::kMxfp8), 4.0625 * n / hbm + 2e-6, 1e-15);
 }
 
-// The GEMMs of an MXFP8 model run at the same fp8 rate as per-tensor FP8 (compute-bound shapes
-// take the same time); a memory-bound one reads the scales too: (m·k + k·n)·(1 + 1/32) + 2·m·n.
+// The GEMMs of an MXFP8 model run at mxfp8_gemm_efficiency (b200: 0.852) of the per-tensor FP8
+// rate (a compute-bound shape takes 1/0.852 the time; with the factor 1, the same time); a
+// memory-bound one reads the scales too: (m·k + k·n)·(1 + 1/32) + 2·m·n.
 TEST(OperatorCost, Mxfp8GemmRunsAtTheFp8RateAndReadsItsScales) {
   Fixture s;
   s.cluster = cluster_preset("b200");
@@ -341,7 +342,14 @@ TEST(OperatorCost, Mxfp8GemmRunsAtTheFp8RateAndReadsItsScales) {
   s.model.dtype = Dtype::kFp8;
   Fixture mx = s;
   mx.model.fp8_scaling = Fp8Scaling::kMxfp8;
-  EXPECT_DOUBLE_EQ(mx.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192));
+  EXPECT_NEAR(mx.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192) / 0.852, 1e-12);
+  Fixture other = s;
+  other.cluster.mxfp8_gemm_efficiency = 0.5;
+  EXPECT_DOUBLE_EQ(other.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192))
+      << "the per-tensor model ignores the MXFP8 factor";
+  Fixture one = mx;
+  one.cluster.mxfp8_gemm_efficiency = 1.0;
+  EXPECT_DOUBLE_EQ(one.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192));
   const double m = 16, n = 16384, k = 16384;  // a skinny GEMM: weight-read bound
   const double hbm = s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency;
   EXPECT_NEAR(mx.op().gemm_s(m, n, k), ((m * k + k * n) * 33 / 32 + 2 * m * n) / hbm, 1e-15);
@@ -355,6 +363,7 @@ TEST(OperatorCost, Mxfp8LayerDiffersFromCurrentScalingOnlyInItsCasts) {
   Fixture cur;
   cur.cluster = cluster_preset("b200");
   cur.cluster.kernel_overhead_s = 0;
+  cur.cluster.mxfp8_gemm_efficiency = 1.0;  // the GEMMs at the per-tensor rate: casts alone differ
   cur.config.num_microbatches = 4;
   cur.model.dtype = Dtype::kFp8;
   Fixture mx = cur;
