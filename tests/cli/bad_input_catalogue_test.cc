@@ -365,6 +365,16 @@ const std::vector<BadInputCase> kCases = {
                 }())}},
      .message = "model 'm': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
                 "(Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none"},
+    {.name = "ExploreMxfp8OnHopper",
+     .args = "explore --model {dir}/m.json --cluster h100-sxm --gpus 8 --global-batch 8 --quiet "
+             "--plan {dir}/best.json",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["dtype"] = "fp8";
+                  j["fp8_scaling"] = "mxfp8";
+                  return j.dump();
+                }())}},
+     .message = "field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores"},
     {.name = "GraphZeroHidden", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("hidden", "0"))}}, .message = "field 'hidden'"},
     {.name = "GraphFractionalHeads", .args = "graph --model {dir}/m.json --pp 2",
