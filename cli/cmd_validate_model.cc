@@ -53,7 +53,7 @@ std::string config_summary(const CorpusRow& row) {
   if (c.optimizer_state != OptimizerState::kCluster)
     s += " opt:" + std::string(to_string(c.optimizer_state));
   if (c.attention != AttentionKernel::kFlash) s += " " + std::string(to_string(c.attention));
-  if (row.fp8) s += " fp8";
+  if (row.fp8) s += row.model.fp8_scaling == Fp8Scaling::kMxfp8 ? " mxfp8" : " fp8";
   return s;
 }
 

@@ -42,6 +42,15 @@
 // the TN layout (Hopper), so Transformer Engine writes a transposed FP8 copy of each operand for
 // the backward GEMMs; false on Blackwell, whose FP8 GEMMs take every layout (TE's
 // nvte_is_non_tn_fp8_gemm_supported): one FP8 copy. costmodel/operator_cost.h prices the casts.
+// fp8_block_scaling ("kernels.fp8_block_scaling", default false): the GPU's tensor cores take
+// block-scaled FP8 operands (MXFP8: one E8M0 scale per 32 elements, applied inside the MMA):
+// true on Blackwell (b200, gb200-nvl72; Transformer Engine's MXFP8 recipe "leverages native
+// hardware acceleration on Blackwell GPUs (SM 10.0+)", TE user guide, Low precision training,
+// MXFP8), false on Hopper, Ampere and MI300X, whose FP8 GEMMs (where they have any) take one
+// scale per tensor. A model with "fp8_scaling": "mxfp8" on a GPU without it is an InputError
+// (operator_cost.h). mxfp8_gemm_efficiency ("kernels.mxfp8_gemm_efficiency", a factor in (0, 2];
+// default 1): an MXFP8 model's FP8 GEMMs run at mxfp8_gemm_efficiency · fp8_gemm_efficiency · the
+// BF16 efficiency (fitted on the MXFP8 fit rows of the validation corpus, docs/validation.md).
 // FlashAttention runs at attention_efficiency_{forward,backward} of peak on a full wave
 // (0 = priced as GEMMs with the curve above); the FlashAttention-2 library kernels (a plan's
 // `attention: flash2`) at flash2_attention_efficiency_{forward,backward} ("attention_efficiency":
@@ -81,6 +90,7 @@
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45,
 //                                          "flash2_forward": 0.3, "flash2_backward": 0.3},
 //                 "fp8_gemm_efficiency": 0.8, "fp8_transpose_copy": true,
+//                 "fp8_block_scaling": false, "mxfp8_gemm_efficiency": 1,
 //                 "kernel_overhead_us": 2} }
 // "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
 // and written only when non-zero, so files written before they existed still load and still
@@ -177,6 +187,9 @@ struct ClusterSpec {
   // FP8 GEMM efficiency relative to the BF16 one (see above); 1 = the same fraction of peak.
   double fp8_gemm_efficiency = 1.0;
   bool fp8_transpose_copy = true;  // FP8 casts also write a transposed copy (see above)
+  bool fp8_block_scaling = false;  // block-scaled (MXFP8) FP8 tensor cores (see above)
+  // MXFP8 GEMMs' efficiency relative to per-tensor FP8 ones (fp8_gemm_efficiency); 1 = the same.
+  double mxfp8_gemm_efficiency = 1.0;
   double hbm_efficiency = 1.0;  // achieved fraction of hbm_bandwidth_bytes_per_s, streaming
   double kernel_overhead_s = 0;
 

@@ -59,6 +59,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "shard_parameters",
                                         "attention",
                                         "fp8",
+                                        "fp8_scaling",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
@@ -285,6 +286,26 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
                       "expected \"even\" or \"auto\", got \"" + partition + "\"");
   r.auto_partition = partition == "auto";
   r.fp8 = row.boolean_or("fp8", false);
+  // The FP8 recipe: the row's "fp8_scaling" sets the model's (an inline model may set it too).
+  if (row.has("fp8_scaling")) {
+    const std::string scaling = row.string("fp8_scaling");
+    bool known = false;
+    for (Fp8Scaling f : kAllFp8Scalings) {
+      if (scaling == to_string(f)) {
+        r.model.fp8_scaling = f;
+        known = true;
+      }
+    }
+    if (!known)
+      throw_input_error(row.field("fp8_scaling"),
+                        "expected \"current\", \"delayed\" or \"mxfp8\", got \"" + scaling + "\"");
+    if (!r.fp8 && r.model.dtype != Dtype::kFp8)
+      throw_input_error(row.field("fp8_scaling"), "only for FP8 rows (it needs \"fp8\": true)");
+  }
+  if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
+    throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),
+                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, "
+                      "gb200-nvl72); cluster '" + r.cluster + "' has none");
   // Expert parallelism (MoE models): the simulator's own checks (graph/plan.h check_moe_config),
   // naming the row's fields.
   c.ep = row.positive_int_or("ep", 1);

@@ -71,8 +71,12 @@ StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& mod
   // Transformer-layer weights of an FP8 model (ModelSpec::fp8_params): stored in FP8 (1 byte)
   // instead of 16 bits, or 16 bits plus the FP8 copy Transformer Engine casts once per step and
   // keeps for the other microbatches; either way plus a cached transpose on GPUs whose FP8 GEMMs
-  // need one. The embedding and the LM head stay in 16 bits.
-  const double fp8_bytes = cluster.fp8_transpose_copy ? 2.0 : 1.0;
+  // need one. MXFP8 (ModelSpec::fp8_scaling) keeps a row-wise and a column-wise copy on every GPU,
+  // each with one E8M0 scale byte per 32 elements (their blocks differ, so neither is the
+  // other's transpose). The embedding and the LM head stay in 16 bits.
+  const double fp8_bytes = model.fp8_scaling == Fp8Scaling::kMxfp8 ? 2.0 * (1.0 + 1.0 / 32)
+                           : cluster.fp8_transpose_copy            ? 2.0
+                                                                   : 1.0;
   const double fp8_per_param =
       model.fp8_params ? fp8_bytes : cluster.weight_bytes_per_param + fp8_bytes;
   for (int l = first; l < first + count; ++l) {

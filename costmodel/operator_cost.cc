@@ -51,6 +51,12 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
   // FP8 runs its GEMMs in FP8; attention and activations stay in 16 bits (Transformer Engine).
   const bool fp8 = model.dtype == Dtype::kFp8;
   fp8_ = fp8;
+  if (fp8 && model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster.fp8_block_scaling)
+    throw_input_error("model '" + model.name + "': field 'fp8_scaling'",
+                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, gb200-nvl72); "
+                      "cluster '" + cluster.name +
+                          "' has none (kernels.fp8_block_scaling false); use \"current\" or "
+                          "\"delayed\"");
   attention_peak_ = fp8 ? cluster.peak_flops(Dtype::kBf16) : peak_;
   gemm16_peak_ = attention_peak_;
   db_ = fp8 ? 2 : dtype_bytes(model.dtype);
@@ -93,9 +99,14 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
 double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capable) const {
   // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
   // BF16 peak.
-  double e = fp8_ && fp8_capable ? cluster_.fp8_gemm_efficiency *
-                                       cluster_.gemm_efficiency(2.0 * m * n * k * gemm16_peak_ / peak_)
-                                 : cluster_.gemm_efficiency(2.0 * m * n * k);
+  // MXFP8 (block-scaled operands): mxfp8_gemm_efficiency of the per-tensor FP8 fraction.
+  const double fp8_factor =
+      model_.fp8_scaling == Fp8Scaling::kMxfp8
+          ? cluster_.fp8_gemm_efficiency * cluster_.mxfp8_gemm_efficiency
+          : cluster_.fp8_gemm_efficiency;
+  double e = fp8_ && fp8_capable
+                 ? fp8_factor * cluster_.gemm_efficiency(2.0 * m * n * k * gemm16_peak_ / peak_)
+                 : cluster_.gemm_efficiency(2.0 * m * n * k);
   if (cluster_.num_sms > 0) {
     // The library picks the tile that wastes least: the cluster's large tile either way round,
     // or half or a quarter of it, which run at a lower rate of their own (less reuse per load).
@@ -141,23 +152,32 @@ double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
   const double flops = 2.0 * count * m * n * k;
   const double compute_s =
       flops / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(count * m, n, k, fp8_capable));
-  // FP8: 1-byte operands, a 16-bit output.
-  const double bytes =
-      fp8 ? count * (m * k + k * n + m * n * db_) : count * (m * k + k * n + m * n) * db_;
+  // FP8: 1-byte operands (MXFP8: plus one E8M0 scale byte per 32 elements), a 16-bit output.
+  const double operand = model_.fp8_scaling == Fp8Scaling::kMxfp8 ? 1.0 + 1.0 / 32 : 1.0;
+  const double bytes = fp8 ? count * ((m * k + k * n) * operand + m * n * db_)
+                           : count * (m * k + k * n + m * n) * db_;
   const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
 }
 
 double OperatorCost::fp8_cast_s(double elements) const {
   if (!fp8_ || elements <= 0) return 0;
-  // Read 2 bytes, write the FP8 copy (and its transpose where the GPU's FP8 GEMMs need the TN
-  // layout); current scaling reads the tensor first for its amax, in a kernel of its own.
-  const bool delayed = model_.fp8_delayed_scaling;
+  const double hbm = cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency;
+  if (model_.fp8_scaling == Fp8Scaling::kMxfp8) {
+    // MXFP8: one kernel reads 2 bytes and writes the row-wise and the column-wise FP8 copies
+    // with their E8M0 scales (1 byte per 32 elements each): the two copies' scales cover
+    // different blocks, so the column-wise copy is quantized, not transposed, on every GPU. No
+    // amax pass: each block's scale comes from its own 32 elements inside the cast.
+    return elements * (2.0 + 2.0 * (1.0 + 1.0 / 32)) / hbm + cluster_.kernel_overhead_s;
+  }
+  // Per tensor: read 2 bytes, write the FP8 copy (and its transpose where the GPU's FP8 GEMMs
+  // need the TN layout); current scaling reads the tensor first for its amax, in a kernel of its
+  // own.
+  const bool delayed = model_.fp8_scaling == Fp8Scaling::kDelayed;
   const double written = cluster_.fp8_transpose_copy ? 2.0 : 1.0;
   const double bytes = elements * (2.0 + written + (delayed ? 0.0 : 2.0));
   const double kernels = delayed ? 1 : 2;
-  return bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency) +
-         kernels * cluster_.kernel_overhead_s;
+  return bytes / hbm + kernels * cluster_.kernel_overhead_s;
 }
 
 double OperatorCost::elementwise_s(double bytes) const {

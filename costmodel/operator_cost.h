@@ -71,7 +71,19 @@
 //                on a GPU whose FP8 GEMMs take every layout: ClusterSpec::fp8_transpose_copy
 //                false, Blackwell); current scaling first reads the tensor once more for its
 //                amax (a second kernel): 6 (5) bytes and 2 kernels, delayed scaling 4 (3) bytes
-//                and 1 kernel (ModelSpec::fp8_delayed_scaling).
+//                and 1 kernel (ModelSpec::fp8_scaling "current" / "delayed").
+//                MXFP8 ("mxfp8": one E8M0 scale per 32 consecutive elements; Transformer
+//                Engine's MXFP8BlockScaling, E4M3 in both passes): one kernel computes each
+//                block's scale from its own 32 elements (no amax pass) and writes a row-wise and
+//                a column-wise FP8 copy, each with its scales (1 byte per 32 elements): the
+//                column-wise copy's blocks run down the columns, so it is quantized from the
+//                16-bit tensor, not transposed, on every GPU: read 2, write 2 · (1 + 1/32) =
+//                4.0625 bytes per element, 1 kernel. Its GEMMs read the scales with their
+//                operands (1 + 1/32 bytes per element) and run at the same fp8 peak and
+//                fp8_gemm_efficiency as per-tensor FP8 (the scales are applied inside the
+//                tensor-core MMA). Needs ClusterSpec::fp8_block_scaling (Blackwell): on other
+//                GPUs the constructor throws an InputError naming the model's fp8_scaling and
+//                the cluster.
 //                Forward: the GEMM's input (tokens × k), and its weight (k × n) once per step
 //                (TE caches the FP8 weight across the microbatches of a step: Megatron-Core
 //                passes is_first_microbatch), priced as 1/num_microbatches of it per

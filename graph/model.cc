@@ -45,7 +45,7 @@ struct TransformerShape {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool no_dropout = false;  // a GELU model trained with every dropout probability 0
-  bool fp8_delayed_scaling = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   bool fp8_params = true;
   MoeSpec moe;
   MlaSpec mla;
@@ -204,7 +204,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.qkv_bias = t.qkv_bias;
   m.qk_norm = t.qk_norm;
   m.no_dropout = t.no_dropout;
-  m.fp8_delayed_scaling = t.fp8_delayed_scaling;
+  m.fp8_scaling = t.fp8_scaling;
   m.fp8_params = t.fp8_params;
   m.moe = t.moe;
   m.mla = t.mla;
@@ -485,13 +485,15 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
   t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
   if (obj.has("fp8_scaling")) {
     const std::string scaling = lower(obj.string("fp8_scaling"));
-    if (scaling != "current" && scaling != "delayed")
-      throw_input_error(obj.field("fp8_scaling"),
-                        "expected \"current\" or \"delayed\", got \"" + scaling + "\"");
+    if (scaling != "current" && scaling != "delayed" && scaling != "mxfp8")
+      throw_input_error(obj.field("fp8_scaling"), "expected \"current\", \"delayed\" or "
+                                                  "\"mxfp8\", got \"" + scaling + "\"");
     if (t.dtype != Dtype::kFp8)
       throw_input_error(obj.field("fp8_scaling"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
-    t.fp8_delayed_scaling = scaling == "delayed";
+    t.fp8_scaling = scaling == "delayed"  ? Fp8Scaling::kDelayed
+                    : scaling == "mxfp8" ? Fp8Scaling::kMxfp8
+                                         : Fp8Scaling::kCurrent;
   }
   if (obj.has("fp8_params")) {
     if (t.dtype != Dtype::kFp8)
@@ -745,6 +747,18 @@ Recompute parse_recompute(std::string_view s, const std::string& where) {
                                "\" (expected none, selective or full)");
 }
 
+std::string_view to_string(Fp8Scaling s) {
+  switch (s) {
+    case Fp8Scaling::kCurrent:
+      return "current";
+    case Fp8Scaling::kDelayed:
+      return "delayed";
+    case Fp8Scaling::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
+
 std::string_view to_string(MoeRouter r) { return r == MoeRouter::kSigmoid ? "sigmoid" : "softmax"; }
 
 std::string_view to_string(LayerKind k) {
@@ -848,7 +862,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.no_dropout) j["dropout"] = false;
-  if (m.fp8_delayed_scaling) j["fp8_scaling"] = "delayed";
+  if (m.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
   if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {

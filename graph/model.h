@@ -47,6 +47,14 @@ int dtype_bytes(Dtype d);
 double alltoall_bytes_per_element(Dtype d);
 Dtype parse_dtype(std::string_view s, const std::string& where);  // InputError if unknown
 
+// How an FP8 model's GEMM operands are scaled (Transformer Engine recipes; ModelSpec::fp8_scaling):
+// per-tensor current or delayed scaling, or MXFP8 (one E8M0 scale per 32 consecutive elements,
+// Blackwell's block-scaled FP8 tensor cores). "current", "delayed", "mxfp8".
+enum class Fp8Scaling { kCurrent, kDelayed, kMxfp8 };
+inline constexpr std::array kAllFp8Scalings = {Fp8Scaling::kCurrent, Fp8Scaling::kDelayed,
+                                               Fp8Scaling::kMxfp8};
+std::string_view to_string(Fp8Scaling s);
+
 enum class Recompute { kNone = 0, kSelective = 1, kFull = 2 };
 inline constexpr std::array kAllRecompute = {Recompute::kNone, Recompute::kSelective,
                                              Recompute::kFull};
@@ -139,12 +147,15 @@ struct ModelSpec {
   // A GELU model trained with every dropout probability 0 (model JSON "dropout": false): no
   // dropout masks are written or stashed (SwiGLU models never have them).
   bool no_dropout = false;
-  // FP8 models (dtype fp8, Transformer Engine per-tensor scaling): false = current scaling (each
+  // FP8 models (dtype fp8, Transformer Engine): kCurrent = per-tensor current scaling (each
   // tensor's scale from its own amax in the same step: an amax pass before every cast; NeMo's
-  // "FP8-CS"), true = delayed scaling (the scale from an amax history of earlier steps, the amax
-  // recorded during the cast; "FP8-DS"). Model JSON "fp8_scaling": "current" (default) or
-  // "delayed" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
-  bool fp8_delayed_scaling = false;
+  // "FP8-CS"), kDelayed = per-tensor delayed scaling (the scale from an amax history of earlier
+  // steps, the amax recorded during the cast; "FP8-DS"), kMxfp8 = MXFP8 block scaling (one E8M0
+  // scale per 32 elements computed in the cast kernel, no amax pass; each operand quantized
+  // row-wise and column-wise; "FP8-MX"; needs a GPU with block-scaled FP8 tensor cores,
+  // ClusterSpec::fp8_block_scaling). Model JSON "fp8_scaling": "current" (default), "delayed" or
+  // "mxfp8" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
+  Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   // FP8 models: true = the transformer layers' weights are stored in FP8 (Megatron's
   // --fp8-param-gather, TE fp8_model_init; set by Megatron-Bridge's and NeMo's FP8 recipes):
   // 1 byte per parameter, plus a cached transpose on GPUs that need one

@@ -225,6 +225,17 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                      "bf16 optimizer state without master weights (Megatron-LM keeps fp32 or "
                      "fp16 master weights)");
   }
+  // FP8 (Transformer Engine through Megatron-Core): the format and the scaling recipe
+  // (--fp8-recipe tensorwise = per-tensor current scaling), and FP8 weights (fp8_params:
+  // --fp8-param-gather). MXFP8 runs E4M3 in both passes (Megatron-Bridge's bf16_with_mxfp8_mixed).
+  if (plan.model.dtype == Dtype::kFp8) {
+    const Fp8Scaling scaling = plan.model.fp8_scaling;
+    add("--fp8-format", scaling == Fp8Scaling::kMxfp8 ? "e4m3" : "hybrid");
+    add("--fp8-recipe", scaling == Fp8Scaling::kMxfp8     ? "mxfp8"
+                        : scaling == Fp8Scaling::kDelayed ? "delayed"
+                                                          : "tensorwise");
+    if (plan.model.fp8_params) add("--fp8-param-gather");
+  }
   add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
   if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
@@ -371,6 +382,24 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       c.grad_dtype = GradDtype::kFp32;
     else if (f == "--grad-reduce-in-bf16")
       c.grad_dtype = GradDtype::kBf16;
+    else if (f == "--fp8-format") {
+      const std::string v = value_str(i);
+      if (v != "e4m3" && v != "hybrid")
+        throw_input_error(where, "--fp8-format: expected e4m3 or hybrid, got '" + v + "'");
+      out.fp8 = true;
+    } else if (f == "--fp8-recipe") {
+      const std::string v = value_str(i);
+      if (v == "tensorwise")
+        out.fp8_scaling = Fp8Scaling::kCurrent;
+      else if (v == "delayed")
+        out.fp8_scaling = Fp8Scaling::kDelayed;
+      else if (v == "mxfp8")
+        out.fp8_scaling = Fp8Scaling::kMxfp8;
+      else
+        throw_input_error(where, "--fp8-recipe: expected tensorwise, delayed or mxfp8 (the "
+                                 "recipes the cost model prices), got '" + v + "'");
+    } else if (f == "--fp8-param-gather")
+      out.fp8_param_gather = true;
     else if (f == "--attention-backend") {
       const std::string a = value_str(i);
       if (a == "flash")
@@ -411,6 +440,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                             const std::string& csv_path) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kTorchtitan;
+  if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
+    cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): this export writes no "
+                           "torchtitan quantization converter (torchao's MX training is not "
+                           "Transformer Engine's MXFP8 recipe)");
   if (c.grad_dtype == GradDtype::kBf16 || c.grad_dtype == GradDtype::kFp16)
     cannot_express(target, std::string(to_string(c.grad_dtype)) +
                                " gradient reduction (this export keeps torchtitan's default "
@@ -529,6 +562,9 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
 std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kJaxpp;
+  if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
+    cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): the snippet sets no "
+                           "precision (the trainer's own dtype policy decides)");
   if (c.cp > 1) cannot_express(target, "context parallelism (cp " + std::to_string(c.cp) + ")");
   if (c.ep > 1) cannot_express(target, "expert parallelism (ep " + std::to_string(c.ep) + ")");
   if (c.zero1) cannot_express(target, "ZeRO-1 (distributed optimizer)");

@@ -10,7 +10,10 @@
 //                        (+ --recompute-method uniform --recompute-num-layers 1 for full),
 //                        --sequence-parallel, --use-distributed-optimizer, --overlap-grad-reduce
 //                        (+ --overlap-param-gather with the distributed optimizer),
-//                        --tp-comm-overlap, --attention-backend, and the model's --num-layers,
+//                        --tp-comm-overlap, for an FP8 model --fp8-format (hybrid; e4m3 for
+//                        MXFP8) and --fp8-recipe (tensorwise = current scaling, delayed, mxfp8)
+//                        (+ --fp8-param-gather with fp8_params), --attention-backend, and the
+//                        model's --num-layers,
 //                        --hidden-size, --ffn-hidden-size, --num-attention-heads, --seq-length.
 //                        One flag per line, shell continuations, comments first.
 //   torchtitan_toml      a torchtitan job config (pytorch/torchtitan
@@ -23,6 +26,7 @@
 //   jaxpp_snippet        a Python snippet for JaxPP (NVIDIA/jaxpp src/jaxpp/api.py at commit
 //                        01dfbd9c): the MpmdMesh of shape (pp, dp, tp), the schedule class and its
 //                        arguments, where to call pipeline_enter_stage, treduce.
+//   An MXFP8 model cannot be expressed by the torchtitan and JaxPP hand-offs (InputError).
 //
 // `schedule` is the canonical registry name of the plan's schedule (schedules/registry.h; the
 // caller resolves aliases), or the plan's own name for a custom or synthesized program.
@@ -64,6 +68,10 @@ struct MegatronSettings {
   int num_layers = 0;             // transformer layers
   std::vector<int> stage_layers;  // from the layout: model layers (E, t, L) per stage; empty
                                   // when there is no layout (Megatron's even split)
+  bool fp8 = false;               // --fp8-format given (e4m3 or hybrid)
+  // --fp8-recipe: tensorwise (current scaling), delayed (Megatron-LM's default) or mxfp8.
+  Fp8Scaling fp8_scaling = Fp8Scaling::kDelayed;
+  bool fp8_param_gather = false;  // --fp8-param-gather
 };
 // InputError naming `where` and the flag for an unknown flag or a bad value.
 MegatronSettings parse_megatron_arguments(const std::string& text, const std::string& where);

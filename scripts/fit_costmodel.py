@@ -26,6 +26,8 @@ Usage (from the repository root, after building):
     scripts/fit_costmodel.py --gpu mi300x --param gemm_efficiency.max=0.1:0.9
     scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72 \\
                              --param kernels.fp8_gemm_efficiency=0.6:1.4
+    scripts/fit_costmodel.py --joint --fp8-only --source mbridgemxfp8 --gpu b200 --gpu gb200-nvl72 \\
+                             --param kernels.mxfp8_gemm_efficiency=0.5:1.5
 --joint fits ONE set of constants shared by every GPU named (the mean |error| of all their fit
 rows together); --fp8-only keeps the corpus's FP8 rows only (the rows an FP8 constant moves),
 --no-fp8 its 16-bit rows only (the BF16 constants' fits).

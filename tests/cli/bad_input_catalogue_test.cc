@@ -346,6 +346,35 @@ const std::vector<BadInputCase> kCases = {
     {.name = "GraphNegativeLayers", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("layers", "-3"))}},
      .message = "field 'layers': expected a positive integer, got -3"},
+    {.name = "GraphUnknownFp8Scaling", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["dtype"] = "fp8";
+                  j["fp8_scaling"] = "nvfp4";
+                  return j.dump();
+                }())}},
+     .message = "field 'fp8_scaling': expected \"current\", \"delayed\" or \"mxfp8\", got \"nvfp4\""},
+    {.name = "SimulateMxfp8OnHopper",
+     .args = "simulate --model {dir}/m.json --schedule 1f1b --cluster h100-sxm --gpus 2 --pp 2 "
+             "--global-batch 4",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["dtype"] = "fp8";
+                  j["fp8_scaling"] = "mxfp8";
+                  return j.dump();
+                }())}},
+     .message = "model 'm': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
+                "(Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none"},
+    {.name = "ExploreMxfp8OnHopper",
+     .args = "explore --model {dir}/m.json --cluster h100-sxm --gpus 8 --global-batch 8 --quiet "
+             "--plan {dir}/best.json",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["dtype"] = "fp8";
+                  j["fp8_scaling"] = "mxfp8";
+                  return j.dump();
+                }())}},
+     .message = "field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores"},
     {.name = "GraphZeroHidden", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("hidden", "0"))}}, .message = "field 'hidden'"},
     {.name = "GraphFractionalHeads", .args = "graph --model {dir}/m.json --pp 2",
@@ -1053,6 +1082,18 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusGpusNotTheProduct", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["gpus"] = 5; })}},
      .message = "row 'a-1.3b-pp2': field 'tp': tp·pp·dp·cp = 1·2·2·1 = 4 does not equal gpus 5"},
+    // MXFP8 needs block-scaled FP8 tensor cores: a row on H100, an unknown recipe, a BF16 row.
+    {.name = "ValidateModelCorpusMxfp8OnHopper", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "mxfp8"; })}},
+     .message = "row 'b-1.3b-mfu': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
+                "(Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none"},
+    {.name = "ValidateModelCorpusUnknownFp8Scaling", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "nvfp4"; })}},
+     .message = "row 'b-1.3b-mfu': field 'fp8_scaling': expected \"current\", \"delayed\" or "
+                "\"mxfp8\", got \"nvfp4\""},
+    {.name = "ValidateModelCorpusFp8ScalingOfA16BitRow", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["fp8_scaling"] = "mxfp8"; })}},
+     .message = "row 'a-1.3b-pp2': field 'fp8_scaling': only for FP8 rows"},
     {.name = "ValidateModelCorpusUnknownCluster", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "b300"; })}},
      .message = "field 'cluster': unknown cluster preset 'b300'"},

@@ -90,3 +90,51 @@ TEST(ExportHandoffCli, TorchtitanNeedsCsvAndOtherFormatsRefuseIt) {
 
 }  // namespace
 }  // namespace jaxpp::testing
+
+namespace jaxpp::testing {
+namespace {
+
+// An MXFP8 model end to end: simulate on B200 prices its casts below current scaling's (one
+// kernel, no amax pass), the plan carries the scaling, and export writes Megatron-LM's MXFP8
+// flags; torchtitan refuses it and writes nothing; on H100 simulate refuses the model naming the
+// field and the cluster.
+TEST(ExportHandoffCli, Mxfp8ModelSimulatesOnBlackwellAndExportsItsRecipe) {
+  const std::string dir = make_temp_dir();
+  const std::string shape =
+      R"("layers": 8, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 51200, "dtype": "fp8")";
+  const std::string mx = write_temp_file("mx.json", R"({"name": "mx", )" + shape +
+                                                        R"(, "fp8_scaling": "mxfp8"})");
+  const std::string cs = write_temp_file("cs.json", R"({"name": "cs", )" + shape + "}");
+  const std::string sim = " --cluster b200 --gpus 4 --pp 2 --dp 2 --global-batch 16 "
+                          "--schedule 1f1b --breakdown";
+  const nlohmann::json m = run_json("simulate --model " + mx + sim + " --plan " + dir + "/p.json");
+  const nlohmann::json c = run_json("simulate --model " + cs + sim);
+  EXPECT_LT(m["breakdown"][0]["elementwise_s"].get<double>(),
+            c["breakdown"][0]["elementwise_s"].get<double>());
+  EXPECT_NE(m["step_time_s"].get<double>(), c["step_time_s"].get<double>());
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  EXPECT_EQ(plan["model"].value("fp8_scaling", ""), "mxfp8") << plan["model"].dump();
+
+  run_json("export --plan " + dir + "/p.json --format megatron -o " + dir + "/args.txt");
+  const std::string args = read_file(dir + "/args.txt");
+  EXPECT_NE(args.find("--fp8-format e4m3 \\\n--fp8-recipe mxfp8 \\\n--fp8-param-gather"),
+            std::string::npos)
+      << args;
+  const CliResult tt = run_cli("export --plan " + dir + "/p.json --format torchtitan -o " + dir +
+                               "/job.toml --csv " + dir + "/s.csv");
+  EXPECT_EQ(tt.exit_code, 2) << tt.err;
+  EXPECT_NE(tt.err.find("--format torchtitan: MXFP8"), std::string::npos) << tt.err;
+  EXPECT_TRUE(read_file(dir + "/job.toml").empty()) << "nothing written";
+
+  const CliResult h100 = run_cli("simulate --model " + mx +
+                                 " --cluster h100-sxm --gpus 4 --pp 2 --dp 2 --global-batch 16 "
+                                 "--schedule 1f1b");
+  EXPECT_EQ(h100.exit_code, 2);
+  EXPECT_NE(h100.err.find("field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores"),
+            std::string::npos)
+      << h100.err;
+  EXPECT_NE(h100.err.find("cluster 'h100-sxm'"), std::string::npos) << h100.err;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing

@@ -354,3 +354,40 @@ TEST(ValidateModelGemms, RefusesTheCorpusFlagsAndBadFiles) {
 
 }  // namespace
 }  // namespace jaxpp::testing
+
+namespace jaxpp::testing {
+namespace {
+
+// A corpus row's fp8_scaling reaches the prediction: the fixture's FP8 row moved to B200, once as
+// MXFP8 and once with per-tensor current scaling, predicts two different step times, and the
+// table names the MXFP8 row's recipe.
+TEST(ValidateModelCli, Mxfp8RowIsPricedAsMxfp8AndTheTableSaysSo) {
+  json doc = json::parse(read_file(data("corpus/small.json")));
+  doc["rows"][2]["model"] = "gpt3-1.3b";
+  json row;
+  for (const json& r : doc["rows"])
+    if (r["id"] == "b-1.3b-mfu") row = r;
+  ASSERT_TRUE(row.value("fp8", false));
+  row["cluster"] = "b200";
+  row.erase("peak_tflops");
+  json mx = row, cs = row;
+  mx["id"] = "b-mx";
+  mx["fp8_scaling"] = "mxfp8";
+  cs["id"] = "b-cs";
+  cs["fp8_scaling"] = "current";
+  doc["rows"] = json::array({mx, cs});
+  const std::string path = write_temp_file("mx_corpus.json", doc.dump(1));
+  const json j = run_json("validate-model --corpus " + path);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["id"], "b-mx");
+  const double mx_s = j["rows"][0]["predicted_step_time_s"].get<double>();
+  const double cs_s = j["rows"][1]["predicted_step_time_s"].get<double>();
+  EXPECT_GT(mx_s, cs_s) << "b200's MXFP8 GEMMs run at 0.852 of the per-tensor rate";
+  const CliResult table = run_cli("validate-model --corpus " + path);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(" mxfp8 "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" fp8 "), std::string::npos) << table.out;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing

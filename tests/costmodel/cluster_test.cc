@@ -318,7 +318,9 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
         {"attention_efficiency",
          {{"forward", 0.4}, {"backward", 0.3}, {"flash2_forward", 0.2}, {"flash2_backward", 0.1}}},
         {"fp8_gemm_efficiency", 1.2},
-        {"fp8_transpose_copy", false}}}};
+        {"fp8_transpose_copy", false},
+        {"fp8_block_scaling", true},
+        {"mxfp8_gemm_efficiency", 0.7}}}};
   const ClusterSpec c = cluster_from_json(j, "k.json");
   EXPECT_EQ(c.num_sms, 100);
   EXPECT_EQ(c.gemm_tile_m, 64);
@@ -331,6 +333,9 @@ TEST(ClusterKernels, JsonOverridesEachKernelField) {
   EXPECT_DOUBLE_EQ(c.flash2_attention_efficiency_backward, 0.1);
   EXPECT_DOUBLE_EQ(c.fp8_gemm_efficiency, 1.2);
   EXPECT_FALSE(c.fp8_transpose_copy);
+  EXPECT_TRUE(c.fp8_block_scaling);
+  EXPECT_DOUBLE_EQ(c.mxfp8_gemm_efficiency, 0.7);
+  EXPECT_EQ(cluster_from_json(cluster_to_json(c), "k.json"), c);
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(c), "k.json")), cluster_to_json(c));
 }
 
@@ -401,6 +406,10 @@ TEST(ClusterKernels, BadKernelFieldsAreErrorsNamingThem) {
               AllOf(HasSubstr("fp8_gemm_efficiency"), HasSubstr("[0.0001, 2]")));
   EXPECT_THAT(error_of({{"fp8_gemm_efficiency", 0}}), HasSubstr("fp8_gemm_efficiency"));
   EXPECT_THAT(error_of({{"fp8_transpose_copy", 1}}), HasSubstr("fp8_transpose_copy"));
+  EXPECT_THAT(error_of({{"fp8_block_scaling", "yes"}}), HasSubstr("fp8_block_scaling"));
+  EXPECT_THAT(error_of({{"mxfp8_gemm_efficiency", 0}}), HasSubstr("mxfp8_gemm_efficiency"));
+  EXPECT_THAT(error_of({{"mxfp8_gemm_efficiency", 3}}),
+              AllOf(HasSubstr("mxfp8_gemm_efficiency"), HasSubstr("[0.0001, 2]")));
 }
 
 TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) {
@@ -416,6 +425,16 @@ TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) 
   EXPECT_TRUE(cluster_preset("h100-sxm").fp8_transpose_copy) << "Hopper: TN-only FP8 GEMMs";
   EXPECT_FALSE(cluster_preset("b200").fp8_transpose_copy);
   EXPECT_FALSE(cluster_preset("gb200-nvl72").fp8_transpose_copy);
+  // Block-scaled FP8 (MXFP8) on Blackwell only, its GEMM factor fitted there and 1 elsewhere.
+  for (const char* gpu : {"a100-40g", "a100-80g", "h100-sxm", "h200", "mi300x"}) {
+    EXPECT_FALSE(cluster_preset(gpu).fp8_block_scaling) << gpu;
+    EXPECT_EQ(cluster_preset(gpu).mxfp8_gemm_efficiency, 1.0) << gpu;
+  }
+  EXPECT_TRUE(cluster_preset("b200").fp8_block_scaling);
+  EXPECT_TRUE(cluster_preset("gb200-nvl72").fp8_block_scaling);
+  EXPECT_DOUBLE_EQ(cluster_preset("b200").mxfp8_gemm_efficiency, 0.852);
+  EXPECT_EQ(cluster_preset("gb200-nvl72").mxfp8_gemm_efficiency,
+            cluster_preset("b200").mxfp8_gemm_efficiency);
 }
 
 }  // namespace

@@ -195,6 +195,50 @@ TEST(CorpusRow, InlineModelIsParsed) {
   EXPECT_EQ(r.model.num_transformer_layers, 4);
 }
 
+// The row's fp8_scaling sets the model's FP8 recipe: current by default, delayed or mxfp8 when
+// given; mxfp8 only on a GPU with block-scaled FP8 (also through an inline model), an unknown
+// recipe and a 16-bit row are errors naming the row and the field.
+TEST(CorpusRow, Fp8ScalingSetsTheModelsRecipeAndMxfp8NeedsBlackwell) {
+  EXPECT_EQ(row_with([](json& j) { j["fp8"] = true; }).model.fp8_scaling, Fp8Scaling::kCurrent);
+  const CorpusRow delayed = row_with([](json& j) {
+    j["fp8"] = true;
+    j["cluster"] = "h100-sxm";
+    j["fp8_scaling"] = "delayed";
+  });
+  EXPECT_EQ(delayed.model.fp8_scaling, Fp8Scaling::kDelayed);
+  for (const char* gpu : {"b200", "gb200-nvl72"}) {
+    const CorpusRow mx = row_with([&](json& j) {
+      j["fp8"] = true;
+      j["cluster"] = gpu;
+      j["fp8_scaling"] = "mxfp8";
+    });
+    EXPECT_EQ(mx.model.fp8_scaling, Fp8Scaling::kMxfp8) << gpu;
+  }
+  EXPECT_EQ(row_error([](json& j) {
+              j["fp8"] = true;
+              j["cluster"] = "h100-sxm";
+              j["fp8_scaling"] = "mxfp8";
+            }),
+            "corpus.json: row 'r1': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor "
+            "cores (Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none");
+  EXPECT_NE(row_error([](json& j) {
+              j["cluster"] = "h100-sxm";
+              j["model"] = json::parse(R"({"name": "tiny", "layers": 4, "hidden": 64,
+                  "heads": 4, "seq_len": 32, "vocab": 100, "dtype": "fp8",
+                  "fp8_scaling": "mxfp8"})");
+            }).find("field 'model': mxfp8 needs block-scaled FP8"),
+            std::string::npos)
+      << "an inline MXFP8 model on Hopper";
+  EXPECT_NE(row_error([](json& j) {
+              j["fp8"] = true;
+              j["fp8_scaling"] = "blockwise";
+            }).find("field 'fp8_scaling': expected \"current\", \"delayed\" or \"mxfp8\""),
+            std::string::npos);
+  EXPECT_NE(row_error([](json& j) { j["fp8_scaling"] = "delayed"; })
+                .find("field 'fp8_scaling': only for FP8 rows"),
+            std::string::npos);
+}
+
 // An MoE row: qwen3-30b-a3b (128 routed experts) on 8 GPUs, tp 2 pp 2 dp 2.
 void make_moe(json& j) { j["model"] = "qwen3-30b-a3b"; }
 

@@ -294,7 +294,7 @@ TEST(OperatorCost, Fp8GemmPlusItsCastsTakeTheHandComputedTime) {
 TEST(OperatorCost, Fp8DelayedScalingCastsWithoutTheAmaxPass) {
   Fp8Pair p;
   p.fp8.cluster.kernel_overhead_s = 2e-6;
-  p.fp8.model.fp8_delayed_scaling = true;
+  p.fp8.model.fp8_scaling = Fp8Scaling::kDelayed;
   EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 4 * 1e6 / p.hbm() + 2e-6, 1e-15);
 }
 
@@ -302,8 +302,119 @@ TEST(OperatorCost, Fp8CastWritesNoTransposeWhereFp8GemmsTakeEveryLayout) {
   Fp8Pair p;
   p.fp8.cluster.fp8_transpose_copy = false;  // Blackwell
   EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 5 * 1e6 / p.hbm(), 1e-15);  // amax 2, read 2, write 1
-  p.fp8.model.fp8_delayed_scaling = true;
+  p.fp8.model.fp8_scaling = Fp8Scaling::kDelayed;
   EXPECT_NEAR(p.fp8.op().fp8_cast_s(1e6), 3 * 1e6 / p.hbm(), 1e-15);
+}
+
+// MXFP8 on Blackwell (b200 preset: fp8_block_scaling, no transpose copy for per-tensor FP8): one
+// kernel per cast, no amax pass, both a row-wise and a column-wise copy with 1 scale byte per 32
+// elements each: read 2 + write 2 · 33/32 = 4.0625 bytes per element. Per-tensor on the same GPU:
+// current 2 + 2 + 1 = 5 bytes and 2 kernels, delayed 2 + 1 = 3 bytes and 1 kernel.
+TEST(OperatorCost, Mxfp8CastWritesBothOrientationsWithTheirScalesInOneKernel) {
+  Fixture s;
+  s.cluster = cluster_preset("b200");
+  s.cluster.kernel_overhead_s = 2e-6;
+  s.model.dtype = Dtype::kFp8;
+  const double hbm = s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency;
+  const double n = 3e6;
+  const auto cast = [&](Fp8Scaling scaling) {
+    Fixture f = s;
+    f.model.fp8_scaling = scaling;
+    return f.op().fp8_cast_s(n);
+  };
+  EXPECT_NEAR(cast(Fp8Scaling::kCurrent), 5 * n / hbm + 2 * 2e-6, 1e-15);
+  EXPECT_NEAR(cast(Fp8Scaling::kDelayed), 3 * n / hbm + 2e-6, 1e-15);
+  EXPECT_NEAR(cast(Fp8Scaling::kMxfp8), 4.0625 * n / hbm + 2e-6, 1e-15);
+  // Even where per-tensor FP8 would write a transposed copy, MXFP8 writes the same two copies.
+  s.cluster.fp8_transpose_copy = true;
+  EXPECT_NEAR(cast(Fp8Scaling::kMxfp8), 4.0625 * n / hbm + 2e-6, 1e-15);
+}
+
+// The GEMMs of an MXFP8 model run at mxfp8_gemm_efficiency (b200: 0.852) of the per-tensor FP8
+// rate (a compute-bound shape takes 1/0.852 the time; with the factor 1, the same time); a
+// memory-bound one reads the scales too: (m·k + k·n)·(1 + 1/32) + 2·m·n.
+TEST(OperatorCost, Mxfp8GemmRunsAtTheFp8RateAndReadsItsScales) {
+  Fixture s;
+  s.cluster = cluster_preset("b200");
+  s.cluster.kernel_overhead_s = 0;
+  s.cluster.num_sms = 0;  // no tile quantization: the skinny GEMM below is clearly memory bound
+  s.cluster.gemm_half_saturation_flops = 0;
+  s.model.dtype = Dtype::kFp8;
+  Fixture mx = s;
+  mx.model.fp8_scaling = Fp8Scaling::kMxfp8;
+  EXPECT_NEAR(mx.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192) / 0.852, 1e-12);
+  Fixture other = s;
+  other.cluster.mxfp8_gemm_efficiency = 0.5;
+  EXPECT_DOUBLE_EQ(other.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192))
+      << "the per-tensor model ignores the MXFP8 factor";
+  Fixture one = mx;
+  one.cluster.mxfp8_gemm_efficiency = 1.0;
+  EXPECT_DOUBLE_EQ(one.op().gemm_s(8192, 8192, 8192), s.op().gemm_s(8192, 8192, 8192));
+  const double m = 16, n = 16384, k = 16384;  // a skinny GEMM: weight-read bound
+  const double hbm = s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency;
+  EXPECT_NEAR(mx.op().gemm_s(m, n, k), ((m * k + k * n) * 33 / 32 + 2 * m * n) / hbm, 1e-15);
+  EXPECT_NEAR(s.op().gemm_s(m, n, k), (m * k + k * n + 2 * m * n) / hbm, 1e-15);
+}
+
+// A whole layer pass: the MXFP8 step differs from current scaling's only in its casts' bytes and
+// kernels (forward: inputs each microbatch, weights once a step; input gradient: the output
+// gradients), and the weight-gradient pass casts nothing in either.
+TEST(OperatorCost, Mxfp8LayerDiffersFromCurrentScalingOnlyInItsCasts) {
+  Fixture cur;
+  cur.cluster = cluster_preset("b200");
+  cur.cluster.kernel_overhead_s = 0;
+  cur.cluster.mxfp8_gemm_efficiency = 1.0;  // the GEMMs at the per-tensor rate: casts alone differ
+  cur.config.num_microbatches = 4;
+  cur.model.dtype = Dtype::kFp8;
+  Fixture mx = cur;
+  mx.model.fp8_scaling = Fp8Scaling::kMxfp8;
+  const double hbm = cur.cluster.hbm_bandwidth_bytes_per_s * cur.cluster.hbm_efficiency;
+  const double m = 2048, h = 2048, f = 8192;  // gpt3-1.3b, one sequence, tp 1
+  const double inputs = m * (h + h + h + f);
+  const double weights = (h * 3 * h + h * h + h * f + f * h) / 4;
+  const double grads = m * (3 * h + h + f + h);
+  EXPECT_NEAR(mx.layer(Pass::kForward).elementwise_s - cur.layer(Pass::kForward).elementwise_s,
+              (4.0625 - 5) * (inputs + weights) / hbm, 1e-12);
+  EXPECT_NEAR(mx.layer(Pass::kBackwardInput).elementwise_s -
+                  cur.layer(Pass::kBackwardInput).elementwise_s,
+              (4.0625 - 5) * grads / hbm, 1e-12);
+  EXPECT_EQ(mx.layer(Pass::kBackwardWeight).elementwise_s, 0);
+  EXPECT_DOUBLE_EQ(mx.layer(Pass::kForward).gemm_s, cur.layer(Pass::kForward).gemm_s);
+  EXPECT_DOUBLE_EQ(mx.layer(Pass::kForward).attention_s, cur.layer(Pass::kForward).attention_s);
+}
+
+// MXFP8 needs block-scaled FP8 tensor cores: refused on Hopper (and on a GPU with no FP8 at all),
+// naming the model's field and the cluster; accepted on both Blackwell presets.
+TEST(OperatorCost, Mxfp8IsRefusedOnGpusWithoutBlockScaledFp8) {
+  Fixture s;
+  s.model.dtype = Dtype::kFp8;
+  s.model.fp8_scaling = Fp8Scaling::kMxfp8;
+  for (const char* gpu : {"h100-sxm", "h200"}) {
+    s.cluster = cluster_preset(gpu);
+    try {
+      (void)s.op();
+      ADD_FAILURE() << gpu << " accepted mxfp8";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'fp8_scaling'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string("'") + gpu + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("block-scaled"), std::string::npos) << msg;
+    }
+  }
+  for (const char* gpu : {"a100-80g", "mi300x"}) {
+    s.cluster = cluster_preset(gpu);
+    EXPECT_THROW((void)s.op(), InputError) << gpu;
+  }
+  s.cluster = cluster_preset("h100-sxm");
+  s.cluster.fp8_block_scaling = true;  // a calibrated cluster that declares it
+  EXPECT_NO_THROW((void)s.op());
+  for (const char* gpu : {"b200", "gb200-nvl72"}) {
+    s.cluster = cluster_preset(gpu);
+    EXPECT_TRUE(s.cluster.fp8_block_scaling) << gpu;
+    EXPECT_NO_THROW((void)s.op()) << gpu;
+  }
+  EXPECT_FALSE(cluster_preset("h100-sxm").fp8_block_scaling);
+  EXPECT_FALSE(cluster_preset("mi300x").fp8_block_scaling);
 }
 
 TEST(OperatorCost, Fp8ForwardCastsEachGemmInputAndOnceAStepItsWeight) {
@@ -425,6 +536,19 @@ TEST(OperatorCost, Fp8WeightsAreCountedAsStoredAndCached) {
   EXPECT_NEAR(bf16 - weights(true, false), transformer, 2) << "FP8 weight alone: 1 byte";
   EXPECT_NEAR(weights(false, true) - bf16, 2 * transformer, 2) << "bf16 + FP8 copy + transpose";
   EXPECT_NEAR(weights(false, false) - bf16, transformer, 2) << "bf16 + FP8 copy";
+  // MXFP8 (on a GPU with block-scaled FP8): a row-wise and a column-wise copy, each with one
+  // scale byte per 32 elements, whatever fp8_transpose_copy says.
+  const auto mxfp8 = [&](bool fp8_params) {
+    Fixture f = s;
+    f.cluster.fp8_block_scaling = true;
+    f.model.dtype = Dtype::kFp8;
+    f.model.fp8_scaling = Fp8Scaling::kMxfp8;
+    f.model.fp8_params = fp8_params;
+    return static_cast<double>(
+        build_memory_model(f.model, p, place, f.config, f.cluster).actors[0].weight_bytes);
+  };
+  EXPECT_NEAR(mxfp8(true) - bf16, transformer / 16, 2) << "2 · 33/32 bytes instead of 2";
+  EXPECT_NEAR(mxfp8(false) - bf16, 2 * 33.0 / 32 * transformer, 2) << "bf16 + both MXFP8 copies";
 }
 
 }  // namespace

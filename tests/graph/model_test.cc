@@ -225,27 +225,36 @@ TEST(ModelTest, Fp8ParamsDefaultOnIsWrittenOnlyWhenOffAndNeedsAnFp8Model) {
   EXPECT_FALSE(error_of([&] { model_from_json(odd, "m.json"); }).empty());
 }
 
-TEST(ModelTest, Fp8ScalingIsReadWrittenOnlyWhenDelayedAndNeedsAnFp8Model) {
+TEST(ModelTest, Fp8ScalingIsReadWrittenOnlyWhenNotCurrentAndNeedsAnFp8Model) {
   const auto base = nlohmann::json::parse(
       R"({"name":"x","layers":2,"hidden":8,"heads":2,"seq_len":4,"vocab":10,"dtype":"fp8"})");
-  EXPECT_FALSE(model_from_json(base, "m.json").fp8_delayed_scaling) << "current by default";
-  auto delayed = base;
-  delayed["fp8_scaling"] = "delayed";
-  const ModelSpec m = model_from_json(delayed, "m.json");
-  EXPECT_TRUE(m.fp8_delayed_scaling);
-  EXPECT_EQ(model_to_json(m).value("fp8_scaling", ""), "delayed");
-  EXPECT_TRUE(model_from_json(model_to_json(m), "again").fp8_delayed_scaling);
+  EXPECT_EQ(model_from_json(base, "m.json").fp8_scaling, Fp8Scaling::kCurrent)
+      << "current by default";
+  for (const auto& [text, scaling] : {std::pair{"delayed", Fp8Scaling::kDelayed},
+                                      std::pair{"mxfp8", Fp8Scaling::kMxfp8},
+                                      std::pair{"MXFP8", Fp8Scaling::kMxfp8}}) {
+    auto j = base;
+    j["fp8_scaling"] = text;
+    const ModelSpec m = model_from_json(j, "m.json");
+    EXPECT_EQ(m.fp8_scaling, scaling) << text;
+    EXPECT_EQ(model_to_json(m).value("fp8_scaling", ""), to_string(scaling)) << text;
+    EXPECT_EQ(model_from_json(model_to_json(m), "again").fp8_scaling, scaling) << text;
+  }
   EXPECT_FALSE(model_to_json(model_from_json(base, "m.json")).contains("fp8_scaling"));
   auto odd = base;
   odd["fp8_scaling"] = "per-block";
   std::string msg = error_of([&] { model_from_json(odd, "m.json"); });
   EXPECT_NE(msg.find("'fp8_scaling'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("per-block"), std::string::npos) << msg;
-  auto bf16 = delayed;
-  bf16["dtype"] = "bf16";
-  msg = error_of([&] { model_from_json(bf16, "m.json"); });
-  EXPECT_NE(msg.find("'fp8_scaling'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("\"dtype\": \"fp8\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mxfp8"), std::string::npos) << "the error lists the choices: " << msg;
+  for (const char* scaling : {"delayed", "mxfp8"}) {
+    auto bf16 = base;
+    bf16["fp8_scaling"] = scaling;
+    bf16["dtype"] = "bf16";
+    msg = error_of([&] { model_from_json(bf16, "m.json"); });
+    EXPECT_NE(msg.find("'fp8_scaling'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"dtype\": \"fp8\""), std::string::npos) << msg;
+  }
 }
 
 TEST(ModelTest, UnknownKeyIsRejected) {

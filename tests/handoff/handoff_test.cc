@@ -377,3 +377,64 @@ TEST(Handoff, GradientDtypeGoesToMegatronAndReadsBack) {
 
 }  // namespace
 }  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+// FP8: Megatron gets the format and the recipe of the model's scaling (and --fp8-param-gather for
+// FP8 weights) and reads them back; MXFP8 is refused by torchtitan and JaxPP, which cannot say it.
+TEST(Handoff, Fp8RecipeGoesToMegatronAndMxfp8IsRefusedElsewhere) {
+  struct Want {
+    Fp8Scaling scaling;
+    const char* format;
+    const char* recipe;
+  };
+  for (const Want& w : {Want{Fp8Scaling::kCurrent, "hybrid", "tensorwise"},
+                        Want{Fp8Scaling::kDelayed, "hybrid", "delayed"},
+                        Want{Fp8Scaling::kMxfp8, "e4m3", "mxfp8"}}) {
+    PlanRequest req = handoff_request(kMegatron1F1B);
+    req.cluster = load_cluster("b200");
+    req.model.dtype = Dtype::kFp8;
+    req.model.fp8_scaling = w.scaling;
+    const std::string text = megatron_arguments(build_plan(req), "Std1F1B");
+    EXPECT_NE(text.find(std::string("--fp8-format ") + w.format + " \\\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find(std::string("--fp8-recipe ") + w.recipe + " \\\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("--fp8-param-gather"), std::string::npos) << text;
+    const MegatronSettings back = parse_megatron_arguments(text, "args");
+    EXPECT_TRUE(back.fp8);
+    EXPECT_EQ(back.fp8_scaling, w.scaling) << w.recipe;
+    EXPECT_TRUE(back.fp8_param_gather);
+    req.model.fp8_params = false;
+    EXPECT_EQ(megatron_arguments(build_plan(req), "Std1F1B").find("--fp8-param-gather"),
+              std::string::npos);
+  }
+  const std::string bf16 = megatron_arguments(build_plan(handoff_request(kMegatron1F1B)), "Std1F1B");
+  EXPECT_EQ(bf16.find("--fp8"), std::string::npos) << bf16;
+  EXPECT_FALSE(parse_megatron_arguments(bf16, "args").fp8);
+
+  EXPECT_NE(handoff_error([&] {
+              parse_megatron_arguments("--fp8-format e4m3 --fp8-recipe blockwise", "a.txt");
+            }).find("--fp8-recipe: expected tensorwise, delayed or mxfp8"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] { parse_megatron_arguments("--fp8-format e5m2", "a.txt"); })
+                .find("--fp8-format: expected e4m3 or hybrid"),
+            std::string::npos);
+
+  PlanRequest mx = handoff_request(kZbH1);
+  mx.cluster = load_cluster("b200");
+  mx.model.dtype = Dtype::kFp8;
+  mx.model.fp8_scaling = Fp8Scaling::kMxfp8;
+  const Plan plan = build_plan(mx);
+  EXPECT_NE(handoff_error([&] { torchtitan_toml(plan, "ZeroBubble", "s.csv"); })
+                .find("--format torchtitan: MXFP8"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(plan, "ZeroBubble"); }).find("--format jaxpp: MXFP8"),
+            std::string::npos);
+  mx.model.fp8_scaling = Fp8Scaling::kCurrent;  // per-tensor FP8 still exports as before
+  EXPECT_NO_THROW(torchtitan_toml(build_plan(mx), "ZeroBubble", "s.csv"));
+}
+
+}  // namespace
+}  // namespace jaxpp
