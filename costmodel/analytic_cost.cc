@@ -55,6 +55,24 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
                                 ? stage_gather_bytes(op, model, cluster, work_[s].first_layer,
                                                      work_[s].num_layers)
                                 : 0.0);
+    int blocks = 0;
+    double lead_gather = 0, lead_grad = 0, grad_sum = 0;
+    if (config.shard_parameters) {
+      for (int l = work_[s].first_layer; l < work_[s].first_layer + work_[s].num_layers; ++l) {
+        const double gathered = layer_gather_bytes(op, model, cluster, l);
+        if (gathered <= 0) continue;
+        ++blocks;
+        lead_gather = std::max(lead_gather, gathered);
+        const double grads = op.device_params(l, 1, static_cast<double>(model.layers[l].params),
+                                              /*optimizer_sharded=*/false);
+        lead_grad = std::max(lead_grad, grads);
+        grad_sum += grads;
+      }
+    }
+    fsdp_blocks_.push_back(blocks);
+    lead_gather_fraction_.push_back(gather_bytes_.back() > 0 ? lead_gather / gather_bytes_.back()
+                                                             : 1.0);
+    lead_grad_fraction_.push_back(grad_sum > 0 ? lead_grad / grad_sum : 1.0);
     // All-to-all time inside each task (AnalyticCost::a2a_parts).
     const double a2a_f = b.at(Pass::kForward).ep_comm_s;
     const double a2a_i = b.at(Pass::kBackwardInput).ep_comm_s + b.at(Pass::kRecompute).ep_comm_s;
@@ -156,23 +174,40 @@ double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride,
   return reduce_scatter + allreduce(param_bytes) / 2;
 }
 
-double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
+double AnalyticCost::collective_s(double bytes, int stage, bool per_microbatch) const {
   // The routed experts' gradients are reduced over their edp replicas (ep·etp devices apart),
   // the rest over dp·cp (tp apart).
-  const double expert = ins.stage >= 0 && ins.stage < static_cast<int>(expert_grad_fraction_.size())
-                            ? expert_grad_fraction_[ins.stage]
+  const double expert = stage >= 0 && stage < static_cast<int>(expert_grad_fraction_.size())
+                            ? expert_grad_fraction_[stage]
                             : 0.0;
-  const double bytes = static_cast<double>(ins.bytes);
-  // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
-  // A parameter all-gather: the other half of an all-reduce, the same price.
-  const bool per_microbatch =
-      ins.op == OpKind::kAllGather || (config_.shard_gradients && !ins.tasks.empty());
   if (expert <= 0)
     return replica_allreduce_s(bytes, config_.dp * config_.cp, config_.tp, per_microbatch);
   return replica_allreduce_s(bytes * (1 - expert), config_.dp * config_.cp, config_.tp,
                              per_microbatch) +
          replica_allreduce_s(bytes * expert, config_.expert_dp(),
                              std::max(1, config_.ep) * config_.expert_tp(), per_microbatch);
+}
+
+double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
+  const double bytes = static_cast<double>(ins.bytes);
+  // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
+  // A parameter all-gather: the other half of an all-reduce, the same price.
+  const bool per_microbatch =
+      ins.op == OpKind::kAllGather || (config_.shard_gradients && !ins.tasks.empty());
+  const int s = ins.stage;
+  if (!config_.shard_parameters || s < 0 || s >= static_cast<int>(fsdp_blocks_.size()) ||
+      fsdp_blocks_[s] <= 1)
+    return collective_s(bytes, s, per_microbatch);
+  // Parameter sharding, one block at a time (the header): the lead block's collective is
+  // exposed, the other blocks' run beside the paired compute.
+  const int n = fsdp_blocks_[s];
+  const bool gather = ins.op == OpKind::kAllGather;
+  const double lead_bytes = bytes * (gather ? lead_gather_fraction_[s] : lead_grad_fraction_[s]);
+  const double lead_s = collective_s(lead_bytes, s, per_microbatch);
+  const double block_s = collective_s((bytes - lead_bytes) / (n - 1), s, per_microbatch);
+  const double paired_s =
+      ins.tasks.empty() ? task_s(TaskKind::kB, s) : task_s(ins.tasks[0].kind, s);
+  return lead_s + (n - 1) * std::max(0.0, block_s - paired_s / n);
 }
 
 int64_t AnalyticCost::activation_bytes(int stage) const {

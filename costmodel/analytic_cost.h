@@ -54,6 +54,22 @@
 //   the latencies above), the routed experts' share over their edp replicas. The final
 //   reduction is then the reduce-scatter alone: the parameters are gathered before use, so the
 //   distributed optimizer's parameter all-gather is not needed.
+//   Per block (FSDP2, Megatron-FSDP): the frameworks gather and reduce-scatter one block (layer;
+//   the embedding and the LM head count as blocks) at a time, block j+1's all-gather beside
+//   block j's compute and block j's reduce-scatter beside block j−1's backward. The program
+//   keeps one kAllGather / kAllReduce per stage and pass; its duration is the part of the
+//   per-block collectives the paired compute does not hide. With n blocks of the stage (layers
+//   with gathered weights), the lead block = the stage's largest layer (its share of the bytes:
+//   the first block gathered, or the last one reduce-scattered), each other block
+//   (bytes − lead) / (n − 1), priced as above (t_lead, t_block), and the paired compute C split
+//   evenly over the blocks:
+//     exposed = t_lead + (n − 1) · max(0, t_block − C / n)
+//   (exact for equal blocks: the lead is exposed; a block whose collective is longer than a
+//   block's compute adds the difference). C is the task the collective serves: an all-gather's
+//   F, B or I; a per-microbatch reduce-scatter's B or W; the final reduction (no task) pairs
+//   with the stage's B. The hidden part is not placed on the collective stream (it does not
+//   delay the next collective there). Without parameter sharding, with one block, or for
+//   another reduction, the whole collective is the instruction's duration.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
@@ -106,6 +122,12 @@ class AnalyticCost : public CostProvider {
                              bool reduce_scatter_only = false) const;
   // Gradient sharding: the lowering emits one reduction per microbatch and stage.
   bool reduces_each_microbatch() const { return config_.shard_gradients; }
+  // The whole of one collective of `bytes` per device of `stage` as priced above, the routed
+  // experts' share over their replicas (`per_microbatch`: a reduce-scatter or an all-gather
+  // alone). allreduce_s returns this, except for parameter sharding's per-block collectives,
+  // where it returns the exposed part (the header) and this is the time they keep the link busy
+  // (plus one latency per block).
+  double collective_s(double bytes, int stage, bool per_microbatch) const;
   // Parameter sharding: the lowering emits an all-gather before every F, B and I.
   bool gathers_params() const { return config_.shard_parameters; }
   // Per-device bytes of one all-gather of stage s's weights (0 without parameter sharding).
@@ -132,6 +154,10 @@ class AnalyticCost : public CostProvider {
   std::vector<double> device_params_;         // per stage, per device
   std::vector<double> expert_grad_fraction_;  // per stage: routed experts' share of grad bytes
   std::vector<double> gather_bytes_;          // per stage: one all-gather of its weights
+  // Parameter sharding, per stage: blocks (layers with gathered weights) and the largest
+  // layer's share of the gathered bytes and of the gradient bytes (the per-block model above).
+  std::vector<int> fsdp_blocks_;
+  std::vector<double> lead_gather_fraction_, lead_grad_fraction_;
   std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
   // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
   struct GroupTime {

@@ -26,8 +26,13 @@ TEST(ShardParamsCli, ShrinksMemoryAndGathersTheWeightsBeforeEveryPass) {
   EXPECT_EQ(zero3.at("collective_bytes").get<int64_t>(),
             2 * zero2.at("collective_bytes").get<int64_t>());
   EXPECT_LT(json_sum(zero3.at("peak_memory_bytes")), json_sum(zero2.at("peak_memory_bytes")));
-  // The gathers hide behind the computes but the first one.
-  EXPECT_GE(zero3.at("step_time_s").get<double>(), zero2.at("step_time_s").get<double>());
+  // The gathers hide behind the computes but the first one's lead block, and the final
+  // reduce-scatter exposes its last block only, where gradient sharding alone reduce-scatters the
+  // whole stage after the last backward (costmodel/analytic_cost.h): the steps differ by a few
+  // percent.
+  EXPECT_NE(zero3.at("step_time_s").get<double>(), zero2.at("step_time_s").get<double>());
+  EXPECT_NEAR(zero3.at("step_time_s").get<double>(), zero2.at("step_time_s").get<double>(),
+              0.03 * zero2.at("step_time_s").get<double>());
 }
 
 TEST(ShardParamsCli, ThePlanCarriesItValidateAcceptsItAndRunMatchesTheReference) {
@@ -152,8 +157,9 @@ TEST(ShardParamsCli, MeasuredModeGraphAndTheMegatronExportRefuseIt) {
 }
 
 TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
-  // dp 64 over eight nodes, one microbatch of one sequence: the first gather of the 8B's weights
-  // over the network cannot hide, and the reduce-scatter after the last backward runs alone.
+  // dp 64 over eight nodes, one microbatch of one sequence: the lead block of the first gather of
+  // the 8B's weights over the network cannot hide, and the last block's reduce-scatter after the
+  // last backward runs alone; gradient sharding alone reduce-scatters the whole stage there.
   const std::string base =
       "simulate --model llama3-8b --cluster h100-sxm --gpus 64 --pp 1 --dp 64 --global-batch 64 "
       "--schedule 1f1b --zero1 --overlap-grad-reduce --breakdown";
@@ -161,8 +167,9 @@ TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
   const nlohmann::json zero3 = run_json(base + " --shard-params");
   const double dp2 = zero2.at("breakdown")[0].at("dp_exposed_s").get<double>();
   const double dp3 = zero3.at("breakdown")[0].at("dp_exposed_s").get<double>();
-  EXPECT_GT(dp3, dp2);
-  // What the step gains over ZeRO-2 is the exposed gather time.
+  EXPECT_GT(dp3, 0);
+  EXPECT_LT(dp3, dp2 / 2);
+  // What the step differs by from ZeRO-2 is the exposed DP time.
   EXPECT_NEAR(zero3.at("step_time_s").get<double>() - zero2.at("step_time_s").get<double>(),
               dp3 - dp2, 1e-9);
   EXPECT_NEAR(zero3.at("breakdown")[0].at("bubble_s").get<double>(),

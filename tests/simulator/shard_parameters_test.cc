@@ -1,9 +1,11 @@
 // Parameter sharding (ZeRO-3 / FSDP, ParallelConfig::shard_parameters): the memory model keeps a
 // 1/(dp·cp) shard of the weights plus two gathered layers, the lowering puts an all-gather of the
-// stage's weights before every F, B and I (prefetched one item ahead), an all-gather costs half an
-// all-reduce of the stage's weight bytes, the gathers hide behind long computes and show as
-// exposed DP time behind short ones, and plan.json carries the option (refused without the
-// distributed optimizer, or with gradient sharding off).
+// stage's weights before every F, B and I (prefetched one item ahead), an all-gather moves half an
+// all-reduce of the stage's weight bytes, one block (layer) at a time: the instruction lasts the
+// lead block's collective plus what the link cannot hide beside the paired compute (hand-computed
+// below), the gathers hide behind long computes and show as exposed DP time behind short ones,
+// and plan.json carries the option (refused without the distributed optimizer, or with gradient
+// sharding off).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -238,11 +240,16 @@ TEST(ShardParameters, AGatherCostsHalfAnAllReduceOfTheStagesWeightBytes) {
   whole.tasks.clear();
   const double ar = all_reduce.allreduce_s(0, whole);
   ASSERT_GT(ar, 0);
-  EXPECT_NEAR(sharded.allreduce_s(0, gather), ar / 2, ar * 1e-12);
+  const double busy = sharded.collective_s(static_cast<double>(gather.bytes), 0, true);
+  EXPECT_NEAR(busy, ar / 2, ar * 1e-12);
+  // One block at a time: the instruction is the part the forward does not hide, less than the
+  // whole gather.
+  EXPECT_GT(sharded.allreduce_s(0, gather), 0);
+  EXPECT_LT(sharded.allreduce_s(0, gather), busy / 2);
   // The final reduction is the reduce-scatter alone (no parameter all-gather after the step).
   Instruction final_reduction = whole;
   final_reduction.bytes = sharded.grad_bytes(0);
-  EXPECT_NEAR(sharded.allreduce_s(0, final_reduction),
+  EXPECT_NEAR(sharded.collective_s(static_cast<double>(final_reduction.bytes), 0, false),
               all_reduce.allreduce_s(0, final_reduction) / 2, ar * 1e-12);
   // The program holds 2 · m gathers per stage of param_bytes each; the simulator counts them.
   int gathers = 0;
@@ -290,9 +297,19 @@ TEST(ShardParameters, GathersHideBehindLongComputesAndShowAsExposedDpBehindShort
     const double f = cost.compute_s(0, compute);
     if (long_compute) {
       ASSERT_GT(f, 10 * g);
-      // Only the first gather is exposed: nothing computes before it.
-      EXPECT_NEAR(b.result.step_time_s, a.result.step_time_s + g, g * 1e-6);
-      EXPECT_NEAR(exposed_dp_s(b), exposed_dp_s(a) + g, g * 1e-6);
+      // Only the first gather's lead block is exposed: nothing computes before it. The final
+      // reduce-scatter exposes its last block where gradient sharding alone exposes all of it.
+      const AnalyticCost zero2_cost(zero2.model, zero2.partition, zero2.placement, zero2.config,
+                                    cluster_preset("a100-80g"));
+      Instruction final_reduction;
+      final_reduction.op = OpKind::kAllReduce;
+      final_reduction.stage = 0;
+      final_reduction.bytes = cost.grad_bytes(0);
+      const double tail = cost.allreduce_s(0, final_reduction);
+      const double whole = zero2_cost.allreduce_s(0, final_reduction);
+      ASSERT_LT(tail, whole / 2);
+      EXPECT_NEAR(b.result.step_time_s, a.result.step_time_s + g + tail - whole, g * 1e-6);
+      EXPECT_NEAR(exposed_dp_s(b), exposed_dp_s(a) + g + tail - whole, g * 1e-6);
     } else {
       ASSERT_LT(f, g / 100);
       // Every gather waits on the one before it: 2·m of them in a row, exposed.
@@ -301,6 +318,109 @@ TEST(ShardParameters, GathersHideBehindLongComputesAndShowAsExposedDpBehindShort
     }
     // The gathers move 2·m times the stage's weight bytes.
     EXPECT_EQ(b.result.collective_bytes - a.result.collective_bytes, 2 * m * gather.bytes);
+  }
+}
+
+// `n` equal custom layers of `params` parameters, each pass `flops` FLOPs.
+ModelSpec equal_blocks_model(int n, double params, double flops) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (int i = 0; i < n; ++i)
+    layers.push_back({{"name", "block" + std::to_string(i)},
+                      {"fwd_flops", flops},
+                      {"bwd_input_flops", flops},
+                      {"bwd_weight_flops", flops},
+                      {"params", static_cast<int64_t>(params)},
+                      {"output_bytes", 4096},
+                      {"stash_bytes", 1024}});
+  return model_from_json({{"name", "blocks"}, {"layers_list", layers}}, "test");
+}
+
+// One node of 8 devices, collectives at 100 GB/s with no latency: an all-gather of v bytes per
+// device takes 7/8 · v / 1e11 s, a reduce-scatter the same.
+ClusterSpec known_link_cluster() {
+  ClusterSpec c = cluster_preset("a100-80g");
+  c.devices_per_node = 8;
+  c.intra_node.bandwidth_bytes_per_s = 100e9;
+  c.intra_node.latency_s = 0;
+  c.collective_step_latency_s = 0;
+  c.allreduce_bus_efficiency = 1.0;
+  return c;
+}
+
+TEST(ShardParameters, PerBlockCollectivesExposeTheLeadBlockAndWhatTheLinkCannotHide) {
+  // One stage of 4 blocks of 50 M parameters, dp 8: a block's gather moves 100 MB per device
+  // (16-bit weights), its reduce-scatter 200 MB (fp32 gradients).
+  constexpr int kBlocks = 4;
+  constexpr double kParams = 50e6;
+  const double block_gather_s = 7.0 / 8 * (2 * kParams) / 100e9;  // 0.875 ms
+  const double block_reduce_s = 7.0 / 8 * (4 * kParams) / 100e9;  // 1.75 ms
+  const ClusterSpec cluster = known_link_cluster();
+  for (const bool long_compute : {true, false}) {
+    PlanRequest r = shard_params_request(
+        equal_blocks_model(kBlocks, kParams, long_compute ? 1e14 : 1e9), 1, 8, true);
+    r.cluster = cluster;
+    const Plan plan = build_plan(r);
+    ASSERT_EQ(plan.config.num_microbatches, 1);
+    const AnalyticCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster);
+    ASSERT_EQ(cost.param_bytes(0), static_cast<int64_t>(kBlocks * 2 * kParams));
+    ASSERT_EQ(cost.grad_bytes(0), static_cast<int64_t>(kBlocks * 4 * kParams));
+    Instruction gather;
+    gather.op = OpKind::kAllGather;
+    gather.stage = 0;
+    gather.bytes = cost.param_bytes(0);
+    gather.tasks = {{TaskKind::kF, 0, 0}};
+    Instruction final_reduction;
+    final_reduction.op = OpKind::kAllReduce;
+    final_reduction.stage = 0;
+    final_reduction.bytes = cost.grad_bytes(0);
+    // The whole stage's collectives (what the per-stage model charged): 4 blocks' worth.
+    EXPECT_NEAR(cost.collective_s(static_cast<double>(gather.bytes), 0, true),
+                kBlocks * block_gather_s, 1e-12);
+    const double forward = cost.task_s(TaskKind::kF, 0);
+    const double backward = cost.task_s(TaskKind::kB, 0);
+    const double gather_s = cost.allreduce_s(0, gather);
+    const double reduce_s = cost.allreduce_s(0, final_reduction);
+    if (long_compute) {
+      // A block computes longer than its collective: only the first gathered block and the last
+      // reduce-scattered one are exposed.
+      ASSERT_GT(forward / kBlocks, block_gather_s);
+      ASSERT_GT(backward / kBlocks, block_reduce_s);
+      EXPECT_NEAR(gather_s, block_gather_s, 1e-12);
+      EXPECT_NEAR(reduce_s, block_reduce_s, 1e-12);
+    } else {
+      // The link is slower: each further block adds its collective less a block's compute,
+      // i.e. the whole collective less the compute of all blocks but the last.
+      ASSERT_LT(forward / kBlocks, block_gather_s);
+      ASSERT_LT(backward / kBlocks, block_reduce_s);
+      EXPECT_NEAR(gather_s, kBlocks * block_gather_s - (kBlocks - 1) * forward / kBlocks, 1e-12);
+      EXPECT_NEAR(reduce_s, kBlocks * block_reduce_s - (kBlocks - 1) * backward / kBlocks,
+                  1e-12);
+    }
+    // The simulated step (one microbatch: F, B, the final reduce-scatter, the optimizer step):
+    // the F's gather and the reduce-scatter are exposed (the B's gather runs beside the F when
+    // it is longer), in the breakdown's dp column; the compute columns are those of the same
+    // run without parameter sharding.
+    PlanRequest plain_request = r;
+    plain_request.config.shard_parameters = false;
+    const Plan plain = build_plan(plain_request);
+    PlanSimOptions o;
+    o.breakdown = true;
+    o.check_memory = false;
+    const SimulatedPlan sharded_run = simulate_plan(plan, o);
+    const SimulatedPlan plain_run = simulate_plan(plain, o);
+    const double b_gather_exposed = std::max(0.0, cost.allreduce_s(0, [&] {
+      Instruction b = gather;
+      b.tasks = {{TaskKind::kB, 0, 0}};
+      return b;
+    }()) - forward - cluster.launch_overhead_s);
+    const double exposed = gather_s + b_gather_exposed + reduce_s;
+    EXPECT_NEAR(exposed_dp_s(sharded_run), exposed, 1e-9);
+    const nlohmann::json& a = sharded_run.metrics.at("breakdown").at(0);
+    const nlohmann::json& p = plain_run.metrics.at("breakdown").at(0);
+    for (const char* column : {"gemm_s", "attention_s", "elementwise_s", "other_s", "optimizer_s"})
+      EXPECT_DOUBLE_EQ(a.at(column).get<double>(), p.at(column).get<double>()) << column;
+    EXPECT_NEAR(sharded_run.result.step_time_s,
+                plain_run.result.step_time_s - exposed_dp_s(plain_run) + exposed, 1e-9);
   }
 }
 

@@ -432,17 +432,19 @@ TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
 // The NeMo AutoModel rows (source automodel, docs/validation.md "MoE rows"): a second, independent
 // framework (PyTorch FSDP2, DeepEP, torch pipelining) on H100 in BF16. Split by the written rule
 // before any prediction: 2 fit, 3 test. Their predictions are pinned (a change of the MoE or FSDP
-// physics must update these figures and the docs), and they come out too slow, where the
+// physics must update these figures and the docs). The MoE rows come out too slow, where the
 // Megatron-Bridge H100 FP8-CS MoE rows come out far too fast: the benchmark's fake balanced gate
 // sends each token to one or two EP ranks of one node, which the model's all-to-all (balanced
-// random routing) does not know, and FSDP2's per-block collectives overlap where the model's
-// per-stage ones queue. A model of either moves these rows and fails this test on purpose.
+// random routing) does not know; a model of it moves these rows and fails this test on purpose.
+// The dense Llama 3.1 70B row (FSDP2 over 32 ranks, 4 microbatches) was +24.7 % while the model
+// moved the whole stage per collective (4.44 s of exposed DP communication); with FSDP2's
+// per-block collectives (costmodel/analytic_cost.h) it is +1.4 %, its compute alone +1.2 %.
 constexpr PinnedMoeRow kPinnedAutomodelRows[] = {
-    {"automodel-qwen3-30B-a3B-8gpu-h100", 24.451},
-    {"automodel-llama3.1-70B-64gpu-h100", 23.572},
-    {"automodel-deepseek-v3-256gpu-h100", 11.044},
-    {"automodel-deepseek-v3-1024gpu-h100", 11.056},
-    {"automodel-kimi-k2-256gpu-h100", 4.777},
+    {"automodel-qwen3-30B-a3B-8gpu-h100", 24.430},
+    {"automodel-llama3.1-70B-64gpu-h100", 19.160},
+    {"automodel-deepseek-v3-256gpu-h100", 11.028},
+    {"automodel-deepseek-v3-1024gpu-h100", 11.031},
+    {"automodel-kimi-k2-256gpu-h100", 4.767},
 };
 
 TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
@@ -470,36 +472,65 @@ TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
   }
 }
 
-TEST(CorpusValidation, AutomodelH100Bf16RowsArePredictedTooSlowAsDocumented) {
-  int rows = 0;
+TEST(CorpusValidation, AutomodelMoeRowsAreTooSlowAndTheDenseRowIsWithinTheBand) {
+  int moe = 0, dense = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (r.row->source != "automodel") continue;
-    ++rows;
     ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    if (!r.row->model.moe.enabled()) {
+      ++dense;
+      EXPECT_FALSE(r.row->expected_failure.has_value()) << r.row->id;
+      EXPECT_LT(std::fabs(r.error), 0.05) << r.row->id << ": update docs/validation.md";
+      continue;
+    }
+    ++moe;
     EXPECT_GT(r.error, 0.05) << r.row->id << " is no longer predicted too slow: update docs/validation.md";
     if (r.row->split == CorpusSplit::kTest) {
       EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
     }
   }
-  EXPECT_EQ(rows, 5);
+  EXPECT_EQ(moe, 4);
+  EXPECT_EQ(dense, 1);
+}
+
+// The FSDP rows of Megatron-Bridge (source mbridge2511fsdp: Megatron-FSDP, FP8-CS, Llama 3 8B on 8
+// H100 and 70B on 64 GB200) are priced with per-block collectives (costmodel/analytic_cost.h):
+// pinned, within the band, and with under 1 % of the step exposed as DP communication (with the
+// whole stage per collective they were +5.8 % and +0.3 %).
+constexpr PinnedMoeRow kPinnedMegatronFsdpRows[] = {
+    {"mbridge2511fsdp-llama3-8B-8gpu-h100", 9.510},
+    {"mbridge2511fsdp-llama3-70B-64gpu-gb200", 7.155},
+};
+
+TEST(CorpusValidation, MegatronFsdpRowsArePinnedAndWithinTheBand) {
+  for (const PinnedMoeRow& p : kPinnedMegatronFsdpRows) {
+    const CorpusRowResult* r = row_result(p.id);
+    ASSERT_NE(r, nullptr) << p.id;
+    ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
+    EXPECT_TRUE(r->row->config.shard_parameters) << p.id;
+    EXPECT_FALSE(r->row->expected_failure.has_value()) << p.id;
+    EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
+    EXPECT_LE(std::fabs(r->error), kBand) << p.id;
+  }
 }
 
 // H200's end-to-end rows (source torchtitanh200: torchtitan, Llama 3.1 8B, FP8, FSDP2 over 32 and
-// 64 GPUs, one microbatch per step) are predicted about 26 % too slow and held as expected
-// failures for two parts the model represents more coarsely than torchtitan runs them: the whole
-// stage's all-gather and fp32 reduce-scatter, exposed with a single microbatch, where FSDP2 moves
-// one block at a time beside the other blocks' compute; and full recompute, which re-runs the
-// attention forward that torchtitan's selective op checkpointing keeps. This test pins the
-// predictions (a change of the physics must update the rows' reasons and docs/validation.md) and
-// checks the explanation: with free data-parallel links and the attention forward's recompute
-// taken off, both rows fall within the band; with either part left in, they do not.
+// 64 GPUs, one microbatch per step) are predicted 13-16 % too slow and held as expected failures
+// for one part the model represents more coarsely than torchtitan runs it: full recompute, which
+// re-runs the attention forward that torchtitan's selective op checkpointing keeps. (With the
+// whole stage per collective they were about 26 % too slow: 180-194 ms of exposed all-gather and
+// fp32 reduce-scatter; FSDP2 moves one block at a time beside the other blocks' compute, as the
+// model now does.) This test pins the predictions (a change of the physics must update the rows'
+// reasons and docs/validation.md) and checks the explanation: the data-parallel communication
+// left exposed is under 2 % of the step (free links change the prediction by less), and with the
+// attention forward's recompute taken off both rows fall within the band.
 struct PinnedH200Row {
   const char* id;
   double predicted_step_s;
 };
 constexpr PinnedH200Row kPinnedH200Rows[] = {
-    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.896},
-    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.908},
+    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.730},
+    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.730},
 };
 
 Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
@@ -508,7 +539,7 @@ Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
   return c;
 }
 
-TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
+TEST(CorpusValidation, H200RowsAreTooSlowForTheNamedReason) {
   for (const PinnedH200Row& p : kPinnedH200Rows) {
     const CorpusRowResult* r = row_result(p.id);
     ASSERT_NE(r, nullptr) << p.id;
@@ -518,8 +549,8 @@ TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
     EXPECT_EQ(r->row->config.recompute, Recompute::kFull) << p.id;
     EXPECT_TRUE(r->row->config.shard_parameters) << p.id;
     EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
-    EXPECT_GT(r->error, 0.20) << p.id;
-    EXPECT_LT(r->error, 0.30) << p.id;
+    EXPECT_GT(r->error, 0.10) << p.id;
+    EXPECT_LT(r->error, 0.20) << p.id;
     EXPECT_TRUE(r->fits) << p.id;
   }
 
@@ -535,8 +566,7 @@ TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
   const ModelValidationReport none = validate_corpus(no_recompute, o);
   const ModelValidationReport selective = validate_corpus(attention_recompute, o);
   // Nearly free data-parallel links (100x the bandwidth, no latency; the cluster file format
-  // caps a link at 100 TB/s): the all-gathers and reduce-scatters cost about 1 %, as FSDP2's
-  // per-block collectives nearly do beside the compute.
+  // caps a link at 100 TB/s): what the per-block all-gathers and reduce-scatters still expose.
   ClusterSpec free_links = load_cluster("h200");
   free_links.intra_node.bandwidth_bytes_per_s *= 100;
   free_links.inter_node.bandwidth_bytes_per_s *= 100;
@@ -557,16 +587,17 @@ TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
     const double attention_recompute_s = s.predicted_step_time_s - n.predicted_step_time_s;
     const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
     const double measured = pinned->measured_step_time_s;
-    // Each part is a sizeable share of the step (111 ms and 180-194 ms of 1.5 s) ...
+    // The attention recompute is a sizeable share of the step (111 ms of 1.5 s), the exposed DP
+    // communication a small one (14-15 ms; 180-194 ms per stage) ...
     EXPECT_GT(attention_recompute_s / measured, 0.05) << n.row->id;
-    EXPECT_GT(exposed_dp_s / measured, 0.08) << n.row->id;
-    // ... neither alone brings the row into the band, both together do.
-    const double without_both = f.predicted_step_time_s - attention_recompute_s;
-    EXPECT_GT(pinned->predicted_step_time_s - attention_recompute_s, (1 + kBand) * measured)
-        << n.row->id;
+    EXPECT_GT(exposed_dp_s, 0) << n.row->id;
+    EXPECT_LT(exposed_dp_s / measured, 0.02) << n.row->id;
     EXPECT_GT(f.predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
-    EXPECT_LE(std::fabs(without_both / measured - 1), kBand)
-        << n.row->id << ": " << without_both << " s without the two parts, measured " << measured;
+    // ... and without the attention recompute the row is within the band.
+    const double without = pinned->predicted_step_time_s - attention_recompute_s;
+    EXPECT_LE(std::fabs(without / measured - 1), kBand)
+        << n.row->id << ": " << without << " s without the attention recompute, measured "
+        << measured;
   }
 }
 
