@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <iterator>
 #include <string>
 
@@ -485,21 +486,22 @@ TEST(CorpusValidation, AutomodelH100Bf16RowsArePredictedTooSlowAsDocumented) {
 }
 
 // H200's end-to-end rows (source torchtitanh200: torchtitan, Llama 3.1 8B, FP8, FSDP2 over 32 and
-// 64 GPUs, one microbatch per step) are predicted about 26 % too slow and held as expected
-// failures for two parts the model represents more coarsely than torchtitan runs them: the whole
-// stage's all-gather and fp32 reduce-scatter, exposed with a single microbatch, where FSDP2 moves
-// one block at a time beside the other blocks' compute; and full recompute, which re-runs the
-// attention forward that torchtitan's selective op checkpointing keeps. This test pins the
-// predictions (a change of the physics must update the rows' reasons and docs/validation.md) and
-// checks the explanation: with free data-parallel links and the attention forward's recompute
-// taken off, both rows fall within the band; with either part left in, they do not.
+// 64 GPUs, one microbatch per step) run torchtitan's selective op checkpointing, encoded as
+// recompute op. They are predicted about 17-18 % too slow and held as expected failures for one
+// part the model represents more coarsely than torchtitan runs it: the whole stage's all-gather
+// and fp32 reduce-scatter, exposed with a single microbatch, where FSDP2 moves one block at a time
+// beside the other blocks' compute. (Encoded with full recompute, which also re-runs the attention
+// forward that op keeps, they were +25-27 %.) This test pins the predictions (a change of the
+// physics must update the rows' reasons and docs/validation.md) and checks the explanation: op
+// saves at least the attention forward over full; with free data-parallel links both rows fall
+// within the band, with the links priced they do not.
 struct PinnedH200Row {
   const char* id;
   double predicted_step_s;
 };
 constexpr PinnedH200Row kPinnedH200Rows[] = {
-    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.896},
-    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.908},
+    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.7735},
+    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.7863},
 };
 
 Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
@@ -508,32 +510,33 @@ Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
   return c;
 }
 
-TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
+TEST(CorpusValidation, H200RowsAreTooSlowForTheNamedReason) {
   for (const PinnedH200Row& p : kPinnedH200Rows) {
     const CorpusRowResult* r = row_result(p.id);
     ASSERT_NE(r, nullptr) << p.id;
     ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
     EXPECT_EQ(r->row->split, CorpusSplit::kTest) << p.id;
     EXPECT_TRUE(r->row->expected_failure.has_value()) << p.id;
-    EXPECT_EQ(r->row->config.recompute, Recompute::kFull) << p.id;
+    EXPECT_EQ(r->row->config.recompute, Recompute::kOp) << p.id;
     EXPECT_TRUE(r->row->config.shard_parameters) << p.id;
     EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
-    EXPECT_GT(r->error, 0.20) << p.id;
-    EXPECT_LT(r->error, 0.30) << p.id;
+    EXPECT_GT(r->error, 0.12) << p.id;
+    EXPECT_LT(r->error, 0.25) << p.id;
     EXPECT_TRUE(r->fits) << p.id;
   }
 
   static const Corpus corpus = load_corpus(kCorpus);
   ModelValidationOptions o;
   o.band = kBand;
-  // The attention forward that full recompute re-runs: selective (the attention core again)
-  // minus none, on the preset.
+  // The attention forward: selective (the attention core again) minus none, on the preset.
   // (The reports point into their corpora, which must outlive them.)
   const Corpus no_recompute = h200_rows_with_recompute(corpus, Recompute::kNone);
   const Corpus attention_recompute = h200_rows_with_recompute(corpus, Recompute::kSelective);
   const Corpus full_recompute = h200_rows_with_recompute(corpus, Recompute::kFull);
+  const Corpus op_recompute = h200_rows_with_recompute(corpus, Recompute::kOp);
   const ModelValidationReport none = validate_corpus(no_recompute, o);
   const ModelValidationReport selective = validate_corpus(attention_recompute, o);
+  const ModelValidationReport full = validate_corpus(full_recompute, o);
   // Nearly free data-parallel links (100x the bandwidth, no latency; the cluster file format
   // caps a link at 100 TB/s): the all-gathers and reduce-scatters cost about 1 %, as FSDP2's
   // per-block collectives nearly do beside the compute.
@@ -544,29 +547,37 @@ TEST(CorpusValidation, H200RowsAreTooSlowForTheTwoNamedReasons) {
   free_links.inter_node.latency_s = 0;
   ModelValidationOptions fast = o;
   fast.cluster_override = free_links;
-  const ModelValidationReport full_fast = validate_corpus(full_recompute, fast);
+  const ModelValidationReport op_fast = validate_corpus(op_recompute, fast);
   ASSERT_EQ(none.rows.size(), std::size(kPinnedH200Rows));
   for (size_t i = 0; i < none.rows.size(); ++i) {
     const CorpusRowResult& n = none.rows[i];
     const CorpusRowResult& s = selective.rows[i];
-    const CorpusRowResult& f = full_fast.rows[i];
+    const CorpusRowResult& fu = full.rows[i];
+    const CorpusRowResult& f = op_fast.rows[i];
     const CorpusRowResult* pinned = row_result(n.row->id);
     ASSERT_NE(pinned, nullptr) << n.row->id;
-    ASSERT_TRUE(n.ran() && s.ran() && f.ran())
-        << n.row->id << ": " << n.message << s.message << f.message;
-    const double attention_recompute_s = s.predicted_step_time_s - n.predicted_step_time_s;
-    const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
+    ASSERT_TRUE(n.ran() && s.ran() && fu.ran() && f.ran())
+        << n.row->id << ": " << n.message << s.message << fu.message << f.message;
+    const double attention_forward_s = s.predicted_step_time_s - n.predicted_step_time_s;
     const double measured = pinned->measured_step_time_s;
-    // Each part is a sizeable share of the step (111 ms and 180-194 ms of 1.5 s) ...
-    EXPECT_GT(attention_recompute_s / measured, 0.05) << n.row->id;
-    EXPECT_GT(exposed_dp_s / measured, 0.08) << n.row->id;
-    // ... neither alone brings the row into the band, both together do.
-    const double without_both = f.predicted_step_time_s - attention_recompute_s;
-    EXPECT_GT(pinned->predicted_step_time_s - attention_recompute_s, (1 + kBand) * measured)
+    // op keeps the attention output that full re-runs: it saves at least that forward (and the
+    // FP8 weight casts full repeats), and is still slower than no recompute.
+    EXPECT_GT(attention_forward_s / measured, 0.05) << n.row->id;
+    EXPECT_GE(fu.predicted_step_time_s - pinned->predicted_step_time_s, attention_forward_s)
         << n.row->id;
-    EXPECT_GT(f.predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
-    EXPECT_LE(std::fabs(without_both / measured - 1), kBand)
-        << n.row->id << ": " << without_both << " s without the two parts, measured " << measured;
+    EXPECT_GT(pinned->predicted_step_time_s, n.predicted_step_time_s) << n.row->id;
+    // The exposed data-parallel part is a sizeable share of the step (180-194 ms of 1.5 s); with
+    // the links priced the row is outside the band, without them inside.
+    const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
+    EXPECT_GT(exposed_dp_s / measured, 0.08) << n.row->id;
+    EXPECT_GT(pinned->predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
+    EXPECT_LE(std::fabs(f.predicted_step_time_s / measured - 1), kBand)
+        << n.row->id << ": " << f.predicted_step_time_s << " s with free links, measured "
+        << measured;
+    std::cout << n.row->id << ": op " << pinned->predicted_step_time_s << " s, full "
+              << fu.predicted_step_time_s << " s, attention forward " << attention_forward_s
+              << " s, op with free links " << f.predicted_step_time_s << " s ("
+              << (f.predicted_step_time_s / measured - 1) * 100 << " %)\n";
   }
 }
 
