@@ -214,7 +214,7 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
     for (const std::string& item : split_list(args["recompute"].as<std::string>()))
       o.recomputes.push_back(parse_recompute(item, "--recompute"));
   } else {
-    o.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+    o.recomputes.assign(kDefaultExploreRecompute.begin(), kDefaultExploreRecompute.end());
   }
   for (bool z : parse_zero1(args["zero1"].as<std::string>())) o.zero1.push_back(z);
 
@@ -318,7 +318,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
-      ("recompute", "recompute policies to try: none,selective,full (default: all)", cxxopts::value<std::string>())
+      ("recompute", "recompute policies to try: none,selective,full,op (default: none,selective,full)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("shard-params", "parameter sharding (ZeRO-3 / FSDP, implies gradient sharding) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))

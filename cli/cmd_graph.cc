@@ -46,7 +46,7 @@ int run_graph(int argc, char** argv) {
       ("shard-grads", "balanced-time: gradient sharding (ZeRO-2, needs --zero1)")
       ("shard-params", "balanced-time: parameter sharding (ZeRO-3 / FSDP, needs --zero1, implies --shard-grads)")
       ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
-      ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
+      ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
       ("h,help", "show this help");

@@ -171,7 +171,7 @@ int run_simulate(int argc, char** argv) {
       ("schedule", "schedule name (see jaxpp-sim schedules)", cxxopts::value<std::string>())
       ("schedule-file", "custom schedule file (JSON or PyTorch CSV)", cxxopts::value<std::string>())
       ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
-      ("recompute", "none | selective | full", cxxopts::value<std::string>()->default_value("none"))
+      ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("sequence-parallel", "Megatron sequence parallelism")
       ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
       ("shard-grads", "gradient sharding (ZeRO-2, needs --zero1): keep 1/(dp·cp) of the gradients and reduce-scatter each microbatch's gradients")

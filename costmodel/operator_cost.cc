@@ -311,7 +311,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         break;
     }
     if (pass == Pass::kForward || pass == Pass::kBackwardInput ||
-        (pass == Pass::kRecompute && rc == Recompute::kFull)) {
+        (pass == Pass::kRecompute && (rc == Recompute::kFull || rc == Recompute::kOp))) {
       if (work.tp_allreduce_bytes > 0 && tp > 1)
         out.tp_comm_s = 2 * tp_allreduce_s(work.tp_allreduce_bytes * mb * tp / 2);
     }
@@ -324,9 +324,15 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       out.attention_s = attention_s(k, /*forward=*/true);
       return out;
     }
-    // Full: the forward again.
-    double unused = 0;
-    return layer_pass(layer, Pass::kForward, &unused);
+    if (rc == Recompute::kFull) {  // the forward again
+      double unused = 0;
+      return layer_pass(layer, Pass::kForward, &unused);
+    }
+    // Op (torchtitan's op-level selective checkpointing): the forward's kernels again but the
+    // attention core (its output is kept) and the share of each 16-bit GEMM whose output is kept
+    // (GemmKernel::op_recompute); the element-wise kernels, the FP8 input casts, the expert
+    // dispatch and the tensor-parallel all-gathers (all-reduces without sp) run again, the
+    // reduce-scatters' outputs are kept. Below, kRecompute means op.
   }
 
   // Routed experts (count > 1): split over etp, E/ep of them per device, each over the tokens
@@ -370,7 +376,9 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       case Pass::kBackwardWeight:
         t = grouped_gemm_s(count, kk, n, gm, g.fp8);
         break;
-      case Pass::kRecompute:
+      case Pass::kRecompute:  // op
+        t = grouped_gemm_s(count, gm, n, kk, g.fp8) * g.op_recompute;
+        if (fp8_ && g.fp8 && g.op_recompute > 0) fp8_casts_s += fp8_cast_s(count * gm * kk);
         break;
     }
     gemm_times.push_back(t);
@@ -383,7 +391,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   for (const ElementwiseKernel& e : k.elementwise) {
     const double div =
         e.split == TpSplit::kColumn || (e.split == TpSplit::kSequence && sp) ? tp : 1;
-    const double per_token = pass == Pass::kForward ? e.fwd_bytes_per_token : e.bwd_bytes_per_token;
+    const double per_token = pass == Pass::kBackwardInput ? e.bwd_bytes_per_token
+                                                          : e.fwd_bytes_per_token;
     out.elementwise_s += elementwise_s(per_token * m / div);
   }
 
@@ -394,7 +403,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         moe_alltoall_s(moe_alltoall_bytes(true)) + moe_alltoall_s(moe_alltoall_bytes(false));
 
   // Attention core.
-  if (k.has_attention) {
+  if (k.has_attention && pass != Pass::kRecompute) {
     out.attention_s = attention_s(k, pass == Pass::kForward);
     // Ring attention: cp − 1 steps, each overlapping one block's compute.
     const int cp = std::max(1, config_.cp);
@@ -428,6 +437,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       double comm = 0;
       for (size_t i = 0; i < gemm_times.size(); ++i) {
         if (!k.gemms[i].tp_collective) continue;
+        // Op recompute: the reduce-scatters' outputs are kept.
+        if (pass == Pass::kRecompute && sp && k.gemms[i].split == TpSplit::kRow) continue;
         comm += exposed(one, gemm_times[i]);
         if (k.gemms[i].split != TpSplit::kRow) block_inputs.push_back(i);
       }
@@ -447,6 +458,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
           *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
         }
       }
+    } else if (pass == Pass::kRecompute) {
+      // Only transformer layers are recomputed.
     } else if (work.kind == LayerKind::kLogits) {
       // Vocabulary-parallel head: sp all-gathers its input (forward) and reduce-scatters the
       // input gradient; without sp the input gradient is all-reduced.
@@ -501,7 +514,8 @@ double OperatorCost::compute_stash_bytes(int layer) const {
   if (!k.has_kernels) {
     // Korthikanti et al. 2022's tp rule on the layer's own stash.
     double factor = 1.0 / tp;
-    if (!sp) factor = rc == Recompute::kFull ? 1.0 : (10.0 + 24.0 / tp) / 34.0;
+    if (!sp)
+      factor = rc == Recompute::kFull || rc == Recompute::kOp ? 1.0 : (10.0 + 24.0 / tp) / 34.0;
     return static_cast<double>(work.stash_bytes[static_cast<int>(rc)]) *
            static_cast<double>(config_.microbatch_size) * factor;
   }
@@ -509,6 +523,12 @@ double OperatorCost::compute_stash_bytes(int layer) const {
   const double m = tokens_;
   if (rc == Recompute::kFull && k.stash_full_recompute_bytes_per_token > 0)
     return m * k.stash_full_recompute_bytes_per_token / seq_div;
+  if (rc == Recompute::kOp && k.stash_op_sequence_bytes_per_token > 0) {
+    // With sequence parallelism the two reduce-scatter outputs are kept too.
+    const double scattered = sp ? 2 * k.hidden_bytes_per_token : 0;
+    return m * ((k.stash_op_sequence_bytes_per_token + scattered) / seq_div +
+                k.stash_op_split_bytes_per_token / tp + k.stash_op_unsplit_bytes_per_token);
+  }
   double bytes =
       m * (k.stash_sequence_bytes_per_token / seq_div + k.stash_split_bytes_per_token / tp);
   if (config_.attention == AttentionKernel::kUnfused && rc == Recompute::kNone && k.has_attention)

@@ -142,6 +142,32 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     k.stash_split_bytes_per_token = attention_split + mlp_bytes * ffn_width;
   }
   k.stash_full_recompute_bytes_per_token = h * db;
+  // Recompute::kOp (torchtitan's op SAC, graph/kernels.h): which 16-bit GEMMs are re-run and what
+  // is kept. torchtitan counts the block's aten.mm calls in forward order and saves the odd ones:
+  // wq (1), wv (3), w1 (5) and w2 (7) of a gated MLP, wq, wv and the MLP's up projection of a
+  // GeLU MLP (its down projection is the 6th); wk, wo and w3 (or down) are re-run. Other GEMMs
+  // (MLA's projections, the router, experts) are priced as re-run.
+  const bool gemm_fp8 = m.dtype == Dtype::kFp8;
+  for (GemmKernel& g : k.gemms) {
+    if (gemm_fp8 && g.fp8) continue;  // torch._scaled_mm: never saved
+    if (g.name == "qkv")
+      g.op_recompute = kv / (q + 2 * kv);
+    else if (g.name == "mlp_up")
+      g.op_recompute = m.gated_mlp ? 0.5 : 0.0;
+    else if (g.name == "mlp_down")
+      g.op_recompute = m.gated_mlp ? 0.0 : 1.0;
+  }
+  const auto saved_16bit = [&](std::string_view name) {
+    for (const GemmKernel& g : k.gemms)
+      if (g.name == name) return !(gemm_fp8 && g.fp8);
+    return false;
+  };
+  const double attention_out = mla.enabled() ? m.heads * mla.v_head_dim : q;
+  k.stash_op_sequence_bytes_per_token = h * db;
+  k.stash_op_split_bytes_per_token = attention_out * db + m.heads * 4.0;  // + fp32 lse
+  if (saved_16bit("qkv")) k.stash_op_split_bytes_per_token += (q + kv) * db;
+  if (saved_16bit("mlp_up")) k.stash_op_split_bytes_per_token += f * db;
+  if (m.gated_mlp && saved_16bit("mlp_down")) k.stash_op_unsplit_bytes_per_token = h * db;
   k.stash_scores_bytes_per_head_key = dropout ? 5 : 2;  // softmax output (2) + dropout mask/output
   k.scores_traffic_bytes_per_head_key = dropout ? 9 : 4;
   k.hidden_bytes_per_token = h * db;

@@ -68,6 +68,11 @@ struct GemmKernel {
   // transformer layer but the MoE router); false for the LM head, which Megatron-LM keeps in 16
   // bits (its output layer is not a Transformer Engine module), and for the router.
   bool fp8 = true;
+  // Recompute::kOp (torchtitan's op-level selective checkpointing): the share of this GEMM's
+  // forward re-run in the backward when it runs in 16 bits. torchtitan saves the output of every
+  // odd-numbered aten.mm of a block (in forward order wq, wk, wv, wo, w1, w3, w2: it re-runs wk,
+  // wo and w3); an FP8 GEMM (torch._scaled_mm, not in the save list) is always re-run (share 1).
+  double op_recompute = 1;
 };
 
 struct ElementwiseKernel {
@@ -103,6 +108,13 @@ struct LayerKernels {
   double stash_sequence_bytes_per_token = 0;
   double stash_split_bytes_per_token = 0;
   double stash_full_recompute_bytes_per_token = 0;
+  // Recompute::kOp: kept per token on the full hidden state (the layer input; with sequence
+  // parallelism the two reduce-scatter outputs), split by tp (the attention output and its fp32
+  // log-sum-exp; the saved 16-bit GEMM outputs q, v and w1), and not split at all (the saved
+  // 16-bit w2 output, a partial sum before the tp reduction). Only transformer layers.
+  double stash_op_sequence_bytes_per_token = 0;
+  double stash_op_split_bytes_per_token = 0;
+  double stash_op_unsplit_bytes_per_token = 0;
   // Unfused attention only: bytes per token per (head, key) stashed (softmax output, dropout
   // mask and output: 5 in 16-bit) unless selective or full recompute.
   double stash_scores_bytes_per_head_key = 0;

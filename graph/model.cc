@@ -136,8 +136,25 @@ LayerWork transformer_layer(const TransformerShape& t, int index, bool moe) {
   // Megatron's activation memory in 16-bit units, scaled to the dtype (models of other shapes
   // take their kernels' inventory instead, in build_transformer_model).
   const int64_t none_16 = 34 * si * hi + 5 * static_cast<int64_t>(a) * si * si;
-  w.stash_bytes = {none_16 * db / 2, 34 * si * hi * db / 2, 2 * si * hi * db / 2};
-  w.recompute_flops = {0, attention_fwd_flops, w.fwd_flops};
+  // op (torchtitan's op SAC): the layer input, the attention output (and its fp32 log-sum-exp)
+  // and, in 16 bits, the outputs of the odd-numbered matmuls (q, v, w1 or up, and a gated MLP's
+  // w2); the build of the model's kernels (graph/kernels.cc) replaces it with the same inventory.
+  const bool op_saves_mm = t.dtype != Dtype::kFp8;
+  const int64_t q_dim = t.heads * t.d(), kv_dim = t.kv_heads * t.d();
+  const int64_t f = t.ffn_hidden;
+  int64_t op_per_token = 2 * hi * db + 4 * static_cast<int64_t>(a);
+  if (op_saves_mm) op_per_token += (q_dim + kv_dim + f + (t.gated_mlp ? hi : 0)) * db;
+  w.stash_bytes = {none_16 * db / 2, 34 * si * hi * db / 2, 2 * si * hi * db / 2,
+                   si * op_per_token};
+  // op re-runs the forward but the attention core and, in 16 bits, the saved matmuls (wq, wv and
+  // the first MLP projection; a gated MLP's w2 too). Experts and MLA projections are re-run.
+  double op_saved_flops = 0;
+  if (op_saves_mm) {
+    if (!t.mla.enabled()) op_saved_flops += 2.0 * s * hi * static_cast<double>(q_dim + kv_dim);
+    if (!moe) op_saved_flops += 2.0 * s * hi * static_cast<double>(f) * (t.gated_mlp ? 2 : 1);
+  }
+  w.recompute_flops = {0, attention_fwd_flops, w.fwd_flops,
+                       w.fwd_flops - attention_fwd_flops - op_saved_flops};
   w.tp_allreduce_bytes = 2 * si * hi * db;
   return w;
 }
@@ -166,7 +183,7 @@ LayerWork logits_layer(const TransformerShape& t) {
   // Its input and the logits are kept for the backward whatever the recompute policy.
   const int64_t stash =
       (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
-  w.stash_bytes = {stash, stash, stash};
+  w.stash_bytes = {stash, stash, stash, stash};
   return w;
 }
 
@@ -192,7 +209,8 @@ LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index
   const int64_t logits_stash =
       (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
   for (int64_t& b : w.stash_bytes) b += logits_stash;
-  w.recompute_flops = {0, block.recompute_flops[1], w.fwd_flops};
+  // A custom layer: op re-runs its forward as full does.
+  w.recompute_flops = {0, block.recompute_flops[1], w.fwd_flops, w.fwd_flops};
   return w;
 }
 
@@ -255,8 +273,15 @@ ModelSpec build_transformer_model(TransformerShape t, const std::string& where) 
       const double scores = static_cast<double>(k.attention.heads) * s * s *
                             k.stash_scores_bytes_per_head_key;
       m.layers[i].stash_bytes = {std::llround(s * per_token + scores), std::llround(s * per_token),
-                                 std::llround(s * k.stash_full_recompute_bytes_per_token)};
+                                 std::llround(s * k.stash_full_recompute_bytes_per_token), 0};
     }
+  }
+  for (int i = 1; i <= t.layers; ++i) {
+    const LayerKernels k = layer_kernels(m, i);
+    m.layers[i].stash_bytes[3] =
+        std::llround(t.seq_len * (k.stash_op_sequence_bytes_per_token +
+                                  k.stash_op_split_bytes_per_token +
+                                  k.stash_op_unsplit_bytes_per_token));
   }
   // The MTP block is shaped like the last transformer layer (a mixture of experts in MoE models).
   for (int i = 0; i < t.mtp_modules; ++i) m.layers.push_back(mtp_layer(t, m.layers[t.layers], i));
@@ -611,21 +636,27 @@ LayerWork layer_from_json(const JsonObject& obj) {
   const nlohmann::json& stash = obj.at("stash_bytes");
   if (stash.is_object()) {
     const JsonObject s = obj.object("stash_bytes");
-    s.reject_unknown({"none", "selective", "full"});
-    w.stash_bytes = {quantity(s, "none"), quantity(s, "selective"), quantity(s, "full")};
+    s.reject_unknown({"none", "selective", "full", "op"});
+    // "op" (optional) defaults to what full keeps.
+    const int64_t full = quantity(s, "full");
+    w.stash_bytes = {quantity(s, "none"), quantity(s, "selective"), full,
+                     s.has("op") ? quantity(s, "op") : full};
   } else {
     const int64_t b = quantity(obj, "stash_bytes");
-    w.stash_bytes = {b, b, b};
+    w.stash_bytes = {b, b, b, b};
   }
-  // Default: selective recompute redoes nothing, full recompute redoes the forward.
-  w.recompute_flops = {0, 0, w.fwd_flops};
+  // Default: selective recompute redoes nothing, full (and op) recompute redoes the forward.
+  w.recompute_flops = {0, 0, w.fwd_flops, w.fwd_flops};
   if (obj.has("recompute_flops")) {
     if (obj.at("recompute_flops").is_object()) {
       const JsonObject r = obj.object("recompute_flops");
-      r.reject_unknown({"selective", "full"});
-      w.recompute_flops = {0, layer_flops(r, "selective"), layer_flops(r, "full")};
+      r.reject_unknown({"selective", "full", "op"});
+      const double full = layer_flops(r, "full");
+      w.recompute_flops = {0, layer_flops(r, "selective"), full,
+                           r.has("op") ? layer_flops(r, "op") : full};
     } else {
-      w.recompute_flops = {0, 0, layer_flops(obj, "recompute_flops")};
+      const double full = layer_flops(obj, "recompute_flops");
+      w.recompute_flops = {0, 0, full, full};
     }
   }
   if (obj.has("tp_allreduce_bytes")) w.tp_allreduce_bytes = quantity(obj, "tp_allreduce_bytes");
@@ -735,6 +766,8 @@ std::string_view to_string(Recompute r) {
       return "selective";
     case Recompute::kFull:
       return "full";
+    case Recompute::kOp:
+      return "op";
   }
   return "?";
 }
@@ -744,7 +777,7 @@ Recompute parse_recompute(std::string_view s, const std::string& where) {
   for (Recompute r : kAllRecompute)
     if (l == to_string(r)) return r;
   throw_input_error(where, "unknown recompute policy \"" + std::string(s) +
-                               "\" (expected none, selective or full)");
+                               "\" (expected none, selective, full or op)");
 }
 
 std::string_view to_string(Fp8Scaling s) {
@@ -930,8 +963,11 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     lj["params"] = l.params;
     lj["output_bytes"] = l.output_bytes;
     lj["stash_bytes"] = {
-        {"none", l.stash_bytes[0]}, {"selective", l.stash_bytes[1]}, {"full", l.stash_bytes[2]}};
-    lj["recompute_flops"] = {{"selective", l.recompute_flops[1]}, {"full", l.recompute_flops[2]}};
+        {"none", l.stash_bytes[0]}, {"selective", l.stash_bytes[1]}, {"full", l.stash_bytes[2]},
+        {"op", l.stash_bytes[3]}};
+    lj["recompute_flops"] = {{"selective", l.recompute_flops[1]},
+                             {"full", l.recompute_flops[2]},
+                             {"op", l.recompute_flops[3]}};
     lj["tp_allreduce_bytes"] = l.tp_allreduce_bytes;
     if (l.moe) lj["moe"] = true;
     if (l.active_params >= 0) lj["active_params"] = l.active_params;

@@ -55,9 +55,17 @@ inline constexpr std::array kAllFp8Scalings = {Fp8Scaling::kCurrent, Fp8Scaling:
                                                Fp8Scaling::kMxfp8};
 std::string_view to_string(Fp8Scaling s);
 
-enum class Recompute { kNone = 0, kSelective = 1, kFull = 2 };
+// none: keep every activation; selective: re-run the attention core (Megatron's selective
+// recompute); full: re-run the whole forward of each layer (keep its input); op: torchtitan's
+// op-level selective activation checkpointing (activation_checkpoint.selective_ac_option = "op"):
+// keep the layer input, the attention core's output and every other 16-bit matmul's output,
+// re-run the rest of the forward (with float8 linears, every GEMM). docs/simulate.md.
+enum class Recompute { kNone = 0, kSelective = 1, kFull = 2, kOp = 3 };
 inline constexpr std::array kAllRecompute = {Recompute::kNone, Recompute::kSelective,
-                                             Recompute::kFull};
+                                             Recompute::kFull, Recompute::kOp};
+// The policies explore searches when none is given (op is opt-in: --recompute op).
+inline constexpr std::array kDefaultExploreRecompute = {Recompute::kNone, Recompute::kSelective,
+                                                        Recompute::kFull};
 std::string_view to_string(Recompute r);
 Recompute parse_recompute(std::string_view s, const std::string& where);
 
@@ -80,9 +88,9 @@ struct LayerWork {
   int64_t active() const { return active_params >= 0 ? active_params : params; }
   int64_t output_bytes = 0;  // activation handed to the next layer (pipeline P2P payload)
   // Bytes stashed between this layer's F and its backward, indexed by Recompute.
-  std::array<int64_t, 3> stash_bytes = {0, 0, 0};
+  std::array<int64_t, 4> stash_bytes = {0, 0, 0, 0};
   // Extra forward FLOPs redone in the backward, indexed by Recompute (0 for kNone).
-  std::array<double, 3> recompute_flops = {0, 0, 0};
+  std::array<double, 4> recompute_flops = {0, 0, 0, 0};
   // Tensor-parallel all-reduce payload per pass (forward; the backward has the same), in bytes.
   // 2 all-reduces of s·h elements per transformer layer (Megatron); 0 for other layers.
   int64_t tp_allreduce_bytes = 0;

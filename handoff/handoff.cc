@@ -176,6 +176,11 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
       add("--recompute-method", "uniform");
       add("--recompute-num-layers", "1");
       break;
+    case Recompute::kOp:
+      cannot_express(target,
+                     "recompute op (torchtitan's op-level selective checkpointing: every other "
+                     "matmul kept) has no Megatron-LM flag (--recompute-granularity is full or "
+                     "selective)");
   }
   if (c.sequence_parallel) add("--sequence-parallel");
   if (c.shard_parameters)
@@ -522,6 +527,7 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   parts << "]";
   const char* ac = c.recompute == Recompute::kFull        ? "full"
                    : c.recompute == Recompute::kSelective ? "selective"
+                   : c.recompute == Recompute::kOp        ? "selective"
                                                           : "none";
   std::ostringstream o;
   o << "# torchtitan job config for " << describe_plan(plan, schedule) << "\n";
@@ -554,6 +560,7 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   if (plan.model.seq_len > 0) o << "seq_len = " << plan.model.seq_len << "\n";
   o << "\n[activation_checkpoint]\n";
   o << "mode = " << toml_string(ac) << "\n";
+  if (c.recompute == Recompute::kOp) o << "selective_ac_option = \"op\"\n";
   return o.str();
 }
 
@@ -570,6 +577,9 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   if (c.zero1) cannot_express(target, "ZeRO-1 (distributed optimizer)");
   if (c.sequence_parallel)
     cannot_express(target, "sequence parallelism (XLA decides the sharding)");
+  if (c.recompute == Recompute::kOp)
+    cannot_express(target, "recompute op (torchtitan's op-level selective checkpointing; "
+                           "jax.checkpoint_policies has no every-other-matmul policy)");
   if (c.tp_comm_overlap) cannot_express(target, "tensor-parallel communication overlap");
   if (c.grad_dtype != GradDtype::kCluster)
     cannot_express(target, std::string(to_string(c.grad_dtype)) +

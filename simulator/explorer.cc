@@ -870,7 +870,8 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   const std::vector<ScheduleChoice> schedules =
       schedule_choices(space.schedules, /*every_schedule=*/request.assignment.has_value());
   std::vector<Recompute> recomputes = space.recompute;
-  if (recomputes.empty()) recomputes.assign(kAllRecompute.begin(), kAllRecompute.end());
+  if (recomputes.empty())
+    recomputes.assign(kDefaultExploreRecompute.begin(), kDefaultExploreRecompute.end());
   std::sort(recomputes.begin(), recomputes.end());
   recomputes.erase(std::unique(recomputes.begin(), recomputes.end()), recomputes.end());
   std::vector<bool> zero1s = space.zero1;

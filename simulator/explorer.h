@@ -15,7 +15,7 @@
 //                      warm-up depth, a linear one: Interleaved1F1B is then Eager1F1B's order,
 //                      InterleavedGPipe and LoopedBFS GPipe's). A --virtual list restricts all
 //                      schedules: linear ones need 1 in it, V ones 2.                  (--virtual)
-//   recompute          none, selective, full                                         (--recompute)
+//   recompute          none, selective, full (op only when asked for)                (--recompute)
 //   zero1              off, on                                                           (--zero1)
 //   shard_gradients    off (default), on: gradient sharding (ZeRO-2) of the zero1-on
 //                      configurations (zero1 off never shards)                     (--shard-grads)

@@ -1082,6 +1082,15 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusGpusNotTheProduct", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["gpus"] = 5; })}},
      .message = "row 'a-1.3b-pp2': field 'tp': tp·pp·dp·cp = 1·2·2·1 = 4 does not equal gpus 5"},
+    // Recompute policies: none, selective, full, op (torchtitan's op-level checkpointing).
+    {.name = "SimulateUnknownRecompute",
+     .args = "simulate --model gpt3-1.3b --schedule 1f1b --cluster a100-80g --gpus 2 --pp 2 "
+             "--global-batch 4 --recompute opp --plan {dir}/p.json",
+     .message = "--recompute: unknown recompute policy \"opp\" (expected none, selective, full or "
+                "op)"},
+    {.name = "ValidateModelCorpusUnknownRecompute", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["recompute"] = "layer"; })}},
+     .message = "unknown recompute policy \"layer\" (expected none, selective, full or op)"},
     // MXFP8 needs block-scaled FP8 tensor cores: a row on H100, an unknown recipe, a BF16 row.
     {.name = "ValidateModelCorpusMxfp8OnHopper", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "mxfp8"; })}},

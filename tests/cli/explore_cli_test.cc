@@ -61,6 +61,22 @@ TEST(ExploreCliTest, JsonHasEvaluatedFeasibleBestAndConfigs) {
   EXPECT_TRUE(j.at("pruned").contains("memory"));
 }
 
+// Recompute op is searched only when asked for: the default space is none, selective and full.
+TEST(ExploreCliTest, OpRecomputeOnlyWhenAskedFor) {
+  const CliResult all = run_cli(kSmall + "--json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const nlohmann::json configs = nlohmann::json::parse(all.out).at("configs");
+  std::set<std::string> seen;
+  for (const nlohmann::json& c : configs)
+    seen.insert(c.at("config").at("recompute").get<std::string>());
+  EXPECT_EQ(seen, (std::set<std::string>{"none", "selective", "full"}));
+  const CliResult op = run_cli(kSmall + "--json --recompute op");
+  ASSERT_EQ(op.exit_code, 0) << op.err;
+  const nlohmann::json j = nlohmann::json::parse(op.out);
+  ASSERT_GT(j.at("configs").size(), 0u);
+  for (const nlohmann::json& c : j.at("configs")) EXPECT_EQ(c.at("config").at("recompute"), "op");
+}
+
 TEST(ExploreCliTest, JsonIsByteIdenticalAcrossRunsAndThreadCounts) {
   const CliResult a = run_cli(kSmall + "--json --explain --threads 1");
   const CliResult b = run_cli(kSmall + "--json --explain --threads 2");

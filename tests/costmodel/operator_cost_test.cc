@@ -551,5 +551,107 @@ TEST(OperatorCost, Fp8WeightsAreCountedAsStoredAndCached) {
   EXPECT_NEAR(mxfp8(false) - bf16, 2 * 33.0 / 32 * transformer, 2) << "bf16 + both MXFP8 copies";
 }
 
+// Recompute op (torchtitan's op-level selective checkpointing) on a Llama block (h 4096, 32 heads,
+// 8 KV heads of 128, SwiGLU f 14336, s 8192): in 16 bits torchtitan keeps the outputs of wq, wv,
+// w1 and w2 (the odd-numbered matmuls) and re-runs wk, wo and w3, every element-wise kernel, not
+// the attention core; in FP8 every GEMM runs again (torch._scaled_mm is not in its save list).
+struct LlamaFixture : Fixture {
+  LlamaFixture() {
+    model = load_model("llama3-8b");
+    cluster.num_sms = 0;
+    cluster.gemm_half_saturation_flops = 0;
+  }
+};
+
+TEST(OperatorCost, OpRecomputeRerunsWkWoW3AndTheElementwiseKernels) {
+  LlamaFixture s;
+  const double m = 8192, h = 4096;
+  const PassBreakdown fwd = s.layer(Pass::kForward);
+  EXPECT_EQ(s.layer(Pass::kRecompute).total_s(), 0) << "none re-runs nothing";
+  s.config.recompute = Recompute::kOp;
+  const OperatorCost op = s.op();
+  const PassBreakdown rc = s.layer(Pass::kRecompute);
+  const double wk = op.gemm_s(m, 6144, h) * 1024 / 6144;  // the k share of the fused qkv GEMM
+  const double wo = op.gemm_s(m, h, h);
+  const double w3 = op.gemm_s(m, 2 * 14336, h) / 2;  // half of the fused w1|w3 GEMM
+  EXPECT_NEAR(rc.gemm_s, wk + wo + w3, 1e-12);
+  EXPECT_LT(rc.gemm_s, 0.5 * fwd.gemm_s);
+  EXPECT_EQ(rc.attention_s, 0) << "the attention output is kept";
+  EXPECT_GT(fwd.attention_s, 0);
+  EXPECT_NEAR(rc.elementwise_s, fwd.elementwise_s, 1e-15);
+  // Full re-runs the whole forward, selective only the attention core.
+  s.config.recompute = Recompute::kFull;
+  EXPECT_NEAR(s.layer(Pass::kRecompute).total_s(), fwd.total_s(), 1e-12);
+  s.config.recompute = Recompute::kSelective;
+  EXPECT_NEAR(s.layer(Pass::kRecompute).total_s(), fwd.attention_s, 1e-12);
+}
+
+TEST(OperatorCost, OpRecomputeInFp8RerunsEveryGemmAndItsInputCast) {
+  LlamaFixture s;
+  s.model.dtype = Dtype::kFp8;
+  s.cluster = cluster_preset("h100-sxm");
+  s.cluster.kernel_overhead_s = 0;
+  s.cluster.num_sms = 0;
+  s.cluster.gemm_half_saturation_flops = 0;
+  s.config.num_microbatches = 4;
+  const PassBreakdown fwd = s.layer(Pass::kForward);
+  s.config.recompute = Recompute::kOp;
+  const OperatorCost op = s.op();
+  const PassBreakdown rc = s.layer(Pass::kRecompute);
+  EXPECT_NEAR(rc.gemm_s, fwd.gemm_s, 1e-12) << "every FP8 GEMM again";
+  EXPECT_EQ(rc.attention_s, 0);
+  // The forward casts each weight once per step (a quarter per microbatch); op casts only the
+  // inputs again: qkv 4096x6144, proj 4096x4096, w1|w3 4096x28672, w2 14336x4096.
+  const double weights = op.fp8_cast_s(4096.0 * 6144) + op.fp8_cast_s(4096.0 * 4096) +
+                         op.fp8_cast_s(4096.0 * 28672) + op.fp8_cast_s(14336.0 * 4096);
+  EXPECT_NEAR(rc.elementwise_s, fwd.elementwise_s - weights / 4, 1e-12);
+}
+
+TEST(OperatorCost, OpRecomputeKeepsLessThanSelectiveAndMoreThanFull) {
+  LlamaFixture s;
+  const double m = 8192, h = 4096, q = 4096, kv = 1024, f = 14336, a = 32;
+  s.config.recompute = Recompute::kOp;
+  // Input h, attention output q and its fp32 log-sum-exp, wq (q), wv (kv), w1 (f), w2 (h).
+  const double op16 = m * (2 * h + (2 * q + 4 * a) + 2 * (q + kv) + 2 * f + 2 * h);
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), op16, 1e-3);
+  s.config.recompute = Recompute::kSelective;
+  const double selective = s.op().stash_bytes(kLayer);
+  s.config.recompute = Recompute::kFull;
+  const double full = s.op().stash_bytes(kLayer);
+  EXPECT_GT(op16, full);
+  EXPECT_LT(op16, selective);
+  // FP8 (on a GPU with FP8 tensor cores): no matmul output kept.
+  s.model.dtype = Dtype::kFp8;
+  s.cluster = cluster_preset("h100-sxm");
+  s.config.recompute = Recompute::kOp;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), m * (2 * h + 2 * q + 4 * a), 1e-3);
+  // tp 2 with sequence parallelism: the input and the two reduce-scatter outputs split along the
+  // sequence, the attention output by heads.
+  s.config.tp = 2;
+  s.config.sequence_parallel = true;
+  EXPECT_NEAR(s.op().stash_bytes(kLayer), m * (3 * 2 * h / 2 + (2 * q + 4 * a) / 2), 1e-3);
+}
+
+TEST(OperatorCost, OpRecomputeFlopsAndStashOfTheModel) {
+  const ModelSpec m = load_model("llama3-8b");
+  const LayerWork& l = m.layers[kLayer];
+  const double s = 8192, h = 4096, q = 4096, kv = 1024, f = 14336;
+  const double attention = l.recompute_flops[static_cast<int>(Recompute::kSelective)];
+  const double saved = 2 * s * h * (q + kv) + 2 * s * h * f * 2;  // wq, wv, w1, w2
+  EXPECT_NEAR(l.recompute_flops[static_cast<int>(Recompute::kOp)], l.fwd_flops - attention - saved,
+              1);
+  EXPECT_NEAR(static_cast<double>(l.stash_bytes[static_cast<int>(Recompute::kOp)]),
+              s * (2 * h + (2 * q + 4 * 32) + 2 * (q + kv) + 2 * f + 2 * h), 1);
+  EXPECT_EQ(to_string(Recompute::kOp), "op");
+  EXPECT_EQ(parse_recompute("OP", "--recompute"), Recompute::kOp);
+  try {
+    parse_recompute("opp", "--recompute");
+    FAIL() << "an unknown policy must be refused";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--recompute"));
+    EXPECT_THAT(e.what(), HasSubstr("none, selective, full or op"));
+  }
+}
+
 }  // namespace
 }  // namespace jaxpp

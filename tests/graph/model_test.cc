@@ -168,8 +168,8 @@ TEST(ModelTest, ExplicitFormFileLoadsLayersAsGiven) {
   ASSERT_EQ(m.num_layers(), 4);
   EXPECT_EQ(m.dtype, Dtype::kFp32);
   EXPECT_EQ(m.num_transformer_layers, 1);
-  EXPECT_EQ(m.layers[1].stash_bytes, (std::array<int64_t, 3>{65536, 16384, 4096}));
-  EXPECT_EQ(m.layers[2].stash_bytes, (std::array<int64_t, 3>{1024, 1024, 1024}));
+  EXPECT_EQ(m.layers[1].stash_bytes, (std::array<int64_t, 4>{65536, 16384, 4096, 4096}));
+  EXPECT_EQ(m.layers[2].stash_bytes, (std::array<int64_t, 4>{1024, 1024, 1024, 1024}));
   EXPECT_EQ(m.layers[2].kind, LayerKind::kCustom);
   EXPECT_DOUBLE_EQ(m.layers[2].recompute_flops[2], 3e9);  // default: full redoes the forward
   EXPECT_DOUBLE_EQ(m.layers[1].recompute_flops[1], 1e8);
@@ -202,6 +202,31 @@ TEST(ModelTest, NegativeExplicitLayerFieldIsNamedWithItsIndex) {
   const std::string msg = error_of([&] { model_from_json(doc, "m.json"); });
   EXPECT_NE(msg.find("layers_list[1]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'bwd_input_flops'"), std::string::npos) << msg;
+}
+
+// Recompute op of an explicit layer: its own "op" entries, or full's values when absent; both
+// written back and read again unchanged.
+TEST(ModelTest, ExplicitLayerOpRecomputeDefaultsToFullAndRoundTrips) {
+  const auto doc = nlohmann::json::parse(R"({"name":"x","layers_list":[
+      {"name":"a","fwd_flops":9,"bwd_input_flops":1,"bwd_weight_flops":1,"params":1,
+       "output_bytes":1,"stash_bytes":{"none":40,"selective":30,"full":10,"op":20},
+       "recompute_flops":{"selective":2,"full":9,"op":5}},
+      {"name":"b","fwd_flops":7,"bwd_input_flops":1,"bwd_weight_flops":1,"params":1,
+       "output_bytes":1,"stash_bytes":{"none":40,"selective":30,"full":10}}]})");
+  const ModelSpec m = model_from_json(doc, "m.json");
+  EXPECT_EQ(m.layers[0].stash_bytes, (std::array<int64_t, 4>{40, 30, 10, 20}));
+  EXPECT_EQ(m.layers[0].recompute_flops, (std::array<double, 4>{0, 2, 9, 5}));
+  EXPECT_EQ(m.layers[1].stash_bytes, (std::array<int64_t, 4>{40, 30, 10, 10}));
+  EXPECT_EQ(m.layers[1].recompute_flops, (std::array<double, 4>{0, 0, 7, 7}));
+  EXPECT_DOUBLE_EQ(m.hardware_flops_per_sequence(Recompute::kOp) -
+                       m.hardware_flops_per_sequence(Recompute::kNone),
+                   12);
+  const nlohmann::json back = model_to_json(m);
+  EXPECT_EQ(back["layers_list"][1]["stash_bytes"]["op"], 10);
+  expect_models_equal(m, model_from_json(back, "again"));
+  auto bad = doc;
+  bad["layers_list"][0]["recompute_flops"]["layer"] = 1;
+  EXPECT_NE(error_of([&] { model_from_json(bad, "m.json"); }).find("layer"), std::string::npos);
 }
 
 TEST(ModelTest, Fp8ParamsDefaultOnIsWrittenOnlyWhenOffAndNeedsAnFp8Model) {

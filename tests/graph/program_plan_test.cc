@@ -1,7 +1,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -190,6 +193,21 @@ TEST(PlanTest, SaveAndLoadRoundTrip) {
   EXPECT_EQ(back.predicted, plan.predicted);
   EXPECT_EQ(model_to_json(back.model), model_to_json(plan.model));
   EXPECT_EQ(plan_to_json(back), plan_to_json(plan));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanTest, OpRecomputeRoundTripsThroughPlanJson) {
+  Plan plan = small_plan();
+  plan.config.recompute = Recompute::kOp;
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("jaxpp-plan-op-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/plan.json";
+  save_plan(plan, path);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"recompute\": \"op\""), std::string::npos);
+  EXPECT_EQ(load_plan(path).config.recompute, Recompute::kOp);
   std::filesystem::remove_all(dir);
 }
 

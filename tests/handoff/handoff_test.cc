@@ -219,6 +219,29 @@ TEST(Handoff, MegatronRefusesGradientSharding) {
             std::string::npos);
 }
 
+// Recompute op (torchtitan's op-level selective checkpointing) is torchtitan's own policy: its
+// job config selects it; Megatron-LM (full or selective granularity) and the JaxPP snippet (no
+// every-other-matmul policy) refuse it by name.
+TEST(Handoff, OpRecomputeGoesToTorchtitanOnly) {
+  PlanRequest req = handoff_request(kZbH1);
+  req.config.recompute = Recompute::kOp;
+  const Plan plan = build_plan(req);
+  const std::string toml = torchtitan_toml(plan, "ZeroBubble", "zb.csv");
+  EXPECT_NE(toml.find("[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n"),
+            std::string::npos)
+      << toml;
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(plan, "ZeroBubble"); }).find("recompute op"),
+            std::string::npos);
+  PlanRequest m = handoff_request(kMegatron1F1B);
+  m.config.recompute = Recompute::kOp;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(m), "Std1F1B");
+            }).find("--format megatron: recompute op"),
+            std::string::npos);
+  m.config.recompute = Recompute::kSelective;
+  EXPECT_FALSE(megatron_arguments(build_plan(m), "Std1F1B").empty());
+}
+
 // Megatron-LM's --attention-backend: "flash" (Transformer Engine's flash-attn backend) for both
 // flash kernels of the plan, "unfused" for the unfused one.
 TEST(Handoff, MegatronAttentionBackendOfEachKernel) {

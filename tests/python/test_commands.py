@@ -822,3 +822,18 @@ def test_a2a_dtype_equals_cli():
     assert fp8.metrics != js.simulate(**args).metrics
     same_error(lambda: js.simulate(**args, a2a_dtype="fp4"), "simulate", *cli_args,
                "--a2a-dtype", "fp4")
+
+
+def test_simulate_op_recompute_equals_cli_and_sits_between_selective_and_full():
+    # torchtitan's op-level selective checkpointing: the same metrics as the CLI; it re-runs more
+    # than selective (GEMMs and element-wise kernels) and keeps more than full.
+    op = js.simulate(**PARTITION_SIM, recompute="op")
+    assert op.metrics == cli_json("simulate", *PARTITION_SIM_CLI, "--recompute", "op")
+    assert op.plan["config"]["recompute"] == "op"
+    selective = js.simulate(**PARTITION_SIM, recompute="selective")
+    full = js.simulate(**PARTITION_SIM, recompute="full")
+    assert selective.step_time_s < op.step_time_s < full.step_time_s
+    assert (max(full.metrics["peak_memory_bytes"]) < max(op.metrics["peak_memory_bytes"])
+            < max(selective.metrics["peak_memory_bytes"]))
+    same_error(lambda: js.simulate(**PARTITION_SIM, recompute="opp"), "simulate",
+               *PARTITION_SIM_CLI, "--recompute", "opp")

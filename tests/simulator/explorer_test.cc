@@ -55,7 +55,7 @@ std::vector<ParallelConfig> brute_force_space(const ExploreRequest& req) {
     for (int tp : req.space.tp) {
       for (int b : req.space.microbatch_sizes) {
         for (const auto& [name, v] : schedules) {
-          for (Recompute rc : kAllRecompute) {
+          for (Recompute rc : kDefaultExploreRecompute) {  // explore's default space
             for (bool z : {false, true}) {
               ParallelConfig c;
               c.gpus = req.gpus;

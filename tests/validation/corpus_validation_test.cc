@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <iterator>
 #include <string>
 
@@ -515,22 +516,21 @@ TEST(CorpusValidation, MegatronFsdpRowsArePinnedAndWithinTheBand) {
 }
 
 // H200's end-to-end rows (source torchtitanh200: torchtitan, Llama 3.1 8B, FP8, FSDP2 over 32 and
-// 64 GPUs, one microbatch per step) are predicted 13-16 % too slow and held as expected failures
-// for one part the model represents more coarsely than torchtitan runs it: full recompute, which
-// re-runs the attention forward that torchtitan's selective op checkpointing keeps. (With the
-// whole stage per collective they were about 26 % too slow: 180-194 ms of exposed all-gather and
-// fp32 reduce-scatter; FSDP2 moves one block at a time beside the other blocks' compute, as the
-// model now does.) This test pins the predictions (a change of the physics must update the rows'
-// reasons and docs/validation.md) and checks the explanation: the data-parallel communication
-// left exposed is under 2 % of the step (free links change the prediction by less), and with the
-// attention forward's recompute taken off both rows fall within the band.
+// 64 GPUs, one microbatch per step) run torchtitan's selective op checkpointing, encoded as
+// recompute op, and FSDP2's collectives are priced one block at a time. Both are needed to bring
+// them into the band: first predicted +26.6 % / +25.3 % with full recompute and whole-stage
+// collectives, then +15.5 % / +13.5 % with per-block collectives and full recompute. This test
+// pins the predictions (a change of the physics must update docs/validation.md) and checks why
+// they are in the band: op saves at least the attention forward over full, and full recompute
+// would put them outside it; the data-parallel communication left exposed is under 2 % of the
+// step.
 struct PinnedH200Row {
   const char* id;
   double predicted_step_s;
 };
 constexpr PinnedH200Row kPinnedH200Rows[] = {
-    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.730},
-    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.730},
+    {"torchtitanh200-llama3.1-8B-32gpu-fp8", 1.607},
+    {"torchtitanh200-llama3.1-8B-64gpu-fp8", 1.608},
 };
 
 Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
@@ -539,32 +539,32 @@ Corpus h200_rows_with_recompute(const Corpus& corpus, Recompute recompute) {
   return c;
 }
 
-TEST(CorpusValidation, H200RowsAreTooSlowForTheNamedReason) {
+TEST(CorpusValidation, H200RowsAreInTheBandWithOpRecomputeAndPerBlockCollectives) {
   for (const PinnedH200Row& p : kPinnedH200Rows) {
     const CorpusRowResult* r = row_result(p.id);
     ASSERT_NE(r, nullptr) << p.id;
     ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
     EXPECT_EQ(r->row->split, CorpusSplit::kTest) << p.id;
-    EXPECT_TRUE(r->row->expected_failure.has_value()) << p.id;
-    EXPECT_EQ(r->row->config.recompute, Recompute::kFull) << p.id;
+    EXPECT_FALSE(r->row->expected_failure.has_value()) << p.id;
+    EXPECT_EQ(r->row->config.recompute, Recompute::kOp) << p.id;
     EXPECT_TRUE(r->row->config.shard_parameters) << p.id;
     EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
-    EXPECT_GT(r->error, 0.10) << p.id;
-    EXPECT_LT(r->error, 0.20) << p.id;
+    EXPECT_LE(std::fabs(r->error), kBand) << p.id;
     EXPECT_TRUE(r->fits) << p.id;
   }
 
   static const Corpus corpus = load_corpus(kCorpus);
   ModelValidationOptions o;
   o.band = kBand;
-  // The attention forward that full recompute re-runs: selective (the attention core again)
-  // minus none, on the preset.
+  // The attention forward: selective (the attention core again) minus none, on the preset.
   // (The reports point into their corpora, which must outlive them.)
   const Corpus no_recompute = h200_rows_with_recompute(corpus, Recompute::kNone);
   const Corpus attention_recompute = h200_rows_with_recompute(corpus, Recompute::kSelective);
   const Corpus full_recompute = h200_rows_with_recompute(corpus, Recompute::kFull);
+  const Corpus op_recompute = h200_rows_with_recompute(corpus, Recompute::kOp);
   const ModelValidationReport none = validate_corpus(no_recompute, o);
   const ModelValidationReport selective = validate_corpus(attention_recompute, o);
+  const ModelValidationReport full = validate_corpus(full_recompute, o);
   // Nearly free data-parallel links (100x the bandwidth, no latency; the cluster file format
   // caps a link at 100 TB/s): what the per-block all-gathers and reduce-scatters still expose.
   ClusterSpec free_links = load_cluster("h200");
@@ -574,30 +574,32 @@ TEST(CorpusValidation, H200RowsAreTooSlowForTheNamedReason) {
   free_links.inter_node.latency_s = 0;
   ModelValidationOptions fast = o;
   fast.cluster_override = free_links;
-  const ModelValidationReport full_fast = validate_corpus(full_recompute, fast);
+  const ModelValidationReport op_fast = validate_corpus(op_recompute, fast);
   ASSERT_EQ(none.rows.size(), std::size(kPinnedH200Rows));
   for (size_t i = 0; i < none.rows.size(); ++i) {
     const CorpusRowResult& n = none.rows[i];
     const CorpusRowResult& s = selective.rows[i];
-    const CorpusRowResult& f = full_fast.rows[i];
+    const CorpusRowResult& fu = full.rows[i];
+    const CorpusRowResult& f = op_fast.rows[i];
     const CorpusRowResult* pinned = row_result(n.row->id);
     ASSERT_NE(pinned, nullptr) << n.row->id;
-    ASSERT_TRUE(n.ran() && s.ran() && f.ran())
-        << n.row->id << ": " << n.message << s.message << f.message;
-    const double attention_recompute_s = s.predicted_step_time_s - n.predicted_step_time_s;
-    const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
+    ASSERT_TRUE(n.ran() && s.ran() && fu.ran() && f.ran())
+        << n.row->id << ": " << n.message << s.message << fu.message << f.message;
+    const double attention_forward_s = s.predicted_step_time_s - n.predicted_step_time_s;
     const double measured = pinned->measured_step_time_s;
-    // The attention recompute is a sizeable share of the step (111 ms of 1.5 s), the exposed DP
-    // communication a small one (14-15 ms; 180-194 ms per stage) ...
-    EXPECT_GT(attention_recompute_s / measured, 0.05) << n.row->id;
-    EXPECT_GT(exposed_dp_s, 0) << n.row->id;
+    // op keeps the attention output that full re-runs: it saves at least that forward (and the
+    // FP8 weight casts full repeats), and is still slower than no recompute.
+    EXPECT_GT(attention_forward_s / measured, 0.05) << n.row->id;
+    EXPECT_GE(fu.predicted_step_time_s - pinned->predicted_step_time_s, attention_forward_s)
+        << n.row->id;
+    EXPECT_GT(pinned->predicted_step_time_s, n.predicted_step_time_s) << n.row->id;
+    // Full recompute instead of op would put the row outside the band.
+    EXPECT_GT(fu.predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
+    // The per-block collectives leave little exposed (free links change the prediction by under
+    // 2 % of the step; the whole stage per collective exposed 180-194 ms).
+    const double exposed_dp_s = pinned->predicted_step_time_s - f.predicted_step_time_s;
+    EXPECT_GE(exposed_dp_s, 0) << n.row->id;
     EXPECT_LT(exposed_dp_s / measured, 0.02) << n.row->id;
-    EXPECT_GT(f.predicted_step_time_s, (1 + kBand) * measured) << n.row->id;
-    // ... and without the attention recompute the row is within the band.
-    const double without = pinned->predicted_step_time_s - attention_recompute_s;
-    EXPECT_LE(std::fabs(without / measured - 1), kBand)
-        << n.row->id << ": " << without << " s without the attention recompute, measured "
-        << measured;
   }
 }
 
