@@ -378,8 +378,8 @@ struct PinnedMoeRow {
   double predicted_step_s;
 };
 constexpr PinnedMoeRow kPinnedMoeRows[] = {
-    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 25.070},
-    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.509},
+    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 24.712},
+    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.402},
 };
 
 const CorpusRowResult* row_result(const std::string& id) {
@@ -432,17 +432,17 @@ TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
 // The NeMo AutoModel rows (source automodel, docs/validation.md "MoE rows"): a second, independent
 // framework (PyTorch FSDP2, DeepEP, torch pipelining) on H100 in BF16. Split by the written rule
 // before any prediction: 2 fit, 3 test. Their predictions are pinned (a change of the MoE or FSDP
-// physics must update these figures and the docs), and they come out too slow, where the
-// Megatron-Bridge H100 FP8-CS MoE rows come out far too fast: the benchmark's fake balanced gate
-// sends each token to one or two EP ranks of one node, which the model's all-to-all (balanced
-// random routing) does not know, and FSDP2's per-block collectives overlap where the model's
-// per-stage ones queue. A model of either moves these rows and fails this test on purpose.
+// physics must update these figures and the docs). The MoE rows are priced with DeepEP's volume
+// and the benchmark's fake balanced gate (moe_dispatcher deepep, moe_routing contiguous: each
+// token to one or two EP ranks of one node) and come out 12–28 % too fast, a second cause not
+// modelled; the dense row comes out too slow: FSDP2's per-block collectives overlap where the
+// model's per-stage ones queue. A model of either moves these rows and fails this test on purpose.
 constexpr PinnedMoeRow kPinnedAutomodelRows[] = {
-    {"automodel-qwen3-30B-a3B-8gpu-h100", 24.451},
+    {"automodel-qwen3-30B-a3B-8gpu-h100", 19.190},
     {"automodel-llama3.1-70B-64gpu-h100", 23.572},
-    {"automodel-deepseek-v3-256gpu-h100", 11.044},
-    {"automodel-deepseek-v3-1024gpu-h100", 11.056},
-    {"automodel-kimi-k2-256gpu-h100", 4.777},
+    {"automodel-deepseek-v3-256gpu-h100", 6.598},
+    {"automodel-deepseek-v3-1024gpu-h100", 7.374},
+    {"automodel-kimi-k2-256gpu-h100", 3.203},
 };
 
 TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
@@ -456,6 +456,8 @@ TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
     if (r.row->model.moe.enabled()) {
       ++moe;
       EXPECT_GT(r.row->config.ep, 1) << r.row->id;
+      EXPECT_EQ(r.row->config.moe_dispatcher, MoeDispatcher::kDeepEP) << r.row->id;
+      EXPECT_EQ(r.row->config.moe_routing, MoeRouting::kContiguous) << r.row->id;
     }
     (r.row->split == CorpusSplit::kFit ? fit : test)++;
   }
@@ -470,16 +472,19 @@ TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
   }
 }
 
-TEST(CorpusValidation, AutomodelH100Bf16RowsArePredictedTooSlowAsDocumented) {
+TEST(CorpusValidation, AutomodelH100Bf16RowsAreOutsideTheBandAsDocumented) {
   int rows = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (r.row->source != "automodel") continue;
     ++rows;
     ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
-    EXPECT_GT(r.error, 0.05) << r.row->id << " is no longer predicted too slow: update docs/validation.md";
-    if (r.row->split == CorpusSplit::kTest) {
-      EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
-    }
+    if (r.row->model.moe.enabled())
+      EXPECT_LT(r.error, -0.10) << r.row->id
+                                << " is no longer predicted too fast: update docs/validation.md";
+    else
+      EXPECT_GT(r.error, 0.05) << r.row->id
+                               << " is no longer predicted too slow: update docs/validation.md";
+    EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
   }
   EXPECT_EQ(rows, 5);
 }
