@@ -122,8 +122,10 @@ TEST(MoeCli, DeepEpAndContiguousRoutingShrinkTheAllToAllAndReachThePlan) {
   const double a = alltoall["alltoall_s"].get<double>();
   const double d = deepep["alltoall_s"].get<double>();
   const double g = gate["alltoall_s"].get<double>();
+  // Bytes in those ratios; each all-to-all's fixed NVLink latency lifts them a little.
   EXPECT_NEAR(d / a, 13.0 / 14, 0.01);
-  EXPECT_NEAR(g / d, 7.0 / 13, 0.01);
+  EXPECT_GT(g / d, 7.0 / 13 - 0.001);
+  EXPECT_LT(g / d, 7.0 / 13 + 0.04);
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(kMixtral + "--ep 4 --moe-dispatcher deepep --moe-routing "
                                          "contiguous --plan " + dir + "/p.json");
