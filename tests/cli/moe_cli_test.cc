@@ -136,6 +136,25 @@ TEST(MoeCli, DeepEpAndContiguousRoutingShrinkTheAllToAllAndReachThePlan) {
   EXPECT_EQ(run_cli("validate " + dir + "/p.json").exit_code, 0);
 }
 
+TEST(MoeCli, ExploreAppliesTheDispatcherAndRoutingToEveryConfiguration) {
+  const std::string base =
+      "explore --model mixtral-8x7b --cluster h100-sxm --gpus 16 --global-batch 32 --pp 2 --tp 1 "
+      "--ep 4 --schedules 1f1b --microbatch-sizes 1 --zero1 on --format json --top 1 ";
+  const CliResult r = run_cli(base + "--moe-dispatcher deepep --moe-routing contiguous");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["moe_dispatcher"], "deepep");
+  EXPECT_EQ(j["options"]["moe_routing"], "contiguous");
+  ASSERT_FALSE(j["top"].empty());
+  EXPECT_EQ(j["top"][0]["config"]["moe_dispatcher"], "deepep");
+  EXPECT_EQ(j["top"][0]["config"]["moe_routing"], "contiguous");
+  const CliResult plain = run_cli(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const nlohmann::json p = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(p["options"]["moe_dispatcher"], "alltoall");
+  EXPECT_LT(j["top"][0]["step_time_s"].get<double>(), p["top"][0]["step_time_s"].get<double>());
+}
+
 TEST(MoeCli, DispatcherFlagsInMeasuredModeAreRefused) {
   expect_moe_bad_input(run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 "
                                "--moe-dispatcher deepep"),
