@@ -76,8 +76,8 @@ TEST(MoeDispatchCost, DeepEpInsideANodeSendsOneCopyPerDestinationRank) {
   const double v = 1e8;  // V = tokens · top_k · hidden · bytes
   const LinkSpec& nv = f.cluster.intra_node;
   const double ranks = 4 * 13.0 / 28;
-  const double expected = v / 2 * ranks * 3 / 4 / nv.effective_bandwidth_bytes_per_s() +
-                          nv.latency_s;
+  const double expected =
+      v / 2 * ranks * 3 / 4 / nv.effective_bandwidth_bytes_per_s() + nv.latency_s;
   EXPECT_NEAR(f.op().moe_alltoall_s(v), expected, 1e-12);
   // alltoall: top_k copies, 3/4 of them to the other ranks.
   f.config.moe_dispatcher = MoeDispatcher::kAllToAll;
@@ -119,8 +119,7 @@ TEST(MoeDispatchCost, AlltoallWithContiguousRoutingTakesTheWindowsNodesInItsHier
     return v * remote_nodes / 3 / net + v * 1 / 2 / nv + lat;
   };
   // Random: today's d = (k−1)(1 − (1 − 1/k)^top_k), unchanged.
-  EXPECT_NEAR(f.op().moe_alltoall_s(v),
-              std::min(flat, hierarchical(1 - std::pow(0.5, 3))), 1e-12);
+  EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(1 - std::pow(0.5, 3))), 1e-12);
   f.config.moe_routing = MoeRouting::kContiguous;  // N = 1.5 → d = 0.75
   EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(0.75)), 1e-12);
 }
