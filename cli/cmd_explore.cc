@@ -166,7 +166,7 @@ std::optional<std::vector<ConfigRecord>> evaluate_space(ExploreRequest& req,
 // configuration partitioned balanced-time (the per-kind split) and even (the baseline).
 int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cluster,
                        const ExploreMpiWorld& world, OutputFormat format) {
-  refuse_flags(args, {"pp", "ep", "etp", "cp", "assign", "virtual", "partition", "synthesize",
+  refuse_flags(args, {"pp", "ep", "etp", "moe-dispatcher", "moe-routing", "cp", "assign", "virtual", "partition", "synthesize",
                       "synthesize-top", "synthesize-time-s", "robust", "robust-jitter",
                       "bound-prune", "csv", "explain", "threads", "shard-grads", "shard-params"},
                "is not supported by explore on a heterogeneous --cluster (it searches dp, a tp per "
@@ -314,6 +314,8 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("ep", "MoE: expert parallelism to try (default: 1 and every power of two dividing the routed experts)", cxxopts::value<std::string>())
       ("etp", "MoE: expert tensor parallelism to try (default: tp)", cxxopts::value<std::string>())
       ("a2a-dtype", "MoE: all-to-all payload type, D or DISPATCH,COMBINE (bf16, fp16, fp32, fp8; default: the model's, deepseek-v3 fp8,bf16)", cxxopts::value<std::string>())
+      ("moe-dispatcher", "MoE: alltoall (a token copy per routed expert, Megatron-LM's alltoall dispatcher) | deepep (a copy per destination rank and per destination node, DeepEP / Megatron-LM flex) in every configuration", cxxopts::value<std::string>()->default_value("alltoall"))
+      ("moe-routing", "MoE: random (balanced random routing) | contiguous (token t to experts t*k..t*k+k-1, a benchmark fake gate) in every configuration", cxxopts::value<std::string>()->default_value("random"))
       ("cp", "context parallelism to try (default: 1, or 1,2,4,... up to GPUs per node when seq_len >= 16384)", cxxopts::value<std::string>())
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
@@ -437,6 +439,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   space.shard_parameters =
       parse_off_on_both(args["shard-params"].as<std::string>(), "--shard-params");
   req.grad_dtype = parse_grad_dtype(args["grad-dtype"].as<std::string>(), "--grad-dtype");
+  req.moe_dispatcher =
+      parse_moe_dispatcher(args["moe-dispatcher"].as<std::string>(), "--moe-dispatcher");
+  req.moe_routing = parse_moe_routing(args["moe-routing"].as<std::string>(), "--moe-routing");
   req.optimizer_state =
       parse_optimizer_state(args["optimizer-state"].as<std::string>(), "--optimizer-state");
   req.bound_prune = args.count("bound-prune") > 0;

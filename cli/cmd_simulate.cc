@@ -189,6 +189,8 @@ int run_simulate(int argc, char** argv) {
       ("moe-imbalance", "MoE: tokens of the busiest expert rank over the balanced share (>= 1)", cxxopts::value<double>()->default_value("1"))
       ("a2a-dtype", "MoE: all-to-all payload type, D or DISPATCH,COMBINE (bf16, fp16, fp32, fp8; default: the model's, deepseek-v3 fp8,bf16)", cxxopts::value<std::string>())
       ("moe-overlap", "auto | dualpipe | 1f1b | none (how the MoE all-to-all overlaps compute, both modes; docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
+      ("moe-dispatcher", "MoE: alltoall (a token copy per routed expert, Megatron-LM's alltoall dispatcher) | deepep (a copy per destination rank and per destination node, DeepEP / Megatron-LM flex)", cxxopts::value<std::string>()->default_value("alltoall"))
+      ("moe-routing", "MoE: random (balanced random routing) | contiguous (token t to experts t*k..t*k+k-1, a benchmark fake gate)", cxxopts::value<std::string>()->default_value("random"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
       ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
@@ -226,7 +228,7 @@ int run_simulate(int argc, char** argv) {
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
          "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
-         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "max-memory-gib", "assign",
+         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
@@ -344,6 +346,9 @@ int run_simulate(int argc, char** argv) {
       throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
     c.moe_imbalance = args["moe-imbalance"].as<double>();
     c.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
+    c.moe_dispatcher =
+        parse_moe_dispatcher(args["moe-dispatcher"].as<std::string>(), "--moe-dispatcher");
+    c.moe_routing = parse_moe_routing(args["moe-routing"].as<std::string>(), "--moe-routing");
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);

@@ -67,6 +67,8 @@ const std::set<std::string> kRowKeys = {"id",
                                         "ep",
                                         "etp",
                                         "moe_overlap",
+                                        "moe_dispatcher",
+                                        "moe_routing",
                                         "a2a_dtype",
                                         "partition",
                                         "measured",
@@ -316,6 +318,14 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     throw_input_error(row.field("moe_overlap"),
                       "model '" + r.model.name + "' has no routed experts (no all-to-all)");
   }
+  c.moe_dispatcher = parse_moe_dispatcher(row.string_or("moe_dispatcher", "alltoall"),
+                                          row.field("moe_dispatcher"));
+  c.moe_routing =
+      parse_moe_routing(row.string_or("moe_routing", "random"), row.field("moe_routing"));
+  for (const char* key : {"moe_dispatcher", "moe_routing"})
+    if (row.has(key) && !r.model.moe.enabled())
+      throw_input_error(row.field(key),
+                        "model '" + r.model.name + "' has no routed experts (no all-to-all)");
   if (row.has("a2a_dtype"))
     set_alltoall_dtypes(r.model, row.string("a2a_dtype"), row.field("a2a_dtype"));
   check_moe_config(r.model, c, name + ": row '" + id + "'", /*flags=*/false, /*field_prefix=*/"");

@@ -204,6 +204,59 @@ double OperatorCost::tp_allreduce_s(double bytes) const {
 
 double OperatorCost::tp_gather_s(double bytes) const { return tp_allreduce_s(bytes) / 2; }
 
+namespace {
+
+// P(a token's top_k experts, drawn without replacement from `experts`, miss a given set of
+// `held` of them) = C(experts − held, top_k) / C(experts, top_k).
+double routing_miss_probability(int experts, int held, int top_k) {
+  double p = 1;
+  for (int i = 0; i < top_k; ++i) {
+    const double num = static_cast<double>(experts - held - i);
+    if (num <= 0) return 0;
+    p *= num / (experts - i);
+  }
+  return p;
+}
+
+}  // namespace
+
+OperatorCost::MoeDestinations OperatorCost::moe_destinations() const {
+  const int ep = std::max(1, config_.ep);
+  const int experts = std::max(1, model_.moe.experts);
+  const int top_k = std::clamp(model_.moe.top_k, 1, experts);
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.expert_tp()), 1, ep);
+  const int nodes = (ep + g - 1) / g;
+  const int per_rank = std::max(1, experts / ep);
+  MoeDestinations d;
+  if (config_.moe_routing == MoeRouting::kRandom) {
+    d.ranks = ep * (1 - routing_miss_probability(experts, per_rank, top_k));
+    d.nodes = nodes * (1 - routing_miss_probability(experts, std::min(experts, per_rank * g),
+                                                    top_k));
+    return d;
+  }
+  // Contiguous: token t starts at expert t·top_k mod E; the starts repeat with period
+  // E / gcd(E, top_k), which divides E, so tokens 0 … E−1 weigh every start alike.
+  double ranks = 0, node_count = 0;
+  for (int t = 0; t < experts; ++t) {
+    const int start = static_cast<int>((static_cast<int64_t>(t) * top_k) % experts);
+    int last_rank = -1, last_node = -1, first_rank = -1, first_node = -1;
+    for (int i = 0; i < top_k; ++i) {
+      const int rank = ((start + i) % experts) / per_rank;
+      const int node = rank / g;
+      // A window is a run of consecutive experts (wrapping once): count each change of rank and
+      // of node, and the wrap back onto the window's first rank or node only once.
+      if (rank != last_rank && rank != first_rank) ++ranks;
+      if (node != last_node && node != first_node) ++node_count;
+      if (first_rank < 0) first_rank = rank, first_node = node;
+      last_rank = rank;
+      last_node = node;
+    }
+  }
+  d.ranks = ranks / experts;
+  d.nodes = node_count / experts;
+  return d;
+}
+
 double OperatorCost::moe_alltoall_s(double bytes) const {
   const int ep = std::max(1, config_.ep);
   if (ep <= 1 || bytes <= 0) return 0;
@@ -214,13 +267,27 @@ double OperatorCost::moe_alltoall_s(double bytes) const {
   const double bw_inter = cluster_.inter_node.effective_bandwidth_bytes_per_s();
   const double lat_intra = g > 1 ? cluster_.intra_node.latency_s : 0;
   const double lat_inter = k > 1 ? cluster_.inter_node.latency_s : 0;
+  const double top_k = std::max(1, model_.moe.top_k);
+  if (config_.moe_dispatcher == MoeDispatcher::kDeepEP) {
+    // One copy per destination rank: R/ep of the destinations are the device itself, R(g−1)/ep
+    // other devices of its node (NVLink), R(ep−g)/ep on other nodes, reached over the network
+    // once per destination node (N(k−1)/k of them) and forwarded over NVLink there unless the
+    // receiving device is the destination ((g−1)/g of them); NVLink and network run at once.
+    const MoeDestinations d = moe_destinations();
+    const double per_token = bytes / top_k;
+    const double nvlink = per_token * (d.ranks * (g - 1) / ep +
+                                       d.ranks * (ep - g) / ep * (g - 1) / std::max(1, g));
+    const double network = k > 1 ? per_token * d.nodes * (k - 1) / k : 0.0;
+    return std::max(nvlink / bw_intra, network / bw_inter) + lat_intra + lat_inter;
+  }
   const double intra_bytes = bytes * (g - 1) / ep;
   const double inter_bytes = bytes * (ep - g) / ep;
   const double flat = std::max(intra_bytes / bw_intra, k > 1 ? inter_bytes / bw_inter : 0.0) +
                       lat_intra + lat_inter;
   if (k <= 1) return flat;
-  const double top_k = std::max(1, model_.moe.top_k);
-  const double remote_nodes = (k - 1) * (1 - std::pow(1 - 1.0 / k, top_k));
+  const double remote_nodes = config_.moe_routing == MoeRouting::kRandom
+                                  ? (k - 1) * (1 - std::pow(1 - 1.0 / k, top_k))
+                                  : moe_destinations().nodes * (k - 1) / k;
   const double hierarchical = bytes * remote_nodes / top_k / bw_inter +
                               (g > 1 ? bytes * (g - 1) / g / bw_intra : 0.0) + lat_intra +
                               lat_inter;

@@ -54,7 +54,12 @@
 //                  hierarchical  V·d/top_k / bw_net + V(g−1)/g / bw_nvlink + latencies, d =
 //                                (k−1)(1 − (1 − 1/k)^top_k) distinct remote nodes per token
 //                                (a token crosses the network once per destination node)
-//                the cheaper of the two (bw = LinkSpec::effective_bandwidth_bytes_per_s).
+//                the cheaper of the two (bw = LinkSpec::effective_bandwidth_bytes_per_s);
+//                moe_routing contiguous takes d = N·(k−1)/k from moe_destinations().
+//                moe_dispatcher deepep sends a token once per destination rank and once per
+//                destination node over the network (R, N = moe_destinations(), U = V/top_k):
+//                  max(U·(R(g−1)/ep + R(ep−g)/ep·(g−1)/g) / bw_nvlink,
+//                      U·N(k−1)/k / bw_net) + latencies
 // Optimizer step: per-device parameters (÷ dp·cp with the distributed optimizer) ·
 //   optimizer_traffic_bytes_per_param / (hbm · hbm_efficiency).
 // FP8 models (dtype fp8), as Transformer Engine trains them with per-tensor scaling:
@@ -172,6 +177,16 @@ class OperatorCost {
   double tp_gather_s(double bytes) const;  // all-gather or reduce-scatter
   // One expert-parallel all-to-all (dispatch or combine) of `bytes` per device (V above).
   double moe_alltoall_s(double bytes) const;
+  // Expected distinct destination ranks and nodes of one token's top_k experts over the ep group
+  // (g ranks per node, ⌈ep/g⌉ nodes), for ParallelConfig::moe_routing: random = ep·(1 −
+  // C(E − E/ep, top_k)/C(E, top_k)) ranks and nodes·(1 − C(E − g·E/ep, top_k)/C(E, top_k)) nodes;
+  // contiguous = the ranks and nodes a window of top_k consecutive experts starting at t·top_k
+  // mod E covers, averaged over t.
+  struct MoeDestinations {
+    double ranks = 0;
+    double nodes = 0;
+  };
+  MoeDestinations moe_destinations() const;
   // V above of one MoE layer and microbatch: the dispatch (token → expert) or the combine
   // (expert → token) all-to-all, in bytes per device.
   double moe_alltoall_bytes(bool dispatch) const;

@@ -54,6 +54,38 @@ MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where) {
   throw_input_error(where, "expected auto, dualpipe, 1f1b or none, got \"" + std::string(s) + "\"");
 }
 
+std::string_view to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::kAllToAll:
+      return "alltoall";
+    case MoeDispatcher::kDeepEP:
+      return "deepep";
+  }
+  return "?";
+}
+
+MoeDispatcher parse_moe_dispatcher(std::string_view s, const std::string& where) {
+  for (MoeDispatcher d : kAllMoeDispatchers)
+    if (to_string(d) == s) return d;
+  throw_input_error(where, "expected alltoall or deepep, got \"" + std::string(s) + "\"");
+}
+
+std::string_view to_string(MoeRouting r) {
+  switch (r) {
+    case MoeRouting::kRandom:
+      return "random";
+    case MoeRouting::kContiguous:
+      return "contiguous";
+  }
+  return "?";
+}
+
+MoeRouting parse_moe_routing(std::string_view s, const std::string& where) {
+  for (MoeRouting r : kAllMoeRoutings)
+    if (to_string(r) == s) return r;
+  throw_input_error(where, "expected random or contiguous, got \"" + std::string(s) + "\"");
+}
+
 std::string_view to_string(GradDtype g) {
   switch (g) {
     case GradDtype::kCluster:
@@ -151,6 +183,14 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
     if (c.moe_imbalance != 1.0)
       throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                         "a routing imbalance on " + model.name + ", which has no routed experts");
+    if (c.moe_dispatcher != MoeDispatcher::kAllToAll)
+      throw_input_error(name("--moe-dispatcher", "moe_dispatcher"),
+                        "an expert-parallel dispatcher on " + model.name +
+                            ", which has no routed experts");
+    if (c.moe_routing != MoeRouting::kRandom)
+      throw_input_error(name("--moe-routing", "moe_routing"),
+                        "an expert routing pattern on " + model.name +
+                            ", which has no routed experts");
     return;
   }
   if (experts % c.ep != 0)
@@ -219,6 +259,10 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.etp > 0) j["etp"] = c.etp;
   if (c.moe_imbalance != 1.0) j["moe_imbalance"] = c.moe_imbalance;
   if (c.moe_overlap != MoeOverlap::kAuto) j["moe_overlap"] = std::string(to_string(c.moe_overlap));
+  if (c.moe_dispatcher != MoeDispatcher::kAllToAll)
+    j["moe_dispatcher"] = std::string(to_string(c.moe_dispatcher));
+  if (c.moe_routing != MoeRouting::kRandom)
+    j["moe_routing"] = std::string(to_string(c.moe_routing));
   if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
   if (c.shard_gradients) j["shard_gradients"] = true;
   if (c.optimizer_state != OptimizerState::kCluster)
@@ -249,6 +293,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "etp",
                       "moe_imbalance",
                       "moe_overlap",
+                      "moe_dispatcher",
+                      "moe_routing",
                       "grad_dtype",
                       "shard_gradients",
                       "optimizer_state",
@@ -282,6 +328,11 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   }
   if (obj.has("moe_overlap"))
     c.moe_overlap = parse_moe_overlap(obj.string("moe_overlap"), obj.field("moe_overlap"));
+  if (obj.has("moe_dispatcher"))
+    c.moe_dispatcher =
+        parse_moe_dispatcher(obj.string("moe_dispatcher"), obj.field("moe_dispatcher"));
+  if (obj.has("moe_routing"))
+    c.moe_routing = parse_moe_routing(obj.string("moe_routing"), obj.field("moe_routing"));
   if (obj.has("grad_dtype"))
     c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
   if (obj.has("optimizer_state"))

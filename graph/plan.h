@@ -59,6 +59,25 @@ inline constexpr std::array kAllMoeOverlaps = {MoeOverlap::kAuto, MoeOverlap::kD
 std::string_view to_string(MoeOverlap o);  // "auto", "dualpipe", "1f1b", "none"
 MoeOverlap parse_moe_overlap(std::string_view s, const std::string& where);
 
+// How the expert-parallel all-to-all sends a token (docs/simulate.md "Dispatcher and routing"):
+//   kAllToAll  one copy per routed expert (top_k copies), Megatron-LM's "alltoall" token dispatcher
+//   kDeepEP    one copy per destination rank (the rank duplicates it to its local experts), and
+//              over the network one copy per destination node, forwarded over NVLink inside it
+//              (DeepEP; Megatron-LM's "flex" dispatcher with the DeepEP or HybridEP backend)
+enum class MoeDispatcher { kAllToAll, kDeepEP };
+inline constexpr std::array kAllMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEP};
+std::string_view to_string(MoeDispatcher d);  // "alltoall", "deepep"
+MoeDispatcher parse_moe_dispatcher(std::string_view s, const std::string& where);
+
+// Which experts a token's top_k choices land on, for the all-to-all's destination count:
+//   kRandom      balanced random routing (top_k distinct experts drawn uniformly)
+//   kContiguous  token t to experts t·k … t·k+k−1 (mod E): consecutive experts, so few ranks (the
+//                "fake balanced gate" of benchmark recipes such as NeMo AutoModel's)
+enum class MoeRouting { kRandom, kContiguous };
+inline constexpr std::array kAllMoeRoutings = {MoeRouting::kRandom, MoeRouting::kContiguous};
+std::string_view to_string(MoeRouting r);  // "random", "contiguous"
+MoeRouting parse_moe_routing(std::string_view s, const std::string& where);
+
 // Dtype of the gradient buffer and of its data-parallel reduction (the framework's setting, not
 // the hardware's): kCluster keeps the cluster's grad_bytes_per_param (4 in the presets: fp32 main
 // gradients, Megatron-LM's default for bf16 training); kFp32 = 4 bytes per parameter (Megatron-LM
@@ -152,6 +171,8 @@ struct ParallelConfig {
   // router): scales that rank's routed-expert compute and the all-to-all volume.
   double moe_imbalance = 1.0;
   MoeOverlap moe_overlap = MoeOverlap::kAuto;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  MoeRouting moe_routing = MoeRouting::kRandom;
   GradDtype grad_dtype = GradDtype::kCluster;
   OptimizerState optimizer_state = OptimizerState::kCluster;
   int expert_tp() const { return etp > 0 ? etp : tp; }
@@ -161,8 +182,8 @@ struct ParallelConfig {
 };
 nlohmann::json config_to_json(const ParallelConfig& c);
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& where);
-// InputError when the expert-parallel fields do not fit the model and the devices: ep, etp or an
-// imbalance on a model without routed experts, ep not dividing the routed experts, ep·etp not
+// InputError when the expert-parallel fields do not fit the model and the devices: ep, etp, an
+// imbalance, or a dispatcher or routing other than the defaults on a model without routed experts, ep not dividing the routed experts, ep·etp not
 // dividing tp·cp·dp, an imbalance below 1 or above ep. `flags` names the fields as command-line
 // flags (--ep, --etp, --moe-imbalance), otherwise as "<where>: field '<field_prefix>ep'"
 // (field_prefix "config." in plan.json, "" in a validation-corpus row).

@@ -158,6 +158,20 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
   if (c.ep > 1) add("--expert-model-parallel-size", std::to_string(c.ep));
   if (c.ep > 1 && c.expert_tp() != c.tp)
     add("--expert-tensor-parallel-size", std::to_string(c.expert_tp()));
+  // The token dispatcher (Megatron-LM's default, allgather, is not what the plan prices):
+  // alltoall, or flex with the DeepEP backend for one copy per destination rank and node.
+  if (c.ep > 1) {
+    if (c.moe_routing != MoeRouting::kRandom)
+      cannot_express(target, "moe_routing " + std::string(to_string(c.moe_routing)) +
+                                 " (a benchmark gate; Megatron-LM routes by its learned router "
+                                 "or, with --moe-router-force-load-balancing, at random)");
+    if (c.moe_dispatcher == MoeDispatcher::kDeepEP) {
+      add("--moe-token-dispatcher-type", "flex");
+      add("--moe-flex-dispatcher-backend", "deepep");
+    } else {
+      add("--moe-token-dispatcher-type", "alltoall");
+    }
+  }
   if (is_megatron_even_split(plan)) {
     if (v > 1) add("--num-virtual-stages-per-pipeline-rank", std::to_string(v));
   } else {
@@ -340,6 +354,7 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
     return tokens[++i];
   };
   std::string layout;
+  bool flex_dispatcher = false, flex_backend = false;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& f = tokens[i];
     if (f == "--tensor-model-parallel-size")
@@ -352,6 +367,23 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       c.ep = value_int(i);
     else if (f == "--expert-tensor-parallel-size")
       c.etp = value_int(i);
+    else if (f == "--moe-token-dispatcher-type") {
+      const std::string d = value_str(i);
+      if (d == "alltoall")
+        c.moe_dispatcher = MoeDispatcher::kAllToAll;
+      else if (d == "flex")
+        flex_dispatcher = true;
+      else
+        throw_input_error(where, "--moe-token-dispatcher-type: expected alltoall or flex (the "
+                                 "dispatchers the cost model prices), got '" + d + "'");
+    } else if (f == "--moe-flex-dispatcher-backend") {
+      const std::string b = value_str(i);
+      if (b != "deepep" && b != "hybridep")
+        throw_input_error(where, "--moe-flex-dispatcher-backend: expected deepep or hybridep, got '" +
+                                     b + "'");
+      flex_backend = true;
+    } else if (f == "--moe-enable-deepep")
+      flex_backend = true;  // Megatron-LM before --moe-flex-dispatcher-backend
     else if (f == "--num-virtual-stages-per-pipeline-rank")
       c.virtual_stages = value_int(i);
     else if (f == "--pipeline-model-parallel-layout")
@@ -435,6 +467,13 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
                         "--pipeline-model-parallel-layout holds " + std::to_string(transformer) +
                             " transformer layers, --num-layers " + std::to_string(out.num_layers));
   }
+  if (flex_dispatcher != flex_backend)
+    throw_input_error(where, flex_dispatcher
+                                 ? "--moe-token-dispatcher-type flex: needs "
+                                   "--moe-flex-dispatcher-backend deepep or hybridep"
+                                 : "--moe-flex-dispatcher-backend: needs "
+                                   "--moe-token-dispatcher-type flex");
+  if (flex_dispatcher) c.moe_dispatcher = MoeDispatcher::kDeepEP;
   if (c.virtual_stages > 1) c.schedule = "MegatronInterleaved";
   return out;
 }

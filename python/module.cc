@@ -162,7 +162,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            bool record_trace, const std::string& assign_path,
                            const std::string& assign_text, const std::string& grad_dtype,
                            bool shard_grads, bool shard_params,
-                           const std::string& optimizer_state) {
+                           const std::string& optimizer_state, const std::string& moe_dispatcher,
+                           const std::string& moe_routing) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -202,6 +203,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   if (etp && c.etp < 1) throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
   c.moe_imbalance = moe_imbalance;
   c.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
+  c.moe_dispatcher = parse_moe_dispatcher(moe_dispatcher, "--moe-dispatcher");
+  c.moe_routing = parse_moe_routing(moe_routing, "--moe-routing");
   c.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   c.optimizer_state = parse_optimizer_state(optimizer_state, "--optimizer-state");
   req.schedule_file = schedule_file;
@@ -309,7 +312,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         std::optional<py::function> progress, const std::string& assign_path,
                         const std::string& assign_text, const std::string& grad_dtype,
                         const std::string& shard_grads, const std::string& shard_params,
-                        const std::string& optimizer_state) {
+                        const std::string& optimizer_state, const std::string& moe_dispatcher,
+                        const std::string& moe_routing) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -355,6 +359,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   req.overlap_grad_reduce = overlap_grad_reduce;
   req.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   req.optimizer_state = parse_optimizer_state(optimizer_state, "--optimizer-state");
+  req.moe_dispatcher = parse_moe_dispatcher(moe_dispatcher, "--moe-dispatcher");
+  req.moe_routing = parse_moe_routing(moe_routing, "--moe-routing");
   req.bound_prune = bound_prune;
   req.bound_top = std::max(1, top);  // as the CLI: --bound-prune keeps the first --top exact
   {  // as explore --partition: parsed as simulate's flag; explore() refuses what it cannot take
@@ -934,7 +940,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("moe_imbalance"), py::arg("moe_overlap"), py::arg("perturb"), py::arg("breakdown"),
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
-        py::arg("shard_params"), py::arg("optimizer_state"));
+        py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
+        py::arg("moe_routing"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -956,7 +963,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("synthesize"), py::arg("synthesize_top"), py::arg("synthesize_time_s"),
         py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
-        py::arg("shard_params"), py::arg("optimizer_state"));
+        py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
+        py::arg("moe_routing"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),

@@ -786,6 +786,10 @@ std::string describe_config(const ParallelConfig& c) {
   if (c.tp_comm_overlap) s += ", tp-comm-overlap";
   if (c.overlap_grad_reduce) s += ", overlap-grad-reduce";
   if (c.grad_dtype != GradDtype::kCluster) s += ", grad " + std::string(to_string(c.grad_dtype));
+  if (c.moe_dispatcher != MoeDispatcher::kAllToAll)
+    s += ", " + std::string(to_string(c.moe_dispatcher));
+  if (c.moe_routing != MoeRouting::kRandom)
+    s += ", " + std::string(to_string(c.moe_routing)) + " routing";
   if (c.optimizer_state != OptimizerState::kCluster)
     s += ", optimizer " + std::string(to_string(c.optimizer_state));
   return s;
@@ -924,6 +928,12 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (!model.moe.enabled() && (eps != std::vector<int>{1} || !space.etp.empty()))
     throw_input_error(space.etp.empty() ? "--ep" : "--etp",
                       model.name + " has no routed experts (a dense model)");
+  if (!model.moe.enabled()) {
+    ParallelConfig dispatch;
+    dispatch.moe_dispatcher = request.moe_dispatcher;
+    dispatch.moe_routing = request.moe_routing;
+    check_moe_config(model, dispatch, "explore", /*flags=*/true);
+  }
   const std::vector<int> etps =
       space.etp.empty() ? std::vector<int>{0} : checked_list(space.etp, "--etp");
   std::vector<std::pair<int, int>> experts;  // (ep, etp), etp 0 = tp
@@ -978,6 +988,8 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.shard_gradients = sg;
                     c.shard_parameters = sp;
                     c.grad_dtype = request.grad_dtype;
+                    c.moe_dispatcher = request.moe_dispatcher;
+                    c.moe_routing = request.moe_routing;
                     c.optimizer_state = request.optimizer_state;
                     c.ep = ep;
                     c.etp = etp == tp ? 0 : etp;
@@ -1512,6 +1524,8 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
                         {"tp_comm_overlap", request.space.tp_comm_overlap},
                         {"overlap_grad_reduce", request.overlap_grad_reduce},
                         {"grad_dtype", std::string(to_string(request.grad_dtype))},
+                        {"moe_dispatcher", std::string(to_string(request.moe_dispatcher))},
+                        {"moe_routing", std::string(to_string(request.moe_routing))},
                         {"optimizer_state", std::string(to_string(request.optimizer_state))},
                         {"partition", std::string(partition_mode_name(request.partition))}}},
                       {"max_memory_bytes", result.max_memory_bytes},

@@ -155,6 +155,10 @@ struct ExploreRequest {
   bool overlap_grad_reduce = false;
   // Sets ParallelConfig::grad_dtype of every configuration (graph/plan.h).
   GradDtype grad_dtype = GradDtype::kCluster;
+  // Set ParallelConfig::moe_dispatcher and moe_routing of every configuration (MoE models only;
+  // not dimensions of the search).
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  MoeRouting moe_routing = MoeRouting::kRandom;
   // Sets ParallelConfig::optimizer_state of every configuration (graph/plan.h).
   OptimizerState optimizer_state = OptimizerState::kCluster;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()

@@ -186,6 +186,8 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
           {"ep", c.ep},
           {"etp", c.expert_tp()},
           {"moe_overlap", std::string(to_string(c.moe_overlap))},
+          {"moe_dispatcher", std::string(to_string(c.moe_dispatcher))},
+          {"moe_routing", std::string(to_string(c.moe_routing))},
           {"fp8", row.fp8}}},
         {"measured", {{std::string(to_string(row.measured_kind)), row.measured_value}}},
         {"flops_convention", std::string(to_string(row.convention))},

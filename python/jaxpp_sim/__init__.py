@@ -279,7 +279,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              moe_overlap="auto", breakdown=False, check_memory=True, trace=True, perturb=None,
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
-             shard_grads=False, shard_params=False, optimizer_state="cluster"):
+             shard_grads=False, shard_params=False, optimizer_state="cluster",
+             moe_dispatcher="alltoall", moe_routing="random"):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -297,7 +298,9 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     ``breakdown``, ``check_memory``; MoE models: ``ep`` (expert parallelism),
     ``etp`` (expert tensor parallelism, default tp), ``moe_imbalance`` (tokens of the busiest
     expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none),
-    ``a2a_dtype`` (``--a2a-dtype``: "fp8" or "fp8,bf16" for dispatch and combine).
+    ``a2a_dtype`` (``--a2a-dtype``: "fp8" or "fp8,bf16" for dispatch and combine),
+    ``moe_dispatcher`` (``--moe-dispatcher``: alltoall|deepep, a token copy per routed expert or
+    per destination rank and node), ``moe_routing`` (``--moe-routing``: random|contiguous).
     ``grad_dtype`` (``--grad-dtype``: cluster|fp32|bf16|fp16, the gradient buffer and its
     data-parallel reduction). ``optimizer_state`` (``--optimizer-state``:
     cluster|fp32|remainders|bf16, the Adam state per parameter). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
@@ -347,7 +350,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
             *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
-            str(optimizer_state))
+            str(optimizer_state), str(moe_dispatcher), str(moe_routing))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
@@ -361,7 +364,9 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("max_memory_gib", max_memory_gib, None),
                    ("assign", assign, None), ("grad_dtype", grad_dtype, "cluster"),
                    ("optimizer_state", optimizer_state, "cluster"),
-                   ("a2a_dtype", a2a_dtype, None)),
+                   ("a2a_dtype", a2a_dtype, None),
+                   ("moe_dispatcher", moe_dispatcher, "alltoall"),
+                   ("moe_routing", moe_routing, "random")),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
@@ -458,7 +463,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             bound_prune=False, partition="auto", threads=None, top=10, explain=False, csv=False, synthesize=False,
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None,
-            shard_grads="off", shard_params="off", optimizer_state="cluster"):
+            shard_grads="off", shard_params="off", optimizer_state="cluster",
+            moe_dispatcher="alltoall", moe_routing="random"):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -472,7 +478,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``summary["pruned_configs"]``; ``csv=True`` fills ``ExploreResult.csv_text`` (``--csv``).
     ``assign`` (``--assign``, a path or a dict as in :func:`simulate`) fixes a name-to-actor
     assignment: ``pp`` must be one number (its actors), and every schedule that fits it is
-    evaluated. ``grad_dtype`` (``--grad-dtype``), ``optimizer_state`` (``--optimizer-state``) and
+    evaluated. ``grad_dtype`` (``--grad-dtype``), ``optimizer_state`` (``--optimizer-state``),
+    ``moe_dispatcher`` (``--moe-dispatcher``), ``moe_routing`` (``--moe-routing``) and
     ``a2a_dtype`` (``--a2a-dtype``) apply to every configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
     "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations; ``shard_params``
     (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP).
@@ -503,7 +510,8 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if synthesize_time_s is None else float(synthesize_time_s),
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
-        str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state))
+        str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state),
+        str(moe_dispatcher), str(moe_routing))
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

@@ -283,6 +283,24 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ExploreEpOnADenseModel",
      .args = "explore --model gpt3-1.3b --gpus 8 --global-batch 16 --ep 2 --plan {dir}/p.json",
      .message = "--ep: gpt3-1.3b has no routed experts"},
+    {.name = "SimulateUnknownMoeDispatcher",
+     .args = "simulate --model mixtral-8x7b --schedule 1f1b --gpus 32 --pp 4 --dp 8 "
+             "--global-batch 64 --ep 8 --moe-dispatcher nccl --plan {dir}/p.json",
+     .message = "--moe-dispatcher: expected alltoall or deepep, got \"nccl\""},
+    {.name = "SimulateUnknownMoeRouting",
+     .args = "simulate --model mixtral-8x7b --schedule 1f1b --gpus 32 --pp 4 --dp 8 "
+             "--global-batch 64 --ep 8 --moe-routing skewed --trace {dir}/t.json",
+     .message = "--moe-routing: expected random or contiguous, got \"skewed\""},
+    {.name = "SimulateMoeDispatcherOnADenseModel",
+     .args = kSim + "--gpus 4 --pp 2 --dp 2 --global-batch 8 --moe-dispatcher deepep "
+                    "--plan {dir}/p.json",
+     .message = "--moe-dispatcher: an expert-parallel dispatcher on gpt3-1.3b, which has no "
+                "routed experts"},
+    {.name = "ExploreMoeRoutingOnADenseModel",
+     .args = "explore --model gpt3-1.3b --gpus 8 --global-batch 16 --moe-routing contiguous "
+             "--plan {dir}/p.json",
+     .message = "--moe-routing: an expert routing pattern on gpt3-1.3b, which has no routed "
+                "experts"},
 
     // ---- Name-to-actor assignments (--assign; issue 18): file, key and reason, nothing written.
     {.name = "AssignMissingLayer",

@@ -112,6 +112,55 @@ TEST(MoeCli, TheTimelineShowsTheAllToAllAsItsOwnStream) {
   EXPECT_NE(perfetto.find("a2a F0@s1"), std::string::npos);
 }
 
+TEST(MoeCli, DeepEpAndContiguousRoutingShrinkTheAllToAllAndReachThePlan) {
+  const nlohmann::json alltoall = run_json(kMixtral + "--ep 4");
+  const nlohmann::json deepep = run_json(kMixtral + "--ep 4 --moe-dispatcher deepep");
+  const nlohmann::json gate =
+      run_json(kMixtral + "--ep 4 --moe-dispatcher deepep --moe-routing contiguous");
+  // Top 2 of 8 experts on 4 ranks of 2: 2 copies (alltoall), 4·(1 − C(6,2)/C(8,2)) = 13/7
+  // ranks (deepep), 1 rank (contiguous: experts 2t and 2t+1 share a rank).
+  const double a = alltoall["alltoall_s"].get<double>();
+  const double d = deepep["alltoall_s"].get<double>();
+  const double g = gate["alltoall_s"].get<double>();
+  // Bytes in those ratios; each all-to-all's fixed NVLink latency lifts them a little.
+  EXPECT_NEAR(d / a, 13.0 / 14, 0.01);
+  EXPECT_GT(g / d, 7.0 / 13 - 0.001);
+  EXPECT_LT(g / d, 7.0 / 13 + 0.04);
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(kMixtral + "--ep 4 --moe-dispatcher deepep --moe-routing "
+                                         "contiguous --plan " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  EXPECT_EQ(plan["config"]["moe_dispatcher"], "deepep");
+  EXPECT_EQ(plan["config"]["moe_routing"], "contiguous");
+  EXPECT_EQ(run_cli("validate " + dir + "/p.json").exit_code, 0);
+}
+
+TEST(MoeCli, ExploreAppliesTheDispatcherAndRoutingToEveryConfiguration) {
+  const std::string base =
+      "explore --model mixtral-8x7b --cluster h100-sxm --gpus 16 --global-batch 32 --pp 2 --tp 1 "
+      "--ep 4 --schedules 1f1b --microbatch-sizes 1 --zero1 on --format json --top 1 ";
+  const CliResult r = run_cli(base + "--moe-dispatcher deepep --moe-routing contiguous");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["moe_dispatcher"], "deepep");
+  EXPECT_EQ(j["options"]["moe_routing"], "contiguous");
+  ASSERT_FALSE(j["top"].empty());
+  EXPECT_EQ(j["top"][0]["config"]["moe_dispatcher"], "deepep");
+  EXPECT_EQ(j["top"][0]["config"]["moe_routing"], "contiguous");
+  const CliResult plain = run_cli(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const nlohmann::json p = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(p["options"]["moe_dispatcher"], "alltoall");
+  EXPECT_LT(j["top"][0]["step_time_s"].get<double>(), p["top"][0]["step_time_s"].get<double>());
+}
+
+TEST(MoeCli, DispatcherFlagsInMeasuredModeAreRefused) {
+  expect_moe_bad_input(run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 "
+                               "--moe-dispatcher deepep"),
+                       "simulate", {"--moe-dispatcher", "model-mode flag"});
+}
+
 TEST(MoeCli, PlanJsonKeepsTheExpertFieldsAndValidatesThem) {
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(kMixtral + "--ep 4 --moe-overlap none --plan " + dir + "/p.json");

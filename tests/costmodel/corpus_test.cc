@@ -248,6 +248,8 @@ TEST(CorpusRow, ExpertParallelFieldsDefaultToNoExpertParallelism) {
   EXPECT_EQ(r.config.etp, 0);
   EXPECT_EQ(r.config.expert_tp(), 2);
   EXPECT_EQ(r.config.moe_overlap, MoeOverlap::kAuto);
+  EXPECT_EQ(r.config.moe_dispatcher, MoeDispatcher::kAllToAll);
+  EXPECT_EQ(r.config.moe_routing, MoeRouting::kRandom);
   EXPECT_FALSE(r.model.moe.dispatch_dtype.has_value());
   EXPECT_FALSE(r.model.moe.combine_dtype.has_value());
 }
@@ -258,8 +260,12 @@ TEST(CorpusRow, ReadsTheExpertParallelFields) {
     j["ep"] = 4;
     j["etp"] = 1;
     j["moe_overlap"] = "1f1b";
+    j["moe_dispatcher"] = "deepep";
+    j["moe_routing"] = "contiguous";
     j["a2a_dtype"] = "fp8,bf16";
   });
+  EXPECT_EQ(r.config.moe_dispatcher, MoeDispatcher::kDeepEP);
+  EXPECT_EQ(r.config.moe_routing, MoeRouting::kContiguous);
   EXPECT_EQ(r.config.ep, 4);
   EXPECT_EQ(r.config.etp, 1);
   EXPECT_EQ(r.config.expert_tp(), 1);
@@ -355,6 +361,27 @@ TEST(CorpusErrors, ExpertParallelismOnADenseModel) {
   EXPECT_EQ(row_error([](json& j) { j["a2a_dtype"] = "fp8"; }),
             "corpus.json: row 'r1': field 'a2a_dtype': model 'gpt3-1.3b' has no routed experts "
             "(no all-to-all)");
+  EXPECT_EQ(row_error([](json& j) { j["moe_dispatcher"] = "alltoall"; }),
+            "corpus.json: row 'r1': field 'moe_dispatcher': model 'gpt3-1.3b' has no routed "
+            "experts (no all-to-all)");
+  EXPECT_EQ(row_error([](json& j) { j["moe_routing"] = "contiguous"; }),
+            "corpus.json: row 'r1': field 'moe_routing': model 'gpt3-1.3b' has no routed experts "
+            "(no all-to-all)");
+}
+
+TEST(CorpusErrors, UnknownDispatcherOrRouting) {
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["moe_dispatcher"] = "flex";
+            }),
+            "corpus.json: row 'r1': field 'moe_dispatcher': expected alltoall or deepep, got "
+            "\"flex\"");
+  EXPECT_EQ(row_error([](json& j) {
+              make_moe(j);
+              j["moe_routing"] = "skewed";
+            }),
+            "corpus.json: row 'r1': field 'moe_routing': expected random or contiguous, got "
+            "\"skewed\"");
 }
 
 TEST(CorpusErrors, EpThatDoesNotDivideTheExperts) {

@@ -73,6 +73,44 @@ TEST(MoeConfig, BadOverlapAndImbalanceFieldsAreNamed) {
   EXPECT_THROW(config_from_json(j, "config"), InputError);
 }
 
+TEST(MoeConfig, DispatcherAndRoutingRoundTripAndDefaultsAreNotWritten) {
+  ParallelConfig c = moe_config();
+  EXPECT_FALSE(config_to_json(c).contains("moe_dispatcher"));
+  EXPECT_FALSE(config_to_json(c).contains("moe_routing"));
+  c.moe_dispatcher = MoeDispatcher::kDeepEP;
+  c.moe_routing = MoeRouting::kContiguous;
+  const nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j["moe_dispatcher"], "deepep");
+  EXPECT_EQ(j["moe_routing"], "contiguous");
+  EXPECT_EQ(config_from_json(j, "config"), c);
+  nlohmann::json bad = j;
+  bad["moe_dispatcher"] = "flex";
+  try {
+    config_from_json(bad, "plan.json: field 'config'");
+    ADD_FAILURE() << "an unknown dispatcher was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("moe_dispatcher"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected alltoall or deepep"), std::string::npos);
+  }
+  bad = j;
+  bad["moe_routing"] = "skewed";
+  EXPECT_THROW(config_from_json(bad, "config"), InputError);
+}
+
+TEST(MoeConfig, DispatcherOrRoutingOnADenseModelIsRefused) {
+  const ModelSpec dense = load_model("gpt3-1.3b");
+  ParallelConfig c;
+  c.moe_dispatcher = MoeDispatcher::kDeepEP;
+  EXPECT_NE(moe_error(dense, c, true).find("--moe-dispatcher"), std::string::npos);
+  EXPECT_NE(moe_error(dense, c, false).find("plan.json: field 'config.moe_dispatcher'"),
+            std::string::npos);
+  c.moe_dispatcher = MoeDispatcher::kAllToAll;
+  c.moe_routing = MoeRouting::kContiguous;
+  EXPECT_NE(moe_error(dense, c, true).find("--moe-routing"), std::string::npos);
+  c.moe_routing = MoeRouting::kRandom;
+  EXPECT_EQ(moe_error(dense, c, true), "");
+}
+
 TEST(MoeConfig, ChecksNameTheFieldOrTheFlag) {
   const ModelSpec mixtral = load_model("mixtral-8x7b");
   ParallelConfig c = moe_config();

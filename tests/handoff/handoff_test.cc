@@ -324,6 +324,39 @@ PlanRequest moe_handoff_request(int ep, int etp) {
   return req;
 }
 
+TEST(Handoff, TheMoeDispatcherGoesToMegatronAndReadsBack) {
+  PlanRequest req = moe_handoff_request(4, 1);
+  const std::string alltoall = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(alltoall.find("--moe-token-dispatcher-type alltoall"), std::string::npos) << alltoall;
+  EXPECT_EQ(alltoall.find("--moe-flex-dispatcher-backend"), std::string::npos) << alltoall;
+  EXPECT_EQ(parse_megatron_arguments(alltoall, "args").config.moe_dispatcher,
+            MoeDispatcher::kAllToAll);
+  req.config.moe_dispatcher = MoeDispatcher::kDeepEP;
+  const std::string deepep = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(deepep.find("--moe-token-dispatcher-type flex"), std::string::npos) << deepep;
+  EXPECT_NE(deepep.find("--moe-flex-dispatcher-backend deepep"), std::string::npos) << deepep;
+  EXPECT_EQ(parse_megatron_arguments(deepep, "args").config.moe_dispatcher,
+            MoeDispatcher::kDeepEP);
+  EXPECT_EQ(parse_megatron_arguments("--moe-token-dispatcher-type flex --moe-enable-deepep", "a")
+                .config.moe_dispatcher,
+            MoeDispatcher::kDeepEP);
+  EXPECT_NE(handoff_error([&] {
+              parse_megatron_arguments("--moe-token-dispatcher-type flex", "a.txt");
+            }).find("needs --moe-flex-dispatcher-backend"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] {
+              parse_megatron_arguments("--moe-token-dispatcher-type allgather", "a.txt");
+            }).find("expected alltoall or flex"),
+            std::string::npos);
+  // A contiguous benchmark gate has no Megatron-LM flag.
+  req.config.moe_routing = MoeRouting::kContiguous;
+  const Plan contiguous = build_plan(req);
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(contiguous, "Std1F1B");
+            }).find("moe_routing contiguous"),
+            std::string::npos);
+}
+
 TEST(Handoff, ExpertParallelSizesGoToMegatronAndTorchtitanWhereExpressible) {
   const Plan ep4 = build_plan(moe_handoff_request(4, 1));
   const std::string args = megatron_arguments(ep4, "Std1F1B");

@@ -249,6 +249,20 @@ def test_moe_simulate_equals_cli():
     assert r.step_time_s > balanced.step_time_s
 
 
+def test_moe_dispatcher_and_routing_equal_cli():
+    r = js.simulate(**MOE, ep=4, etp=1, moe_dispatcher="deepep", moe_routing="contiguous",
+                    trace=False)
+    c = cli_json("simulate", *MOE_CLI, "--ep", "4", "--etp", "1", "--moe-dispatcher", "deepep",
+                 "--moe-routing", "contiguous")
+    assert r.metrics == c
+    assert r.plan["config"]["moe_dispatcher"] == "deepep"
+    assert r.plan["config"]["moe_routing"] == "contiguous"
+    alltoall = js.simulate(**MOE, ep=4, etp=1, trace=False)
+    assert r.metrics["alltoall_s"] < alltoall.metrics["alltoall_s"]
+    same_error(lambda: js.simulate(**MOE, ep=4, moe_dispatcher="nccl"), "simulate", *MOE_CLI,
+               "--ep", "4", "--moe-dispatcher", "nccl")
+
+
 def test_moe_errors_are_the_clis():
     same_error(lambda: js.simulate(**MOE, ep=3), "simulate", *MOE_CLI, "--ep", "3")
     same_error(lambda: js.simulate(**MOE, moe_overlap="sometimes"), "simulate", *MOE_CLI,

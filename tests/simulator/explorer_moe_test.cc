@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/error.h"
 #include "simulator/explorer.h"
 
 namespace jaxpp {

@@ -379,8 +379,8 @@ struct PinnedMoeRow {
   double predicted_step_s;
 };
 constexpr PinnedMoeRow kPinnedMoeRows[] = {
-    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 25.070},
-    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.509},
+    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 24.712},
+    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.402},
 };
 
 const CorpusRowResult* row_result(const std::string& id) {
@@ -433,19 +433,18 @@ TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
 // The NeMo AutoModel rows (source automodel, docs/validation.md "MoE rows"): a second, independent
 // framework (PyTorch FSDP2, DeepEP, torch pipelining) on H100 in BF16. Split by the written rule
 // before any prediction: 2 fit, 3 test. Their predictions are pinned (a change of the MoE or FSDP
-// physics must update these figures and the docs). The MoE rows come out too slow, where the
-// Megatron-Bridge H100 FP8-CS MoE rows come out far too fast: the benchmark's fake balanced gate
-// sends each token to one or two EP ranks of one node, which the model's all-to-all (balanced
-// random routing) does not know; a model of it moves these rows and fails this test on purpose.
-// The dense Llama 3.1 70B row (FSDP2 over 32 ranks, 4 microbatches) was +24.7 % while the model
-// moved the whole stage per collective (4.44 s of exposed DP communication); with FSDP2's
-// per-block collectives (costmodel/analytic_cost.h) it is +1.4 %, its compute alone +1.2 %.
+// physics must update these figures and the docs). The MoE rows are priced with DeepEP's volume
+// and the benchmark's fake balanced gate (moe_dispatcher deepep, moe_routing contiguous: each
+// token to one or two EP ranks of one node) and come out 12-30 % too fast, a second cause not
+// modelled. The dense Llama 3.1 70B row (FSDP2 over 32 ranks, 4 microbatches) was +24.7 % while
+// the model moved the whole stage per collective (4.44 s of exposed DP communication); with
+// FSDP2's per-block collectives (costmodel/analytic_cost.h) it is +1.4 %, its compute alone +1.2 %.
 constexpr PinnedMoeRow kPinnedAutomodelRows[] = {
-    {"automodel-qwen3-30B-a3B-8gpu-h100", 24.430},
+    {"automodel-qwen3-30B-a3B-8gpu-h100", 19.169},
     {"automodel-llama3.1-70B-64gpu-h100", 19.160},
-    {"automodel-deepseek-v3-256gpu-h100", 11.028},
-    {"automodel-deepseek-v3-1024gpu-h100", 11.031},
-    {"automodel-kimi-k2-256gpu-h100", 4.767},
+    {"automodel-deepseek-v3-256gpu-h100", 6.582},
+    {"automodel-deepseek-v3-1024gpu-h100", 6.585},
+    {"automodel-kimi-k2-256gpu-h100", 3.192},
 };
 
 TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
@@ -459,6 +458,8 @@ TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
     if (r.row->model.moe.enabled()) {
       ++moe;
       EXPECT_GT(r.row->config.ep, 1) << r.row->id;
+      EXPECT_EQ(r.row->config.moe_dispatcher, MoeDispatcher::kDeepEP) << r.row->id;
+      EXPECT_EQ(r.row->config.moe_routing, MoeRouting::kContiguous) << r.row->id;
     }
     (r.row->split == CorpusSplit::kFit ? fit : test)++;
   }
@@ -473,7 +474,7 @@ TEST(CorpusValidation, AutomodelRowsAreSplitBeforePredictionAndPinned) {
   }
 }
 
-TEST(CorpusValidation, AutomodelMoeRowsAreTooSlowAndTheDenseRowIsWithinTheBand) {
+TEST(CorpusValidation, AutomodelMoeRowsAreTooFastAndTheDenseRowIsWithinTheBand) {
   int moe = 0, dense = 0;
   for (const CorpusRowResult& r : report().rows) {
     if (r.row->source != "automodel") continue;
@@ -485,10 +486,9 @@ TEST(CorpusValidation, AutomodelMoeRowsAreTooSlowAndTheDenseRowIsWithinTheBand) 
       continue;
     }
     ++moe;
-    EXPECT_GT(r.error, 0.05) << r.row->id << " is no longer predicted too slow: update docs/validation.md";
-    if (r.row->split == CorpusSplit::kTest) {
-      EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
-    }
+    EXPECT_LT(r.error, -0.10) << r.row->id
+                              << " is no longer predicted too fast: update docs/validation.md";
+    EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
   }
   EXPECT_EQ(moe, 4);
   EXPECT_EQ(dense, 1);
