@@ -18,78 +18,19 @@ on the H100 FP8 fit rows of the nemo2407 source of tests/validation/corpus.json.
 Usage: fit_costmodel_test.py <jaxpp-sim binary> <source root>
 """
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
 
-COMMITTED = 0.894  # costmodel/cluster.cc kHopperFp8GemmEfficiency
-ROUNDING = 0.005
-PARAM = "kernels.fp8_gemm_efficiency=0.4:1.2"
+from fit_check import FitCheck
 
-
-def fit(binary, root, corpus, workdir):
-    out = os.path.join(workdir, "clusters")
-    cmd = [sys.executable, os.path.join(root, "scripts", "fit_costmodel.py"), "--binary", binary,
-           "--corpus", corpus, "--fp8-only", "--source", "nemo2407", "--gpu", "h100-sxm",
-           "--param", PARAM, "--write-clusters", out]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"fit_costmodel.py failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    with open(os.path.join(out, "h100-sxm-fit.json")) as f:
-        return json.load(f)["kernels"]["fp8_gemm_efficiency"]
-
-
-def perturbed(corpus_path, workdir, name, split, scale):
-    """A copy of the corpus whose H100 FP8 rows of `split` have their throughput times `scale`."""
-    with open(corpus_path) as f:
-        doc = json.load(f)
-    changed = 0
-    for row in doc["rows"]:
-        if row["cluster"] == "h100-sxm" and row.get("fp8") and row["split"] == split:
-            measured = row["measured"]
-            (kind, value), = measured.items()
-            # Throughput measures scale with `scale`; a step time scales with its inverse.
-            measured[kind] = value / scale if kind == "step_time_s" else value * scale
-            changed += 1
-    if changed == 0:
-        raise SystemExit(f"the corpus has no H100 FP8 {split} row")
-    path = os.path.join(workdir, name)
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    return path
-
-
-def main():
-    if len(sys.argv) != 3:
-        raise SystemExit(__doc__)
-    binary, root = sys.argv[1], sys.argv[2]
-    corpus = os.path.join(root, "tests", "validation", "corpus.json")
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        chosen = fit(binary, root, corpus, os.path.join(tmp, "a"))
-        print(f"fitted on the corpus: {chosen:.4f} (preset {COMMITTED})")
-        if abs(chosen - COMMITTED) > ROUNDING:
-            failures.append(f"the fit chooses {chosen:.4f}, the preset has {COMMITTED}: rerun the "
-                            "fit and update kHopperFp8GemmEfficiency with its provenance")
-
-        test_halved = perturbed(corpus, tmp, "test_halved.json", "test", 0.5)
-        same = fit(binary, root, test_halved, os.path.join(tmp, "b"))
-        print(f"with the H100 FP8 test rows halved: {same:.4f}")
-        if same != chosen:
-            failures.append(f"the H100 FP8 test rows moved the fit ({chosen} -> {same})")
-
-        fit_slower = perturbed(corpus, tmp, "fit_slower.json", "fit", 0.85)
-        lower = fit(binary, root, fit_slower, os.path.join(tmp, "c"))
-        print(f"with the H100 FP8 fit rows 15 % slower: {lower:.4f}")
-        if not lower < chosen - 0.05:
-            failures.append(f"the fit rows did not move the fit ({chosen} -> {lower})")
-
-    for f in failures:
-        print("FAIL: " + f, file=sys.stderr)
-    return 1 if failures else 0
-
+CHECK = FitCheck(
+    fit_args=["--fp8-only", "--source", "nemo2407", "--gpu", "h100-sxm",
+              "--param", "kernels.fp8_gemm_efficiency=0.4:1.2"],
+    key=("kernels", "fp8_gemm_efficiency"),
+    gpus=("h100-sxm",),
+    committed=0.894,  # costmodel/cluster.cc kHopperFp8GemmEfficiency
+    constant="kHopperFp8GemmEfficiency",
+    selects=lambda row: row["cluster"] == "h100-sxm" and bool(row.get("fp8")),
+    label="H100 FP8")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(CHECK.run(sys.argv, __doc__))
