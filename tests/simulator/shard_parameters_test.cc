@@ -130,7 +130,9 @@ GatherCheck check_gathers(const Program& program, bool gathered = true) {
           EXPECT_TRUE(ins.deps.empty());
         } else {
           EXPECT_EQ(ins.deps.size(), 1u);
-          if (ins.deps.size() == 1) EXPECT_EQ(ins.deps[0], before_previous);
+          if (ins.deps.size() == 1) {
+            EXPECT_EQ(ins.deps[0], before_previous);
+          }
         }
       }
       if (ins.op != OpKind::kCompute) continue;
