@@ -118,8 +118,11 @@ run_asan() {
   # components it unloads at MPI_Finalize, so only the slow unwinder reaches the libmpi /
   # libopen-pal frames that lsan.supp names; it is used for those tests only.
   # Not the `install` tests either: installing and packaging instrumented binaries checks nothing
-  # more than the Release build's run of them does.
-  (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 -E Mpi \
+  # more than the Release build's run of them does. Nor the constant fits (validation.fit*): each
+  # reruns `validate-model` on the same corpus some 75 times, a path the corpus tests already run
+  # instrumented, and together they would take longer than the rest of the suite does.
+  (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
+     -E '(Mpi|^validation\.fit)' \
      -LE '^(timing|install)$') ||
     status=1
   (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \

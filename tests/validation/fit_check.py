@@ -1,7 +1,7 @@
 """Shared checks of a fitted preset constant: scripts/fit_costmodel.py, rerun on the corpus,
 must choose the committed value, must not move when the test rows change, and must move when
 the fit rows do (fit_costmodel_test.py: Hopper's FP8 factor; fit_mxfp8_test.py: Blackwell's MXFP8
-factor).
+factor; fit_bf16_test.py: the 16-bit GEMM efficiency of each GPU fitted on its own rows).
 """
 
 import json
@@ -21,13 +21,16 @@ class FitCheck:
     gpus: the presets the fit writes (one value across all of them);
     committed / constant: the preset's value and the name it has in costmodel/cluster.cc;
     selects(row): whether a corpus row is one of the rows the constant is fitted and scored on;
-    label: how those rows are named in messages ("H100 FP8").
+    label: how those rows are named in messages ("H100 FP8");
+    min_drop: how far the choice must fall with the fit rows measured 15 % slower (a constant
+    that scales only part of a step, or a small one, moves less than 0.05).
     """
 
-    def __init__(self, fit_args, key, gpus, committed, constant, selects, label):
+    def __init__(self, fit_args, key, gpus, committed, constant, selects, label, min_drop=0.05):
         self.fit_args, self.key, self.gpus = fit_args, key, gpus
         self.committed, self.constant = committed, constant
         self.selects, self.label = selects, label
+        self.min_drop = min_drop
 
     def fit(self, binary, root, corpus, workdir):
         out = os.path.join(workdir, "clusters")
@@ -86,7 +89,7 @@ class FitCheck:
             fit_slower = self.perturbed(corpus, tmp, "fit_slower.json", "fit", 0.85)
             lower = self.fit(binary, root, fit_slower, os.path.join(tmp, "c"))
             print(f"with the {self.label} fit rows 15 % slower: {lower:.4f}")
-            if not lower < chosen - 0.05:
+            if not lower < chosen - self.min_drop:
                 failures.append(f"the fit rows did not move the fit ({chosen} -> {lower})")
 
         for f in failures:
