@@ -95,9 +95,9 @@ TEST(SimulateCli, H800PresetIsListedAndAnUnknownPresetIsStillRefused) {
   const auto help = run_cli("simulate --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("h200, h800, b200"), std::string::npos) << help.out;
-  expect_bad_input(run_cli(kModel + "--cluster h900 --pp 2 --microbatches 4"),
-                   {"cluster 'h900'", "unknown preset", "h200, h800, b200"});
-  const auto ok = run_cli(kModel + "--cluster h800 --pp 2 --microbatches 4 --json");
+  expect_bad_input(run_cli(kModel + "--gpus 2 --pp 2 --global-batch 4 --cluster h900"),
+                   {"h900: unknown cluster", "presets: ", "h200, h800, b200"});
+  const auto ok = run_cli(kModel + "--gpus 2 --pp 2 --global-batch 4 --cluster h800 --json");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
