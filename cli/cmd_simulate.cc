@@ -157,7 +157,7 @@ int run_simulate(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
-      ("cluster", "cluster preset (a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72, mi300x) or JSON file; a file with \"kinds\" is a heterogeneous cluster (docs/hardware.md)", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("cluster", "cluster preset (a100-40g, a100-80g, h100-sxm, h200, h800, b200, gb200-nvl72, mi300x) or JSON file; a file with \"kinds\" is a heterogeneous cluster (docs/hardware.md)", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("pp", "pipeline actors", cxxopts::value<int>())
       ("tp", "tensor parallelism", cxxopts::value<int>()->default_value("1"))
@@ -191,6 +191,8 @@ int run_simulate(int argc, char** argv) {
       ("moe-overlap", "auto | dualpipe | 1f1b | none (how the MoE all-to-all overlaps compute, both modes; docs/simulate.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("moe-dispatcher", "MoE: alltoall (a token copy per routed expert, Megatron-LM's alltoall dispatcher) | deepep (a copy per destination rank and per destination node, DeepEP / Megatron-LM flex)", cxxopts::value<std::string>()->default_value("alltoall"))
       ("moe-routing", "MoE: random (balanced random routing) | contiguous (token t to experts t*k..t*k+k-1, a benchmark fake gate)", cxxopts::value<std::string>()->default_value("random"))
+      ("moe-node-limit", "MoE: node-limited random routing, a token's experts on at most M nodes of the ep group (DeepSeek-V3: 4; 0 = no limit)", cxxopts::value<int>()->default_value("0"))
+      ("moe-device-limit", "MoE: device-limited random routing, a token's experts on at most M ranks of the ep group (DeepSeek-V2: 3; 0 = no limit)", cxxopts::value<int>()->default_value("0"))
       ("microbatches", "measured mode: microbatches", cxxopts::value<int>())
       ("t-f", "measured mode: forward time per stage, ms", cxxopts::value<double>())
       ("t-b", "measured mode: input-gradient backward time, ms", cxxopts::value<double>())
@@ -228,7 +230,7 @@ int run_simulate(int argc, char** argv) {
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
          "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
-         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "max-memory-gib", "assign",
+         "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "moe-node-limit", "moe-device-limit", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
   } else {
@@ -349,6 +351,8 @@ int run_simulate(int argc, char** argv) {
     c.moe_dispatcher =
         parse_moe_dispatcher(args["moe-dispatcher"].as<std::string>(), "--moe-dispatcher");
     c.moe_routing = parse_moe_routing(args["moe-routing"].as<std::string>(), "--moe-routing");
+    c.moe_node_limit = args["moe-node-limit"].as<int>();
+    c.moe_device_limit = args["moe-device-limit"].as<int>();
     if (args.count("schedule-file")) req.schedule_file = args["schedule-file"].as<std::string>();
     req.fuse_steady_state = args.count("fuse-steady-state") > 0;
     parse_partition_flag(args["partition"].as<std::string>(), req);

@@ -162,6 +162,19 @@ ClusterSpec h200() {
   return c;
 }
 
+// H800 SXM: the H100 SXM die (same SMs, clocks, tensor peaks, 80 GB HBM3 at 3350 GB/s) with its
+// NVLink cut to 400 GB/s both directions, 200 GB/s per direction (docs/hardware.md 1.3). Its
+// fitted constants (BF16 GEMM efficiency, the Hopper FP8 factor, FlashAttention fractions) are
+// H100's, carried over because the die is the same; nothing is fitted on H800 rows. The network:
+// DeepSeek's clusters, one 400 Gb/s InfiniBand NIC per GPU (the H100 preset's NDR figure).
+ClusterSpec h800() {
+  ClusterSpec c = h100_sxm();
+  c.name = "h800";
+  // 0.8 of 200 GB/s = 160 GB/s point to point, the NVLink figure of the DeepSeek-V3 report.
+  c.intra_node = {200 * kGB, 7 * kUs, 0.8};
+  return c;
+}
+
 ClusterSpec b200() {
   ClusterSpec c = h100_sxm();
   c.name = "b200";
@@ -442,7 +455,7 @@ double ClusterSpec::gemm_efficiency(double layer_pass_flops) const {
 }
 
 std::vector<std::string> cluster_preset_names() {
-  return {"a100-40g", "a100-80g", "h100-sxm", "h200", "b200", "gb200-nvl72", "mi300x"};
+  return {"a100-40g", "a100-80g", "h100-sxm", "h200", "h800", "b200", "gb200-nvl72", "mi300x"};
 }
 
 ClusterSpec cluster_preset(const std::string& name) {
@@ -450,6 +463,7 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (n == "a100-80g") return a100_80g();
   if (n == "h100-sxm") return h100_sxm();
   if (n == "h200") return h200();
+  if (n == "h800") return h800();
   if (n == "a100-40g") return a100_40g();
   if (n == "b200") return b200();
   if (n == "gb200-nvl72") return gb200_nvl72();

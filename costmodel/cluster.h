@@ -203,7 +203,7 @@ struct ClusterSpec {
   bool operator==(const ClusterSpec&) const = default;
 };
 
-// A preset name (case-insensitive: a100-40g, a100-80g, h100-sxm, h200, b200, gb200-nvl72,
+// A preset name (case-insensitive: a100-40g, a100-80g, h100-sxm, h200, h800, b200, gb200-nvl72,
 // mi300x; docs/hardware.md gives each field its source) or a path to a JSON file.
 ClusterSpec load_cluster(const std::string& name_or_path);
 

@@ -69,6 +69,8 @@ const std::set<std::string> kRowKeys = {"id",
                                         "moe_overlap",
                                         "moe_dispatcher",
                                         "moe_routing",
+                                        "moe_node_limit",
+                                        "moe_device_limit",
                                         "a2a_dtype",
                                         "partition",
                                         "measured",
@@ -82,7 +84,7 @@ const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time
 const std::string kMeasuredPrefix = "measured_";
 const std::set<std::string> kCsvIntegerKeys = {
     "gpus",         "tp",         "pp",      "dp", "cp", "virtual_stages", "microbatch_size",
-    "global_batch", "seq_len",    "ep",      "etp"};
+    "global_batch", "seq_len",    "ep",      "etp", "moe_node_limit", "moe_device_limit"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
                                             "shard_gradients",   "shard_parameters",
                                             "fp8",
@@ -322,7 +324,9 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
                                           row.field("moe_dispatcher"));
   c.moe_routing =
       parse_moe_routing(row.string_or("moe_routing", "random"), row.field("moe_routing"));
-  for (const char* key : {"moe_dispatcher", "moe_routing"})
+  c.moe_node_limit = row.has("moe_node_limit") ? row.positive_int("moe_node_limit") : 0;
+  c.moe_device_limit = row.has("moe_device_limit") ? row.positive_int("moe_device_limit") : 0;
+  for (const char* key : {"moe_dispatcher", "moe_routing", "moe_node_limit", "moe_device_limit"})
     if (row.has(key) && !r.model.moe.enabled())
       throw_input_error(row.field(key),
                         "model '" + r.model.name + "' has no routed experts (no all-to-all)");

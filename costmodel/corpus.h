@@ -20,6 +20,7 @@
 //                 "optimizer_state": "cluster", "partition": "even",
 //                 "ep": 1, "etp": t, "moe_overlap": "auto", "a2a_dtype": "bf16" | "fp8,bf16",
 //                 "moe_dispatcher": "alltoall" | "deepep", "moe_routing": "random" | "contiguous",
+//                 "moe_node_limit": M, "moe_device_limit": M,
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
 //                 "flops_convention": "narayanan2021" | ... | "none", "peak_tflops": 989,
@@ -29,8 +30,10 @@
 //   microbatch_size 1, the model's seq_len, recompute "none", attention "flash", false flags,
 //   the cluster's bf16 peak, no assumptions, no expected failure; MoE models: ep 1, etp = tp,
 //   moe_overlap "auto", moe_dispatcher "alltoall", moe_routing "random", the model's all-to-all
-//   types (ep, etp, moe_overlap, moe_dispatcher, moe_routing and a2a_dtype mean what simulate's
-//   --ep, --etp, --moe-overlap, --moe-dispatcher, --moe-routing and --a2a-dtype mean, and are
+//   types, no routing limit (ep, etp, moe_overlap, moe_dispatcher, moe_routing, moe_node_limit,
+//   moe_device_limit and a2a_dtype mean what simulate's --ep, --etp, --moe-overlap,
+//   --moe-dispatcher, --moe-routing, --moe-node-limit, --moe-device-limit and --a2a-dtype mean,
+//   and are
 //   checked as they are: ep must divide the routed experts, ep·etp the tp·cp·dp devices of a
 //   stage; ep > 1, etp != tp, moe_overlap, moe_dispatcher, moe_routing or a2a_dtype on a dense
 //   model is an error).

@@ -229,9 +229,29 @@ OperatorCost::MoeDestinations OperatorCost::moe_destinations() const {
   const int per_rank = std::max(1, experts / ep);
   MoeDestinations d;
   if (config_.moe_routing == MoeRouting::kRandom) {
+    const int per_node = std::min(experts, per_rank * g);
+    if (config_.moe_node_limit > 0 && config_.moe_node_limit < nodes) {
+      // Node-limited: the token's M nodes drawn uniformly (a balanced gate), its top_k experts
+      // uniformly from their M·per_node experts (M raised to what top_k needs).
+      const int m = std::max(config_.moe_node_limit, (top_k + per_node - 1) / per_node);
+      const int pool = std::min(experts, m * per_node);
+      d.ranks = m * g * (1 - routing_miss_probability(pool, per_rank, top_k));
+      d.nodes = m * (1 - routing_miss_probability(pool, per_node, top_k));
+      return d;
+    }
+    if (config_.moe_device_limit > 0 && config_.moe_device_limit < ep) {
+      // Device-limited: M ranks drawn uniformly, top_k experts from their M·per_rank experts;
+      // the nodes are those of the M ranks (each holds an expert of the token but for the
+      // misses, so this bounds them), at most as many as unlimited routing reaches.
+      const int m = config_.moe_device_limit;
+      const int pool = std::min(experts, m * per_rank);
+      d.ranks = m * (1 - routing_miss_probability(pool, per_rank, top_k));
+      d.nodes = std::min(nodes * (1 - routing_miss_probability(ep, std::min(ep, g), m)),
+                         nodes * (1 - routing_miss_probability(experts, per_node, top_k)));
+      return d;
+    }
     d.ranks = ep * (1 - routing_miss_probability(experts, per_rank, top_k));
-    d.nodes = nodes * (1 - routing_miss_probability(experts, std::min(experts, per_rank * g),
-                                                    top_k));
+    d.nodes = nodes * (1 - routing_miss_probability(experts, per_node, top_k));
     return d;
   }
   // Contiguous: token t starts at expert t·top_k mod E; the starts repeat with period

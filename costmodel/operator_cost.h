@@ -181,7 +181,11 @@ class OperatorCost {
   // (g ranks per node, ⌈ep/g⌉ nodes), for ParallelConfig::moe_routing: random = ep·(1 −
   // C(E − E/ep, top_k)/C(E, top_k)) ranks and nodes·(1 − C(E − g·E/ep, top_k)/C(E, top_k)) nodes;
   // contiguous = the ranks and nodes a window of top_k consecutive experts starting at t·top_k
-  // mod E covers, averaged over t.
+  // mod E covers, averaged over t. Random routing limited to M nodes (moe_node_limit): M uniform
+  // nodes, top_k experts from their P = M·g·E/ep: ranks M·g·(1 − C(P − E/ep, top_k)/C(P, top_k)),
+  // nodes M·(1 − C(P − g·E/ep, top_k)/C(P, top_k)); to M ranks (moe_device_limit): P = M·E/ep,
+  // ranks M·(1 − C(P − E/ep, top_k)/C(P, top_k)), nodes those of M uniform ranks,
+  // nodes·(1 − C(ep − g, M)/C(ep, M)), at most the unlimited count.
   struct MoeDestinations {
     double ranks = 0;
     double nodes = 0;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "graph/error.h"
 #include "graph/input_file.h"
@@ -191,8 +194,26 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
       throw_input_error(name("--moe-routing", "moe_routing"),
                         "an expert routing pattern on " + model.name +
                             ", which has no routed experts");
+    if (c.moe_node_limit != 0 || c.moe_device_limit != 0)
+      throw_input_error(c.moe_node_limit != 0 ? name("--moe-node-limit", "moe_node_limit")
+                                              : name("--moe-device-limit", "moe_device_limit"),
+                        "a routing limit on " + model.name + ", which has no routed experts");
     return;
   }
+  for (const auto& [limit, flag, field] :
+       {std::tuple{c.moe_node_limit, "--moe-node-limit", "moe_node_limit"},
+        std::tuple{c.moe_device_limit, "--moe-device-limit", "moe_device_limit"}}) {
+    if (limit < 0)
+      throw_input_error(name(flag, field), "must be >= 1 (0 = no limit), got " +
+                                               std::to_string(limit));
+    if (limit > 0 && c.moe_routing != MoeRouting::kRandom)
+      throw_input_error(name(flag, field),
+                        "limits random routing only, not moe_routing " +
+                            std::string(to_string(c.moe_routing)));
+  }
+  if (c.moe_node_limit > 0 && c.moe_device_limit > 0)
+    throw_input_error(name("--moe-device-limit", "moe_device_limit"),
+                      "give a node limit or a device limit, not both");
   if (experts % c.ep != 0)
     throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " does not divide the " +
                                               std::to_string(experts) + " routed experts of " +
@@ -212,6 +233,12 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
     throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                       "larger than ep (" + std::to_string(c.ep) +
                           "): the busiest rank cannot receive more than every token");
+  if (c.moe_device_limit > 0 &&
+      int64_t{c.moe_device_limit} * (experts / c.ep) < model.moe.top_k)
+    throw_input_error(name("--moe-device-limit", "moe_device_limit"),
+                      std::to_string(c.moe_device_limit) + " devices of " +
+                          std::to_string(experts / c.ep) + " experts each cannot hold a token's " +
+                          std::to_string(model.moe.top_k) + " experts");
 }
 
 void check_sharding(const ParallelConfig& c, const ShardingOrigin& at) {
@@ -263,6 +290,8 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
     j["moe_dispatcher"] = std::string(to_string(c.moe_dispatcher));
   if (c.moe_routing != MoeRouting::kRandom)
     j["moe_routing"] = std::string(to_string(c.moe_routing));
+  if (c.moe_node_limit != 0) j["moe_node_limit"] = c.moe_node_limit;
+  if (c.moe_device_limit != 0) j["moe_device_limit"] = c.moe_device_limit;
   if (c.grad_dtype != GradDtype::kCluster) j["grad_dtype"] = std::string(to_string(c.grad_dtype));
   if (c.shard_gradients) j["shard_gradients"] = true;
   if (c.optimizer_state != OptimizerState::kCluster)
@@ -295,6 +324,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "moe_overlap",
                       "moe_dispatcher",
                       "moe_routing",
+                      "moe_node_limit",
+                      "moe_device_limit",
                       "grad_dtype",
                       "shard_gradients",
                       "optimizer_state",
@@ -333,6 +364,10 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
         parse_moe_dispatcher(obj.string("moe_dispatcher"), obj.field("moe_dispatcher"));
   if (obj.has("moe_routing"))
     c.moe_routing = parse_moe_routing(obj.string("moe_routing"), obj.field("moe_routing"));
+  for (const auto& [key, limit] : {std::pair<const char*, int*>{"moe_node_limit", &c.moe_node_limit},
+                                   {"moe_device_limit", &c.moe_device_limit}})
+    if (obj.has(key))
+      *limit = static_cast<int>(std::min<int64_t>(obj.non_negative_integer(key), 1 << 20));
   if (obj.has("grad_dtype"))
     c.grad_dtype = parse_grad_dtype(obj.string("grad_dtype"), obj.field("grad_dtype"));
   if (obj.has("optimizer_state"))

@@ -173,6 +173,12 @@ struct ParallelConfig {
   MoeOverlap moe_overlap = MoeOverlap::kAuto;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   MoeRouting moe_routing = MoeRouting::kRandom;
+  // Group-limited random routing (DeepSeek's gates, docs/simulate.md "Dispatcher and routing"):
+  // each token's top_k experts lie on at most moe_node_limit nodes of the ep group (DeepSeek-V3's
+  // node-limited routing, M = 4) or on at most moe_device_limit of its ranks (DeepSeek-V2's
+  // device-limited routing, M = 3); 0 = no limit. Random routing only, one of the two at a time.
+  int moe_node_limit = 0;
+  int moe_device_limit = 0;
   GradDtype grad_dtype = GradDtype::kCluster;
   OptimizerState optimizer_state = OptimizerState::kCluster;
   int expert_tp() const { return etp > 0 ? etp : tp; }

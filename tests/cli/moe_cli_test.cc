@@ -136,6 +136,31 @@ TEST(MoeCli, DeepEpAndContiguousRoutingShrinkTheAllToAllAndReachThePlan) {
   EXPECT_EQ(run_cli("validate " + dir + "/p.json").exit_code, 0);
 }
 
+// DeepSeek's group-limited routing on the command line: a device limit of 1 puts both of a
+// token's experts on one of the 4 ranks (R = 1, as the contiguous gate), the plan keeps it, and
+// the flags are refused on a dense model and in measured mode.
+TEST(MoeCli, RoutingLimitsShrinkTheAllToAllAndReachThePlan) {
+  const nlohmann::json deepep = run_json(kMixtral + "--ep 4 --moe-dispatcher deepep");
+  const nlohmann::json limited =
+      run_json(kMixtral + "--ep 4 --moe-dispatcher deepep --moe-device-limit 1");
+  const double ratio = limited["alltoall_s"].get<double>() / deepep["alltoall_s"].get<double>();
+  EXPECT_GT(ratio, 7.0 / 13 - 0.001);
+  EXPECT_LT(ratio, 7.0 / 13 + 0.04);
+  const std::string dir = make_temp_dir();
+  const CliResult r = run_cli(kMixtral + "--ep 4 --moe-dispatcher deepep --moe-device-limit 1 "
+                                         "--plan " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/p.json"));
+  EXPECT_EQ(plan["config"]["moe_device_limit"], 1);
+  EXPECT_EQ(run_cli("validate " + dir + "/p.json").exit_code, 0);
+  expect_moe_bad_input(run_cli("simulate --model gpt3-1.3b --schedule 1f1b --gpus 4 --pp 2 --dp 2 "
+                               "--global-batch 8 --moe-node-limit 2"),
+                       "simulate", {"--moe-node-limit", "no routed experts"});
+  expect_moe_bad_input(run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 "
+                               "--moe-node-limit 2"),
+                       "simulate", {"--moe-node-limit", "model-mode flag"});
+}
+
 TEST(MoeCli, ExploreAppliesTheDispatcherAndRoutingToEveryConfiguration) {
   const std::string base =
       "explore --model mixtral-8x7b --cluster h100-sxm --gpus 16 --global-batch 32 --pp 2 --tp 1 "

@@ -89,6 +89,18 @@ TEST(SimulateCli, UnknownScheduleListsTheValidNames) {
                    {"unknown schedule '1f2b'", "Std1F1B", "ZeroBubble"});
 }
 
+// The h800 preset: listed in --help and in the unknown-preset message; an unknown name is still
+// refused as before.
+TEST(SimulateCli, H800PresetIsListedAndAnUnknownPresetIsStillRefused) {
+  const auto help = run_cli("simulate --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("h200, h800, b200"), std::string::npos) << help.out;
+  expect_bad_input(run_cli(kModel + "--gpus 2 --pp 2 --global-batch 4 --cluster h900"),
+                   {"h900: unknown cluster", "presets: ", "h200, h800, b200"});
+  const auto ok = run_cli(kModel + "--gpus 2 --pp 2 --global-batch 4 --cluster h800 --json");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 TEST(SimulateCli, CustomScheduleFileThatDeadlocksNamesTheFileAndTheBlockedTasks) {
   const std::string file = data("schedules/deadlock.json");
   expect_bad_input(

@@ -1,5 +1,6 @@
 #include "costmodel/cluster.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -53,6 +54,30 @@ TEST(Cluster, PresetsCarryVendorNumbers) {
   const ClusterSpec h2 = load_cluster("h200");
   EXPECT_EQ(h2.hbm_bytes, int64_t{141} << 30);
   EXPECT_DOUBLE_EQ(h2.hbm_bandwidth_bytes_per_s, 4800e9);
+}
+
+// H800 = the H100 SXM die with NVLink cut to 400 GB/s both directions: every field is H100's
+// (compute, memory, fitted GEMM/FP8/attention constants, network) but the NVLink bandwidth, 200
+// GB/s per direction, 160 GB/s point to point (the DeepSeek-V3 report's NVLink figure).
+TEST(Cluster, H800IsTheH100WithItsNvlinkCut) {
+  const ClusterSpec h800 = load_cluster("H800");  // case-insensitive, listed among the presets
+  const ClusterSpec h100 = load_cluster("h100-sxm");
+  EXPECT_EQ(h800.name, "h800");
+  EXPECT_DOUBLE_EQ(h800.intra_node.bandwidth_bytes_per_s, 200e9);
+  EXPECT_DOUBLE_EQ(h800.intra_node.effective_bandwidth_bytes_per_s(), 160e9);
+  EXPECT_DOUBLE_EQ(h800.inter_node.bandwidth_bytes_per_s, 47e9);
+  EXPECT_DOUBLE_EQ(h800.peak_flops(Dtype::kBf16), 989e12);
+  EXPECT_DOUBLE_EQ(h800.peak_flops(Dtype::kFp8), 1979e12);
+  EXPECT_EQ(h800.hbm_bytes, int64_t{80} << 30);
+  EXPECT_DOUBLE_EQ(h800.hbm_bandwidth_bytes_per_s, 3350e9);
+  EXPECT_EQ(h800.devices_per_node, 8);
+  ClusterSpec same = h800;  // nothing else differs from H100
+  same.name = h100.name;
+  same.intra_node = h100.intra_node;
+  EXPECT_EQ(same, h100);
+  EXPECT_FALSE(h800.fp8_block_scaling) << "Hopper: no block-scaled FP8 tensor cores";
+  const std::vector<std::string> names = cluster_preset_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "h800"), names.end());
 }
 
 TEST(Cluster, CollectiveStepLatencyIsOptionalAndDefaultsToTheLinkLatency) {
@@ -415,6 +440,7 @@ TEST(ClusterKernels, BadKernelFieldsAreErrorsNamingThem) {
 TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) {
   EXPECT_DOUBLE_EQ(cluster_preset("h100-sxm").fp8_gemm_efficiency, 0.894);
   EXPECT_DOUBLE_EQ(cluster_preset("h200").fp8_gemm_efficiency, 0.894);
+  EXPECT_DOUBLE_EQ(cluster_preset("h800").fp8_gemm_efficiency, 0.894) << "the H100 die";
   EXPECT_GT(cluster_preset("b200").fp8_gemm_efficiency, 1.0);
   EXPECT_EQ(cluster_preset("gb200-nvl72").fp8_gemm_efficiency,
             cluster_preset("b200").fp8_gemm_efficiency);
@@ -426,7 +452,7 @@ TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) 
   EXPECT_FALSE(cluster_preset("b200").fp8_transpose_copy);
   EXPECT_FALSE(cluster_preset("gb200-nvl72").fp8_transpose_copy);
   // Block-scaled FP8 (MXFP8) on Blackwell only, its GEMM factor fitted there and 1 elsewhere.
-  for (const char* gpu : {"a100-40g", "a100-80g", "h100-sxm", "h200", "mi300x"}) {
+  for (const char* gpu : {"a100-40g", "a100-80g", "h100-sxm", "h200", "h800", "mi300x"}) {
     EXPECT_FALSE(cluster_preset(gpu).fp8_block_scaling) << gpu;
     EXPECT_EQ(cluster_preset(gpu).mxfp8_gemm_efficiency, 1.0) << gpu;
   }

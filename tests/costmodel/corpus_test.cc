@@ -282,6 +282,37 @@ TEST(CorpusRow, ReadsTheExpertParallelFields) {
   EXPECT_EQ(one.model.moe.combine_dtype, Dtype::kFp8);
 }
 
+// DeepSeek's group-limited routing: the row's moe_node_limit / moe_device_limit set the config
+// (0 when absent), are refused on a dense model and checked as simulate checks them.
+TEST(CorpusRow, ReadsTheRoutingLimits) {
+  const CorpusRow r = row_with([](json& j) {
+    make_moe(j);
+    j["ep"] = 4;
+    j["etp"] = 1;
+    j["moe_node_limit"] = 1;
+  });
+  EXPECT_EQ(r.config.moe_node_limit, 1);
+  EXPECT_EQ(r.config.moe_device_limit, 0);
+  EXPECT_EQ(row_with(make_moe).config.moe_node_limit, 0);
+  EXPECT_NE(row_error([](json& j) { j["moe_node_limit"] = 4; })
+                .find("field 'moe_node_limit': model 'gpt3-1.3b' has no routed experts"),
+            std::string::npos)
+      << row_error([](json& j) { j["moe_node_limit"] = 4; });
+  EXPECT_NE(row_error([](json& j) {
+              make_moe(j);
+              j["ep"] = 4;
+              j["etp"] = 1;
+              j["moe_node_limit"] = 2;
+              j["moe_device_limit"] = 2;
+            }).find("not both"),
+            std::string::npos);
+  EXPECT_NE(row_error([](json& j) {
+              make_moe(j);
+              j["moe_device_limit"] = 0;
+            }).find("moe_device_limit"),
+            std::string::npos);
+}
+
 TEST(CorpusRow, CsvReadsTheExpertParallelColumns) {
   const std::string text =
       "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,ep,etp,"

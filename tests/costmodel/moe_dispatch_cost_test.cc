@@ -53,6 +53,72 @@ TEST(MoeDispatchCost, Qwen3OnEightRanksReachesAboutFiveAndAThirdRanksPerToken) {
   EXPECT_NEAR(f.op().moe_destinations().nodes, 1.0, 1e-12) << "one node";
 }
 
+// Node-limited routing (DeepSeek-V3): M uniform nodes, top_k experts uniformly from their
+// experts. 8 experts top 2 on 4 ranks of 2 experts.
+TEST(MoeDispatchCost, NodeLimitedRoutingDrawsTheExpertsFromMNodes) {
+  DispatchFixture f;
+  f.cluster.devices_per_node = 1;  // 4 nodes of one rank
+  const OperatorCost::MoeDestinations free = f.op().moe_destinations();
+  EXPECT_NEAR(free.nodes, 4 * 13.0 / 28, 1e-12);  // 1 − C(6,2)/C(8,2) per node
+  f.config.moe_node_limit = 2;                     // pool of 4 experts on 2 nodes
+  OperatorCost::MoeDestinations d = f.op().moe_destinations();
+  EXPECT_NEAR(d.nodes, 2 * (1 - 1.0 / 6), 1e-12);  // 2 · (1 − C(2,2)/C(4,2)) = 5/3
+  EXPECT_NEAR(d.ranks, 5.0 / 3, 1e-12);
+  EXPECT_LT(d.nodes, free.nodes);
+  f.cluster.devices_per_node = 2;  // 2 nodes of 2 ranks, 4 experts per node
+  f.config.moe_node_limit = 1;     // one node: both experts there
+  d = f.op().moe_destinations();
+  EXPECT_NEAR(d.nodes, 1.0, 1e-12);
+  EXPECT_NEAR(d.ranks, 2 * (1 - 1.0 / 6), 1e-12);  // 2 ranks · (1 − C(2,2)/C(4,2))
+  f.config.moe_node_limit = 2;  // as many as there are nodes: no limit
+  d = f.op().moe_destinations();
+  EXPECT_NEAR(d.nodes, 2 * 11.0 / 14, 1e-12);
+  EXPECT_NEAR(d.ranks, 4 * 13.0 / 28, 1e-12);
+}
+
+// DeepSeek-V3 on ep 64 over 8 nodes: unlimited, 5.3 nodes and 7.7 ranks; to 4 nodes, 3.6 and 7.4.
+TEST(MoeDispatchCost, DeepSeekV3NodeLimitOfFourCutsTheRemoteNodes) {
+  DispatchFixture f;
+  f.model = load_model("deepseek-v3");
+  f.config.dp = 128;
+  f.config.ep = 64;
+  const OperatorCost::MoeDestinations free = f.op().moe_destinations();
+  EXPECT_NEAR(free.nodes, 8 * (1 - binomial(224, 8) / binomial(256, 8)), 1e-9);
+  EXPECT_NEAR(free.nodes, 5.3, 0.05);
+  f.config.moe_node_limit = 4;
+  const OperatorCost::MoeDestinations d = f.op().moe_destinations();
+  EXPECT_NEAR(d.nodes, 4 * (1 - binomial(96, 8) / binomial(128, 8)), 1e-9);
+  EXPECT_NEAR(d.ranks, 32 * (1 - binomial(124, 8) / binomial(128, 8)), 1e-9);
+  EXPECT_NEAR(d.nodes, 3.63, 0.01);
+  EXPECT_NEAR(d.ranks, 7.36, 0.01);
+  // DeepEP's network copies fall with the nodes: the all-to-all over 8 nodes is network-bound.
+  f.config.moe_dispatcher = MoeDispatcher::kDeepEP;
+  const double limited = f.op().moe_alltoall_s(1e10);  // large: the latencies negligible
+  f.config.moe_node_limit = 0;
+  const double unlimited = f.op().moe_alltoall_s(1e10);
+  EXPECT_NEAR(limited / unlimited, d.nodes / free.nodes, 0.01);
+}
+
+// Device-limited routing (DeepSeek-V2): M uniform ranks; the nodes are at most those of the M
+// ranks and at most the unlimited count.
+TEST(MoeDispatchCost, DeviceLimitedRoutingDrawsTheExpertsFromMRanks) {
+  DispatchFixture f;  // 8 experts top 2 on 4 ranks of 2
+  f.config.moe_device_limit = 2;
+  OperatorCost::MoeDestinations d = f.op().moe_destinations();
+  EXPECT_NEAR(d.ranks, 2 * (1 - 1.0 / 6), 1e-12);  // 5/3 instead of 4 · 13/28 = 1.86
+  EXPECT_NEAR(d.nodes, 1.0, 1e-12) << "one node";
+  f.cluster.devices_per_node = 2;
+  d = f.op().moe_destinations();
+  EXPECT_NEAR(d.nodes, std::min(2 * (1 - 1.0 / 6), 2 * 11.0 / 14), 1e-12);
+  f.cluster.devices_per_node = 1;  // 4 nodes of one rank
+  f.config.moe_device_limit = 1;   // one rank holds both experts: its node, 4 · (1 − 3/4) = 1
+  d = f.op().moe_destinations();
+  EXPECT_NEAR(d.ranks, 1.0, 1e-12);
+  EXPECT_NEAR(d.nodes, 1.0, 1e-12);
+  f.config.moe_device_limit = 4;  // all ranks: no limit
+  EXPECT_NEAR(f.op().moe_destinations().ranks, 4 * 13.0 / 28, 1e-12);
+}
+
 TEST(MoeDispatchCost, ContiguousRoutingCountsTheRanksAndNodesOfEachWindow) {
   DispatchFixture f;
   f.config.moe_routing = MoeRouting::kContiguous;

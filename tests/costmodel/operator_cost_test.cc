@@ -389,7 +389,7 @@ TEST(OperatorCost, Mxfp8IsRefusedOnGpusWithoutBlockScaledFp8) {
   Fixture s;
   s.model.dtype = Dtype::kFp8;
   s.model.fp8_scaling = Fp8Scaling::kMxfp8;
-  for (const char* gpu : {"h100-sxm", "h200"}) {
+  for (const char* gpu : {"h100-sxm", "h200", "h800"}) {
     s.cluster = cluster_preset(gpu);
     try {
       (void)s.op();

@@ -111,6 +111,44 @@ TEST(MoeConfig, DispatcherOrRoutingOnADenseModelIsRefused) {
   EXPECT_EQ(moe_error(dense, c, true), "");
 }
 
+// DeepSeek's group-limited routing: written only when set, read back; refused on a dense model,
+// below 0, with contiguous routing, both at once, or when M devices cannot hold top_k experts.
+TEST(MoeConfig, RoutingLimitsRoundTripAndAreChecked) {
+  const ModelSpec mixtral = load_model("mixtral-8x7b");  // 8 experts, top 2
+  ParallelConfig c = moe_config();                       // ep 4: 2 experts per rank
+  EXPECT_FALSE(config_to_json(c).contains("moe_node_limit"));
+  EXPECT_FALSE(config_to_json(c).contains("moe_device_limit"));
+  c.moe_node_limit = 2;
+  nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j["moe_node_limit"], 2);
+  EXPECT_EQ(config_from_json(j, "plan.json").moe_node_limit, 2);
+  EXPECT_EQ(moe_error(mixtral, c, true), "");
+  c.moe_device_limit = 1;
+  EXPECT_NE(moe_error(mixtral, c, true).find("not both"), std::string::npos);
+  c.moe_node_limit = 0;
+  EXPECT_EQ(moe_error(mixtral, c, true), "") << "1 rank holds 2 experts = top 2";
+  j = config_to_json(c);
+  EXPECT_EQ(config_from_json(j, "plan.json").moe_device_limit, 1);
+  ModelSpec top3 = mixtral;
+  top3.moe.top_k = 3;
+  EXPECT_NE(moe_error(top3, c, false)
+                .find("field 'config.moe_device_limit': 1 devices of 2 experts each cannot hold"),
+            std::string::npos)
+      << moe_error(top3, c, false);
+  c.moe_device_limit = -1;
+  EXPECT_NE(moe_error(mixtral, c, true).find("--moe-device-limit: must be >= 1"),
+            std::string::npos);
+  c.moe_device_limit = 0;
+  c.moe_node_limit = 2;
+  c.moe_routing = MoeRouting::kContiguous;
+  EXPECT_NE(moe_error(mixtral, c, true).find("--moe-node-limit: limits random routing only"),
+            std::string::npos);
+  ParallelConfig dense_c;
+  dense_c.moe_node_limit = 4;
+  EXPECT_NE(moe_error(load_model("gpt3-1.3b"), dense_c, true).find("--moe-node-limit"),
+            std::string::npos);
+}
+
 TEST(MoeConfig, ChecksNameTheFieldOrTheFlag) {
   const ModelSpec mixtral = load_model("mixtral-8x7b");
   ParallelConfig c = moe_config();
