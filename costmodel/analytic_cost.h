@@ -106,6 +106,9 @@ class AnalyticCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;
   int link_id(int from, int to) const override;  // directed actor pair
   double allreduce_s(int actor, const Instruction& ins) const override;
+  // The time a collective keeps the actor's collective stream busy: allreduce_s, except for the
+  // per-block collectives, where the hidden blocks count too (the header).
+  double collective_busy_s(int actor, const Instruction& ins) const override;
   AllToAll alltoall(int actor, const Instruction& ins) const override;
   // All-to-all time inside one task of a stage (dispatch + combine of its MoE layers).
   double alltoall_task_s(TaskKind kind, int stage) const;
@@ -157,6 +160,7 @@ class AnalyticCost : public CostProvider {
   // Parameter sharding, per stage: blocks (layers with gathered weights) and the largest
   // layer's share of the gathered bytes and of the gradient bytes (the per-block model above).
   std::vector<int> fsdp_blocks_;
+  std::vector<int> grad_blocks_;  // gradient sharding: layers with gradients
   std::vector<double> lead_gather_fraction_, lead_grad_fraction_;
   std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
   // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
@@ -166,6 +170,13 @@ class AnalyticCost : public CostProvider {
     double exposed_s = 0;
   };
   GroupTime group_time(const Instruction& ins) const;
+  // A collective's per-block pricing (the header); n = 0 when it is priced whole.
+  struct PerBlock {
+    bool per_microbatch = false;  // a reduce-scatter or an all-gather alone
+    int n = 0;
+    double lead_s = 0, block_s = 0, paired_s = 0;
+  };
+  PerBlock per_block(const Instruction& ins) const;
 };
 
 }  // namespace jaxpp
