@@ -54,22 +54,38 @@
 //   the latencies above), the routed experts' share over their edp replicas. The final
 //   reduction is then the reduce-scatter alone: the parameters are gathered before use, so the
 //   distributed optimizer's parameter all-gather is not needed.
-//   Per block (FSDP2, Megatron-FSDP): the frameworks gather and reduce-scatter one block (layer;
-//   the embedding and the LM head count as blocks) at a time, block j+1's all-gather beside
-//   block j's compute and block j's reduce-scatter beside block j−1's backward. The program
-//   keeps one kAllGather / kAllReduce per stage and pass; its duration is the part of the
-//   per-block collectives the paired compute does not hide. With n blocks of the stage (layers
-//   with gathered weights), the lead block = the stage's largest layer (its share of the bytes:
+//   Per block (FSDP2, Megatron-FSDP, DeepSpeed): the frameworks gather and reduce-scatter one
+//   block (layer; the embedding and the LM head count as blocks) at a time, block j+1's
+//   all-gather beside block j's compute and block j's reduce-scatter beside block j−1's backward.
+//   The program keeps one kAllGather / kAllReduce per stage and pass; its duration is the part of
+//   the per-block collectives the paired compute does not hide. With n blocks of the stage
+//   (layers with weights), the lead block = the stage's largest layer (its share of the bytes:
 //   the first block gathered, or the last one reduce-scattered), each other block
 //   (bytes − lead) / (n − 1), priced as above (t_lead, t_block), and the paired compute C split
 //   evenly over the blocks:
 //     exposed = t_lead + (n − 1) · max(0, t_block − C / n)
+//     busy    = t_lead + (n − 1) · t_block
 //   (exact for equal blocks: the lead is exposed; a block whose collective is longer than a
 //   block's compute adds the difference). C is the task the collective serves: an all-gather's
 //   F, B or I; a per-microbatch reduce-scatter's B or W; the final reduction (no task) pairs
-//   with the stage's B. The hidden part is not placed on the collective stream (it does not
-//   delay the next collective there). Without parameter sharding, with one block, or for
-//   another reduction, the whole collective is the instruction's duration.
+//   with the stage's B. The instruction lasts `exposed` (what its dependents wait for) and keeps
+//   the actor's collective stream busy for `busy` from its start (collective_busy_s): the hidden
+//   blocks still use the link, so the next collective of the stream queues behind them.
+//   Which collectives are per block:
+//     all-gathers                       with parameter sharding
+//     reductions                        with parameter sharding (always issued during the
+//                                       backward); with gradient sharding when
+//                                       overlap_grad_reduce (otherwise they wait for the
+//                                       actor's last compute and hide nothing)
+//     the final reduction of stage 0    with overlap_grad_reduce and neither sharding (plain
+//                                       all-reduce or the distributed optimizer's
+//                                       reduce-scatter): Megatron-LM buckets only pipeline rank
+//                                       0's first model chunk (distributed_data_parallel.py:
+//                                       bucket_size None when pp_rank > 0 or disable_bucketing)
+//                                       and reduces each bucket as soon as the last
+//                                       microbatch's backward has produced it
+//   Every other collective (another stage's final reduction without sharding, a stage with one
+//   block) is priced whole: its duration and busy time are the whole collective.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.

@@ -357,7 +357,8 @@ TEST(ShardGradients, TheSimulatedStepSeesTheBlockExposureAndTheBusyStream) {
 // (gathers on top of the reductions) >= gradient sharding (m reduce-scatters) >= the distributed
 // optimizer (one), and plain data parallelism (all-reduces) >= the distributed optimizer, with
 // and without overlap_grad_reduce (parameter sharding always overlaps, so it is compared with the
-// overlapped runs only). Over models, pipeline depths, data-parallel sizes and microbatch counts;
+// overlapped runs only; gradient sharding with the distributed optimizer where both bucket the
+// same stages: without overlap, or with one stage). Over models, pipeline depths, data-parallel sizes and microbatch counts;
 // the first case is Llama 3 8B on 64 H100 where the whole-stage pricing of gradient sharding made
 // it 136 ms slower than parameter sharding.
 TEST(ShardGradients, MoreDataParallelCommunicationIsNeverFaster) {
@@ -404,7 +405,10 @@ TEST(ShardGradients, MoreDataParallelCommunicationIsNeverFaster) {
       const double zero1 = step({true, false, false, overlap});
       const double grads = step({true, true, false, overlap});
       EXPECT_GE(plain, zero1 - 1e-12) << what << " overlap " << overlap;
-      EXPECT_GE(grads, zero1 - 1e-12) << what << " overlap " << overlap;
+      // Overlapped with a pipeline, Megatron-LM reduces the later stages' gradients in one
+      // bucket each, where gradient sharding reduces every stage block by block: the distributed
+      // optimizer can then be the slower (a choice of the framework, not more communication).
+      if (!overlap || k.pp == 1) EXPECT_GE(grads, zero1 - 1e-12) << what << " overlap " << overlap;
       if (overlap) {
         const double params = step({true, true, true, true});
         EXPECT_GE(params, grads - 1e-12) << what;
