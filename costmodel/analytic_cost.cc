@@ -206,16 +206,11 @@ AnalyticCost::PerBlock AnalyticCost::per_block(const Instruction& ins) const {
   if (s < 0 || s >= static_cast<int>(fsdp_blocks_.size())) return p;
   // Gathers are per block with parameter sharding. Reductions: with parameter sharding (always
   // issued during the backward); with gradient sharding when they overlap the backward
-  // (overlap_grad_reduce; otherwise they wait for the actor's last compute and hide nothing);
-  // otherwise the final reduction of the first stage when overlapped (Megatron-LM buckets the
-  // gradients of pipeline rank 0's first model chunk only and reduces each bucket as the last
-  // microbatch's backward completes it; the other stages' reductions are one bucket).
-  const bool final_reduction = ins.op == OpKind::kAllReduce && ins.tasks.empty();
+  // (overlap_grad_reduce; otherwise they wait for the actor's last compute and hide nothing).
+  // The plain all-reduce and the distributed optimizer's reduce-scatter stay whole (the header).
   const bool blocked =
       gather ? config_.shard_parameters
-             : config_.shard_parameters ||
-                   (config_.overlap_grad_reduce &&
-                    (config_.shard_gradients || (final_reduction && s == 0)));
+             : config_.shard_parameters || (config_.shard_gradients && config_.overlap_grad_reduce);
   const int n = gather ? fsdp_blocks_[s] : grad_blocks_[s];
   if (!blocked || n <= 1) return p;
   p.n = n;

@@ -77,15 +77,11 @@
 //                                       backward); with gradient sharding when
 //                                       overlap_grad_reduce (otherwise they wait for the
 //                                       actor's last compute and hide nothing)
-//     the final reduction of stage 0    with overlap_grad_reduce and neither sharding (plain
-//                                       all-reduce or the distributed optimizer's
-//                                       reduce-scatter): Megatron-LM buckets only pipeline rank
-//                                       0's first model chunk (distributed_data_parallel.py:
-//                                       bucket_size None when pp_rank > 0 or disable_bucketing)
-//                                       and reduces each bucket as soon as the last
-//                                       microbatch's backward has produced it
-//   Every other collective (another stage's final reduction without sharding, a stage with one
-//   block) is priced whole: its duration and busy time are the whole collective.
+//   Every other collective (the plain all-reduce and the distributed optimizer's reduction
+//   without sharding, a stage with one block) is priced whole: its duration and busy time are
+//   the whole collective. Megatron-LM with overlap_grad_reduce does reduce pipeline rank 0's
+//   first model chunk bucket by bucket during the last backward (docs/simulate.md, "Data-parallel
+//   overlap"); that stage is priced whole here, see there why.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
