@@ -231,8 +231,11 @@ double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
 
 double AnalyticCost::collective_busy_s(int actor, const Instruction& ins) const {
   const PerBlock p = per_block(ins);
-  if (p.n <= 1) return allreduce_s(actor, ins);
-  // Every block's collective occupies the link, the hidden ones too.
+  // An all-gather's hidden blocks follow its exposed lead block: the stream is busy until the
+  // last one is gathered. A reduce-scatter's hidden blocks ran beside the backward that produced
+  // them, before the instruction starts: holding the stream after it would queue the next
+  // collective behind link time already spent (the header).
+  if (p.n <= 1 || ins.op != OpKind::kAllGather) return allreduce_s(actor, ins);
   return p.lead_s + (p.n - 1) * p.block_s;
 }
 

@@ -64,13 +64,20 @@
 //   (bytes − lead) / (n − 1), priced as above (t_lead, t_block), and the paired compute C split
 //   evenly over the blocks:
 //     exposed = t_lead + (n − 1) · max(0, t_block − C / n)
-//     busy    = t_lead + (n − 1) · t_block
+//     busy    = t_lead + (n − 1) · t_block   (all-gathers)
 //   (exact for equal blocks: the lead is exposed; a block whose collective is longer than a
 //   block's compute adds the difference). C is the task the collective serves: an all-gather's
 //   F, B or I; a per-microbatch reduce-scatter's B or W; the final reduction (no task) pairs
-//   with the stage's B. The instruction lasts `exposed` (what its dependents wait for) and keeps
-//   the actor's collective stream busy for `busy` from its start (collective_busy_s): the hidden
-//   blocks still use the link, so the next collective of the stream queues behind them.
+//   with the stage's B. The instruction lasts `exposed` (what its dependents wait for). An
+//   all-gather keeps the actor's collective stream busy for `busy` from its start
+//   (collective_busy_s): its hidden blocks follow its lead block on the link, so the next
+//   collective of the stream queues behind them. A reduce-scatter's hidden blocks ran beside the
+//   backward that produced them, before the instruction starts; it holds the stream for its
+//   exposed part only (holding it for `busy` after its start would queue the next collective
+//   behind link time already spent: the NeMo AutoModel Llama 3.1 70B row, docs/validation.md,
+//   exposed 0.53 s more DP time so, every backward's gather waiting behind the previous
+//   reduce-scatter's hidden blocks). Not modelled: those hidden blocks sharing the link with the
+//   collectives issued during the same backward.
 //   Which collectives are per block:
 //     all-gathers                       with parameter sharding
 //     reductions                        with parameter sharding (always issued during the

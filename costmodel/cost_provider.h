@@ -56,10 +56,11 @@ class CostProvider {
   virtual double allreduce_s(int actor, const Instruction& ins) const = 0;
 
   // How long that kAllReduce or kAllGather keeps the actor's collective stream busy, when longer
-  // than allreduce_s: a collective whose duration is only its exposed part (per-block collectives
-  // partly hidden beside compute, costmodel/analytic_cost.h) still occupies the link for the
-  // whole of it, so the next collective of the stream starts no earlier than start + this. 0 (or
-  // anything not above allreduce_s): the stream is free when the instruction ends.
+  // than allreduce_s: a collective whose duration is only its exposed part (per-block all-gathers
+  // partly hidden beside the compute after them, costmodel/analytic_cost.h) still occupies the
+  // link for the whole of it, so the next collective of the stream starts no earlier than
+  // start + this. 0 (or anything not above allreduce_s): the stream is free when the instruction
+  // ends.
   virtual double collective_busy_s(int actor, const Instruction& ins) const {
     (void)actor;
     (void)ins;
