@@ -55,21 +55,28 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
                                 ? stage_gather_bytes(op, model, cluster, work_[s].first_layer,
                                                      work_[s].num_layers)
                                 : 0.0);
-    int blocks = 0;
+    // Per-block collectives (the header): blocks with gathered weights (parameter sharding) and
+    // blocks with gradients (the same layers when both apply).
+    int blocks = 0, grad_blocks = 0;
     double lead_gather = 0, lead_grad = 0, grad_sum = 0;
-    if (config.shard_parameters) {
+    {
       for (int l = work_[s].first_layer; l < work_[s].first_layer + work_[s].num_layers; ++l) {
+        const double grads = op.device_params(l, 1, static_cast<double>(model.layers[l].params),
+                                              /*optimizer_sharded=*/false);
+        if (grads > 0) {
+          ++grad_blocks;
+          lead_grad = std::max(lead_grad, grads);
+          grad_sum += grads;
+        }
+        if (!config.shard_parameters) continue;
         const double gathered = layer_gather_bytes(op, model, cluster, l);
         if (gathered <= 0) continue;
         ++blocks;
         lead_gather = std::max(lead_gather, gathered);
-        const double grads = op.device_params(l, 1, static_cast<double>(model.layers[l].params),
-                                              /*optimizer_sharded=*/false);
-        lead_grad = std::max(lead_grad, grads);
-        grad_sum += grads;
       }
     }
     fsdp_blocks_.push_back(blocks);
+    grad_blocks_.push_back(grad_blocks);
     lead_gather_fraction_.push_back(gather_bytes_.back() > 0 ? lead_gather / gather_bytes_.back()
                                                              : 1.0);
     lead_grad_fraction_.push_back(grad_sum > 0 ? lead_grad / grad_sum : 1.0);
@@ -188,26 +195,48 @@ double AnalyticCost::collective_s(double bytes, int stage, bool per_microbatch) 
                              std::max(1, config_.ep) * config_.expert_tp(), per_microbatch);
 }
 
-double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
+AnalyticCost::PerBlock AnalyticCost::per_block(const Instruction& ins) const {
+  PerBlock p;
   const double bytes = static_cast<double>(ins.bytes);
+  const bool gather = ins.op == OpKind::kAllGather;
   // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
   // A parameter all-gather: the other half of an all-reduce, the same price.
-  const bool per_microbatch =
-      ins.op == OpKind::kAllGather || (config_.shard_gradients && !ins.tasks.empty());
+  p.per_microbatch = gather || (config_.shard_gradients && !ins.tasks.empty());
   const int s = ins.stage;
-  if (!config_.shard_parameters || s < 0 || s >= static_cast<int>(fsdp_blocks_.size()) ||
-      fsdp_blocks_[s] <= 1)
-    return collective_s(bytes, s, per_microbatch);
-  // Parameter sharding, one block at a time (the header): the lead block's collective is
-  // exposed, the other blocks' run beside the paired compute.
-  const int n = fsdp_blocks_[s];
-  const bool gather = ins.op == OpKind::kAllGather;
+  if (s < 0 || s >= static_cast<int>(fsdp_blocks_.size())) return p;
+  // Gathers are per block with parameter sharding. Reductions: with parameter sharding (always
+  // issued during the backward); with gradient sharding when they overlap the backward
+  // (overlap_grad_reduce; otherwise they wait for the actor's last compute and hide nothing).
+  // The plain all-reduce and the distributed optimizer's reduce-scatter stay whole (the header).
+  const bool blocked =
+      gather ? config_.shard_parameters
+             : config_.shard_parameters || (config_.shard_gradients && config_.overlap_grad_reduce);
+  const int n = gather ? fsdp_blocks_[s] : grad_blocks_[s];
+  if (!blocked || n <= 1) return p;
+  p.n = n;
   const double lead_bytes = bytes * (gather ? lead_gather_fraction_[s] : lead_grad_fraction_[s]);
-  const double lead_s = collective_s(lead_bytes, s, per_microbatch);
-  const double block_s = collective_s((bytes - lead_bytes) / (n - 1), s, per_microbatch);
-  const double paired_s =
-      ins.tasks.empty() ? task_s(TaskKind::kB, s) : task_s(ins.tasks[0].kind, s);
-  return lead_s + (n - 1) * std::max(0.0, block_s - paired_s / n);
+  p.lead_s = collective_s(lead_bytes, s, p.per_microbatch);
+  p.block_s = collective_s((bytes - lead_bytes) / (n - 1), s, p.per_microbatch);
+  p.paired_s = ins.tasks.empty() ? task_s(TaskKind::kB, s) : task_s(ins.tasks[0].kind, s);
+  return p;
+}
+
+double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
+  const PerBlock p = per_block(ins);
+  if (p.n <= 1) return collective_s(static_cast<double>(ins.bytes), ins.stage, p.per_microbatch);
+  // One block at a time (the header): the lead block's collective is exposed, the other blocks'
+  // run beside the paired compute.
+  return p.lead_s + (p.n - 1) * std::max(0.0, p.block_s - p.paired_s / p.n);
+}
+
+double AnalyticCost::collective_busy_s(int actor, const Instruction& ins) const {
+  const PerBlock p = per_block(ins);
+  // An all-gather's hidden blocks follow its exposed lead block: the stream is busy until the
+  // last one is gathered. A reduce-scatter's hidden blocks ran beside the backward that produced
+  // them, before the instruction starts: holding the stream after it would queue the next
+  // collective behind link time already spent (the header).
+  if (p.n <= 1 || ins.op != OpKind::kAllGather) return allreduce_s(actor, ins);
+  return p.lead_s + (p.n - 1) * p.block_s;
 }
 
 int64_t AnalyticCost::activation_bytes(int stage) const {

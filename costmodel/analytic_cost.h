@@ -54,22 +54,41 @@
 //   the latencies above), the routed experts' share over their edp replicas. The final
 //   reduction is then the reduce-scatter alone: the parameters are gathered before use, so the
 //   distributed optimizer's parameter all-gather is not needed.
-//   Per block (FSDP2, Megatron-FSDP): the frameworks gather and reduce-scatter one block (layer;
-//   the embedding and the LM head count as blocks) at a time, block j+1's all-gather beside
-//   block j's compute and block j's reduce-scatter beside block j−1's backward. The program
-//   keeps one kAllGather / kAllReduce per stage and pass; its duration is the part of the
-//   per-block collectives the paired compute does not hide. With n blocks of the stage (layers
-//   with gathered weights), the lead block = the stage's largest layer (its share of the bytes:
+//   Per block (FSDP2, Megatron-FSDP, DeepSpeed): the frameworks gather and reduce-scatter one
+//   block (layer; the embedding and the LM head count as blocks) at a time, block j+1's
+//   all-gather beside block j's compute and block j's reduce-scatter beside block j−1's backward.
+//   The program keeps one kAllGather / kAllReduce per stage and pass; its duration is the part of
+//   the per-block collectives the paired compute does not hide. With n blocks of the stage
+//   (layers with weights), the lead block = the stage's largest layer (its share of the bytes:
 //   the first block gathered, or the last one reduce-scattered), each other block
 //   (bytes − lead) / (n − 1), priced as above (t_lead, t_block), and the paired compute C split
 //   evenly over the blocks:
 //     exposed = t_lead + (n − 1) · max(0, t_block − C / n)
+//     busy    = t_lead + (n − 1) · t_block   (all-gathers)
 //   (exact for equal blocks: the lead is exposed; a block whose collective is longer than a
 //   block's compute adds the difference). C is the task the collective serves: an all-gather's
 //   F, B or I; a per-microbatch reduce-scatter's B or W; the final reduction (no task) pairs
-//   with the stage's B. The hidden part is not placed on the collective stream (it does not
-//   delay the next collective there). Without parameter sharding, with one block, or for
-//   another reduction, the whole collective is the instruction's duration.
+//   with the stage's B. The instruction lasts `exposed` (what its dependents wait for). An
+//   all-gather keeps the actor's collective stream busy for `busy` from its start
+//   (collective_busy_s): its hidden blocks follow its lead block on the link, so the next
+//   collective of the stream queues behind them. A reduce-scatter's hidden blocks ran beside the
+//   backward that produced them, before the instruction starts; it holds the stream for its
+//   exposed part only (holding it for `busy` after its start would queue the next collective
+//   behind link time already spent: the NeMo AutoModel Llama 3.1 70B row, docs/validation.md,
+//   exposed 0.53 s more DP time so, every backward's gather waiting behind the previous
+//   reduce-scatter's hidden blocks). Not modelled: those hidden blocks sharing the link with the
+//   collectives issued during the same backward.
+//   Which collectives are per block:
+//     all-gathers                       with parameter sharding
+//     reductions                        with parameter sharding (always issued during the
+//                                       backward); with gradient sharding when
+//                                       overlap_grad_reduce (otherwise they wait for the
+//                                       actor's last compute and hide nothing)
+//   Every other collective (the plain all-reduce and the distributed optimizer's reduction
+//   without sharding, a stage with one block) is priced whole: its duration and busy time are
+//   the whole collective. Megatron-LM with overlap_grad_reduce does reduce pipeline rank 0's
+//   first model chunk bucket by bucket during the last backward (docs/simulate.md, "Data-parallel
+//   overlap"); that stage is priced whole here, see there why.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
@@ -106,6 +125,9 @@ class AnalyticCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;
   int link_id(int from, int to) const override;  // directed actor pair
   double allreduce_s(int actor, const Instruction& ins) const override;
+  // The time a collective keeps the actor's collective stream busy: allreduce_s, except for the
+  // per-block collectives, where the hidden blocks count too (the header).
+  double collective_busy_s(int actor, const Instruction& ins) const override;
   AllToAll alltoall(int actor, const Instruction& ins) const override;
   // All-to-all time inside one task of a stage (dispatch + combine of its MoE layers).
   double alltoall_task_s(TaskKind kind, int stage) const;
@@ -157,6 +179,7 @@ class AnalyticCost : public CostProvider {
   // Parameter sharding, per stage: blocks (layers with gathered weights) and the largest
   // layer's share of the gathered bytes and of the gradient bytes (the per-block model above).
   std::vector<int> fsdp_blocks_;
+  std::vector<int> grad_blocks_;  // gradient sharding: layers with gradients
   std::vector<double> lead_gather_fraction_, lead_grad_fraction_;
   std::vector<std::array<double, 4>> a2a_s_;  // [stage][TaskKind]
   // The compute time of a group and its all-to-all (shared by compute_s and alltoall).
@@ -166,6 +189,13 @@ class AnalyticCost : public CostProvider {
     double exposed_s = 0;
   };
   GroupTime group_time(const Instruction& ins) const;
+  // A collective's per-block pricing (the header); n = 0 when it is priced whole.
+  struct PerBlock {
+    bool per_microbatch = false;  // a reduce-scatter or an all-gather alone
+    int n = 0;
+    double lead_s = 0, block_s = 0, paired_s = 0;
+  };
+  PerBlock per_block(const Instruction& ins) const;
 };
 
 }  // namespace jaxpp

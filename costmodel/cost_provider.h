@@ -54,6 +54,18 @@ class CostProvider {
   // a kAllGather (parameter all-gather of a stage, parameter sharding); 0 when there is a single
   // replica.
   virtual double allreduce_s(int actor, const Instruction& ins) const = 0;
+
+  // How long that kAllReduce or kAllGather keeps the actor's collective stream busy, when longer
+  // than allreduce_s: a collective whose duration is only its exposed part (per-block all-gathers
+  // partly hidden beside the compute after them, costmodel/analytic_cost.h) still occupies the
+  // link for the whole of it, so the next collective of the stream starts no earlier than
+  // start + this. 0 (or anything not above allreduce_s): the stream is free when the instruction
+  // ends.
+  virtual double collective_busy_s(int actor, const Instruction& ins) const {
+    (void)actor;
+    (void)ins;
+    return 0;
+  }
 };
 
 }  // namespace jaxpp

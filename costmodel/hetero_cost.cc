@@ -86,6 +86,10 @@ double HeteroCost::allreduce_s(int actor, const Instruction& ins) const {
   return actor_cost(actor).allreduce_s(actor, ins);
 }
 
+double HeteroCost::collective_busy_s(int actor, const Instruction& ins) const {
+  return actor_cost(actor).collective_busy_s(actor, ins);
+}
+
 bool HeteroCost::same_node(int a, int b) const {
   if (kind_.at(a) != kind_.at(b)) return false;
   const int n = std::max(1, actor_cluster(a).devices_per_node);

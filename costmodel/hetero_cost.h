@@ -75,6 +75,7 @@ class HeteroCost : public CostProvider {
   double transfer_latency_s(int from, int to, const Instruction& ins) const override;
   AllToAll alltoall(int actor, const Instruction& ins) const override;
   double allreduce_s(int actor, const Instruction& ins) const override;
+  double collective_busy_s(int actor, const Instruction& ins) const override;
 
   // Reshard time of a transfer of `bytes` per device from actor `from` to actor `to` (0 for equal
   // tp).

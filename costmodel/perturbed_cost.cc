@@ -292,6 +292,10 @@ double PerturbedCost::allreduce_s(int actor, const Instruction& ins) const {
   return base_.allreduce_s(actor, ins) * actor_factor(actor);
 }
 
+double PerturbedCost::collective_busy_s(int actor, const Instruction& ins) const {
+  return base_.collective_busy_s(actor, ins) * actor_factor(actor);
+}
+
 namespace {
 
 // The model at another sequence length, rebuilt from its transformer shape.
@@ -399,6 +403,10 @@ double SequenceLengthCost::p2p_bandwidth_bytes_per_s(int from, int to) const {
 int SequenceLengthCost::link_id(int from, int to) const { return nominal_->link_id(from, to); }
 double SequenceLengthCost::allreduce_s(int actor, const Instruction& ins) const {
   return nominal_->allreduce_s(actor, ins);
+}
+
+double SequenceLengthCost::collective_busy_s(int actor, const Instruction& ins) const {
+  return nominal_->collective_busy_s(actor, ins);
 }
 
 Program SequenceLengthCost::scale_program(const Program& program) const {

@@ -78,6 +78,7 @@ class PerturbedCost : public CostProvider {
   int link_id(int from, int to) const override;
   double transfer_latency_s(int from, int to, const Instruction& ins) const override;
   double allreduce_s(int actor, const Instruction& ins) const override;
+  double collective_busy_s(int actor, const Instruction& ins) const override;
 
   double jitter_factor(int actor, const Instruction& ins) const;
   // L_i / nominal_seq_len for microbatch i (1 without seq-lens or a nominal length).
@@ -117,6 +118,7 @@ class SequenceLengthCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;
   int link_id(int from, int to) const override;
   double allreduce_s(int actor, const Instruction& ins) const override;
+  double collective_busy_s(int actor, const Instruction& ins) const override;
   AllToAll alltoall(int actor, const Instruction& ins) const override;
 
   // `program` with the bytes of every send and recv of microbatch i at length L_i.

@@ -18,7 +18,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class EventType : uint8_t { kFinish, kTransferJoin, kLinkCheck };
+// kStreamRelease: a collective that keeps its stream busy past its end frees it.
+enum class EventType : uint8_t { kFinish, kTransferJoin, kLinkCheck, kStreamRelease };
 
 struct Event {
   double time_s;
@@ -274,6 +275,7 @@ class Engine {
   void start(int g, int cause);
   void start_transfer(int send, int recv);
   void finish(int g);
+  void release_stream(int g);  // the next instruction of g's stream may start
   uint64_t push(double t, EventType type, int id) {
     queue_.push(Event{t, seq_, id, type});
     return seq_++;
@@ -337,6 +339,12 @@ class Engine {
     double busy_s, exposed_s;
   };
   std::vector<AllToAllTime> alltoall_;  // compute instructions with an MoE all-to-all
+  // Per instruction, the time a collective keeps its stream busy when that is longer than its
+  // duration (CostProvider::collective_busy_s), 0 otherwise; empty when no collective does.
+  std::vector<double> stream_busy_s_;
+  bool holds_stream(int g) const {
+    return !stream_busy_s_.empty() && stream_busy_s_[g] > nodes_[g].duration_s;
+  }
 
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
   uint64_t seq_ = 0;
@@ -362,6 +370,11 @@ void Engine::look_up_cost(int g, const Instruction& in, int actor) {
       node.duration_s = cost_.compute_s(actor, in);
     } else if (in.op == OpKind::kAllReduce || in.op == OpKind::kAllGather) {
       node.duration_s = cost_.allreduce_s(actor, in);
+      const double busy = cost_.collective_busy_s(actor, in);
+      if (busy > node.duration_s) {
+        if (stream_busy_s_.empty()) stream_busy_s_.assign(n_, 0.0);
+        stream_busy_s_[g] = busy;
+      }
     } else if (in.op == OpKind::kSend) {
       node.duration_s = cost_.transfer_latency_s(actor, in.peer, in);
     }
@@ -647,6 +660,20 @@ void Engine::start(int g, int cause) {
                                         std::to_string(r));
   }
   push(now_ + dur, EventType::kFinish, g);
+  if (holds_stream(g)) {
+    if (!std::isfinite(stream_busy_s_[g])) {
+      throw_input_error("cost model", "invalid collective busy time for " + to_string(ins(g)) +
+                                          " on actor " + std::to_string(actor_of(g)));
+    }
+    push(now_ + stream_busy_s_[g], EventType::kStreamRelease, g);
+  }
+}
+
+void Engine::release_stream(int g) {
+  const int next = nodes_[g].next_in_stream;
+  if (next < 0) return;
+  nodes_[next].flags |= kStreamHead;
+  try_start(next, g);
 }
 
 void Engine::start_transfer(int send, int recv) {
@@ -777,11 +804,7 @@ void Engine::finish(int g) {
   }
   for (int k = 0; k < num_ended; ++k) {
     const int e = ended[k];
-    const int next = nodes_[e].next_in_stream;
-    if (next >= 0) {
-      nodes_[next].flags |= kStreamHead;
-      try_start(next, e);
-    }
+    if (!holds_stream(e)) release_stream(e);  // else at its kStreamRelease
     for (int i = nodes_[e].dependents_begin; i < nodes_[e + 1].dependents_begin; ++i) {
       const int d = dependents_[i];
       --nodes_[d].deps_left;
@@ -963,6 +986,9 @@ SimResult Engine::run() {
       }
       case EventType::kLinkCheck:
         on_link_check(e.id, e.seq);
+        break;
+      case EventType::kStreamRelease:
+        release_stream(e.id);
         break;
     }
   }

@@ -25,7 +25,13 @@ TEST(ShardGradsCli, ShrinksMemoryAndReduceScattersEveryMicrobatch) {
             8 * zero1.at("collective_bytes").get<int64_t>());
   EXPECT_LT(json_sum(zero2.at("peak_memory_bytes")),
             json_sum(zero1.at("peak_memory_bytes")));
-  EXPECT_GE(zero2.at("step_time_s").get<double>(), zero1.at("step_time_s").get<double>());
+  // Not overlapped, m reduce-scatters take longer than one (overlapped, gradient sharding's are
+  // priced per block and the distributed optimizer's whole: docs/simulate.md, "Data-parallel
+  // overlap").
+  std::string serial = kShardSim;
+  serial.erase(serial.find(" --overlap-grad-reduce"));
+  EXPECT_GE(run_json(serial + " --shard-grads").at("step_time_s").get<double>(),
+            run_json(serial).at("step_time_s").get<double>());
 }
 
 TEST(ShardGradsCli, ThePlanCarriesItAndValidateAcceptsIt) {

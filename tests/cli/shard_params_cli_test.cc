@@ -159,7 +159,8 @@ TEST(ShardParamsCli, MeasuredModeGraphAndTheMegatronExportRefuseIt) {
 TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
   // dp 64 over eight nodes, one microbatch of one sequence: the lead block of the first gather of
   // the 8B's weights over the network cannot hide, and the last block's reduce-scatter after the
-  // last backward runs alone; gradient sharding alone reduce-scatters the whole stage there.
+  // last backward runs alone; gradient sharding (overlapped, priced per block as well) exposes
+  // only that last block: parameter sharding adds the first gather's lead.
   const std::string base =
       "simulate --model llama3-8b --cluster h100-sxm --gpus 64 --pp 1 --dp 64 --global-batch 64 "
       "--schedule 1f1b --zero1 --overlap-grad-reduce --breakdown";
@@ -167,8 +168,8 @@ TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
   const nlohmann::json zero3 = run_json(base + " --shard-params");
   const double dp2 = zero2.at("breakdown")[0].at("dp_exposed_s").get<double>();
   const double dp3 = zero3.at("breakdown")[0].at("dp_exposed_s").get<double>();
-  EXPECT_GT(dp3, 0);
-  EXPECT_LT(dp3, dp2 / 2);
+  EXPECT_GT(dp2, 0);
+  EXPECT_GT(dp3, dp2);
   // What the step differs by from ZeRO-2 is the exposed DP time.
   EXPECT_NEAR(zero3.at("step_time_s").get<double>() - zero2.at("step_time_s").get<double>(),
               dp3 - dp2, 1e-9);

@@ -27,6 +27,7 @@ class FakeCost : public CostProvider {
   double latency = 0.0;
   double bandwidth = 100.0;
   double allreduce = 0.0;
+  double collective_busy = 0.0;  // CostProvider::collective_busy_s
   double compute_s(int, const Instruction& ins) const override {
     return ins.op == OpKind::kCompute ? compute : 0.0;
   }
@@ -34,6 +35,7 @@ class FakeCost : public CostProvider {
   double p2p_bandwidth_bytes_per_s(int, int) const override { return bandwidth; }
   int link_id(int, int) const override { return 0; }
   double allreduce_s(int, const Instruction&) const override { return allreduce; }
+  double collective_busy_s(int, const Instruction&) const override { return collective_busy; }
 };
 
 Program two_stage_1f1b() {
@@ -264,6 +266,43 @@ TEST(Engine, GradientReductionWaitsForLastBackwardUnlessOverlapped) {
   EXPECT_DOUBLE_EQ(r.start_s[0][1], 1.0);
   EXPECT_DOUBLE_EQ(r.makespan_s, 2.0);
   EXPECT_EQ(r.collective_bytes, 64);
+}
+
+TEST(Engine, ACollectiveKeepsItsStreamBusyForItsBusyTimeAndReleasesItsDependentsAtItsEnd) {
+  // Actor 0: all-gather G1, compute C1 (dep G1), all-gather G2, compute C2 (dep G2). A gather
+  // lasts 0.5 s (its exposed part) but keeps the collective stream busy 2 s (its hidden blocks).
+  Program p;
+  p.num_actors = 1;
+  p.num_stages = 1;
+  p.num_microbatches = 2;
+  p.stage_to_actor = {0};
+  p.actors = {{Instruction{OpKind::kAllGather, {T(TaskKind::kF, 0, 0)}, 0, -1, 8, -1, {}},
+               Instruction{OpKind::kCompute, {T(TaskKind::kF, 0, 0)}, 0, -1, 0, -1, {0}},
+               Instruction{OpKind::kAllGather, {T(TaskKind::kF, 0, 1)}, 0, -1, 8, -1, {}},
+               Instruction{OpKind::kCompute, {T(TaskKind::kF, 0, 1)}, 0, -1, 0, -1, {2}}}};
+  FakeCost cost;
+  cost.compute = 1.0;
+  cost.allreduce = 0.5;
+  cost.collective_busy = 2.0;
+  SimResult r = simulate(p, cost, {});
+  // C1 starts when G1 ends (0.5); G2 waits for the stream until 2.0 and ends at 2.5; C2 starts
+  // then (C1 ended at 1.5).
+  EXPECT_DOUBLE_EQ(r.start_s[0][1], 0.5);
+  EXPECT_DOUBLE_EQ(r.start_s[0][2], 2.0);
+  EXPECT_DOUBLE_EQ(r.start_s[0][3], 2.5);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 3.5);
+  // A busy time not above the duration changes nothing: G2 follows G1 at 0.5.
+  cost.collective_busy = 0.25;
+  r = simulate(p, cost, {});
+  EXPECT_DOUBLE_EQ(r.start_s[0][2], 0.5);
+  EXPECT_DOUBLE_EQ(r.start_s[0][3], 1.5);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 2.5);
+  // The hold past the last instruction's end does not count in the makespan.
+  Program one = p;
+  one.actors[0].resize(2);
+  one.num_microbatches = 1;
+  cost.collective_busy = 10.0;
+  EXPECT_DOUBLE_EQ(simulate(one, cost, {}).makespan_s, 1.5);
 }
 
 TEST(Engine, MemoryGrowsAtForwardAndShrinksAtBackward) {
