@@ -39,6 +39,12 @@ runs move, e.g. the attention kernels' efficiency on the long-sequence rows):
     scripts/fit_costmodel.py --gpu b200 --source nemolongseq2504 \
         --param kernels.attention_efficiency.forward=0.2:0.66 \
         --tie kernels.attention_efficiency.backward=kernels.attention_efficiency.forward*0.8656
+--exclude-source S (repeatable) leaves the rows of those sources out: the 16-bit GEMM efficiencies
+are fitted without the sources whose runs execute their element-wise work unfused in eager
+PyTorch (llmfoundry, ibmfsdp2024, torchtitana100), work the model's kernel inventory does not
+price (docs/validation.md, "Fitting cluster constants"):
+    scripts/fit_costmodel.py --gpu a100-80g --no-fp8 --param gemm_efficiency.max=0.5:0.9 \
+        --exclude-source llmfoundry --exclude-source ibmfsdp2024 --exclude-source torchtitana100
 --tie NAME=OTHER*K sets NAME to K times the value of OTHER in every candidate (one degree of
 freedom for two constants that move together).
 A parameter is NAME=LO:HI (fitted) or NAME=VALUE (held fixed); NAME is a key of the cluster JSON
@@ -202,11 +208,11 @@ def moe_row_ids(binary, path):
     return {row["id"] for row in json.loads(done.stdout)["rows"] if row["moe"]}
 
 
-def subset_corpus(path, tmpdir, fp8, moe_ids, moe, sources=None):
+def subset_corpus(path, tmpdir, fp8, moe_ids, moe, sources=None, excluded=None):
     """A copy of the JSON corpus holding the rows of one kind: FP8 rows only (fp8 true), 16-bit
     rows only (fp8 false) or both (None); MoE rows (ids in moe_ids) only (moe true) or dense rows
-    only (moe false); with `sources`, the rows of those corpus sources only; model files made
-    absolute."""
+    only (moe false); with `sources`, the rows of those corpus sources only; without the rows of
+    the `excluded` sources; model files made absolute."""
     with open(path) as f:
         doc = json.load(f)
     folder = os.path.dirname(os.path.abspath(path))
@@ -214,6 +220,9 @@ def subset_corpus(path, tmpdir, fp8, moe_ids, moe, sources=None):
         unknown = [s for s in sources if s not in doc.get("sources", {})]
         if unknown:
             sys.exit(f"fit_costmodel: --source {unknown[0]}: not a source of {path}")
+    for s in excluded or []:
+        if s not in doc.get("sources", {}):
+            sys.exit(f"fit_costmodel: --exclude-source {s}: not a source of {path}")
     rows = []
     for row in doc["rows"]:
         if fp8 is not None and row.get("fp8", False) != fp8:
@@ -221,6 +230,8 @@ def subset_corpus(path, tmpdir, fp8, moe_ids, moe, sources=None):
         if (row["id"] in moe_ids) != moe:
             continue
         if sources and row.get("source") not in sources:
+            continue
+        if excluded and row.get("source") in excluded:
             continue
         model = row.get("model")
         if isinstance(model, str) and os.path.isfile(os.path.join(folder, model)):
@@ -315,6 +326,8 @@ def main():
                         help="score the corpus's FP8 rows only (JSON corpus)")
     parser.add_argument("--source", action="append",
                         help="score only the rows of this corpus source (repeatable; JSON corpus)")
+    parser.add_argument("--exclude-source", action="append",
+                        help="leave out the rows of this corpus source (repeatable; JSON corpus)")
     parser.add_argument("--tie", type=Tie, action="append", default=[],
                         help="NAME=OTHER*FACTOR: set NAME to FACTOR times the fitted OTHER")
     parser.add_argument("--no-fp8", action="store_true",
@@ -331,9 +344,10 @@ def main():
                      "./scripts/build.sh test, or cmake --build build)")
     if not any(p.fitted() for p in args.param):
         parser.error("no parameter to fit (give at least one NAME=LO:HI)")
-    if (args.fp8_only or args.no_fp8 or args.moe_only or args.source) and \
-            args.corpus.lower().endswith(".csv"):
-        parser.error("--fp8-only, --no-fp8, --moe-only and --source need a JSON corpus")
+    if (args.fp8_only or args.no_fp8 or args.moe_only or args.source or args.exclude_source) \
+            and args.corpus.lower().endswith(".csv"):
+        parser.error("--fp8-only, --no-fp8, --moe-only, --source and --exclude-source need a "
+                     "JSON corpus")
     names = {p.name for p in args.param}
     for tie in args.tie:
         if tie.other not in names:
@@ -352,7 +366,7 @@ def main():
             if moe_ids and not args.moe_only:
                 print(f"leaving out the {len(moe_ids)} MoE rows (--moe-only fits on them)")
             args.corpus = subset_corpus(args.corpus, tmp, fp8, moe_ids, args.moe_only,
-                                        sources=args.source)
+                                        sources=args.source, excluded=args.exclude_source)
         gpus = [g.lower() for g in args.gpu] if args.gpu else corpus_gpus(args.corpus)
         if args.joint:
             scorers = [Scorer(args.binary, args.corpus, gpu, args.band, tmp) for gpu in gpus]
