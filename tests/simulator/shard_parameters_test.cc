@@ -23,6 +23,7 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "simulator/plan_builder.h"
+#include "tests/testing/dp_fixtures.h"
 
 namespace jaxpp {
 namespace {
@@ -327,32 +328,6 @@ TEST(ShardParameters, GathersHideBehindLongComputesAndShowAsExposedDpBehindShort
     // The gathers move 2·m times the stage's weight bytes.
     EXPECT_EQ(b.result.collective_bytes - a.result.collective_bytes, 2 * m * gather.bytes);
   }
-}
-
-// `n` equal custom layers of `params` parameters, each pass `flops` FLOPs.
-ModelSpec equal_blocks_model(int n, double params, double flops) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (int i = 0; i < n; ++i)
-    layers.push_back({{"name", "block" + std::to_string(i)},
-                      {"fwd_flops", flops},
-                      {"bwd_input_flops", flops},
-                      {"bwd_weight_flops", flops},
-                      {"params", static_cast<int64_t>(params)},
-                      {"output_bytes", 4096},
-                      {"stash_bytes", 1024}});
-  return model_from_json({{"name", "blocks"}, {"layers_list", layers}}, "test");
-}
-
-// One node of 8 devices, collectives at 100 GB/s with no latency: an all-gather of v bytes per
-// device takes 7/8 · v / 1e11 s, a reduce-scatter the same.
-ClusterSpec known_link_cluster() {
-  ClusterSpec c = cluster_preset("a100-80g");
-  c.devices_per_node = 8;
-  c.intra_node.bandwidth_bytes_per_s = 100e9;
-  c.intra_node.latency_s = 0;
-  c.collective_step_latency_s = 0;
-  c.allreduce_bus_efficiency = 1.0;
-  return c;
 }
 
 TEST(ShardParameters, PerBlockCollectivesExposeTheLeadBlockAndWhatTheLinkCannotHide) {
