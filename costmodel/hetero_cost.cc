@@ -32,7 +32,7 @@ HeteroCost::HeteroCost(const ModelSpec& model, const Partition& partition,
                        const Placement& placement, const ParallelConfig& config,
                        const HeteroCluster& cluster, const std::vector<ActorMesh>& meshes,
                        const std::string& where)
-    : cluster_(cluster), placement_(placement), cp_(config.cp) {
+    : cluster_(cluster), placement_(placement) {
   if (static_cast<int>(meshes.size()) != placement.num_actors)
     throw_input_error(where, std::to_string(meshes.size()) + " meshes for " +
                                  std::to_string(placement.num_actors) + " actors");

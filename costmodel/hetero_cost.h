@@ -100,7 +100,6 @@ class HeteroCost : public CostProvider {
  private:
   HeteroCluster cluster_;
   Placement placement_;
-  int cp_ = 1;
   std::vector<int> kind_, tp_, first_device_, cost_of_actor_;
   std::vector<std::unique_ptr<AnalyticCost>> costs_;
   std::vector<int64_t> activation_bytes_;

@@ -39,7 +39,7 @@ action=${1:-build}
 # example's plots (docs/python.md); Debian's packages, no PyPI.
 packages=(g++ cmake make pkg-config libboost-graph-dev nlohmann-json3-dev libcxxopts-dev
           libgraphviz-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          libopenmpi-dev openmpi-bin dpkg-dev
+          libopenmpi-dev openmpi-bin dpkg-dev ninja-build
           python3-dev pybind11-dev python3-pytest python3-numpy python3-pandas python3-matplotlib)
 case "$action" in
   # clang with its sanitizer and libFuzzer runtimes; llvm for llvm-symbolizer (readable reports).
@@ -65,13 +65,20 @@ build_args=()
 command -v ccache > /dev/null && build_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 build_args+=(-DCMAKE_UNITY_BUILD="${UNITY:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE="${UNITY_BATCH:-16}")
 
-# configure <dir> <cmake args...>: configure quietly, show the log only on failure.
+# configure <dir> <cmake args...>: configure quietly, show the log only on failure. New build
+# directories use Ninja: with Make a target's objects wait until every target it depends on is
+# built, so on 2 cores the chain graph -> simulator -> runtime -> cli (one unity batch each) and
+# every test executable behind jaxpp-sim compile one at a time; Ninja compiles all objects as soon
+# as generated headers exist and orders only the links (docs/hardening.md has the figures). A
+# directory configured earlier keeps its generator (CMake refuses to switch).
 configure() {
-  local dir=$1
+  local dir=$1 generator=()
   shift
   echo "== configuring $dir"
   mkdir -p "$dir"
-  cmake -S "$root" -B "$dir" "$@" > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+  if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja > /dev/null; then generator=(-G Ninja); fi
+  cmake -S "$root" -B "$dir" "${generator[@]}" "$@" > "$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; exit 1; }
 }
 
 # Sanitizer reports of every process (tests and the jaxpp-sim processes they start) go to files
@@ -87,14 +94,17 @@ check_reports() {
   echo "== $name: no sanitizer reports"
 }
 
-# Flags shared by the sanitizer builds: Debug (assertions on), -O1, no CUDA, no benchmarks.
+# Flags shared by the sanitizer builds: Debug (assertions on), -O1, no CUDA, no benchmarks, and
+# line tables only for debug information (-gline-tables-only: a report's frames still name
+# function, file and line; full -g doubles the objects and slows compiling and linking).
 san_common() {
   local cxx=${SAN_CXX:-clang++}
   local cc=${cxx/clang++/clang}
   [ "$cc" = "$cxx" ] && cc=${cxx/g++/gcc}
   san_args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc"
+            -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only
             -DJAXPP_WITH_CUDA=OFF -DJAXPP_WITH_PYTHON=OFF -DJAXPP_BUILD_BENCHMARKS=OFF "${build_args[@]}")
-  san_flags="-O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all"
+  san_flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fno-sanitize-recover=all"
 }
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite.
@@ -121,9 +131,16 @@ run_asan() {
   # more than the Release build's run of them does. Nor the constant fits (validation.fit*): each
   # reruns `validate-model` on the same corpus some 75 times, a path the corpus tests already run
   # instrumented, and together they would take longer than the rest of the suite does.
+  # The corpus tests (CorpusValidation.*) share one scored corpus per process (a static report):
+  # as one process each ctest entry rescored it, about 10 s apiece instrumented (25 tests, 240 s
+  # of test time), so they run here as one process of their executable, every test still
+  # reported by name.
   (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
-     -E '(Mpi|^validation\.fit)' \
+     -E '(Mpi|^validation\.fit|^CorpusValidation\.)' \
      -LE '^(timing|install)$') ||
+    status=1
+  (cd "$dir" && ASAN_OPTIONS="$options" OPENBLAS_NUM_THREADS=1 \
+     timeout 900 bin/validation_tests --gtest_filter='CorpusValidation.*' --gtest_brief=1) ||
     status=1
   (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \
      ctest --output-on-failure -j "$jobs" --timeout 900 -R Mpi) || status=1
@@ -140,9 +157,9 @@ run_tsan() {
   local dir=$root/build-tsan supp=$root/tests/sanitizers status=0 start
   configure "$dir" "${san_args[@]}" -DCMAKE_CXX_FLAGS="$san_flags -fsanitize=thread" \
             -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
-  echo "== building $dir (runtime_tests, cli_tests) with $jobs jobs"
+  echo "== building $dir (runtime_tests, run_tests) with $jobs jobs"
   start=$SECONDS
-  cmake --build "$dir" -j "$jobs" --target runtime_tests cli_tests
+  cmake --build "$dir" -j "$jobs" --target runtime_tests run_tests
   echo "== TSan build: $((SECONDS - start)) s"
   local reports=$dir/sanitizer-reports
   rm -rf "$reports" && mkdir -p "$reports"
@@ -150,7 +167,7 @@ run_tsan() {
   start=$SECONDS
   export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L '^runtime$') || status=1
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L '^cli$' -R '^RunCli\.' \
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L '^run$' -R '^RunCli\.' \
      -E Mpi) || status=1
   unset TSAN_OPTIONS
   echo "== TSan tests: $((SECONDS - start)) s"
@@ -192,9 +209,10 @@ fuzz_one() {
 run_fuzz() {
   local fuzz=$root/build-fuzz
   local seconds=${FUZZ_SECONDS:-30}
-  local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
+  local flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
   local start=$SECONDS
   configure "$fuzz" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+            -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only \
             -DJAXPP_WITH_CUDA=OFF -DJAXPP_WITH_PYTHON=OFF -DJAXPP_BUILD_BENCHMARKS=OFF -DJAXPP_BUILD_TESTS=OFF \
             -DJAXPP_BUILD_FUZZERS=ON -DCMAKE_CXX_FLAGS="$flags" \
             -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" "${build_args[@]}"
