@@ -128,7 +128,8 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   impl->placement = placement;
   impl->options = options;
   impl->stage_work =
-      compute_stage_work(model, partition, options.microbatch_size, options.recompute);
+      compute_stage_work(model, partition, options.microbatch_size, options.recompute,
+                         options.recompute_layers);
   const auto& work = impl->stage_work;
   const int m = options.num_microbatches;
   const int64_t grad_bytes_per_param = dtype_bytes(model.dtype);

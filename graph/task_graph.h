@@ -57,6 +57,7 @@ struct TaskGraphOptions {
   // Per stage: true = I and W tasks, false = one B. Empty = all false.
   std::vector<bool> split_backward;
   Recompute recompute = Recompute::kNone;
+  int recompute_layers = -1;  // ParallelConfig::recompute_layers
 };
 
 struct StageWork {
