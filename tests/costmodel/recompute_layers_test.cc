@@ -22,9 +22,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kFirst = 1;  // gpt3-1.3b: layer 0 the embedding, 1..24 transformer, 25 the logits
+constexpr int kFirstBlock = 1;  // gpt3-1.3b: layer 0 the embedding, 1..24 transformer, 25 the logits
 
-struct Fixture {
+struct LayersFixture {
   ModelSpec model = load_model("gpt3-1.3b");  // h 2048, s 2048, 24 layers
   ParallelConfig config;
   ClusterSpec cluster = cluster_preset("a100-80g");
@@ -37,7 +37,7 @@ struct Fixture {
   }
 };
 
-void expect_same(const PassBreakdown& a, const PassBreakdown& b, const char* what) {
+void expect_same_cost(const PassBreakdown& a, const PassBreakdown& b, const char* what) {
   EXPECT_EQ(a.gemm_s, b.gemm_s) << what;
   EXPECT_EQ(a.attention_s, b.attention_s) << what;
   EXPECT_EQ(a.elementwise_s, b.elementwise_s) << what;
@@ -47,58 +47,58 @@ void expect_same(const PassBreakdown& a, const PassBreakdown& b, const char* wha
   EXPECT_EQ(a.ep_comm_s, b.ep_comm_s) << what;
 }
 
-void expect_same(const StageBreakdown& a, const StageBreakdown& b) {
-  expect_same(a.at(Pass::kForward), b.at(Pass::kForward), "forward");
-  expect_same(a.at(Pass::kBackwardInput), b.at(Pass::kBackwardInput), "input gradient");
-  expect_same(a.at(Pass::kBackwardWeight), b.at(Pass::kBackwardWeight), "weight gradient");
-  expect_same(a.at(Pass::kRecompute), b.at(Pass::kRecompute), "recompute");
+void expect_same_cost(const StageBreakdown& a, const StageBreakdown& b) {
+  expect_same_cost(a.at(Pass::kForward), b.at(Pass::kForward), "forward");
+  expect_same_cost(a.at(Pass::kBackwardInput), b.at(Pass::kBackwardInput), "input gradient");
+  expect_same_cost(a.at(Pass::kBackwardWeight), b.at(Pass::kBackwardWeight), "weight gradient");
+  expect_same_cost(a.at(Pass::kRecompute), b.at(Pass::kRecompute), "recompute");
   EXPECT_EQ(a.fused_backward_hidden_s, b.fused_backward_hidden_s);
   EXPECT_EQ(a.optimizer_s, b.optimizer_s);
 }
 
 TEST(RecomputeLayers, AChunkCostsItsNoneTimePlusNLayerForwards) {
-  Fixture s;
+  LayersFixture s;
   s.config.tp = 2;  // with its tensor-parallel all-reduces, recomputed with the forward
   const OperatorCost none = s.with(Recompute::kNone);
   const OperatorCost two = s.with(Recompute::kFull, 2);
-  const StageBreakdown n = none.stage(kFirst, 6, 0), t = two.stage(kFirst, 6, 0);
+  const StageBreakdown n = none.stage(kFirstBlock, 6, 0), t = two.stage(kFirstBlock, 6, 0);
   // Forward, input and weight gradients: as under none.
-  expect_same(t.at(Pass::kForward), n.at(Pass::kForward), "forward");
-  expect_same(t.at(Pass::kBackwardInput), n.at(Pass::kBackwardInput), "input gradient");
-  expect_same(t.at(Pass::kBackwardWeight), n.at(Pass::kBackwardWeight), "weight gradient");
+  expect_same_cost(t.at(Pass::kForward), n.at(Pass::kForward), "forward");
+  expect_same_cost(t.at(Pass::kBackwardInput), n.at(Pass::kBackwardInput), "input gradient");
+  expect_same_cost(t.at(Pass::kBackwardWeight), n.at(Pass::kBackwardWeight), "weight gradient");
   EXPECT_EQ(n.at(Pass::kRecompute).total_s(), 0);
   // Recompute: two layers' forwards, communication included.
-  const PassBreakdown layer = none.stage(kFirst, 1, 0).at(Pass::kForward);
+  const PassBreakdown layer = none.stage(kFirstBlock, 1, 0).at(Pass::kForward);
   EXPECT_GT(layer.tp_comm_s, 0);
   EXPECT_DOUBLE_EQ(t.at(Pass::kRecompute).total_s(), 2 * layer.total_s());
   EXPECT_DOUBLE_EQ(t.at(Pass::kRecompute).tp_comm_s, 2 * layer.tp_comm_s);
 }
 
 TEST(RecomputeLayers, AllLayersIsFullAndNoneIsNoneBitForBit) {
-  Fixture s;
+  LayersFixture s;
   const int all = s.model.num_layers();
   const OperatorCost full = s.with(Recompute::kFull), none = s.with(Recompute::kNone);
   for (int n : {24, 25, 1000}) {  // every transformer layer of the chunk, or more
     const OperatorCost op = s.with(Recompute::kFull, n);
-    expect_same(op.stage(0, all, 1e9), full.stage(0, all, 1e9));
+    expect_same_cost(op.stage(0, all, 1e9), full.stage(0, all, 1e9));
     EXPECT_EQ(op.stage_stash_bytes(0, all), full.stage_stash_bytes(0, all)) << n;
   }
   const OperatorCost zero = s.with(Recompute::kFull, 0);
-  expect_same(zero.stage(0, all, 1e9), none.stage(0, all, 1e9));
+  expect_same_cost(zero.stage(0, all, 1e9), none.stage(0, all, 1e9));
   EXPECT_EQ(zero.stage_stash_bytes(0, all), none.stage_stash_bytes(0, all));
 }
 
 TEST(RecomputeLayers, TheStashKeepsTheInputOfRecomputedLayersAndEverythingOfTheOthers) {
-  Fixture s;  // tp 1, flash: none keeps 34·s·h per layer, full its input 2·s·h
+  LayersFixture s;  // tp 1, flash: none keeps 34·s·h per layer, full its input 2·s·h
   const double sh = 2048.0 * 2048;
-  EXPECT_NEAR(s.with(Recompute::kFull, 2).stage_stash_bytes(kFirst, 6), (2 * 2 + 4 * 34) * sh,
+  EXPECT_NEAR(s.with(Recompute::kFull, 2).stage_stash_bytes(kFirstBlock, 6), (2 * 2 + 4 * 34) * sh,
               1e-3);
-  EXPECT_NEAR(s.with(Recompute::kFull, 5).stage_stash_bytes(kFirst, 6), (5 * 2 + 1 * 34) * sh,
+  EXPECT_NEAR(s.with(Recompute::kFull, 5).stage_stash_bytes(kFirstBlock, 6), (5 * 2 + 1 * 34) * sh,
               1e-3);
 }
 
 TEST(RecomputeLayers, TheCountRestartsInEachChunk) {
-  Fixture s;
+  LayersFixture s;
   s.config.recompute = Recompute::kFull;
   s.config.recompute_layers = 2;
   // The chunk [7, 13): layers 7 and 8 recomputed, 9..12 kept; the embedding keeps the policy.
@@ -110,11 +110,11 @@ TEST(RecomputeLayers, TheCountRestartsInEachChunk) {
   EXPECT_EQ(layer_recompute(s.model, s.config, 0, 2), Recompute::kFull);
   EXPECT_EQ(layer_recompute(s.model, s.config, 0, 3), Recompute::kNone);
   const OperatorCost op = s.op();
-  expect_same(op.stage(7, 6, 0), op.stage(kFirst, 6, 0));
+  expect_same_cost(op.stage(7, 6, 0), op.stage(kFirstBlock, 6, 0));
 }
 
 TEST(RecomputeLayers, TheMemoryModelGivesEachStageItsOwnFirstLayers) {
-  Fixture s;
+  LayersFixture s;
   const Partition p = partition_from_starts({0, 13}, 26);  // 12 transformer layers each
   ASSERT_EQ(p.num_stages(), 2);
   const Placement pl = make_placement(PlacementKind::kLinear, 2, 2);
@@ -133,9 +133,9 @@ TEST(RecomputeLayers, TheMemoryModelGivesEachStageItsOwnFirstLayers) {
 }
 
 TEST(RecomputeLayers, StageWorkAndHardwareFlopsCountNLayersPerStage) {
-  Fixture s;
+  LayersFixture s;
   const Partition p = partition_from_starts({0, 13}, 26);
-  const double layer_fwd = s.model.layers[kFirst].fwd_flops;
+  const double layer_fwd = s.model.layers[kFirstBlock].fwd_flops;
   const auto work = compute_stage_work(s.model, p, 2, Recompute::kFull, 3);
   for (const StageWork& w : work) EXPECT_DOUBLE_EQ(w.recompute_flops, 3 * layer_fwd * 2);
   EXPECT_DOUBLE_EQ(hardware_flops_per_sequence(s.model, p, Recompute::kFull, 3),
@@ -145,7 +145,7 @@ TEST(RecomputeLayers, StageWorkAndHardwareFlopsCountNLayersPerStage) {
 }
 
 TEST(RecomputeLayers, TheAnalyticBackwardGrowsByNForwardsPerStage) {
-  Fixture s;
+  LayersFixture s;
   const Partition p = partition_from_starts({0, 13}, 26);
   const Placement pl = make_placement(PlacementKind::kLinear, 2, 2);
   s.config.pp = 2;
@@ -154,7 +154,7 @@ TEST(RecomputeLayers, TheAnalyticBackwardGrowsByNForwardsPerStage) {
   s.config.recompute = Recompute::kFull;
   s.config.recompute_layers = 4;
   const AnalyticCost four(s.model, p, pl, s.config, s.cluster);
-  const double layer = s.with(Recompute::kNone).stage(kFirst, 1, 0).at(Pass::kForward).total_s();
+  const double layer = s.with(Recompute::kNone).stage(kFirstBlock, 1, 0).at(Pass::kForward).total_s();
   for (int st = 0; st < 2; ++st) {
     EXPECT_EQ(four.task_s(TaskKind::kF, st), none.task_s(TaskKind::kF, st));
     EXPECT_NEAR(four.task_s(TaskKind::kB, st) - none.task_s(TaskKind::kB, st), 4 * layer, 1e-12);
@@ -162,7 +162,7 @@ TEST(RecomputeLayers, TheAnalyticBackwardGrowsByNForwardsPerStage) {
 }
 
 TEST(RecomputeLayers, BadSettingsAreOneLineErrors) {
-  Fixture s;
+  LayersFixture s;
   s.config.recompute = Recompute::kSelective;
   s.config.recompute_layers = 2;
   EXPECT_THAT([&] { s.op(); }, ::testing::ThrowsMessage<InputError>(
