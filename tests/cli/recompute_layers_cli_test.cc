@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,7 @@ namespace {
 
 const char* const kSim =
     "simulate --model gpt3-1.3b --cluster a100-80g --gpus 4 --pp 2 --dp 2 --global-batch 16 "
-    "--schedule 1f1b --partition even --json";
+    "--schedule 1f1b --partition even";
 
 TEST(RecomputeLayersCli, StepLiesBetweenNoneAndFullAndAllLayersIsFull) {
   const nlohmann::json none = run_json(std::string(kSim) + " --recompute none");
@@ -32,6 +33,23 @@ TEST(RecomputeLayersCli, StepLiesBetweenNoneAndFullAndAllLayersIsFull) {
   EXPECT_EQ(zero.at("peak_memory_bytes"), none.at("peak_memory_bytes"));
   EXPECT_LT(json_sum(some.at("peak_memory_bytes")), json_sum(none.at("peak_memory_bytes")));
   EXPECT_GT(json_sum(some.at("peak_memory_bytes")), json_sum(full.at("peak_memory_bytes")));
+}
+
+// --breakdown: the GEMM time of each actor grows by the recomputed layers' forward GEMMs, so
+// with 4 of 12 layers per stage it lies a third of the way from none to full (each actor runs
+// the same microbatches under every policy).
+TEST(RecomputeLayersCli, TheBreakdownCountsTheRecomputedLayersGemms) {
+  const auto gemm = [](const std::string& flags) {
+    const nlohmann::json j = run_json(std::string(kSim) + " --breakdown " + flags);
+    std::vector<double> out;
+    for (const nlohmann::json& a : j.at("breakdown")) out.push_back(a.at("gemm_s").get<double>());
+    return out;
+  };
+  const std::vector<double> none = gemm("--recompute none"), full = gemm("--recompute full"),
+                            some = gemm("--recompute full --recompute-layers 4");
+  ASSERT_EQ(none.size(), 2u);
+  for (size_t r = 0; r < none.size(); ++r)
+    EXPECT_NEAR(some[r] - none[r], (full[r] - none[r]) / 3, 1e-9 * full[r]) << "actor " << r;
 }
 
 TEST(RecomputeLayersCli, ThePlanCarriesIt) {
