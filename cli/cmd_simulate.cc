@@ -172,6 +172,7 @@ int run_simulate(int argc, char** argv) {
       ("schedule-file", "custom schedule file (JSON or PyTorch CSV)", cxxopts::value<std::string>())
       ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
+      ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage chunk, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
       ("sequence-parallel", "Megatron sequence parallelism")
       ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
       ("shard-grads", "gradient sharding (ZeRO-2, needs --zero1): keep 1/(dp·cp) of the gradients and reduce-scatter each microbatch's gradients")
@@ -229,7 +230,7 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
-         "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
+         "recompute-layers", "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
          "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "moe-node-limit", "moe-device-limit", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
@@ -330,6 +331,13 @@ int run_simulate(int argc, char** argv) {
     c.microbatch_size = args["microbatch-size"].as<int>();
     c.schedule = args.count("schedule") ? args["schedule"].as<std::string>() : "custom";
     c.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+    if (args.count("recompute-layers")) {
+      c.recompute_layers = args["recompute-layers"].as<int>();
+      if (c.recompute_layers < 0)
+        throw_input_error("--recompute-layers",
+                          "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
+      check_recompute_layers(c, "--recompute-layers");
+    }
     c.sequence_parallel = args.count("sequence-parallel") > 0;
     c.zero1 = args.count("zero1") > 0;
     c.shard_parameters = args.count("shard-params") > 0;

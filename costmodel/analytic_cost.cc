@@ -23,7 +23,8 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
     throw_input_error("configuration", "tp, dp, cp and microbatch size must be >= 1");
   }
   const OperatorCost op(model, config, cluster);  // throws if the dtype is unsupported
-  work_ = compute_stage_work(model, partition, config.microbatch_size, config.recompute);
+  work_ = compute_stage_work(model, partition, config.microbatch_size, config.recompute,
+                             config.recompute_layers);
   const int num_stages = partition.num_stages();
   task_s_.assign(num_stages, std::vector<double>(4, 0.0));
   optimizer_s_.assign(num_stages, 0.0);

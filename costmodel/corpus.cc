@@ -53,6 +53,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "seq_len",
                                         "schedule",
                                         "recompute",
+                                        "recompute_layers",
                                         "sequence_parallel",
                                         "distributed_optimizer",
                                         "shard_gradients",
@@ -84,7 +85,8 @@ const std::set<std::string> kMeasuredKeys = {"tflops_per_gpu", "mfu", "step_time
 const std::string kMeasuredPrefix = "measured_";
 const std::set<std::string> kCsvIntegerKeys = {
     "gpus",         "tp",         "pp",      "dp", "cp", "virtual_stages", "microbatch_size",
-    "global_batch", "seq_len",    "ep",      "etp", "moe_node_limit", "moe_device_limit"};
+    "global_batch", "seq_len",    "ep",      "etp", "moe_node_limit", "moe_device_limit",
+    "recompute_layers"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
                                             "shard_gradients",   "shard_parameters",
                                             "fp8",
@@ -271,6 +273,11 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   c.schedule = row.string("schedule");
   if (c.schedule.empty()) throw_input_error(row.field("schedule"), "expected a schedule name");
   c.recompute = parse_recompute(row.string_or("recompute", "none"), row.field("recompute"));
+  if (row.has("recompute_layers")) {
+    c.recompute_layers = static_cast<int>(
+        std::min<int64_t>(row.non_negative_integer("recompute_layers"), 1 << 20));
+    check_recompute_layers(c, row.field("recompute_layers"));
+  }
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);
   c.zero1 = row.boolean_or("distributed_optimizer", false);
   c.shard_parameters = row.boolean_or("shard_parameters", false);

@@ -11,7 +11,10 @@
 //                 "model": "<model preset or file>" | {inline model JSON},
 //                 "gpus": N, "tp": t, "pp": p, "dp": d, "cp": c, "virtual_stages": v,
 //                 "microbatch_size": b, "global_batch": B, "seq_len": s, "schedule": "1f1b",
-//                 "recompute": "none", "sequence_parallel": false, "distributed_optimizer": false,
+//                 "recompute": "none", "recompute_layers": N (with recompute "full" only: the
+//                 first N transformer layers of each stage chunk recomputed, simulate's
+//                 --recompute-layers; default all), "sequence_parallel": false,
+//                 "distributed_optimizer": false,
 //                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
 //                 distributed_optimizer), "shard_parameters": false (ZeRO-3 / FSDP parameter
 //                 sharding; needs distributed_optimizer, implies shard_gradients: a row with

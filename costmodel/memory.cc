@@ -100,7 +100,8 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster) {
   const std::vector<StageWork> work =
-      compute_stage_work(model, partition, config.microbatch_size, config.recompute);
+      compute_stage_work(model, partition, config.microbatch_size, config.recompute,
+                         config.recompute_layers);
   const OperatorCost op(model, config, cluster);
   // The remainders complete 16-bit weights to fp32 master weights: FP8 weights have no such
   // 16 bits (Apex and NeMo keep full fp32 master copies for them).
@@ -126,9 +127,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.optimizer_bytes += b.optimizer_bytes;
     transient[actor] = std::max(transient[actor], b.transient_grad_bytes);
     gathered[actor] = std::max(gathered[actor], b.gathered_bytes);
-    double stash = 0;
-    for (int l = work[s].first_layer; l < work[s].first_layer + work[s].num_layers; ++l)
-      stash += op.stash_bytes(l);
+    const double stash = op.stage_stash_bytes(work[s].first_layer, work[s].num_layers);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
   }
   for (int r = 0; r < placement.num_actors; ++r) {

@@ -70,6 +70,13 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
                                            std::to_string(model.seq_len) +
                                            " into 2·cp load-balanced chunks");
   tokens_ = static_cast<double>(config.microbatch_size) * model.tokens_per_sequence() / cp;
+  check_recompute_layers(config, "configuration: recompute_layers");
+  if (config.recompute == Recompute::kFull && config.recompute_layers >= 0) {
+    ParallelConfig kept = config;
+    kept.recompute = Recompute::kNone;
+    kept.recompute_layers = -1;
+    kept_ = std::make_shared<const OperatorCost>(model, kept, cluster);
+  }
   // Layers of one kind (dense or MoE for transformer layers) share their kernels: list and
   // price each kind once.
   kernels_.reserve(model.layers.size());
@@ -562,11 +569,18 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   return out;
 }
 
+const OperatorCost& OperatorCost::pricing(int first_layer, int layer) const {
+  if (kept_ && layer_recompute(model_, config_, first_layer, layer) == Recompute::kNone)
+    return *kept_;
+  return *this;
+}
+
 StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double params) const {
   StageBreakdown b;
   for (int l = first_layer; l < first_layer + num_layers; ++l) {
-    if (cached_[l] >= 0) {
-      const LayerCache& c = cache_[cached_[l]];
+    const OperatorCost& src = pricing(first_layer, l);
+    if (src.cached_[l] >= 0) {
+      const LayerCache& c = src.cache_[src.cached_[l]];
       for (size_t p = 0; p < b.pass.size(); ++p) b.pass[p] += c.pass[p];
       b.fused_backward_hidden_s += c.fused_hidden_s;
       continue;
@@ -574,7 +588,7 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
     double hidden = 0;
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
       b.pass[static_cast<int>(p)] +=
-          layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
+          src.layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
     b.fused_backward_hidden_s += hidden;
   }
   const double local_params =
@@ -590,6 +604,13 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
 
 double OperatorCost::stash_bytes(int layer) const {
   return cached_[layer] >= 0 ? cache_[cached_[layer]].stash_bytes : compute_stash_bytes(layer);
+}
+
+double OperatorCost::stage_stash_bytes(int first_layer, int num_layers) const {
+  double bytes = 0;
+  for (int l = first_layer; l < first_layer + num_layers; ++l)
+    bytes += pricing(first_layer, l).stash_bytes(l);
+  return bytes;
 }
 
 double OperatorCost::compute_stash_bytes(int layer) const {

@@ -36,7 +36,9 @@
 //                their gradients too) to the next rank while one block of attention computes:
 //                exposed = (cp − 1) · max(0, step transfer − attention / cp).
 //   recompute    none: nothing; selective: the attention core's forward again; full: the whole
-//                forward again, its TP communication included.
+//                forward again, its TP communication included. Full with recompute_layers = N
+//                (ParallelConfig): the first N transformer layers of each stage chunk as full,
+//                every later one as none (its forward's activations kept, nothing recomputed).
 //   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
 // Expert parallelism (ParallelConfig::ep, etp, moe_imbalance; docs/simulate.md): a device holds
 //                E/ep routed experts, each split over etp devices (column/row as a dense MLP),
@@ -106,6 +108,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <vector>
 
 #include "costmodel/cluster.h"
@@ -153,12 +156,16 @@ class OperatorCost {
   OperatorCost(const ModelSpec& model, const ParallelConfig& config, const ClusterSpec& cluster);
 
   // Layers [first_layer, first_layer + num_layers) with `params` parameters (whole stage,
-  // before tp) for the optimizer step.
+  // before tp) for the optimizer step. With recompute_layers >= 0 the range is one stage chunk:
+  // its first recompute_layers transformer layers priced as full, the others as none.
   StageBreakdown stage(int first_layer, int num_layers, double params) const;
   // Bytes one device stashes for one microbatch of `layer` under the configuration's recompute
   // policy and parallelism; the layer's own stash_bytes (scaled by the legacy tp rule) for
-  // layers without kernels.
+  // layers without kernels. With recompute_layers >= 0: as a recomputed (full) layer.
   double stash_bytes(int layer) const;
+  // The stash of one microbatch of the stage chunk [first_layer, first_layer + num_layers): the
+  // sum of its layers' stash_bytes, each under layer_recompute (graph/plan.h).
+  double stage_stash_bytes(int first_layer, int num_layers) const;
 
   // One GEMM out[m×n] = in[m×k]·W[k×n] on one device. `fp8_capable` false: a GEMM FP8 training
   // keeps in 16 bits (the LM head, the router, the attention core); it matters for FP8 models only.
@@ -207,6 +214,9 @@ class OperatorCost {
     double stash_bytes = 0;
   };
   PassBreakdown layer_pass(int layer, Pass pass, double* fused_hidden_s) const;
+  // The model that prices `layer` of the chunk starting at first_layer: this one, or kept_ for a
+  // transformer layer past the chunk's first recompute_layers.
+  const OperatorCost& pricing(int first_layer, int layer) const;
   double compute_stash_bytes(int layer) const;
   double elementwise_s(double bytes) const;
   // The attention core of one pass (forward or backward), flash or unfused per the config.
@@ -225,6 +235,9 @@ class OperatorCost {
   std::vector<LayerKernels> kernels_;  // per layer
   std::vector<int> cached_;            // per layer: index into cache_, -1 = priced on demand
   std::vector<LayerCache> cache_;      // one per layer kind (dense or MoE) with kernels
+  // recompute full with recompute_layers >= 0: the same configuration with recompute none, for
+  // the layers that keep their activations; null otherwise.
+  std::shared_ptr<const OperatorCost> kept_;
 };
 
 }  // namespace jaxpp

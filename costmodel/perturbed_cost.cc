@@ -333,7 +333,8 @@ SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& 
         throw_input_error(where, "seq-lens: length " + std::to_string(len) + ": " + e.what());
       }
       flops.emplace_back(at_len.model_flops_per_sequence(),
-                         at_len.hardware_flops_per_sequence(config.recompute));
+                         hardware_flops_per_sequence(at_len, partition, config.recompute,
+                                                     config.recompute_layers));
       models_.push_back(at_len);
     }
     index_.push_back(it->second);

@@ -264,6 +264,26 @@ void check_shard_gradients(const ParallelConfig& c, const std::string& where, bo
                      "zero1"});
 }
 
+void check_recompute_layers(const ParallelConfig& config, const std::string& where) {
+  if (config.recompute_layers < -1)
+    throw_input_error(where, "expected a number of layers >= 0, got " +
+                                 std::to_string(config.recompute_layers));
+  if (config.recompute_layers >= 0 && config.recompute != Recompute::kFull)
+    throw_input_error(where, "counts fully recomputed layers and needs recompute full (recompute is " +
+                                 std::string(to_string(config.recompute)) + ")");
+}
+
+Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
+                          int layer) {
+  if (config.recompute_layers < 0 || config.recompute != Recompute::kFull ||
+      model.layers[layer].kind != LayerKind::kTransformer)
+    return config.recompute;
+  int before = 0;  // transformer layers of the chunk before `layer`
+  for (int l = first_layer; l < layer; ++l)
+    before += model.layers[l].kind == LayerKind::kTransformer ? 1 : 0;
+  return before < config.recompute_layers ? Recompute::kFull : Recompute::kNone;
+}
+
 nlohmann::json config_to_json(const ParallelConfig& c) {
   nlohmann::json j = {{"gpus", c.gpus},
                       {"pp", c.pp},
@@ -297,6 +317,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
   if (c.optimizer_state != OptimizerState::kCluster)
     j["optimizer_state"] = std::string(to_string(c.optimizer_state));
   if (c.shard_parameters) j["shard_parameters"] = true;
+  if (c.recompute_layers >= 0) j["recompute_layers"] = c.recompute_layers;
   return j;
 }
 
@@ -329,7 +350,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "grad_dtype",
                       "shard_gradients",
                       "optimizer_state",
-                      "shard_parameters"});
+                      "shard_parameters",
+                      "recompute_layers"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -377,6 +399,11 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_parameters);
   check_sharding(c, {obj.field("shard_parameters"), obj.field("shard_gradients"),
                      "\"zero1\": true"});
+  if (obj.has("recompute_layers")) {
+    c.recompute_layers =
+        static_cast<int>(std::min<int64_t>(obj.non_negative_integer("recompute_layers"), 1 << 20));
+    check_recompute_layers(c, obj.field("recompute_layers"));
+  }
   return c;
 }
 

@@ -131,6 +131,11 @@ struct ParallelConfig {
   int global_batch = 1;  // sequences per iteration over all dp replicas
   std::string schedule = "1f1b";
   Recompute recompute = Recompute::kNone;
+  // With recompute full: the number of transformer layers fully recomputed in each stage chunk
+  // (each virtual stage), its first ones; the chunk's other transformer layers keep their
+  // activations as under none (Megatron-LM --recompute-granularity full --recompute-method block
+  // --recompute-num-layers N). -1 = every layer (full as before). Only with recompute full.
+  int recompute_layers = -1;
   bool sequence_parallel = false;
   // Distributed optimizer (Megatron-LM's --use-distributed-optimizer, ZeRO-1): optimizer state
   // sharded over the dp · cp replicas; gradients reduce-scattered, parameters all-gathered.
@@ -210,6 +215,15 @@ void check_sharding(const ParallelConfig& config, const ShardingOrigin& at);
 // --shard-grads, --zero1), otherwise as "<where>: field 'shard_parameters'" and
 // "<where>: field 'shard_gradients'" of a request whose optimizer field is zero1.
 void check_shard_gradients(const ParallelConfig& config, const std::string& where, bool flags);
+// InputError when recompute_layers is set (>= 0) with a policy other than full, or is below -1.
+// `where` names the setting ("--recompute-layers", "<file>: field 'config.recompute_layers'").
+void check_recompute_layers(const ParallelConfig& config, const std::string& where);
+// The policy layer `layer` of the stage chunk [first_layer, ...) runs under: config.recompute,
+// except that with recompute_layers = N >= 0 only the chunk's first N transformer layers are
+// recomputed (full) and every later transformer layer keeps its activations (none). Layers that
+// are not transformer layers get config.recompute (they recompute nothing under any policy).
+Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
+                          int layer);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags,
                       std::string_view field_prefix = "config.");

@@ -46,20 +46,25 @@ std::string TaskNode::label() const {
 }
 
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
-                                          int microbatch_size, Recompute recompute) {
+                                          int microbatch_size, Recompute recompute,
+                                          int recompute_layers) {
   if (partition.num_layers != model.num_layers())
     throw_input_error("partition", "covers " + std::to_string(partition.num_layers) +
                                        " layers but the model has " +
                                        std::to_string(model.num_layers()));
-  const int r = static_cast<int>(recompute);
   const double b = microbatch_size;
   std::vector<StageWork> work;
   for (int s = 0; s < partition.num_stages(); ++s) {
     StageWork w;
     w.first_layer = partition.begin(s);
     w.num_layers = partition.size(s);
+    int transformers = 0;  // transformer layers of the stage so far
     for (int i = partition.begin(s); i < partition.end(s); ++i) {
       const LayerWork& l = model.layers[i];
+      int r = static_cast<int>(recompute);
+      if (recompute == Recompute::kFull && recompute_layers >= 0 &&
+          l.kind == LayerKind::kTransformer && transformers++ >= recompute_layers)
+        r = static_cast<int>(Recompute::kNone);
       w.params += l.params;
       w.fwd_flops += l.fwd_flops * b;
       w.bwd_input_flops += l.bwd_input_flops * b;
@@ -72,6 +77,15 @@ std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partitio
     work.push_back(w);
   }
   return work;
+}
+
+double hardware_flops_per_sequence(const ModelSpec& model, const Partition& partition,
+                                   Recompute recompute, int recompute_layers) {
+  if (recompute_layers < 0) return model.hardware_flops_per_sequence(recompute);
+  double f = model.model_flops_per_sequence();
+  for (const StageWork& w : compute_stage_work(model, partition, 1, recompute, recompute_layers))
+    f += w.recompute_flops;
+  return f;
 }
 
 struct TaskGraph::Impl {
@@ -114,7 +128,8 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   impl->placement = placement;
   impl->options = options;
   impl->stage_work =
-      compute_stage_work(model, partition, options.microbatch_size, options.recompute);
+      compute_stage_work(model, partition, options.microbatch_size, options.recompute,
+                         options.recompute_layers);
   const auto& work = impl->stage_work;
   const int m = options.num_microbatches;
   const int64_t grad_bytes_per_param = dtype_bytes(model.dtype);

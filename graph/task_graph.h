@@ -57,6 +57,7 @@ struct TaskGraphOptions {
   // Per stage: true = I and W tasks, false = one B. Empty = all false.
   std::vector<bool> split_backward;
   Recompute recompute = Recompute::kNone;
+  int recompute_layers = -1;  // ParallelConfig::recompute_layers
 };
 
 struct StageWork {
@@ -73,8 +74,17 @@ struct StageWork {
 };
 
 // Work of each stage for one microbatch (shared by TaskGraph, the cost model and the runtime).
+// recompute_layers >= 0 (recompute full only, ParallelConfig::recompute_layers): only the first
+// recompute_layers transformer layers of each stage are recomputed, the others priced as none.
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
-                                          int microbatch_size, Recompute recompute);
+                                          int microbatch_size, Recompute recompute,
+                                          int recompute_layers = -1);
+// FLOPs one sequence costs on the hardware (forward, backward and the recomputed forward) over
+// the stages of `partition`: ModelSpec::hardware_flops_per_sequence(recompute) when
+// recompute_layers < 0, else only the first recompute_layers transformer layers of each stage
+// recomputed.
+double hardware_flops_per_sequence(const ModelSpec& model, const Partition& partition,
+                                   Recompute recompute, int recompute_layers);
 
 struct CriticalPath {
   double length_s = 0;

@@ -1,5 +1,6 @@
 #include "handoff/handoff.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -23,6 +24,18 @@ int transformer_layers(const ModelSpec& model) {
   int n = 0;
   for (const LayerWork& l : model.layers) n += l.kind == LayerKind::kTransformer ? 1 : 0;
   return n;
+}
+
+// The most transformer layers any stage chunk of the plan holds.
+int max_chunk_transformers(const Plan& plan) {
+  int most = 0;
+  for (int s = 0; s < plan.partition.num_stages(); ++s) {
+    int n = 0;
+    for (int l = plan.partition.begin(s); l < plan.partition.end(s); ++l)
+      n += plan.model.layers[l].kind == LayerKind::kTransformer ? 1 : 0;
+    most = std::max(most, n);
+  }
+  return most;
 }
 
 int first_transformer(const ModelSpec& model) {
@@ -187,8 +200,15 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
       break;
     case Recompute::kFull:
       add("--recompute-granularity", "full");
-      add("--recompute-method", "uniform");
-      add("--recompute-num-layers", "1");
+      if (c.recompute_layers >= 0) {
+        // The first N transformer layers of each stage chunk (transformer_block.py
+        // _checkpointed_forward, recompute_method 'block').
+        add("--recompute-method", "block");
+        add("--recompute-num-layers", std::to_string(c.recompute_layers));
+      } else {
+        add("--recompute-method", "uniform");
+        add("--recompute-num-layers", "1");
+      }
       break;
     case Recompute::kOp:
       cannot_express(target,
@@ -337,6 +357,8 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
   MegatronSettings out;
   ParallelConfig& c = out.config;
   c.schedule = "Std1F1B";
+  std::string recompute_method;
+  int recompute_num_layers = -1;
   auto value_int = [&](size_t& i) {
     if (i + 1 >= tokens.size()) throw_input_error(where, tokens[i] + ": missing value");
     const std::string& v = tokens[++i];
@@ -401,10 +423,17 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       else
         throw_input_error(where,
                           "--recompute-granularity: expected full or selective, got '" + g + "'");
-    } else if (f == "--recompute-method")
-      value_str(i);
-    else if (f == "--recompute-num-layers")
-      value_int(i);
+    } else if (f == "--recompute-method") {
+      recompute_method = value_str(i);
+      if (recompute_method != "uniform" && recompute_method != "block")
+        throw_input_error(where, "--recompute-method: expected uniform or block, got '" +
+                                     recompute_method + "'");
+    } else if (f == "--recompute-num-layers") {
+      recompute_num_layers = value_int(i);
+      if (recompute_num_layers < 0)
+        throw_input_error(where, "--recompute-num-layers: expected a number >= 0, got " +
+                                     std::to_string(recompute_num_layers));
+    }
     else if (f == "--sequence-parallel")
       c.sequence_parallel = true;
     else if (f == "--use-distributed-optimizer")
@@ -452,6 +481,15 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       value_int(i);
     else
       throw_input_error(where, "unknown argument '" + f + "'");
+  }
+  // Full recompute with method block: the first N layers of each chunk; uniform checkpoints every
+  // layer (in groups of N), which the model prices as full.
+  if (recompute_method == "block") {
+    if (c.recompute != Recompute::kFull)
+      throw_input_error(where, "--recompute-method block needs --recompute-granularity full");
+    if (recompute_num_layers < 0)
+      throw_input_error(where, "--recompute-method block needs --recompute-num-layers");
+    c.recompute_layers = recompute_num_layers;
   }
   if (!layout.empty()) {
     int transformer = 0;
@@ -568,6 +606,32 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                    : c.recompute == Recompute::kSelective ? "selective"
                    : c.recompute == Recompute::kOp        ? "selective"
                                                           : "none";
+  // Full recompute of some layers: torchtitan's layer-level selective AC checkpoints every k-th
+  // block a rank builds (selective_ac_option = "k": a counter over the blocks, block i of
+  // 1, 2, ... checkpointed when i % k == 0), floor(L/k) of L blocks. It matches "the first N
+  // blocks" in time and memory on one stage whose L blocks give floor(L/k) = N for some k.
+  int ac_every = 0;
+  if (c.recompute == Recompute::kFull && c.recompute_layers >= 0) {
+    const int most = max_chunk_transformers(plan);
+    if (c.recompute_layers == 0) {
+      ac = "none";
+    } else if (c.recompute_layers < most) {
+      if (plan.partition.num_stages() > 1)
+        cannot_express(target, "recompute_layers " + std::to_string(c.recompute_layers) +
+                                   " per stage with " +
+                                   std::to_string(plan.partition.num_stages()) +
+                                   " stages (torchtitan's selective_ac_option counts every k-th "
+                                   "block over all blocks of a rank, not per stage)");
+      for (int k = 2; k <= most && ac_every == 0; ++k)
+        if (most / k == c.recompute_layers) ac_every = k;
+      if (ac_every == 0)
+        cannot_express(target, "recompute_layers " + std::to_string(c.recompute_layers) + " of " +
+                                   std::to_string(most) +
+                                   " blocks (torchtitan checkpoints every k-th block, " +
+                                   std::to_string(most) + "/k rounded down for some k)");
+      ac = "selective";
+    }
+  }
   std::ostringstream o;
   o << "# torchtitan job config for " << describe_plan(plan, schedule) << "\n";
   o << "# Keys checked against " << kTorchtitanVersion << ".\n";
@@ -600,6 +664,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   o << "\n[activation_checkpoint]\n";
   o << "mode = " << toml_string(ac) << "\n";
   if (c.recompute == Recompute::kOp) o << "selective_ac_option = \"op\"\n";
+  if (ac_every > 0)
+    o << "selective_ac_option = \"" << ac_every << "\"  # every " << ac_every
+      << "-th block: " << c.recompute_layers << " of " << max_chunk_transformers(plan)
+      << " recomputed\n";
   return o.str();
 }
 
@@ -620,6 +688,10 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
     cannot_express(target, "recompute op (torchtitan's op-level selective checkpointing; "
                            "jax.checkpoint_policies has no every-other-matmul policy)");
   if (c.tp_comm_overlap) cannot_express(target, "tensor-parallel communication overlap");
+  if (c.recompute == Recompute::kFull && c.recompute_layers >= 0 &&
+      c.recompute_layers < max_chunk_transformers(plan))
+    cannot_express(target, "recompute_layers " + std::to_string(c.recompute_layers) +
+                               " (the snippet checkpoints every layer or none)");
   if (c.grad_dtype != GradDtype::kCluster)
     cannot_express(target, std::string(to_string(c.grad_dtype)) +
                                " gradients (the trainer's own dtype policy decides)");
@@ -666,7 +738,7 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
        "    \"stages\",\n)\n";
   o << "schedule = " << schedule_expr << "\n\n";
   std::string layer_call = "layer(p, x)";
-  if (c.recompute == Recompute::kFull) {
+  if (c.recompute == Recompute::kFull && c.recompute_layers != 0) {
     o << "# Full recompute: every layer rematerialised in the backward.\n";
     layer_call = "jax.checkpoint(layer)(p, x)";
   } else if (c.recompute == Recompute::kSelective) {

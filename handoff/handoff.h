@@ -7,7 +7,9 @@
 //                        --num-virtual-stages-per-pipeline-rank (v > 1, even partition) or
 //                        --pipeline-model-parallel-layout (any other partition: "Et*3|t*4|...L"),
 //                        --micro-batch-size, --global-batch-size, --recompute-granularity
-//                        (+ --recompute-method uniform --recompute-num-layers 1 for full),
+//                        (+ --recompute-method uniform --recompute-num-layers 1 for full;
+//                        --recompute-method block --recompute-num-layers N with
+//                        recompute_layers N: the first N layers of each stage chunk),
 //                        --sequence-parallel, --use-distributed-optimizer, --overlap-grad-reduce
 //                        (+ --overlap-param-gather with the distributed optimizer),
 //                        --tp-comm-overlap, for an FP8 model --fp8-format (hybrid; e4m3 for
@@ -22,7 +24,9 @@
 //                        naming the stage placement, pipeline_parallel_schedule_csv = the CSV the
 //                        caller writes, pipeline_parallel_microbatch_size,
 //                        module_fqns_per_model_part with torchtitan's Llama module names),
-//                        [training] (local/global batch, seq_len), [activation_checkpoint] mode.
+//                        [training] (local/global batch, seq_len), [activation_checkpoint] mode
+//                        (recompute_layers N on one stage of L blocks: mode selective,
+//                        selective_ac_option k with floor(L/k) = N, else refused).
 //   jaxpp_snippet        a Python snippet for JaxPP (NVIDIA/jaxpp src/jaxpp/api.py at commit
 //                        01dfbd9c): the MpmdMesh of shape (pp, dp, tp), the schedule class and its
 //                        arguments, where to call pipeline_enter_stage, treduce.

@@ -163,7 +163,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            const std::string& assign_text, const std::string& grad_dtype,
                            bool shard_grads, bool shard_params,
                            const std::string& optimizer_state, const std::string& moe_dispatcher,
-                           const std::string& moe_routing) {
+                           const std::string& moe_routing, std::optional<int> recompute_layers) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -190,6 +190,13 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.microbatch_size = microbatch_size;
   c.schedule = schedule.empty() ? "custom" : schedule;
   c.recompute = parse_recompute(recompute, "--recompute");
+  if (recompute_layers) {
+    c.recompute_layers = *recompute_layers;
+    if (c.recompute_layers < 0)
+      throw_input_error("--recompute-layers",
+                        "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
+    check_recompute_layers(c, "--recompute-layers");
+  }
   c.sequence_parallel = sequence_parallel;
   c.zero1 = zero1;
   c.shard_parameters = shard_params;
@@ -941,7 +948,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
         py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
-        py::arg("moe_routing"));
+        py::arg("moe_routing"), py::arg("recompute_layers"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),

@@ -441,6 +441,8 @@ Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
                        const std::vector<ActorMesh>& meshes) {
   if (req.assignment) throw_input_error("--assign", "is not supported on a heterogeneous cluster");
   if (meshes.empty()) throw_input_error("configuration", "no actors (no meshes)");
+  if (req.config.recompute_layers >= 0)
+    throw_input_error("--recompute-layers", "is not supported on a heterogeneous cluster");
   ParallelConfig config = req.config;
   const int pp = static_cast<int>(meshes.size());
   if (config.pp > 0 && config.pp != pp)
@@ -517,6 +519,9 @@ SimulatedPlan simulate_hetero_plan(const Plan& plan, const PlanSimOptions& optio
     throw_input_error("--breakdown", "is not supported on a heterogeneous cluster");
   if (options.perturbation)
     throw_input_error("--perturb", "is not supported on a heterogeneous cluster");
+  if (plan.config.recompute_layers >= 0)
+    throw_input_error("plan: field 'config.recompute_layers'",
+                      "is not supported on a heterogeneous cluster");
   const HeteroCluster cluster = hetero_cluster_from_json(plan.cluster, "plan: field 'cluster'");
   const HeteroCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster,
                         plan.meshes, "plan: field 'meshes'");

@@ -246,6 +246,10 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   const int n = model.num_layers();
   const int S = schedule.num_stages;
   const int p = schedule.num_actors();
+  if (config.recompute_layers >= 0)
+    throw_input_error(kFlag, "balanced-time prices each layer on its own and cannot place "
+                             "--recompute-layers (the first N layers of each stage); use "
+                             "--partition auto, even or explicit stage starts");
   if (S > n)
     throw_input_error(kFlag, std::to_string(S) + " stages but the model has only " +
                                  std::to_string(n) + " layers");

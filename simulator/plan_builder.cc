@@ -29,7 +29,9 @@ nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, doubl
   const ParallelConfig& c = plan.config;
   const double batch = c.global_batch;
   const double model_flops = plan.model.model_flops_per_sequence() * batch;
-  const double hw_flops = plan.model.hardware_flops_per_sequence(c.recompute) * batch;
+  const double hw_flops =
+      hardware_flops_per_sequence(plan.model, plan.partition, c.recompute, c.recompute_layers) *
+      batch;
   const double peak = cluster.peak_flops(plan.model.dtype);
   const double tokens = batch * plan.model.tokens_per_sequence();
   return {{"tokens_per_s", tokens / step_s},

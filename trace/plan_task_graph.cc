@@ -10,6 +10,7 @@ TaskGraph plan_task_graph(const Plan& plan) {
   options.num_microbatches = plan.config.num_microbatches;
   options.microbatch_size = plan.config.microbatch_size;
   options.recompute = plan.config.recompute;
+  options.recompute_layers = plan.config.recompute_layers;
   options.split_backward.assign(plan.partition.num_stages(), false);
   for (const auto& actor : plan.program.actors) {
     for (const Instruction& ins : actor) {

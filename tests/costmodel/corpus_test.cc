@@ -313,6 +313,33 @@ TEST(CorpusRow, ReadsTheRoutingLimits) {
             std::string::npos);
 }
 
+// recompute_layers: the full recompute of the first N layers of each stage chunk (simulate
+// --recompute-layers); absent = every layer; refused without recompute full or below 0.
+TEST(CorpusRow, ReadsRecomputeLayersWithFullRecomputeOnly) {
+  const CorpusRow r = row_with([](json& j) {
+    j["recompute"] = "full";
+    j["recompute_layers"] = 5;
+  });
+  EXPECT_EQ(r.config.recompute, Recompute::kFull);
+  EXPECT_EQ(r.config.recompute_layers, 5);
+  EXPECT_EQ(row_with([](json&) {}).config.recompute_layers, -1);
+  EXPECT_EQ(row_error([](json& j) { j["recompute_layers"] = 5; }),
+            "corpus.json: row 'r1': field 'recompute_layers': counts fully recomputed layers "
+            "and needs recompute full (recompute is none)");
+  EXPECT_THAT(row_error([](json& j) {
+                j["recompute"] = "full";
+                j["recompute_layers"] = -1;
+              }),
+              HasSubstr("field 'recompute_layers'"));
+  const Corpus c = corpus_from_csv(
+      "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,recompute,"
+      "recompute_layers,measured_step_time_s,flops_convention\n"
+      "r1,s,T1,fit,a100-80g,gpt3-1.3b,8,2,2,2,16,1f1b,full,3,2,none\n",
+      "c.csv", "");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].config.recompute_layers, 3);
+}
+
 TEST(CorpusRow, CsvReadsTheExpertParallelColumns) {
   const std::string text =
       "id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,schedule,ep,etp,"

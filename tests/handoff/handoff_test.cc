@@ -41,6 +41,7 @@ struct HandoffCase {
   bool sp = false, zero1 = false, overlap = false;
   PartitionMode partition = PartitionMode::kAuto;
   int cp = 1;
+  int recompute_layers = -1;
 };
 
 PlanRequest handoff_request(const HandoffCase& c) {
@@ -58,6 +59,7 @@ PlanRequest handoff_request(const HandoffCase& c) {
   p.microbatch_size = c.microbatch_size;
   p.schedule = c.schedule;
   p.recompute = c.recompute;
+  p.recompute_layers = c.recompute_layers;
   p.sequence_parallel = c.sp;
   p.zero1 = c.zero1;
   p.overlap_grad_reduce = c.overlap;
@@ -490,6 +492,80 @@ TEST(Handoff, Fp8RecipeGoesToMegatronAndMxfp8IsRefusedElsewhere) {
             std::string::npos);
   mx.model.fp8_scaling = Fp8Scaling::kCurrent;  // per-tensor FP8 still exports as before
   EXPECT_NO_THROW(torchtitan_toml(build_plan(mx), "ZeroBubble", "s.csv"));
+}
+
+}  // namespace
+}  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+// Full recompute of the first N layers of each stage chunk: Megatron-LM's block method (read
+// back as the same plan); torchtitan's every-k-th block where one stage of L blocks has
+// floor(L/k) = N; refused otherwise and by the JaxPP snippet.
+TEST(Handoff, RecomputeLayersGoToMegatronsBlockMethod) {
+  HandoffCase c = kMegatron1F1B;
+  c.recompute_layers = 2;
+  const std::string text = megatron_arguments(build_plan(handoff_request(c)), "Std1F1B");
+  EXPECT_NE(text.find("--recompute-granularity full"), std::string::npos) << text;
+  EXPECT_NE(text.find("--recompute-method block"), std::string::npos) << text;
+  EXPECT_NE(text.find("--recompute-num-layers 2"), std::string::npos) << text;
+  expect_megatron_round_trip(c);
+  HandoffCase v = kMegatronInterleaved;
+  v.recompute = Recompute::kFull;
+  v.recompute_layers = 1;
+  expect_megatron_round_trip(v);
+  // Uniform (every layer, in groups) reads back as full; block without a count is an error.
+  EXPECT_EQ(parse_megatron_arguments("--recompute-granularity full --recompute-method uniform "
+                                     "--recompute-num-layers 4",
+                                     "args")
+                .config.recompute_layers,
+            -1);
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments("--recompute-granularity full --recompute-method block",
+                                       "args");
+            }).find("--recompute-method block needs --recompute-num-layers"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments("--recompute-method block --recompute-num-layers 2",
+                                       "args");
+            }).find("needs --recompute-granularity full"),
+            std::string::npos);
+}
+
+TEST(Handoff, RecomputeLayersGoToTorchtitanAsEveryKthBlockOnOneStage) {
+  HandoffCase c{.gpus = 2,
+                .pp = 1,
+                .tp = 1,
+                .dp = 2,
+                .v = 1,
+                .global_batch = 8,
+                .microbatch_size = 1,
+                .schedule = "Std1F1B",
+                .recompute = Recompute::kFull};
+  const auto toml = [&](int n) {
+    c.recompute_layers = n;
+    return torchtitan_toml(build_plan(handoff_request(c)), "Std1F1B", "s.csv");
+  };
+  EXPECT_NE(toml(12).find("mode = \"selective\"\nselective_ac_option = \"2\""),
+            std::string::npos)
+      << toml(12);  // 24 blocks, every 2nd: 12
+  EXPECT_NE(toml(8).find("selective_ac_option = \"3\""), std::string::npos);
+  EXPECT_NE(toml(24).find("mode = \"full\"\n"), std::string::npos);
+  EXPECT_NE(toml(0).find("mode = \"none\"\n"), std::string::npos);
+  EXPECT_NE(handoff_error([&] { toml(7); }).find("--format torchtitan: recompute_layers 7 of 24"),
+            std::string::npos);
+  HandoffCase pp = kZbH1;
+  pp.recompute = Recompute::kFull;
+  pp.recompute_layers = 2;
+  const Plan plan = build_plan(handoff_request(pp));
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(plan, "ZeroBubble", "zb.csv");
+            }).find("not per stage"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(plan, "ZeroBubble"); })
+                .find("--format jaxpp: recompute_layers 2"),
+            std::string::npos);
 }
 
 }  // namespace

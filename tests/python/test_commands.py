@@ -791,6 +791,21 @@ def test_shard_grads_equals_cli_and_needs_zero1():
                          "--shard-grads")
 
 
+def test_recompute_layers_equals_cli_and_needs_full():
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=4, pp=2, dp=2, global_batch=16,
+                schedule="1f1b", partition="even", trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "4", "--pp", "2",
+                "--dp", "2", "--global-batch", "16", "--schedule", "1f1b", "--partition", "even"]
+    some = js.simulate(**args, recompute="full", recompute_layers=4)
+    assert some.metrics == cli_json("simulate", *cli_args, "--recompute", "full",
+                                    "--recompute-layers", "4")
+    assert some.plan["config"]["recompute_layers"] == 4
+    same_error(lambda: js.simulate(**args, recompute="selective", recompute_layers=4), "simulate",
+               *cli_args, "--recompute", "selective", "--recompute-layers", "4")
+    with pytest.raises(js.InputError, match="--recompute-layers"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, recompute_layers=2)
+
+
 def test_shard_params_equals_cli_and_needs_zero1():
     args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=16, pp=2, dp=8, global_batch=64,
                 schedule="1f1b", zero1=True, trace=False)
