@@ -28,6 +28,13 @@ std::string lowercase(std::string s) {
   return s;
 }
 
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
 template <typename T, size_t N>
 std::string list_of(const std::array<T, N>& values) {
   std::string list;
@@ -214,27 +221,38 @@ double measured_step_time_s(const CorpusRow& r) {
   return 0;
 }
 
+// A name that tables and summaries print (a row id, a source id): non-empty, no control
+// characters (a "\n" or an escape sequence would break or repaint the table).
+std::string check_name(const JsonObject& row, const std::string& key) {
+  const std::string text = row.string(key);
+  if (trim(text).empty()) throw_input_error(row.field(key), "expected a non-empty string");
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      throw_input_error(row.field(key),
+                        "contains a control character (it is printed in tables and messages), "
+                        "got " + row.at(key).dump());
+    }
+  }
+  return text;
+}
+
 // One row; `index_where` names it by position ("corpus.json: rows[3]") until its id is known.
 CorpusRow parse_row(const json& value, const std::string& name, const std::string& index_where,
                     const std::string& base_dir) {
   const JsonObject by_index(value, index_where);
-  const std::string id = by_index.string("id");
-  if (id.empty()) throw_input_error(by_index.field("id"), "expected a non-empty string");
-  for (const char ch : id) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      throw_input_error(by_index.field("id"),
-                        "contains a control character (ids name rows in tables and messages), "
-                        "got " + by_index.at("id").dump());
-    }
-  }
+  const std::string id = check_name(by_index, "id");
   const JsonObject row(value, name + ": row '" + id + "'");
   row.reject_unknown(kRowKeys);
 
   CorpusRow r;
   r.id = id;
-  r.source = row.string("source");
+  r.source = check_name(row, "source");
   r.where = row.string("where");
+  if (trim(r.where).empty())
+    throw_input_error(row.field("where"),
+                      "expected where in the source the row is from (a table, a figure, a page), "
+                      "got " + row.at("where").dump());
   const std::string split = row.string("split");
   if (split != "fit" && split != "test") {
     throw_input_error(row.field("split"), "expected \"fit\" or \"test\", got \"" + split + "\"");
@@ -402,13 +420,6 @@ void check_rows(const Corpus& corpus, const std::vector<std::string>& positions,
 }
 
 // ---- CSV. -----------------------------------------------------------------------------------
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
 
 
 // The fields of one CSV line; InputError naming `where` and the field's position on an

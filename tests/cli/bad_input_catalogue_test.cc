@@ -1182,7 +1182,7 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"c.csv", text("\n \n")}}, .message = "empty CSV file (expected a header row)"},
     {.name = "ValidateModelCorpusIdWithANewline", .args = "validate-model --corpus {dir}/c.json --out {dir}/r.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][1]["id"] = "a\nb"; })}},
-     .message = "c.json: rows[1]: field 'id': contains a control character (ids name rows in "
+     .message = "c.json: rows[1]: field 'id': contains a control character (it is printed in "
                 "tables and messages), got \"a\\nb\""},
     {.name = "ValidateModelCorpusClusterWithANewline", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "h100\n-sxm\x1b[2J"; })}},

@@ -93,9 +93,21 @@ TEST(CorpusRegression, HugePeakTflopsGaveAStepTimeOfZero) {
 TEST(CorpusRegression, ControlCharactersInAnIdAreRefused) {
   // Was: accepted; the id "a\nb" split the table row and every message naming it in two lines.
   EXPECT_EQ(row_error("id", "a\nb"),
-            "corpus.json: rows[0]: field 'id': contains a control character (ids name rows in "
+            "corpus.json: rows[0]: field 'id': contains a control character (it is printed in "
             "tables and messages), got \"a\\nb\"");
   EXPECT_THAT(row_error("id", std::string("a\x1b[2Jb")), HasSubstr("contains a control character"));
+}
+
+TEST(CorpusRegression, SourceWithAControlCharacterAndAnEmptyWhereAreRefused) {
+  // Was: a CSV source "a\rb" (no sources table to check it against) was printed raw in the
+  // "by source" summary, and "where": "" (no citation) was accepted.
+  EXPECT_EQ(csv_error(kCsvHeader + "r1,a\rb,T1,fit,a100-80g,gpt3-1.3b,8,2,2,2,16,1f1b,2,none\n"),
+            "c.csv: row 'r1': field 'source': contains a control character (it is printed in "
+            "tables and messages), got \"a\\rb\"");
+  EXPECT_EQ(row_error("where", " "),
+            "corpus.json: row 'r1': field 'where': expected where in the source the row is from "
+            "(a table, a figure, a page), got \" \"");
+  EXPECT_EQ(row_error("id", " "), "corpus.json: rows[0]: field 'id': expected a non-empty string");
 }
 
 TEST(CorpusRegression, EchoedFieldValuesKeepTheErrorOnOneLine) {
