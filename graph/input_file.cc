@@ -23,7 +23,9 @@ std::string kind_of(mode_t mode) {
 }
 
 [[noreturn]] void throw_cannot_read(const std::string& path, int error) {
-  throw_input_error(path, std::string("cannot read file: ") + std::strerror(error));
+  // An empty name (`--corpus ""`) would leave the message without any name at all.
+  throw_input_error(path.empty() ? "\"\" (an empty file name)" : path,
+                    std::string("cannot read file: ") + std::strerror(error));
 }
 
 // Throws unless `st` describes a regular file of at most `max_bytes`.

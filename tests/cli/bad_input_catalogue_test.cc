@@ -1242,6 +1242,8 @@ const std::vector<BadInputCase> kCases = {
                               "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,16,1f1b,2,none\n"
                               "r1,s,T2,fit,a100-80g,gpt3-1.3b,4,1,2,2,16,1f1b,3,none\n")}},
      .message = "row 'r1': field 'id': duplicate id (line 2 and line 3)"},
+    {.name = "ValidateModelEmptyCorpusPath", .args = "validate-model --corpus \"\" --out {dir}/r.json",
+     .message = "\"\" (an empty file name): cannot read file"},
     {.name = "ValidateModelUnknownClusterOverride",
      .args = "validate-model --corpus {data}/corpus/small.json --cluster b300 --out {dir}/r.json",
      .message = "b300"},

@@ -57,6 +57,12 @@ TEST_F(InputFileTest, MissingFileSaysSo) {
             path("none.json") + ": cannot read file: No such file or directory");
 }
 
+TEST_F(InputFileTest, EmptyFileNameIsNamedInTheMessage) {
+  // Was: "cannot read file: No such file or directory" with no name (`--corpus ""`).
+  EXPECT_EQ(error_of([&] { read_input_text(""); }),
+            "\"\" (an empty file name): cannot read file: No such file or directory");
+}
+
 TEST_F(InputFileTest, DirectoryIsNotReadAsAnEmptyFile) {
   EXPECT_EQ(error_of([&] { read_input_text(dir_.string()); }),
             dir_.string() + ": is a directory, not a file");
