@@ -675,6 +675,7 @@ Corpus corpus_from_json(const json& doc, const std::string& name, const std::str
 
 Corpus corpus_from_csv(const std::string& text, const std::string& name,
                        const std::string& base_dir) {
+  check_utf8(name, text);  // cells become JSON strings, which must be UTF-8
   std::vector<std::pair<int, std::string>> lines;  // (1-based line number, text)
   // A UTF-8 byte order mark (spreadsheet programs write one) is not part of the first column.
   std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);

@@ -180,6 +180,20 @@ TEST(CorpusRegression, CsvQuotesOnlyAroundAWholeField) {
   EXPECT_EQ(c.rows.at(0).where, "Table 1, \"row\" 3");
 }
 
+TEST(CorpusRegression, CsvOfInvalidUtf8IsRefusedAtTheByte) {
+  // Was (corpus_csv fuzz target): a Latin-1 byte in a cell became a JSON string of invalid UTF-8;
+  // the row's error message dumped it and nlohmann threw type_error.316, which is no InputError
+  // (exit 1, no file named).
+  std::string row = kCsvRow;
+  row.replace(row.find(",16,"), 4, ",1\xe96,");
+  EXPECT_EQ(csv_error(kCsvHeader + row),
+            "c.csv:2:41: is not valid UTF-8 (byte 0xe9 at byte offset 150); input files must be "
+            "UTF-8 text");
+  // A value built from raw bytes (not parsed) is shown with U+FFFD instead of throwing.
+  EXPECT_EQ(row_error("gpus", std::string("\xe9")),
+            "corpus.json: row 'r1': field 'gpus': expected an integer, got \"\xEF\xBF\xBD\"");
+}
+
 // ---- The measured-GEMM file. -----------------------------------------------------------------
 
 json gemm_file() {
