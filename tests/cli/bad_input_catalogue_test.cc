@@ -1236,7 +1236,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCsvLatin1Cell", .args = "validate-model --corpus {dir}/c.csv --json",
      .files = {{"c.csv", text("id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,"
                               "schedule,measured_step_time_s,flops_convention\n"
-                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,1\xe96,1f1b,2,none\n")}},
+                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,1\xe9" "6,1f1b,2,none\n")}},
      .message = "c.csv:2:41: is not valid UTF-8 (byte 0xe9 at byte offset 150)"},
     {.name = "ValidateModelCsvQuoteInsideAField", .args = "validate-model --corpus {dir}/c.csv",
      .files = {{"c.csv", text("id,source,where\nr1,s,Table \"1, row 2\"\n")}},

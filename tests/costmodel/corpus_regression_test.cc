@@ -185,7 +185,7 @@ TEST(CorpusRegression, CsvOfInvalidUtf8IsRefusedAtTheByte) {
   // the row's error message dumped it and nlohmann threw type_error.316, which is no InputError
   // (exit 1, no file named).
   std::string row = kCsvRow;
-  row.replace(row.find(",16,"), 4, ",1\xe96,");
+  row.replace(row.find(",16,"), 4, ",1\xe9" "6,");
   EXPECT_EQ(csv_error(kCsvHeader + row),
             "c.csv:2:41: is not valid UTF-8 (byte 0xe9 at byte offset 150); input files must be "
             "UTF-8 text");
