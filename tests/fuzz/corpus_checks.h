@@ -10,6 +10,7 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/corpus.h"
+#include "graph/error.h"
 #include "simulator/model_validation.h"
 
 namespace jaxpp::fuzz {
@@ -27,7 +28,11 @@ inline void check_loaded_corpus(const Corpus& corpus) {
     if (r.id.empty()) fail("empty id", r.id);
     for (unsigned char ch : r.id)
       if (ch < 0x20 || ch == 0x7f) fail("control character in the id", r.id);
-    (void)cluster_preset(r.cluster);  // known, or the load should have refused it
+    try {
+      (void)cluster_preset(r.cluster);  // known, or the load should have refused it
+    } catch (const InputError&) {
+      fail("unknown cluster", r.id);
+    }
     if (!(r.measured_value > 0) || !std::isfinite(r.measured_value)) fail("measured value", r.id);
     if (!(r.measured_step_time_s > 0) || !std::isfinite(r.measured_step_time_s))
       fail("measured step time", r.id);
