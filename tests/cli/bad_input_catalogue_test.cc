@@ -1186,7 +1186,7 @@ const std::vector<BadInputCase> kCases = {
                 "tables and messages), got \"a\\nb\""},
     {.name = "ValidateModelCorpusClusterWithANewline", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "h100\n-sxm\x1b[2J"; })}},
-     .message = "field 'cluster': unknown cluster preset 'h100\\n-sxm\\x1b[2J'"},
+     .message = "field 'cluster': unknown cluster preset 'h100\\n-sxm\\x1b[2j'"},  // lower-cased
     {.name = "ValidateModelCorpusDenormalTokensPerSecond", .args = "validate-model --corpus {dir}/c.json --json",
      .files = {{"c.json", corpus_with([](json& c) {
                   c["rows"][2]["measured"] = {{"tokens_per_s_per_gpu", 1e-320}};
