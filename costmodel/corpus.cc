@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,13 @@ std::string lowercase(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return s;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
 }
 
 template <typename T, size_t N>
@@ -215,19 +223,38 @@ double measured_step_time_s(const CorpusRow& r) {
   return 0;
 }
 
+// A name that tables and summaries print (a row id, a source id): non-empty, no control
+// characters (a "\n" or an escape sequence would break or repaint the table).
+std::string check_name(const JsonObject& row, const std::string& key) {
+  const std::string text = row.string(key);
+  if (trim(text).empty()) throw_input_error(row.field(key), "expected a non-empty string");
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      throw_input_error(row.field(key),
+                        "contains a control character (it is printed in tables and messages), "
+                        "got " + row.at(key).dump());
+    }
+  }
+  return text;
+}
+
 // One row; `index_where` names it by position ("corpus.json: rows[3]") until its id is known.
 CorpusRow parse_row(const json& value, const std::string& name, const std::string& index_where,
                     const std::string& base_dir) {
   const JsonObject by_index(value, index_where);
-  const std::string id = by_index.string("id");
-  if (id.empty()) throw_input_error(by_index.field("id"), "expected a non-empty string");
+  const std::string id = check_name(by_index, "id");
   const JsonObject row(value, name + ": row '" + id + "'");
   row.reject_unknown(kRowKeys);
 
   CorpusRow r;
   r.id = id;
-  r.source = row.string("source");
+  r.source = check_name(row, "source");
   r.where = row.string("where");
+  if (trim(r.where).empty())
+    throw_input_error(row.field("where"),
+                      "expected where in the source the row is from (a table, a figure, a page), "
+                      "got " + row.at("where").dump());
   const std::string split = row.string("split");
   if (split != "fit" && split != "test") {
     throw_input_error(row.field("split"), "expected \"fit\" or \"test\", got \"" + split + "\"");
@@ -343,11 +370,32 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
 
   read_measured(row, r);
   r.convention = read_convention(row, r.measured_kind);
-  r.peak_flops_per_s = row.has("peak_tflops") ? row.positive_number("peak_tflops") * 1e12
-                                              : cluster_preset(r.cluster).peak_flops(Dtype::kBf16);
+  if (row.has("peak_tflops")) {
+    const double peak = row.positive_number("peak_tflops");
+    if (!(peak >= kMinPeakTflops && peak <= kMaxPeakTflops)) {
+      throw_input_error(row.field("peak_tflops"),
+                        "expected 1e-06 to 1e+06 TFLOP/s (1 MFLOP/s to 1 EFLOP/s), got " +
+                            row.at("peak_tflops").dump());
+    }
+    r.peak_flops_per_s = peak * 1e12;
+  } else {
+    r.peak_flops_per_s = cluster_preset(r.cluster).peak_flops(Dtype::kBf16);
+  }
   r.convention_flops = flops_per_iteration(r.convention, r.model, c.global_batch, r.seq_len,
                                            row.field("flops_convention"));
   r.measured_step_time_s = measured_step_time_s(r);
+  // Checked after the conversion: a denormal tokens/s or MFU passes "> 0" but gives an infinite
+  // step time, a huge one a step time of 0.
+  if (!(r.measured_step_time_s >= kMinMeasuredStepTimeS &&
+        r.measured_step_time_s <= kMaxMeasuredStepTimeS)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", r.measured_step_time_s);
+    throw_input_error(row.field("measured"),
+                      "gives a step time of " + std::string(text) + " s (" +
+                          std::string(to_string(r.measured_kind)) + " " +
+                          row.at("measured").at(std::string(to_string(r.measured_kind))).dump() +
+                          "), expected 1e-06 to 1e+06 s");
+  }
   r.assumptions = row.string_or("assumptions", "");
   if (row.has("expected_failure")) {
     r.expected_failure = row.string("expected_failure");
@@ -359,15 +407,17 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
 }
 
 // Corpus-wide checks: unique ids, known sources (when the corpus has a sources table).
-void check_rows(const Corpus& corpus, bool check_sources) {
+// `positions[i]` names row i where it is in the file ("rows[3]", "line 5").
+void check_rows(const Corpus& corpus, const std::vector<std::string>& positions,
+                bool check_sources) {
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < corpus.rows.size(); ++i) {
     const CorpusRow& r = corpus.rows[i];
     const std::string where = corpus.path + ": row '" + r.id + "'";
     const auto [it, inserted] = first.emplace(r.id, i);
     if (!inserted) {
-      throw_input_error(where + ": field 'id'", "duplicate id (rows " + std::to_string(it->second) +
-                                                    " and " + std::to_string(i) + ")");
+      throw_input_error(where + ": field 'id'", "duplicate id (" + positions[it->second] +
+                                                    " and " + positions[i] + ")");
     }
     if (check_sources && !corpus.sources.count(r.source)) {
       throw_input_error(where + ": field 'source'",
@@ -378,49 +428,81 @@ void check_rows(const Corpus& corpus, bool check_sources) {
 
 // ---- CSV. -----------------------------------------------------------------------------------
 
-// The fields of one CSV line; InputError naming `where` on an unterminated quote.
+
+// The fields of one CSV line; InputError naming `where` and the field's position on an
+// unterminated quote, a quote inside an unquoted field (ab"c) and text after a closing quote
+// ("a"b): a field is either quoted as a whole (spaces around the quotes allowed) or has no quote.
 std::vector<std::string> split_csv_line(const std::string& line, const std::string& where) {
   std::vector<std::string> fields;
   std::string field;
-  bool quoted = false;
+  enum { kStart, kBare, kQuoted, kClosed } state = kStart;
+  const auto field_where = [&] { return where + ": field " + std::to_string(fields.size() + 1); };
   for (size_t i = 0; i < line.size(); ++i) {
     const char ch = line[i];
-    if (quoted) {
+    if (state == kQuoted) {
       if (ch != '"') {
         field += ch;
       } else if (i + 1 < line.size() && line[i + 1] == '"') {
         field += '"';
         ++i;
       } else {
-        quoted = false;
+        state = kClosed;
       }
-    } else if (ch == '"') {
-      quoted = true;
     } else if (ch == ',') {
       fields.push_back(field);
       field.clear();
+      state = kStart;
+    } else if (state == kClosed) {
+      if (ch != ' ' && ch != '\t')
+        throw_input_error(field_where(), "text after the closing quote (quote the whole field)");
+    } else if (ch == '"') {
+      if (state == kBare || !trim(field).empty())
+        throw_input_error(field_where(),
+                          "a quote inside an unquoted field (quote the whole field, \"\" for a "
+                          "quote inside it)");
+      field.clear();
+      state = kQuoted;
     } else {
       field += ch;
+      if (ch != ' ' && ch != '\t') state = kBare;
     }
   }
-  if (quoted) throw_input_error(where, "unterminated quoted field");
+  if (state == kQuoted) throw_input_error(field_where(), "unterminated quoted field");
   fields.push_back(field);
   return fields;
 }
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
-
 // A cell as JSON: a number when it reads as one, else the text (the row parser then says what
 // type it expected).
+// A decimal number: [+-] digits [. digits] [e [+-] digits] (strtod alone also reads hexadecimal
+// "0x10", "inf", "nan" and "infinity").
+bool is_decimal_number(const std::string& cell) {
+  size_t i = 0;
+  const size_t n = cell.size();
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
+    return i - start;
+  };
+  if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < n && cell[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < n && (cell[i] == 'e' || cell[i] == 'E')) {
+    ++i;
+    if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == n;
+}
+
 json number_or_text(const std::string& cell) {
-  char* end = nullptr;
-  const double d = std::strtod(cell.c_str(), &end);
-  if (end != cell.c_str() && *end == '\0' && std::isfinite(d)) return d;
+  if (!is_decimal_number(cell)) return cell;
+  const double d = std::strtod(cell.c_str(), nullptr);
+  if (std::isfinite(d)) return d;
   return cell;
 }
 
@@ -588,18 +670,22 @@ Corpus corpus_from_json(const json& doc, const std::string& name, const std::str
     corpus.sources[id] = {s.string("citation"), s.string("url"), s.string_or("notes", "")};
   }
   const json& rows = top.array("rows");
+  if (rows.empty()) throw_input_error(top.field("rows"), "no rows (expected at least one)");
+  std::vector<std::string> positions;
   for (size_t i = 0; i < rows.size(); ++i) {
-    corpus.rows.push_back(
-        parse_row(rows[i], name, name + ": rows[" + std::to_string(i) + "]", base_dir));
+    positions.push_back("rows[" + std::to_string(i) + "]");
+    corpus.rows.push_back(parse_row(rows[i], name, name + ": " + positions.back(), base_dir));
   }
-  check_rows(corpus, /*check_sources=*/true);
+  check_rows(corpus, positions, /*check_sources=*/true);
   return corpus;
 }
 
 Corpus corpus_from_csv(const std::string& text, const std::string& name,
                        const std::string& base_dir) {
+  check_utf8(name, text);  // cells become JSON strings, which must be UTF-8
   std::vector<std::pair<int, std::string>> lines;  // (1-based line number, text)
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (spreadsheet programs write one) is not part of the first column.
+  std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -623,10 +709,13 @@ Corpus corpus_from_csv(const std::string& text, const std::string& name,
     if (!seen.insert(column).second)
       throw_input_error(header_where + ": column '" + column + "'", "given twice");
   }
+  if (lines.size() == 1) throw_input_error(header_where, "a header row but no data rows");
   Corpus corpus;
   corpus.path = name;
+  std::vector<std::string> positions;
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::string where = name + ": line " + std::to_string(lines[i].first);
+    positions.push_back("line " + std::to_string(lines[i].first));
+    const std::string where = name + ": " + positions.back();
     const std::vector<std::string> cells = split_csv_line(lines[i].second, where);
     if (cells.size() != header.size()) {
       throw_input_error(where, std::to_string(cells.size()) + " fields, the header has " +
@@ -646,7 +735,7 @@ Corpus corpus_from_csv(const std::string& text, const std::string& name,
     row["measured"] = measured;
     corpus.rows.push_back(parse_row(row, name, where, base_dir));
   }
-  check_rows(corpus, /*check_sources=*/false);
+  check_rows(corpus, positions, /*check_sources=*/false);
   return corpus;
 }
 

@@ -95,6 +95,12 @@ namespace jaxpp {
 inline constexpr int kCorpusVersion = 1;
 // Largest corpus file accepted, in bytes (a corpus of thousands of rows is well below).
 inline constexpr int64_t kMaxCorpusFileBytes = int64_t{16} << 20;
+// The measured step time of a row (after converting tokens/s, TFLOP/s or MFU) must lie in
+// [1 µs, 1e6 s], and a row's peak_tflops in [1e-6, 1e6] (1 MFLOP/s to 1 EFLOP/s, as a cluster's).
+inline constexpr double kMinMeasuredStepTimeS = 1e-6;
+inline constexpr double kMaxMeasuredStepTimeS = 1e6;
+inline constexpr double kMinPeakTflops = 1e-6;
+inline constexpr double kMaxPeakTflops = 1e6;
 
 enum class FlopsConvention {
   kNarayanan2021,

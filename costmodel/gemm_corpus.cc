@@ -36,7 +36,10 @@ GemmRow read_gemm_row(const nlohmann::json& r, const std::string& where, bool te
 }  // namespace
 
 GemmCorpus load_gemm_corpus(const std::string& path) {
-  const nlohmann::json doc = read_json_file(path);
+  return gemm_corpus_from_json(read_json_file(path), path);
+}
+
+GemmCorpus gemm_corpus_from_json(const nlohmann::json& doc, const std::string& path) {
   JsonObject obj(doc, path);
   obj.reject_unknown({"description", "cluster", "dtype", "min_time_s", "min_time_reason", "split",
                       "fit", "test"});
@@ -49,7 +52,13 @@ GemmCorpus load_gemm_corpus(const std::string& path) {
     throw_input_error(obj.field("cluster"), e.what());
   }
   g.dtype = parse_dtype(obj.string_or("dtype", "bf16"), obj.field("dtype"));
+  // The free-text fields are text: a number or object there is a mistake, not a comment.
+  for (const char* key : {"description", "min_time_reason", "split"})
+    if (obj.has(key)) (void)obj.string(key);
   g.min_time_s = obj.has("min_time_s") ? obj.non_negative_number("min_time_s") : 0;
+  if (g.min_time_s >= 1e4)  // as the rows' seconds: a larger floor would score no row
+    throw_input_error(obj.field("min_time_s"),
+                      "expected seconds in [0, 1e4), got " + obj.at("min_time_s").dump());
   for (const char* split : {"fit", "test"}) {
     const nlohmann::json& rows = obj.array(split);
     if (rows.empty()) throw_input_error(obj.field(split), "no rows");

@@ -46,6 +46,8 @@ struct GemmCorpus {
 // InputError naming the file and field (a missing split, a row that is not [m, n, k, layout,
 // seconds] with positive sizes and time, an unknown dtype or layout).
 GemmCorpus load_gemm_corpus(const std::string& path);
+// The same from a parsed document; `path` names it in messages.
+GemmCorpus gemm_corpus_from_json(const nlohmann::json& doc, const std::string& path);
 
 struct GemmScoredRow {
   GemmRow row;

@@ -23,7 +23,9 @@ std::string kind_of(mode_t mode) {
 }
 
 [[noreturn]] void throw_cannot_read(const std::string& path, int error) {
-  throw_input_error(path, std::string("cannot read file: ") + std::strerror(error));
+  // An empty name (`--corpus ""`) would leave the message without any name at all.
+  throw_input_error(path.empty() ? "\"\" (an empty file name)" : path,
+                    std::string("cannot read file: ") + std::strerror(error));
 }
 
 // Throws unless `st` describes a regular file of at most `max_bytes`.
@@ -42,11 +44,10 @@ struct stat stat_or_throw(const std::string& path) {
   return st;
 }
 
-void check_no_nul(const std::string& path, const std::string& text) {
-  const size_t nul = text.find('\0');
-  if (nul == std::string::npos) return;
+// "path:line:column" of byte `offset` (columns count bytes).
+std::string position_of(const std::string& path, const std::string& text, size_t offset) {
   size_t line = 1, col = 1;
-  for (size_t i = 0; i < nul; ++i) {
+  for (size_t i = 0; i < offset; ++i) {
     if (text[i] == '\n') {
       ++line;
       col = 1;
@@ -54,9 +55,49 @@ void check_no_nul(const std::string& path, const std::string& text) {
       ++col;
     }
   }
+  return path + ":" + std::to_string(line) + ":" + std::to_string(col);
+}
+
+void check_no_nul(const std::string& path, const std::string& text) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return;
   throw_input_error(
-      path + ":" + std::to_string(line) + ":" + std::to_string(col),
+      position_of(path, text, nul),
       "contains a NUL byte (byte offset " + std::to_string(nul) + "); input files must be text");
+}
+
+// The offset of the first byte that does not start a valid UTF-8 sequence (RFC 3629: shortest
+// form, no surrogates, at most U+10FFFF), or npos.
+size_t first_invalid_utf8(const std::string& text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const auto continuation = [&](size_t i) { return i < text.size() && (byte(i) & 0xC0) == 0x80; };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char b = byte(i);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (b >= 0xC2 && b <= 0xDF) {
+      n = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 2;
+      if (b == 0xE0) lo = 0xA0;  // overlong
+      if (b == 0xED) hi = 0x9F;  // surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 3;
+      if (b == 0xF0) lo = 0x90;  // overlong
+      if (b == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + 1 >= text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (size_t k = 2; k <= n; ++k)
+      if (!continuation(i + k)) return i;
+    i += n + 1;
+  }
+  return std::string::npos;
 }
 
 class Fd {
@@ -129,7 +170,18 @@ std::string read_input_text(const std::string& path, int64_t max_bytes) {
     text.append(buf, static_cast<size_t>(n));
   }
   check_no_nul(path, text);
+  check_utf8(path, text);
   return text;
+}
+
+void check_utf8(const std::string& name, const std::string& text) {
+  const size_t bad = first_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(text[bad]));
+  throw_input_error(position_of(name, text, bad),
+                    "is not valid UTF-8 (byte " + std::string(hex) + " at byte offset " +
+                        std::to_string(bad) + "); input files must be UTF-8 text");
 }
 
 }  // namespace jaxpp

@@ -7,12 +7,16 @@
 //   - the file is at most `max_bytes` long (kMaxInputFileBytes, 256 MiB, unless the caller says
 //     less), checked on the size the file reports and again while reading, in case it grows;
 //   - the text holds no NUL byte: every input is text, and parsers that treat NUL as the end of
-//     their input would otherwise silently ignore what follows it.
+//     their input would otherwise silently ignore what follows it;
+//   - the text is valid UTF-8 (no stray byte, overlong form, surrogate or code point above
+//     U+10FFFF): a CSV cell of Latin-1 bytes otherwise reached nlohmann's dump, which throws a
+//     type_error that is no InputError, when a message or a JSON report quoted it.
 // Errors are InputError, one line naming the path and what was found there:
 //   deep/: is a directory, not a file
 //   pipe: is not a regular file (a FIFO)
 //   huge.json: is 12 GiB, the limit is 256 MiB
 //   plan.json:3:7: contains a NUL byte (byte offset 41); input files must be text
+//   c.csv:2:9: is not valid UTF-8 (byte 0xe9 at byte offset 130); input files must be UTF-8 text
 // Usage:
 //   const std::string text = read_input_text(path);          // JSON or CSV text
 //   if (!path_exists(name)) ...; check_input_file(name);     // presets vs paths
@@ -30,6 +34,9 @@ std::string read_input_text(const std::string& path, int64_t max_bytes = kMaxInp
 
 // The checks of read_input_text that need no reading: a regular file of at most `max_bytes`.
 void check_input_file(const std::string& path, int64_t max_bytes = kMaxInputFileBytes);
+
+// The UTF-8 check of read_input_text, for text that did not come through it (`name` names it).
+void check_utf8(const std::string& name, const std::string& text);
 
 // True when something (of any kind, even a dangling symlink) is at `path`: a command-line value
 // that names neither a preset nor an existing path is reported as both.

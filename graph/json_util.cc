@@ -20,7 +20,9 @@ namespace jaxpp {
 namespace {
 
 std::string describe(const nlohmann::json& v) {
-  std::string s = v.dump();
+  // replace: a string of invalid UTF-8 (built from raw bytes, not parsed) is shown with U+FFFD
+  // instead of throwing nlohmann's type_error out of an error message.
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }

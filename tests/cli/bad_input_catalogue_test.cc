@@ -1169,6 +1169,103 @@ const std::vector<BadInputCase> kCases = {
      .message = "row 'a-1.3b-pp2': field 'a2a_dtype': "},
     {.name = "ValidateModelCsvLineOfTheWrongLength", .args = "validate-model --corpus {dir}/c.csv",
      .files = {{"c.csv", text("id,source\nr1\n")}}, .message = "line 2: 1 fields, the header has 2"},
+    // The corpus readers' fuzz and adversarial findings (docs/hardening.md): empty corpora, values
+    // that pass "> 0" but give an infinite or zero step time, control characters echoed into the
+    // error, CSV cells strtod reads but a person would not.
+    {.name = "ValidateModelCorpusEmptyRows", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"] = json::array(); })}},
+     .message = "c.json: field 'rows': no rows (expected at least one)"},
+    {.name = "ValidateModelCsvHeaderOnly", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source,where\r\n\r\n")}},
+     .message = "c.csv: line 1: a header row but no data rows"},
+    {.name = "ValidateModelCsvEmpty", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("\n \n")}}, .message = "empty CSV file (expected a header row)"},
+    {.name = "ValidateModelCorpusIdWithANewline", .args = "validate-model --corpus {dir}/c.json --out {dir}/r.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][1]["id"] = "a\nb"; })}},
+     .message = "c.json: rows[1]: field 'id': contains a control character (it is printed in "
+                "tables and messages), got \"a\\nb\""},
+    {.name = "ValidateModelCorpusClusterWithANewline", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "h100\n-sxm\x1b[2J"; })}},
+     .message = "field 'cluster': unknown cluster preset 'h100\\n-sxm\\x1b[2j'"},  // lower-cased
+    {.name = "ValidateModelCorpusDenormalTokensPerSecond", .args = "validate-model --corpus {dir}/c.json --json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][2]["measured"] = {{"tokens_per_s_per_gpu", 1e-320}};
+                })}},
+     .message = "row 'b-tiny': field 'measured': gives a step time of inf s (tokens_per_s_per_gpu "},
+    {.name = "ValidateModelCorpusTinyStepTime", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][0]["measured"] = {{"step_time_s", 1e-300}};
+                })}},
+     .message = "row 'a-1.3b-pp2': field 'measured': gives a step time of 1e-300 s"},
+    {.name = "ValidateModelCorpusNegativeStepTime", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][0]["measured"] = {{"step_time_s", -1}};
+                })}},
+     .message = "row 'a-1.3b-pp2': field 'measured': field 'step_time_s': expected a number > 0, got -1"},
+    {.name = "ValidateModelCorpusHugePeakTflops", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["peak_tflops"] = 1e300; })}},
+     .message = "row 'b-1.3b-mfu': field 'peak_tflops': expected 1e-06 to 1e+06 TFLOP/s"},
+    {.name = "ValidateModelCorpusGpusAsAString", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["gpus"] = "4"; })}},
+     .message = "row 'a-1.3b-pp2': field 'gpus': expected an integer, got \"4\""},
+    {.name = "ValidateModelCorpusFractionalGpus", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["gpus"] = 4.5; })}},
+     .message = "row 'a-1.3b-pp2': field 'gpus': expected an integer, got 4.5"},
+    {.name = "ValidateModelCorpusMisspelledKey", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["micro_batch_size"] = 2; })}},
+     .message = "row 'a-1.3b-pp2': field 'micro_batch_size': unknown field"},
+    {.name = "ValidateModelCorpusMisspelledTopKey", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["source"] = c["sources"]; })}},
+     .message = "field 'source': unknown field"},
+    {.name = "ValidateModelCorpusUnknownModel", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["model"] = "gpt5"; })}},
+     .message = "row 'a-1.3b-pp2': field 'model': unknown model 'gpt5'"},
+    {.name = "ValidateModelCorpusUnknownSchedule", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["schedule"] = "2f2b"; })}},
+     .message = "row 'a-1.3b-pp2': field 'schedule': unknown schedule '2f2b'"},
+    {.name = "ValidateModelCsvHexadecimalGpus", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,"
+                              "schedule,measured_step_time_s,flops_convention\n"
+                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,0x4,1,2,2,16,1f1b,2,none\n")}},
+     .message = "row 'r1': field 'gpus': expected an integer, got \"0x4\""},
+    {.name = "ValidateModelCsvNanMeasured", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,"
+                              "schedule,measured_step_time_s,flops_convention\n"
+                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,16,1f1b,nan,none\n")}},
+     .message = "field 'step_time_s': expected a number, got \"nan\""},
+    {.name = "ValidateModelCsvLatin1Cell", .args = "validate-model --corpus {dir}/c.csv --json",
+     .files = {{"c.csv", text("id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,"
+                              "schedule,measured_step_time_s,flops_convention\n"
+                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,1\xe9" "6,1f1b,2,none\n")}},
+     .message = "c.csv:2:41: is not valid UTF-8 (byte 0xe9 at byte offset 150)"},
+    {.name = "ValidateModelCsvQuoteInsideAField", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source,where\nr1,s,Table \"1, row 2\"\n")}},
+     .message = "c.csv: line 2: field 3: a quote inside an unquoted field"},
+    {.name = "ValidateModelCsvDuplicateIdNamesTheLines", .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv", text("id,source,where,split,cluster,model,gpus,tp,pp,dp,global_batch,"
+                              "schedule,measured_step_time_s,flops_convention\n"
+                              "r1,s,T1,fit,a100-80g,gpt3-1.3b,4,1,2,2,16,1f1b,2,none\n"
+                              "r1,s,T2,fit,a100-80g,gpt3-1.3b,4,1,2,2,16,1f1b,3,none\n")}},
+     .message = "row 'r1': field 'id': duplicate id (line 2 and line 3)"},
+    {.name = "ValidateModelEmptyCorpusPath", .args = "validate-model --corpus \"\" --out {dir}/r.json",
+     .message = "\"\" (an empty file name): cannot read file"},
+    {.name = "ValidateModelUnknownClusterOverride",
+     .args = "validate-model --corpus {data}/corpus/small.json --cluster b300 --out {dir}/r.json",
+     .message = "b300"},
+    {.name = "ValidateModelUnknownRowsOn",
+     .args = "validate-model --corpus {data}/corpus/small.json --rows-on b300",
+     .message = "b300"},
+    {.name = "ValidateModelRowsOnSelectingNothing",
+     .args = "validate-model --corpus {data}/corpus/small.json --rows-on h200 --out {dir}/r.json",
+     .message = "no row selected (--rows-on h200, --split all)"},
+    {.name = "ValidateModelGemmsMinTimeTooLarge", .args = "validate-model --gemms {dir}/g.json",
+     .files = {{"g.json", text(R"({"cluster": "h200", "min_time_s": 1e300,
+                  "fit": [[4096, 4096, 4096, "NN", 0.0012]], "test": [[64, 64, 64, "NN", 0.001]]})")}},
+     .message = "g.json: field 'min_time_s': expected seconds in [0, 1e4), got 1e+300"},
+    {.name = "ValidateModelGemmsNegativeSeconds", .args = "validate-model --gemms {dir}/g.json --out {dir}/r.json",
+     .files = {{"g.json", text(R"({"cluster": "h200",
+                  "fit": [[4096, 4096, 4096, "NN", -1]], "test": [[64, 64, 64, "NN", 0.001]]})")}},
+     .message = "field 'fit[0]': seconds must be in (0, 1e4)"},
     {.name = "ValidateModelUnknownSplit", .args = "validate-model --split train",
      .message = "--split: expected fit, test or all"},
     {.name = "ValidateModelOutIntoMissingDirectory",

@@ -523,7 +523,7 @@ TEST(CorpusErrors, WrongType) {
 TEST(CorpusErrors, DuplicateIds) {
   json doc = corpus_with([](json&) {});
   doc["rows"].push_back(valid_row());
-  EXPECT_EQ(corpus_error_of(doc), "corpus.json: row 'r1': field 'id': duplicate id (rows 0 and 1)");
+  EXPECT_EQ(corpus_error_of(doc), "corpus.json: row 'r1': field 'id': duplicate id (rows[0] and rows[1])");
 }
 
 TEST(CorpusErrors, UnknownClusterPreset) {
@@ -694,7 +694,7 @@ TEST(CorpusCsv, UnknownColumn) {
 
 TEST(CorpusCsv, UnterminatedQuote) {
   const std::string path = temp_file("c.csv", "id,where\nr1,\"Table 1\n");
-  EXPECT_EQ(load_error(path), path + ": line 2: unterminated quoted field");
+  EXPECT_EQ(load_error(path), path + ": line 2: field 2: unterminated quoted field");
 }
 
 TEST(CorpusCsv, RowWithoutAnIdIsNamedByLine) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,28 @@ TEST_F(InputFileTest, FollowsASymlinkToARegularFile) {
 TEST_F(InputFileTest, MissingFileSaysSo) {
   EXPECT_EQ(error_of([&] { read_input_text(path("none.json")); }),
             path("none.json") + ": cannot read file: No such file or directory");
+}
+
+TEST_F(InputFileTest, EmptyFileNameIsNamedInTheMessage) {
+  // Was: "cannot read file: No such file or directory" with no name (`--corpus ""`).
+  EXPECT_EQ(error_of([&] { read_input_text(""); }),
+            "\"\" (an empty file name): cannot read file: No such file or directory");
+}
+
+TEST_F(InputFileTest, InvalidUtf8IsRefusedWithItsPosition) {
+  // Was: read as bytes; a CSV cell of Latin-1 later made nlohmann's dump throw (no InputError).
+  const std::string good = write("good.csv", "a,\xE2\x82\xAC,\xF0\x9F\x98\x80,\xC3\xA9\n");
+  EXPECT_EQ(read_input_text(good), "a,\xE2\x82\xAC,\xF0\x9F\x98\x80,\xC3\xA9\n");
+  EXPECT_EQ(error_of([&] { read_input_text(write("latin1.csv", "id\nr\xE9sum\xE9\n")); }),
+            path("latin1.csv") +
+                ":2:2: is not valid UTF-8 (byte 0xe9 at byte offset 4); input files must be UTF-8 "
+                "text");
+  // Overlong "/", a surrogate, above U+10FFFF, a sequence cut short, a lone continuation byte.
+  for (const char* bad : {"\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82", "\x80"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(error_of([&] { read_input_text(write("bad.txt", std::string("x") + bad)); }),
+                ::testing::HasSubstr(":1:2: is not valid UTF-8"));
+  }
 }
 
 TEST_F(InputFileTest, DirectoryIsNotReadAsAnEmptyFile) {
