@@ -19,7 +19,7 @@
 # Environment: BUILD_DIR (default build), JOBS (default nproc), JAXPP_WITH_CUDA (AUTO|ON|OFF),
 #   JAXPP_WITH_PYTHON (AUTO|ON|OFF, the Python module; off in the sanitizer and fuzz builds),
 #   SAN_CXX (compiler for sanitize, default clang++), SANITIZERS (default "asan tsan"),
-#   FUZZ_SECONDS (default 30 per target),
+#   FUZZ_SECONDS (default 20 per target),
 #   FUZZ_TARGETS (default: all), FUZZ_ARTIFACTS (where crashing inputs go, default
 #   build-fuzz/artifacts), UNITY (ON|OFF, default ON: unity builds, see below).
 # ccache is used for every build when installed. Unity builds (CMAKE_UNITY_BUILD) compile the
@@ -211,7 +211,7 @@ fuzz_one() {
 
 run_fuzz() {
   local fuzz=$root/build-fuzz
-  local seconds=${FUZZ_SECONDS:-30}
+  local seconds=${FUZZ_SECONDS:-20}
   local flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
   local start=$SECONDS
   configure "$fuzz" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
