@@ -138,15 +138,28 @@ run_asan() {
   # as one process each ctest entry rescored it, about 10 s apiece instrumented (25 tests, 240 s
   # of test time), so they run here as one process of their executable, every test still
   # reported by name.
+  # Four searches over large spaces run in the Release suite only (instrumented they took 234 s
+  # of the ASan stage's test time): the budget searches of the Zero Bubble paper's settings, the
+  # heterogeneous Qwen 32B target and the explorer's bound pruning over the MoE space. Smaller
+  # tests of the same functions run here (Synthesize.*, SynthesizeCli.*, HeteroCliTest.*,
+  # ExplorerMoe.*, Explorer.*).
+  local heavy='^(ZeroBubblePaper\.BudgetOf|HeteroCliTest\.TargetQwen32B|ExplorerMoe\.BoundPruning)'
   (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
-     -E '(Mpi|^validation\.fit|^CorpusValidation\.)' \
+     -E "(Mpi|^validation\\.fit|^CorpusValidation\\.|$heavy)" \
      -LE '^(timing|install)$') ||
     status=1
   (cd "$dir" && ASAN_OPTIONS="$options" OPENBLAS_NUM_THREADS=1 \
      timeout 900 bin/validation_tests --gtest_filter='CorpusValidation.*' --gtest_brief=1) ||
     status=1
+  # Under mpirun: every test but the schedule-by-schedule family, of which five schedules run
+  # here (one per kind: plain, interleaved, split backward, bidirectional, a CSV schedule) and
+  # all in the Release suite; the MPI backend's code is the same for each (about 7 s apiece with
+  # the slow unwinder).
+  local mpi_schedules='RunMpiTest\.PassesTheCheckUnderMpirunWithDp2/(Std1F1B|Interleaved1F1B|ZeroBubble|DualPipeV|CustomCsv) '
   (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \
-     ctest --output-on-failure -j "$jobs" --timeout 900 -R Mpi) || status=1
+     ctest --output-on-failure -j "$jobs" --timeout 900 -R Mpi -E 'RunMpiTest\.') || status=1
+  (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \
+     ctest --output-on-failure -j "$jobs" --timeout 900 -R "$mpi_schedules") || status=1
   unset LSAN_OPTIONS UBSAN_OPTIONS
   echo "== ASan+UBSan tests: $((SECONDS - start)) s"
   check_reports "$reports" "ASan+UBSan" || status=1
