@@ -100,17 +100,27 @@ void print_calibration(const Calibration& cal, const Measurements& m) {
                 &cal.gemm.fit);
   print_fit_row("", "half saturation", fmt_si(cal.gemm.half_saturation_flops, "FLOP"), nullptr);
   print_fit_row("", "call overhead", fmt_time(cal.gemm.call_overhead_s), nullptr);
+  // The fixed cost per call of each (the fit's intercept, 0 when negative) is what the cluster
+  // keeps and predictions add per call.
+  const ClusterSpec& c = cal.cluster;
   print_fit_row("GeLU", "per element", fmt_time(cal.gelu.s_per_element), &cal.gelu.fit);
+  print_fit_row("", "per call", fmt_time(c.gelu_call_s), nullptr);
   print_fit_row("GeLU gradient", "per element", fmt_time(cal.gelu_backward.s_per_element),
                 &cal.gelu_backward.fit);
-  if (cal.has_input_generation)
+  print_fit_row("", "per call", fmt_time(c.gelu_backward_call_s), nullptr);
+  if (cal.has_input_generation) {
     print_fit_row("input gen.", "per element", fmt_time(cal.input_generation.s_per_element),
                   &cal.input_generation.fit);
+    print_fit_row("", "per call", fmt_time(c.input_generation_call_s), nullptr);
+  }
   print_fit_row("copy", "memory bandwidth", fmt_si(cal.copy.bandwidth_bytes_per_s, "B/s"),
                 &cal.copy.fit);
-  if (cal.has_upload)
+  print_fit_row("", "per call", fmt_time(c.copy_call_s), nullptr);
+  if (cal.has_upload) {
     print_fit_row("upload", "host -> device bandwidth",
                   fmt_si(cal.upload.bandwidth_bytes_per_s, "B/s"), &cal.upload.fit);
+    print_fit_row("", "per call", fmt_time(c.upload_call_s), nullptr);
+  }
   if (cal.has_p2p) {
     print_fit_row("point-to-point", "latency", fmt_time(cal.p2p.latency_s), &cal.p2p.fit);
     print_fit_row("", "bandwidth", fmt_si(cal.p2p.bandwidth_bytes_per_s, "B/s"), nullptr);

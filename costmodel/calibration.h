@@ -234,7 +234,14 @@ nlohmann::json calibration_to_json(const Calibration& cal);
 
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false;  // C += A·B: C is read as well as written
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
+  // Memory traffic of the runtime workload's fp64 GEMM: A and B read once, C written (and read).
+  double bytes() const {
+    const double mn = static_cast<double>(m) * static_cast<double>(n);
+    return 8.0 * (static_cast<double>(m) * k + static_cast<double>(k) * n +
+                  (accumulate ? 2.0 : 1.0) * mn);
+  }
 };
 
 // One all-to-all (Backend::alltoallv) among the `group_size` replicas of an actor that form an
@@ -258,14 +265,25 @@ struct KernelWork {
   // workload's routing, dispatch and combine staged through the host), at the cluster's upload
   // bandwidth (calibrate measures host -> device and assumes the other way is as fast).
   int64_t host_transfer_bytes = 0;
+  // Calls, each paying the cluster's fixed cost of its kind (gelu_call_s, ...): GeLU and GeLU
+  // gradient kernels; streaming kernels of memory_bytes (copies, the loss, optimizer steps, zero
+  // fills); copies between host and device; host-side generations of an input or a target.
+  int64_t gelu_calls = 0;
+  int64_t gelu_backward_calls = 0;
+  int64_t memory_calls = 0;
+  int64_t host_transfer_calls = 0;
+  int64_t generation_calls = 0;
   KernelWork& operator+=(const KernelWork& other);
   double gemm_flops() const;
 };
 
-// Σ_gemm flops / (peak(dtype) · eff(flops)) + gelu and gelu-gradient elements · their costs +
+// Σ_gemm max(flops / (peak(dtype) · eff(flops)), bytes / hbm_bandwidth) + gelu and gelu-gradient elements · their costs +
 // generated elements · input_generation cost + memory_bytes / hbm_bandwidth +
 // host_transfer_bytes / upload_bandwidth (2 · host_transfer_bytes / hbm_bandwidth when the cluster
-// has no upload bandwidth: a copy on the host). No launch overhead.
+// has no upload bandwidth: a copy on the host) + each kind's calls · its fixed cost per call
+// (gelu_call_s, gelu_backward_call_s, copy_call_s for memory_calls, upload_call_s for
+// host_transfer_calls, input_generation_call_s). A GEMM's fixed cost is in its efficiency (the
+// measured table's small points). No launch overhead (the executor's per instruction).
 double kernel_time_s(const KernelWork& work, const ClusterSpec& cluster, Dtype dtype);
 
 // One all-to-all of `a` for the replicas of `actor` (dp replicas per actor, ranks actor·dp +
@@ -393,8 +411,9 @@ ClusterSpec reference_host_cluster();
 // Fits a trace's observations on top of `base`:
 //   compute    measured = launch + slowdown · predicted over all compute observations; when every
 //              prediction is the same (one kind of work), launch stays the base's and only the
-//              slowdown is fitted. The cluster's rates (peaks, GeLU costs, hbm bandwidth) are
-//              divided by the slowdown, so its kernel times scale by it exactly.
+//              slowdown is fitted. The cluster's rates (peaks, hbm and upload bandwidth) are
+//              divided by the slowdown and its costs (GeLU and input generation per element, the
+//              fixed costs per call) multiplied by it, so its kernel times scale by it exactly.
 //   transfers  per link class (same node or not, by actors_share_node) and payload size, the
 //              lower quartile of the observed times (a transfer observed late because its receiver
 //              was busy is not a slow transfer); an alpha-beta fit over two or more sizes, else

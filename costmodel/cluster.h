@@ -173,6 +173,15 @@ struct ClusterSpec {
   // measures it: PCIe for a GPU, a memcpy for the host); 0 = not measured: an upload of n bytes
   // costs a copy's 2n bytes of memory traffic, as on the host.
   double upload_bandwidth_bytes_per_s = 0;
+  // Fixed cost of one call of each element-wise operation of the runtime workload (the intercept
+  // of its calibrated fit: the launch and, on a GPU, the stream-ordered allocation the call makes),
+  // added per call by kernel_time_s; 0 = not modelled. On a GPU these few microseconds per call
+  // dominate small microbatches (a GeLU of 4096 elements costs 4 us, its arithmetic 20 ns).
+  double gelu_call_s = 0;
+  double gelu_backward_call_s = 0;
+  double copy_call_s = 0;  // a copy or another streaming kernel (loss, optimizer, zero fill)
+  double upload_call_s = 0;
+  double input_generation_call_s = 0;
   // Kernel model (see above); zeros = not modelled.
   int num_sms = 0;
   int gemm_tile_m = 128;

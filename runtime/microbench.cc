@@ -929,12 +929,14 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
   KernelWork& wt = out.weight;
   // Each held expert on its rows, in F and in I alike: the rows up, two GEMMs (x W1 and a W2, or
   // gy W2^T and du W1^T) around the GeLU or its gradient, the results down.
-  auto held_experts = [&](KernelWork& w, int64_t KernelWork::*gelu) {
+  auto held_experts = [&](KernelWork& w, int64_t KernelWork::*gelu, int64_t KernelWork::*calls) {
     for (int64_t r : expert_rows) {
+      w.*calls += 1;
       w.gemms.push_back({r, f, h});
-      w.gemms.push_back({r, h, f});
+      w.gemms.push_back({r, h, f});  // to fresh buffers (the results go down)
       w.*gelu += r * f;
       w.host_transfer_bytes += 2 * r * h * kDouble;
+      w.host_transfer_calls += 2;
     }
   };
   for (int l = 0; l < mlp.layers_per_stage; ++l) {
@@ -943,29 +945,34 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
     // outputs down; combine; y = x + gated sum up.
     fw.gemms.push_back({t, e, h});
     fw.host_transfer_bytes += (t * e + t * h) * kDouble;
+    fw.host_transfer_calls += 2;
     fw.memory_bytes += 3 * t * e * kDouble;
     fw.alltoalls.push_back({ep, peer_rows * (h + 1) * kDouble});
-    held_experts(fw, &KernelWork::gelu_elements);
+    held_experts(fw, &KernelWork::gelu_elements, &KernelWork::gelu_calls);
     fw.alltoalls.push_back({ep, peer_rows * h * kDouble});
     fw.memory_bytes += 2 * (rows * h + t * h) * kDouble;
     fw.host_transfer_bytes += t * h * kDouble;
+    fw.host_transfer_calls += 1;
     // Input gradient: gy down; the router path on the host (gy . outputs, ds over T x E), ds up;
     // dx = gy + ds Wr^T on the device; gated output gradients to the holders, each expert's rows
     // up, du W1^T down; dx down, the experts' input gradients added, dx up.
     in.host_transfer_bytes += (t * h + t * e) * kDouble;
+    in.host_transfer_calls += 2;
     in.memory_bytes += (2 * rows * h + 3 * t * e + 2 * t * h) * kDouble;
-    in.gemms.push_back({t, h, e});
+    in.memory_calls += 1;  // dx = gy on the device
+    in.gemms.push_back({t, h, e, /*accumulate=*/true});  // onto dx = gy
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
-    held_experts(in, &KernelWork::gelu_backward_elements);
+    held_experts(in, &KernelWork::gelu_backward_elements, &KernelWork::gelu_backward_calls);
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
     in.memory_bytes += 2 * (rows * h + t * h) * kDouble;
     in.host_transfer_bytes += 2 * t * h * kDouble;
+    in.host_transfer_calls += 2;
     // Weight gradient, accumulated in the gradient buffer on the device: dWr += x^T ds; per held
     // expert dW2 += a^T gy, dW1 += x^T du.
-    wt.gemms.push_back({h, e, t});
+    wt.gemms.push_back({h, e, t, /*accumulate=*/true});
     for (int64_t r : expert_rows) {
-      wt.gemms.push_back({f, h, r});
-      wt.gemms.push_back({h, f, r});
+      wt.gemms.push_back({f, h, r, /*accumulate=*/true});
+      wt.gemms.push_back({h, f, r, /*accumulate=*/true});
     }
   }
   return out;
@@ -989,17 +996,21 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
   for (int l = 0; l < layers && !mlp.moe(); ++l) {
     // Forward: u = x W1, a = gelu(u), y = x + a W2 (the residual is a copy of x).
     fwd.gemms.push_back({t, f, h});
-    fwd.gemms.push_back({t, h, f});
+    fwd.gemms.push_back({t, h, f, /*accumulate=*/true});  // onto the residual
     fwd.gelu_elements += t * f;
+    fwd.gelu_calls += 1;
     fwd.memory_bytes += 2 * th_bytes;
+    fwd.memory_calls += 1;
     // Input gradient: da = dy W2^T, du = da gelu'(u), dx = dy + du W1^T.
     input.gemms.push_back({t, f, h});
-    input.gemms.push_back({t, h, f});
+    input.gemms.push_back({t, h, f, /*accumulate=*/true});  // onto the residual's gradient
     input.gelu_backward_elements += t * f;
+    input.gelu_backward_calls += 1;
     input.memory_bytes += 2 * th_bytes;
+    input.memory_calls += 1;
     // Weight gradient: dW2 += a^T dy, dW1 += x^T du.
-    weight.gemms.push_back({f, h, t});
-    weight.gemms.push_back({h, f, t});
+    weight.gemms.push_back({f, h, t, /*accumulate=*/true});  // into the gradient buffer
+    weight.gemms.push_back({h, f, t, /*accumulate=*/true});
   }
   const int64_t optimizer_bytes_per_param = mlp.optimizer == OptimizerKind::kSgd ? 32 : 64;
   std::vector<StageKernels> stages(num_stages);
@@ -1008,12 +1019,17 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     KernelWork f_s = fwd;
     if (s == 0) {  // generation and upload of the input
       f_s.generated_elements += t * h;
+      f_s.generation_calls += 1;
       f_s.host_transfer_bytes += th_bytes;
+      f_s.host_transfer_calls += 1;
     }
     if (s == num_stages - 1) {  // generation and upload of the target, loss
       f_s.generated_elements += t * h;
+      f_s.generation_calls += 1;
       f_s.host_transfer_bytes += th_bytes;
+      f_s.host_transfer_calls += 1;
       f_s.memory_bytes += 3 * th_bytes;
+      f_s.memory_calls += 1;
     }
     k.task[static_cast<int>(TaskKind::kF)] = f_s;
     k.task[static_cast<int>(TaskKind::kI)] = input;
@@ -1022,6 +1038,7 @@ std::vector<StageKernels> mlp_stage_kernels(const MlpConfig& mlp, int num_stages
     b += weight;
     k.task[static_cast<int>(TaskKind::kB)] = b;
     k.optimizer.memory_bytes = params * optimizer_bytes_per_param;
+    k.optimizer.memory_calls = 2;  // the SGD or Adam step, then the gradients' zero fill
   }
   return stages;
 }

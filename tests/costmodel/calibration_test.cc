@@ -274,6 +274,14 @@ TEST(Calibrate, BuildsTheClusterThatGeneratedTheMeasurements) {
   EXPECT_EQ(c.inter_node, c.intra_node);
   EXPECT_NEAR(c.allreduce_bus_efficiency, 0.5, 0.03);
   EXPECT_NEAR(c.launch_overhead_s, 1.05e-6, 1e-15);  // median: one outlier ignored
+  // The fits' intercepts are the fixed costs per call.
+  // (Small intercepts under 2 % noise on times up to 0.6 ms are loose; the upload's 5 us is not.)
+  EXPECT_EQ(c.gelu_call_s, std::max(0.0, cal.gelu.call_overhead_s));
+  EXPECT_EQ(c.gelu_backward_call_s, std::max(0.0, cal.gelu_backward.call_overhead_s));
+  EXPECT_EQ(c.input_generation_call_s, std::max(0.0, cal.input_generation.call_overhead_s));
+  EXPECT_EQ(c.copy_call_s, std::max(0.0, cal.copy.latency_s));
+  EXPECT_EQ(c.upload_call_s, std::max(0.0, cal.upload.latency_s));
+  EXPECT_NEAR(c.upload_call_s / 5e-6, 1.0, 0.10);
   EXPECT_EQ(c.devices_per_node, 4);
   EXPECT_EQ(c.hbm_bytes, int64_t{4} << 30);
   EXPECT_EQ(c.p2p_overhead_s, 0);
@@ -422,6 +430,8 @@ ClusterSpec simple_cluster() {
   c.gelu_backward_s_per_element = 2e-8;
   c.hbm_bandwidth_bytes_per_s = 1e10;
   c.launch_overhead_s = 1e-5;
+  c.gelu_call_s = c.gelu_backward_call_s = c.copy_call_s = c.upload_call_s = 0;
+  c.input_generation_call_s = 0;  // per-call costs: only where a test sets them
   c.intra_node = {1e9, 5e-6, 1.0};
   c.inter_node = {1e8, 5e-5, 1.0};
   c.devices_per_node = 2;
@@ -460,6 +470,51 @@ TEST(KernelCost, UploadsCostTheUploadBandwidthOrACopyWithoutIt) {
   sum += w;
   sum += w;
   EXPECT_EQ(sum.host_transfer_bytes, 2000000);
+}
+
+// A GEMM with a short side is bound by its memory traffic: the first H200 calibration priced
+// 8 tokens through 2048 x 8192 weights at its GEMM rate (13 us) where streaming the weight takes
+// 30 us; a weight gradient over 8 tokens reads and writes its whole output.
+TEST(KernelCost, AGemmTakesAtLeastItsTrafficOverTheMemoryBandwidth) {
+  const ClusterSpec c = simple_cluster();  // 1e10 FLOP/s at full efficiency, 1e10 B/s
+  KernelWork w;
+  w.gemms = {{8, 1000, 1000}};  // 16 MFLOP: 1.6 ms; traffic 8 (8000 + 1e6 + 8000) B: 0.81 ms
+  EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), (1.6e7 + 1e4) / 1e10, 1e-12);
+  w.gemms = {{1000, 1000, 2, /*accumulate=*/true}};  // 4 MFLOP: 0.4 ms; 8 (2000 + 2000 + 2e6) B
+  EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), 8.0 * (4000 + 2e6) / 1e10, 1e-12);
+  w.gemms = {{1000, 1000, 2}};  // without accumulation C is written only
+  EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), 8.0 * (4000 + 1e6) / 1e10, 1e-12);
+  EXPECT_DOUBLE_EQ((GemmShape{1000, 1000, 2, true}.bytes()), 8.0 * (4000 + 2e6));
+}
+
+// Each call pays its kind's fixed cost (a GPU's launch, a few microseconds, which decides
+// small microbatches), on top of the per-element and per-byte terms.
+TEST(KernelCost, EachCallAddsItsKindsFixedCost) {
+  ClusterSpec c = simple_cluster();
+  c.gelu_call_s = 4e-6;
+  c.gelu_backward_call_s = 5e-6;
+  c.copy_call_s = 6e-6;
+  c.upload_call_s = 27e-6;
+  c.input_generation_call_s = 1e-6;
+  KernelWork w;
+  w.gelu_elements = 1000;
+  w.gelu_calls = 2;
+  w.gelu_backward_calls = 3;
+  w.memory_calls = 4;
+  w.host_transfer_calls = 1;
+  w.generation_calls = 2;
+  const double calls = 2 * 4e-6 + 3 * 5e-6 + 4 * 6e-6 + 27e-6 + 2 * 1e-6;
+  EXPECT_NEAR(kernel_time_s(w, c, Dtype::kFp32), 1000 * 1e-8 + calls, 1e-15);
+  KernelWork sum;
+  sum += w;
+  sum += w;
+  EXPECT_EQ(sum.gelu_calls, 4);
+  EXPECT_EQ(sum.gelu_backward_calls, 6);
+  EXPECT_EQ(sum.memory_calls, 8);
+  EXPECT_EQ(sum.host_transfer_calls, 2);
+  EXPECT_EQ(sum.generation_calls, 4);
+  // A cluster without call costs prices the same work as before they existed.
+  EXPECT_NEAR(kernel_time_s(w, simple_cluster(), Dtype::kFp32), 1000 * 1e-8, 1e-15);
 }
 
 TEST(KernelCost, ComputeAddsOneLaunchPerInstructionAndLinksFollowNodes) {

@@ -127,13 +127,34 @@ TEST(Cluster, GemmTableGivesEachPointsEfficiencyExactlyAtIt) {
   EXPECT_EQ(c.gemm_efficiency(1.6e10), 0.55);
 }
 
-TEST(Cluster, GemmTableInterpolatesLinearlyInLogFlops) {
+TEST(Cluster, GemmTableInterpolatesLogEfficiencyInLogFlops) {
   const ClusterSpec c = a100_with_table({{1e6, 0.1}, {1e8, 0.5}, {1e9, 0.6}});
-  // 1e7 is half way between 1e6 and 1e8 in log(flops): half way between 0.1 and 0.5 (a linear
-  // interpolation in flops would give 0.136).
-  EXPECT_NEAR(c.gemm_efficiency(1e7), 0.3, 1e-12);
-  EXPECT_NEAR(c.gemm_efficiency(1e6 * std::pow(10.0, 0.5)), 0.2, 1e-12);  // a quarter of the way
-  EXPECT_NEAR(c.gemm_efficiency(std::sqrt(1e8 * 1e9)), 0.55, 1e-12);      // second interval
+  // 1e7 is half way between 1e6 and 1e8 in log(flops): the geometric mean of 0.1 and 0.5 (the
+  // time x / (peak · eff) interpolated log-log); a linear interpolation of the efficiency would
+  // give 0.3.
+  EXPECT_NEAR(c.gemm_efficiency(1e7), std::sqrt(0.1 * 0.5), 1e-12);
+  EXPECT_NEAR(c.gemm_efficiency(1e6 * std::pow(10.0, 0.5)), 0.1 * std::pow(5.0, 0.25),
+              1e-12);  // a quarter of the way
+  EXPECT_NEAR(c.gemm_efficiency(std::sqrt(1e8 * 1e9)), std::sqrt(0.5 * 0.6), 1e-12);
+}
+
+// What the log-log interpolation is for: a GPU's GEMMs between a launch-bound and a rate-bound
+// point of its calibration (one H200, fp64 through cuBLAS: 2.1 MFLOP in 11.41 us, 134 MFLOP in
+// 11.81 us). A 16.8-MFLOP GEMM (8 tokens x 2048 x 512) is launch-bound too; interpolating the
+// efficiency linearly priced it at about 3 us, and `run --compare` at hidden 512 was 4.6 times
+// over the prediction.
+TEST(Cluster, GemmTableKeepsALaunchBoundTimeBetweenLaunchBoundPoints) {
+  const double peak = 56.9e12;
+  ClusterSpec c = a100_with_table({{2.097152e6, 2.097152e6 / 11.41e-6 / peak},
+                                   {1.34217728e8, 1.34217728e8 / 11.81e-6 / peak}});
+  c.peak_flops_per_s = {peak, peak, peak, 0};
+  const double x = 2.0 * 8 * 2048 * 512;
+  const double t = x / (peak * c.gemm_efficiency(x));
+  EXPECT_GT(t, 11.41e-6);
+  EXPECT_LT(t, 11.81e-6);
+  // Log-log: 16.8 MFLOP is 0.5 of the way in log(flops), so the time is nearly their geometric
+  // mean (the efficiency line in log-log is the time's): 11.6 us.
+  EXPECT_NEAR(t, 11.6e-6, 0.05e-6);
 }
 
 TEST(Cluster, GemmTableExtrapolatesBelowWithTheCurveScaledToTheFirstPoint) {
@@ -163,6 +184,28 @@ TEST(Cluster, SinglePointGemmTableScalesTheCurveOnBothSides) {
   EXPECT_NEAR(c.gemm_efficiency(2e10), curve(c, 2e10) * ratio, 1e-12);  // 0.3 · 5/3
   EXPECT_NEAR(c.gemm_efficiency(2e10), 0.5, 1e-12);
   EXPECT_LT(c.gemm_efficiency(1e9), 0.3);
+}
+
+TEST(Cluster, JsonRoundTripKeepsTheCallCostsAndRefusesNegativeOnes) {
+  ClusterSpec c = cluster_preset("a100-80g");
+  c.gelu_call_s = 4e-6;
+  c.gelu_backward_call_s = 4.5e-6;
+  c.copy_call_s = 5e-6;
+  c.upload_call_s = 27e-6;
+  c.input_generation_call_s = 1e-7;
+  const nlohmann::json j = cluster_to_json(c);
+  EXPECT_NEAR(j["elementwise"]["upload_call_us"].get<double>(), 27, 1e-9);
+  const ClusterSpec back = cluster_from_json(j, "c.json");
+  EXPECT_NEAR(back.gelu_call_s, 4e-6, 1e-18);
+  EXPECT_NEAR(back.gelu_backward_call_s, 4.5e-6, 1e-18);
+  EXPECT_NEAR(back.copy_call_s, 5e-6, 1e-18);
+  EXPECT_NEAR(back.upload_call_s, 27e-6, 1e-18);
+  EXPECT_NEAR(back.input_generation_call_s, 1e-7, 1e-20);
+  // Unset costs are not written.
+  EXPECT_FALSE(cluster_to_json(cluster_preset("a100-80g")).contains("elementwise"));
+  const nlohmann::json bad = {{"base", "a100-80g"}, {"elementwise", {{"copy_call_us", -1}}}};
+  EXPECT_THAT(error_of([&] { cluster_from_json(bad, "c.json"); }),
+              AllOf(HasSubstr("c.json"), HasSubstr("copy_call_us")));
 }
 
 TEST(Cluster, JsonRoundTripKeepsTheGemmTable) {

@@ -340,6 +340,21 @@ TEST(MlpKernels, TasksLaunchTheMlpBlocksGemmsAndActivations) {
   EXPECT_GT(k[2].task[0].memory_bytes, f.memory_bytes);  // the loss
   EXPECT_EQ(k[1].optimizer.memory_bytes, mlp.params_per_stage() * 32);  // SGD
   EXPECT_EQ(mlp_transfer_bytes(mlp), 3 * 4 * 8);
+  // Calls, as runtime/workload.cc makes them: per block a GeLU and the residual's copy in F, the
+  // GeLU gradient and the residual's copy in I; the input's and target's generation and upload;
+  // the loss; the optimizer step and the zero fill.
+  EXPECT_EQ(f.gelu_calls, 2);
+  EXPECT_EQ(f.memory_calls, 2);
+  EXPECT_EQ(f.host_transfer_calls + f.generation_calls, 0);
+  EXPECT_EQ(i.gelu_backward_calls, 2);
+  EXPECT_EQ(i.memory_calls, 2);
+  EXPECT_EQ(w.gelu_calls + w.gelu_backward_calls + w.memory_calls, 0);
+  EXPECT_EQ(b.gelu_backward_calls, 2);
+  EXPECT_EQ(k[0].task[0].host_transfer_calls, 1);
+  EXPECT_EQ(k[0].task[0].generation_calls, 1);
+  EXPECT_EQ(k[2].task[0].host_transfer_calls, 1);
+  EXPECT_EQ(k[2].task[0].memory_calls, 3);  // two residuals and the loss
+  EXPECT_EQ(k[1].optimizer.memory_calls, 2);
 }
 
 TEST(MlpKernels, AnMoeWorkloadLaunchesTheRouterTheHeldExpertsAndTheAllToAlls) {
@@ -384,6 +399,15 @@ TEST(MlpKernels, AnMoeWorkloadLaunchesTheRouterTheHeldExpertsAndTheAllToAlls) {
   EXPECT_EQ(f.host_transfer_bytes, (2 * (3 * 8 + 3 * 4 + 2 * 6 * 4 + 3 * 4) + 3 * 4) * 8);
   EXPECT_EQ(i.host_transfer_bytes, 2 * (3 * 4 + 3 * 8 + 2 * 6 * 4 + 2 * 3 * 4) * 8);
   EXPECT_EQ(w.host_transfer_bytes, 0);
+  // The same as calls: per block F 2 down, 4 experts x (up, down), 1 up, and the target; I 2,
+  // 4 x 2, 2. One GeLU (gradient) per held expert; I's dx = gy copy; the last stage's loss.
+  EXPECT_EQ(f.host_transfer_calls, 2 * (2 + 4 * 2 + 1) + 1);
+  EXPECT_EQ(i.host_transfer_calls, 2 * (2 + 4 * 2 + 2));
+  EXPECT_EQ(w.host_transfer_calls, 0);
+  EXPECT_EQ(f.gelu_calls, 2 * 4);
+  EXPECT_EQ(i.gelu_backward_calls, 2 * 4);
+  EXPECT_EQ(i.memory_calls, 2);
+  EXPECT_EQ(f.memory_calls, 1);
   // The optimizer runs over the whole buffer: the router and all 8 experts of each block.
   EXPECT_EQ(k[1].optimizer.memory_bytes, 2 * (4 * 8 + 8 * 2 * 4 * 6) * 32);
   // Top-2 of 8 experts: more work than the dense block of the same width.
