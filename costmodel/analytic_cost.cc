@@ -114,9 +114,14 @@ double AnalyticCost::compute_s(int /*actor*/, const Instruction& ins) const {
   if (config_.ep <= 1) {
     double total = cluster_.launch_overhead_s;
     for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
+    if (cluster_.contention_modelled())
+      for (const TaskRef& t : ins.tasks) total += contention_s(t);
     return total;
   }
-  return group_time(ins).total_s;
+  double total = group_time(ins).total_s;
+  if (cluster_.contention_modelled())
+    for (const TaskRef& t : ins.tasks) total += contention_s(t);
+  return total;
 }
 
 CostProvider::AllToAll AnalyticCost::alltoall(int /*actor*/, const Instruction& ins) const {
@@ -197,13 +202,17 @@ double AnalyticCost::collective_s(double bytes, int stage, bool per_microbatch) 
 }
 
 AnalyticCost::PerBlock AnalyticCost::per_block(const Instruction& ins) const {
+  const bool has_task = !ins.tasks.empty();
+  return per_block(ins.op == OpKind::kAllGather, ins.stage, static_cast<double>(ins.bytes),
+                   has_task ? ins.tasks[0].kind : TaskKind::kB, has_task);
+}
+
+AnalyticCost::PerBlock AnalyticCost::per_block(bool gather, int s, double bytes, TaskKind paired,
+                                               bool has_task) const {
   PerBlock p;
-  const double bytes = static_cast<double>(ins.bytes);
-  const bool gather = ins.op == OpKind::kAllGather;
   // A per-microbatch reduction of gradient sharding (lowered with its task): reduce-scatter only.
   // A parameter all-gather: the other half of an all-reduce, the same price.
-  p.per_microbatch = gather || (config_.shard_gradients && !ins.tasks.empty());
-  const int s = ins.stage;
+  p.per_microbatch = gather || (config_.shard_gradients && has_task);
   if (s < 0 || s >= static_cast<int>(fsdp_blocks_.size())) return p;
   // Gathers are per block with parameter sharding. Reductions: with parameter sharding (always
   // issued during the backward); with gradient sharding when they overlap the backward
@@ -218,16 +227,65 @@ AnalyticCost::PerBlock AnalyticCost::per_block(const Instruction& ins) const {
   const double lead_bytes = bytes * (gather ? lead_gather_fraction_[s] : lead_grad_fraction_[s]);
   p.lead_s = collective_s(lead_bytes, s, p.per_microbatch);
   p.block_s = collective_s((bytes - lead_bytes) / (n - 1), s, p.per_microbatch);
-  p.paired_s = ins.tasks.empty() ? task_s(TaskKind::kB, s) : task_s(ins.tasks[0].kind, s);
+  p.paired_s = task_s(paired, s);
+  // Contention (the header): the share of the GPU a hidden block's collective takes from the
+  // compute beside it, from the bytes it receives per second.
+  if (cluster_.contention_modelled() && p.block_s > 0) {
+    const double block_bytes = (bytes - lead_bytes) / (n - 1);
+    p.share = cluster_.collective_compute_share(received_bytes(block_bytes) / p.block_s);
+  }
   return p;
+}
+
+double AnalyticCost::received_bytes(double bytes) const {
+  // The hierarchical half all-reduce of replica_allreduce_s: (g−1)/g of the bytes over NVLink,
+  // (k−1)/k of the node's shard over the network.
+  const int replicas = config_.dp * config_.cp;
+  if (replicas <= 1 || bytes <= 0) return 0;
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.tp), 1, replicas);
+  const int k = (replicas + g - 1) / g;
+  return static_cast<double>(g - 1) / g * bytes + static_cast<double>(k - 1) / k * (bytes / g);
+}
+
+AnalyticCost::BlockOverlap AnalyticCost::block_overlap(const PerBlock& p) {
+  const double c = p.paired_s / p.n;  // one block's compute at full rate
+  const double s = p.share;
+  // The compute runs at 1 − s while the collective runs: it loses s · block_s, or, when the
+  // collective outlasts the slowed compute (block_s > c / (1 − s)), runs slowed throughout and
+  // takes c / (1 − s).
+  double stretch = 0;
+  if (s >= 1) {
+    stretch = p.block_s;
+  } else if (s > 0) {
+    stretch = std::min(s * p.block_s, c * s / (1 - s));
+  }
+  return {stretch, std::max(0.0, p.block_s - c - stretch)};
 }
 
 double AnalyticCost::allreduce_s(int /*actor*/, const Instruction& ins) const {
   const PerBlock p = per_block(ins);
   if (p.n <= 1) return collective_s(static_cast<double>(ins.bytes), ins.stage, p.per_microbatch);
   // One block at a time (the header): the lead block's collective is exposed, the other blocks'
-  // run beside the paired compute.
-  return p.lead_s + (p.n - 1) * std::max(0.0, p.block_s - p.paired_s / p.n);
+  // run beside the paired compute (slowed by contention, which hides more of them).
+  return p.lead_s + (p.n - 1) * block_overlap(p).exposed_s;
+}
+
+double AnalyticCost::contention_s(const TaskRef& t) const {
+  if (!cluster_.contention_modelled()) return 0;
+  double total = 0;
+  // The task's own all-gather (an F, B or I with parameter sharding) ...
+  if (config_.shard_parameters && t.kind != TaskKind::kW) {
+    const PerBlock p =
+        per_block(true, t.stage, static_cast<double>(param_bytes(t.stage)), t.kind, true);
+    if (p.n > 1) total += (p.n - 1) * block_overlap(p).stretch_s;
+  }
+  // ... and the reduce-scatter of the weight gradients it completes (a B or a W).
+  if (t.kind == TaskKind::kB || t.kind == TaskKind::kW) {
+    const PerBlock p =
+        per_block(false, t.stage, static_cast<double>(grad_bytes(t.stage)), t.kind, true);
+    if (p.n > 1) total += (p.n - 1) * block_overlap(p).stretch_s;
+  }
+  return total;
 }
 
 double AnalyticCost::collective_busy_s(int actor, const Instruction& ins) const {

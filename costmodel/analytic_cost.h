@@ -89,6 +89,24 @@
 //   the whole collective. Megatron-LM with overlap_grad_reduce does reduce pipeline rank 0's
 //   first model chunk bucket by bucket during the last backward (docs/simulate.md, "Data-parallel
 //   overlap"); that stage is priced whole here, see there why.
+//   Contention (ClusterSpec "collective_contention"; not modelled when absent): a hidden
+//   block's collective holds SMs and HBM bandwidth while it runs, so the compute beside it runs
+//   at rate 1 − s, s = ClusterSpec::collective_compute_share of the bytes the block receives
+//   (received_bytes) per second of block_s. Per hidden block, with c = C / n:
+//     stretch = min(s · t_block, c · s / (1 − s))    (t_block if s = 1)
+//     exposed = max(0, t_block − c − stretch)
+//   (the compute loses s · t_block while the collective runs; a collective longer than the
+//   slowed compute, t_block > c / (1 − s), slows all of it and is exposed by the rest). The
+//   collective keeps its own time; the instruction lasts t_lead + (n − 1) · exposed, and the
+//   task gains (n − 1) · stretch in compute_s (contention_s: an F, B or I for its all-gather, a B
+//   or W for the reduce-scatter of the gradients it completes). So a gather and its compute last
+//     t_lead + (n − 1) · max(t_block, c + stretch) + c
+//   instead of t_lead + (n − 1) · max(t_block, c) + c. s = 0 gives the formulas above exactly.
+//   Not modelled: contention beside the collectives priced whole (Megatron-LM's overlapped
+//   all-reduce and distributed-optimizer collectives, the TP, CP and expert-parallel
+//   communication); the routed experts' own replicas in the received bytes (dp · cp replicas
+//   are assumed); the final reduction of a stage whose backward is split pairs with the stage's
+//   B time in allreduce_s but stretches its last W by W's time.
 //   Whether the reduction overlaps the remaining backward is the simulator's business
 //   (SimOptions::overlap_grad_reduce, set from ParallelConfig::overlap_grad_reduce).
 // Units: seconds, bytes, FLOPs, bytes per second.
@@ -135,6 +153,10 @@ class AnalyticCost : public CostProvider {
   double task_s(TaskKind kind, int stage) const;  // without launch overhead
   double optimizer_s(int stage) const;
   double tp_comm_s(int stage) const;  // TP all-reduce time of one pass (forward) of a stage
+  // Contention (the header): what task `t` gains beside its overlapped per-block collectives
+  // (its all-gather, the reduce-scatter of the gradients it completes); 0 when the cluster does
+  // not model it. compute_s adds it to each task of a group.
+  double contention_s(const TaskRef& t) const;
   // Gradient all-reduce time of `bytes` per device across the dp replicas.
   double dp_allreduce_s(int64_t bytes) const;
   // Hierarchical all-reduce of `bytes` per device over `replicas` devices `stride` ranks apart
@@ -194,8 +216,20 @@ class AnalyticCost : public CostProvider {
     bool per_microbatch = false;  // a reduce-scatter or an all-gather alone
     int n = 0;
     double lead_s = 0, block_s = 0, paired_s = 0;
+    double share = 0;  // contention: the compute share a hidden block's collective takes
   };
   PerBlock per_block(const Instruction& ins) const;
+  // The same for a collective of `bytes` of stage `s` paired with a `paired` task (`has_task`:
+  // lowered with its task; the final reduction has none and pairs with the stage's B).
+  PerBlock per_block(bool gather, int s, double bytes, TaskKind paired, bool has_task) const;
+  // One hidden block beside one block's compute (the header, "Contention").
+  struct BlockOverlap {
+    double stretch_s = 0;  // what the compute gains
+    double exposed_s = 0;  // what the collective outlasts the stretched compute by
+  };
+  static BlockOverlap block_overlap(const PerBlock& p);
+  // Bytes one device receives in a reduce-scatter or all-gather of `bytes` per device.
+  double received_bytes(double bytes) const;
 };
 
 }  // namespace jaxpp

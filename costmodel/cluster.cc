@@ -265,6 +265,8 @@ constexpr Range kTrafficBytes{0.5, 1024, "0, or 0.5 to 1024 bytes per parameter"
 constexpr Range kFraction{1e-4, 1.0, "a fraction in [0.0001, 1]"};
 constexpr Range kGemmDimension{1.0, 1e6, "0, or 1 to 1e6 elements"};
 constexpr Range kFp8Factor{1e-4, 2.0, "a factor in [0.0001, 2]"};
+constexpr Range kContentionSms{1e-3, 100000, "0, or 0.001 to 100000 SMs"};
+constexpr Range kContentionHbm{1e-3, 64, "0, or 0.001 to 64 bytes per byte"};
 
 // Reads `key` scaled by `scale` into `out`, checked against a Range; required when there is no
 // base preset.
@@ -429,6 +431,15 @@ double ClusterSpec::peak_flops(Dtype dtype) const {
   return p;
 }
 
+double ClusterSpec::collective_compute_share(double received_bytes_per_s) const {
+  if (!contention_modelled()) return 0;
+  double s = num_sms > 0 ? collective_sms / num_sms : 0.0;
+  if (hbm_bandwidth_bytes_per_s > 0 && received_bytes_per_s > 0)
+    s = std::max(s,
+                 collective_hbm_bytes_per_byte * received_bytes_per_s / hbm_bandwidth_bytes_per_s);
+  return std::min(s, 1.0);
+}
+
 double ClusterSpec::intra_collective_latency_s() const {
   return collective_step_latency_s > 0 ? collective_step_latency_s : intra_node.latency_s;
 }
@@ -507,6 +518,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
                       "optimizer_traffic_bytes_per_param",
                       "elementwise",
                       "collective_step_latency_us",
+                      "collective_contention",
                       "kernels"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
@@ -579,6 +591,13 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   // Optional in every form (absent or 0 = the intra-node link's latency).
   Reader(obj, /*required=*/false)
       .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
+  if (obj.has("collective_contention")) {  // optional in every form
+    JsonObject cc = obj.object("collective_contention");
+    cc.reject_unknown({"sms", "hbm_bytes_per_byte"});
+    Reader cr(cc, /*required=*/false);
+    cr.non_negative("sms", 1.0, kContentionSms, c.collective_sms);
+    cr.non_negative("hbm_bytes_per_byte", 1.0, kContentionHbm, c.collective_hbm_bytes_per_byte);
+  }
   if (obj.has("elementwise")) {  // optional in every form
     JsonObject e = obj.object("elementwise");
     e.reject_unknown({"gelu_ns_per_element", "gelu_backward_ns_per_element",
@@ -669,6 +688,9 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   }
   if (c.collective_step_latency_s > 0)
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
+  if (c.contention_modelled())
+    j["collective_contention"] = {{"sms", c.collective_sms},
+                                  {"hbm_bytes_per_byte", c.collective_hbm_bytes_per_byte}};
   const std::array<std::pair<const char*, double>, 5> calls = {
       {{"gelu_call_us", c.gelu_call_s},
        {"gelu_backward_call_us", c.gelu_backward_call_s},

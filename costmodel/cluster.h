@@ -58,6 +58,17 @@
 // kernels move their bytes at hbm_efficiency · hbm_bandwidth_bytes_per_s; every kernel costs
 // kernel_overhead_s on top (launch and tail).
 //
+// Collective contention (optional "collective_contention" object; absent = not modelled): an
+// NCCL collective is a kernel of one CTA per channel, each alone on an SM ("NCCL CTAs won't share
+// an SM with compute kernels", NVIDIA/nccl#689), and it streams HBM: every byte it receives is
+// stored and read back, and user data read or written, "at least 2x ... it can be 3x" the link
+// bytes in memory traffic (NVIDIA/nccl#1428). While it runs, compute beside it has the other SMs
+// and the rest of the HBM bandwidth. collective_contention.sms (collective_sms) is the number of
+// SMs the kernel holds; collective_contention.hbm_bytes_per_byte (collective_hbm_bytes_per_byte)
+// its HBM bytes per received byte. The compute beside it runs at rate 1 − s, s =
+// collective_compute_share: the larger of the SM share and the HBM share (costmodel/analytic_cost.h
+// applies it to the per-block FSDP collectives).
+//
 // Links are alpha-beta: a transfer of n bytes alone on a link takes
 //   latency_s + n / (bandwidth_bytes_per_s · efficiency).
 // intra_node = NVLink (per GPU, per direction), inter_node = the network (per GPU). Collectives
@@ -85,6 +96,7 @@
 //     "elementwise": {"gelu_ns_per_element": 3.1, "gelu_backward_ns_per_element": 4.2,
 //                     "input_generation_ns_per_element": 2.5, "upload_gb_per_s": 12},
 //     "collective_step_latency_us": 12,
+//     "collective_contention": {"sms": 16, "hbm_bytes_per_byte": 3},
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "gemm_small_k": 96,
 //                 "stream_k": {"min_k": 1024, "rate": 1.0}, "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45,
@@ -92,7 +104,8 @@
 //                 "fp8_gemm_efficiency": 0.8, "fp8_transpose_copy": true,
 //                 "fp8_block_scaling": false, "mxfp8_gemm_efficiency": 1,
 //                 "kernel_overhead_us": 2} }
-// "elementwise" and "collective_step_latency_us" are optional even without a base (absent = 0)
+// "elementwise", "collective_step_latency_us" and "collective_contention" are optional even
+// without a base (absent = 0)
 // and written only when non-zero, so files written before they existed still load and still
 // round-trip. Likewise
 // "gemm_efficiency.measured" (gflops = 1e9 FLOPs, strictly increasing; efficiency in (0, 1]; at
@@ -201,6 +214,12 @@ struct ClusterSpec {
   double mxfp8_gemm_efficiency = 1.0;
   double hbm_efficiency = 1.0;  // achieved fraction of hbm_bandwidth_bytes_per_s, streaming
   double kernel_overhead_s = 0;
+  // Compute beside an overlapped collective (see above, "Collective contention"); 0 = not
+  // modelled. collective_sms: the SMs one NCCL collective kernel holds (one CTA per channel,
+  // alone on its SM); collective_hbm_bytes_per_byte: the HBM bytes it reads and writes per byte
+  // it receives.
+  double collective_sms = 0;
+  double collective_hbm_bytes_per_byte = 0;
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;
@@ -209,6 +228,13 @@ struct ClusterSpec {
   // eff(x) above (the measured table when there is one), x in FLOPs of one layer pass on one
   // device. O(log n) in the table's size, no allocation.
   double gemm_efficiency(double layer_pass_flops) const;
+  // The share of the GPU a collective receiving `received_bytes_per_s` takes from the compute
+  // beside it: max(collective_sms / num_sms, collective_hbm_bytes_per_byte · received /
+  // hbm_bandwidth_bytes_per_s), capped at 1; 0 when contention is not modelled.
+  double collective_compute_share(double received_bytes_per_s) const;
+  bool contention_modelled() const {
+    return collective_sms > 0 || collective_hbm_bytes_per_byte > 0;
+  }
   bool operator==(const ClusterSpec&) const = default;
 };
 
