@@ -1110,6 +1110,30 @@ TEST(CorpusValidation, EagerH200RowsCarryTheRawFilesStepTimes) {
   EXPECT_EQ(eager_rows_disagreeing_with(corpus, renamed).size(), 2u);
 }
 
+// The rerun on another H200 machine with the committed harness (docs/validation.md): each
+// configuration within 2.5 % of the first run's step time, peak memory within 1 %.
+TEST(CorpusValidation, EagerH200RerunAgreesWithTheFirstRun) {
+  auto read = [](const std::string& name) {
+    std::ifstream in(std::string(JAXPP_TEST_DATA_DIR) + "/kernels/" + name);
+    EXPECT_TRUE(in) << name;
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json first = read("h200_eager_steps.json");
+  const nlohmann::json rerun = read("h200_eager_steps_rerun.json");
+  ASSERT_EQ(rerun.at("runs").size(), 3u);
+  for (const nlohmann::json& r : rerun.at("runs")) {
+    const auto same = std::find_if(first.at("runs").begin(), first.at("runs").end(),
+                                   [&](const nlohmann::json& f) { return f["name"] == r["name"]; });
+    ASSERT_NE(same, first.at("runs").end()) << r["name"];
+    const double ratio = r.at("step_s").get<double>() / same->at("step_s").get<double>();
+    EXPECT_NEAR(ratio, 1.0, 0.025) << r["name"];
+    EXPECT_NEAR(r.at("peak_allocated_gib").get<double>() /
+                    same->at("peak_allocated_gib").get<double>(),
+                1.0, 0.01)
+        << r["name"];
+  }
+}
+
 TEST(CorpusValidation, EnoughRowsSourcesAndHopperRows) {
   const ModelValidationReport& rep = report();
   EXPECT_GE(rep.rows.size(), 40u);
