@@ -152,7 +152,7 @@ run_asan() {
   local heavy='^(ZeroBubblePaper\.BudgetOf|HeteroCliTest\.TargetQwen32B|ExplorerMoe\.BoundPruning'
   heavy+='|SchedulesProperty\.EveryBuiltinValidatesAndLowersOverTheGrid'
   heavy+='|Synthesize\.NeverSlowerThanTheBestBuiltInScheduleThatFitsTheBudgetOverAGrid'
-  heavy+='|CalibrateCli\.(RunReport|CalibratedFileLoads|EmulatedRun|ThreadsWrites|RunCompare)'
+  heavy+='|CalibrateCli\.(RunReportIsOne|CalibratedFileLoads|EmulatedRun|ThreadsWrites|RunCompare)'
   heavy+='|Microbench\.CudaSuiteGivesTheClusterTheGpusMemory|HeteroCliTest\.TargetMegatron39B'
   heavy+='|Explorer\.BoundIsBelowTheStepTimeOfEverySchedule|ShardParamsCli\.ThePlanCarriesIt)'
   (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
