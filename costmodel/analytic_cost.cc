@@ -111,14 +111,13 @@ AnalyticCost::GroupTime AnalyticCost::group_time(const Instruction& ins) const {
 double AnalyticCost::compute_s(int /*actor*/, const Instruction& ins) const {
   if (ins.op == OpKind::kOptimizer) return optimizer_s(ins.stage);
   if (ins.op != OpKind::kCompute) return 0;
+  double total = 0;
   if (config_.ep <= 1) {
-    double total = cluster_.launch_overhead_s;
+    total = cluster_.launch_overhead_s;
     for (const TaskRef& t : ins.tasks) total += task_s(t.kind, t.stage);
-    if (cluster_.contention_modelled())
-      for (const TaskRef& t : ins.tasks) total += contention_s(t);
-    return total;
+  } else {
+    total = group_time(ins).total_s;  // the launch overhead included
   }
-  double total = group_time(ins).total_s;
   if (cluster_.contention_modelled())
     for (const TaskRef& t : ins.tasks) total += contention_s(t);
   return total;
@@ -152,12 +151,17 @@ double AnalyticCost::dp_allreduce_s(int64_t bytes) const {
   return replica_allreduce_s(static_cast<double>(bytes), config_.dp * config_.cp, config_.tp);
 }
 
+AnalyticCost::ReplicaLayout AnalyticCost::replica_layout(int replicas, int stride) const {
+  const int g = std::clamp(cluster_.devices_per_node / std::max(1, stride), 1, replicas);
+  return {g, (replicas + g - 1) / g};
+}
+
 double AnalyticCost::replica_allreduce_s(double bytes, int replicas, int stride,
                                          bool reduce_scatter_only) const {
   if (replicas <= 1 || bytes <= 0) return 0;
   const double n = bytes;
-  const int g = std::clamp(cluster_.devices_per_node / std::max(1, stride), 1, replicas);
-  const int k = (replicas + g - 1) / g;
+  const ReplicaLayout layout = replica_layout(replicas, stride);
+  const int g = layout.g, k = layout.k;  // captured below: not a structured binding
   const double eff = cluster_.allreduce_bus_efficiency;
   const double intra_bw = cluster_.intra_node.bandwidth_bytes_per_s * eff;
   // The network's bandwidth is already an achieved figure (per NIC); the bus efficiency is
@@ -242,8 +246,7 @@ double AnalyticCost::received_bytes(double bytes) const {
   // (k−1)/k of the node's shard over the network.
   const int replicas = config_.dp * config_.cp;
   if (replicas <= 1 || bytes <= 0) return 0;
-  const int g = std::clamp(cluster_.devices_per_node / std::max(1, config_.tp), 1, replicas);
-  const int k = (replicas + g - 1) / g;
+  const auto [g, k] = replica_layout(replicas, config_.tp);
   return static_cast<double>(g - 1) / g * bytes + static_cast<double>(k - 1) / k * (bytes / g);
 }
 

@@ -164,6 +164,11 @@ class AnalyticCost : public CostProvider {
   // reduce-scatter alone, a per-microbatch reduction of gradient sharding).
   double replica_allreduce_s(double bytes, int replicas, int stride,
                              bool reduce_scatter_only = false) const;
+  // The hierarchy of those replicas: g of them share a node (NVLink), k nodes (the network).
+  struct ReplicaLayout {
+    int g = 1, k = 1;
+  };
+  ReplicaLayout replica_layout(int replicas, int stride) const;
   // Gradient sharding: the lowering emits one reduction per microbatch and stage.
   bool reduces_each_microbatch() const { return config_.shard_gradients; }
   // The whole of one collective of `bytes` per device of `stage` as priced above, the routed

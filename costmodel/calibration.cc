@@ -787,9 +787,7 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
   c.input_generation_s_per_element *= slowdown;
   c.hbm_bandwidth_bytes_per_s /= slowdown;
   c.upload_bandwidth_bytes_per_s /= slowdown;
-  for (double* call : {&c.gelu_call_s, &c.gelu_backward_call_s, &c.copy_call_s, &c.upload_call_s,
-                       &c.input_generation_call_s})
-    *call *= slowdown;
+  for (const auto& [key, cost] : kCallCosts) c.*cost *= slowdown;
   c.launch_overhead_s = launch;
 
   std::map<std::string, std::vector<const ComputeObservation*>> by_kind;

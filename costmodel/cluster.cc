@@ -611,11 +611,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
     er.non_negative("input_generation_ns_per_element", kNs, kPerElement,
                     c.input_generation_s_per_element);
     er.non_negative("upload_gb_per_s", kGB, kBandwidth, c.upload_bandwidth_bytes_per_s);
-    er.non_negative("gelu_call_us", kUs, kLatency, c.gelu_call_s);
-    er.non_negative("gelu_backward_call_us", kUs, kLatency, c.gelu_backward_call_s);
-    er.non_negative("copy_call_us", kUs, kLatency, c.copy_call_s);
-    er.non_negative("upload_call_us", kUs, kLatency, c.upload_call_s);
-    er.non_negative("input_generation_call_us", kUs, kLatency, c.input_generation_call_s);
+    for (const auto& [key, cost] : kCallCosts) er.non_negative(key, kUs, kLatency, c.*cost);
   }
   if (obj.has("kernels")) read_kernels(obj.object("kernels"), c);  // optional in every form
   return c;
@@ -691,14 +687,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   if (c.contention_modelled())
     j["collective_contention"] = {{"sms", c.collective_sms},
                                   {"hbm_bytes_per_byte", c.collective_hbm_bytes_per_byte}};
-  const std::array<std::pair<const char*, double>, 5> calls = {
-      {{"gelu_call_us", c.gelu_call_s},
-       {"gelu_backward_call_us", c.gelu_backward_call_s},
-       {"copy_call_us", c.copy_call_s},
-       {"upload_call_us", c.upload_call_s},
-       {"input_generation_call_us", c.input_generation_call_s}}};
-  const bool has_calls =
-      std::any_of(calls.begin(), calls.end(), [](const auto& kv) { return kv.second > 0; });
+  const bool has_calls = std::any_of(kCallCosts.begin(), kCallCosts.end(),
+                                     [&](const auto& kv) { return c.*kv.second > 0; });
   if (c.gelu_s_per_element > 0 || c.gelu_backward_s_per_element > 0 ||
       c.input_generation_s_per_element > 0 || c.upload_bandwidth_bytes_per_s > 0 || has_calls) {
     j["elementwise"] = {{"gelu_ns_per_element", c.gelu_s_per_element / kNs},
@@ -707,8 +697,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
       j["elementwise"]["input_generation_ns_per_element"] = c.input_generation_s_per_element / kNs;
     if (c.upload_bandwidth_bytes_per_s > 0)
       j["elementwise"]["upload_gb_per_s"] = c.upload_bandwidth_bytes_per_s / kGB;
-    for (const auto& [key, seconds] : calls)  // written only when set
-      if (seconds > 0) j["elementwise"][key] = seconds / kUs;
+    for (const auto& [key, cost] : kCallCosts)  // written only when set
+      if (c.*cost > 0) j["elementwise"][key] = c.*cost / kUs;
   }
   return j;
 }

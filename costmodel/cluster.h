@@ -121,6 +121,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -237,6 +238,16 @@ struct ClusterSpec {
   }
   bool operator==(const ClusterSpec&) const = default;
 };
+
+// The fixed costs per call (ClusterSpec::gelu_call_s, ...) with their keys in the cluster file's
+// "elementwise" object (microseconds): read, written and scaled by a trace calibration from here.
+inline constexpr std::array<std::pair<const char*, double ClusterSpec::*>, 5> kCallCosts = {{
+    {"gelu_call_us", &ClusterSpec::gelu_call_s},
+    {"gelu_backward_call_us", &ClusterSpec::gelu_backward_call_s},
+    {"copy_call_us", &ClusterSpec::copy_call_s},
+    {"upload_call_us", &ClusterSpec::upload_call_s},
+    {"input_generation_call_us", &ClusterSpec::input_generation_call_s},
+}};
 
 // A preset name (case-insensitive: a100-40g, a100-80g, h100-sxm, h200, h800, b200, gb200-nvl72,
 // mi300x; docs/hardware.md gives each field its source) or a path to a JSON file.
