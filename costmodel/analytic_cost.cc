@@ -232,6 +232,13 @@ AnalyticCost::PerBlock AnalyticCost::per_block(bool gather, int s, double bytes,
   p.lead_s = collective_s(lead_bytes, s, p.per_microbatch);
   p.block_s = collective_s((bytes - lead_bytes) / (n - 1), s, p.per_microbatch);
   p.paired_s = task_s(paired, s);
+  // A backward's reduce-scatter shares the link with that backward's all-gather (the header):
+  // beside each block's compute the link carries the next block's all-gather and the previous
+  // block's reduce-scatter, so the all-gather's block time is not there to hide the reduction.
+  if (!gather && config_.shard_parameters && paired == TaskKind::kB) {
+    const PerBlock g = per_block(true, s, static_cast<double>(param_bytes(s)), TaskKind::kB, true);
+    if (g.n > 1) p.shared_s = g.block_s;
+  }
   // Contention (the header): the share of the GPU a hidden block's collective takes from the
   // compute beside it, from the bytes it receives per second.
   if (cluster_.contention_modelled() && p.block_s > 0) {
@@ -251,7 +258,8 @@ double AnalyticCost::received_bytes(double bytes) const {
 }
 
 AnalyticCost::BlockOverlap AnalyticCost::block_overlap(const PerBlock& p) {
-  const double c = p.paired_s / p.n;  // one block's compute at full rate
+  // One block's compute at full rate, less the link time another collective beside it takes.
+  const double c = std::max(0.0, p.paired_s / p.n - p.shared_s);
   const double s = p.share;
   // The compute runs at 1 − s while the collective runs: it loses s · block_s, or, when the
   // collective outlasts the slowed compute (block_s > c / (1 − s)), runs slowed throughout and

@@ -76,8 +76,11 @@
 //   exposed part only (holding it for `busy` after its start would queue the next collective
 //   behind link time already spent: the NeMo AutoModel Llama 3.1 70B row, docs/validation.md,
 //   exposed 0.53 s more DP time so, every backward's gather waiting behind the previous
-//   reduce-scatter's hidden blocks). Not modelled: those hidden blocks sharing the link with the
-//   collectives issued during the same backward.
+//   reduce-scatter's hidden blocks). A backward's reduce-scatter shares the link with that
+//   backward's all-gather: beside each block's B the link carries the next block's gather and
+//   the previous block's reduce-scatter, so with parameter sharding a reduce-scatter paired with
+//   a B hides behind c = max(0, C / n − t_gather_block) (PerBlock::shared_s): the two expose
+//   max(0, t_gather_block + t_block − C / n) per block together, the gather its own part.
 //   Which collectives are per block:
 //     all-gathers                       with parameter sharding
 //     reductions                        with parameter sharding (always issued during the
@@ -222,6 +225,9 @@ class AnalyticCost : public CostProvider {
     int n = 0;
     double lead_s = 0, block_s = 0, paired_s = 0;
     double share = 0;  // contention: the compute share a hidden block's collective takes
+    // Link time per block that another collective beside the same compute takes first: a
+    // backward's reduce-scatter shares the link with that backward's all-gather (the header).
+    double shared_s = 0;
   };
   PerBlock per_block(const Instruction& ins) const;
   // The same for a collective of `bytes` of stage `s` paired with a `paired` task (`has_task`:

@@ -338,9 +338,14 @@ TEST(ShardParameters, PerBlockCollectivesExposeTheLeadBlockAndWhatTheLinkCannotH
   const double block_gather_s = 7.0 / 8 * (2 * kParams) / 100e9;  // 0.875 ms
   const double block_reduce_s = 7.0 / 8 * (4 * kParams) / 100e9;  // 1.75 ms
   const ClusterSpec cluster = known_link_cluster();
-  for (const bool long_compute : {true, false}) {
-    PlanRequest r = shard_params_request(
-        equal_blocks_model(kBlocks, kParams, long_compute ? 1e14 : 1e9), 1, 8, true);
+  // Long blocks hide both collectives, middle ones hide either alone but not both (a block's
+  // backward is shorter than its gather plus its reduce-scatter, which share the link), short
+  // ones hide neither.
+  enum class Compute { kLong, kMiddle, kShort };
+  for (const Compute regime : {Compute::kLong, Compute::kMiddle, Compute::kShort}) {
+    const bool long_compute = regime == Compute::kLong;
+    const double flops = regime == Compute::kLong ? 1e14 : regime == Compute::kMiddle ? 2.3e11 : 1e9;
+    PlanRequest r = shard_params_request(equal_blocks_model(kBlocks, kParams, flops), 1, 8, true);
     r.cluster = cluster;
     const Plan plan = build_plan(r);
     ASSERT_EQ(plan.config.num_microbatches, 1);
@@ -364,20 +369,32 @@ TEST(ShardParameters, PerBlockCollectivesExposeTheLeadBlockAndWhatTheLinkCannotH
     const double gather_s = cost.allreduce_s(0, gather);
     const double reduce_s = cost.allreduce_s(0, final_reduction);
     if (long_compute) {
-      // A block computes longer than its collective: only the first gathered block and the last
+      // A block computes longer than its collectives: only the first gathered block and the last
       // reduce-scattered one are exposed.
       ASSERT_GT(forward / kBlocks, block_gather_s);
-      ASSERT_GT(backward / kBlocks, block_reduce_s);
+      ASSERT_GT(backward / kBlocks, block_gather_s + block_reduce_s);
       EXPECT_NEAR(gather_s, block_gather_s, 1e-12);
       EXPECT_NEAR(reduce_s, block_reduce_s, 1e-12);
+    } else if (regime == Compute::kMiddle) {
+      // A block's backward outlasts its gather and its reduce-scatter alone, not both: the link
+      // carries the backward's gather of the next block and the reduce-scatter of the previous
+      // one beside each block's backward, so each further block exposes gather + reduce-scatter
+      // less the block's backward, charged to the reduce-scatter (the gather alone hides).
+      ASSERT_GT(backward / kBlocks, block_reduce_s);
+      ASSERT_LT(backward / kBlocks, block_gather_s + block_reduce_s);
+      EXPECT_NEAR(reduce_s,
+                  block_reduce_s +
+                      (kBlocks - 1) * (block_gather_s + block_reduce_s - backward / kBlocks),
+                  1e-12);
     } else {
       // The link is slower: each further block adds its collective less a block's compute,
-      // i.e. the whole collective less the compute of all blocks but the last.
+      // i.e. the whole collective less the compute of all blocks but the last; the backward's
+      // gather takes the link for longer than a block's backward, so every reduce-scatter block
+      // is exposed whole.
       ASSERT_LT(forward / kBlocks, block_gather_s);
-      ASSERT_LT(backward / kBlocks, block_reduce_s);
+      ASSERT_LT(backward / kBlocks, block_gather_s);
       EXPECT_NEAR(gather_s, kBlocks * block_gather_s - (kBlocks - 1) * forward / kBlocks, 1e-12);
-      EXPECT_NEAR(reduce_s, kBlocks * block_reduce_s - (kBlocks - 1) * backward / kBlocks,
-                  1e-12);
+      EXPECT_NEAR(reduce_s, kBlocks * block_reduce_s, 1e-12);
     }
     // The simulated step (one microbatch: F, B, the final reduce-scatter, the optimizer step):
     // the F's gather and the reduce-scatter are exposed, in the breakdown's dp column; the B's
