@@ -173,6 +173,7 @@ int run_simulate(int argc, char** argv) {
       ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage chunk, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
+      ("offload-layers", "activation offloading: the first N transformer layers keep their activations in host memory, copied over the cluster's host link (Megatron Core --cpu-offloading-num-layers N; pp 1, recompute none; default: 0)", cxxopts::value<int>())
       ("sequence-parallel", "Megatron sequence parallelism")
       ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
       ("shard-grads", "gradient sharding (ZeRO-2, needs --zero1): keep 1/(dp·cp) of the gradients and reduce-scatter each microbatch's gradients")
@@ -230,7 +231,7 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
-         "recompute-layers", "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
+         "recompute-layers", "offload-layers", "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
          "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "moe-node-limit", "moe-device-limit", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
@@ -338,6 +339,7 @@ int run_simulate(int argc, char** argv) {
                           "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
       check_recompute_layers(c, "--recompute-layers");
     }
+    if (args.count("offload-layers")) c.offload_layers = args["offload-layers"].as<int>();
     c.sequence_parallel = args.count("sequence-parallel") > 0;
     c.zero1 = args.count("zero1") > 0;
     c.shard_parameters = args.count("shard-params") > 0;
@@ -369,6 +371,7 @@ int run_simulate(int argc, char** argv) {
       sim_options.max_memory_bytes = req.max_memory_bytes;
     }
     if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
+    check_offload_layers(req.model, c, "--offload-layers");
     Plan plan;
     if (hetero) {
       const std::vector<int> kind_tp =

@@ -123,6 +123,7 @@ ClusterSpec a100_80g() {
   c.intra_node = {300 * kGB, 7 * kUs, 0.8};
   c.inter_node = {24 * kGB, 20 * kUs, 1.0};  // HDR 200 Gb/s per GPU, ~24 GB/s achieved
   c.allreduce_bus_efficiency = 0.77;         // 8x A100 NCCL busbw 231.6 GB/s of 300
+  c.host_link_bandwidth_bytes_per_s = 32 * kGB;  // PCIe Gen4 x16: 64 GB/s both directions
   return c;
 }
 
@@ -154,6 +155,7 @@ ClusterSpec h100_sxm() {
   c.intra_node = {450 * kGB, 7 * kUs, 0.8};
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};  // NDR 400 Gb/s per GPU, 46-48 GB/s achieved
   c.allreduce_bus_efficiency = 0.82;         // 8x H100 NCCL ring busbw ~370 GB/s of 450
+  c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
   return c;
 }
 
@@ -202,6 +204,7 @@ ClusterSpec b200() {
   c.attention_efficiency_forward = kB200AttentionEfficiencyForward;
   c.attention_efficiency_backward = kB200AttentionEfficiencyBackward;
   c.intra_node = {900 * kGB, 7 * kUs, 0.8};  // NVLink 5: 1.8 TB/s per GPU, both directions
+  // HGX B200: PCIe Gen5 x16 to the host CPUs (64 GB/s per direction), as H100's.
   return c;
 }
 
@@ -217,6 +220,9 @@ ClusterSpec gb200_nvl72() {
   c.attention_efficiency_forward = 0.655;
   c.attention_efficiency_backward = 0.567;
   c.devices_per_node = 72;  // one NVLink domain of 72 GPUs
+  // NVLink-C2C: 900 GB/s both directions between a Grace CPU and its two Blackwell GPUs, so
+  // 225 GB/s per GPU and direction when both GPUs copy at once (docs/hardware.md).
+  c.host_link_bandwidth_bytes_per_s = 225 * kGB;
   return c;
 }
 
@@ -239,6 +245,7 @@ ClusterSpec mi300x() {
   c.intra_node = {448 * kGB, 7 * kUs, 48.0 / 448.0};
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};
   c.allreduce_bus_efficiency = 0.71;  // RCCL 8x MI300X busbw 316.8 GB/s of 448
+  c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
   return c;
 }
 
@@ -519,6 +526,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
                       "elementwise",
                       "collective_step_latency_us",
                       "collective_contention",
+                      "host_link_gb_per_s",
                       "kernels"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
@@ -591,6 +599,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   // Optional in every form (absent or 0 = the intra-node link's latency).
   Reader(obj, /*required=*/false)
       .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
+  Reader(obj, /*required=*/false)  // optional in every form (absent or 0 = not known)
+      .non_negative("host_link_gb_per_s", kGB, kBandwidth, c.host_link_bandwidth_bytes_per_s);
   if (obj.has("collective_contention")) {  // optional in every form
     JsonObject cc = obj.object("collective_contention");
     cc.reject_unknown({"sms", "hbm_bytes_per_byte"});
@@ -684,6 +694,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   }
   if (c.collective_step_latency_s > 0)
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
+  if (c.host_link_bandwidth_bytes_per_s > 0)
+    j["host_link_gb_per_s"] = c.host_link_bandwidth_bytes_per_s / kGB;
   if (c.contention_modelled())
     j["collective_contention"] = {{"sms", c.collective_sms},
                                   {"hbm_bytes_per_byte", c.collective_hbm_bytes_per_byte}};

@@ -62,6 +62,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "schedule",
                                         "recompute",
                                         "recompute_layers",
+                                        "offload_layers",
                                         "sequence_parallel",
                                         "distributed_optimizer",
                                         "shard_gradients",
@@ -94,7 +95,7 @@ const std::string kMeasuredPrefix = "measured_";
 const std::set<std::string> kCsvIntegerKeys = {
     "gpus",         "tp",         "pp",      "dp", "cp", "virtual_stages", "microbatch_size",
     "global_batch", "seq_len",    "ep",      "etp", "moe_node_limit", "moe_device_limit",
-    "recompute_layers"};
+    "recompute_layers", "offload_layers"};
 const std::set<std::string> kCsvBoolKeys = {"sequence_parallel", "distributed_optimizer",
                                             "shard_gradients",   "shard_parameters",
                                             "fp8",
@@ -367,6 +368,11 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   if (row.has("a2a_dtype"))
     set_alltoall_dtypes(r.model, row.string("a2a_dtype"), row.field("a2a_dtype"));
   check_moe_config(r.model, c, name + ": row '" + id + "'", /*flags=*/false, /*field_prefix=*/"");
+  if (row.has("offload_layers")) {
+    c.offload_layers = static_cast<int>(
+        std::min<int64_t>(row.non_negative_integer("offload_layers"), 1 << 20));
+    check_offload_layers(r.model, c, row.field("offload_layers"));
+  }
 
   read_measured(row, r);
   r.convention = read_convention(row, r.measured_kind);

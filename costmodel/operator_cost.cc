@@ -71,6 +71,15 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
                                            " into 2·cp load-balanced chunks");
   tokens_ = static_cast<double>(config.microbatch_size) * model.tokens_per_sequence() / cp;
   check_recompute_layers(config, "configuration: recompute_layers");
+  check_offload_layers(model, config, "configuration: offload_layers");
+  if (config.offload_layers > 0 && !(cluster.host_link_bandwidth_bytes_per_s > 0))
+    throw_input_error("configuration: offload_layers",
+                      "activation offloading copies over the host link, but cluster '" +
+                          cluster.name + "' has no host_link_gb_per_s");
+  // Activation offloading: the model's first offload_layers transformer layers.
+  offloaded_.assign(model.layers.size(), 0);
+  for (int l = 0, n = 0; l < model.num_layers() && n < config.offload_layers; ++l)
+    if (model.layers[l].kind == LayerKind::kTransformer) offloaded_[l] = 1, ++n;
   if (config.recompute == Recompute::kFull && config.recompute_layers >= 0) {
     ParallelConfig kept = config;
     kept.recompute = Recompute::kNone;
@@ -591,6 +600,19 @@ StageBreakdown OperatorCost::stage(int first_layer, int num_layers, double param
           src.layer_pass(l, p, p == Pass::kBackwardInput ? &hidden : nullptr);
     b.fused_backward_hidden_s += hidden;
   }
+  // Activation offloading (the header): the offloaded layers' activations cross the host link
+  // during the forward and back during the backward, beside the compute; what the compute does
+  // not hide is exposed, as other work of the pass.
+  const double offloaded = offloaded_stash_bytes(first_layer, num_layers);
+  if (offloaded > 0) {
+    const double copy_s = offloaded / cluster_.host_link_bandwidth_bytes_per_s;
+    PassBreakdown& f = b.pass[static_cast<int>(Pass::kForward)];
+    PassBreakdown& i = b.pass[static_cast<int>(Pass::kBackwardInput)];
+    const double backward = i.total_s() + b.at(Pass::kBackwardWeight).total_s();
+    const double forward = f.total_s();
+    f.other_s += std::max(0.0, copy_s - forward);
+    i.other_s += std::max(0.0, copy_s - backward);
+  }
   const double local_params =
       device_params(first_layer, num_layers, params, /*optimizer_sharded=*/true);
   const double hbm_eff = cluster_.num_sms > 0 ? cluster_.hbm_efficiency : 1.0;
@@ -607,9 +629,26 @@ double OperatorCost::stash_bytes(int layer) const {
 }
 
 double OperatorCost::stage_stash_bytes(int first_layer, int num_layers) const {
+  // Offloaded layers' activations live on the host, but for the two in flight (the header).
+  double bytes = 0, largest = 0, second = 0;
+  for (int l = first_layer; l < first_layer + num_layers; ++l) {
+    const double stash = pricing(first_layer, l).stash_bytes(l);
+    if (!offloaded_[l]) {
+      bytes += stash;
+    } else if (stash > largest) {
+      second = largest;
+      largest = stash;
+    } else {
+      second = std::max(second, stash);
+    }
+  }
+  return bytes + largest + second;
+}
+
+double OperatorCost::offloaded_stash_bytes(int first_layer, int num_layers) const {
   double bytes = 0;
   for (int l = first_layer; l < first_layer + num_layers; ++l)
-    bytes += pricing(first_layer, l).stash_bytes(l);
+    if (offloaded_[l]) bytes += pricing(first_layer, l).stash_bytes(l);
   return bytes;
 }
 

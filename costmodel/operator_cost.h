@@ -40,6 +40,16 @@
 //                (ParallelConfig): the first N transformer layers of each stage chunk as full,
 //                every later one as none (its forward's activations kept, nothing recomputed).
 //   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
+//   offload      activation offloading (ParallelConfig::offload_layers = N, Megatron Core's CPU
+//                offloading through Transformer Engine): the first N transformer layers' stash
+//                (their stash_bytes, X in all) is copied to the host during the forward and back
+//                during the backward, over ClusterSpec::host_link_bandwidth_bytes_per_s (h),
+//                beside the compute (Transformer Engine's double-buffered offload handler):
+//                exposed = max(0, X/h − forward) in the forward and max(0, X/h − backward) in the
+//                input-gradient pass (other_s). On the device the stage keeps the stash of its
+//                other layers and of the two largest offloaded ones (the one copied out while
+//                the next computes, and in the backward the one copied back while the next
+//                computes).
 // Expert parallelism (ParallelConfig::ep, etp, moe_imbalance; docs/simulate.md): a device holds
 //                E/ep routed experts, each split over etp devices (column/row as a dense MLP),
 //                and receives the tokens of its ep group routed to them: the routed GEMMs run as
@@ -163,9 +173,12 @@ class OperatorCost {
   // policy and parallelism; the layer's own stash_bytes (scaled by the legacy tp rule) for
   // layers without kernels. With recompute_layers >= 0: as a recomputed (full) layer.
   double stash_bytes(int layer) const;
-  // The stash of one microbatch of the stage chunk [first_layer, first_layer + num_layers): the
-  // sum of its layers' stash_bytes, each under layer_recompute (graph/plan.h).
+  // The stash of one microbatch of the stage chunk [first_layer, first_layer + num_layers) on the
+  // device: the sum of its layers' stash_bytes, each under layer_recompute (graph/plan.h); with
+  // activation offloading, of the layers kept plus the two largest offloaded ones (in flight).
   double stage_stash_bytes(int first_layer, int num_layers) const;
+  // Activation offloading: the stash_bytes of the range's offloaded layers (0 without it).
+  double offloaded_stash_bytes(int first_layer, int num_layers) const;
 
   // One GEMM out[m×n] = in[m×k]·W[k×n] on one device. `fp8_capable` false: a GEMM FP8 training
   // keeps in 16 bits (the LM head, the router, the attention core); it matters for FP8 models only.
@@ -238,6 +251,7 @@ class OperatorCost {
   // recompute full with recompute_layers >= 0: the same configuration with recompute none, for
   // the layers that keep their activations; null otherwise.
   std::shared_ptr<const OperatorCost> kept_;
+  std::vector<char> offloaded_;  // per layer: its activations are offloaded (offload_layers)
 };
 
 }  // namespace jaxpp

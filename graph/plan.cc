@@ -273,6 +273,29 @@ void check_recompute_layers(const ParallelConfig& config, const std::string& whe
                                  std::string(to_string(config.recompute)) + ")");
 }
 
+void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
+                          const std::string& where) {
+  const int n = config.offload_layers;
+  if (n == 0) return;
+  if (n < 0)
+    throw_input_error(where, "expected a number of layers >= 0, got " + std::to_string(n));
+  int transformers = 0;
+  for (const LayerWork& l : model.layers) transformers += l.kind == LayerKind::kTransformer ? 1 : 0;
+  if (n >= transformers)
+    throw_input_error(where, "offloads " + std::to_string(n) + " layers but model '" + model.name +
+                                 "' has " + std::to_string(transformers) +
+                                 " transformer layers (Megatron offloads fewer than all of them)");
+  if (config.pp > 1)
+    throw_input_error(where, "activation offloading needs pp 1 (Megatron Core has no support for "
+                             "pipeline parallelism with CPU offloading), got pp " +
+                                 std::to_string(config.pp));
+  if (config.recompute != Recompute::kNone)
+    throw_input_error(where, "activation offloading needs recompute none (Megatron Core: CPU "
+                             "offloading does not work when activation recomputation is "
+                             "enabled), got recompute " +
+                                 std::string(to_string(config.recompute)));
+}
+
 Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
                           int layer) {
   if (config.recompute_layers < 0 || config.recompute != Recompute::kFull ||
@@ -318,6 +341,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
     j["optimizer_state"] = std::string(to_string(c.optimizer_state));
   if (c.shard_parameters) j["shard_parameters"] = true;
   if (c.recompute_layers >= 0) j["recompute_layers"] = c.recompute_layers;
+  if (c.offload_layers != 0) j["offload_layers"] = c.offload_layers;
   return j;
 }
 
@@ -351,7 +375,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "shard_gradients",
                       "optimizer_state",
                       "shard_parameters",
-                      "recompute_layers"});
+                      "recompute_layers",
+                      "offload_layers"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
   c.pp = obj.positive_int_or("pp", c.pp);
@@ -404,6 +429,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
         static_cast<int>(std::min<int64_t>(obj.non_negative_integer("recompute_layers"), 1 << 20));
     check_recompute_layers(c, obj.field("recompute_layers"));
   }
+  if (obj.has("offload_layers"))
+    c.offload_layers =
+        static_cast<int>(std::min<int64_t>(obj.non_negative_integer("offload_layers"), 1 << 20));
   return c;
 }
 
@@ -466,6 +494,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
   plan.program = program_from_json(obj.at("program"), obj.field("program"));
   plan.predicted = obj.has("predicted") ? obj.at("predicted") : nlohmann::json();
   check_moe_config(plan.model, plan.config, source, /*flags=*/false);
+  check_offload_layers(plan.model, plan.config, obj.field("config") + ": field 'offload_layers'");
   if (plan.partition.num_layers != plan.model.num_layers())
     throw_input_error(obj.field("partition"),
                       "covers " + std::to_string(plan.partition.num_layers) +

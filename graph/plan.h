@@ -136,6 +136,13 @@ struct ParallelConfig {
   // activations as under none (Megatron-LM --recompute-granularity full --recompute-method block
   // --recompute-num-layers N). -1 = every layer (full as before). Only with recompute full.
   int recompute_layers = -1;
+  // Activation offloading (Megatron Core --cpu-offloading --cpu-offloading-num-layers N,
+  // Transformer Engine's CPU offload context): the activations the first N transformer layers
+  // keep for their backward are copied to host memory during the forward and back during the
+  // backward, over the host link (ClusterSpec::host_link_bandwidth_bytes_per_s). 0 = off.
+  // Megatron's rules: 0 <= N < the model's transformer layers, no pipeline parallelism
+  // (pp = 1), no activation recompute (costmodel/operator_cost.h, docs/simulate.md).
+  int offload_layers = 0;
   bool sequence_parallel = false;
   // Distributed optimizer (Megatron-LM's --use-distributed-optimizer, ZeRO-1): optimizer state
   // sharded over the dp · cp replicas; gradients reduce-scattered, parameters all-gathered.
@@ -224,6 +231,12 @@ void check_recompute_layers(const ParallelConfig& config, const std::string& whe
 // are not transformer layers get config.recompute (they recompute nothing under any policy).
 Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
                           int layer);
+// InputError when offload_layers breaks Megatron Core's rules (TransformerConfig.__post_init__):
+// negative, not below the model's transformer layers, with pipeline parallelism (pp > 1) or
+// with activation recompute. `where` names the setting ("--offload-layers", "<file>: field
+// 'config.offload_layers'").
+void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
+                          const std::string& where);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags,
                       std::string_view field_prefix = "config.");
