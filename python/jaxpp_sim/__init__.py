@@ -280,14 +280,17 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              assign=None, microbatches=None, t_f=None, t_b=None, t_w=0.0, t_comm=0.0, t_a2a_f=0.0,
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
              shard_grads=False, shard_params=False, optimizer_state="cluster",
-             moe_dispatcher="alltoall", moe_routing="random", recompute_layers=None):
+             moe_dispatcher="alltoall", moe_routing="random", recompute_layers=None,
+             offload_layers=0):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
     ``gpus``, ``pp``, ``tp``, ``dp``, ``cp``, ``virtual``, ``global_batch``,
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full|op), ``recompute_layers`` (``--recompute-layers``: with full, only the
-    first N transformer layers of each stage chunk recomputed), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
+    first N transformer layers of each stage chunk recomputed), ``offload_layers``
+    (``--offload-layers``: activation offloading of the first N transformer layers; pp 1,
+    recompute none), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
     sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``shard_params`` (parameter
     sharding, ZeRO-3 / FSDP, needs ``zero1``, implies ``shard_grads``; ``--shard-params``),
     ``overlap_grad_reduce``,
@@ -352,13 +355,14 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
             *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
             str(optimizer_state), str(moe_dispatcher), str(moe_routing),
-            None if recompute_layers is None else int(recompute_layers))
+            None if recompute_layers is None else int(recompute_layers), int(offload_layers))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
                    ("dp", dp, 1), ("cp", cp, 1), ("global_batch", global_batch, None),
                    ("microbatch_size", microbatch_size, 1), ("recompute", recompute, "none"),
                    ("recompute_layers", recompute_layers, None),
+                   ("offload_layers", offload_layers, 0),
                    ("sequence_parallel", sequence_parallel, False), ("zero1", zero1, False),
                    ("shard_grads", shard_grads, False), ("shard_params", shard_params, False),
                    ("tp_comm_overlap", tp_comm_overlap, False), ("attention", attention, "flash"),

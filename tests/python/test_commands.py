@@ -806,6 +806,22 @@ def test_recompute_layers_equals_cli_and_needs_full():
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, recompute_layers=2)
 
 
+def test_offload_layers_equals_cli_and_follows_megatrons_rules():
+    args = dict(model="gpt3-1.3b", cluster="h100-sxm", gpus=8, pp=1, dp=8, global_batch=32,
+                microbatch_size=4, schedule="1f1b", trace=False)
+    cli_args = ["--model", "gpt3-1.3b", "--cluster", "h100-sxm", "--gpus", "8", "--pp", "1",
+                "--dp", "8", "--global-batch", "32", "--microbatch-size", "4", "--schedule",
+                "1f1b"]
+    off = js.simulate(**args, offload_layers=10)
+    assert off.metrics == cli_json("simulate", *cli_args, "--offload-layers", "10")
+    assert off.plan["config"]["offload_layers"] == 10
+    assert off.metrics["peak_memory_bytes"][0] < js.simulate(**args).metrics["peak_memory_bytes"][0]
+    same_error(lambda: js.simulate(**args, recompute="full", offload_layers=4), "simulate",
+               *cli_args, "--recompute", "full", "--offload-layers", "4")
+    with pytest.raises(js.InputError, match="--offload-layers"):
+        js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, offload_layers=2)
+
+
 def test_shard_params_equals_cli_and_needs_zero1():
     args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=16, pp=2, dp=8, global_batch=64,
                 schedule="1f1b", zero1=True, trace=False)
