@@ -304,7 +304,7 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
     o << "# Megatron-FSDP (" << (c.shard_parameters ? "ZeRO-3" : "ZeRO-2")
       << "): the plan shards " << (c.shard_parameters ? "parameters, gradients" : "gradients")
       << " and optimizer state over dp x cp = " << c.dp * c.cp
-      << " ranks; leave CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args refuses 1).\n";
+      << " ranks;\n# leave CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args refuses 1).\n";
   for (size_t i = 0; i < flags.size(); ++i) {
     o << flags[i].first;
     if (!flags[i].second.empty()) o << " " << flags[i].second;
@@ -723,7 +723,7 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     o << "# Gradient reduction overlapped with the backward: torchtitan's FSDP/DDP default.\n";
   if (fsdp) {
     o << "# Parameter sharding (ZeRO-3): FSDP2 over dp x cp = " << c.dp * c.cp
-      << " ranks (torchtitan's dp_shard_cp mesh), weights gathered for each forward and "
+      << " ranks (torchtitan's dp_shard_cp mesh),\n# the weights gathered for each forward and "
          "backward.\n";
     if (c.pp > 1)
       o << "# With pipeline parallelism PyTorch's pipelining runtime defers FSDP's gradient\n"

@@ -146,6 +146,12 @@ TEST(RecomputeLayersCli, ExplorePicksPartialRecomputeWhenNoneDoesNotFitAndFullIs
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   EXPECT_EQ(plan.at("config").at("recompute"), "full");
   EXPECT_EQ(plan.at("config").at("recompute_layers"), 4);
+  // The explorer's metrics are the plan's: TFLOP/s counts the recomputed forward of 4 layers of
+  // each stage, not of all (as simulate_plan does).
+  EXPECT_NEAR(j.at("best").at("tflops_per_gpu").get<double>(),
+              plan.at("predicted").at("tflops_per_gpu").get<double>(),
+              1e-9 * plan.at("predicted").at("tflops_per_gpu").get<double>());
+  EXPECT_EQ(j.at("best").at("step_time_s"), plan.at("predicted").at("step_time_s"));
   // CSV: the recompute_layers column (-1 = every layer) of the ranked rows.
   const std::string csv = read_file(dir + "/all.csv");
   EXPECT_NE(csv.find(",schedule,recompute,recompute_layers,zero1,"), std::string::npos) << csv;
