@@ -163,7 +163,7 @@ TEST(RecomputeLayersCli, ExplorePicksPartialRecomputeWhenNoneDoesNotFitAndFullIs
 
 // Without the memory limit none fits and is fastest; explore's default space has no full:N.
 TEST(RecomputeLayersCli, ExploresDefaultSpaceHasNoPartialRecompute) {
-  const nlohmann::json j = run_json(std::string(kExplore) + " --json");
+  const nlohmann::json j = run_json(kExplore);
   for (const nlohmann::json& c : j.at("configs"))
     EXPECT_FALSE(c.at("config").contains("recompute_layers")) << c.dump();
   EXPECT_EQ(j.at("best").at("config").at("recompute"), "none");
