@@ -730,6 +730,17 @@ TEST(Handoff, TorchtitanExpertParallelismBorrowsFromTheFsdpShards) {
   EXPECT_NE(torchtitan_toml(build_plan(sharded_request(ep8, true)), "Std1F1B", "s.csv")
                 .find("expert_parallel_degree = 8\n"),
             std::string::npos);
+  // cp 2, tp 2, dp 2: ep 2 with etp 1 is a plan (ep·etp = 2 divides tp·cp·dp = 8), but
+  // torchtitan's etp 1 borrows all of cp·tp = 4 ranks, so ep must be a multiple of 4.
+  PlanRequest cp2 = sharded_request(moe_handoff_request(2, 1), true);
+  cp2.config.cp = 2;
+  cp2.config.dp = 2;
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(build_plan(cp2), "Std1F1B", "s.csv");
+            }).find("expert parallelism ep 2 with etp 1: torchtitan needs etp = tp with ep a "
+                    "multiple of cp dividing dp*cp, or etp = 1 with ep a multiple of cp*tp "
+                    "dividing dp*cp*tp"),
+            std::string::npos);
 }
 
 }  // namespace
