@@ -584,7 +584,8 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
                                "' (this export keeps torchtitan's fp32 AdamW state)");
   // Data parallelism. torchtitan has DDP (data_parallel_replicate_degree, replicated weights)
-  // and FSDP2 (data_parallel_shard_degree; job_config.py at 6404b932, class Parallelism). FSDP2
+  // and FSDP2 (data_parallel_shard_degree; job_config.py at 6404b932, class Parallelism: lines
+  // 236, 250 and 262 define the replicate and shard degrees and fsdp_reshard_after_forward). FSDP2
   // shards parameters, gradients and optimizer state over the mesh dimension "dp_shard_cp" =
   // data_parallel_shard_degree · context_parallel_degree (torchtitan/distributed/parallel_dims.py
   // at 0119de15, build_mesh; models/llama3/infra/parallelize.py at 018740b7, parallelize_llama
