@@ -211,8 +211,13 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
           ? parse_int_list("--microbatch-sizes", args["microbatch-sizes"].as<std::string>())
           : std::vector<int>{1, 2, 4, 8};
   if (args.count("recompute")) {
-    for (const std::string& item : split_list(args["recompute"].as<std::string>()))
+    for (const std::string& item : split_list(args["recompute"].as<std::string>())) {
+      if (item.find(':') != std::string::npos)
+        throw_input_error("--recompute", "'" + item + "': partial recompute (full:N) is not "
+                                         "supported on a heterogeneous --cluster (its plans "
+                                         "recompute every layer or none)");
       o.recomputes.push_back(parse_recompute(item, "--recompute"));
+    }
   } else {
     o.recomputes.assign(kDefaultExploreRecompute.begin(), kDefaultExploreRecompute.end());
   }
@@ -320,7 +325,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
-      ("recompute", "recompute policies to try: none,selective,full,op (default: none,selective,full)", cxxopts::value<std::string>())
+      ("recompute", "recompute policies to try: none,selective,full,op and full:N (full recompute of the first N transformer layers of each stage, Megatron-LM --recompute-method block --recompute-num-layers N) (default: none,selective,full)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("shard-params", "parameter sharding (ZeRO-3 / FSDP, implies gradient sharding) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
@@ -428,7 +433,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   }
   if (args.count("recompute")) {
     for (const std::string& item : split_list(args["recompute"].as<std::string>()))
-      space.recompute.push_back(parse_recompute(item, "--recompute"));
+      add_recompute_choice(item, space, "--recompute");
   }
   space.zero1 = parse_zero1(args["zero1"].as<std::string>());
   space.sequence_parallel = args.count("sequence-parallel") > 0;

@@ -13,6 +13,7 @@
 #include "cli/report_output.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/plan.h"
 #include "simulator/explorer.h"
 #include "simulator/graph_partition.h"
 
@@ -47,6 +48,7 @@ int run_graph(int argc, char** argv) {
       ("shard-params", "balanced-time: parameter sharding (ZeRO-3 / FSDP, needs --zero1, implies --shard-grads)")
       ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
+      ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
       ("h,help", "show this help");
@@ -87,6 +89,17 @@ int run_graph(int argc, char** argv) {
   req.placement = args["placement"].as<std::string>();
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
+  if (args.count("recompute-layers")) {
+    // simulate's rule and messages (cli/cmd_simulate.cc, graph/plan.h check_recompute_layers).
+    ParallelConfig c;
+    c.recompute = req.recompute;
+    c.recompute_layers = args["recompute-layers"].as<int>();
+    if (c.recompute_layers < 0)
+      throw_input_error("--recompute-layers",
+                        "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
+    check_recompute_layers(c, "--recompute-layers");
+    req.recompute_layers = c.recompute_layers;
+  }
   if (partition == "even" || balanced_time) {
     // The planner simulate runs (simulator/graph_partition.h).
     GraphPartitionRequest g;
@@ -98,6 +111,7 @@ int run_graph(int argc, char** argv) {
     g.num_microbatches = req.num_microbatches;
     g.microbatch_size = req.microbatch_size;
     g.recompute = req.recompute;
+    g.recompute_layers = req.recompute_layers;
     if (balanced_time) {
       g.cluster = load_cluster_arg(args["cluster"].as<std::string>());
       g.schedule = args["schedule"].as<std::string>();

@@ -40,7 +40,7 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
         line, sizeof line,
         "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
         rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
-        c.num_microbatches, c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
+        c.num_microbatches, c.schedule.c_str(), recompute_choice_name(c).c_str(),
         c.shard_parameters ? "on+sp" : c.shard_gradients ? "on+sg" : c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
         static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
         static_cast<long long>(r.id));

@@ -9,6 +9,7 @@
 
 #include "graph/error.h"
 #include "graph/limits.h"
+#include "graph/plan.h"
 
 namespace jaxpp {
 namespace {
@@ -93,6 +94,10 @@ void check_graph_sizes(int pp, int virtual_stages, int num_microbatches, int mic
 
 GraphReport build_graph_report(const GraphRequest& req) {
   check_graph_sizes(req.pp, req.virtual_stages, req.num_microbatches, req.microbatch_size);
+  ParallelConfig recompute;  // simulate's rule for --recompute-layers
+  recompute.recompute = req.recompute;
+  recompute.recompute_layers = req.recompute_layers;
+  check_recompute_layers(recompute, "--recompute-layers");
   ModelSpec model = req.model_spec ? *req.model_spec : load_model(req.model);
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
@@ -121,6 +126,7 @@ GraphReport build_graph_report(const GraphRequest& req) {
   options.num_microbatches = req.num_microbatches;
   options.microbatch_size = req.microbatch_size;
   options.recompute = req.recompute;
+  options.recompute_layers = req.recompute_layers;
   if (req.split_backward) options.split_backward.assign(stages, true);
   TaskGraph graph = TaskGraph::build(model, partition, placement, options);
   return GraphReport{std::move(model), std::move(partition), std::move(placement),
@@ -160,7 +166,10 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
   out << "pp " << r.placement.num_actors << ", " << r.partition.num_stages()
       << " stages, placement " << to_string(r.placement.kind) << ", " << o.num_microbatches
       << " microbatches of " << o.microbatch_size << " sequence(s), recompute "
-      << to_string(o.recompute) << "\n";
+      << to_string(o.recompute);
+  if (o.recompute_layers >= 0)
+    out << " (first " << o.recompute_layers << " transformer layer(s) of each stage)";
+  out << "\n";
   // With split backwards the B column becomes I (incl. recompute) and W.
   const bool split = any_split(r);
   std::vector<std::string> header = {"stage", "actor", "layers", "params", "F GFLOP"};
@@ -233,7 +242,7 @@ nlohmann::json graph_report_json(const GraphReport& r) {
                       {"tp_allreduce_bytes", w.tp_allreduce_bytes}});
   }
   const auto counts = count_tasks(r.graph);
-  return {{"model", r.model.name},
+  nlohmann::json j = {{"model", r.model.name},
           {"params", r.model.total_params()},
           {"active_params", r.model.active_params()},
           {"mtp_params", r.model.mtp_params()},
@@ -251,6 +260,8 @@ nlohmann::json graph_report_json(const GraphReport& r) {
           {"tasks", r.graph.num_nodes()},
           {"edges", r.graph.num_edges()},
           {"task_counts", counts}};
+  if (o.recompute_layers >= 0) j["recompute_layers"] = o.recompute_layers;
+  return j;
 }
 
 }  // namespace jaxpp

@@ -32,6 +32,9 @@ struct GraphRequest {
   std::string placement;           // "" = linear for v = 1, loop otherwise
   bool split_backward = false;
   Recompute recompute = Recompute::kNone;
+  // With recompute full: only the first N transformer layers of each stage are recomputed, the
+  // others keep their activations (ParallelConfig::recompute_layers; -1 = every layer).
+  int recompute_layers = -1;
   int first_stage_fewer = 0;
   int last_stage_fewer = 0;
 };

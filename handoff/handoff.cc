@@ -217,14 +217,27 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                      "selective)");
   }
   if (c.sequence_parallel) add("--sequence-parallel");
-  if (c.shard_parameters)
-    cannot_express(HandoffTarget::kMegatron,
-                   "parameter sharding (ZeRO-3 / FSDP): --use-distributed-optimizer shards the "
-                   "optimizer state only; simulate without --shard-params");
-  if (c.shard_gradients)
-    cannot_express(HandoffTarget::kMegatron,
-                   "gradient sharding (ZeRO-2): --use-distributed-optimizer shards the optimizer "
-                   "state only; simulate without --shard-grads");
+  // Gradient and parameter sharding: Megatron-FSDP (arguments.py at 000c4ac2,
+  // _add_distributed_args: --use-megatron-fsdp, --data-parallel-sharding-strategy with choices
+  // no_shard, optim, optim_grads, optim_grads_params). optim_grads shards gradients and optimizer
+  // state (ZeRO-2, the plan's shard_gradients), optim_grads_params also the parameters (ZeRO-3,
+  // shard_parameters). The plan shards over dp·cp; Megatron-Core reduces gradients over the
+  // data-parallel group with the cp ranks folded in, and that Megatron-FSDP shards over that same
+  // group is assumed here, not read from its code. validate_args asserts
+  // `--ckpt-format fsdp_dtensor` ("Megatron FSDP only supports fsdp_dtensor checkpoint format")
+  // and CUDA_DEVICE_MAX_CONNECTIONS != 1; Megatron-LM's Megatron-FSDP user guide
+  // (docs/discussions/megatron-fsdp-user-guide) lists --no-gradient-accumulation-fusion and
+  // --use-distributed-optimizer as required. Torch FSDP2 (--use-torch-fsdp2) is not used: its
+  // validate_args block refuses pipeline parallelism, expert parallelism and the distributed
+  // optimizer. The plan's sharding implies zero1 (check_sharding), so the distributed optimizer
+  // flag follows.
+  if (c.shard_gradients) {
+    add("--use-megatron-fsdp");
+    add("--data-parallel-sharding-strategy",
+        c.shard_parameters ? "optim_grads_params" : "optim_grads");
+    add("--ckpt-format", "fsdp_dtensor");
+    add("--no-gradient-accumulation-fusion");
+  }
   if (c.zero1) add("--use-distributed-optimizer");
   if (c.overlap_grad_reduce) {
     add("--overlap-grad-reduce");
@@ -287,6 +300,11 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
   o << "# Flags checked against " << kMegatronVersion << ".\n";
   o << "# Launch on " << c.gpus << " GPUs (world size): Megatron-LM derives dp = world size / "
     << "(tp x pp x cp) = " << c.dp << ".\n";
+  if (c.shard_gradients)
+    o << "# Megatron-FSDP (" << (c.shard_parameters ? "ZeRO-3" : "ZeRO-2")
+      << "): the plan shards " << (c.shard_parameters ? "parameters, gradients" : "gradients")
+      << " and optimizer state over dp x cp = " << c.dp * c.cp
+      << " ranks;\n# leave CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args refuses 1).\n";
   for (size_t i = 0; i < flags.size(); ++i) {
     o << flags[i].first;
     if (!flags[i].second.empty()) o << " " << flags[i].second;
@@ -377,6 +395,9 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
   };
   std::string layout;
   bool flex_dispatcher = false, flex_backend = false;
+  bool megatron_fsdp = false;
+  std::string sharding_strategy = "no_shard";  // Megatron-LM's default
+  std::string ckpt_format = "torch_dist";      // Megatron-LM's default
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& f = tokens[i];
     if (f == "--tensor-model-parallel-size")
@@ -438,6 +459,19 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       c.sequence_parallel = true;
     else if (f == "--use-distributed-optimizer")
       c.zero1 = true;
+    else if (f == "--use-megatron-fsdp")
+      megatron_fsdp = true;
+    else if (f == "--data-parallel-sharding-strategy") {
+      sharding_strategy = value_str(i);
+      if (sharding_strategy != "no_shard" && sharding_strategy != "optim" &&
+          sharding_strategy != "optim_grads" && sharding_strategy != "optim_grads_params")
+        throw_input_error(where, "--data-parallel-sharding-strategy: expected no_shard, optim, "
+                                 "optim_grads or optim_grads_params, got '" +
+                                     sharding_strategy + "'");
+    } else if (f == "--ckpt-format")
+      ckpt_format = value_str(i);
+    else if (f == "--no-gradient-accumulation-fusion")
+      continue;
     else if (f == "--overlap-grad-reduce")
       c.overlap_grad_reduce = true;
     else if (f == "--overlap-param-gather")
@@ -512,6 +546,22 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
                                  : "--moe-flex-dispatcher-backend: needs "
                                    "--moe-token-dispatcher-type flex");
   if (flex_dispatcher) c.moe_dispatcher = MoeDispatcher::kDeepEP;
+  // Megatron-FSDP's sharding strategy (the sharding only applies on its code path): optim is
+  // ZeRO-1, optim_grads ZeRO-2, optim_grads_params ZeRO-3; validate_args asserts the
+  // fsdp_dtensor checkpoint format with it.
+  if (sharding_strategy != "no_shard" && !megatron_fsdp)
+    throw_input_error(where, "--data-parallel-sharding-strategy " + sharding_strategy +
+                                 ": needs --use-megatron-fsdp");
+  if (megatron_fsdp) {
+    if (ckpt_format != "fsdp_dtensor")
+      throw_input_error(where, "--use-megatron-fsdp: needs --ckpt-format fsdp_dtensor (Megatron "
+                               "FSDP only supports the fsdp_dtensor checkpoint format), got '" +
+                                   ckpt_format + "'");
+    if (sharding_strategy != "no_shard") c.zero1 = true;
+    if (sharding_strategy == "optim_grads" || sharding_strategy == "optim_grads_params")
+      c.shard_gradients = true;
+    if (sharding_strategy == "optim_grads_params") c.shard_parameters = true;
+  }
   if (c.virtual_stages > 1) c.schedule = "MegatronInterleaved";
   return out;
 }
@@ -533,23 +583,54 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   if (c.optimizer_state == OptimizerState::kRemainders || c.optimizer_state == OptimizerState::kBf16)
     cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
                                "' (this export keeps torchtitan's fp32 AdamW state)");
-  if (c.zero1)
+  // Data parallelism. torchtitan has DDP (data_parallel_replicate_degree, replicated weights)
+  // and FSDP2 (data_parallel_shard_degree; job_config.py at 6404b932, class Parallelism: lines
+  // 236, 250 and 262 define the replicate and shard degrees and fsdp_reshard_after_forward). FSDP2
+  // shards parameters, gradients and optimizer state over the mesh dimension "dp_shard_cp" =
+  // data_parallel_shard_degree · context_parallel_degree (torchtitan/distributed/parallel_dims.py
+  // at 0119de15, build_mesh; models/llama3/infra/parallelize.py at 018740b7, parallelize_llama
+  // and apply_fsdp), which is the plan's parameter sharding over dp·cp: shard degree dp,
+  // replicate degree 1. The plan all-gathers a stage's weights before every microbatch's forward
+  // and backward: fsdp_reshard_after_forward = "always" (its "default" keeps the weights gathered
+  // after the forward when pipeline parallelism is on). ZeRO-1 or ZeRO-2 alone has no
+  // equivalent: FSDP2 always shards the parameters at rest; "never" keeps them gathered from a
+  // forward to its backward only, and under pipeline parallelism PyTorch's pipelining runtime
+  // accumulates unsharded gradients until the last microbatch (torch/distributed/pipelining/
+  // stage.py at 01386103, backward_maybe_with_nosync: set_requires_gradient_sync(False)), so
+  // neither is the distributed optimizer with replicated (or ZeRO-2's gathered) weights.
+  const bool fsdp = c.shard_parameters;
+  if (c.zero1 && !c.shard_gradients)
     cannot_express(target,
-                   "ZeRO-1 (distributed optimizer): torchtitan shards with FSDP "
-                   "(parameters, gradients and optimizer state); explore with --zero1 off");
+                   "ZeRO-1 (distributed optimizer) without parameter sharding: torchtitan's data "
+                   "parallelism is DDP (replicated) or FSDP2 (which also shards parameters and "
+                   "gradients); explore with --zero1 off, or --shard-params on for FSDP");
+  if (c.shard_gradients && !c.shard_parameters)
+    cannot_express(target,
+                   "gradient sharding (ZeRO-2) without parameter sharding: FSDP2 always shards "
+                   "the parameters at rest, and fsdp_reshard_after_forward = \"never\" keeps "
+                   "them gathered only from a forward to its backward; explore with "
+                   "--shard-params on, or --shard-grads off and --zero1 off");
   if (c.attention == AttentionKernel::kUnfused)
     cannot_express(target, "unfused attention (torchtitan runs SDPA/flash attention)");
+  const int replicate_degree = fsdp ? 1 : c.dp;
+  const int shard_degree = fsdp ? c.dp : 1;
   // torchtitan carves ep out of data_parallel_shard_degree·cp (·tp when etp = 1) and supports
-  // etp = tp or 1 only; the plan's data parallelism is written as replicas (shard degree 1), so
-  // ep must equal cp (etp = tp) or cp·tp (etp = 1).
+  // etp = tp or 1 only (parallel_dims.py, _validate): ep % cp == 0 and (shard·cp) % ep == 0 for
+  // etp = tp, ep % (cp·tp) == 0 and (shard·cp·tp) % ep == 0 for etp = 1. With replicated data
+  // parallelism (shard degree 1) that leaves ep = cp or ep = cp·tp.
   if (c.ep > 1) {
     const int etp = c.expert_tp();
-    const bool fits = (etp == c.tp && c.ep == c.cp) || (etp == 1 && c.ep == c.cp * c.tp);
+    const bool fits =
+        (etp == c.tp && c.ep % c.cp == 0 && (shard_degree * c.cp) % c.ep == 0) ||
+        (etp == 1 && c.ep % (c.cp * c.tp) == 0 && (shard_degree * c.cp * c.tp) % c.ep == 0);
     if (!fits)
-      cannot_express(target, "expert parallelism ep " + std::to_string(c.ep) + " with etp " +
-                                 std::to_string(etp) +
-                                 ": torchtitan needs etp = tp with ep = cp, or etp = 1 with ep = "
-                                 "cp*tp, when data parallelism is replicated");
+      cannot_express(target,
+                     "expert parallelism ep " + std::to_string(c.ep) + " with etp " +
+                         std::to_string(etp) +
+                         (fsdp ? ": torchtitan needs etp = tp with ep a multiple of cp dividing "
+                                 "dp*cp, or etp = 1 with ep a multiple of cp*tp dividing dp*cp*tp"
+                               : ": torchtitan needs etp = tp with ep = cp, or etp = 1 with ep = "
+                                 "cp*tp, when data parallelism is replicated"));
   }
   if (c.tp > 1 && !c.sequence_parallel)
     cannot_express(target,
@@ -641,9 +722,24 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     << style << ").\n";
   if (c.overlap_grad_reduce)
     o << "# Gradient reduction overlapped with the backward: torchtitan's FSDP/DDP default.\n";
+  if (fsdp) {
+    o << "# Parameter sharding (ZeRO-3): FSDP2 over dp x cp = " << c.dp * c.cp
+      << " ranks (torchtitan's dp_shard_cp mesh),\n# the weights gathered for each forward and "
+         "backward.\n";
+    if (c.pp > 1)
+      o << "# With pipeline parallelism PyTorch's pipelining runtime defers FSDP's gradient\n"
+           "# reduce-scatter to the last microbatch and keeps the weights gathered after each\n"
+           "# backward (torch.distributed.pipelining stage.py): more memory than the plan's\n"
+           "# reduce-scatter per microbatch.\n";
+  } else if (c.cp > 1) {
+    o << "# torchtitan applies FSDP over the cp ranks whenever context_parallel_degree > 1\n"
+         "# (ParallelDims.fsdp_enabled): the weights are sharded over cp, the plan replicates "
+         "them.\n";
+  }
   o << "[parallelism]\n";
-  o << "data_parallel_replicate_degree = " << c.dp << "\n";
-  o << "data_parallel_shard_degree = 1\n";
+  o << "data_parallel_replicate_degree = " << replicate_degree << "\n";
+  o << "data_parallel_shard_degree = " << shard_degree << "\n";
+  if (fsdp) o << "fsdp_reshard_after_forward = \"always\"\n";
   o << "tensor_parallel_degree = " << c.tp << "\n";
   o << "context_parallel_degree = " << c.cp << "\n";
   if (c.ep > 1) {

@@ -11,7 +11,11 @@
 //                        --recompute-method block --recompute-num-layers N with
 //                        recompute_layers N: the first N layers of each stage chunk),
 //                        --sequence-parallel, --use-distributed-optimizer, --overlap-grad-reduce
-//                        (+ --overlap-param-gather with the distributed optimizer),
+//                        (+ --overlap-param-gather with the distributed optimizer), for
+//                        gradient sharding Megatron-FSDP: --use-megatron-fsdp
+//                        --data-parallel-sharding-strategy optim_grads (optim_grads_params with
+//                        parameter sharding) --ckpt-format fsdp_dtensor
+//                        --no-gradient-accumulation-fusion,
 //                        --tp-comm-overlap, for an FP8 model --fp8-format (hybrid; e4m3 for
 //                        MXFP8) and --fp8-recipe (tensorwise = current scaling, delayed, mxfp8)
 //                        (+ --fp8-param-gather with fp8_params), --attention-backend, and the
@@ -20,7 +24,11 @@
 //                        One flag per line, shell continuations, comments first.
 //   torchtitan_toml      a torchtitan job config (pytorch/torchtitan
 //   torchtitan/config/job_config.py
-//                        at commit 6404b932): [parallelism] (degrees, pipeline_parallel_schedule
+//                        at commit 6404b932): [parallelism] (degrees: replicated data
+//                        parallelism as data_parallel_replicate_degree = dp, parameter sharding
+//                        as FSDP2, data_parallel_shard_degree = dp with
+//                        fsdp_reshard_after_forward = "always"; ZeRO-1 or ZeRO-2 alone refused;
+//                        pipeline_parallel_schedule
 //                        naming the stage placement, pipeline_parallel_schedule_csv = the CSV the
 //                        caller writes, pipeline_parallel_microbatch_size,
 //                        module_fqns_per_model_part with torchtitan's Llama module names),
@@ -76,6 +84,9 @@ struct MegatronSettings {
   // --fp8-recipe: tensorwise (current scaling), delayed (Megatron-LM's default) or mxfp8.
   Fp8Scaling fp8_scaling = Fp8Scaling::kDelayed;
   bool fp8_param_gather = false;  // --fp8-param-gather
+  // config.zero1, shard_gradients and shard_parameters also come from Megatron-FSDP's
+  // --data-parallel-sharding-strategy (optim, optim_grads, optim_grads_params; it needs
+  // --use-megatron-fsdp, which needs --ckpt-format fsdp_dtensor).
 };
 // InputError naming `where` and the flag for an unknown flag or a bad value.
 MegatronSettings parse_megatron_arguments(const std::string& text, const std::string& where);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -17,11 +18,13 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
 #include "graph/error.h"
 #include "graph/partition.h"
+#include "graph/task_graph.h"
 #include "schedules/assigned.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -249,12 +252,17 @@ class StashPeaks {
 };
 
 // Metrics of simulate_plan (plan_builder.cc), computed the same way.
-void fill_metrics(const ExploreRequest& request, const SimResult& sim, ConfigRecord& record) {
+void fill_metrics(const ExploreRequest& request, const Partition& partition, const SimResult& sim,
+                  ConfigRecord& record) {
   const ParallelConfig& c = record.config;
   const double step_s = sim.step_time_s;
   const double batch = c.global_batch;
   const double model_flops = request.model.model_flops_per_sequence() * batch;
-  const double hw_flops = request.model.hardware_flops_per_sequence(c.recompute) * batch;
+  // As simulate_plan: the model's figure, or with recompute_layers the recomputed layers of
+  // each stage only.
+  const double hw_flops =
+      hardware_flops_per_sequence(request.model, partition, c.recompute, c.recompute_layers) *
+      batch;
   const double peak = request.cluster.peak_flops(request.model.dtype);
   const double tokens = batch * request.model.tokens_per_sequence();
   record.step_time_s = step_s;
@@ -605,7 +613,7 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
         const SimResult sim = simulate(prog, cost, so);
         t.instructions += sim.num_instructions;
         rec.status = ConfigStatus::kSimulated;
-        fill_metrics(request, sim, rec);
+        fill_metrics(request, partition, sim, rec);
         rec.fits = rec.peak_memory_bytes <= limit;
       } catch (const InputError& e) {
         rec.status = ConfigStatus::kFailed;
@@ -767,6 +775,36 @@ ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string&
   return r;
 }
 
+void add_recompute_choice(const std::string& item, ExploreSpace& space, const std::string& where) {
+  const size_t colon = item.find(':');
+  if (colon == std::string::npos) {
+    space.recompute.push_back(parse_recompute(item, where));
+    return;
+  }
+  const std::string policy = item.substr(0, colon);
+  const std::string count = item.substr(colon + 1);
+  if (policy != "full")
+    throw_input_error(where, "'" + item + "': only full takes a layer count (full:N, the first N "
+                                          "transformer layers of each stage recomputed)");
+  int n = -1;
+  try {
+    size_t pos = 0;
+    const long v = std::stol(count, &pos);
+    if (pos == count.size() && v >= 0 && v <= (1 << 20)) n = static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  if (n < 0 || count.empty() || !std::isdigit(static_cast<unsigned char>(count[0])))
+    throw_input_error(where, "'" + item + "': expected full:N with a number of layers N >= 0");
+  space.recompute_layers.push_back(n);
+}
+
+std::string recompute_choice_name(const ParallelConfig& c) {
+  std::string name(to_string(c.recompute));
+  if (c.recompute == Recompute::kFull && c.recompute_layers >= 0)
+    name += ":" + std::to_string(c.recompute_layers);
+  return name;
+}
+
 std::string describe_config(const ParallelConfig& c) {
   std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp);
   if (c.cp > 1) s += ", cp " + std::to_string(c.cp);
@@ -774,7 +812,7 @@ std::string describe_config(const ParallelConfig& c) {
   if (c.etp > 0) s += ", etp " + std::to_string(c.etp);
   s += ", dp " + std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
        std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
-       std::to_string(c.virtual_stages) + ", recompute " + std::string(to_string(c.recompute));
+       std::to_string(c.virtual_stages) + ", recompute " + recompute_choice_name(c);
   if (c.zero1) s += ", zero1";
   if (c.shard_parameters)
     s += ", shard-params";
@@ -876,8 +914,19 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   std::vector<Recompute> recomputes = space.recompute;
   if (recomputes.empty())
     recomputes.assign(kDefaultExploreRecompute.begin(), kDefaultExploreRecompute.end());
-  std::sort(recomputes.begin(), recomputes.end());
-  recomputes.erase(std::unique(recomputes.begin(), recomputes.end()), recomputes.end());
+  // (policy, recompute_layers): -1 = every layer; full:N entries sort after full.
+  std::vector<std::pair<Recompute, int>> recompute_choices;
+  for (Recompute rc : recomputes) recompute_choices.emplace_back(rc, -1);
+  for (int n : space.recompute_layers) recompute_choices.emplace_back(Recompute::kFull, n);
+  std::sort(recompute_choices.begin(), recompute_choices.end());
+  recompute_choices.erase(std::unique(recompute_choices.begin(), recompute_choices.end()),
+                          recompute_choices.end());
+  if (!space.recompute_layers.empty() && request.partition == PartitionMode::kBalancedTime)
+    throw_input_error("--recompute",
+                      "full:" + std::to_string(space.recompute_layers.front()) +
+                          " with --partition balanced-time: balanced-time prices each layer on "
+                          "its own and cannot place the first N layers of each stage (use "
+                          "--partition auto or even)");
   std::vector<bool> zero1s = space.zero1;
   if (zero1s.empty()) zero1s = {false, true};
   std::sort(zero1s.begin(), zero1s.end());
@@ -965,7 +1014,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
           for (const ScheduleChoice& sc : schedules) {
             for (int v : stage_counts(sc.layout)) {
               if (!v_allowed(v)) continue;
-              for (Recompute rc : recomputes) {
+              for (const auto& [rc, rc_layers] : recompute_choices) {
                 for (const auto& [z, sg, sp] : zero_modes) {
                   for (const auto& [ep, etp] : experts) {
                     ConfigRecord rec;
@@ -980,6 +1029,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                     c.global_batch = request.global_batch;
                     c.schedule = sc.name;
                     c.recompute = rc;
+                    c.recompute_layers = rc_layers;
                     c.sequence_parallel = space.sequence_parallel;
                     c.zero1 = z;
                     c.attention = space.attention;
@@ -1324,7 +1374,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
             result = Fate::kStopped;
           } else {
             rec.status = ConfigStatus::kSimulated;
-            fill_metrics(request, sim, rec);
+            fill_metrics(request, unit->partition, sim, rec);
             rec.fits = rec.peak_memory_bytes <= limit;
           }
         } catch (const InputError& e) {
@@ -1568,7 +1618,7 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 std::string explore_result_to_csv(const ExploreResult& result) {
   std::string out =
       "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
-      "zero1,shard_gradients,shard_parameters,ep,etp,"
+      "recompute_layers,zero1,shard_gradients,shard_parameters,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -1579,11 +1629,12 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ParallelConfig& c = r.config;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,"
-                  "%d,%d\n",
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,"
+                  "%.9g,%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
-                  c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(), c.zero1 ? 1 : 0,
+                  c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
+                  c.recompute_layers, c.zero1 ? 1 : 0,
                   c.shard_gradients ? 1 : 0, c.shard_parameters ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);

@@ -16,6 +16,10 @@
 //                      InterleavedGPipe and LoopedBFS GPipe's). A --virtual list restricts all
 //                      schedules: linear ones need 1 in it, V ones 2.                  (--virtual)
 //   recompute          none, selective, full (op only when asked for)                (--recompute)
+//                      and, when asked for, full:N: full recompute of the first N transformer
+//                      layers of each stage chunk, the others keeping their activations
+//                      (ParallelConfig::recompute_layers; Megatron-LM --recompute-method block
+//                      --recompute-num-layers N); not with --partition balanced-time
 //   zero1              off, on                                                           (--zero1)
 //   shard_gradients    off (default), on: gradient sharding (ZeRO-2) of the zero1-on
 //                      configurations (zero1 off never shards)                     (--shard-grads)
@@ -35,7 +39,8 @@
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
 //
-// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute, zero1 and
+// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute (full:N after full,
+// N ascending), zero1 and
 // shard_gradients, ep, etp, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
@@ -119,6 +124,9 @@ struct ExploreSpace {
   std::vector<int> virtual_stages;     // loop-placement schedules only
   std::vector<std::string> schedules;  // registry names or aliases
   std::vector<Recompute> recompute;
+  // Partial recompute: each N adds the policy "full:N" (recompute full with recompute_layers N)
+  // beside those of `recompute`; empty = none (the default space has none).
+  std::vector<int> recompute_layers;
   std::vector<bool> zero1;
   // Gradient sharding (ZeRO-2) of the zero1-on configurations: empty = {off}.
   std::vector<bool> shard_gradients;
@@ -132,6 +140,13 @@ struct ExploreSpace {
   AttentionKernel attention = AttentionKernel::kFlash;
   bool tp_comm_overlap = false;  // needs sequence_parallel; set where tp > 1
 };
+
+// One item of explore's --recompute list into `space`: none, selective, full, op
+// (space.recompute), or full:N with N >= 0 (space.recompute_layers). InputError naming `where`.
+void add_recompute_choice(const std::string& item, ExploreSpace& space, const std::string& where);
+// The recompute policy of a configuration as explore lists it: "none", "selective", "full", "op",
+// or "full:N" when recompute_layers is set.
+std::string recompute_choice_name(const ParallelConfig& config);
 
 // --max-memory-gib (and the Python module's max_memory_gib): GiB to bytes, checked after the
 // conversion: > 0 and 1 MiB to 1 PiB (a denormal would become 0 bytes, which means "the

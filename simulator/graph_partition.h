@@ -31,6 +31,7 @@ struct GraphPartitionRequest {
   int num_microbatches = 1;
   int microbatch_size = 1;
   Recompute recompute = Recompute::kNone;
+  int recompute_layers = -1;  // ParallelConfig::recompute_layers (balanced-time refuses it)
   // balanced-time only:
   std::string schedule;
   int tp = 1, dp = 1, cp = 1;

@@ -1589,6 +1589,19 @@ const std::vector<BadInputCase> kCases = {
      .args = "graph --model {dir}/m.json --pp 2 --partition 0,2 --first-stage-fewer 1",
      .files = {{"m.json", text(kTinyModel)}},
      .message = "--first-stage-fewer: shapes the auto partition"},
+    {.name = "GraphRecomputeLayersWithoutFull",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute selective --recompute-layers 1",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-layers: counts fully recomputed layers and needs recompute full "
+                "(recompute is selective)"},
+    {.name = "GraphRecomputeLayersNegative",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute full --recompute-layers -2",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-layers: expected a number of layers >= 0, got -2"},
+    {.name = "ExploreRecomputeLayerCountNotANumber", .args = kExplore + "--recompute none,full:two",
+     .message = "--recompute: 'full:two': expected full:N with a number of layers N >= 0"},
+    {.name = "ExploreRecomputeLayerCountOfSelective", .args = kExplore + "--recompute selective:2",
+     .message = "--recompute: 'selective:2': only full takes a layer count"},
 };
 // clang-format on
 

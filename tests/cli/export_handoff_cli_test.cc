@@ -136,5 +136,41 @@ TEST(ExportHandoffCli, Mxfp8ModelSimulatesOnBlackwellAndExportsItsRecipe) {
   EXPECT_NE(h100.err.find("cluster 'h100-sxm'"), std::string::npos) << h100.err;
 }
 
+// A sharded plan from simulate hands off end to end: parameter sharding is torchtitan's FSDP2
+// (shard degree dp = 2, replicate 1) and Megatron-FSDP's optim_grads_params; gradient sharding
+// alone is Megatron-FSDP's optim_grads and has no torchtitan form (exit 2, nothing written).
+TEST(ExportHandoffCli, ShardedPlansGoToFsdp) {
+  const std::string dir = make_temp_dir();
+  const std::string base = "--gpus 8 --pp 4 --dp 2 --schedule 1f1b --zero1 ";
+  std::string plan = handoff_plan(dir, base + "--shard-params");
+  CliResult r = run_cli("export --plan " + plan + " --format torchtitan -o " + dir +
+                        "/job.toml --csv " + dir + "/s.csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string toml = read_file(dir + "/job.toml");
+  EXPECT_NE(toml.find("data_parallel_replicate_degree = 1\ndata_parallel_shard_degree = 2\n"
+                      "fsdp_reshard_after_forward = \"always\"\n"),
+            std::string::npos)
+      << toml;
+  ASSERT_EQ(run_cli("export --plan " + plan + " --format megatron -o " + dir + "/a.txt").exit_code,
+            0);
+  EXPECT_NE(read_file(dir + "/a.txt").find("--data-parallel-sharding-strategy optim_grads_params"),
+            std::string::npos);
+  plan = handoff_plan(dir, base + "--shard-grads");
+  ASSERT_EQ(run_cli("export --plan " + plan + " --format megatron -o " + dir + "/b.txt").exit_code,
+            0);
+  const std::string args = read_file(dir + "/b.txt");
+  EXPECT_NE(args.find("--use-megatron-fsdp \\\n--data-parallel-sharding-strategy optim_grads \\\n"),
+            std::string::npos)
+      << args;
+  r = run_cli("export --plan " + plan + " --format torchtitan -o " + dir + "/z2.toml --csv " + dir +
+              "/z2.csv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--format torchtitan: gradient sharding (ZeRO-2) without parameter "
+                       "sharding"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(dir + "/z2.toml"), "");
+}
+
 }  // namespace
 }  // namespace jaxpp::testing

@@ -203,6 +203,71 @@ TEST(GraphCliTest, BadParallelShapesAreErrors) {
   expect_graph_error(run_cli("graph --pp 2"), {"--model"});
 }
 
+// --recompute-layers N (with --recompute full): only the first N transformer layers of each
+// stage are recomputed, the others keep their activations. gpt3-1.3b split 0,13: stage 0 holds
+// the embedding and 12 transformer layers, stage 1 12 transformer layers and the LM head, whose
+// stash does not depend on the policy. With 4 of 12 recomputed, each stage stashes 4 layers as
+// under full and 8 as under none: 12·some = 4·full + 8·none, and recomputes a third of full's
+// FLOPs.
+TEST(GraphCliTest, RecomputeLayersShrinkTheRecomputeAndGrowTheStash) {
+  const std::string base = "graph --model gpt3-1.3b --pp 2 --partition 0,13 --json --recompute ";
+  auto stages = [&](const std::string& flags) {
+    const auto r = run_cli(base + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json none = stages("none"), full = stages("full"),
+                       some = stages("full --recompute-layers 4");
+  EXPECT_EQ(some["recompute_layers"], 4);
+  EXPECT_FALSE(full.contains("recompute_layers"));
+  for (int s = 0; s < 2; ++s) {
+    const int64_t n = none["stages"][s]["stash_bytes"].get<int64_t>();
+    const int64_t f = full["stages"][s]["stash_bytes"].get<int64_t>();
+    const int64_t p = some["stages"][s]["stash_bytes"].get<int64_t>();
+    EXPECT_LT(f, p) << "stage " << s;
+    EXPECT_LT(p, n) << "stage " << s;
+    EXPECT_EQ(12 * p, 4 * f + 8 * n) << "stage " << s;
+    const double rf = full["stages"][s]["recompute_flops"].get<double>();
+    const double rp = some["stages"][s]["recompute_flops"].get<double>();
+    EXPECT_GT(rf, 0);
+    EXPECT_NEAR(rp, rf / 3, rf * 1e-12) << "stage " << s;
+    EXPECT_EQ(none["stages"][s]["recompute_flops"].get<double>(), 0);
+  }
+  // N at least the stage's transformer layers is full; 0 is none (the stash).
+  const nlohmann::json all = stages("full --recompute-layers 12"),
+                       zero = stages("full --recompute-layers 0");
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(all["stages"][s]["stash_bytes"], full["stages"][s]["stash_bytes"]);
+    EXPECT_EQ(zero["stages"][s]["stash_bytes"], none["stages"][s]["stash_bytes"]);
+  }
+  // The table says it.
+  const auto text = run_cli("graph --model gpt3-1.3b --pp 2 --recompute full --recompute-layers 4");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("recompute full (first 4 transformer layer(s) of each stage)"),
+            std::string::npos)
+      << text.out;
+}
+
+// simulate's validation and messages; balanced-time refuses it as simulate does.
+TEST(GraphCliTest, RecomputeLayersErrorsAreSimulates) {
+  const std::string base = "graph --model gpt3-1.3b --pp 2 ";
+  auto r = run_cli(base + "--recompute selective --recompute-layers 4");
+  EXPECT_EQ(r.err,
+            "jaxpp-sim graph: error: --recompute-layers: counts fully recomputed layers and "
+            "needs recompute full (recompute is selective)\n");
+  r = run_cli(base + "--recompute-layers 4");
+  EXPECT_EQ(r.err,
+            "jaxpp-sim graph: error: --recompute-layers: counts fully recomputed layers and "
+            "needs recompute full (recompute is none)\n");
+  r = run_cli(base + "--recompute full --recompute-layers -1");
+  EXPECT_EQ(r.err,
+            "jaxpp-sim graph: error: --recompute-layers: expected a number of layers >= 0, got "
+            "-1\n");
+  expect_graph_error(run_cli(base + "--partition balanced-time --schedule 1f1b --recompute full "
+                                    "--recompute-layers 4"),
+                     {"--partition balanced-time: balanced-time prices each layer on its own"});
+}
+
 TEST(GraphCliTest, HelpExitsZero) {
   const auto r = run_cli("graph --help");
   EXPECT_EQ(r.exit_code, 0);

@@ -132,7 +132,7 @@ TEST(ShardParamsCli, APlanFileWithoutZeroOneIsRefused) {
   EXPECT_NE(dropped.out.find("INVALID"), std::string::npos) << dropped.out;
 }
 
-TEST(ShardParamsCli, MeasuredModeGraphAndTheMegatronExportRefuseIt) {
+TEST(ShardParamsCli, MeasuredModeAndGraphRefuseItAndMegatronGetsMegatronFsdp) {
   const CliResult measured =
       run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 2 --shard-params");
   EXPECT_EQ(measured.exit_code, 2);
@@ -148,12 +148,15 @@ TEST(ShardParamsCli, MeasuredModeGraphAndTheMegatronExportRefuseIt) {
   ASSERT_EQ(run_cli(std::string(kShardParamsSim) + " --shard-params --plan " + dir + "/plan.json")
                 .exit_code,
             0);
+  // Megatron-LM runs it as Megatron-FSDP's optim_grads_params (docs/export.md).
   const CliResult exported =
       run_cli("export --plan " + dir + "/plan.json --format megatron -o " + dir + "/megatron.sh");
-  EXPECT_EQ(exported.exit_code, 2);
-  EXPECT_NE(exported.err.find("parameter sharding (ZeRO-3 / FSDP)"), std::string::npos)
-      << exported.err;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/megatron.sh"));
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  const std::string args = read_file(dir + "/megatron.sh");
+  EXPECT_NE(args.find("--use-megatron-fsdp \\\n--data-parallel-sharding-strategy "
+                      "optim_grads_params \\\n--ckpt-format fsdp_dtensor \\\n"),
+            std::string::npos)
+      << args;
 }
 
 TEST(ShardParamsCli, BreakdownShowsTheExposedGathersAsDpTime) {
@@ -214,11 +217,12 @@ TEST(ShardParamsCli, ExploreSearchesItAsADimension) {
   EXPECT_NE(csv.out.find("on+sp"), std::string::npos) << csv.out;
   const std::string text = read_file(dir + "/e.csv");
   EXPECT_EQ(text.rfind("rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,"
-                       "schedule,recompute,zero1,shard_gradients,shard_parameters,ep,",
+                       "schedule,recompute,recompute_layers,zero1,shard_gradients,"
+                       "shard_parameters,ep,",
                        0),
             0u)
       << text;
-  EXPECT_NE(text.find(",Std1F1B,none,1,1,1,"), std::string::npos) << text;
+  EXPECT_NE(text.find(",Std1F1B,none,-1,1,1,1,"), std::string::npos) << text;
   run_json(base + " --zero1 on --shard-params on --plan " + dir + "/best.json");
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/best.json"));
   EXPECT_EQ(plan.at("config").at("shard_parameters"), true);

@@ -211,14 +211,32 @@ TEST(Handoff, OptionsATargetCannotExpressAreErrorsNamingThem) {
             std::string::npos);
 }
 
-TEST(Handoff, MegatronRefusesGradientSharding) {
+// Gradient sharding goes to Megatron-FSDP (megatron/training/arguments.py at 000c4ac2:
+// --use-megatron-fsdp, --data-parallel-sharding-strategy optim_grads; validate_args asserts
+// --ckpt-format fsdp_dtensor), with the distributed optimizer the plan's sharding implies; the
+// arguments read back give the same plan.
+TEST(Handoff, MegatronGradientShardingIsMegatronFsdpOptimGrads) {
   PlanRequest req = handoff_request(kMegatron1F1B);
-  ASSERT_FALSE(megatron_arguments(build_plan(req), "Std1F1B").empty());
+  const std::string plain = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_EQ(plain.find("--use-megatron-fsdp"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("--data-parallel-sharding-strategy"), std::string::npos) << plain;
   req.config.shard_gradients = true;
-  EXPECT_NE(handoff_error([&] {
-              megatron_arguments(build_plan(req), "Std1F1B");
-            }).find("--format megatron: gradient sharding (ZeRO-2)"),
-            std::string::npos);
+  const std::string text = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(text.find("--sequence-parallel \\\n--use-megatron-fsdp \\\n"
+                      "--data-parallel-sharding-strategy optim_grads \\\n"
+                      "--ckpt-format fsdp_dtensor \\\n--no-gradient-accumulation-fusion \\\n"
+                      "--use-distributed-optimizer \\\n--overlap-grad-reduce \\\n"
+                      "--overlap-param-gather \\\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# Megatron-FSDP (ZeRO-2): the plan shards gradients and optimizer state "
+                      "over dp x cp = 2 ranks"),
+            std::string::npos)
+      << text;
+  const MegatronSettings back = parse_megatron_arguments(text, "args");
+  EXPECT_TRUE(back.config.zero1);
+  EXPECT_TRUE(back.config.shard_gradients);
+  EXPECT_FALSE(back.config.shard_parameters);
 }
 
 // Recompute op (torchtitan's op-level selective checkpointing) is torchtitan's own policy: its
@@ -258,15 +276,72 @@ TEST(Handoff, MegatronAttentionBackendOfEachKernel) {
   }
 }
 
-TEST(Handoff, MegatronRefusesParameterSharding) {
+// Parameter sharding: Megatron-FSDP's optim_grads_params (ZeRO-3); read back as zero1 with
+// gradient and parameter sharding, and the whole plan round-trips.
+TEST(Handoff, MegatronParameterShardingIsMegatronFsdpOptimGradsParams) {
   PlanRequest req = handoff_request(kMegatron1F1B);
   req.config.zero1 = true;
   req.config.shard_gradients = true;
   req.config.shard_parameters = true;
-  EXPECT_NE(handoff_error([&] {
-              megatron_arguments(build_plan(req), "Std1F1B");
-            }).find("--format megatron: parameter sharding (ZeRO-3 / FSDP)"),
+  const std::string text = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(text.find("--use-megatron-fsdp \\\n"
+                      "--data-parallel-sharding-strategy optim_grads_params \\\n"
+                      "--ckpt-format fsdp_dtensor \\\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(ZeRO-3): the plan shards parameters, gradients and optimizer state over "
+                      "dp x cp = 2 ranks"),
+            std::string::npos)
+      << text;
+  const MegatronSettings back = parse_megatron_arguments(text, "args");
+  EXPECT_TRUE(back.config.zero1);
+  EXPECT_TRUE(back.config.shard_gradients);
+  EXPECT_TRUE(back.config.shard_parameters);
+  // The round trip rebuilds the plan from the arguments alone.
+  const PlanRequest original = req;
+  const Plan plan = build_plan(original);
+  PlanRequest again;
+  again.model = original.model;
+  again.cluster = original.cluster;
+  again.config = back.config;
+  again.config.gpus = plan.config.gpus;
+  again.config.dp = plan.config.gpus / (back.config.pp * back.config.tp * back.config.cp);
+  again.partition = PartitionMode::kExplicit;
+  int start = 0;
+  for (int layers : back.stage_layers) {
+    again.partition_starts.push_back(start);
+    start += layers;
+  }
+  const Plan rebuilt = build_plan(again);
+  EXPECT_EQ(rebuilt.config, plan.config);
+  EXPECT_EQ(rebuilt.program, plan.program);
+}
+
+// Megatron-LM's own constraints on the sharding arguments, read back: the strategy applies on
+// the Megatron-FSDP code path only, which needs the fsdp_dtensor checkpoint format
+// (validate_args), and the strategy has four choices.
+TEST(Handoff, MegatronShardingArgumentsThatMegatronRefusesAreErrors) {
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments("--data-parallel-sharding-strategy optim_grads", "a.txt");
+            }).find("a.txt: --data-parallel-sharding-strategy optim_grads: needs "
+                    "--use-megatron-fsdp"),
             std::string::npos);
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments(
+                  "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", "a.txt");
+            }).find("a.txt: --use-megatron-fsdp: needs --ckpt-format fsdp_dtensor"),
+            std::string::npos);
+  EXPECT_NE(handoff_error([] {
+              parse_megatron_arguments("--data-parallel-sharding-strategy full_shard", "a.txt");
+            }).find("expected no_shard, optim, optim_grads or optim_grads_params, got "
+                    "'full_shard'"),
+            std::string::npos);
+  // optim is ZeRO-1 on the Megatron-FSDP path.
+  const MegatronSettings optim = parse_megatron_arguments(
+      "--use-megatron-fsdp --data-parallel-sharding-strategy optim --ckpt-format fsdp_dtensor",
+      "a.txt");
+  EXPECT_TRUE(optim.config.zero1);
+  EXPECT_FALSE(optim.config.shard_gradients);
 }
 
 // The optimizer state: Megatron-LM keeps master-weight remainders with its precision-aware
@@ -565,6 +640,106 @@ TEST(Handoff, RecomputeLayersGoToTorchtitanAsEveryKthBlockOnOneStage) {
             std::string::npos);
   EXPECT_NE(handoff_error([&] { jaxpp_snippet(plan, "ZeroBubble"); })
                 .find("--format jaxpp: recompute_layers 2"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+PlanRequest sharded_request(PlanRequest req, bool params) {
+  req.config.zero1 = true;
+  req.config.shard_gradients = true;
+  req.config.shard_parameters = params;
+  return req;
+}
+
+// Parameter sharding is torchtitan's FSDP2 over dp·cp (its dp_shard_cp mesh): shard degree dp,
+// replicate degree 1, weights resharded after every forward ("always"; torchtitan's "default"
+// keeps them gathered under pipeline parallelism). Unsharded plans keep replicate degree dp.
+TEST(Handoff, TorchtitanParameterShardingIsFsdpOverDp) {
+  const std::string replicated =
+      torchtitan_toml(build_plan(handoff_request(kZbH1)), "ZeroBubble", "zb.csv");
+  EXPECT_NE(replicated.find("[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                            "data_parallel_shard_degree = 1\ntensor_parallel_degree = 1\n"),
+            std::string::npos)
+      << replicated;
+  EXPECT_EQ(replicated.find("fsdp_reshard_after_forward"), std::string::npos) << replicated;
+  const std::string fsdp = torchtitan_toml(
+      build_plan(sharded_request(handoff_request(kZbH1), true)), "ZeroBubble", "zb.csv");
+  EXPECT_NE(fsdp.find("[parallelism]\ndata_parallel_replicate_degree = 1\n"
+                      "data_parallel_shard_degree = 2\nfsdp_reshard_after_forward = \"always\"\n"
+                      "tensor_parallel_degree = 1\ncontext_parallel_degree = 1\n"),
+            std::string::npos)
+      << fsdp;
+  // The global batch over dp: the same local batch as the replicated run.
+  EXPECT_NE(fsdp.find("local_batch_size = 32\nglobal_batch_size = 64\n"), std::string::npos)
+      << fsdp;
+  // pp 4: the pipelining runtime's deferred reduce-scatter is said.
+  EXPECT_NE(fsdp.find("defers FSDP's gradient\n# reduce-scatter to the last microbatch"),
+            std::string::npos)
+      << fsdp;
+}
+
+// ZeRO-1 and ZeRO-2 without parameter sharding have no torchtitan equivalent (FSDP2 always
+// shards the parameters); JaxPP refuses every sharding through ZeRO-1.
+TEST(Handoff, TorchtitanRefusesZero1AndZero2WithoutParameterSharding) {
+  PlanRequest zero1 = handoff_request(kZbH1);
+  zero1.config.zero1 = true;
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(build_plan(zero1), "ZeroBubble", "zb.csv");
+            }).find("--format torchtitan: ZeRO-1 (distributed optimizer) without parameter "
+                    "sharding"),
+            std::string::npos);
+  const Plan zero2 = build_plan(sharded_request(handoff_request(kZbH1), false));
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(zero2, "ZeroBubble", "zb.csv");
+            }).find("--format torchtitan: gradient sharding (ZeRO-2) without parameter sharding: "
+                    "FSDP2 always shards the parameters at rest"),
+            std::string::npos);
+  const Plan zero3 = build_plan(sharded_request(handoff_request(kZbH1), true));
+  EXPECT_NE(handoff_error([&] { jaxpp_snippet(zero3, "ZeroBubble"); }).find("--format jaxpp: ZeRO-1"),
+            std::string::npos);
+}
+
+// Expert parallelism under FSDP: torchtitan borrows ep from dp_shard·cp (·tp for etp 1), so ep 4
+// with etp 1 fits a sharded plan of dp 4, tp 2 (ep | dp·tp = 8 and cp·tp = 2 | ep), and not the
+// replicated one.
+TEST(Handoff, TorchtitanExpertParallelismBorrowsFromTheFsdpShards) {
+  PlanRequest req = moe_handoff_request(4, 1);
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(build_plan(req), "Std1F1B", "s.csv");
+            }).find("when data parallelism is replicated"),
+            std::string::npos);
+  const std::string toml =
+      torchtitan_toml(build_plan(sharded_request(req, true)), "Std1F1B", "s.csv");
+  EXPECT_NE(toml.find("data_parallel_replicate_degree = 1\ndata_parallel_shard_degree = 4\n"),
+            std::string::npos)
+      << toml;
+  EXPECT_NE(toml.find("expert_parallel_degree = 4\nexpert_tensor_parallel_degree = 1\n"),
+            std::string::npos)
+      << toml;
+  // ep 8 with etp 1 (8 | dp·cp·tp = 8) fits too; replicated, it needs ep = cp·tp = 2.
+  PlanRequest ep8 = moe_handoff_request(8, 1);
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(build_plan(ep8), "Std1F1B", "s.csv");
+            }).find("expert parallelism ep 8 with etp 1"),
+            std::string::npos);
+  EXPECT_NE(torchtitan_toml(build_plan(sharded_request(ep8, true)), "Std1F1B", "s.csv")
+                .find("expert_parallel_degree = 8\n"),
+            std::string::npos);
+  // cp 2, tp 2, dp 2: ep 2 with etp 1 is a plan (ep·etp = 2 divides tp·cp·dp = 8), but
+  // torchtitan's etp 1 borrows all of cp·tp = 4 ranks, so ep must be a multiple of 4.
+  PlanRequest cp2 = sharded_request(moe_handoff_request(2, 1), true);
+  cp2.config.cp = 2;
+  cp2.config.dp = 2;
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(build_plan(cp2), "Std1F1B", "s.csv");
+            }).find("expert parallelism ep 2 with etp 1: torchtitan needs etp = tp with ep a "
+                    "multiple of cp dividing dp*cp, or etp = 1 with ep a multiple of cp*tp "
+                    "dividing dp*cp*tp"),
             std::string::npos);
 }
 

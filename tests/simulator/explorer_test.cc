@@ -396,6 +396,51 @@ TEST(Explorer, JsonCarriesCountsBestTopParetoAndConfigs) {
   EXPECT_FALSE(j.contains("pruned_configs"));
 }
 
+// --recompute full:N: each N is a policy after full (N ascending, a repeated N kept once); the
+// configurations carry recompute_layers, explore's names say full:N, and the parser refuses a
+// count on another policy or one that is not a number >= 0.
+TEST(Explorer, PartialRecomputeChoicesFollowFullInEnumerationOrder) {
+  ExploreRequest req;
+  req.model = load_model("gpt3-1.3b");
+  req.cluster = load_cluster("a100-80g");
+  req.gpus = 2;
+  req.global_batch = 8;
+  req.space.pp = {2};
+  req.space.tp = {1};
+  req.space.microbatch_sizes = {1};
+  req.space.schedules = {"1f1b"};
+  req.space.zero1 = {false};
+  for (const char* item : {"full:4", "none", "full", "full:2", "full:4"})
+    add_recompute_choice(item, req.space, "--recompute");
+  EXPECT_EQ(req.space.recompute, (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
+  EXPECT_EQ(req.space.recompute_layers, (std::vector<int>{4, 2, 4}));
+  const std::vector<ConfigRecord> records = enumerate_configs(req);
+  ASSERT_EQ(records.size(), 4u);
+  std::vector<std::string> names;
+  for (const ConfigRecord& r : records) names.push_back(recompute_choice_name(r.config));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "full:2", "full:4"}));
+  EXPECT_EQ(records[2].config.recompute_layers, 2);
+  EXPECT_EQ(records[1].config.recompute_layers, -1);
+  EXPECT_THAT(describe_config(records[3].config), HasSubstr(", recompute full:4"));
+  ExploreSpace space;
+  for (const char* bad : {"selective:2", "full:", "full:x", "full:-3", "full:2x"}) {
+    try {
+      add_recompute_choice(bad, space, "--recompute");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("--recompute: '" + std::string(bad) + "'")) << bad;
+    }
+  }
+  EXPECT_TRUE(space.recompute_layers.empty());
+  req.partition = PartitionMode::kBalancedTime;
+  try {
+    enumerate_configs(req);
+    ADD_FAILURE() << "full:N with balanced-time accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--recompute: full:4 with --partition balanced-time"));
+  }
+}
+
 TEST(Explorer, CsvHasOneRowPerSimulatedConfiguration) {
   const std::string csv = explore_result_to_csv(small_result());
   EXPECT_THAT(csv, StartsWith("rank,id,pp,tp,cp,dp,"));
