@@ -216,6 +216,10 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                      "matmul kept) has no Megatron-LM flag (--recompute-granularity is full or "
                      "selective)");
   }
+  // Activation offloading: --cpu-offloading-num-layers N (validate_args: "if
+  // args.cpu_offloading_num_layers > 0: args.cpu_offloading = True"; TransformerConfig's
+  // cpu_offloading rules are the plan's: pp 1, no recompute, fewer than all layers).
+  if (c.offload_layers > 0) add("--cpu-offloading-num-layers", std::to_string(c.offload_layers));
   if (c.sequence_parallel) add("--sequence-parallel");
   // Gradient and parameter sharding: Megatron-FSDP (arguments.py at 000c4ac2,
   // _add_distributed_args: --use-megatron-fsdp, --data-parallel-sharding-strategy with choices
@@ -455,6 +459,10 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
         throw_input_error(where, "--recompute-num-layers: expected a number >= 0, got " +
                                      std::to_string(recompute_num_layers));
     }
+    else if (f == "--cpu-offloading")
+      continue;  // on by itself offloads no layer; --cpu-offloading-num-layers turns it on
+    else if (f == "--cpu-offloading-num-layers")
+      c.offload_layers = value_int(i);
     else if (f == "--sequence-parallel")
       c.sequence_parallel = true;
     else if (f == "--use-distributed-optimizer")
@@ -583,6 +591,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   if (c.optimizer_state == OptimizerState::kRemainders || c.optimizer_state == OptimizerState::kBf16)
     cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
                                "' (this export keeps torchtitan's fp32 AdamW state)");
+  if (c.offload_layers > 0)
+    cannot_express(target, "activation offloading (offload_layers " +
+                               std::to_string(c.offload_layers) +
+                               "): this export writes no activation offloading");
   // Data parallelism. torchtitan has DDP (data_parallel_replicate_degree, replicated weights)
   // and FSDP2 (data_parallel_shard_degree; job_config.py at 6404b932, class Parallelism: lines
   // 236, 250 and 262 define the replicate and shard degrees and fsdp_reshard_after_forward). FSDP2
@@ -784,6 +796,9 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
     cannot_express(target, "recompute op (torchtitan's op-level selective checkpointing; "
                            "jax.checkpoint_policies has no every-other-matmul policy)");
   if (c.tp_comm_overlap) cannot_express(target, "tensor-parallel communication overlap");
+  if (c.offload_layers > 0)
+    cannot_express(target, "activation offloading (offload_layers " +
+                               std::to_string(c.offload_layers) + ")");
   if (c.recompute == Recompute::kFull && c.recompute_layers >= 0 &&
       c.recompute_layers < max_chunk_transformers(plan))
     cannot_express(target, "recompute_layers " + std::to_string(c.recompute_layers) +

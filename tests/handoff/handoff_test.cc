@@ -745,3 +745,53 @@ TEST(Handoff, TorchtitanExpertParallelismBorrowsFromTheFsdpShards) {
 
 }  // namespace
 }  // namespace jaxpp
+
+namespace jaxpp {
+namespace {
+
+// Activation offloading: Megatron-LM's --cpu-offloading-num-layers (validate_args turns
+// cpu_offloading on when it is > 0), read back; torchtitan and the JaxPP snippet refuse it.
+TEST(Handoff, ActivationOffloadingGoesToMegatronOnly) {
+  PlanRequest req;
+  req.model = load_model("gpt3-1.3b");
+  req.cluster = load_cluster("h100-sxm");
+  ParallelConfig& c = req.config;
+  c.gpus = 8;
+  c.pp = 1;
+  c.dp = 8;
+  c.global_batch = 32;
+  c.microbatch_size = 2;
+  c.schedule = "Std1F1B";
+  c.offload_layers = 6;
+  const Plan plan = build_plan(req);
+  const std::string text = megatron_arguments(plan, "Std1F1B");
+  EXPECT_NE(text.find("--cpu-offloading-num-layers 6 \\\n"), std::string::npos) << text;
+  EXPECT_EQ(parse_megatron_arguments(text, "args").config.offload_layers, 6);
+  EXPECT_EQ(parse_megatron_arguments("--cpu-offloading --cpu-offloading-num-layers 3", "a")
+                .config.offload_layers,
+            3);
+  EXPECT_EQ(parse_megatron_arguments("--cpu-offloading", "a").config.offload_layers, 0);
+  try {
+    parse_megatron_arguments("--cpu-offloading-num-layers -2", "a.txt");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "a.txt: --cpu-offloading-num-layers: expected a positive integer, got '-2'");
+  }
+  for (const HandoffTarget target : {HandoffTarget::kTorchtitan, HandoffTarget::kJaxpp}) {
+    try {
+      if (target == HandoffTarget::kTorchtitan)
+        torchtitan_toml(plan, "1F1B", "schedule.csv");
+      else
+        jaxpp_snippet(plan, "Std1F1B");
+      FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("activation offloading (offload_layers 6)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace jaxpp
