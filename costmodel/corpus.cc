@@ -131,11 +131,11 @@ ModelSpec row_model(const JsonObject& row, const std::string& base_dir, std::str
   if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
   if (!path_exists(path.string())) {  // anything else at the path: load_model says what it is
     const std::string looked =
-        path.string() == name ? std::string() : " (looked for " + path.string() + ")";
+        path.string() == name ? std::string()
+                              : " " + path.string() +
+                                    ": a model file is relative to the corpus file's directory";
     throw_input_error(where, "unknown model '" + name + "' (not a preset, and no such file" +
-                                 looked +
-                                 "; a relative path is relative to the corpus file's directory; "
-                                 "see jaxpp-sim graph --help for the presets)");
+                                 looked + "; see jaxpp-sim graph --help for the presets)");
   }
   try {
     file = path.string();
