@@ -222,7 +222,7 @@ void print_explanation(std::ostream& out, const CorpusRowResult& r, const RowExp
   char cell[64];
   std::string line = "    actor";
   for (const auto& column : kColumns) {
-    std::snprintf(cell, sizeof cell, "  %16s", column.second);
+    std::snprintf(cell, sizeof cell, "  %15s", column.second);
     line += cell;
   }
   out << line << "\n";
@@ -231,7 +231,7 @@ void print_explanation(std::ostream& out, const CorpusRowResult& r, const RowExp
     line = cell;
     for (const auto& column : kColumns) {
       const double v = a.at(column.first).get<double>();
-      std::snprintf(cell, sizeof cell, "  %9.2f %5.1f%%", v * 1e3, step > 0 ? v / step * 100 : 0);
+      std::snprintf(cell, sizeof cell, "  %8.2f %5.1f%%", v * 1e3, step > 0 ? v / step * 100 : 0);
       line += cell;
     }
     out << line << "\n";
@@ -239,7 +239,7 @@ void print_explanation(std::ostream& out, const CorpusRowResult& r, const RowExp
   const MemoryBreakdown& m = e.memory;
   out << "  peak memory of actor " << m.actor << ": " << gib(m.peak) << " GiB of "
       << gib(m.device) << " GiB (" << format("%.1f%%", 100.0 * m.peak / m.device)
-      << (m.peak > m.device ? ", does not fit" : "") << "): weights " << gib(m.weights)
+      << (m.peak > m.device ? ", does not fit" : "") << "), in GiB: weights " << gib(m.weights)
       << ", gradients " << gib(m.gradients) << ", optimizer state " << gib(m.optimizer_state)
       << ", gathered weights " << gib(m.gathered_weights) << ", activations in flight "
       << gib(m.activations) << ", transient gradients " << gib(m.transient_gradients) << "\n";
@@ -389,7 +389,7 @@ int run_validate_model(int argc, char** argv) {
       if (plan_dir.empty()) continue;
       if (e.ran) out.set(plan_flag(*e.row), plan_to_text(e.plan, plan_flag(*e.row)));
       if (!e.model_file.empty())
-        out.set(model_flag(*e.row), model_to_json(e.model).dump(1) + "\n");
+        out.set(model_flag(*e.row), e.model_json.dump(1) + "\n");
     }
   }
   if (args.count("out")) out.set("--out", json.dump(2) + "\n");

@@ -363,6 +363,18 @@ std::string lower(std::string s) {
   return s;
 }
 
+nlohmann::json model_file_json(const ModelSpec& model) {
+  if (model.hidden > 0 && model.num_transformer_layers > 0) {
+    try {
+      nlohmann::json shape = model_shape_to_json(model);
+      if (same_model(model_from_json(shape, "model"), model)) return shape;
+    } catch (const InputError&) {
+      // not expressible in the transformer form: the explicit form below
+    }
+  }
+  return model_to_json(model);
+}
+
 // --model (and --a2a-dtype) for the row's model: the preset or the row's model file when the
 // simulated model is exactly it, else a model file the caller writes.
 void add_model_args(const CorpusRow& row, const ExplainOptions& explain, RowExplanation& e) {
@@ -398,6 +410,7 @@ void add_model_args(const CorpusRow& row, const ExplainOptions& explain, RowExpl
       reasons.push_back("fp8_scaling " + std::string(to_string(e.model.fp8_scaling)));
     if (reasons.empty()) reasons.push_back("the row's model differs from " + base);
   }
+  e.model_json = model_file_json(e.model);
   const std::string name = explain_file_stem(row.id) + ".model.json";
   e.model_file = explain.model_dir.empty() ? name : explain.model_dir + "/" + name;
   args.insert(args.end(), {"--model", e.model_file});

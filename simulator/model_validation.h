@@ -33,7 +33,7 @@
 // model file) when it is that model exactly, with --a2a-dtype for the row's all-to-all types;
 // otherwise (an inline model, a seq_len, fp8 or fp8_scaling of the row: simulate has no flag for
 // them) the command names a model file, <id>.model.json in the explain directory, that the
-// caller writes (model_to_json of RowExplanation::model). A configuration field with no
+// caller writes (RowExplanation::model_json). A configuration field with no
 // simulate flag makes `complete` false and is named in `notes`.
 //
 // Usage:
@@ -145,9 +145,12 @@ struct RowExplanation {
   std::vector<std::string> simulate_args;
   bool complete = true;  // false: a row setting has no simulate flag (named in notes)
   // The model file the command names when the row's model is not a preset or the row's file
-  // as is; empty otherwise. The caller writes model_to_json(model) there.
+  // as is; empty otherwise. The caller writes model_json there.
   std::string model_file;
   ModelSpec model;  // the model simulated (the row's, FP8 when the row is)
+  // `model` as a model file: its transformer form when that reads back to the same model (the
+  // explicit form's per-layer limits refuse a 1M-token sequence's stash), else the explicit form.
+  nlohmann::json model_json;
   std::vector<std::string> notes;
   bool ran = false;     // false: the simulator rejected the row (message)
   std::string message;

@@ -612,7 +612,7 @@ TEST(ValidateModelExplain, TablePrintsTheCommandBreakdownAndMemory) {
         "  reproduce: jaxpp-sim simulate --model gpt3-1.3b --cluster a100-80g --gpus 4 ",
         "step breakdown (ms and % of the ", "gemm", "attention", "elementw.", "tp_exp.",
         "p2p_exp.", "dp_exp.", "bubble", "optimizer", "peak memory of actor ", "GiB of 80.00 GiB",
-        ", weights ", ", gradients ", ", optimizer state ", ", gathered weights 0.00",
+        "), in GiB: weights ", ", gradients ", ", optimizer state ", ", gathered weights 0.00",
         ", activations in flight ", ", transient gradients 0.00"}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
   }
