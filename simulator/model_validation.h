@@ -56,7 +56,6 @@
 #include "costmodel/cluster.h"
 #include "costmodel/corpus.h"
 #include "graph/plan.h"
-#include "simulator/breakdown.h"
 
 namespace jaxpp {
 
