@@ -1,10 +1,16 @@
 // jaxpp-sim validate-model: scores the cost model against the validation corpus (published
 // training runs; costmodel/corpus.h, simulator/model_validation.h, docs/validation.md). Prints a
-// row table and the error summaries, or JSON; exit 0 whenever it ran (--strict: 1 when a test row
-// not marked expected_failure is out of band or rejected). A bad corpus is one line, exit 2, and
-// no --out file.
+// row table and the error summaries, or JSON; with --explain, per selected row the `simulate`
+// command that reproduces its prediction, its step breakdown and its peak memory (--plan-out
+// DIR: each row's plan.json and, where the command needs one, its model file). Exit 0 when it
+// ran; 1 when a selected row not marked expected_failure was rejected by the simulator (one
+// stderr line per row, after the report) or, with --strict, when a test row not marked
+// expected_failure is out of band or rejected. A bad corpus or flag is one line, exit 2, and no
+// output file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -23,6 +29,7 @@
 #include "costmodel/gemm_corpus.h"
 #include "graph/error.h"
 #include "graph/json_util.h"
+#include "graph/plan.h"
 #include "simulator/model_validation.h"
 
 namespace jaxpp::cli {
@@ -144,6 +151,100 @@ bool strict_failure(const ModelValidationReport& report) {
   return false;
 }
 
+// --row given several times: one --row with the values joined by commas (parse_flags refuses a
+// flag given twice; --row is the one validate-model flag that may repeat).
+std::vector<std::string> join_row_flags(int argc, char** argv) {
+  std::vector<std::string> args, rows;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i > 0 && a == "--row" && i + 1 < argc) {
+      rows.push_back(argv[++i]);
+    } else if (i > 0 && a.rfind("--row=", 0) == 0) {
+      rows.push_back(a.substr(6));
+    } else {
+      args.push_back(a);
+    }
+  }
+  if (!rows.empty()) {
+    std::string joined;
+    for (const std::string& r : rows) joined += (joined.empty() ? "" : ",") + r;
+    args.push_back("--row");
+    args.push_back(joined);
+  }
+  return args;
+}
+
+// The row ids of --row: comma-separated, none empty.
+std::vector<std::string> row_ids(const cxxopts::ParseResult& args) {
+  if (!args.count("row")) return {};
+  const std::string text = args["row"].as<std::string>();
+  std::vector<std::string> ids;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    ids.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (ids.back().empty())
+      throw_input_error("--row", "expected row ids (repeat --row or separate them by commas), "
+                                 "got '" + text + "'");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+std::string gib(int64_t bytes) { return format("%.2f", static_cast<double>(bytes) / kGiB); }
+
+// The explanation of one row, after the table: the simulate command, the step breakdown per actor
+// (simulate --breakdown's categories, ms and % of the step) and the worst actor's peak memory.
+void print_explanation(std::ostream& out, const CorpusRowResult& r, const RowExplanation& e) {
+  const CorpusRow& row = *r.row;
+  out << "\nexplain " << row.id << " (" << to_string(row.split) << ", " << r.cluster;
+  if (r.ran())
+    out << ": predicted " << format("%.3f", r.predicted_step_time_s) << " s, measured "
+        << format("%.3f", r.measured_step_time_s) << " s, error "
+        << format("%+.1f%%", r.error * 100);
+  out << ")\n";
+  out << "  " << (e.complete ? "reproduce" : "INCOMPLETE, does not reproduce the row")
+      << ": " << shell_command(e.simulate_args) << "\n";
+  for (const std::string& note : e.notes) out << "  note: " << note << "\n";
+  if (!e.ran) {
+    out << "  rejected by the simulator: " << e.message << "\n";
+    return;
+  }
+  const double step = e.step_time_s;
+  out << "  step breakdown (ms and % of the " << format("%.3f", step * 1e3)
+      << " ms step, per actor, as simulate --breakdown):\n";
+  static const std::vector<std::pair<const char*, const char*>> kColumns = {
+      {"gemm_s", "gemm"},           {"attention_s", "attention"},  {"elementwise_s", "elementw."},
+      {"tp_comm_s", "tp_exp."},     {"cp_comm_s", "cp_exp."},      {"ep_comm_s", "ep_exp."},
+      {"p2p_exposed_s", "p2p_exp."}, {"dp_exposed_s", "dp_exp."},  {"optimizer_s", "optimizer"},
+      {"other_s", "other"},         {"bubble_s", "bubble"}};
+  char cell[64];
+  std::string line = "    actor";
+  for (const auto& column : kColumns) {
+    std::snprintf(cell, sizeof cell, "  %15s", column.second);
+    line += cell;
+  }
+  out << line << "\n";
+  for (const nlohmann::json& a : e.breakdown) {
+    std::snprintf(cell, sizeof cell, "    %5d", a.at("actor").get<int>());
+    line = cell;
+    for (const auto& column : kColumns) {
+      const double v = a.at(column.first).get<double>();
+      std::snprintf(cell, sizeof cell, "  %8.2f %5.1f%%", v * 1e3, step > 0 ? v / step * 100 : 0);
+      line += cell;
+    }
+    out << line << "\n";
+  }
+  const MemoryBreakdown& m = e.memory;
+  out << "  peak memory of actor " << m.actor << ": " << gib(m.peak) << " GiB of "
+      << gib(m.device) << " GiB (" << format("%.1f%%", 100.0 * m.peak / m.device)
+      << (m.peak > m.device ? ", does not fit" : "") << "), in GiB: weights " << gib(m.weights)
+      << ", gradients " << gib(m.gradients) << ", optimizer state " << gib(m.optimizer_state)
+      << ", gathered weights " << gib(m.gathered_weights) << ", activations in flight "
+      << gib(m.activations) << ", transient gradients " << gib(m.transient_gradients) << "\n";
+}
+
 // The outputs, checked before any work (cli/report_output.h): --out is never one of the input
 // files, "-" is stdout (the table then goes to stderr).
 OutputFiles checked_outputs(const cxxopts::ParseResult& args) {
@@ -160,7 +261,7 @@ OutputFiles checked_outputs(const cxxopts::ParseResult& args) {
 // marks no expected failures and its errors are relative to a scale fitted on the same rows, so
 // there is no pass rule to enforce.
 int run_gemm_validation(const cxxopts::ParseResult& args, const std::string& split, double band) {
-  refuse_flags(args, {"corpus", "rows-on"},
+  refuse_flags(args, {"corpus", "rows-on", "row", "explain", "plan-out"},
                "selects rows of the end-to-end corpus, but --gemms scores measured GEMMs");
   refuse_flags(args, {"strict"},
                "judges end-to-end corpus rows; --gemms has no pass rule (its errors are after a "
@@ -208,23 +309,34 @@ int run_validate_model(int argc, char** argv) {
       ("gemms", "score the GEMM model on measured GEMMs instead (e.g. tests/data/kernels/h200_gemm_bf16.json)", cxxopts::value<std::string>())
       ("cluster", "a cluster preset or JSON file replacing every selected row's cluster", cxxopts::value<std::string>())
       ("rows-on", "keep the rows whose cluster preset is GPU (e.g. h100-sxm)", cxxopts::value<std::string>())
+      ("row", "keep only the row ID (repeat the flag or separate ids by commas; with --rows-on and --split)", cxxopts::value<std::string>())
       ("split", "fit | test | all", cxxopts::value<std::string>()->default_value("all"))
-      ("band", "allowed |error| as a fraction (with --gemms: counts the GEMMs within it)", cxxopts::value<double>()->default_value("0.10"))
+      ("band", "allowed |error| as a fraction (with --gemms: counts the GEMMs within it)", cxxopts::value<std::string>()->default_value("0.10"))
+      ("explain", "after the table, per selected row (at most 8 unless --row names them): the simulate command that reproduces its prediction, its step breakdown and the peak memory of its worst actor; in --json each row's \"explain\"")
+      ("plan-out", "with --explain: write each row's plan.json to DIR/<id>.plan.json (and the model file a command names, DIR/<id>.model.json)", cxxopts::value<std::string>())
       ("strict", "exit 1 when a test row not marked expected_failure is out of band (not with --gemms or --split fit)")
       ("json", "print the report as JSON")
       ("out", "also write the JSON report to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
   // clang-format on
-  const std::optional<cxxopts::ParseResult> parsed =
-      parse_flags(options, argc, argv, "validate-model");
+  std::vector<std::string> joined = join_row_flags(argc, argv);
+  std::vector<char*> joined_argv;
+  for (std::string& a : joined) joined_argv.push_back(a.data());
+  const std::optional<cxxopts::ParseResult> parsed = parse_flags(
+      options, static_cast<int>(joined_argv.size()), joined_argv.data(), "validate-model");
   if (!parsed) return kExitOk;
   const cxxopts::ParseResult& args = *parsed;
   const std::string split = args["split"].as<std::string>();
   check_validation_split(split);
   ModelValidationOptions vo;
-  vo.band = args["band"].as<double>();
-  check_validation_band(vo.band);
+  vo.band = parse_validation_band(args["band"].as<std::string>());
   if (args.count("gemms")) return run_gemm_validation(args, split, vo.band);
+  if (!args.count("explain"))
+    refuse_flags(args, {"plan-out"}, "writes the plans of the explained rows: give --explain");
+  const std::vector<std::string> ids = row_ids(args);
+  const std::string plan_dir = args.count("plan-out") ? args["plan-out"].as<std::string>() : "";
+  if (args.count("plan-out") && !std::filesystem::is_directory(plan_dir))
+    throw_input_error("--plan-out " + plan_dir, "not an existing directory (create it first)");
   // --strict judges test rows only: with --split fit it could never fail.
   if (split == "fit")
     refuse_flags(args, {"strict"}, "judges the test rows, but --split fit keeps none");
@@ -241,17 +353,64 @@ int run_validate_model(int argc, char** argv) {
                             ? load_corpus(args["corpus"].as<std::string>())
                             : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
   check_corpus_schedules(corpus);
-  const Corpus selected = select_corpus_rows(corpus, gpu, split);
+  const Corpus selected = select_corpus_rows(corpus, gpu, split, ids);
+  const bool explain = args.count("explain") > 0;
+  constexpr size_t kMaxExplainedRows = 8;
+  if (explain && ids.empty() && selected.rows.size() > kMaxExplainedRows) {
+    throw_input_error("--explain", std::to_string(selected.rows.size()) +
+                                       " rows selected; it explains at most " +
+                                       std::to_string(kMaxExplainedRows) +
+                                       " unless --row names them (or narrow with --rows-on, "
+                                       "--split)");
+  }
+  // --plan-out files, checked before the work as every output.
+  const auto plan_flag = [](const CorpusRow& row) { return "--plan-out (row '" + row.id + "')"; };
+  const auto model_flag = [](const CorpusRow& row) {
+    return "--plan-out (row '" + row.id + "', model)";
+  };
+  if (!plan_dir.empty()) {
+    for (const CorpusRow& row : selected.rows) {
+      const std::string stem = plan_dir + "/" + explain_file_stem(row.id);
+      out.output(stem + ".plan.json", plan_flag(row));
+      out.output(stem + ".model.json", model_flag(row));
+    }
+  }
   const ModelValidationReport report = validate_corpus(selected, vo);
-  const nlohmann::json json = validation_report_to_json(report);
+  nlohmann::json json = validation_report_to_json(report);
+  std::vector<RowExplanation> explanations;
+  if (explain) {
+    ExplainOptions eo;
+    if (args.count("cluster")) eo.cluster_arg = args["cluster"].as<std::string>();
+    eo.model_dir = plan_dir;
+    for (size_t i = 0; i < report.rows.size(); ++i) {
+      explanations.push_back(explain_row(*report.rows[i].row, vo, eo));
+      const RowExplanation& e = explanations.back();
+      json["rows"][i]["explain"] = explanation_to_json(e);
+      if (plan_dir.empty()) continue;
+      if (e.ran) out.set(plan_flag(*e.row), plan_to_text(e.plan, plan_flag(*e.row)));
+      if (!e.model_file.empty())
+        out.set(model_flag(*e.row), e.model_json.dump(1) + "\n");
+    }
+  }
   if (args.count("out")) out.set("--out", json.dump(2) + "\n");
   out.write_all();
   if (args.count("json")) {
     std::cout << json.dump(2) << "\n";
   } else {
     print_table(out.report_stream(), report);
+    for (size_t i = 0; i < explanations.size(); ++i)
+      print_explanation(out.report_stream(), report.rows[i], explanations[i]);
     for (const std::string& p : out.written_files()) out.report_stream() << "wrote " << p << "\n";
   }
+  // Rows the simulator rejected: a corpus the simulator cannot score is a failed run (rows marked
+  // expected_failure excepted, as --strict excepts them).
+  bool rejected = false;
+  for (const CorpusRowResult& r : report.rows) {
+    if (r.ran() || r.row->expected_failure) continue;
+    std::cerr << report.corpus << ": row '" << r.row->id << "': " << r.message << "\n";
+    rejected = true;
+  }
+  if (rejected) return kExitFailure;
   return args.count("strict") && strict_failure(report) ? kExitFailure : kExitOk;
 }
 

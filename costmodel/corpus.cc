@@ -114,8 +114,10 @@ void require_shape(const ModelSpec& m, FlopsConvention c, const std::string& whe
                                m.name + "' is given in explicit form (layers_list)");
 }
 
-// The model named or given by the row's "model" field.
-ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
+// The model named or given by the row's "model" field. A model file's path is relative to the
+// corpus file's directory (`base_dir`; "" = the working directory), never to the working
+// directory first; an absolute path is taken as given. `file` gets the path loaded.
+ModelSpec row_model(const JsonObject& row, const std::string& base_dir, std::string& file) {
   const json& value = row.at("model");
   const std::string where = row.field("model");
   if (value.is_object()) return model_from_json(value, where);
@@ -126,16 +128,18 @@ ModelSpec row_model(const JsonObject& row, const std::string& base_dir) {
   const std::string name = value.get<std::string>();
   for (const std::string& preset : model_preset_names())
     if (lowercase(name) == preset) return load_model(preset);
-  std::error_code ec;
   fs::path path(name);
-  if (path.is_relative() && !base_dir.empty() && !fs::exists(path, ec))
-    path = fs::path(base_dir) / path;
+  if (path.is_relative() && !base_dir.empty()) path = fs::path(base_dir) / path;
   if (!path_exists(path.string())) {  // anything else at the path: load_model says what it is
-    throw_input_error(where, "unknown model '" + name +
-                                 "' (not a preset, and no such file; see jaxpp-sim graph --help "
-                                 "for the presets)");
+    const std::string looked =
+        path.string() == name ? std::string()
+                              : " " + path.string() +
+                                    ": a model file is relative to the corpus file's directory";
+    throw_input_error(where, "unknown model '" + name + "' (not a preset, and no such file" +
+                                 looked + "; see jaxpp-sim graph --help for the presets)");
   }
   try {
+    file = path.string();
     return load_model(path.string());
   } catch (const InputError& e) {
     throw_input_error(where, e.what());
@@ -186,6 +190,22 @@ void read_measured(const JsonObject& row, CorpusRow& out) {
     throw_input_error(measured.field(key), "expected a fraction in (0, 1] (0.55 for 55 %), got " +
                                                measured.at(key).dump());
   }
+}
+
+// A measured TFLOP/s per GPU above the peak of the row's GPU in the dtype it trains in (FP8 for
+// an FP8 row) cannot have been measured, whatever FLOP count the source used (an MFU above 1 is
+// refused by read_measured).
+void check_measured_below_peak(const JsonObject& row, const CorpusRow& r) {
+  if (r.measured_kind != MeasuredKind::kTflopsPerGpu) return;
+  const ClusterSpec cluster = cluster_preset(r.cluster);
+  const Dtype dtype = r.fp8 ? Dtype::kFp8 : r.model.dtype;
+  const double peak = cluster.peak_flops_per_s[static_cast<size_t>(dtype)];
+  if (!(peak > 0) || r.measured_value * 1e12 <= peak) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "%g TFLOP/s per GPU is above the peak of %s in %s, %g TFLOP/s",
+                r.measured_value, r.cluster.c_str(), std::string(to_string(dtype)).c_str(),
+                peak / 1e12);
+  throw_input_error(row.object("measured").field("tflops_per_gpu"), text);
 }
 
 FlopsConvention read_convention(const JsonObject& row, MeasuredKind kind) {
@@ -262,8 +282,9 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   }
   r.split = split == "fit" ? CorpusSplit::kFit : CorpusSplit::kTest;
   r.cluster = cluster_name(row);
-  r.model = row_model(row, base_dir);
+  r.model = row_model(row, base_dir, r.model_file);
   r.model_name = row.at("model").is_string() ? row.string("model") : r.model.name;
+  r.model_inline = row.at("model").is_object();
   if (row.has("seq_len")) {
     const int s = row.positive_int("seq_len");
     if (s > kMaxSeqLen) {
@@ -365,8 +386,10 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     if (row.has(key) && !r.model.moe.enabled())
       throw_input_error(row.field(key),
                         "model '" + r.model.name + "' has no routed experts (no all-to-all)");
-  if (row.has("a2a_dtype"))
-    set_alltoall_dtypes(r.model, row.string("a2a_dtype"), row.field("a2a_dtype"));
+  if (row.has("a2a_dtype")) {
+    r.a2a_dtype = row.string("a2a_dtype");
+    set_alltoall_dtypes(r.model, r.a2a_dtype, row.field("a2a_dtype"));
+  }
   check_moe_config(r.model, c, name + ": row '" + id + "'", /*flags=*/false, /*field_prefix=*/"");
   if (row.has("offload_layers")) {
     c.offload_layers = static_cast<int>(
@@ -375,6 +398,7 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   }
 
   read_measured(row, r);
+  check_measured_below_peak(row, r);
   r.convention = read_convention(row, r.measured_kind);
   if (row.has("peak_tflops")) {
     const double peak = row.positive_number("peak_tflops");

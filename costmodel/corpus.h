@@ -49,8 +49,11 @@
 // Validation is strict and complete at load time: unknown keys, missing or mistyped fields,
 // duplicate ids, unknown cluster presets or models, tp·pp·dp·cp != gpus, expert-parallel fields
 // that do not fit the model or the devices, a global batch not
-// divisible by dp·microbatch_size, a measured value that is not exactly one positive number, a
-// FLOP convention that does not fit the measured kind, unknown sources, bad splits. Every error
+// divisible by dp·microbatch_size, a measured value that is not exactly one positive number, an
+// MFU above 1, a TFLOP/s per GPU above the peak of the row's GPU in its dtype (FP8 for an FP8
+// row), a FLOP convention that does not fit the measured kind, unknown sources, bad splits.
+// A model file named by a row is relative to the corpus file's directory (an absolute path as
+// given), whatever the working directory. Every error
 // is one InputError line naming the file, the row (its id, or rows[i] / line n without one) and
 // the field:
 //   corpus.json: row 'bloom-176b': field 'tp': tp·pp·dp·cp = 4·12·8·1 = 384 does not equal gpus 380
@@ -155,6 +158,11 @@ struct CorpusRow {
   CorpusSplit split = CorpusSplit::kFit;
   std::string cluster;     // a cluster preset name (lower case)
   std::string model_name;  // the preset or file named in the row, or the inline model's name
+  // The path loaded when the row names a model file (relative to the corpus file's directory,
+  // absolute as given); empty for a preset or an inline model.
+  std::string model_file;
+  bool model_inline = false;  // the row gives the model as a JSON object
+  std::string a2a_dtype;  // the row's "a2a_dtype" as given (empty: the model's)
   // The model with the row's seq_len applied (rebuilt from its transformer shape).
   ModelSpec model;
   int seq_len = 0;
@@ -187,8 +195,8 @@ struct Corpus {
 
 // A .csv file (by extension) or a JSON file. InputError on any problem (see above).
 Corpus load_corpus(const std::string& path);
-// The JSON form from a parsed document; `name` names it in messages, `base_dir` resolves model
-// file paths ("" = the working directory).
+// The JSON form from a parsed document; `name` names it in messages, `base_dir` is the directory
+// relative model file paths are in (load_corpus: the corpus file's; "" = the working directory).
 Corpus corpus_from_json(const nlohmann::json& doc, const std::string& name,
                         const std::string& base_dir);
 // The CSV form from its text.

@@ -26,10 +26,22 @@
 // and not marked expected_failure), of scored rows in band, of expected failures and of errors;
 // mean and max |error| over the scored rows, and the row of the max.
 //
+// Explaining a row (validate-model --explain): the same plan simulated again with the step
+// breakdown (simulator/breakdown.h, what `simulate --breakdown` computes), the peak-memory split
+// of the actor with the highest peak (costmodel/memory.h's terms), and the `jaxpp-sim simulate`
+// arguments that reproduce the prediction. The row's model is named as a preset (or the row's
+// model file) when it is that model exactly, with --a2a-dtype for the row's all-to-all types;
+// otherwise (an inline model, a seq_len, fp8 or fp8_scaling of the row: simulate has no flag for
+// them) the command names a model file, <id>.model.json in the explain directory, that the
+// caller writes (RowExplanation::model_json). A configuration field with no
+// simulate flag makes `complete` false and is named in `notes`.
+//
 // Usage:
 //   Corpus corpus = load_corpus("tests/validation/corpus.json");
 //   ModelValidationReport report = validate_corpus(corpus, {});
 //   std::cout << validation_report_to_json(report).dump(2);
+//   RowExplanation e = explain_row(corpus.rows[0], {}, {.model_dir = "out"});
+//   std::cout << shell_command(e.simulate_args);   // jaxpp-sim simulate --model ... --json
 #pragma once
 
 #include <cstdint>
@@ -43,6 +55,7 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/corpus.h"
+#include "graph/plan.h"
 
 namespace jaxpp {
 
@@ -101,6 +114,63 @@ CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions&
 // Every row of `corpus`, then the summaries.
 ModelValidationReport validate_corpus(const Corpus& corpus, const ModelValidationOptions& options);
 
+// The peak memory of one device of an actor, in bytes, split as costmodel/memory.h counts it:
+// weights + gathered_weights + gradients + transient_gradients + optimizer_state is the actor's
+// static memory, activations the stashed microbatches at the peak (peak - static).
+struct MemoryBreakdown {
+  int actor = 0;
+  int64_t weights = 0;           // its stored weights (a shard with parameter sharding)
+  int64_t gathered_weights = 0;  // parameter sharding: the two layers gathered whole
+  int64_t gradients = 0;         // its gradients (a shard with gradient sharding)
+  int64_t transient_gradients = 0;  // gradient sharding: the largest layer's full gradient
+  int64_t optimizer_state = 0;
+  int64_t activations = 0;  // activations in flight at the peak
+  int64_t peak = 0;
+  int64_t device = 0;  // the cluster's HBM per GPU
+};
+
+struct ExplainOptions {
+  // The --cluster argument that gave ModelValidationOptions::cluster_override (a preset or a
+  // file path), repeated in the command; empty without an override.
+  std::string cluster_arg;
+  // Where the model files the commands name are (validate-model --plan-out DIR); empty: the
+  // command names <id>.model.json and a note says to write it with --plan-out.
+  std::string model_dir;
+};
+
+struct RowExplanation {
+  const CorpusRow* row = nullptr;
+  // `jaxpp-sim` arguments from "simulate" on; shell_command() prints them.
+  std::vector<std::string> simulate_args;
+  bool complete = true;  // false: a row setting has no simulate flag (named in notes)
+  // The model file the command names when the row's model is not a preset or the row's file
+  // as is; empty otherwise. The caller writes model_json there.
+  std::string model_file;
+  ModelSpec model;  // the model simulated (the row's, FP8 when the row is)
+  // `model` as a model file: its transformer form when that reads back to the same model (the
+  // explicit form's per-layer limits refuse a 1M-token sequence's stash), else the explicit form.
+  nlohmann::json model_json;
+  std::vector<std::string> notes;
+  bool ran = false;     // false: the simulator rejected the row (message)
+  std::string message;
+  double step_time_s = 0;
+  nlohmann::json breakdown;  // per actor: simulate --breakdown's "breakdown", unchanged
+  MemoryBreakdown memory;
+  Plan plan;  // what was simulated, plan.predicted as `simulate --plan` writes it
+};
+
+// Never throws for a row the simulator rejects (ran false, the command still given).
+RowExplanation explain_row(const CorpusRow& row, const ModelValidationOptions& options,
+                           const ExplainOptions& explain);
+// "jaxpp-sim <args...>", each argument quoted for a POSIX shell when it needs it.
+std::string shell_command(const std::vector<std::string>& args);
+// A row id as a file name: characters other than letters, digits, '.', '_' and '-' become '_'.
+std::string explain_file_stem(const std::string& id);
+// {"simulate_command", "simulate_args", "complete", "model_file", "notes", "step_time_s",
+//  "breakdown": simulate --json's "breakdown", "memory": {"actor", "weights_bytes", ...}}; a
+//  rejected row has "message" instead of the last three.
+nlohmann::json explanation_to_json(const RowExplanation& e);
+
 // InputError naming the row and field 'schedule' when a row's schedule is not in the registry.
 void check_corpus_schedules(const Corpus& corpus);
 
@@ -110,12 +180,17 @@ void check_corpus_schedules(const Corpus& corpus);
 Corpus builtin_corpus_from_text(bool available, const char* text);
 
 // The rows of `corpus` on the cluster preset `gpu` (empty = all) in `split` ("all", "fit",
-// "test"); InputError naming the corpus when none is left.
-Corpus select_corpus_rows(const Corpus& corpus, const std::string& gpu, const std::string& split);
+// "test") whose id is in `ids` (empty = any); InputError naming the corpus when none is left, and
+// "<corpus>: unknown row 'x' (closest: a, b, c)" for an id that is in no row of the corpus.
+Corpus select_corpus_rows(const Corpus& corpus, const std::string& gpu, const std::string& split,
+                          const std::vector<std::string>& ids = {});
 
 // validate-model's --split (fit, test or all) and --band (a fraction > 0) checked as the CLI does.
 void check_validation_split(const std::string& split);
 void check_validation_band(double band);
+// --band as given: a decimal number > 0 (not nan, inf, hexadecimal or text), else InputError
+// "--band: expected a fraction > 0, got <text>".
+double parse_validation_band(const std::string& text);
 
 // { "corpus", "band", "cluster_override", "rows": [...], "summaries": {"fit", "test",
 //   "by_source": {...}, "by_cluster": {...}} }; docs/validation.md lists the fields.

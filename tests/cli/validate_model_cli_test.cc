@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,19 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::string kFixture = "validate-model --corpus " + data("corpus/small.json") + " ";
+// The line validate-model writes to stderr for the fixture's rejected row.
+const std::string kBadTpLine =
+    data("corpus/small.json") +
+    ": row 'a-bad-tp': configuration: tp 3 does not divide the 16 attention heads of gpt3-1.3b\n";
+
+// validate-model --json on a selection that keeps the fixture's rejected row a-bad-tp: the whole
+// report on stdout, exit 1 and the row's one line on stderr.
+json run_json_with_bad_row(const std::string& args) {
+  const CliResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, kBadTpLine);
+  return json::parse(r.out);
+}
 
 
 std::vector<std::string> ids(const json& report) {
@@ -55,7 +69,8 @@ void expect_bad_input(const CliResult& r, const std::string& needle) {
 
 TEST(ValidateModelCli, TablePrintsEveryRowAndTheSummaries) {
   const CliResult r = run_cli(kFixture);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // a-bad-tp is rejected
+  EXPECT_EQ(r.err, kBadTpLine);
   for (const char* needle :
        {"id",         "split",           "gpu",        "config",          "measured",
         "predicted",  "error",           "status",     "a-1.3b-pp2",      "a-1.3b-tp2",
@@ -71,7 +86,7 @@ TEST(ValidateModelCli, TablePrintsEveryRowAndTheSummaries) {
 }
 
 TEST(ValidateModelCli, JsonHasEveryRowWithItsPredictionAndError) {
-  const json j = run_json(kFixture);
+  const json j = run_json_with_bad_row(kFixture);
   EXPECT_EQ(j["corpus"], data("corpus/small.json"));
   EXPECT_DOUBLE_EQ(j["band"].get<double>(), 0.10);
   EXPECT_TRUE(j["cluster_override"].is_null());
@@ -125,7 +140,7 @@ TEST(ValidateModelCli, SummaryMeanAndMaxAreOverTheScoredRows) {
 TEST(ValidateModelCli, SplitKeepsOnlyThatSplit) {
   EXPECT_EQ(ids(run_json(kFixture + "--split fit")),
             (std::vector<std::string>{"a-1.3b-pp2", "b-1.3b-mfu"}));
-  EXPECT_EQ(ids(run_json(kFixture + "--split test")),
+  EXPECT_EQ(ids(run_json_with_bad_row(kFixture + "--split test")),
             (std::vector<std::string>{"a-1.3b-tp2", "b-tiny", "a-expected", "a-bad-tp"}));
 }
 
@@ -154,8 +169,13 @@ TEST(ValidateModelCli, ClusterOverrideChangesPredictionsButNotMeasurements) {
 }
 
 TEST(ValidateModelCli, CsvCorpusGivesTheSameReportAsJson) {
-  json a = run_json(kFixture);
-  json b = run_json("validate-model --corpus " + data("corpus/small.csv"));
+  json a = run_json_with_bad_row(kFixture);
+  const CliResult csv = run_cli("validate-model --corpus " + data("corpus/small.csv") + " --json");
+  EXPECT_EQ(csv.exit_code, 1);
+  EXPECT_EQ(csv.err, data("corpus/small.csv") +
+                         ": row 'a-bad-tp': configuration: tp 3 does not divide the 16 attention "
+                         "heads of gpt3-1.3b\n");
+  json b = json::parse(csv.out);
   a.erase("corpus");
   b.erase("corpus");
   EXPECT_EQ(a, b);
@@ -164,21 +184,27 @@ TEST(ValidateModelCli, CsvCorpusGivesTheSameReportAsJson) {
 TEST(ValidateModelCli, OutWritesTheJsonReport) {
   const std::string dir = make_temp_dir();
   const CliResult r = run_cli(kFixture + "--out " + dir + "/report.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // the report is written, then a-bad-tp fails the run
   EXPECT_NE(r.out.find("wrote " + dir + "/report.json"), std::string::npos);
-  EXPECT_EQ(json::parse(read_file(dir + "/report.json")), run_json(kFixture));
+  EXPECT_EQ(json::parse(read_file(dir + "/report.json")), run_json_with_bad_row(kFixture));
   fs::remove_all(dir);
 }
 
 TEST(ValidateModelCli, StrictFailsOnlyWhenATestRowIsOutOfBandOrRejected) {
-  // a-bad-tp (a test row the simulator rejects, not an expected failure) fails --strict.
+  // a-bad-tp (a test row the simulator rejects, not an expected failure) fails --strict, and
+  // fails the run without it too (any selected row the simulator rejects).
   EXPECT_EQ(run_cli(kFixture + "--band 1e9 --strict").exit_code, 1);
-  EXPECT_EQ(run_cli(kFixture + "--band 1e9").exit_code, 0) << "without --strict, 0 whenever it ran";
+  EXPECT_EQ(run_cli(kFixture + "--band 1e9").exit_code, 1);
+  json doc = fixture();
+  doc["rows"].erase(5);
+  const std::string good = write_temp_file("good.json", doc.dump());
+  EXPECT_EQ(run_cli("validate-model --corpus " + good + " --band 1e9 --strict").exit_code, 0);
+  EXPECT_EQ(run_cli("validate-model --corpus " + good + " --band 0.001").exit_code, 0)
+      << "without --strict, out-of-band rows do not fail the run";
+  EXPECT_EQ(run_cli("validate-model --corpus " + good + " --band 0.001 --strict").exit_code, 1);
   // Without a-bad-tp, a fit row far out of band (a measured step of 1 µs, the shortest a row may
   // give: an error of about 1e5 against a band of 1e3, which every other row is within) does not
   // fail it: --strict looks at test rows only.
-  json doc = fixture();
-  doc["rows"].erase(5);
   doc["rows"][0]["measured"] = {{"step_time_s", 1e-6}};
   const std::string fit_out = write_temp_file("fit_out_of_band.json", doc.dump());
   const json j = run_json("validate-model --corpus " + fit_out + " --band 1e3");
@@ -192,6 +218,69 @@ TEST(ValidateModelCli, StrictWithOnlyFitRowsIsRefused) {
   expect_bad_input(run_cli(kFixture + "--split fit --strict"),
                    "--strict: judges the test rows, but --split fit keeps none");
   EXPECT_EQ(run_cli(kFixture + "--split test --band 1e9 --strict").exit_code, 1);
+}
+
+// ---- Rows the simulator rejects. ------------------------------------------------------------
+
+// The table (or JSON) first, then one line per rejected row on stderr, exit 1; a selection that
+// leaves the row out exits 0. Was: exit 0 with the row's status "error" in the table only.
+TEST(ValidateModelCli, RejectedRowFailsTheRunWithOneLinePerRow) {
+  const CliResult table = run_cli(kFixture);
+  EXPECT_EQ(table.exit_code, 1);
+  EXPECT_EQ(table.err, kBadTpLine);
+  EXPECT_NE(table.out.find("by gpu:"), std::string::npos) << "the whole table is printed";
+  // Two rejected rows: two lines, in corpus order.
+  json doc = fixture();
+  json second = doc["rows"][5];
+  second["id"] = "a-bad-tp-2";
+  second["split"] = "fit";
+  doc["rows"].push_back(second);
+  const std::string two = write_temp_file("two_bad.json", doc.dump());
+  const CliResult r = run_cli("validate-model --corpus " + two + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  const std::string reason = "configuration: tp 3 does not divide the 16 attention heads of "
+                             "gpt3-1.3b\n";
+  EXPECT_EQ(r.err, two + ": row 'a-bad-tp': " + reason + two + ": row 'a-bad-tp-2': " + reason);
+  EXPECT_EQ(json::parse(r.out)["rows"].size(), 7u);
+  // Left out by the selection: exit 0.
+  for (const char* selection : {"--split fit", "--rows-on h100-sxm", "--row a-1.3b-pp2"}) {
+    const CliResult kept = run_cli(kFixture + selection);
+    EXPECT_EQ(kept.exit_code, 0) << selection << ": " << kept.err;
+    EXPECT_EQ(kept.err, "") << selection;
+  }
+  // A rejected row marked expected_failure does not fail the run (as --strict).
+  json marked = fixture();
+  marked["rows"][5]["expected_failure"] = "the source's tp does not divide the heads";
+  const std::string path = write_temp_file("marked.json", marked.dump());
+  const CliResult m = run_cli("validate-model --corpus " + path);
+  EXPECT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("error in row 'a-bad-tp'"), std::string::npos) << m.out;
+}
+
+// ---- --row. ---------------------------------------------------------------------------------
+
+TEST(ValidateModelCli, RowKeepsTheNamedRowsInCorpusOrder) {
+  EXPECT_EQ(ids(run_json(kFixture + "--row b-tiny")), (std::vector<std::string>{"b-tiny"}));
+  const std::vector<std::string> two = {"a-1.3b-pp2", "b-tiny"};
+  EXPECT_EQ(ids(run_json(kFixture + "--row b-tiny,a-1.3b-pp2")), two);
+  EXPECT_EQ(ids(run_json(kFixture + "--row b-tiny --row a-1.3b-pp2")), two);
+  EXPECT_EQ(ids(run_json(kFixture + "--row=b-tiny --row a-1.3b-pp2")), two);
+  // Combined with --split and --rows-on.
+  EXPECT_EQ(ids(run_json(kFixture + "--row b-tiny,a-1.3b-pp2 --split test")),
+            (std::vector<std::string>{"b-tiny"}));
+  EXPECT_EQ(ids(run_json(kFixture + "--row b-tiny,a-1.3b-pp2 --rows-on a100-80g")),
+            (std::vector<std::string>{"a-1.3b-pp2"}));
+  expect_bad_input(run_cli(kFixture + "--row b-tiny --split fit"),
+                   "no row selected (--rows-on any, --split fit, --row b-tiny)");
+}
+
+TEST(ValidateModelCli, UnknownRowNamesTheCorpusAndTheClosestIds) {
+  expect_bad_input(run_cli(kFixture + "--row a-1.3b-pp3"),
+                   data("corpus/small.json") +
+                       ": unknown row 'a-1.3b-pp3' (--row; closest: a-1.3b-pp2, a-1.3b-tp2, "
+                       "b-1.3b-mfu)");  // edit distances 1, 2, 4
+  expect_bad_input(run_cli(kFixture + "--row b-tiny,nothing"), "unknown row 'nothing'");
+  expect_bad_input(run_cli(kFixture + "--row b-tiny,"), "--row: expected row ids");
 }
 
 TEST(ValidateModelCli, BuiltInCorpusIsUsedByDefault) {
@@ -212,6 +301,7 @@ std::string fixture_with_moe_row() {
       "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "ep": 8, "etp": 1, "moe_overlap": "none",
       "global_batch": 8, "seq_len": 1024, "schedule": "1f1b",
       "measured": {"step_time_s": 1}, "flops_convention": "none"})"));
+  doc["rows"].erase(5);  // a-bad-tp: a rejected row fails validate-model (exit 1)
   json test_row = doc["rows"].back();
   test_row["id"] = "m-30b-ep4";
   test_row["split"] = "test";
@@ -289,6 +379,10 @@ TEST(ValidateModelCli, UnknownScheduleInTheCorpusIsACorpusError) {
 TEST(ValidateModelCli, BadFlagsAreRejected) {
   expect_bad_input(run_cli(kFixture + "--split train"), "--split: expected fit, test or all");
   expect_bad_input(run_cli(kFixture + "--band 0"), "--band: expected a fraction > 0, got 0");
+  // Was: cxxopts' own message for abc, and nan, inf read as numbers.
+  for (const char* band : {"nan", "inf", "abc", "-0.1", "0x1", "1e999", "infinity", ""})
+    expect_bad_input(run_cli(kFixture + "--band '" + band + "'"),
+                     std::string("--band: expected a fraction > 0, got ") + band + "\n");
   expect_bad_input(run_cli(kFixture + "--rows-on b300"), "b300");
   expect_bad_input(run_cli(kFixture + "--rows-on h200"), "no row selected (--rows-on h200");
   expect_bad_input(run_cli(kFixture + "--cluster nowhere.json"), "nowhere.json");
@@ -388,6 +482,220 @@ TEST(ValidateModelCli, Mxfp8RowIsPricedAsMxfp8AndTheTableSaysSo) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find(" mxfp8 "), std::string::npos) << table.out;
   EXPECT_NE(table.out.find(" fp8 "), std::string::npos) << table.out;
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
+
+namespace jaxpp::testing {
+namespace {
+
+// ---- --explain, --plan-out. -----------------------------------------------------------------
+
+// The fixture (without its rejected row) plus an MoE row and an FSDP row (parameter sharding,
+// bf16 gradients, overlapped reduction) of gpt3-1.3b on 4 A100s.
+std::string explain_fixture() {
+  json doc = fixture();
+  doc["rows"].erase(5);
+  doc["rows"].push_back(json::parse(R"({"id": "m-30b-ep8", "source": "paper-b",
+      "where": "Table 9", "split": "fit", "cluster": "h100-sxm", "model": "qwen3-30b-a3b",
+      "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "ep": 8, "etp": 1, "moe_overlap": "none",
+      "moe_dispatcher": "deepep", "global_batch": 8, "seq_len": 1024, "schedule": "1f1b",
+      "measured": {"step_time_s": 1}, "flops_convention": "none"})"));
+  doc["rows"].push_back(json::parse(R"({"id": "a-fsdp", "source": "paper-a",
+      "where": "Table 5", "split": "test", "cluster": "a100-80g", "model": "gpt3-1.3b",
+      "gpus": 4, "tp": 1, "pp": 2, "dp": 2, "global_batch": 16, "schedule": "1f1b",
+      "distributed_optimizer": true, "shard_parameters": true, "grad_dtype": "bf16",
+      "overlap_grad_reduce": true, "measured": {"step_time_s": 0.5},
+      "flops_convention": "none"})"));
+  return write_temp_file("explain.json", doc.dump(1));
+}
+
+// The printed command without its "jaxpp-sim " prefix, for run_cli.
+std::string simulate_args_of(const json& explain) {
+  const std::string command = explain["simulate_command"];
+  EXPECT_EQ(command.rfind("jaxpp-sim simulate ", 0), 0u) << command;
+  return command.substr(std::string("jaxpp-sim ").size());
+}
+
+// Each explained row's command, run: simulate's step time is validate-model's prediction, its
+// breakdown the explanation's, its worst actor's peak the explained peak; the plan written by
+// --plan-out is byte for byte the plan `simulate <command> --plan` writes, and `validate`
+// accepts it. Rows: dense with full recompute, sequence parallelism, interleaving and unfused
+// attention (a preset); MoE with ep, etp, overlap and dispatcher; FSDP; FP8 with a seq_len (a
+// model file written by --plan-out).
+TEST(ValidateModelExplain, EachRowsCommandReproducesItsPrediction) {
+  const std::string corpus = explain_fixture();
+  const std::string dir = make_temp_dir();
+  const std::string rows = "a-1.3b-tp2,m-30b-ep8,a-fsdp,b-1.3b-mfu";
+  const CliResult r = run_cli("validate-model --corpus " + corpus + " --row " + rows +
+                              " --explain --plan-out " + dir + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  ASSERT_EQ(report["rows"].size(), 4u);
+  for (const json& row : report["rows"]) {
+    const std::string id = row["id"];
+    SCOPED_TRACE(id);
+    const json& e = row["explain"];
+    EXPECT_EQ(e["complete"], true);
+    const double predicted = row["predicted_step_time_s"];
+    EXPECT_NEAR(e["step_time_s"].get<double>(), predicted, 1e-9 * predicted);
+    const std::string plan_again = dir + "/again-" + id + ".plan.json";
+    const CliResult sim = run_cli(simulate_args_of(e) + " --json --plan " + plan_again);
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const json m = json::parse(sim.out);
+    EXPECT_NEAR(m["step_time_s"].get<double>(), predicted, 1e-9 * predicted);
+    EXPECT_EQ(m["breakdown"], e["breakdown"]);
+    const json& mem = e["memory"];
+    const int actor = mem["actor"];
+    EXPECT_EQ(m["peak_memory_bytes"][actor], mem["peak_bytes"]);
+    EXPECT_EQ(mem["peak_bytes"], row["peak_memory_bytes"]);
+    EXPECT_EQ(mem["weights_bytes"].get<int64_t>() + mem["gathered_weights_bytes"].get<int64_t>() +
+                  mem["gradients_bytes"].get<int64_t>() +
+                  mem["transient_gradients_bytes"].get<int64_t>() +
+                  mem["optimizer_state_bytes"].get<int64_t>() +
+                  mem["activations_bytes"].get<int64_t>(),
+              mem["peak_bytes"].get<int64_t>());
+    const std::string plan = dir + "/" + id + ".plan.json";
+    ASSERT_TRUE(fs::exists(plan));
+    EXPECT_EQ(read_file(plan), read_file(plan_again));
+    const CliResult valid = run_cli("validate " + plan);
+    EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+    EXPECT_NEAR(json::parse(read_file(plan))["predicted"]["step_time_s"].get<double>(), predicted,
+                1e-9 * predicted);
+  }
+  const json& dense = (*row_of(report, "a-1.3b-tp2"))["explain"];
+  EXPECT_EQ(dense["simulate_command"],
+            "jaxpp-sim simulate --model gpt3-1.3b --cluster a100-80g --gpus 4 --pp 2 --tp 2 "
+            "--dp 1 --virtual 2 --global-batch 8 --microbatch-size 2 --schedule megatron "
+            "--partition even --recompute full --sequence-parallel --attention unfused "
+            "--breakdown");
+  EXPECT_TRUE(dense["model_file"].is_null());
+  const std::string moe = (*row_of(report, "m-30b-ep8"))["explain"]["simulate_command"];
+  EXPECT_NE(moe.find(" --ep 8 --etp 1 --moe-overlap none --moe-dispatcher deepep "),
+            std::string::npos)
+      << moe;
+  EXPECT_NE(moe.find("--model " + dir + "/m-30b-ep8.model.json"), std::string::npos)
+      << moe << ": seq_len 1024 is not qwen3-30b-a3b's";
+  const std::string fsdp = (*row_of(report, "a-fsdp"))["explain"]["simulate_command"];
+  EXPECT_NE(fsdp.find(" --zero1 --shard-params --overlap-grad-reduce --grad-dtype bf16 "),
+            std::string::npos)
+      << fsdp;
+  const json& fsdp_mem = (*row_of(report, "a-fsdp"))["explain"]["memory"];
+  EXPECT_GT(fsdp_mem["gathered_weights_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(fsdp_mem["transient_gradients_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(dense["memory"]["gathered_weights_bytes"], 0);
+  EXPECT_EQ(dense["memory"]["transient_gradients_bytes"], 0);
+  // The FP8 row at seq_len 1024: a model file, and the note says why.
+  const json& fp8 = (*row_of(report, "b-1.3b-mfu"))["explain"];
+  EXPECT_EQ(fp8["model_file"], dir + "/b-1.3b-mfu.model.json");
+  ASSERT_TRUE(fs::exists(dir + "/b-1.3b-mfu.model.json"));
+  const json model = json::parse(read_file(dir + "/b-1.3b-mfu.model.json"));
+  EXPECT_EQ(model["dtype"], "fp8");
+  ASSERT_EQ(fp8["notes"].size(), 1u);
+  const std::string note = fp8["notes"][0];
+  EXPECT_NE(note.find("seq_len 1024 (gpt3-1.3b has 2048; simulate has no sequence-length flag)"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("dtype fp8 (\"fp8\": true; simulate has no FP8 flag)"), std::string::npos)
+      << note;
+  EXPECT_FALSE(fs::exists(dir + "/a-1.3b-tp2.model.json")) << "a preset needs no model file";
+  fs::remove_all(dir);
+}
+
+// The table form: after the summaries, the command, the breakdown header and the memory line.
+TEST(ValidateModelExplain, TablePrintsTheCommandBreakdownAndMemory) {
+  const CliResult r = run_cli(kFixture + "--row a-1.3b-tp2 --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle :
+       {"\nexplain a-1.3b-tp2 (test, a100-80g: predicted ",
+        "  reproduce: jaxpp-sim simulate --model gpt3-1.3b --cluster a100-80g --gpus 4 ",
+        "step breakdown (ms and % of the ", "gemm", "attention", "elementw.", "tp_exp.",
+        "p2p_exp.", "dp_exp.", "bubble", "optimizer", "peak memory of actor ", "GiB of 80.00 GiB",
+        "), in GiB: weights ", ", gradients ", ", optimizer state ", ", gathered weights 0.00",
+        ", activations in flight ", ", transient gradients 0.00"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+  }
+  EXPECT_LT(r.out.find("by gpu:"), r.out.find("explain a-1.3b-tp2")) << "after the table";
+}
+
+// Without --plan-out the command names the model file by its name and the note says how to get
+// it; a rejected row shows its command and the simulator's reason.
+TEST(ValidateModelExplain, WithoutPlanOutAndForARejectedRow) {
+  const json j = run_json(kFixture + "--row b-1.3b-mfu --explain");
+  const json& e = j["rows"][0]["explain"];
+  EXPECT_EQ(e["model_file"], "b-1.3b-mfu.model.json");
+  EXPECT_NE(e["notes"][0].get<std::string>().find(
+                "--plan-out DIR writes it as DIR/b-1.3b-mfu.model.json"),
+            std::string::npos)
+      << e["notes"];
+  const CliResult bad = run_cli(kFixture + "--row a-bad-tp --explain");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, kBadTpLine);
+  EXPECT_NE(bad.out.find("  reproduce: jaxpp-sim simulate --model gpt3-1.3b --cluster a100-80g "
+                         "--gpus 3 --pp 1 --tp 3 --dp 1 --global-batch 4"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find("  rejected by the simulator: configuration: tp 3 does not divide"),
+            std::string::npos)
+      << bad.out;
+}
+
+// The cluster override is repeated in the command, and reproduces the override's prediction.
+TEST(ValidateModelExplain, ClusterOverrideIsInTheCommand) {
+  const json j = run_json(kFixture + "--row a-1.3b-pp2 --cluster h100-sxm --explain");
+  const json& row = j["rows"][0];
+  const std::string command = row["explain"]["simulate_command"];
+  EXPECT_NE(command.find(" --cluster h100-sxm "), std::string::npos) << command;
+  const json m = run_json(simulate_args_of(row["explain"]));
+  const double predicted = row["predicted_step_time_s"];
+  EXPECT_NEAR(m["step_time_s"].get<double>(), predicted, 1e-9 * predicted);
+}
+
+TEST(ValidateModelExplain, BadCombinationsAreRefused) {
+  expect_bad_input(run_cli("validate-model --split fit --explain"),
+                   " rows selected; it explains at most 8 unless --row names them");
+  expect_bad_input(run_cli(kFixture + "--plan-out /tmp"),
+                   "--plan-out: writes the plans of the explained rows: give --explain");
+  expect_bad_input(run_cli(kFixture + "--row b-tiny --explain --plan-out /nonexistent/dir"),
+                   "--plan-out /nonexistent/dir: not an existing directory");
+  expect_bad_input(run_cli("validate-model --gemms " + data("kernels/h200_gemm_bf16.json") +
+                           " --explain"),
+                   "--explain: selects rows of the end-to-end corpus");
+}
+
+// ---- Model files of rows. -------------------------------------------------------------------
+
+// A row's model file is relative to the corpus file's directory, not to the working directory.
+// Was: the working directory first, so a file of the same name there (here a broken one) won.
+TEST(ValidateModelCli, RowModelFileIsRelativeToTheCorpusDirectory) {
+  const std::string corpus_dir = make_temp_dir(), cwd = make_temp_dir();
+  json doc = json::parse(read_file(data("corpus/small.json")));
+  doc["rows"] = json::array({doc["rows"][2]});  // b-tiny: "model": "tiny_transformer.json"
+  ASSERT_EQ(doc["rows"][0]["model"], "tiny_transformer.json");
+  std::ofstream(corpus_dir + "/corpus.json") << doc.dump(1);
+  std::ofstream(corpus_dir + "/tiny_transformer.json")
+      << read_file(data("corpus/tiny_transformer.json"));
+  std::ofstream(cwd + "/tiny_transformer.json") << "{\"not\": \"a model\"}";
+  const CliResult r = run_cli_with_launcher(
+      "cd " + cwd + " && ", "validate-model --corpus " + corpus_dir + "/corpus.json --json --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_NE(j["rows"][0]["explain"]["simulate_command"].get<std::string>().find(
+                "--model " + corpus_dir + "/tiny_transformer.json "),
+            std::string::npos)
+      << j["rows"][0]["explain"]["simulate_command"];
+  // Missing next to the corpus: an error naming the path looked at, even with one in the cwd.
+  fs::remove(corpus_dir + "/tiny_transformer.json");
+  std::ofstream(cwd + "/tiny_transformer.json") << read_file(data("corpus/tiny_transformer.json"));
+  const CliResult missing = run_cli_with_launcher(
+      "cd " + cwd + " && ", "validate-model --corpus " + corpus_dir + "/corpus.json");
+  expect_bad_input(missing, corpus_dir + "/corpus.json: row 'b-tiny': field 'model': unknown "
+                            "model 'tiny_transformer.json' (not a preset, and no such file " +
+                                corpus_dir + "/tiny_transformer.json: a model file is relative "
+                                             "to the corpus file's directory");
+  fs::remove_all(corpus_dir);
+  fs::remove_all(cwd);
 }
 
 }  // namespace

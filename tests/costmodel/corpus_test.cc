@@ -573,6 +573,33 @@ TEST(CorpusErrors, MfuGivenAsAPercentage) {
             "(0.55 for 55 %), got 55");
 }
 
+// A TFLOP/s per GPU above the GPU's peak in the row's dtype cannot have been measured. Was:
+// accepted (a step time shorter than the GPU could run it).
+TEST(CorpusErrors, TflopsAboveTheGpusPeak) {
+  const auto tflops_row = [](double tflops, const char* cluster, bool fp8) {
+    return [=](json& j) {
+      j["cluster"] = cluster;
+      j["measured"] = {{"tflops_per_gpu", tflops}};
+      j["flops_convention"] = "six_n";
+      if (fp8) j["fp8"] = true;
+    };
+  };
+  // A100 bf16: 312 TFLOP/s (cluster preset).
+  EXPECT_DOUBLE_EQ(cluster_preset("a100-80g").peak_flops(Dtype::kBf16), 312e12);
+  EXPECT_EQ(row_error(tflops_row(400, "a100-80g", false)),
+            "corpus.json: row 'r1': field 'measured': field 'tflops_per_gpu': 400 TFLOP/s per "
+            "GPU is above the peak of a100-80g in bf16, 312 TFLOP/s");
+  EXPECT_EQ(row_error(tflops_row(312, "a100-80g", false)), "(no error)") << "the peak itself";
+  // H100: 989 TFLOP/s in bf16, 1979 in FP8: 1200 is refused for a bf16 row only.
+  EXPECT_EQ(row_error(tflops_row(1200, "h100-sxm", false)),
+            "corpus.json: row 'r1': field 'measured': field 'tflops_per_gpu': 1200 TFLOP/s per "
+            "GPU is above the peak of h100-sxm in bf16, 989 TFLOP/s");
+  EXPECT_EQ(row_error(tflops_row(1200, "h100-sxm", true)), "(no error)");
+  EXPECT_EQ(row_error(tflops_row(2000, "h100-sxm", true)),
+            "corpus.json: row 'r1': field 'measured': field 'tflops_per_gpu': 2000 TFLOP/s per "
+            "GPU is above the peak of h100-sxm in fp8, 1979 TFLOP/s");
+}
+
 TEST(CorpusErrors, ConventionNoneWithTflops) {
   EXPECT_EQ(row_error([](json& j) {
               j["measured"] = {{"tflops_per_gpu", 100}};
