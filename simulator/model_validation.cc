@@ -255,6 +255,9 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
         {"status", std::string(to_string(r.status))},
         {"expected_failure",
          row.expected_failure ? nlohmann::json(*row.expected_failure) : nlohmann::json(nullptr)}};
+    // Written only where set, so rows without them keep their JSON.
+    if (c.recompute_layers >= 0) j["config"]["recompute_layers"] = c.recompute_layers;
+    if (c.offload_layers > 0) j["config"]["offload_layers"] = c.offload_layers;
     if (r.ran()) {
       j["predicted_step_time_s"] = r.predicted_step_time_s;
       j["error"] = r.error;
@@ -447,6 +450,7 @@ void add_config_args(const CorpusRow& row, const ExplainOptions& explain, bool f
   flag("partition", row.auto_partition ? "auto" : "even");
   if (c.recompute != d.recompute) flag("recompute", std::string(to_string(c.recompute)));
   if (c.recompute_layers != d.recompute_layers) number("recompute-layers", c.recompute_layers);
+  if (c.offload_layers != d.offload_layers) number("offload-layers", c.offload_layers);
   if (c.sequence_parallel) flag("sequence-parallel", "");
   if (c.zero1) flag("zero1", "");
   if (c.shard_parameters)
@@ -478,7 +482,8 @@ void add_config_args(const CorpusRow& row, const ExplainOptions& explain, bool f
        {&ParallelConfig::gpus, &ParallelConfig::pp, &ParallelConfig::tp, &ParallelConfig::dp,
         &ParallelConfig::cp, &ParallelConfig::virtual_stages, &ParallelConfig::global_batch,
         &ParallelConfig::microbatch_size, &ParallelConfig::num_microbatches,
-        &ParallelConfig::recompute_layers, &ParallelConfig::ep, &ParallelConfig::etp,
+        &ParallelConfig::recompute_layers, &ParallelConfig::offload_layers, &ParallelConfig::ep,
+        &ParallelConfig::etp,
         &ParallelConfig::moe_node_limit, &ParallelConfig::moe_device_limit})
     rest.*f = d.*f;
   for (bool ParallelConfig::*f :

@@ -508,6 +508,11 @@ std::string explain_fixture() {
       "distributed_optimizer": true, "shard_parameters": true, "grad_dtype": "bf16",
       "overlap_grad_reduce": true, "measured": {"step_time_s": 0.5},
       "flops_convention": "none"})"));
+  doc["rows"].push_back(json::parse(R"({"id": "h-offload", "source": "paper-a",
+      "where": "Table 6", "split": "test", "cluster": "h100-sxm", "model": "gpt3-1.3b",
+      "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "global_batch": 32, "microbatch_size": 4,
+      "schedule": "1f1b", "offload_layers": 10, "measured": {"step_time_s": 0.5},
+      "flops_convention": "none"})"));
   return write_temp_file("explain.json", doc.dump(1));
 }
 
@@ -527,12 +532,12 @@ std::string simulate_args_of(const json& explain) {
 TEST(ValidateModelExplain, EachRowsCommandReproducesItsPrediction) {
   const std::string corpus = explain_fixture();
   const std::string dir = make_temp_dir();
-  const std::string rows = "a-1.3b-tp2,m-30b-ep8,a-fsdp,b-1.3b-mfu";
+  const std::string rows = "a-1.3b-tp2,m-30b-ep8,a-fsdp,b-1.3b-mfu,h-offload";
   const CliResult r = run_cli("validate-model --corpus " + corpus + " --row " + rows +
                               " --explain --plan-out " + dir + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = json::parse(r.out);
-  ASSERT_EQ(report["rows"].size(), 4u);
+  ASSERT_EQ(report["rows"].size(), 5u);
   for (const json& row : report["rows"]) {
     const std::string id = row["id"];
     SCOPED_TRACE(id);
@@ -581,6 +586,12 @@ TEST(ValidateModelExplain, EachRowsCommandReproducesItsPrediction) {
   EXPECT_NE(fsdp.find(" --zero1 --shard-params --overlap-grad-reduce --grad-dtype bf16 "),
             std::string::npos)
       << fsdp;
+  // Activation offloading: its flag, and 10 layers of GPT-3 1.3B outlast the forward on PCIe.
+  const json& offload = (*row_of(report, "h-offload"))["explain"];
+  const std::string offload_command = offload["simulate_command"];
+  EXPECT_NE(offload_command.find(" --offload-layers 10 "), std::string::npos) << offload_command;
+  EXPECT_EQ((*row_of(report, "h-offload"))["config"]["offload_layers"], 10);
+  EXPECT_GT(offload["breakdown"][0]["other_s"].get<double>(), 0.0);
   const json& fsdp_mem = (*row_of(report, "a-fsdp"))["explain"]["memory"];
   EXPECT_GT(fsdp_mem["gathered_weights_bytes"].get<int64_t>(), 0);
   EXPECT_GT(fsdp_mem["transient_gradients_bytes"].get<int64_t>(), 0);
