@@ -355,8 +355,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.cp = cp;
   space.microbatch_sizes = microbatch_sizes;
   space.virtual_stages = virtual_stages;
-  for (const std::string& r : recompute)
-    space.recompute.push_back(parse_recompute(r, "--recompute"));
+  // none, selective, full, op, or full:N (partial recompute), as explore's --recompute list.
+  for (const std::string& r : recompute) add_recompute_choice(r, space, "--recompute");
   space.zero1 = zero1_domain(zero1);
   space.shard_gradients = off_on_both_domain(shard_grads, "--shard-grads");
   space.shard_parameters = off_on_both_domain(shard_params, "--shard-params");

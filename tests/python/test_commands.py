@@ -369,6 +369,17 @@ def test_explore_moe_space_equals_cli():
     assert r.best == c["best"]
 
 
+def test_explore_partial_recompute_equals_cli():
+    args = dict(EXPLORE, recompute=["none", "full:4", "full"])
+    r = js.explore(**args)
+    c = cli_json("explore", *[("none,full:4,full" if a == "none" else a) for a in EXPLORE_CLI])
+    assert r.summary["configs"] == c["configs"]
+    assert {x["config"].get("recompute_layers", -1) for x in r.configs} == {-1, 4}
+    assert r.best == c["best"]
+    same_error(lambda: js.explore(**dict(EXPLORE, recompute=["full:x"])), "explore",
+               *[("full:x" if a == "none" else a) for a in EXPLORE_CLI])
+
+
 def test_explore_what_if_errors_are_the_clis():
     same_error(lambda: js.explore(**EXPLORE, robust_jitter=0.2), "explore", *EXPLORE_CLI,
                "--robust-jitter", "0.2")
