@@ -504,31 +504,6 @@ std::vector<std::string> split_csv_line(const std::string& line, const std::stri
 
 // A cell as JSON: a number when it reads as one, else the text (the row parser then says what
 // type it expected).
-// A decimal number: [+-] digits [. digits] [e [+-] digits] (strtod alone also reads hexadecimal
-// "0x10", "inf", "nan" and "infinity").
-bool is_decimal_number(const std::string& cell) {
-  size_t i = 0;
-  const size_t n = cell.size();
-  const auto digits = [&] {
-    const size_t start = i;
-    while (i < n && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
-    return i - start;
-  };
-  if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
-  size_t mantissa = digits();
-  if (i < n && cell[i] == '.') {
-    ++i;
-    mantissa += digits();
-  }
-  if (mantissa == 0) return false;
-  if (i < n && (cell[i] == 'e' || cell[i] == 'E')) {
-    ++i;
-    if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
-    if (digits() == 0) return false;
-  }
-  return i == n;
-}
-
 json number_or_text(const std::string& cell) {
   if (!is_decimal_number(cell)) return cell;
   const double d = std::strtod(cell.c_str(), nullptr);
@@ -775,6 +750,29 @@ Corpus load_corpus(const std::string& path) {
   if (lowercase(fs::path(path).extension().string()) == ".csv")
     return corpus_from_csv(text, path, base_dir);
   return corpus_from_json(parse_json_text(text, path), path, base_dir);
+}
+
+bool is_decimal_number(const std::string& cell) {
+  size_t i = 0;
+  const size_t n = cell.size();
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
+    return i - start;
+  };
+  if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < n && cell[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < n && (cell[i] == 'e' || cell[i] == 'E')) {
+    ++i;
+    if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == n;
 }
 
 }  // namespace jaxpp

@@ -53,30 +53,6 @@ std::string closest_ids(const Corpus& corpus, const std::string& id) {
   return list;
 }
 
-// A decimal number: [+-] digits [. digits] [e [+-] digits].
-bool is_decimal(const std::string& text) {
-  size_t i = 0;
-  const size_t n = text.size();
-  const auto digits = [&text, &i, n] {
-    const size_t start = i;
-    while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    return i - start;
-  };
-  if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
-  size_t mantissa = digits();
-  if (i < n && text[i] == '.') {
-    ++i;
-    mantissa += digits();
-  }
-  if (mantissa == 0) return false;
-  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
-    ++i;
-    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
-    if (digits() == 0) return false;
-  }
-  return i == n;
-}
-
 // The prediction expressed in the unit the source measured.
 double in_measured_unit(const CorpusRow& row, const CorpusRowResult& r) {
   switch (row.measured_kind) {
@@ -346,7 +322,7 @@ void check_validation_band(double band) {
 }
 
 double parse_validation_band(const std::string& text) {
-  const double band = is_decimal(text) ? std::strtod(text.c_str(), nullptr) : 0;
+  const double band = is_decimal_number(text) ? std::strtod(text.c_str(), nullptr) : 0;
   if (!(band > 0) || !std::isfinite(band))
     throw_input_error("--band", "expected a fraction > 0, got " + text);
   return band;
