@@ -279,8 +279,8 @@ void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
   if (n == 0) return;
   if (n < 0)
     throw_input_error(where, "expected a number of layers >= 0, got " + std::to_string(n));
-  int transformers = 0;
-  for (const LayerWork& l : model.layers) transformers += l.kind == LayerKind::kTransformer ? 1 : 0;
+  // Megatron's num_layers: the transformer layers, multi-token-prediction modules left out.
+  const int transformers = model.num_transformer_layers;
   if (n >= transformers)
     throw_input_error(where, "offloads " + std::to_string(n) + " layers but model '" + model.name +
                                  "' has " + std::to_string(transformers) +

@@ -125,10 +125,9 @@ TEST(Handoff, MegatronArgumentsOfAnEvenInterleavedPlanGiveTheVirtualStages) {
 }
 
 // Arguments -> configuration and partition -> build_plan gives the same plan.
-void expect_megatron_round_trip(const HandoffCase& c) {
-  const PlanRequest original_request = handoff_request(c);
+void expect_megatron_round_trip(const PlanRequest& original_request, const std::string& schedule) {
   const Plan plan = build_plan(original_request);
-  const MegatronSettings s = parse_megatron_arguments(megatron_arguments(plan, c.schedule), "args");
+  const MegatronSettings s = parse_megatron_arguments(megatron_arguments(plan, schedule), "args");
   PlanRequest req;
   req.model = original_request.model;
   req.cluster = original_request.cluster;
@@ -151,6 +150,10 @@ void expect_megatron_round_trip(const HandoffCase& c) {
   EXPECT_EQ(back.placement, plan.placement);
   EXPECT_EQ(back.program, plan.program);
   EXPECT_EQ(s.num_layers, 24);
+}
+
+void expect_megatron_round_trip(const HandoffCase& c) {
+  expect_megatron_round_trip(handoff_request(c), c.schedule);
 }
 
 TEST(Handoff, MegatronArgumentsReadBackBuildTheSamePlan) {
@@ -298,23 +301,7 @@ TEST(Handoff, MegatronParameterShardingIsMegatronFsdpOptimGradsParams) {
   EXPECT_TRUE(back.config.shard_gradients);
   EXPECT_TRUE(back.config.shard_parameters);
   // The round trip rebuilds the plan from the arguments alone.
-  const PlanRequest original = req;
-  const Plan plan = build_plan(original);
-  PlanRequest again;
-  again.model = original.model;
-  again.cluster = original.cluster;
-  again.config = back.config;
-  again.config.gpus = plan.config.gpus;
-  again.config.dp = plan.config.gpus / (back.config.pp * back.config.tp * back.config.cp);
-  again.partition = PartitionMode::kExplicit;
-  int start = 0;
-  for (int layers : back.stage_layers) {
-    again.partition_starts.push_back(start);
-    start += layers;
-  }
-  const Plan rebuilt = build_plan(again);
-  EXPECT_EQ(rebuilt.config, plan.config);
-  EXPECT_EQ(rebuilt.program, plan.program);
+  expect_megatron_round_trip(req, "Std1F1B");
 }
 
 // Megatron-LM's own constraints on the sharding arguments, read back: the strategy applies on
