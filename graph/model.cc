@@ -838,6 +838,18 @@ int64_t ModelSpec::active_params() const {
   return n;
 }
 
+int64_t ModelSpec::routed_expert_params(int index) const {
+  const LayerWork& l = layers[static_cast<size_t>(index)];
+  if (!moe.enabled() || hidden <= 0) return 0;
+  const int64_t experts = int64_t{moe.experts} * 3 * hidden * moe.expert_ffn_hidden;
+  if (l.moe) return experts;
+  if (mtp_modules == 0 || !is_mtp(l)) return 0;
+  for (int i = index - 1; i >= 0; --i)
+    if (layers[static_cast<size_t>(i)].kind == LayerKind::kTransformer)
+      return layers[static_cast<size_t>(i)].moe ? std::min(experts, l.params) : 0;
+  return 0;
+}
+
 int64_t ModelSpec::mtp_params() const {
   int64_t n = 0;
   if (mtp_modules > 0)

@@ -185,11 +185,9 @@ struct ModelSpec {
   int64_t mtp_params() const;
   // Parameters of the routed experts of layer `index` (experts · 3 · hidden · expert_ffn_hidden
   // for an MoE layer of a model with a MoeSpec; 0 otherwise): what expert parallelism spreads.
-  int64_t routed_expert_params(int index) const {
-    const LayerWork& l = layers[static_cast<size_t>(index)];
-    if (!l.moe || !moe.enabled() || hidden <= 0) return 0;
-    return int64_t{moe.experts} * 3 * hidden * moe.expert_ffn_hidden;
-  }
+  // An MTP module's block is a copy of the last transformer layer before it (graph/model.cc
+  // mtp_layer): it holds that layer's routed experts (at most its own parameters).
+  int64_t routed_expert_params(int index) const;
   // q (and k) head size of standard attention: head_dim, or hidden / heads.
   int attention_head_dim() const {
     return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0);

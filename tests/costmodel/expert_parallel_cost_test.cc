@@ -125,6 +125,32 @@ TEST(ExpertParallelCost, ExpertWeightsGradsAndOptimizerStateAreDividedByEpTimesE
   EXPECT_NEAR(static_cast<double>(optimizer), 12 * (dense / 2 / 8 + routed / 8 / 2), 64);
 }
 
+// DeepSeek-V3's MTP module copies the last (MoE) transformer block: its routed experts are spread
+// over the ep ranks like that block's, not held whole by the stage that runs the module.
+TEST(ExpertParallelCost, TheMtpModulesRoutedExpertsAreDividedByEpLikeItsBlocks) {
+  EpFixture f;
+  f.model = load_model("deepseek-v3");
+  f.config.dp = 128;
+  f.config.ep = 64;
+  const int mtp = f.model.num_layers() - 2;
+  ASSERT_EQ(f.model.layers[static_cast<size_t>(mtp)].name, "mtp0");
+  const double routed = 256.0 * 3 * 7168 * 2048;
+  EXPECT_EQ(static_cast<double>(f.model.routed_expert_params(mtp)), routed);
+  EXPECT_EQ(f.model.routed_expert_params(mtp), f.model.routed_expert_params(mtp - 1));
+  const double params = static_cast<double>(f.model.layers[static_cast<size_t>(mtp)].params);
+  const OperatorCost op(f.model, f.config, f.cluster);
+  EXPECT_NEAR(op.device_params(mtp, 1, params, false), (params - routed) + routed / 64, 1);
+  // The total over the model is unchanged: the module is still left out of it.
+  double all = 0;
+  for (int l = 0; l < f.model.num_layers(); ++l)
+    all += static_cast<double>(f.model.routed_expert_params(l));
+  EXPECT_EQ(all, 59 * routed);  // 58 MoE layers (61 less 3 dense) and the module
+  // A dense model's MTP module has no routed experts.
+  ModelSpec dense = load_model("deepseek-v3");
+  dense.moe = MoeSpec{};
+  EXPECT_EQ(dense.routed_expert_params(mtp), 0);
+}
+
 // One stage of one MoE layer: F and B of a microbatch, priced by AnalyticCost.
 struct PairFixture : EpFixture {
   Partition partition;
