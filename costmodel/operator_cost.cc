@@ -89,6 +89,7 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
   // Layers of one kind (dense or MoE for transformer layers) share their kernels: list and
   // price each kind once.
   kernels_.reserve(model.layers.size());
+  mtp_parts_.assign(model.layers.size(), {-1, -1});  // set below, once the kernels are listed
   std::array<int, 8> first_of_kind = {-1, -1, -1, -1, -1, -1, -1, -1};
   for (int l = 0; l < model.num_layers(); ++l) {
     const int kind = static_cast<int>(model.layers[l].kind) * 2 + (model.layers[l].moe ? 1 : 0);
@@ -110,6 +111,54 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
       cache_.push_back(c);
     }
   }
+  // MTP modules: custom layers named mtp<i> (graph/model.cc mtp_layer) whose block copies the
+  // last transformer layer before them; the shared head is the logits layer after them.
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const LayerWork& w = model.layers[static_cast<size_t>(l)];
+    if (model.mtp_modules == 0 || w.kind != LayerKind::kCustom || w.name.rfind("mtp", 0) != 0)
+      continue;
+    int block = -1, logits = -1;
+    for (int i = l - 1; i >= 0 && block < 0; --i)
+      if (model.layers[static_cast<size_t>(i)].kind == LayerKind::kTransformer) block = i;
+    for (int i = l + 1; i < model.num_layers() && logits < 0; ++i)
+      if (model.layers[static_cast<size_t>(i)].kind == LayerKind::kLogits) logits = i;
+    if (block >= 0 && logits >= 0 && kernels_[static_cast<size_t>(block)].has_kernels &&
+        kernels_[static_cast<size_t>(logits)].has_kernels)
+      mtp_parts_[static_cast<size_t>(l)] = {block, logits};
+  }
+}
+
+PassBreakdown OperatorCost::mtp_pass(int layer, Pass pass, double* fused_hidden_s) const {
+  const std::pair<int, int> parts = mtp_parts_[static_cast<size_t>(layer)];
+  PassBreakdown out = layer_pass(parts.first, pass, fused_hidden_s);
+  if (pass == Pass::kRecompute) return out;  // the block's recompute policy; the head keeps
+  out += layer_pass(parts.second, pass, nullptr);  // its activations
+  // The projection of [norm(h); norm(embedding)] (2h) to h, column-parallel (Megatron-Core's
+  // eh_proj), in FP8 with the block's linear layers.
+  const double h = model_.hidden, m = tokens_, tp = config_.tp;
+  switch (pass) {
+    case Pass::kForward:
+      out.gemm_s += gemm_s(m, h / tp, 2 * h);
+      out.elementwise_s += fp8_cast_s(m * 2 * h);
+      break;
+    case Pass::kBackwardInput:
+      out.gemm_s += gemm_s(m, 2 * h, h / tp);
+      out.elementwise_s += fp8_cast_s(m * h / tp);
+      break;
+    case Pass::kBackwardWeight:
+      out.gemm_s += gemm_s(2 * h, h / tp, m);
+      break;
+    case Pass::kRecompute:
+      break;
+  }
+  if (pass != Pass::kBackwardWeight) {
+    // Two RMSNorms (read h, write h each) and the concatenation (read 2h, write 2h) on the full
+    // hidden state (split by tp with sequence parallelism); the backward moves twice as much.
+    const bool sp = config_.sequence_parallel && config_.tp > 1;
+    const double bytes = 8 * h * db_ * m / (sp ? tp : 1.0);
+    out.elementwise_s += elementwise_s(pass == Pass::kForward ? bytes : 2 * bytes);
+  }
+  return out;
 }
 
 double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capable) const {
@@ -397,6 +446,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   const double m = tokens_;
   const Recompute rc = config_.recompute;
 
+  if (mtp_parts_[static_cast<size_t>(layer)].first >= 0) return mtp_pass(layer, pass, fused_hidden_s);
   if (!k.has_kernels) {  // custom layer: FLOPs with the efficiency curve
     const double mb = static_cast<double>(config_.microbatch_size) / tp;
     switch (pass) {
@@ -653,6 +703,13 @@ double OperatorCost::offloaded_stash_bytes(int first_layer, int num_layers) cons
 }
 
 double OperatorCost::compute_stash_bytes(int layer) const {
+  if (mtp_parts_[static_cast<size_t>(layer)].first >= 0) {
+    // An MTP module: its block's stash, the projection's 2h input, and the head's.
+    const std::pair<int, int> parts = mtp_parts_[static_cast<size_t>(layer)];
+    const bool sp = config_.sequence_parallel && config_.tp > 1;
+    return compute_stash_bytes(parts.first) + compute_stash_bytes(parts.second) +
+           tokens_ * 2 * model_.hidden * db_ / (sp ? config_.tp : 1.0);
+  }
   const LayerWork& work = model_.layers[layer];
   const LayerKernels& k = kernels_[layer];
   const double tp = config_.tp;

@@ -252,6 +252,13 @@ class OperatorCost {
   // the layers that keep their activations; null otherwise.
   std::shared_ptr<const OperatorCost> kept_;
   std::vector<char> offloaded_;  // per layer: its activations are offloaded (offload_layers)
+  // Per layer: for an MTP module of a model with kernels, the transformer layer its block copies
+  // and the logits layer whose head it shares ({-1, -1} otherwise); see mtp_pass.
+  std::vector<std::pair<int, int>> mtp_parts_;
+  // An MTP module (DeepSeek-V3 report, Sec. 2.2) kernel by kernel: its block priced as the
+  // layer it copies, the 2h -> h projection and its two RMSNorms and concatenation, and the
+  // shared output head and loss priced as the logits layer (not in the recompute pass).
+  PassBreakdown mtp_pass(int layer, Pass pass, double* fused_hidden_s) const;
 };
 
 }  // namespace jaxpp

@@ -190,7 +190,8 @@ LayerWork logits_layer(const TransformerShape& t) {
 // An MTP module (DeepSeek-V3 report, Sec. 2.2): RMSNorms of the hidden state and of the next
 // token's embedding (shared embedding table), their concatenation projected 2h -> h, one
 // transformer block (a mixture of experts when the model has one), a final norm and the shared
-// output head with its own loss. A custom layer: priced by its FLOPs, not kernel by kernel.
+// output head with its own loss. A custom layer; costmodel/operator_cost.h prices it kernel by
+// kernel as its block, the head and its own projection (mtp_pass).
 LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index) {
   const double s = t.seq_len, h = t.hidden, v = t.vocab;
   const int64_t db = dtype_bytes(t.dtype);

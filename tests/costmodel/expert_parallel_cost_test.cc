@@ -151,6 +151,45 @@ TEST(ExpertParallelCost, TheMtpModulesRoutedExpertsAreDividedByEpLikeItsBlocks) 
   EXPECT_EQ(dense.routed_expert_params(mtp), 0);
 }
 
+// The MTP module priced kernel by kernel: the block it copies (attention, experts, all-to-all),
+// the shared head and loss, and its own 2h -> h projection, norms and concatenation; nothing on
+// the FLOP curve ("other").
+TEST(ExpertParallelCost, TheMtpModuleIsItsBlockPlusTheSharedHeadPlusItsProjection) {
+  EpFixture f;
+  f.model = load_model("deepseek-v3");
+  f.cluster.kernel_overhead_s = 0;
+  f.config.dp = 128;
+  f.config.ep = 64;
+  const int mtp = f.model.num_layers() - 2, block = mtp - 1, head = mtp + 1;
+  ASSERT_EQ(f.model.layers[static_cast<size_t>(block)].kind, LayerKind::kTransformer);
+  ASSERT_EQ(f.model.layers[static_cast<size_t>(head)].kind, LayerKind::kLogits);
+  const OperatorCost op(f.model, f.config, f.cluster);
+  const auto at = [&](int l, Pass p) { return op.stage(l, 1, 0).at(p); };
+  const double h = 7168, m = 4096;
+  const double proj[] = {op.gemm_s(m, h, 2 * h), op.gemm_s(m, 2 * h, h), op.gemm_s(2 * h, h, m)};
+  const double hbm = f.cluster.hbm_bandwidth_bytes_per_s * f.cluster.hbm_efficiency;
+  const double norms[] = {8 * h * 2 * m / hbm, 16 * h * 2 * m / hbm, 0};
+  const Pass passes[] = {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight};
+  for (int i = 0; i < 3; ++i) {
+    const Pass p = passes[i];
+    const PassBreakdown got = at(mtp, p), b = at(block, p), lm = at(head, p);
+    EXPECT_EQ(got.other_s, 0) << i;
+    EXPECT_NEAR(got.gemm_s, b.gemm_s + lm.gemm_s + proj[i], 1e-12) << i;
+    EXPECT_NEAR(got.attention_s, b.attention_s + lm.attention_s, 1e-12) << i;
+    EXPECT_NEAR(got.elementwise_s, b.elementwise_s + lm.elementwise_s + norms[i], 1e-12) << i;
+    EXPECT_NEAR(got.ep_comm_s, b.ep_comm_s, 1e-12) << i;
+  }
+  EXPECT_GT(at(mtp, Pass::kForward).ep_comm_s, 0);  // the block's experts are 64 ranks apart
+  EXPECT_NEAR(op.stash_bytes(mtp), op.stash_bytes(block) + op.stash_bytes(head) + m * 2 * h * 2,
+              1);
+  // Selective recompute re-runs the block's attention core only.
+  f.config.recompute = Recompute::kSelective;
+  const OperatorCost sel(f.model, f.config, f.cluster);
+  EXPECT_NEAR(sel.stage(mtp, 1, 0).at(Pass::kRecompute).attention_s,
+              sel.stage(block, 1, 0).at(Pass::kRecompute).attention_s, 1e-12);
+  EXPECT_GT(sel.stage(mtp, 1, 0).at(Pass::kRecompute).attention_s, 0);
+}
+
 // One stage of one MoE layer: F and B of a microbatch, priced by AnalyticCost.
 struct PairFixture : EpFixture {
   Partition partition;
