@@ -802,6 +802,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
 std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kJaxpp;
+  if (c.recompute_modules != 0)
+    cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
+                               " (Megatron-Core's fine-grained selective recompute; the snippet "
+                               "checkpoints whole layers with a jax.checkpoint policy)");
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): the snippet sets no "
                            "precision (the trainer's own dtype policy decides)");
@@ -810,10 +814,6 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   if (c.zero1) cannot_express(target, "ZeRO-1 (distributed optimizer)");
   if (c.sequence_parallel)
     cannot_express(target, "sequence parallelism (XLA decides the sharding)");
-  if (c.recompute_modules != 0)
-    cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
-                               " (Megatron-Core's fine-grained selective recompute; the snippet "
-                               "checkpoints whole layers with a jax.checkpoint policy)");
   if (c.recompute == Recompute::kOp)
     cannot_express(target, "recompute op (torchtitan's op-level selective checkpointing; "
                            "jax.checkpoint_policies has no every-other-matmul policy)");
