@@ -378,6 +378,7 @@ int run_simulate(int argc, char** argv) {
     }
     if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
     check_offload_layers(req.model, c, "--offload-layers");
+    check_recompute_modules(c, "--recompute-modules", &req.model);
     Plan plan;
     if (hetero) {
       const std::vector<int> kind_tp =

@@ -225,6 +225,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   parse_partition_flag(partition, req);
   req.assignment = assignment_arg(assign_path, assign_text);
   check_offload_layers(req.model, c, "--offload-layers");
+  check_recompute_modules(c, "--recompute-modules", &req.model);
   PlanSimOptions options = sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
   // --max-memory-gib: the limit of the balanced-time search and of the fit check alike.
   if (max_memory_gib) {
