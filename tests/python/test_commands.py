@@ -819,10 +819,11 @@ def test_recompute_layers_equals_cli_and_needs_full():
 
 def test_recompute_modules_equals_cli_and_needs_selective():
     args = dict(model="qwen3-30b-a3b", cluster="h100-sxm", gpus=8, pp=2, dp=4, ep=4,
-                global_batch=16, schedule="1f1b", partition="even", trace=False)
+                global_batch=16, schedule="1f1b", partition="even", trace=False,
+                check_memory=False)
     cli_args = ["--model", "qwen3-30b-a3b", "--cluster", "h100-sxm", "--gpus", "8", "--pp", "2",
                 "--dp", "4", "--ep", "4", "--global-batch", "16", "--schedule", "1f1b",
-                "--partition", "even"]
+                "--partition", "even", "--no-memory-check"]
     act = js.simulate(**args, recompute="selective", recompute_modules=["moe_act", "layernorm"])
     assert act.metrics == cli_json("simulate", *cli_args, "--recompute", "selective",
                                    "--recompute-modules", "layernorm,moe_act")
