@@ -173,6 +173,7 @@ int run_simulate(int argc, char** argv) {
       ("fuse-steady-state", "Interleaved1F1B: fuse steady-state F+B pairs")
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage chunk, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
+      ("recompute-modules", "with --recompute selective: Megatron-Core's recompute modules, comma-separated (core_attn, layernorm, mla_up_proj, moe_act; --recompute-granularity selective --recompute-modules ...; default: core_attn)", cxxopts::value<std::string>())
       ("offload-layers", "activation offloading: the first N transformer layers keep their activations in host memory, copied over the cluster's host link (Megatron Core --cpu-offloading-num-layers N; pp 1, recompute none; default: 0)", cxxopts::value<int>())
       ("sequence-parallel", "Megatron sequence parallelism")
       ("zero1", "distributed optimizer: shard optimizer state over dp·cp (ZeRO-1)")
@@ -231,7 +232,7 @@ int run_simulate(int argc, char** argv) {
     refuse_flags(
         args,
         {"cluster", "gpus", "tp", "dp", "cp", "global-batch", "microbatch-size", "recompute",
-         "recompute-layers", "offload-layers", "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
+         "recompute-layers", "recompute-modules", "offload-layers", "sequence-parallel", "zero1", "shard-grads", "shard-params", "tp-comm-overlap", "grad-dtype", "optimizer-state", "attention", "partition",
          "breakdown", "ep", "etp", "moe-imbalance", "a2a-dtype", "moe-dispatcher", "moe-routing", "moe-node-limit", "moe-device-limit", "max-memory-gib", "assign",
          "kind-tp", "actor-kinds"},
         "a model-mode flag, but without --model simulate runs in measured mode");
@@ -339,6 +340,11 @@ int run_simulate(int argc, char** argv) {
                           "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
       check_recompute_layers(c, "--recompute-layers");
     }
+    if (args.count("recompute-modules")) {
+      c.recompute_modules =
+          parse_recompute_modules(args["recompute-modules"].as<std::string>(), "--recompute-modules");
+      check_recompute_modules(c, "--recompute-modules");
+    }
     if (args.count("offload-layers")) c.offload_layers = args["offload-layers"].as<int>();
     c.sequence_parallel = args.count("sequence-parallel") > 0;
     c.zero1 = args.count("zero1") > 0;
@@ -372,6 +378,7 @@ int run_simulate(int argc, char** argv) {
     }
     if (args.count("assign")) req.assignment = read_assignment_file(args["assign"].as<std::string>());
     check_offload_layers(req.model, c, "--offload-layers");
+    check_recompute_modules(c, "--recompute-modules", &req.model);
     Plan plan;
     if (hetero) {
       const std::vector<int> kind_tp =

@@ -51,6 +51,7 @@ std::string config_summary(const CorpusRow& row) {
        std::to_string(row.seq_len) + " " + c.schedule;
   if (c.recompute != Recompute::kNone) s += " rc:" + std::string(to_string(c.recompute));
   if (c.recompute_layers >= 0) s += "/" + std::to_string(c.recompute_layers);
+  if (c.recompute_modules != 0) s += "/" + recompute_modules_to_string(c.recompute_modules, "+");
   if (c.offload_layers > 0) s += " offload:" + std::to_string(c.offload_layers);
   if (c.sequence_parallel) s += " sp";
   if (c.zero1) s += " dopt";

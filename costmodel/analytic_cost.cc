@@ -24,7 +24,7 @@ AnalyticCost::AnalyticCost(const ModelSpec& model, const Partition& partition,
   }
   const OperatorCost op(model, config, cluster);  // throws if the dtype is unsupported
   work_ = compute_stage_work(model, partition, config.microbatch_size, config.recompute,
-                             config.recompute_layers);
+                             config.recompute_layers, config.recompute_modules);
   const int num_stages = partition.num_stages();
   task_s_.assign(num_stages, std::vector<double>(4, 0.0));
   optimizer_s_.assign(num_stages, 0.0);

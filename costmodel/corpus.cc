@@ -62,6 +62,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "schedule",
                                         "recompute",
                                         "recompute_layers",
+                                        "recompute_modules",
                                         "offload_layers",
                                         "sequence_parallel",
                                         "distributed_optimizer",
@@ -326,6 +327,11 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     c.recompute_layers = static_cast<int>(
         std::min<int64_t>(row.non_negative_integer("recompute_layers"), 1 << 20));
     check_recompute_layers(c, row.field("recompute_layers"));
+  }
+  if (row.has("recompute_modules")) {
+    c.recompute_modules =
+        recompute_modules_from_json(row.at("recompute_modules"), row.field("recompute_modules"));
+    check_recompute_modules(c, row.field("recompute_modules"), &r.model);
   }
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);
   c.zero1 = row.boolean_or("distributed_optimizer", false);

@@ -13,7 +13,10 @@
 //                 "microbatch_size": b, "global_batch": B, "seq_len": s, "schedule": "1f1b",
 //                 "recompute": "none", "recompute_layers": N (with recompute "full" only: the
 //                 first N transformer layers of each stage chunk recomputed, simulate's
-//                 --recompute-layers; default all), "sequence_parallel": false,
+//                 --recompute-layers; default all), "recompute_modules": ["layernorm",
+//                 "mla_up_proj"] (with recompute "selective" only: Megatron-Core's
+//                 --recompute-modules, simulate's --recompute-modules; default core_attn),
+//                 "sequence_parallel": false,
 //                 "distributed_optimizer": false,
 //                 "shard_gradients": false (ZeRO-2 / FSDP gradient sharding; needs
 //                 distributed_optimizer), "shard_parameters": false (ZeRO-3 / FSDP parameter

@@ -101,7 +101,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                                const ClusterSpec& cluster) {
   const std::vector<StageWork> work =
       compute_stage_work(model, partition, config.microbatch_size, config.recompute,
-                         config.recompute_layers);
+                         config.recompute_layers, config.recompute_modules);
   const OperatorCost op(model, config, cluster);
   // The remainders complete 16-bit weights to fp32 master weights: FP8 weights have no such
   // 16 bits (Apex and NeMo keep full fp32 master copies for them).

@@ -71,6 +71,7 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
                                            " into 2·cp load-balanced chunks");
   tokens_ = static_cast<double>(config.microbatch_size) * model.tokens_per_sequence() / cp;
   check_recompute_layers(config, "configuration: recompute_layers");
+  check_recompute_modules(config, "configuration: recompute_modules", &model);
   check_offload_layers(model, config, "configuration: offload_layers");
   if (config.offload_layers > 0 && !(cluster.host_link_bandwidth_bytes_per_s > 0))
     throw_input_error("configuration: offload_layers",
@@ -460,7 +461,10 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         out.other_s = curve_s(work.bwd_weight_flops * mb);
         break;
       case Pass::kRecompute:
-        out.other_s = curve_s(work.recompute_flops[static_cast<int>(rc)] * mb);
+        // Selective without core_attn (recompute_modules): the other modules are not in a
+        // custom layer.
+        if (rc != Recompute::kSelective || recomputes_module(config_, RecomputeModule::kCoreAttn))
+          out.other_s = curve_s(work.recompute_flops[static_cast<int>(rc)] * mb);
         break;
     }
     if (pass == Pass::kForward || pass == Pass::kBackwardInput ||
@@ -473,10 +477,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
 
   if (pass == Pass::kRecompute) {
     if (rc == Recompute::kNone || work.kind != LayerKind::kTransformer) return out;
-    if (rc == Recompute::kSelective) {  // the attention core's forward again
-      out.attention_s = attention_s(k, /*forward=*/true);
-      return out;
-    }
+    if (rc == Recompute::kSelective) return selective_recompute(layer);
     if (rc == Recompute::kFull) {  // the forward again
       double unused = 0;
       return layer_pass(layer, Pass::kForward, &unused);
@@ -628,6 +629,52 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
   return out;
 }
 
+PassBreakdown OperatorCost::selective_recompute(int layer) const {
+  // Megatron-Core's recompute modules (graph/plan.h RecomputeModule, graph/kernels.h): each
+  // module's forward kernels again in the backward.
+  PassBreakdown out;
+  const LayerKernels& k = kernels_[layer];
+  const uint32_t modules = effective_recompute_modules(config_);
+  const auto has = [&](RecomputeModule m) { return (modules & recompute_module_bit(m)) != 0; };
+  if (has(RecomputeModule::kCoreAttn))  // the attention core's forward again
+    out.attention_s = attention_s(k, /*forward=*/true);
+  if (modules == recompute_module_bit(RecomputeModule::kCoreAttn)) return out;
+  const double tp = config_.tp, m = tokens_;
+  const double seq_div = config_.sequence_parallel && config_.tp > 1 ? tp : 1.0;
+  if (has(RecomputeModule::kLayernorm) && k.separate_norms > 0) {
+    // Each separate norm's forward on the (sequence-parallel) hidden state; FP8: its output
+    // quantized again for each FP8 GEMM that reads it (the full sequence after the gather).
+    for (int i = 0; i < k.separate_norms; ++i)
+      out.elementwise_s +=
+          elementwise_s(k.layernorm_fwd_bytes_per_token / k.separate_norms * m / seq_div);
+    if (k.layernorm_recast_elements_per_token > 0)
+      out.elementwise_s += fp8_cast_s(k.layernorm_recast_elements_per_token * m);
+  }
+  if (has(RecomputeModule::kMlaUpProj) && k.mla_up_proj_recompute_bytes_per_token > 0) {
+    // qkv_up_proj_and_rope_apply: q_up (or q without a q latent) and kv_up with their fused
+    // latent norms, then RoPE; FP8: each GEMM's input cast again (the weights' casts are cached).
+    const bool q_latent = model_.mla.q_lora_rank > 0;
+    for (const GemmKernel& g : k.gemms) {
+      if (g.name != "kv_up" && g.name != (q_latent ? "q_up" : "q")) continue;
+      const double n = g.split == TpSplit::kColumn ? g.n / tp : g.n;
+      out.gemm_s += grouped_gemm_s(g.count, m * g.token_fraction, n, g.k, g.fp8);
+      if (fp8_ && g.fp8) out.elementwise_s += fp8_cast_s(g.count * m * g.token_fraction * g.k);
+    }
+    for (const ElementwiseKernel& e : k.elementwise) {
+      if (e.name != "rope" && e.name != "latent_norm") continue;
+      const double div = e.split == TpSplit::kColumn ? tp : 1.0;
+      out.elementwise_s += elementwise_s(e.fwd_bytes_per_token * m / div);
+    }
+  }
+  if (has(RecomputeModule::kMoeAct) && k.moe_act_fwd_bytes_per_token > 0) {
+    // The routed experts' activation (split as the SwiGLU kernel); FP8: its output quantized
+    // again for linear_fc2's weight gradient.
+    out.elementwise_s += elementwise_s(k.moe_act_fwd_bytes_per_token * m / tp);
+    if (fp8_) out.elementwise_s += fp8_cast_s(k.moe_act_elements_per_token * m / tp);
+  }
+  return out;
+}
+
 const OperatorCost& OperatorCost::pricing(int first_layer, int layer) const {
   if (kept_ && layer_recompute(model_, config_, first_layer, layer) == Recompute::kNone)
     return *kept_;
@@ -735,7 +782,17 @@ double OperatorCost::compute_stash_bytes(int layer) const {
   }
   double bytes =
       m * (k.stash_sequence_bytes_per_token / seq_div + k.stash_split_bytes_per_token / tp);
-  if (config_.attention == AttentionKernel::kUnfused && rc == Recompute::kNone && k.has_attention)
+  // Selective: what each recompute module discards (graph/kernels.h); without core_attn the
+  // unfused attention keeps its scores as under none.
+  const uint32_t modules = effective_recompute_modules(config_);
+  const auto has = [&](RecomputeModule mod) { return (modules & recompute_module_bit(mod)) != 0; };
+  if (has(RecomputeModule::kLayernorm))
+    bytes -= m * k.layernorm_recompute_bytes_per_token / seq_div;
+  if (has(RecomputeModule::kMlaUpProj)) bytes -= m * k.mla_up_proj_recompute_bytes_per_token / tp;
+  if (has(RecomputeModule::kMoeAct)) bytes -= m * k.moe_act_recompute_bytes_per_token / tp;
+  const bool scores_kept =
+      rc == Recompute::kNone || (rc == Recompute::kSelective && !has(RecomputeModule::kCoreAttn));
+  if (config_.attention == AttentionKernel::kUnfused && scores_kept && k.has_attention)
     bytes += m * (k.attention.heads / tp) * model_.tokens_per_sequence() *
              k.stash_scores_bytes_per_head_key;
   return bytes;

@@ -36,7 +36,15 @@
 //                their gradients too) to the next rank while one block of attention computes:
 //                exposed = (cp − 1) · max(0, step transfer − attention / cp).
 //   recompute    none: nothing; selective: the attention core's forward again; full: the whole
-//                forward again, its TP communication included. Full with recompute_layers = N
+//                forward again, its TP communication included. Selective with recompute_modules
+//                (Megatron-Core's --recompute-modules, graph/plan.h RecomputeModule): the forward
+//                kernels of each module: core_attn the attention core; layernorm the separate
+//                norms (element-wise, on the sequence-parallel hidden state) and, FP8, a cast of
+//                their output per FP8 GEMM reading it; mla_up_proj the q_up (or q) and kv_up
+//                GEMMs (FP8: their input casts) and the rope and latent_norm kernels; moe_act the
+//                routed share of the SwiGLU kernel (FP8: a cast of its output). No TP or EP
+//                communication. Stash: each module's freed bytes (graph/kernels.h) subtracted;
+//                without core_attn, unfused attention keeps its scores. Full with recompute_layers = N
 //                (ParallelConfig): the first N transformer layers of each stage chunk as full,
 //                every later one as none (its forward's activations kept, nothing recomputed).
 //   custom       layers without kernels: FLOPs / (peak · eff(FLOPs)), as a whole (other_s).
@@ -227,6 +235,9 @@ class OperatorCost {
     double stash_bytes = 0;
   };
   PassBreakdown layer_pass(int layer, Pass pass, double* fused_hidden_s) const;
+  // The recompute pass of a transformer layer under recompute selective: the forward kernels of
+  // the configuration's recompute modules (the header).
+  PassBreakdown selective_recompute(int layer) const;
   // The model that prices `layer` of the chunk starting at first_layer: this one, or kept_ for a
   // transformer layer past the chunk's first recompute_layers.
   const OperatorCost& pricing(int first_layer, int layer) const;

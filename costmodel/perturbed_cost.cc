@@ -334,7 +334,8 @@ SequenceLengthCost::SequenceLengthCost(const ModelSpec& model, const Partition& 
       }
       flops.emplace_back(at_len.model_flops_per_sequence(),
                          hardware_flops_per_sequence(at_len, partition, config.recompute,
-                                                     config.recompute_layers));
+                                                     config.recompute_layers,
+                                                     config.recompute_modules));
       models_.push_back(at_len);
     }
     index_.push_back(it->second);

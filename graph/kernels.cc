@@ -142,6 +142,28 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     k.stash_split_bytes_per_token = attention_split + mlp_bytes * ffn_width;
   }
   k.stash_full_recompute_bytes_per_token = h * db;
+  // Megatron-Core's recompute modules (graph/kernels.h). Separate norms: an MLA layer's
+  // input_layernorm (q_down and kv_down read it: TELinear, not a fused LayerNormLinear) and an
+  // MoE layer's pre_mlp_layernorm (the router and the shared experts read it).
+  const int separate_norms = (mla.enabled() ? 1 : 0) + (moe_layer ? 1 : 0);
+  k.separate_norms = separate_norms;
+  k.layernorm_recompute_bytes_per_token = separate_norms * h * gb;
+  k.layernorm_fwd_bytes_per_token = separate_norms * 2 * h * db;  // read x, write y
+  if (fp8) {
+    const double readers = (mla.enabled() ? 2 : 0) + (moe_layer && moe.shared_experts > 0 ? 1 : 0);
+    k.layernorm_recast_elements_per_token = readers * h;
+  }
+  if (mla.enabled()) {
+    const double a = m.heads;
+    k.mla_up_proj_recompute_bytes_per_token =
+        (2 * a * mla.qk_head_dim() + a * mla.v_head_dim) * db;
+  }
+  if (moe_layer) {
+    const double routed = static_cast<double>(moe.top_k) * moe.expert_ffn_hidden;
+    k.moe_act_recompute_bytes_per_token = routed * gb;
+    k.moe_act_fwd_bytes_per_token = (gpt ? 2 : 3) * routed * db;
+    k.moe_act_elements_per_token = routed;
+  }
   // Recompute::kOp (torchtitan's op SAC, graph/kernels.h): which 16-bit GEMMs are re-run and what
   // is kept. torchtitan counts the block's aten.mm calls in forward order and saves the odd ones:
   // wq (1), wv (3), w1 (5) and w2 (7) of a gated MLP, wq, wv and the MLP's up projection of a

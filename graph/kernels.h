@@ -115,6 +115,32 @@ struct LayerKernels {
   double stash_op_sequence_bytes_per_token = 0;
   double stash_op_split_bytes_per_token = 0;
   double stash_op_unsplit_bytes_per_token = 0;
+  // Megatron-Core's recompute modules (graph/plan.h RecomputeModule; ParallelConfig::
+  // recompute_modules with recompute selective), per token; 0 where the layer lacks the module.
+  //   layernorm    the outputs of the layer's separate norms (an MLA layer's input norm, an MoE
+  //                layer's pre-MLP norm; Transformer Engine fuses a dense attention's or MLP's
+  //                norm into its linear layer), on the full hidden state (kSequence): h per norm
+  //                at the bytes the stash inventory counts for a GEMM input (16-bit, or the FP8
+  //                copy of an FP8 model), freed; `layernorm_fwd_bytes` = those norms' forward
+  //                kernel bytes, run again; `layernorm_recast_elements`: FP8 models re-quantize
+  //                the recomputed output for each FP8 GEMM reading it (h per GEMM; Megatron sets
+  //                save_original_input on them)
+  //   mla_up_proj  q, k and v of an MLA layer (2·a·(qk_nope + qk_rope) + a·v_head_dim elements,
+  //                16-bit), split by tp, freed; the q_up and kv_up GEMMs, the RoPE and the latent
+  //                norms run again
+  //   moe_act      the routed experts' activation output (top_k·expert_ffn_hidden elements,
+  //                mlp_down's input: 16-bit, or its FP8 copy), split by tp, freed;
+  //                `moe_act_fwd_bytes` = the routed share of the SwiGLU kernel's forward bytes,
+  //                run again, and FP8 models re-quantize the output (save_original_input)
+  //   core_attn    the attention core (today's selective): nothing freed but the unfused scores
+  int separate_norms = 0;  // layernorm: the norms recomputed (one kernel each)
+  double layernorm_recompute_bytes_per_token = 0;
+  double layernorm_fwd_bytes_per_token = 0;
+  double layernorm_recast_elements_per_token = 0;
+  double mla_up_proj_recompute_bytes_per_token = 0;
+  double moe_act_recompute_bytes_per_token = 0;
+  double moe_act_fwd_bytes_per_token = 0;
+  double moe_act_elements_per_token = 0;
   // Unfused attention only: bytes per token per (head, key) stashed (softmax output, dropout
   // mask and output: 5 in 16-bit) unless selective or full recompute.
   double stash_scores_bytes_per_head_key = 0;

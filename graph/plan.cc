@@ -296,6 +296,152 @@ void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
                                  std::string(to_string(config.recompute)));
 }
 
+std::string_view to_string(RecomputeModule m) {
+  switch (m) {
+    case RecomputeModule::kCoreAttn:
+      return "core_attn";
+    case RecomputeModule::kLayernorm:
+      return "layernorm";
+    case RecomputeModule::kMlaUpProj:
+      return "mla_up_proj";
+    case RecomputeModule::kMoeAct:
+      return "moe_act";
+  }
+  return "?";
+}
+
+uint32_t parse_recompute_modules(std::string_view text, const std::string& where) {
+  const std::string valid = "core_attn, layernorm, mla_up_proj or moe_act";
+  uint32_t bits = 0;
+  int names = 0;
+  size_t i = 0;
+  while (i <= text.size()) {
+    size_t j = text.find_first_of(", ", i);
+    if (j == std::string_view::npos) j = text.size();
+    const std::string_view name = text.substr(i, j - i);
+    i = j + 1;
+    if (name.empty()) continue;
+    ++names;
+    bool found = false;
+    for (RecomputeModule m : kAllRecomputeModules) {
+      if (name != to_string(m)) continue;
+      if ((bits & recompute_module_bit(m)) != 0)
+        throw_input_error(where, "names recompute module \"" + std::string(name) + "\" twice");
+      bits |= recompute_module_bit(m);
+      found = true;
+    }
+    if (found) continue;
+    if (name == "mlp" || name == "moe" || name == "shared_experts")
+      throw_input_error(where, "recompute module \"" + std::string(name) +
+                                   "\" (a normal checkpoint of a whole MLP) is not modelled; "
+                                   "expected " + valid);
+    throw_input_error(where, "unknown recompute module \"" + std::string(name) + "\" (expected " +
+                                 valid + ")");
+  }
+  if (names == 0)
+    throw_input_error(where, "expected at least one recompute module (" + valid +
+                                 "); for no recompute use recompute none");
+  return bits == recompute_module_bit(RecomputeModule::kCoreAttn) ? 0 : bits;
+}
+
+std::string recompute_modules_to_string(uint32_t modules, std::string_view sep) {
+  if (modules == 0) modules = recompute_module_bit(RecomputeModule::kCoreAttn);
+  std::string out;
+  for (RecomputeModule m : kAllRecomputeModules) {
+    if ((modules & recompute_module_bit(m)) == 0) continue;
+    if (!out.empty()) out += sep;
+    out += to_string(m);
+  }
+  return out;
+}
+
+nlohmann::json recompute_modules_to_json(uint32_t modules) {
+  nlohmann::json names = nlohmann::json::array();
+  if (modules == 0) modules = recompute_module_bit(RecomputeModule::kCoreAttn);
+  for (RecomputeModule m : kAllRecomputeModules)
+    if ((modules & recompute_module_bit(m)) != 0) names.push_back(std::string(to_string(m)));
+  return names;
+}
+
+uint32_t recompute_modules_from_json(const nlohmann::json& value, const std::string& where) {
+  if (value.is_string()) return parse_recompute_modules(value.get<std::string>(), where);
+  if (!value.is_array())
+    throw_input_error(where, "expected an array of recompute module names (core_attn, "
+                             "layernorm, mla_up_proj, moe_act)");
+  std::string list;
+  for (const nlohmann::json& name : value) {
+    if (!name.is_string() || name.get<std::string>().empty() ||
+        name.get<std::string>().find_first_of(", ") != std::string::npos)
+      throw_input_error(where, "expected an array of recompute module names (core_attn, "
+                               "layernorm, mla_up_proj, moe_act), got " + name.dump());
+    list += name.get<std::string>() + ",";
+  }
+  return parse_recompute_modules(list, where);
+}
+
+uint32_t effective_recompute_modules(const ParallelConfig& config) {
+  if (config.recompute != Recompute::kSelective) return 0;
+  return config.recompute_modules != 0 ? config.recompute_modules
+                                       : recompute_module_bit(RecomputeModule::kCoreAttn);
+}
+
+double selective_recompute_flops(const ModelSpec& model, int index, uint32_t modules) {
+  if (modules == 0) modules = recompute_module_bit(RecomputeModule::kCoreAttn);
+  const LayerWork& l = model.layers[static_cast<size_t>(index)];
+  double flops = 0;
+  if ((modules & recompute_module_bit(RecomputeModule::kCoreAttn)) != 0)
+    flops += l.recompute_flops[static_cast<int>(Recompute::kSelective)];
+  const MlaSpec& mla = model.mla;
+  if ((modules & recompute_module_bit(RecomputeModule::kMlaUpProj)) != 0 && mla.enabled() &&
+      l.kind == LayerKind::kTransformer) {
+    const double a = model.heads;
+    const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : model.hidden;
+    const double weights = q_in * a * mla.qk_head_dim() +
+                           static_cast<double>(mla.kv_lora_rank) * a *
+                               (mla.qk_nope_head_dim + mla.v_head_dim);
+    flops += 2.0 * model.tokens_per_sequence() * weights;
+  }
+  return flops;
+}
+
+void check_recompute_modules(const ParallelConfig& config, const std::string& where,
+                             const ModelSpec* model) {
+  if (config.recompute_modules == 0) return;
+  if (config.recompute_modules >= (uint32_t{1} << kAllRecomputeModules.size()))
+    throw_input_error(where, "holds an unknown recompute module bit");
+  if (config.recompute != Recompute::kSelective)
+    throw_input_error(where, "names the modules of selective recompute and needs recompute "
+                             "selective (recompute is " +
+                                 std::string(to_string(config.recompute)) + ")");
+  if (model == nullptr) return;
+  bool mla = false, moe = false;
+  for (const LayerWork& l : model->layers) {
+    if (l.kind != LayerKind::kTransformer) continue;
+    mla = mla || model->mla.enabled();
+    moe = moe || (l.moe && model->moe.enabled());
+  }
+  const auto has = [&](RecomputeModule m) {
+    return (config.recompute_modules & recompute_module_bit(m)) != 0;
+  };
+  const std::string name = "model '" + model->name + "'";
+  if (has(RecomputeModule::kMlaUpProj) && !mla)
+    throw_input_error(where, "recompute module mla_up_proj needs multi-head latent attention, "
+                             "which no layer of " + name + " has");
+  if (has(RecomputeModule::kMoeAct) && !moe)
+    throw_input_error(where, "recompute module moe_act needs routed experts, which no layer of " +
+                                 name + " has");
+  if (has(RecomputeModule::kLayernorm) && !mla && !moe)
+    throw_input_error(where, "recompute module layernorm recomputes separate norm modules (an "
+                             "MLA layer's input norm, an MoE layer's pre-MLP norm; Transformer "
+                             "Engine fuses the others into their linear layer), which no layer "
+                             "of " + name + " has");
+  if (model->dtype == Dtype::kFp8 && model->fp8_scaling == Fp8Scaling::kDelayed &&
+      (has(RecomputeModule::kLayernorm) || has(RecomputeModule::kMoeAct)))
+    throw_input_error(where, "recompute modules layernorm and moe_act do not work with FP8 "
+                             "delayed scaling (Megatron-Core: \"Delayed scaling does not support "
+                             "moe_act and layernorm recompute for fp8\")");
+}
+
 Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
                           int layer) {
   if (config.recompute_layers < 0 || config.recompute != Recompute::kFull ||
@@ -341,6 +487,7 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
     j["optimizer_state"] = std::string(to_string(c.optimizer_state));
   if (c.shard_parameters) j["shard_parameters"] = true;
   if (c.recompute_layers >= 0) j["recompute_layers"] = c.recompute_layers;
+  if (c.recompute_modules != 0) j["recompute_modules"] = recompute_modules_to_json(c.recompute_modules);
   if (c.offload_layers != 0) j["offload_layers"] = c.offload_layers;
   return j;
 }
@@ -376,6 +523,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "optimizer_state",
                       "shard_parameters",
                       "recompute_layers",
+                      "recompute_modules",
                       "offload_layers"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
@@ -428,6 +576,11 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
     c.recompute_layers =
         static_cast<int>(std::min<int64_t>(obj.non_negative_integer("recompute_layers"), 1 << 20));
     check_recompute_layers(c, obj.field("recompute_layers"));
+  }
+  if (obj.has("recompute_modules")) {
+    c.recompute_modules =
+        recompute_modules_from_json(obj.at("recompute_modules"), obj.field("recompute_modules"));
+    check_recompute_modules(c, obj.field("recompute_modules"));
   }
   if (obj.has("offload_layers"))
     c.offload_layers =

@@ -136,6 +136,12 @@ struct ParallelConfig {
   // activations as under none (Megatron-LM --recompute-granularity full --recompute-method block
   // --recompute-num-layers N). -1 = every layer (full as before). Only with recompute full.
   int recompute_layers = -1;
+  // With recompute selective: Megatron-Core's fine-grained selective recompute, the set of
+  // RecomputeModule bits (--recompute-granularity selective --recompute-modules m1 m2 ...;
+  // TransformerConfig.recompute_modules). 0 = Megatron's default ["core_attn"], which is what
+  // selective means without a list; a set of core_attn alone is stored as 0. Only with recompute
+  // selective (check_recompute_modules).
+  uint32_t recompute_modules = 0;
   // Activation offloading (Megatron Core --cpu-offloading --cpu-offloading-num-layers N,
   // Transformer Engine's CPU offload context): the activations the first N transformer layers
   // keep for their backward are copied to host memory during the forward and back during the
@@ -225,6 +231,62 @@ void check_shard_gradients(const ParallelConfig& config, const std::string& wher
 // InputError when recompute_layers is set (>= 0) with a policy other than full, or is below -1.
 // `where` names the setting ("--recompute-layers", "<file>: field 'config.recompute_layers'").
 void check_recompute_layers(const ParallelConfig& config, const std::string& where);
+// The modules of Megatron-Core's selective recompute that jaxpp-sim models
+// (megatron/core/transformer/transformer_config.py, field recompute_modules; docs/simulate.md):
+//   core_attn    the attention core (transformer_layer.py / attention.py, normal checkpoint):
+//                its forward runs again in the backward (today's "selective")
+//   layernorm    input_layernorm and pre_mlp_layernorm where they are separate modules
+//                (transformer_layer.py TransformerLayer.__init__: not IdentityOp; with Transformer
+//                Engine's layer specs a dense attention or dense MLP fuses its norm into the next
+//                linear, so only MLA layers' input norm and MoE layers' pre-MLP norm qualify):
+//                their outputs are discarded after the forward and recomputed (output-discarding
+//                checkpoint, CheckpointWithoutOutput)
+//   mla_up_proj  the MLA up-projections and RoPE (multi_latent_attention.py,
+//                qkv_up_proj_and_rope_apply under CheckpointWithoutOutput): q, k and v are
+//                discarded once the attention core ran and recomputed from the latent vectors
+//   moe_act      the routed experts' activation function (moe/experts.py TEGroupedMLP,
+//                activation_checkpoint): its output, the input of linear_fc2, is discarded
+// Megatron's other modules (mlp, moe, shared_experts: normal checkpoints of whole MLPs) are not
+// modelled: the parser refuses them with that reason.
+enum class RecomputeModule { kCoreAttn = 0, kLayernorm = 1, kMlaUpProj = 2, kMoeAct = 3 };
+inline constexpr std::array kAllRecomputeModules = {RecomputeModule::kCoreAttn,
+                                                    RecomputeModule::kLayernorm,
+                                                    RecomputeModule::kMlaUpProj,
+                                                    RecomputeModule::kMoeAct};
+inline constexpr uint32_t recompute_module_bit(RecomputeModule m) {
+  return uint32_t{1} << static_cast<int>(m);
+}
+std::string_view to_string(RecomputeModule m);  // Megatron's names: "core_attn", ...
+// A list "a,b" (commas or spaces) of Megatron module names into a set of bits, core_attn alone
+// stored as 0 (the default). InputError naming `where` on an unknown or unmodelled name (listing
+// the valid names), an empty list or a repeated name.
+uint32_t parse_recompute_modules(std::string_view text, const std::string& where);
+// The set as Megatron's names in kAllRecomputeModules order, joined by `sep` ("core_attn" for 0).
+std::string recompute_modules_to_string(uint32_t modules, std::string_view sep = ",");
+// JSON form (plan.json config.recompute_modules, corpus rows): an array of Megatron's names (the
+// reader also takes parse_recompute_modules's string, as a corpus CSV cell gives it); the reader
+// throws InputError naming `where` as parse_recompute_modules does.
+nlohmann::json recompute_modules_to_json(uint32_t modules);
+uint32_t recompute_modules_from_json(const nlohmann::json& value, const std::string& where);
+// The modules the configuration recomputes: config.recompute_modules, core_attn when that is 0,
+// and nothing unless the policy is selective.
+uint32_t effective_recompute_modules(const ParallelConfig& config);
+inline bool recomputes_module(const ParallelConfig& config, RecomputeModule m) {
+  return (effective_recompute_modules(config) & recompute_module_bit(m)) != 0;
+}
+// Extra forward FLOPs of one sequence that layer `index` redoes in its backward under recompute
+// selective with the module set `modules` (0 = core_attn): the attention core's
+// (LayerWork::recompute_flops for selective) with core_attn, plus 2·s·(weights of q_up, or q,
+// and kv_up) of an MLA transformer layer with mla_up_proj; the norms and the activation are
+// memory-bound (no FLOPs counted).
+double selective_recompute_flops(const ModelSpec& model, int index, uint32_t modules);
+// InputError naming `where` when recompute_modules is set with a policy other than selective.
+// With a model (non-null): also when no layer of the model has one of the modules (mla_up_proj
+// without MLA, moe_act without MoE layers, layernorm without an MLA or MoE layer), and for an FP8
+// model with delayed scaling and layernorm or moe_act (Megatron refuses it:
+// TransformerConfig.__post_init__).
+void check_recompute_modules(const ParallelConfig& config, const std::string& where,
+                             const ModelSpec* model = nullptr);
 // The policy layer `layer` of the stage chunk [first_layer, ...) runs under: config.recompute,
 // except that with recompute_layers = N >= 0 only the chunk's first N transformer layers are
 // recomputed (full) and every later transformer layer keeps its activations (none). Layers that

@@ -11,6 +11,7 @@
 
 #include "graph/error.h"
 #include "graph/limits.h"
+#include "graph/plan.h"
 
 namespace jaxpp {
 
@@ -47,7 +48,7 @@ std::string TaskNode::label() const {
 
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
                                           int microbatch_size, Recompute recompute,
-                                          int recompute_layers) {
+                                          int recompute_layers, uint32_t recompute_modules) {
   if (partition.num_layers != model.num_layers())
     throw_input_error("partition", "covers " + std::to_string(partition.num_layers) +
                                        " layers but the model has " +
@@ -69,7 +70,10 @@ std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partitio
       w.fwd_flops += l.fwd_flops * b;
       w.bwd_input_flops += l.bwd_input_flops * b;
       w.bwd_weight_flops += l.bwd_weight_flops * b;
-      w.recompute_flops += l.recompute_flops[r] * b;
+      w.recompute_flops += (recompute == Recompute::kSelective && recompute_modules != 0
+                                ? selective_recompute_flops(model, i, recompute_modules)
+                                : l.recompute_flops[r]) *
+                           b;
       w.stash_bytes += l.stash_bytes[r] * microbatch_size;
       w.tp_allreduce_bytes += l.tp_allreduce_bytes * microbatch_size;
     }
@@ -80,10 +84,13 @@ std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partitio
 }
 
 double hardware_flops_per_sequence(const ModelSpec& model, const Partition& partition,
-                                   Recompute recompute, int recompute_layers) {
-  if (recompute_layers < 0) return model.hardware_flops_per_sequence(recompute);
+                                   Recompute recompute, int recompute_layers,
+                                   uint32_t recompute_modules) {
+  if (recompute_layers < 0 && (recompute_modules == 0 || recompute != Recompute::kSelective))
+    return model.hardware_flops_per_sequence(recompute);
   double f = model.model_flops_per_sequence();
-  for (const StageWork& w : compute_stage_work(model, partition, 1, recompute, recompute_layers))
+  for (const StageWork& w :
+       compute_stage_work(model, partition, 1, recompute, recompute_layers, recompute_modules))
     f += w.recompute_flops;
   return f;
 }
@@ -129,7 +136,7 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   impl->options = options;
   impl->stage_work =
       compute_stage_work(model, partition, options.microbatch_size, options.recompute,
-                         options.recompute_layers);
+                         options.recompute_layers, options.recompute_modules);
   const auto& work = impl->stage_work;
   const int m = options.num_microbatches;
   const int64_t grad_bytes_per_param = dtype_bytes(model.dtype);

@@ -58,6 +58,7 @@ struct TaskGraphOptions {
   std::vector<bool> split_backward;
   Recompute recompute = Recompute::kNone;
   int recompute_layers = -1;  // ParallelConfig::recompute_layers
+  uint32_t recompute_modules = 0;  // ParallelConfig::recompute_modules
 };
 
 struct StageWork {
@@ -78,13 +79,16 @@ struct StageWork {
 // recompute_layers transformer layers of each stage are recomputed, the others priced as none.
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
                                           int microbatch_size, Recompute recompute,
-                                          int recompute_layers = -1);
+                                          int recompute_layers = -1,
+                                          uint32_t recompute_modules = 0);
 // FLOPs one sequence costs on the hardware (forward, backward and the recomputed forward) over
 // the stages of `partition`: ModelSpec::hardware_flops_per_sequence(recompute) when
 // recompute_layers < 0, else only the first recompute_layers transformer layers of each stage
-// recomputed.
+// recomputed. recompute_modules (selective only, ParallelConfig::recompute_modules): each
+// layer's selective_recompute_flops (graph/plan.h) instead of its selective figure.
 double hardware_flops_per_sequence(const ModelSpec& model, const Partition& partition,
-                                   Recompute recompute, int recompute_layers);
+                                   Recompute recompute, int recompute_layers,
+                                   uint32_t recompute_modules = 0);
 
 struct CriticalPath {
   double length_s = 0;

@@ -197,6 +197,9 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
       break;
     case Recompute::kSelective:
       add("--recompute-granularity", "selective");
+      // Megatron's modules (nargs='*'); without the flag Megatron recomputes core_attn.
+      if (c.recompute_modules != 0)
+        add("--recompute-modules", recompute_modules_to_string(c.recompute_modules, " "));
       break;
     case Recompute::kFull:
       add("--recompute-granularity", "full");
@@ -381,6 +384,7 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
   c.schedule = "Std1F1B";
   std::string recompute_method;
   int recompute_num_layers = -1;
+  uint32_t recompute_modules = 0;
   auto value_int = [&](size_t& i) {
     if (i + 1 >= tokens.size()) throw_input_error(where, tokens[i] + ": missing value");
     const std::string& v = tokens[++i];
@@ -453,6 +457,11 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       if (recompute_method != "uniform" && recompute_method != "block")
         throw_input_error(where, "--recompute-method: expected uniform or block, got '" +
                                      recompute_method + "'");
+    } else if (f == "--recompute-modules") {
+      // nargs='*': every following word up to the next flag.
+      std::string list;
+      while (i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0) list += tokens[++i] + ",";
+      recompute_modules = parse_recompute_modules(list, where + ": --recompute-modules");
     } else if (f == "--recompute-num-layers") {
       recompute_num_layers = value_int(i);
       if (recompute_num_layers < 0)
@@ -533,6 +542,11 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       throw_input_error(where, "--recompute-method block needs --recompute-num-layers");
     c.recompute_layers = recompute_num_layers;
   }
+  if (recompute_modules != 0) {
+    if (c.recompute != Recompute::kSelective)
+      throw_input_error(where, "--recompute-modules needs --recompute-granularity selective");
+    c.recompute_modules = recompute_modules;
+  }
   if (!layout.empty()) {
     int transformer = 0;
     out.stage_layers = parse_layout(layout, where, &transformer);
@@ -595,6 +609,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     cannot_express(target, "activation offloading (offload_layers " +
                                std::to_string(c.offload_layers) +
                                "): this export writes no activation offloading");
+  if (c.recompute_modules != 0)
+    cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
+                               " (Megatron-Core's fine-grained selective recompute; torchtitan's "
+                               "activation_checkpoint selects layers or ops, not these modules)");
   // Data parallelism. torchtitan has DDP (data_parallel_replicate_degree, replicated weights)
   // and FSDP2 (data_parallel_shard_degree; job_config.py at 6404b932, class Parallelism: lines
   // 236, 250 and 262 define the replicate and shard degrees and fsdp_reshard_after_forward). FSDP2
@@ -784,6 +802,10 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
 std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kJaxpp;
+  if (c.recompute_modules != 0)
+    cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
+                               " (Megatron-Core's fine-grained selective recompute; the snippet "
+                               "checkpoints whole layers with a jax.checkpoint policy)");
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): the snippet sets no "
                            "precision (the trainer's own dtype policy decides)");

@@ -9,7 +9,8 @@
 //                        --micro-batch-size, --global-batch-size, --recompute-granularity
 //                        (+ --recompute-method uniform --recompute-num-layers 1 for full;
 //                        --recompute-method block --recompute-num-layers N with
-//                        recompute_layers N: the first N layers of each stage chunk),
+//                        recompute_layers N: the first N layers of each stage chunk;
+//                        --recompute-modules m1 m2 ... with selective recompute_modules),
 //                        --sequence-parallel, --use-distributed-optimizer, --overlap-grad-reduce
 //                        (+ --overlap-param-gather with the distributed optimizer), for
 //                        gradient sharding Megatron-FSDP: --use-megatron-fsdp
@@ -34,7 +35,8 @@
 //                        module_fqns_per_model_part with torchtitan's Llama module names),
 //                        [training] (local/global batch, seq_len), [activation_checkpoint] mode
 //                        (recompute_layers N on one stage of L blocks: mode selective,
-//                        selective_ac_option k with floor(L/k) = N, else refused).
+//                        selective_ac_option k with floor(L/k) = N, else refused; Megatron's
+//                        recompute_modules refused).
 //   jaxpp_snippet        a Python snippet for JaxPP (NVIDIA/jaxpp src/jaxpp/api.py at commit
 //                        01dfbd9c): the MpmdMesh of shape (pp, dp, tp), the schedule class and its
 //                        arguments, where to call pipeline_enter_stage, treduce.

@@ -164,7 +164,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            bool shard_grads, bool shard_params,
                            const std::string& optimizer_state, const std::string& moe_dispatcher,
                            const std::string& moe_routing, std::optional<int> recompute_layers,
-                           int offload_layers) {
+                           int offload_layers, const std::string& recompute_modules) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -198,6 +198,10 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                         "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
     check_recompute_layers(c, "--recompute-layers");
   }
+  if (!recompute_modules.empty()) {
+    c.recompute_modules = parse_recompute_modules(recompute_modules, "--recompute-modules");
+    check_recompute_modules(c, "--recompute-modules");
+  }
   c.offload_layers = offload_layers;
   c.sequence_parallel = sequence_parallel;
   c.zero1 = zero1;
@@ -221,6 +225,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   parse_partition_flag(partition, req);
   req.assignment = assignment_arg(assign_path, assign_text);
   check_offload_layers(req.model, c, "--offload-layers");
+  check_recompute_modules(c, "--recompute-modules", &req.model);
   PlanSimOptions options = sim_options(record_trace, breakdown, check_memory, overlap_grad_reduce);
   // --max-memory-gib: the limit of the balanced-time search and of the fit check alike.
   if (max_memory_gib) {
@@ -951,7 +956,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("check_memory"), py::arg("record_trace"), py::arg("assign_path"),
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
         py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
-        py::arg("moe_routing"), py::arg("recompute_layers"), py::arg("offload_layers"));
+        py::arg("moe_routing"), py::arg("recompute_layers"), py::arg("offload_layers"),
+        py::arg("recompute_modules"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),

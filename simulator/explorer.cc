@@ -261,7 +261,8 @@ void fill_metrics(const ExploreRequest& request, const Partition& partition, con
   // As simulate_plan: the model's figure, or with recompute_layers the recomputed layers of
   // each stage only.
   const double hw_flops =
-      hardware_flops_per_sequence(request.model, partition, c.recompute, c.recompute_layers) *
+      hardware_flops_per_sequence(request.model, partition, c.recompute, c.recompute_layers,
+                                  c.recompute_modules) *
       batch;
   const double peak = request.cluster.peak_flops(request.model.dtype);
   const double tokens = batch * request.model.tokens_per_sequence();

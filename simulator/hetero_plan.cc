@@ -443,6 +443,8 @@ Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
   if (meshes.empty()) throw_input_error("configuration", "no actors (no meshes)");
   if (req.config.recompute_layers >= 0)
     throw_input_error("--recompute-layers", "is not supported on a heterogeneous cluster");
+  if (req.config.recompute_modules != 0)
+    throw_input_error("--recompute-modules", "is not supported on a heterogeneous cluster");
   ParallelConfig config = req.config;
   const int pp = static_cast<int>(meshes.size());
   if (config.pp > 0 && config.pp != pp)
@@ -521,6 +523,9 @@ SimulatedPlan simulate_hetero_plan(const Plan& plan, const PlanSimOptions& optio
     throw_input_error("--perturb", "is not supported on a heterogeneous cluster");
   if (plan.config.recompute_layers >= 0)
     throw_input_error("plan: field 'config.recompute_layers'",
+                      "is not supported on a heterogeneous cluster");
+  if (plan.config.recompute_modules != 0)
+    throw_input_error("plan: field 'config.recompute_modules'",
                       "is not supported on a heterogeneous cluster");
   const HeteroCluster cluster = hetero_cluster_from_json(plan.cluster, "plan: field 'cluster'");
   const HeteroCost cost(plan.model, plan.partition, plan.placement, plan.config, cluster,

@@ -233,6 +233,8 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
          row.expected_failure ? nlohmann::json(*row.expected_failure) : nlohmann::json(nullptr)}};
     // Written only where set, so rows without them keep their JSON.
     if (c.recompute_layers >= 0) j["config"]["recompute_layers"] = c.recompute_layers;
+    if (c.recompute_modules != 0)
+      j["config"]["recompute_modules"] = recompute_modules_to_json(c.recompute_modules);
     if (c.offload_layers > 0) j["config"]["offload_layers"] = c.offload_layers;
     if (r.ran()) {
       j["predicted_step_time_s"] = r.predicted_step_time_s;
@@ -426,6 +428,8 @@ void add_config_args(const CorpusRow& row, const ExplainOptions& explain, bool f
   flag("partition", row.auto_partition ? "auto" : "even");
   if (c.recompute != d.recompute) flag("recompute", std::string(to_string(c.recompute)));
   if (c.recompute_layers != d.recompute_layers) number("recompute-layers", c.recompute_layers);
+  if (c.recompute_modules != d.recompute_modules)
+    flag("recompute-modules", recompute_modules_to_string(c.recompute_modules));
   if (c.offload_layers != d.offload_layers) number("offload-layers", c.offload_layers);
   if (c.sequence_parallel) flag("sequence-parallel", "");
   if (c.zero1) flag("zero1", "");
@@ -469,6 +473,7 @@ void add_config_args(const CorpusRow& row, const ExplainOptions& explain, bool f
     rest.*f = d.*f;
   rest.schedule = d.schedule;
   rest.recompute = d.recompute;
+  rest.recompute_modules = d.recompute_modules;
   rest.grad_dtype = d.grad_dtype;
   rest.optimizer_state = d.optimizer_state;
   rest.attention = d.attention;

@@ -30,7 +30,8 @@ nlohmann::json model_metrics(const Plan& plan, const ClusterSpec& cluster, doubl
   const double batch = c.global_batch;
   const double model_flops = plan.model.model_flops_per_sequence() * batch;
   const double hw_flops =
-      hardware_flops_per_sequence(plan.model, plan.partition, c.recompute, c.recompute_layers) *
+      hardware_flops_per_sequence(plan.model, plan.partition, c.recompute, c.recompute_layers,
+                                  c.recompute_modules) *
       batch;
   const double peak = cluster.peak_flops(plan.model.dtype);
   const double tokens = batch * plan.model.tokens_per_sequence();

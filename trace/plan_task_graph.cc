@@ -11,6 +11,7 @@ TaskGraph plan_task_graph(const Plan& plan) {
   options.microbatch_size = plan.config.microbatch_size;
   options.recompute = plan.config.recompute;
   options.recompute_layers = plan.config.recompute_layers;
+  options.recompute_modules = plan.config.recompute_modules;
   options.split_backward.assign(plan.partition.num_stages(), false);
   for (const auto& actor : plan.program.actors) {
     for (const Instruction& ins : actor) {

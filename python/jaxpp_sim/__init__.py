@@ -271,6 +271,15 @@ class SimResult:
         return f"SimResult(step_time_s={self.step_time_s!r}, bubble_rate={self.bubble_rate!r})"
 
 
+def _recompute_modules_arg(modules):
+    """``recompute_modules`` as ``--recompute-modules``'s text ("" = not given)."""
+    if modules is None:
+        return ""
+    if isinstance(modules, str):
+        return modules
+    return ",".join(str(m) for m in modules)
+
+
 def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, cp=1,
              virtual=1, global_batch=None, microbatch_size=1, schedule=None, schedule_file=None,
              fuse_steady_state=False, recompute="none", sequence_parallel=False, zero1=False,
@@ -281,14 +290,16 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
              shard_grads=False, shard_params=False, optimizer_state="cluster",
              moe_dispatcher="alltoall", moe_routing="random", recompute_layers=None,
-             offload_layers=0):
+             offload_layers=0, recompute_modules=None):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
     ``gpus``, ``pp``, ``tp``, ``dp``, ``cp``, ``virtual``, ``global_batch``,
     ``microbatch_size``, ``schedule`` or ``schedule_file``, ``recompute``
     (none|selective|full|op), ``recompute_layers`` (``--recompute-layers``: with full, only the
-    first N transformer layers of each stage chunk recomputed), ``offload_layers``
+    first N transformer layers of each stage chunk recomputed), ``recompute_modules``
+    (``--recompute-modules``: with selective, Megatron-Core's modules as a list or a
+    comma-separated string: core_attn, layernorm, mla_up_proj, moe_act), ``offload_layers``
     (``--offload-layers``: activation offloading of the first N transformer layers; pp 1,
     recompute none), ``sequence_parallel``, ``zero1``, ``shard_grads`` (gradient
     sharding, ZeRO-2, needs ``zero1``; ``--shard-grads``), ``shard_params`` (parameter
@@ -355,13 +366,15 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
             *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
             str(optimizer_state), str(moe_dispatcher), str(moe_routing),
-            None if recompute_layers is None else int(recompute_layers), int(offload_layers))
+            None if recompute_layers is None else int(recompute_layers), int(offload_layers),
+            _recompute_modules_arg(recompute_modules))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
                    ("dp", dp, 1), ("cp", cp, 1), ("global_batch", global_batch, None),
                    ("microbatch_size", microbatch_size, 1), ("recompute", recompute, "none"),
                    ("recompute_layers", recompute_layers, None),
+                   ("recompute_modules", recompute_modules, None),
                    ("offload_layers", offload_layers, 0),
                    ("sequence_parallel", sequence_parallel, False), ("zero1", zero1, False),
                    ("shard_grads", shard_grads, False), ("shard_params", shard_params, False),

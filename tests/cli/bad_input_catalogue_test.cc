@@ -1602,6 +1602,24 @@ const std::vector<BadInputCase> kCases = {
      .message = "--recompute: 'full:two': expected full:N with a number of layers N >= 0"},
     {.name = "ExploreRecomputeLayerCountOfSelective", .args = kExplore + "--recompute selective:2",
      .message = "--recompute: 'selective:2': only full takes a layer count"},
+    {.name = "SimulateRecomputeModulesWithoutSelective",
+     .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b "
+             "--recompute full --recompute-modules core_attn,moe_act",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: names the modules of selective recompute and needs "
+                "recompute selective (recompute is full)"},
+    {.name = "SimulateRecomputeModulesUnknown",
+     .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b "
+             "--recompute selective --recompute-modules core_attn,norm",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: unknown recompute module \"norm\" (expected core_attn, "
+                "layernorm, mla_up_proj or moe_act)"},
+    {.name = "SimulateRecomputeModuleNoLayerHas",
+     .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b "
+             "--recompute selective --recompute-modules mla_up_proj",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
+                "attention, which no layer of model 'm' has"},
 };
 // clang-format on
 

@@ -817,6 +817,26 @@ def test_recompute_layers_equals_cli_and_needs_full():
         js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, recompute_layers=2)
 
 
+def test_recompute_modules_equals_cli_and_needs_selective():
+    args = dict(model="qwen3-30b-a3b", cluster="h100-sxm", gpus=8, pp=2, dp=4, ep=4,
+                global_batch=16, schedule="1f1b", partition="even", trace=False,
+                check_memory=False)
+    cli_args = ["--model", "qwen3-30b-a3b", "--cluster", "h100-sxm", "--gpus", "8", "--pp", "2",
+                "--dp", "4", "--ep", "4", "--global-batch", "16", "--schedule", "1f1b",
+                "--partition", "even", "--no-memory-check"]
+    act = js.simulate(**args, recompute="selective", recompute_modules=["moe_act", "layernorm"])
+    assert act.metrics == cli_json("simulate", *cli_args, "--recompute", "selective",
+                                   "--recompute-modules", "layernorm,moe_act")
+    assert act.plan["config"]["recompute_modules"] == ["layernorm", "moe_act"]
+    plain = js.simulate(**args, recompute="selective")
+    assert act.metrics["peak_memory_bytes"][0] < plain.metrics["peak_memory_bytes"][0]
+    same_error(lambda: js.simulate(**args, recompute="full", recompute_modules="moe_act"),
+               "simulate", *cli_args, "--recompute", "full", "--recompute-modules", "moe_act")
+    same_error(lambda: js.simulate(**args, recompute="selective", recompute_modules="mla_up_proj"),
+               "simulate", *cli_args, "--recompute", "selective", "--recompute-modules",
+               "mla_up_proj")
+
+
 def test_offload_layers_equals_cli_and_follows_megatrons_rules():
     args = dict(model="gpt3-1.3b", cluster="h100-sxm", gpus=8, pp=1, dp=8, global_batch=32,
                 microbatch_size=4, schedule="1f1b", trace=False)

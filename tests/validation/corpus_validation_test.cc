@@ -150,12 +150,12 @@ constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
      "nemotron_340b.yaml sets optim.dtype bf16 for mcore_distributed_optim, which NeMo does not "
      "pass to Megatron-Core's OptimizerConfig (setup_megatron_optimization: precision, lr, "
      "weight decay, betas, clipping and the overlap flags only), so the fp32 state stands"},
-    {"deepseek-v3-2048gpu-h800", 1.80,
-     "138.5 GiB of 80 (189 GiB while the MTP module's routed experts were held whole, not "
-     "divided by ep like its block's): DeepSeek recomputes every RMSNorm and MLA up-projection in the backward (the "
-     "q and k/v up-projection outputs of 128 heads, 57344 values per token and layer, are not "
-     "kept) and caches activations in FP8, neither modelled; DualPipeV's first rank keeps 33 "
-     "half-stage microbatches (PP + 1 stages' worth, the report's Table 2)"},
+    {"deepseek-v3-2048gpu-h800", 1.15,
+     "87.9 GiB of 80 (138.5 GiB before the RMSNorm and MLA up-projection recompute was modelled, "
+     "recompute_modules layernorm and mla_up_proj; 189 GiB while the MTP module's routed experts "
+     "were held whole): DeepSeek also caches activations in FP8 (report Section 3.3), not "
+     "modelled; DualPipeV's first rank keeps 33 half-stage microbatches (PP + 1 stages' worth, "
+     "the report's Table 2)"},
     {"deepseek-v2-2048gpu-h800", 1.30,
      "95 GiB of 80: 'a portion of the operators are recomputed to save activation memory' "
      "(DeepSeek-V2 Section 3.1.3), which operators is not stated: not modelled (recompute none)"},
@@ -390,7 +390,7 @@ struct PinnedMoeRow {
 };
 constexpr PinnedMoeRow kPinnedMoeRows[] = {
     {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 24.712},
-    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.402},
+    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 19.911},
 };
 
 const CorpusRowResult* row_result(const std::string& id) {
@@ -423,6 +423,11 @@ TEST(CorpusValidation, MoeRowsOnGb200ArePinnedAndWithinTheBand) {
     EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
     EXPECT_LE(std::fabs(r->error), kBand) << p.id;
   }
+  // The DeepSeek-V3 recipe's recompute_modules ["mla_up_proj"] (selective).
+  const CorpusRowResult* v3 = row_result("mbridgemoe-deepseek-v3-256gpu-gb200-2511");
+  ASSERT_NE(v3, nullptr);
+  EXPECT_EQ(v3->row->config.recompute, Recompute::kSelective);
+  EXPECT_EQ(v3->row->config.recompute_modules, recompute_module_bit(RecomputeModule::kMlaUpProj));
 }
 
 TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
@@ -628,7 +633,7 @@ struct PinnedDeepSeekRow {
 };
 constexpr PinnedDeepSeekRow kPinnedDeepSeekRows[] = {
     {"deepseek-v2-2048gpu-h800", 9.135},
-    {"deepseek-v3-2048gpu-h800", 17.259},
+    {"deepseek-v3-2048gpu-h800", 17.629},
 };
 
 Corpus deepseek_rows(const Corpus& corpus) {
@@ -660,6 +665,12 @@ TEST(CorpusValidation, DeepSeekH800RowsArePredictedTooFastForNamedCauses) {
   EXPECT_EQ(v3->row->config.moe_dispatcher, MoeDispatcher::kDeepEP);
   EXPECT_TRUE(v3->row->fp8);
   EXPECT_EQ(v3->row->model.mtp_modules, 1);
+  // Section 3.2.3: every RMSNorm and MLA up-projection recomputed (Megatron-Core's modules).
+  EXPECT_EQ(v3->row->config.recompute, Recompute::kSelective);
+  EXPECT_EQ(v3->row->config.recompute_modules,
+            recompute_module_bit(RecomputeModule::kLayernorm) |
+                recompute_module_bit(RecomputeModule::kMlaUpProj));
+  EXPECT_EQ(v2->row->config.recompute, Recompute::kNone);  // which operators: not stated
   EXPECT_EQ(v2->row->config.ep, 8);
   EXPECT_EQ(v2->row->config.moe_device_limit, 3);
   EXPECT_FALSE(v2->row->fp8);
