@@ -32,7 +32,7 @@ double peak(int offload) {
 
 const char* const kExplore =
     "explore --model gpt3-1.3b --cluster a100-80g --gpus 1 --global-batch 8 --microbatch-sizes 8 "
-    "--schedules 1f1b --zero1 off --quiet";
+    "--tp 1 --schedules 1f1b --zero1 off --quiet";
 
 TEST(OffloadSearchCli, SimulateRefusesOffloadedActivationsAboveTheHostMemory) {
   // The host holds every offloaded layer's stash (two of them are in flight on the device too).
@@ -71,7 +71,8 @@ TEST(OffloadSearchCli, SimulateRefusesOffloadedActivationsAboveTheHostMemory) {
 }
 
 // graph --offload-layers: the stash column keeps the other layers and the two in flight, the host
-// column has the offloaded layers' stash; both equal simulate's memory model at tp 1.
+// column has the offloaded layers' stash; both equal simulate's memory model at tp 1 (with the
+// unfused attention whose scores graph's recompute-none stash counts).
 TEST(OffloadSearchCli, GraphShowsTheStashKeptAndTheBytesOnTheHost) {
   // One transformer layer's stash: a stage of layer 1 alone.
   const nlohmann::json single =
@@ -87,10 +88,21 @@ TEST(OffloadSearchCli, GraphShowsTheStashKeptAndTheBytesOnTheHost) {
   EXPECT_EQ(stage.at("offloaded_stash_bytes").get<int64_t>(), 10 * layer);
   EXPECT_EQ(stage.at("stash_bytes").get<int64_t>(),
             none.at("stages").at(0).at("stash_bytes").get<int64_t>() - 8 * layer);
-  // simulate's memory model gives the same bytes: its stash drop and its host bytes.
-  EXPECT_NEAR(peak(0) - peak(10), 8.0 * layer, 16.0);
-  EXPECT_NEAR(run_json(simulate_args(10)).at("host_offload_bytes").at(0).get<double>(),
-              10.0 * layer, 16.0);
+  // simulate's memory model gives the same bytes at tp 1 with the attention graph's model
+  // inventory counts (recompute none keeps the unfused attention's scores; flash keeps the
+  // selective figure): the stash (peak − static), its drop, and the host bytes.
+  const auto unfused = [](int offload) {
+    return run_json(simulate_args(offload) + " --attention unfused --no-memory-check");
+  };
+  const nlohmann::json u0 = unfused(0), u10 = unfused(10);
+  const auto stash = [](const nlohmann::json& j) {
+    return j.at("peak_memory_bytes").at(0).get<int64_t>() -
+           j.at("actors").at(0).at("static_bytes").get<int64_t>();
+  };
+  EXPECT_EQ(stash(u0), none.at("stages").at(0).at("stash_bytes").get<int64_t>());
+  EXPECT_EQ(stash(u10), stage.at("stash_bytes").get<int64_t>());
+  EXPECT_EQ(u10.at("host_offload_bytes").at(0).get<int64_t>(), 10 * layer);
+  EXPECT_FALSE(u0.contains("host_offload_bytes"));
   // The table: the first line and the host column.
   const CliResult t = run_cli("graph --model gpt3-1.3b --pp 1 --offload-layers 10");
   ASSERT_EQ(t.exit_code, 0) << t.err;
