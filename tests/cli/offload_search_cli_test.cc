@@ -17,36 +17,37 @@
 namespace jaxpp::testing {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kOffloadGiB = 1024.0 * 1024.0 * 1024.0;
 
 // gpt3-1.3b (24 transformer layers, alike) on one A100 80GB, 8 sequences in one microbatch.
-std::string simulate_args(int offload, const std::string& cluster = "a100-80g") {
+std::string offload_simulate_args(int offload, const std::string& cluster = "a100-80g") {
   return "simulate --model gpt3-1.3b --cluster " + cluster +
          " --gpus 1 --pp 1 --dp 1 --global-batch 8 --microbatch-size 8 --schedule 1f1b" +
          (offload > 0 ? " --offload-layers " + std::to_string(offload) : "");
 }
 
-double peak(int offload) {
-  return json_sum(run_json(simulate_args(offload) + " --no-memory-check").at("peak_memory_bytes"));
+double offload_peak(int offload) {
+  return json_sum(
+      run_json(offload_simulate_args(offload) + " --no-memory-check").at("peak_memory_bytes"));
 }
 
-const char* const kExplore =
+const char* const kOffloadExplore =
     "explore --model gpt3-1.3b --cluster a100-80g --gpus 1 --global-batch 8 --microbatch-sizes 8 "
     "--tp 1 --schedules 1f1b --zero1 off --quiet";
 
 TEST(OffloadSearchCli, SimulateRefusesOffloadedActivationsAboveTheHostMemory) {
   // The host holds every offloaded layer's stash (two of them are in flight on the device too).
-  const double layer = peak(0) - peak(3);
+  const double layer = offload_peak(0) - offload_peak(3);
   ASSERT_GT(layer, 1e9);
-  const nlohmann::json eight = run_json(simulate_args(8));
+  const nlohmann::json eight = run_json(offload_simulate_args(8));
   ASSERT_EQ(eight.at("host_offload_bytes").size(), 1u);
   EXPECT_NEAR(eight.at("host_offload_bytes").at(0).get<double>(), 8 * layer, 8.0);
-  EXPECT_FALSE(run_json(simulate_args(0)).contains("host_offload_bytes"));
+  EXPECT_FALSE(run_json(offload_simulate_args(0)).contains("host_offload_bytes"));
   // The table's row.
-  const CliResult table = run_cli(simulate_args(8));
+  const CliResult table = run_cli(offload_simulate_args(8));
   ASSERT_EQ(table.exit_code, 0) << table.err;
   char row[96];
-  std::snprintf(row, sizeof row, "%.2f GiB per GPU (worst actor)", 8 * layer / kGiB);
+  std::snprintf(row, sizeof row, "%.2f GiB per GPU (worst actor)", 8 * layer / kOffloadGiB);
   EXPECT_NE(table.out.find("host offload"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find(row), std::string::npos) << table.out;
   // A host with less: one line, exit 2, nothing written.
@@ -54,20 +55,20 @@ TEST(OffloadSearchCli, SimulateRefusesOffloadedActivationsAboveTheHostMemory) {
       "small-host.json", R"({"base": "a100-80g", "name": "a100-small-host",
                             "host_memory_gib_per_gpu": 4})");
   const std::string dir = make_temp_dir();
-  const CliResult r = run_cli(simulate_args(8, small) + " --plan " + dir + "/plan.json");
+  const CliResult r = run_cli(offload_simulate_args(8, small) + " --plan " + dir + "/plan.json");
   EXPECT_EQ(r.exit_code, 2);
   char expected[256];
   std::snprintf(expected, sizeof expected,
                 "jaxpp-sim simulate: error: does not fit in host memory: actor 0 offloads %.1f "
                 "GiB of activations per GPU, the host has 4.0 GiB per GPU (a100-small-host "
                 "host_memory_gib_per_gpu)\n",
-                eight.at("host_offload_bytes").at(0).get<double>() / kGiB);
+                eight.at("host_offload_bytes").at(0).get<double>() / kOffloadGiB);
   EXPECT_EQ(r.err, expected);
   EXPECT_FALSE(std::filesystem::exists(dir + "/plan.json"));
   // Fewer layers fit; without offloading the host is not checked; --no-memory-check skips it.
-  EXPECT_EQ(run_cli(simulate_args(3, small)).exit_code, 0);
-  EXPECT_EQ(run_cli(simulate_args(0, small)).exit_code, 0);
-  EXPECT_EQ(run_cli(simulate_args(8, small) + " --no-memory-check").exit_code, 0);
+  EXPECT_EQ(run_cli(offload_simulate_args(3, small)).exit_code, 0);
+  EXPECT_EQ(run_cli(offload_simulate_args(0, small)).exit_code, 0);
+  EXPECT_EQ(run_cli(offload_simulate_args(8, small) + " --no-memory-check").exit_code, 0);
 }
 
 // graph --offload-layers: the stash column keeps the other layers and the two in flight, the host
@@ -92,7 +93,7 @@ TEST(OffloadSearchCli, GraphShowsTheStashKeptAndTheBytesOnTheHost) {
   // inventory counts (recompute none keeps the unfused attention's scores; flash keeps the
   // selective figure): the stash (peak − static), its drop, and the host bytes.
   const auto unfused = [](int offload) {
-    return run_json(simulate_args(offload) + " --attention unfused --no-memory-check");
+    return run_json(offload_simulate_args(offload) + " --attention unfused --no-memory-check");
   };
   const nlohmann::json u0 = unfused(0), u10 = unfused(10);
   const auto stash = [](const nlohmann::json& j) {
@@ -144,15 +145,15 @@ TEST(OffloadSearchCli, GraphRefusesWhatMegatronRefuses) {
 // 0 and 4 do not fit, auto finds 2 + ⌈5.5⌉ = 8 (two offloaded layers are in flight and save
 // nothing), which simulate confirms (8 fits, 7 does not); recompute full gets no offloading.
 TEST(OffloadSearchCli, ExploreFindsTheFewestOffloadedLayersThatFit) {
-  const double p0 = peak(0);
-  const double layer = p0 - peak(3);
+  const double p0 = offload_peak(0);
+  const double layer = p0 - offload_peak(3);
   const double limit = p0 - 5.5 * layer;
-  ASSERT_LE(peak(8), limit);
-  ASSERT_GT(peak(7), limit);
+  ASSERT_LE(offload_peak(8), limit);
+  ASSERT_GT(offload_peak(7), limit);
   char limit_flag[64];
-  std::snprintf(limit_flag, sizeof limit_flag, " --max-memory-gib %.9f", limit / kGiB);
+  std::snprintf(limit_flag, sizeof limit_flag, " --max-memory-gib %.9f", limit / kOffloadGiB);
   const std::string dir = make_temp_dir();
-  const CliResult r = run_cli(std::string(kExplore) + limit_flag +
+  const CliResult r = run_cli(std::string(kOffloadExplore) + limit_flag +
                               " --recompute none,full --offload-layers 0,4,auto --explain --json "
                               "--plan " + dir + "/plan.json --csv " + dir + "/all.csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -176,7 +177,7 @@ TEST(OffloadSearchCli, ExploreFindsTheFewestOffloadedLayersThatFit) {
   ASSERT_NE(found, nullptr) << r.out;
   EXPECT_EQ(found->at("config").at("offload_layers"), 8);
   EXPECT_TRUE(found->at("fits").get<bool>());
-  EXPECT_NEAR(found->at("peak_memory_bytes").get<double>(), peak(8), 1.0);
+  EXPECT_NEAR(found->at("peak_memory_bytes").get<double>(), offload_peak(8), 1.0);
   // The best plan carries its offloading when it is the auto one, and its metrics are the plan's.
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   EXPECT_EQ(plan.at("config").value("offload_layers", 0),
@@ -190,7 +191,7 @@ TEST(OffloadSearchCli, ExploreFindsTheFewestOffloadedLayersThatFit) {
   EXPECT_NE(csv.find(",Std1F1B,none,-1,8,1,0,"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",Std1F1B,full,-1,0,0,0,"), std::string::npos) << csv;
   // The table: an offload column with auto:8.
-  const CliResult t = run_cli(std::string(kExplore) + limit_flag +
+  const CliResult t = run_cli(std::string(kOffloadExplore) + limit_flag +
                               " --recompute none,full --offload-layers 0,4,auto");
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find(" recompute offload zero1 "), std::string::npos) << t.out;
@@ -200,15 +201,15 @@ TEST(OffloadSearchCli, ExploreFindsTheFewestOffloadedLayersThatFit) {
 
 // The host memory prunes offloading configurations with simulate's words.
 TEST(OffloadSearchCli, ExplorePrunesWhatTheHostCannotHold) {
-  const double p0 = peak(0);
-  const double layer = p0 - peak(3);
+  const double p0 = offload_peak(0);
+  const double layer = p0 - offload_peak(3);
   char flags[160];
   std::snprintf(flags, sizeof flags, " --max-memory-gib %.9f --recompute none,full "
-                "--offload-layers auto --explain --json", (p0 - 5.5 * layer) / kGiB);
+                "--offload-layers auto --explain --json", (p0 - 5.5 * layer) / kOffloadGiB);
   const std::string small = write_temp_file(
       "small-host.json", R"({"base": "a100-80g", "name": "a100-small-host",
                             "host_memory_gib_per_gpu": 4})");
-  std::string args = kExplore;
+  std::string args = kOffloadExplore;
   args.replace(args.find("--cluster a100-80g"), 18, "--cluster " + small);
   const CliResult r = run_cli(args + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -221,7 +222,7 @@ TEST(OffloadSearchCli, ExplorePrunesWhatTheHostCannotHold) {
   std::snprintf(reason, sizeof reason,
                 "does not fit in host memory: actor 0 offloads %.1f GiB of activations per GPU, "
                 "the host has 4.0 GiB per GPU (a100-small-host host_memory_gib_per_gpu)",
-                8 * layer / kGiB);
+                8 * layer / kOffloadGiB);
   EXPECT_EQ(p.at("reason"), reason);
   EXPECT_EQ(j.at("best").at("config").at("recompute"), "full");
 }
@@ -253,16 +254,16 @@ TEST(OffloadSearchCli, ExploreOffloadsOnlyWhereMegatronAllowsAndTheDefaultIsUnch
 }
 
 TEST(OffloadSearchCli, ExploreRefusesBadChoices) {
-  CliResult r = run_cli(std::string(kExplore) + " --offload-layers 4,x");
+  CliResult r = run_cli(std::string(kOffloadExplore) + " --offload-layers 4,x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "jaxpp-sim explore: error: --offload-layers: 'x': expected a number of layers "
                    ">= 0 or auto\n");
-  r = run_cli(std::string(kExplore) + " --offload-layers 24");
+  r = run_cli(std::string(kOffloadExplore) + " --offload-layers 24");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "jaxpp-sim explore: error: --offload-layers: offloads 24 layers but model "
                    "'gpt3-1.3b' has 24 transformer layers (Megatron offloads fewer than all of "
                    "them)\n");
-  r = run_cli(std::string(kExplore) + " --offload-layers auto --partition even");
+  r = run_cli(std::string(kOffloadExplore) + " --offload-layers auto --partition even");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--offload-layers: auto searches the offloaded layers over the automatic "
                        "partition's memory model; not with --partition even"),
@@ -270,7 +271,7 @@ TEST(OffloadSearchCli, ExploreRefusesBadChoices) {
       << r.err;
   const std::string no_link = write_temp_file(
       "no-link.json", R"({"base": "a100-80g", "name": "no-link", "host_link_gb_per_s": 0})");
-  std::string args = kExplore;
+  std::string args = kOffloadExplore;
   args.replace(args.find("--cluster a100-80g"), 18, "--cluster " + no_link);
   r = run_cli(args + " --offload-layers 4");
   EXPECT_EQ(r.exit_code, 2);
