@@ -743,15 +743,15 @@ int64_t unit_cost(const std::vector<ConfigRecord>& records, const std::vector<in
 
 nlohmann::json entry_json(const ConfigRecord& r) {
   nlohmann::json j = {{"id", r.id},
-          {"config", config_to_json(r.config)},
-          {"step_time_s", r.step_time_s},
-          {"bubble_rate", r.bubble_rate},
-          {"peak_memory_bytes", r.peak_memory_bytes},
-          {"peak_memory_actor", r.peak_memory_actor},
-          {"tokens_per_s", r.tokens_per_s},
-          {"tflops_per_gpu", r.tflops_per_gpu},
-          {"mfu", r.mfu},
-          {"fits", r.fits}};
+                      {"config", config_to_json(r.config)},
+                      {"step_time_s", r.step_time_s},
+                      {"bubble_rate", r.bubble_rate},
+                      {"peak_memory_bytes", r.peak_memory_bytes},
+                      {"peak_memory_actor", r.peak_memory_actor},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"tflops_per_gpu", r.tflops_per_gpu},
+                      {"mfu", r.mfu},
+                      {"fits", r.fits}};
   if (r.offload_auto) j["offload_auto"] = true;  // config.offload_layers chosen by "auto"
   return j;
 }
