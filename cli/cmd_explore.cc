@@ -168,7 +168,8 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
                        const ExploreMpiWorld& world, OutputFormat format) {
   refuse_flags(args, {"pp", "ep", "etp", "moe-dispatcher", "moe-routing", "cp", "assign", "virtual", "partition", "synthesize",
                       "synthesize-top", "synthesize-time-s", "robust", "robust-jitter",
-                      "bound-prune", "csv", "explain", "threads", "shard-grads", "shard-params"},
+                      "bound-prune", "csv", "explain", "threads", "shard-grads", "shard-params",
+                      "offload-layers"},
                "is not supported by explore on a heterogeneous --cluster (it searches dp, a tp per "
                "device kind, --schedules, --microbatch-sizes, --recompute and --zero1 with one "
                "stage per actor, each partitioned balanced-time and even; docs/explore.md)");
@@ -326,6 +327,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
       ("recompute", "recompute policies to try: none,selective,full,op and full:N (full recompute of the first N transformer layers of each stage, Megatron-LM --recompute-method block --recompute-num-layers N) (default: none,selective,full)", cxxopts::value<std::string>())
+      ("offload-layers", "activation offloading to try in the pp-1, recompute-none configurations (Megatron Core --cpu-offloading-num-layers N): numbers of layers and auto (the fewest that fit the memory limit), e.g. 0,8,auto; the other configurations offload nothing (default: 0)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
       ("shard-params", "parameter sharding (ZeRO-3 / FSDP, implies gradient sharding) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))
@@ -434,6 +436,11 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   if (args.count("recompute")) {
     for (const std::string& item : split_list(args["recompute"].as<std::string>()))
       add_recompute_choice(item, space, "--recompute");
+  }
+  if (args.count("offload-layers")) {
+    const std::vector<std::string> items = split_list(args["offload-layers"].as<std::string>());
+    if (items.empty()) throw_input_error("--offload-layers", "expected at least one choice");
+    for (const std::string& item : items) add_offload_choice(item, space, "--offload-layers");
   }
   space.zero1 = parse_zero1(args["zero1"].as<std::string>());
   space.sequence_parallel = args.count("sequence-parallel") > 0;

@@ -49,6 +49,7 @@ int run_graph(int argc, char** argv) {
       ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
+      ("offload-layers", "activation offloading: the first N transformer layers keep their activations in host memory; the stash column keeps the other layers and the two largest offloaded ones in flight, the host MiB column the offloaded stash (Megatron Core --cpu-offloading-num-layers N; needs pp 1 and recompute none)", cxxopts::value<int>())
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
       ("h,help", "show this help");
@@ -100,11 +101,18 @@ int run_graph(int argc, char** argv) {
     check_recompute_layers(c, "--recompute-layers");
     req.recompute_layers = c.recompute_layers;
   }
+  // Checked by build_graph_report with simulate's rules (check_offload_layers).
+  if (args.count("offload-layers")) req.offload_layers = args["offload-layers"].as<int>();
   if (partition == "even" || balanced_time) {
     // The planner simulate runs (simulator/graph_partition.h).
     GraphPartitionRequest g;
     g.model = load_model(req.model);
     req.model_spec = g.model;
+    ParallelConfig offload;  // simulate's rules, before the planner prices anything
+    offload.pp = req.pp;
+    offload.recompute = req.recompute;
+    offload.offload_layers = req.offload_layers;
+    check_offload_layers(g.model, offload, "--offload-layers");
     g.partition = partition;
     g.pp = req.pp;
     g.virtual_stages = req.virtual_stages;
@@ -112,6 +120,7 @@ int run_graph(int argc, char** argv) {
     g.microbatch_size = req.microbatch_size;
     g.recompute = req.recompute;
     g.recompute_layers = req.recompute_layers;
+    g.offload_layers = req.offload_layers;
     if (balanced_time) {
       g.cluster = load_cluster_arg(args["cluster"].as<std::string>());
       g.schedule = args["schedule"].as<std::string>();

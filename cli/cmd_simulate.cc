@@ -102,6 +102,11 @@ void print_summary(std::ostream& out, const nlohmann::json& m) {
     double peak = 0;
     for (const auto& p : m["peak_memory_bytes"]) peak = std::max(peak, p.get<double>());
     row("peak memory", num(peak / kGiB, "%.2f GiB (worst actor)"));
+    if (m.contains("host_offload_bytes")) {  // activation offloading
+      double host = 0;
+      for (const auto& h : m["host_offload_bytes"]) host = std::max(host, h.get<double>());
+      row("host offload", num(host / kGiB, "%.2f GiB per GPU (worst actor)"));
+    }
   }
   out << "  actor  busy_ms    span_ms    idle_ms    peak_stash\n";
   for (const auto& a : m["actors"]) {

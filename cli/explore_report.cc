@@ -21,11 +21,15 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
   const bool experts =
       std::any_of(res.records.begin(), res.records.end(),
                   [](const ConfigRecord& r) { return r.config.ep > 1 || r.config.etp > 0; });
-  std::snprintf(line, sizeof line,
-                "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s %-5s %11s %6s %8s %8s %6s\n", "rank",
-                "pp", "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute", "zero1", "step_ms",
-                "MFU%", "mem_GiB", "bubble%", "id");
+  // Activation offloading's column (after recompute) only when some configuration uses it.
+  const bool offload = explore_searched_offload(res);
+  std::snprintf(line, sizeof line, "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s", "rank", "pp",
+                "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute");
   std::string header = line;
+  if (offload) header += " offload";
+  std::snprintf(line, sizeof line, " %-5s %11s %6s %8s %8s %6s\n", "zero1", "step_ms", "MFU%",
+                "mem_GiB", "bubble%", "id");
+  header += line;
   if (experts) header.insert(header.find("  dp") + 5, "   ep etp");
   out << header;
   std::map<int64_t, size_t> rank_of;
@@ -36,15 +40,20 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
     const auto found = rank_of.find(id);
     const std::string rank =
         with_rank && found != rank_of.end() ? std::to_string(found->second) : "-";
-    std::snprintf(
-        line, sizeof line,
-        "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
-        rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
-        c.num_microbatches, c.schedule.c_str(), recompute_choice_name(c).c_str(),
-        c.shard_parameters ? "on+sp" : c.shard_gradients ? "on+sg" : c.zero1 ? "on" : "off", r.step_time_s * 1e3, r.mfu * 100,
-        static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
-        static_cast<long long>(r.id));
+    std::snprintf(line, sizeof line, "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s",
+                  rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
+                  c.num_microbatches, c.schedule.c_str(), recompute_choice_name(c).c_str());
     std::string row = line;
+    if (offload) {
+      std::snprintf(line, sizeof line, " %-7s", offload_choice_name(r).c_str());
+      row += line;
+    }
+    std::snprintf(line, sizeof line, " %-5s %11.2f %6.1f %8.2f %8.2f %6lld\n",
+                  c.shard_parameters ? "on+sp" : c.shard_gradients ? "on+sg" : c.zero1 ? "on" : "off",
+                  r.step_time_s * 1e3, r.mfu * 100,
+                  static_cast<double>(r.peak_memory_bytes) / kGiB, r.bubble_rate * 100,
+                  static_cast<long long>(r.id));
+    row += line;
     if (experts) {
       char ep[32];
       std::snprintf(ep, sizeof ep, " %4d %3d", c.ep, c.expert_tp());

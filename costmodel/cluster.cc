@@ -124,6 +124,8 @@ ClusterSpec a100_80g() {
   c.inter_node = {24 * kGB, 20 * kUs, 1.0};  // HDR 200 Gb/s per GPU, ~24 GB/s achieved
   c.allreduce_bus_efficiency = 0.77;         // 8x A100 NCCL busbw 231.6 GB/s of 300
   c.host_link_bandwidth_bytes_per_s = 32 * kGB;  // PCIe Gen4 x16: 64 GB/s both directions
+  // DGX A100 640GB: 2 TB of system memory for its 8 GPUs (docs/hardware.md 1.3b).
+  c.host_memory_bytes_per_gpu = static_cast<int64_t>(256 * kGiB);
   return c;
 }
 
@@ -132,6 +134,8 @@ ClusterSpec a100_40g() {
   c.name = "a100-40g";
   c.hbm_bytes = static_cast<int64_t>(40 * kGiB);
   c.hbm_bandwidth_bytes_per_s = 1555 * kGB;
+  // DGX A100 320GB: 1 TB of system memory for its 8 GPUs.
+  c.host_memory_bytes_per_gpu = static_cast<int64_t>(128 * kGiB);
   return c;
 }
 
@@ -156,6 +160,8 @@ ClusterSpec h100_sxm() {
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};  // NDR 400 Gb/s per GPU, 46-48 GB/s achieved
   c.allreduce_bus_efficiency = 0.82;         // 8x H100 NCCL ring busbw ~370 GB/s of 450
   c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
+  // DGX H100 (and DGX H200, and H800 assumed alike): 2 TB of DDR5 for 8 GPUs (hardware.md 1.3b).
+  c.host_memory_bytes_per_gpu = static_cast<int64_t>(256 * kGiB);
   return c;
 }
 
@@ -205,6 +211,7 @@ ClusterSpec b200() {
   c.attention_efficiency_backward = kB200AttentionEfficiencyBackward;
   c.intra_node = {900 * kGB, 7 * kUs, 0.8};  // NVLink 5: 1.8 TB/s per GPU, both directions
   // HGX B200: PCIe Gen5 x16 to the host CPUs (64 GB/s per direction), as H100's.
+  // DGX B200: "2 TB using 32 x DIMMs (upgradable to 4 TB)" for 8 GPUs: H100's 256 GiB per GPU.
   return c;
 }
 
@@ -223,6 +230,8 @@ ClusterSpec gb200_nvl72() {
   // NVLink-C2C: 900 GB/s both directions between a Grace CPU and its two Blackwell GPUs, so
   // 225 GB/s per GPU and direction when both GPUs copy at once (docs/hardware.md).
   c.host_link_bandwidth_bytes_per_s = 225 * kGB;
+  // 480 GB of LPDDR5X per Grace CPU, shared by its two Blackwell GPUs.
+  c.host_memory_bytes_per_gpu = static_cast<int64_t>(240 * kGiB);
   return c;
 }
 
@@ -246,6 +255,9 @@ ClusterSpec mi300x() {
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};
   c.allreduce_bus_efficiency = 0.71;  // RCCL 8x MI300X busbw 316.8 GB/s of 448
   c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
+  // Host memory: not set (0, not checked). MI300X boards are sold in vendors' servers whose
+  // system memory varies (docs/hardware.md 1.3b); a cluster file can give it.
+  c.host_memory_bytes_per_gpu = 0;
   return c;
 }
 
@@ -527,6 +539,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
                       "collective_step_latency_us",
                       "collective_contention",
                       "host_link_gb_per_s",
+                      "host_memory_gib_per_gpu",
                       "kernels"});
   const bool has_base = obj.has("base");
   ClusterSpec c;
@@ -601,6 +614,15 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
       .non_negative("collective_step_latency_us", kUs, kLatency, c.collective_step_latency_s);
   Reader(obj, /*required=*/false)  // optional in every form (absent or 0 = not known)
       .non_negative("host_link_gb_per_s", kGB, kBandwidth, c.host_link_bandwidth_bytes_per_s);
+  if (obj.has("host_memory_gib_per_gpu")) {  // optional in every form; 0 = not checked
+    const double host = obj.non_negative_number("host_memory_gib_per_gpu") * kGiB;
+    if (host != 0 && !(host >= 0x1p20 && host <= 0x1p50))
+      throw_input_error(obj.field("host_memory_gib_per_gpu"),
+                        "out of range: expected 0 (not checked), or 1 MiB to 1 PiB "
+                        "(0.0009765625 to 1048576 GiB), got " +
+                            obj.at("host_memory_gib_per_gpu").dump());
+    c.host_memory_bytes_per_gpu = static_cast<int64_t>(host + 0.5);
+  }
   if (obj.has("collective_contention")) {  // optional in every form
     JsonObject cc = obj.object("collective_contention");
     cc.reject_unknown({"sms", "hbm_bytes_per_byte"});
@@ -696,6 +718,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
     j["collective_step_latency_us"] = c.collective_step_latency_s / kUs;
   if (c.host_link_bandwidth_bytes_per_s > 0)
     j["host_link_gb_per_s"] = c.host_link_bandwidth_bytes_per_s / kGB;
+  if (c.host_memory_bytes_per_gpu > 0)
+    j["host_memory_gib_per_gpu"] = static_cast<double>(c.host_memory_bytes_per_gpu) / kGiB;
   if (c.contention_modelled())
     j["collective_contention"] = {{"sms", c.collective_sms},
                                   {"hbm_bytes_per_byte", c.collective_hbm_bytes_per_byte}};

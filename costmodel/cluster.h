@@ -97,7 +97,7 @@
 //                     "input_generation_ns_per_element": 2.5, "upload_gb_per_s": 12},
 //     "collective_step_latency_us": 12,
 //     "collective_contention": {"sms": 16, "hbm_bytes_per_byte": 3},
-//     "host_link_gb_per_s": 64,
+//     "host_link_gb_per_s": 64, "host_memory_gib_per_gpu": 256,
 //     "kernels": {"sms": 132, "gemm_tile": [128, 256], "gemm_small_k": 96,
 //                 "stream_k": {"min_k": 1024, "rate": 1.0}, "hbm_efficiency": 0.85,
 //                 "attention_efficiency": {"forward": 0.55, "backward": 0.45,
@@ -105,8 +105,8 @@
 //                 "fp8_gemm_efficiency": 0.8, "fp8_transpose_copy": true,
 //                 "fp8_block_scaling": false, "mxfp8_gemm_efficiency": 1,
 //                 "kernel_overhead_us": 2} }
-// "elementwise", "collective_step_latency_us", "collective_contention" and "host_link_gb_per_s"
-// are optional even without a base (absent = 0)
+// "elementwise", "collective_step_latency_us", "collective_contention", "host_link_gb_per_s" and
+// "host_memory_gib_per_gpu" are optional even without a base (absent = 0)
 // and written only when non-zero, so files written before they existed still load and still
 // round-trip. Likewise
 // "gemm_efficiency.measured" (gflops = 1e9 FLOPs, strictly increasing; efficiency in (0, 1]; at
@@ -226,6 +226,11 @@ struct ClusterSpec {
   // PCIe or NVLink-C2C, docs/hardware.md); what activation offloading
   // (ParallelConfig::offload_layers) copies over. 0 = not known: offloading is refused.
   double host_link_bandwidth_bytes_per_s = 0;
+  // Host (CPU) memory available to one GPU's process, in bytes: the node's system memory divided
+  // by its GPUs (datasheet figure, docs/hardware.md). What activation offloading
+  // (ParallelConfig::offload_layers) may fill: a plan whose offloaded activations exceed it is
+  // refused. 0 = not known: not checked.
+  int64_t host_memory_bytes_per_gpu = 0;
 
   // FLOP/s for `dtype`; InputError if the cluster has no peak for it.
   double peak_flops(Dtype dtype) const;

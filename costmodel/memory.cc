@@ -116,6 +116,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
   std::vector<double> gathered(placement.num_actors, 0);   // same, its weights (shard_parameters)
   mem.stash_bytes_per_stage.resize(work.size());
+  mem.offloaded_bytes_per_stage.assign(work.size(), 0);
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
     const int actor = placement.actor_of(s);
     ActorMemory& a = mem.actors[actor];
@@ -129,6 +130,9 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     gathered[actor] = std::max(gathered[actor], b.gathered_bytes);
     const double stash = op.stage_stash_bytes(work[s].first_layer, work[s].num_layers);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
+    if (config.offload_layers > 0)
+      mem.offloaded_bytes_per_stage[s] =
+          std::llround(op.offloaded_stash_bytes(work[s].first_layer, work[s].num_layers));
   }
   for (int r = 0; r < placement.num_actors; ++r) {
     mem.actors[r].grad_bytes += std::llround(transient[r]);
@@ -154,6 +158,42 @@ void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor, int64_t
 void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
                        const ClusterSpec& cluster) {
   check_memory_fits(peak_bytes_per_actor, cluster.hbm_bytes, cluster.name);
+}
+
+std::vector<int64_t> host_offload_bytes_per_actor(const MemoryModel& mem,
+                                                  const Placement& placement,
+                                                  const std::vector<int>& peak_stashed_per_stage) {
+  std::vector<int64_t> host(static_cast<size_t>(placement.num_actors), 0);
+  for (size_t s = 0; s < mem.offloaded_bytes_per_stage.size(); ++s) {
+    const int count = s < peak_stashed_per_stage.size() ? peak_stashed_per_stage[s] : 0;
+    host[static_cast<size_t>(placement.actor_of(static_cast<int>(s)))] +=
+        mem.offloaded_bytes_per_stage[s] * count;
+  }
+  return host;
+}
+
+std::string host_memory_excess(const std::vector<int64_t>& host_bytes_per_actor,
+                               const ClusterSpec& cluster) {
+  if (cluster.host_memory_bytes_per_gpu <= 0) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (size_t r = 0; r < host_bytes_per_actor.size(); ++r) {
+    if (host_bytes_per_actor[r] <= cluster.host_memory_bytes_per_gpu) continue;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "actor %zu offloads %.1f GiB of activations per GPU, the host has %.1f GiB per "
+                  "GPU (%s host_memory_gib_per_gpu)",
+                  r, static_cast<double>(host_bytes_per_actor[r]) / kGiB,
+                  static_cast<double>(cluster.host_memory_bytes_per_gpu) / kGiB,
+                  cluster.name.c_str());
+    return buf;
+  }
+  return "";
+}
+
+void check_host_memory_fits(const std::vector<int64_t>& host_bytes_per_actor,
+                            const ClusterSpec& cluster) {
+  const std::string excess = host_memory_excess(host_bytes_per_actor, cluster);
+  if (!excess.empty()) throw InputError("does not fit in host memory: " + excess);
 }
 
 }  // namespace jaxpp

@@ -28,6 +28,12 @@
 //   no SP, full recompute        stash                       (the layer input is replicated)
 // The simulator adds stash_bytes(s) when an F of stage s starts and frees it when the stage's
 // backward for inputs (B or I) ends, so peak memory = static + the peak of that sum over time.
+// Activation offloading (ParallelConfig::offload_layers): the stash of stage s keeps its other
+// layers plus the two largest offloaded ones (OperatorCost::stage_stash_bytes); the rest,
+// offloaded_bytes_per_stage[s] per stashed microbatch, waits in host memory. A device's host
+// bytes are Σ over its actor's stages of offloaded_bytes_per_stage[s] times the most
+// microbatches of s stashed at once (exact for one stage per actor, as Megatron's pp 1 has; an
+// upper bound otherwise), checked against ClusterSpec::host_memory_bytes_per_gpu.
 //
 // Usage:
 //   MemoryModel mem = build_memory_model(model, partition, placement, config, cluster);
@@ -57,6 +63,9 @@ struct ActorMemory {
 struct MemoryModel {
   std::vector<ActorMemory> actors;         // per actor, per device
   std::vector<int64_t> stash_bytes_per_stage;  // one stashed microbatch, per device
+  // Activation offloading: the part of one stashed microbatch held in host memory, per device
+  // (0 for every stage without offloading).
+  std::vector<int64_t> offloaded_bytes_per_stage;
 
   std::vector<int64_t> static_bytes_per_actor() const;
 };
@@ -112,5 +121,20 @@ void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor, int64_t
                        const std::string& limit_name);
 void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor,
                        const ClusterSpec& cluster);
+
+// Host bytes one device of each actor holds for activation offloading: Σ over the actor's
+// stages s of offloaded_bytes_per_stage[s] · peak_stashed_per_stage[s] (the most microbatches
+// of s stashed at once, SimResult::peak_stashed_per_stage).
+std::vector<int64_t> host_offload_bytes_per_actor(const MemoryModel& mem,
+                                                  const Placement& placement,
+                                                  const std::vector<int>& peak_stashed_per_stage);
+// InputError "does not fit in host memory: actor r offloads X GiB of activations per GPU, the
+// host has Y GiB per GPU (<cluster> host_memory_gib_per_gpu)" for the first actor above the
+// cluster's host_memory_bytes_per_gpu; nothing when that is 0 (not known).
+void check_host_memory_fits(const std::vector<int64_t>& host_bytes_per_actor,
+                            const ClusterSpec& cluster);
+// The same message without the "does not fit in host memory: " prefix, or "" when it fits.
+std::string host_memory_excess(const std::vector<int64_t>& host_bytes_per_actor,
+                               const ClusterSpec& cluster);
 
 }  // namespace jaxpp

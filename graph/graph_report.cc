@@ -99,6 +99,9 @@ GraphReport build_graph_report(const GraphRequest& req) {
   recompute.recompute_layers = req.recompute_layers;
   check_recompute_layers(recompute, "--recompute-layers");
   ModelSpec model = req.model_spec ? *req.model_spec : load_model(req.model);
+  recompute.pp = req.pp;  // simulate's rules for --offload-layers
+  recompute.offload_layers = req.offload_layers;
+  check_offload_layers(model, recompute, "--offload-layers");
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())
@@ -127,6 +130,7 @@ GraphReport build_graph_report(const GraphRequest& req) {
   options.microbatch_size = req.microbatch_size;
   options.recompute = req.recompute;
   options.recompute_layers = req.recompute_layers;
+  options.offload_layers = req.offload_layers;
   if (req.split_backward) options.split_backward.assign(stages, true);
   TaskGraph graph = TaskGraph::build(model, partition, placement, options);
   return GraphReport{std::move(model), std::move(partition), std::move(placement),
@@ -169,6 +173,8 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
       << to_string(o.recompute);
   if (o.recompute_layers >= 0)
     out << " (first " << o.recompute_layers << " transformer layer(s) of each stage)";
+  if (o.offload_layers > 0)
+    out << ", offload " << o.offload_layers << " transformer layer(s) to host memory";
   out << "\n";
   // With split backwards the B column becomes I (incl. recompute) and W.
   const bool split = any_split(r);
@@ -179,6 +185,7 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
     header.push_back("B GFLOP");
   }
   header.insert(header.end(), {"act MiB", "stash MiB"});
+  if (o.offload_layers > 0) header.push_back("host MiB");
   std::vector<std::vector<std::string>> rows = {header};
   for (int s = 0; s < r.partition.num_stages(); ++s) {
     const StageWork& w = r.graph.stage_work()[s];
@@ -197,6 +204,7 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
       row.push_back(gflop(w.bwd_input_flops + w.bwd_weight_flops + w.recompute_flops));
     }
     row.insert(row.end(), {mib(w.output_bytes), mib(w.stash_bytes)});
+    if (o.offload_layers > 0) row.push_back(mib(w.offloaded_stash_bytes));
     rows.push_back(std::move(row));
   }
   const std::vector<int> min_width = {5, 5, 11};  // then 10 for the numeric columns
@@ -240,6 +248,7 @@ nlohmann::json graph_report_json(const GraphReport& r) {
                       {"output_bytes", w.output_bytes},
                       {"stash_bytes", w.stash_bytes},
                       {"tp_allreduce_bytes", w.tp_allreduce_bytes}});
+    if (o.offload_layers > 0) stages.back()["offloaded_stash_bytes"] = w.offloaded_stash_bytes;
   }
   const auto counts = count_tasks(r.graph);
   nlohmann::json j = {{"model", r.model.name},
@@ -261,6 +270,7 @@ nlohmann::json graph_report_json(const GraphReport& r) {
           {"edges", r.graph.num_edges()},
           {"task_counts", counts}};
   if (o.recompute_layers >= 0) j["recompute_layers"] = o.recompute_layers;
+  if (o.offload_layers > 0) j["offload_layers"] = o.offload_layers;
   return j;
 }
 

@@ -35,6 +35,9 @@ struct GraphRequest {
   // With recompute full: only the first N transformer layers of each stage are recomputed, the
   // others keep their activations (ParallelConfig::recompute_layers; -1 = every layer).
   int recompute_layers = -1;
+  // Activation offloading (ParallelConfig::offload_layers): the model's first N transformer
+  // layers keep their activations in host memory; simulate's rules (check_offload_layers).
+  int offload_layers = 0;
   int first_stage_fewer = 0;
   int last_stage_fewer = 0;
 };

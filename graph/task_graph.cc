@@ -48,18 +48,21 @@ std::string TaskNode::label() const {
 
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
                                           int microbatch_size, Recompute recompute,
-                                          int recompute_layers, uint32_t recompute_modules) {
+                                          int recompute_layers, uint32_t recompute_modules,
+                                          int offload_layers) {
   if (partition.num_layers != model.num_layers())
     throw_input_error("partition", "covers " + std::to_string(partition.num_layers) +
                                        " layers but the model has " +
                                        std::to_string(model.num_layers()));
   const double b = microbatch_size;
   std::vector<StageWork> work;
+  int offloaded = 0;  // transformer layers of the model offloaded so far
   for (int s = 0; s < partition.num_stages(); ++s) {
     StageWork w;
     w.first_layer = partition.begin(s);
     w.num_layers = partition.size(s);
     int transformers = 0;  // transformer layers of the stage so far
+    int64_t largest = 0, second = 0;  // the stage's two largest offloaded stashes
     for (int i = partition.begin(s); i < partition.end(s); ++i) {
       const LayerWork& l = model.layers[i];
       int r = static_cast<int>(recompute);
@@ -74,9 +77,22 @@ std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partitio
                                 ? selective_recompute_flops(model, i, recompute_modules)
                                 : l.recompute_flops[r]) *
                            b;
-      w.stash_bytes += l.stash_bytes[r] * microbatch_size;
+      const int64_t stash = l.stash_bytes[r] * microbatch_size;
+      if (l.kind == LayerKind::kTransformer && offloaded < offload_layers) {
+        ++offloaded;
+        w.offloaded_stash_bytes += stash;
+        if (stash > largest) {
+          second = largest;
+          largest = stash;
+        } else {
+          second = std::max(second, stash);
+        }
+      } else {
+        w.stash_bytes += stash;
+      }
       w.tp_allreduce_bytes += l.tp_allreduce_bytes * microbatch_size;
     }
+    w.stash_bytes += largest + second;
     w.output_bytes = model.layers[partition.end(s) - 1].output_bytes * microbatch_size;
     work.push_back(w);
   }
@@ -136,7 +152,8 @@ TaskGraph TaskGraph::build(const ModelSpec& model, const Partition& partition,
   impl->options = options;
   impl->stage_work =
       compute_stage_work(model, partition, options.microbatch_size, options.recompute,
-                         options.recompute_layers, options.recompute_modules);
+                         options.recompute_layers, options.recompute_modules,
+                         options.offload_layers);
   const auto& work = impl->stage_work;
   const int m = options.num_microbatches;
   const int64_t grad_bytes_per_param = dtype_bytes(model.dtype);

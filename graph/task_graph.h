@@ -59,6 +59,7 @@ struct TaskGraphOptions {
   Recompute recompute = Recompute::kNone;
   int recompute_layers = -1;  // ParallelConfig::recompute_layers
   uint32_t recompute_modules = 0;  // ParallelConfig::recompute_modules
+  int offload_layers = 0;          // ParallelConfig::offload_layers (activation offloading)
 };
 
 struct StageWork {
@@ -72,15 +73,22 @@ struct StageWork {
   int64_t output_bytes = 0;     // activation sent to the next stage, one microbatch
   int64_t stash_bytes = 0;      // activations held between F and backward, one microbatch
   int64_t tp_allreduce_bytes = 0;  // per pass, one microbatch
+  // Activation offloading: the stash of the stage's offloaded layers, held in host memory
+  // (stash_bytes then counts the layers kept plus the two largest offloaded ones, in flight).
+  int64_t offloaded_stash_bytes = 0;
 };
 
 // Work of each stage for one microbatch (shared by TaskGraph, the cost model and the runtime).
 // recompute_layers >= 0 (recompute full only, ParallelConfig::recompute_layers): only the first
 // recompute_layers transformer layers of each stage are recomputed, the others priced as none.
+// offload_layers > 0 (ParallelConfig::offload_layers): the model's first offload_layers
+// transformer layers are offloaded; a stage's stash_bytes keeps its other layers plus its two
+// largest offloaded ones (those in flight, OperatorCost::stage_stash_bytes' rule), and
+// offloaded_stash_bytes is the stash of all its offloaded layers.
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
                                           int microbatch_size, Recompute recompute,
                                           int recompute_layers = -1,
-                                          uint32_t recompute_modules = 0);
+                                          uint32_t recompute_modules = 0, int offload_layers = 0);
 // FLOPs one sequence costs on the hardware (forward, backward and the recomputed forward) over
 // the stages of `partition`: ModelSpec::hardware_flops_per_sequence(recompute) when
 // recompute_layers < 0, else only the first recompute_layers transformer layers of each stage

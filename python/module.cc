@@ -328,7 +328,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
                         const std::string& assign_text, const std::string& grad_dtype,
                         const std::string& shard_grads, const std::string& shard_params,
                         const std::string& optimizer_state, const std::string& moe_dispatcher,
-                        const std::string& moe_routing) {
+                        const std::string& moe_routing,
+                        const std::vector<std::string>& offload_layers) {
   // The CLI's checks of the what-if flags, in its order.
   if (!synthesize) {
     if (synthesize_top) throw_input_error("--synthesize-top", "needs --synthesize");
@@ -362,6 +363,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.virtual_stages = virtual_stages;
   // none, selective, full, op, or full:N (partial recompute), as explore's --recompute list.
   for (const std::string& r : recompute) add_recompute_choice(r, space, "--recompute");
+  // Activation offloading choices, as explore's --offload-layers list (numbers and "auto").
+  for (const std::string& o : offload_layers) add_offload_choice(o, space, "--offload-layers");
   space.zero1 = zero1_domain(zero1);
   space.shard_gradients = off_on_both_domain(shard_grads, "--shard-grads");
   space.shard_parameters = off_on_both_domain(shard_params, "--shard-params");
@@ -980,7 +983,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("robust"), py::arg("robust_jitter"), py::arg("progress"), py::arg("assign_path"),
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
         py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
-        py::arg("moe_routing"));
+        py::arg("moe_routing"), py::arg("offload_layers"));
   m.def("explore_plan", &explore_best_plan, py::arg("model"), py::arg("cluster"), py::arg("gpus"),
         py::arg("global_batch"), py::arg("config"), py::arg("overlap_grad_reduce"),
         py::arg("partition"), py::arg("max_memory_gib"), py::arg("assign_path"),

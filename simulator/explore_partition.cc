@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "costmodel/memory.h"
 #include "graph/error.h"
 #include "simulator/partition_search.h"
 
@@ -81,6 +82,15 @@ void evaluate_with_partition(const ExploreRequest& request, std::vector<ConfigRe
                    " GiB + stashed activations " + gib_2f(rec.peak_memory_bytes - static_bytes) +
                    " GiB), limit " + gib_2f(limit_bytes) + " GiB";
       continue;
+    }
+    if (sim.metrics.contains("host_offload_bytes")) {  // activation offloading (memory.h)
+      const std::string excess = host_memory_excess(
+          sim.metrics["host_offload_bytes"].get<std::vector<int64_t>>(), request.cluster);
+      if (!excess.empty()) {
+        rec.status = ConfigStatus::kMemory;
+        rec.reason = "does not fit in host memory: " + excess;
+        continue;
+      }
     }
     const nlohmann::json& m = sim.metrics;
     rec.status = ConfigStatus::kSimulated;

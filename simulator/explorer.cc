@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -250,6 +251,43 @@ class StashPeaks {
   const Schedule& schedule_;
   std::vector<Actor> actors_;
 };
+
+// Activation offloading "auto" (ExploreSpace::offload_layers): the fewest offloaded layers, 0 to
+// the model's transformer layers − 1 (Megatron's range), whose worst actor's peak fits `limit`,
+// by bisection (the peak does not grow with N: each further offloaded layer leaves the device
+// but for the two largest in flight); the most when none fits (its check then says why).
+int fewest_offload_layers(const ExploreRequest& request, const Partition& partition,
+                          const Placement& placement, const StashPeaks& peaks, int64_t limit,
+                          ParallelConfig c) {
+  const int most = std::max(0, request.model.num_transformer_layers - 1);
+  const auto fits = [&](int n) {
+    c.offload_layers = n;
+    const std::vector<int64_t> peak = peaks.per_actor(
+        build_memory_model(request.model, partition, placement, c, request.cluster));
+    return *std::max_element(peak.begin(), peak.end()) <= limit;
+  };
+  if (fits(0)) return 0;
+  if (most == 0 || !fits(most)) return most;
+  int lo = 0, hi = most;  // lo does not fit, hi fits
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+// Activation offloading: "" when the offloaded activations of every actor (the most microbatches
+// stashed at once along its compute order, as the device peak counts them) fit the cluster's
+// host memory per GPU, else why not (memory.h host_memory_excess).
+std::string host_memory_check(const ExploreRequest& request, const StashPeaks& peaks,
+                              const MemoryModel& mem) {
+  if (request.cluster.host_memory_bytes_per_gpu <= 0) return "";
+  MemoryModel host;
+  host.actors.resize(mem.actors.size());  // no static bytes on the host
+  host.stash_bytes_per_stage = mem.offloaded_bytes_per_stage;
+  const std::string excess = host_memory_excess(peaks.per_actor(host), request.cluster);
+  return excess.empty() ? "" : "does not fit in host memory: " + excess;
+}
 
 // Metrics of simulate_plan (plan_builder.cc), computed the same way.
 void fill_metrics(const ExploreRequest& request, const Partition& partition, const SimResult& sim,
@@ -542,6 +580,9 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
     std::vector<MemoryModel> memories;
     for (size_t k = first; k < last; ++k) {
       ConfigRecord& rec = records[ids[k]];
+      if (rec.offload_auto)
+        rec.config.offload_layers = fewest_offload_layers(request, partition, schedule.placement,
+                                                          stash_peaks, limit, rec.config);
       MemoryModel mem = build_memory_model(request.model, partition, schedule.placement, rec.config,
                                            request.cluster);
       const std::vector<int64_t> peak = stash_peaks.per_actor(mem);
@@ -557,6 +598,14 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
                      gib(*worst - static_bytes, "%.2f") + " GiB), limit " + gib(limit, "%.2f") +
                      " GiB";
         continue;
+      }
+      if (rec.config.offload_layers > 0) {
+        std::string host = host_memory_check(request, stash_peaks, mem);
+        if (!host.empty()) {
+          rec.status = ConfigStatus::kMemory;
+          rec.reason = std::move(host);
+          continue;
+        }
       }
       survivors.push_back(ids[k]);
       memories.push_back(std::move(mem));
@@ -694,16 +743,18 @@ int64_t unit_cost(const std::vector<ConfigRecord>& records, const std::vector<in
 }
 
 nlohmann::json entry_json(const ConfigRecord& r) {
-  return {{"id", r.id},
-          {"config", config_to_json(r.config)},
-          {"step_time_s", r.step_time_s},
-          {"bubble_rate", r.bubble_rate},
-          {"peak_memory_bytes", r.peak_memory_bytes},
-          {"peak_memory_actor", r.peak_memory_actor},
-          {"tokens_per_s", r.tokens_per_s},
-          {"tflops_per_gpu", r.tflops_per_gpu},
-          {"mfu", r.mfu},
-          {"fits", r.fits}};
+  nlohmann::json j = {{"id", r.id},
+                      {"config", config_to_json(r.config)},
+                      {"step_time_s", r.step_time_s},
+                      {"bubble_rate", r.bubble_rate},
+                      {"peak_memory_bytes", r.peak_memory_bytes},
+                      {"peak_memory_actor", r.peak_memory_actor},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"tflops_per_gpu", r.tflops_per_gpu},
+                      {"mfu", r.mfu},
+                      {"fits", r.fits}};
+  if (r.offload_auto) j["offload_auto"] = true;  // config.offload_layers chosen by "auto"
+  return j;
 }
 
 // Simulated ids in output order: fitting ones by rank, then the others by id.
@@ -770,6 +821,7 @@ ConfigRecord config_record_from_json(const nlohmann::json& j, const std::string&
     r.tflops_per_gpu = j.at("tflops_per_gpu").get<double>();
     r.mfu = j.at("mfu").get<double>();
     r.fits = j.at("fits").get<bool>();
+    r.offload_auto = j.value("offload_auto", false);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error(where, std::string("malformed configuration record: ") + e.what());
   }
@@ -806,6 +858,34 @@ std::string recompute_choice_name(const ParallelConfig& c) {
   return name;
 }
 
+bool explore_searched_offload(const ExploreResult& result) {
+  return std::any_of(result.records.begin(), result.records.end(), [](const ConfigRecord& r) {
+    return r.offload_auto || r.config.offload_layers > 0;
+  });
+}
+
+std::string offload_choice_name(const ConfigRecord& r) {
+  const std::string n = std::to_string(r.config.offload_layers);
+  return r.offload_auto ? "auto:" + n : n;
+}
+
+void add_offload_choice(const std::string& item, ExploreSpace& space, const std::string& where) {
+  if (item == "auto") {
+    space.offload_layers.push_back(kOffloadAuto);
+    return;
+  }
+  int n = -1;
+  try {
+    size_t pos = 0;
+    const long v = std::stol(item, &pos);
+    if (pos == item.size() && v >= 0 && v <= (1 << 20)) n = static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  if (n < 0 || item.empty() || !std::isdigit(static_cast<unsigned char>(item[0])))
+    throw_input_error(where, "'" + item + "': expected a number of layers >= 0 or auto");
+  space.offload_layers.push_back(n);
+}
+
 std::string describe_config(const ParallelConfig& c) {
   std::string s = "pp " + std::to_string(c.pp) + ", tp " + std::to_string(c.tp);
   if (c.cp > 1) s += ", cp " + std::to_string(c.cp);
@@ -814,6 +894,7 @@ std::string describe_config(const ParallelConfig& c) {
   s += ", dp " + std::to_string(c.dp) + ", b " + std::to_string(c.microbatch_size) + ", m " +
        std::to_string(c.num_microbatches) + ", " + c.schedule + ", v " +
        std::to_string(c.virtual_stages) + ", recompute " + recompute_choice_name(c);
+  if (c.offload_layers > 0) s += ", offload " + std::to_string(c.offload_layers);
   if (c.zero1) s += ", zero1";
   if (c.shard_parameters)
     s += ", shard-params";
@@ -928,6 +1009,33 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                           " with --partition balanced-time: balanced-time prices each layer on "
                           "its own and cannot place the first N layers of each stage (use "
                           "--partition auto or even)");
+  // Activation offloading choices, N ascending then auto; only pp-1, recompute-none
+  // configurations take them (Megatron's rules), the others keep 0.
+  std::vector<int> offloads = space.offload_layers;
+  if (offloads.empty()) offloads = {0};
+  std::sort(offloads.begin(), offloads.end(), [](int a, int b) {
+    return (a == kOffloadAuto ? INT_MAX : a) < (b == kOffloadAuto ? INT_MAX : b);
+  });
+  offloads.erase(std::unique(offloads.begin(), offloads.end()), offloads.end());
+  for (int n : offloads) {
+    if (n == 0) continue;
+    if (n > 0) {
+      ParallelConfig one;  // pp 1, recompute none: only the layer count can break a rule
+      one.offload_layers = n;
+      check_offload_layers(model, one, "--offload-layers");
+    }
+    if (!(request.cluster.host_link_bandwidth_bytes_per_s > 0))
+      throw_input_error("--offload-layers", "activation offloading copies over the host link, "
+                                            "but cluster '" + request.cluster.name +
+                                                "' has no host_link_gb_per_s");
+    if (n == kOffloadAuto && request.partition != PartitionMode::kAuto)
+      throw_input_error("--offload-layers",
+                        "auto searches the offloaded layers over the automatic partition's "
+                        "memory model; not with --partition " +
+                            std::string(partition_mode_name(request.partition)) +
+                            " (give the numbers of layers)");
+  }
+  const std::vector<int> no_offload = {0};
   std::vector<bool> zero1s = space.zero1;
   if (zero1s.empty()) zero1s = {false, true};
   std::sort(zero1s.begin(), zero1s.end());
@@ -1016,39 +1124,44 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
             for (int v : stage_counts(sc.layout)) {
               if (!v_allowed(v)) continue;
               for (const auto& [rc, rc_layers] : recompute_choices) {
-                for (const auto& [z, sg, sp] : zero_modes) {
-                  for (const auto& [ep, etp] : experts) {
-                    ConfigRecord rec;
-                    rec.id = static_cast<int64_t>(records.size());
-                    ParallelConfig& c = rec.config;
-                    c.gpus = request.gpus;
-                    c.pp = pp;
-                    c.tp = tp;
-                    c.cp = cp;
-                    c.virtual_stages = v;
-                    c.microbatch_size = b;
-                    c.global_batch = request.global_batch;
-                    c.schedule = sc.name;
-                    c.recompute = rc;
-                    c.recompute_layers = rc_layers;
-                    c.sequence_parallel = space.sequence_parallel;
-                    c.zero1 = z;
-                    c.attention = space.attention;
-                    c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
-                    c.overlap_grad_reduce = request.overlap_grad_reduce;
-                    c.shard_gradients = sg;
-                    c.shard_parameters = sp;
-                    c.grad_dtype = request.grad_dtype;
-                    c.moe_dispatcher = request.moe_dispatcher;
-                    c.moe_routing = request.moe_routing;
-                    c.optimizer_state = request.optimizer_state;
-                    c.ep = ep;
-                    c.etp = etp == tp ? 0 : etp;
-                    classify(model, zero1_on, rec,
-                             request.assignment
-                                 ? request.assignment->partition.num_stages()
-                                 : 0);
-                    records.push_back(std::move(rec));
+                const bool offloadable = pp == 1 && rc == Recompute::kNone && rc_layers < 0;
+                for (int off : offloadable ? offloads : no_offload) {
+                  for (const auto& [z, sg, sp] : zero_modes) {
+                    for (const auto& [ep, etp] : experts) {
+                      ConfigRecord rec;
+                      rec.id = static_cast<int64_t>(records.size());
+                      ParallelConfig& c = rec.config;
+                      c.gpus = request.gpus;
+                      c.pp = pp;
+                      c.tp = tp;
+                      c.cp = cp;
+                      c.virtual_stages = v;
+                      c.microbatch_size = b;
+                      c.global_batch = request.global_batch;
+                      c.schedule = sc.name;
+                      c.recompute = rc;
+                      c.recompute_layers = rc_layers;
+                      c.offload_layers = off == kOffloadAuto ? 0 : off;
+                      rec.offload_auto = off == kOffloadAuto;
+                      c.sequence_parallel = space.sequence_parallel;
+                      c.zero1 = z;
+                      c.attention = space.attention;
+                      c.tp_comm_overlap = space.tp_comm_overlap && space.sequence_parallel && tp > 1;
+                      c.overlap_grad_reduce = request.overlap_grad_reduce;
+                      c.shard_gradients = sg;
+                      c.shard_parameters = sp;
+                      c.grad_dtype = request.grad_dtype;
+                      c.moe_dispatcher = request.moe_dispatcher;
+                      c.moe_routing = request.moe_routing;
+                      c.optimizer_state = request.optimizer_state;
+                      c.ep = ep;
+                      c.etp = etp == tp ? 0 : etp;
+                      classify(model, zero1_on, rec,
+                               request.assignment
+                                   ? request.assignment->partition.num_stages()
+                                   : 0);
+                      records.push_back(std::move(rec));
+                    }
                   }
                 }
               }
@@ -1617,9 +1730,13 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 }
 
 std::string explore_result_to_csv(const ExploreResult& result) {
+  // Activation offloading's columns only when some configuration offloads or searched "auto".
+  const bool offload = explore_searched_offload(result);
   std::string out =
-      "rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,recompute,"
-      "recompute_layers,zero1,shard_gradients,shard_parameters,ep,etp,"
+      std::string("rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,"
+                  "recompute,recompute_layers,") +
+      (offload ? "offload_layers,offload_auto," : "") +
+      "zero1,shard_gradients,shard_parameters,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
   std::vector<char> on_front(result.records.size(), 0);
@@ -1629,13 +1746,17 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     const ConfigRecord& r = result.records[id];
     const ParallelConfig& c = r.config;
     char line[512];
+    char offload_columns[32] = "";
+    if (offload)
+      std::snprintf(offload_columns, sizeof offload_columns, "%d,%d,", c.offload_layers,
+                    r.offload_auto ? 1 : 0);
     std::snprintf(line, sizeof line,
-                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,%.9g,"
-                  "%.9g,%d,%d\n",
+                  "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%s%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,"
+                  "%.9g,%.9g,%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
-                  c.recompute_layers, c.zero1 ? 1 : 0,
+                  c.recompute_layers, offload_columns, c.zero1 ? 1 : 0,
                   c.shard_gradients ? 1 : 0, c.shard_parameters ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);

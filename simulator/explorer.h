@@ -20,6 +20,15 @@
 //                      layers of each stage chunk, the others keeping their activations
 //                      (ParallelConfig::recompute_layers; Megatron-LM --recompute-method block
 //                      --recompute-num-layers N); not with --partition balanced-time
+//   offload_layers     0 unless asked for: activation offloading (ParallelConfig::offload_layers,
+//                      Megatron Core --cpu-offloading-num-layers N) of the configurations
+//                      Megatron allows it in (pp 1, recompute none); each listed N, and "auto":
+//                      the fewest layers (0 to the transformer layers − 1) whose peak fits the
+//                      memory limit, found per configuration by bisection over the memory
+//                      model (the peak does not grow with N). The other configurations keep 0.
+//                      A configuration whose offloaded activations exceed the cluster's host
+//                      memory per GPU (ClusterSpec::host_memory_bytes_per_gpu, when known) is
+//                      kMemory.                                                (--offload-layers)
 //   zero1              off, on                                                           (--zero1)
 //   shard_gradients    off (default), on: gradient sharding (ZeRO-2) of the zero1-on
 //                      configurations (zero1 off never shards)                     (--shard-grads)
@@ -40,7 +49,7 @@
 // is generated once), so new registry entries need no change here.
 //
 // Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute (full:N after full,
-// N ascending), zero1 and
+// N ascending), offload_layers (N ascending, then auto), zero1 and
 // shard_gradients, ep, etp, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
@@ -127,6 +136,9 @@ struct ExploreSpace {
   // Partial recompute: each N adds the policy "full:N" (recompute full with recompute_layers N)
   // beside those of `recompute`; empty = none (the default space has none).
   std::vector<int> recompute_layers;
+  // Activation offloading of the pp-1, recompute-none configurations: N >= 0 or kOffloadAuto;
+  // empty = {0} (the default space offloads nothing).
+  std::vector<int> offload_layers;
   std::vector<bool> zero1;
   // Gradient sharding (ZeRO-2) of the zero1-on configurations: empty = {off}.
   std::vector<bool> shard_gradients;
@@ -147,6 +159,19 @@ void add_recompute_choice(const std::string& item, ExploreSpace& space, const st
 // The recompute policy of a configuration as explore lists it: "none", "selective", "full", "op",
 // or "full:N" when recompute_layers is set.
 std::string recompute_choice_name(const ParallelConfig& config);
+
+// ExploreSpace::offload_layers' "auto": the fewest offloaded layers that fit.
+inline constexpr int kOffloadAuto = -1;
+// One item of explore's --offload-layers list into `space`: a number of layers N >= 0 or "auto".
+// InputError naming `where`.
+void add_offload_choice(const std::string& item, ExploreSpace& space, const std::string& where);
+// Some record offloads or was searched with "auto": the table and the CSV then carry the
+// offloading columns (absent otherwise, so outputs without offloading are unchanged).
+struct ExploreResult;
+bool explore_searched_offload(const ExploreResult& result);
+// A record's offloaded layers as explore lists them: "N", or "auto:N" when "auto" chose N.
+struct ConfigRecord;
+std::string offload_choice_name(const ConfigRecord& record);
 
 // --max-memory-gib (and the Python module's max_memory_gib): GiB to bytes, checked after the
 // conversion: > 0 and 1 MiB to 1 PiB (a denormal would become 0 bytes, which means "the
@@ -233,6 +258,9 @@ struct ConfigRecord {
   int64_t id = 0;         // position in enumeration order
   ParallelConfig config;  // num_microbatches and virtual_stages resolved
   ConfigStatus status = ConfigStatus::kPending;
+  // config.offload_layers was chosen by "auto" (ExploreSpace::offload_layers): the fewest
+  // layers that fit, resolved by the memory pre-check (0 until then).
+  bool offload_auto = false;
   std::string reason;  // why it was pruned (empty when simulated)
   // Peak memory of the worst actor, per device: from the pre-check (memory pruned or simulated
   // configurations), then from the simulation (simulated ones).

@@ -32,6 +32,7 @@ struct GraphPartitionRequest {
   int microbatch_size = 1;
   Recompute recompute = Recompute::kNone;
   int recompute_layers = -1;  // ParallelConfig::recompute_layers (balanced-time refuses it)
+  int offload_layers = 0;     // ParallelConfig::offload_layers (balanced-time prices it)
   // balanced-time only:
   std::string schedule;
   int tp = 1, dp = 1, cp = 1;

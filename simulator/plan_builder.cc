@@ -352,6 +352,12 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
   out.metrics["model"] = plan.model.name;
   out.metrics["config"] = config_to_json(plan.config);
   out.metrics["warnings"] = plan_warnings(plan, out.result);
+  // Activation offloading: the host bytes of each actor (memory.h), checked below.
+  std::vector<int64_t> host_bytes;
+  if (plan.config.offload_layers > 0) {
+    host_bytes = host_offload_bytes_per_actor(mem, plan.placement, out.result.peak_stashed_per_stage);
+    out.metrics["host_offload_bytes"] = host_bytes;
+  }
   if (plan.assignment) {  // the stages the assignment gave (maximal runs on one actor)
     out.metrics["assignment"] = {{"source", plan.assignment->source},
                                  {"num_stages", plan.partition.num_stages()},
@@ -370,6 +376,7 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
       check_memory_fits(peak, options.max_memory_bytes, "--max-memory-gib");
     else
       check_memory_fits(peak, cluster);
+    check_host_memory_fits(host_bytes, cluster);
   }
   return out;
 }

@@ -484,7 +484,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             synthesize_top=None, synthesize_time_s=None, robust=None, robust_jitter=None,
             progress=None, assign=None, grad_dtype="cluster", a2a_dtype=None,
             shard_grads="off", shard_params="off", optimizer_state="cluster",
-            moe_dispatcher="alltoall", moe_routing="random"):
+            moe_dispatcher="alltoall", moe_routing="random", offload_layers=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
@@ -503,7 +503,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``moe_dispatcher`` (``--moe-dispatcher``), ``moe_routing`` (``--moe-routing``) and
     ``a2a_dtype`` (``--a2a-dtype``) apply to every configuration, as in :func:`simulate`. ``shard_grads`` (``--shard-grads``) is "off", "on" or
     "both": gradient sharding (ZeRO-2) of the ZeRO-1 configurations; ``shard_params``
-    (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP).
+    (``--shard-params``) likewise for parameter sharding (ZeRO-3 / FSDP). ``offload_layers``
+    (``--offload-layers``): activation offloading to try in the pp-1, recompute-none
+    configurations, numbers of layers and "auto" (the fewest that fit), e.g. ``[0, 8, "auto"]``.
 
     What-if: ``synthesize=True`` also synthesizes a schedule for the ``synthesize_top`` (10)
     best configurations with one stage per actor, ``synthesize_time_s`` (0.1) each
@@ -532,7 +534,7 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         None if robust is None else int(robust),
         None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
         str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state),
-        str(moe_dispatcher), str(moe_routing))
+        str(moe_dispatcher), str(moe_routing), [str(o) for o in (offload_layers or [])])
     request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,

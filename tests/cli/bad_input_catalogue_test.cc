@@ -1620,6 +1620,26 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"m.json", text(kTinyModel)}},
      .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
                 "attention, which no layer of model 'm' has"},
+    {.name = "ExploreOffloadChoiceNotANumber", .args = kExplore + "--offload-layers 0,half",
+     .message = "--offload-layers: 'half': expected a number of layers >= 0 or auto"},
+    {.name = "ExploreOffloadAllLayers", .args = kExplore + "--offload-layers 24",
+     .message = "--offload-layers: offloads 24 layers but model 'gpt3-1.3b' has 24 transformer "
+                "layers"},
+    {.name = "GraphOffloadWithPipeline",
+     .args = "graph --model {dir}/m.json --pp 2 --offload-layers 1",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--offload-layers: activation offloading needs pp 1"},
+    {.name = "ClusterHostMemoryNegative",
+     .args = "simulate --model gpt3-1.3b --cluster {dir}/c.json --gpus 1 --pp 1 --dp 1 "
+             "--global-batch 8 --schedule 1f1b",
+     .files = {{"c.json", text(R"({"base": "a100-80g", "host_memory_gib_per_gpu": -2})")}},
+     .message = "field 'host_memory_gib_per_gpu'"},
+    {.name = "SimulateOffloadAboveTheHostMemory",
+     .args = "simulate --model gpt3-1.3b --cluster {dir}/c.json --gpus 1 --pp 1 --dp 1 "
+             "--global-batch 8 --microbatch-size 8 --schedule 1f1b --offload-layers 8 "
+             "--plan {dir}/plan.json",
+     .files = {{"c.json", text(R"({"base": "a100-80g", "host_memory_gib_per_gpu": 1})")}},
+     .message = "does not fit in host memory: actor 0 offloads"},
 };
 // clang-format on
 

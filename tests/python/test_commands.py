@@ -380,6 +380,22 @@ def test_explore_partial_recompute_equals_cli():
                *[("full:x" if a == "none" else a) for a in EXPLORE_CLI])
 
 
+def test_explore_offloading_equals_cli():
+    args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=1, global_batch=8,
+                microbatch_sizes=[8], schedules=["1f1b"], zero1="off", recompute=["none"],
+                max_memory_gib=40, threads=1, offload_layers=[0, 6, "auto"])
+    cli = ["--model", "gpt3-1.3b", "--cluster", "a100-80g", "--gpus", "1", "--global-batch", "8",
+           "--microbatch-sizes", "8", "--schedules", "1f1b", "--zero1", "off", "--recompute",
+           "none", "--max-memory-gib", "40", "--threads", "1", "--quiet"]
+    r = js.explore(**args)
+    c = cli_json("explore", *cli, "--offload-layers", "0,6,auto")
+    assert r.summary["configs"] == c["configs"]
+    assert r.best == c["best"]
+    assert any(x.get("offload_auto") for x in r.summary["configs"])
+    same_error(lambda: js.explore(**dict(args, offload_layers=["x"])), "explore", *cli,
+               "--offload-layers", "x")
+
+
 def test_explore_what_if_errors_are_the_clis():
     same_error(lambda: js.explore(**EXPLORE, robust_jitter=0.2), "explore", *EXPLORE_CLI,
                "--robust-jitter", "0.2")
