@@ -123,9 +123,7 @@ struct alignas(64) Node {
   } u{};
   int next_in_stream = -1;   // the stream's next instruction, -1 at its end
   int deps_left = 0;         // unfinished dependencies
-  int partner = -1;          // send <-> recv, -1 otherwise
   int cause = -1;            // what released it (critical path)
-  int dependents_begin = 0;  // CSR into Engine::dependents_; the end is the next node's begin
   OpKind op : 8 = OpKind::kCompute;
   uint8_t flags = 0;
 };
@@ -277,7 +275,11 @@ class Engine {
   void finish(int g);
   void release_stream(int g);  // the next instruction of g's stream may start
   uint64_t push(double t, EventType type, int id) {
-    queue_.push(Event{t, seq_, id, type});
+    if (t == now_) {
+      now_events_.push_back(Event{t, seq_, id, type});
+    } else {
+      queue_.push(Event{t, seq_, id, type});
+    }
     return seq_++;
   }
   void advance_link(int l);
@@ -285,11 +287,18 @@ class Engine {
   void on_link_check(int l, uint64_t seq);
   void memory_delta(int actor, int64_t delta_bytes);
   // Fetches the nodes that finish(g) will touch, while g runs.
+  // A successor that is a send or a recv starts its transfer with its partner, on another actor,
+  // whose node was last touched long before (when it was built or posted): fetch that one too.
   void prefetch_successors(int g) const {
     const Node& node = nodes_[g];
-    if (node.next_in_stream >= 0) __builtin_prefetch(&nodes_[node.next_in_stream]);
-    const int begin = node.dependents_begin, end = nodes_[g + 1].dependents_begin;
-    for (int i = begin; i < end && i < begin + 2; ++i) __builtin_prefetch(&nodes_[dependents_[i]]);
+    if (node.next_in_stream >= 0) prefetch_node(node.next_in_stream);
+    const int begin = dependents_begin_[g], end = dependents_begin_[g + 1];
+    for (int i = begin; i < end && i < begin + 2; ++i) prefetch_node(dependents_[i]);
+  }
+  void prefetch_node(int g) const {
+    __builtin_prefetch(&nodes_[g]);
+    const int p = partner_[g];
+    if (p >= 0) __builtin_prefetch(&nodes_[p]);
   }
   void fill_trace();
   int actor_of(int g) const {
@@ -308,9 +317,16 @@ class Engine {
 
   int n_ = 0;
   std::vector<int> offset_;        // first global index of each actor; offset_[num_actors] = n_
-  // n_ + 1: the last one only closes the dependents CSR.
   std::vector<Node, LargeBlockAllocator<Node>> nodes_;
+  // Send <-> recv (-1 for other instructions), and whether each end is posted: dense arrays
+  // (4 and 1 bytes per instruction) rather than node fields, so that posting one end reads
+  // the other's state without fetching its node, and build() pairs the ends without writing
+  // to a node of another actor.
+  std::vector<int> partner_;
+  std::vector<uint8_t> posted_;
   std::vector<int> stream_heads_;  // first instruction of each stream, in order of appearance
+  // The instructions that wait for g: dependents_[dependents_begin_[g] .. dependents_begin_[g+1]).
+  std::vector<int> dependents_begin_;
   std::vector<int> dependents_;
   std::vector<int> stash_stages_;  // see Node::u.stash; -1 = stage out of range
   // With SimOptions::stash_bytes_per_stage_microbatch: the microbatch of each stash_stages_ entry.
@@ -346,7 +362,28 @@ class Engine {
     return !stream_busy_s_.empty() && stream_busy_s_[g] > nodes_[g].duration_s;
   }
 
+  // Events, earliest (time_s, seq) first. An event for the current time (a transfer without
+  // latency or bytes) goes to now_events_ instead of the heap: its seq is above that of every
+  // queued event, so those of the current time are in creation order there, and the clock does
+  // not advance before they are taken (next_event takes the earlier of the two fronts).
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
+  std::vector<Event> now_events_;
+  size_t now_head_ = 0;  // the first of now_events_ not yet taken
+  bool next_event(Event& e) {
+    if (now_head_ < now_events_.size() &&
+        (queue_.empty() || EventLater()(queue_.top(), now_events_[now_head_]))) {
+      e = now_events_[now_head_++];
+      if (now_head_ == now_events_.size()) {
+        now_events_.clear();
+        now_head_ = 0;
+      }
+      return true;
+    }
+    if (queue_.empty()) return false;
+    e = queue_.top();
+    queue_.pop();
+    return true;
+  }
   uint64_t seq_ = 0;
   double now_ = 0;
   int done_count_ = 0;
@@ -399,7 +436,10 @@ void Engine::build() {
   for (int r = 0; r < num_actors; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
   n_ = offset_[num_actors];
-  nodes_.reserve(n_ + 1);
+  nodes_.reserve(n_);
+  dependents_begin_.resize(static_cast<size_t>(n_) + 1);
+  partner_.assign(n_, -1);
+  posted_.assign(n_, 0);
   // Room for two dependencies and one stashing task per instruction (lowered programs need
   // less; more grows the vectors). Pages that are never written are never mapped.
   dependents_.reserve(2 * static_cast<size_t>(n_));
@@ -434,8 +474,13 @@ void Engine::build() {
   std::vector<int> count;
   std::vector<std::pair<int, int>> edges;  // this actor's (from, to): to waits for from
   std::vector<int> allreduces;
+  // This actor's dense link index per peer (-1: none yet), and the peers it has sent to.
+  std::vector<int> link_to_peer(num_actors, -1);
+  std::vector<int> sent_to;
   for (int r = 0; r < num_actors; ++r) {
     std::fill(stream_last.begin(), stream_last.end(), -1);
+    for (int peer : sent_to) link_to_peer[peer] = -1;
+    sent_to.clear();
     edges.clear();
     allreduces.clear();
     bool gathers = false;
@@ -461,6 +506,7 @@ void Engine::build() {
               "dependency " + std::to_string(d) + " is not an earlier instruction");
         }
         edges.emplace_back(offset_[r] + d, g);
+        ++node.deps_left;
       }
       const bool p2p = in.op == OpKind::kSend || in.op == OpKind::kRecv;
       if (p2p && (in.peer < 0 || in.peer >= num_actors || in.peer == r)) {
@@ -495,8 +541,8 @@ void Engine::build() {
           if (ends.actor1[1 - side] - 1 != in.peer || ends.peer1[1 - side] - 1 != r) {
             first_unmatched = std::min(first_unmatched, other);  // both ends fail; other < g
           }
-          node.partner = other;
-          nodes_[other].partner = g;
+          partner_[g] = other;
+          partner_[other] = g;
         }
       }
       if (in.op == OpKind::kOptimizer) node.u.stash = {0, 0, 0, r};  // the actor, for finish()
@@ -538,9 +584,13 @@ void Engine::build() {
         }
       }
       if (in.op == OpKind::kSend) {
-        const int id = cost_.link_id(r, in.peer);
-        const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
-        if (l == static_cast<int>(links_.size())) links_.emplace_back();
+        int& l = link_to_peer[in.peer];  // link_id is a function of the actor pair
+        if (l < 0) {
+          sent_to.push_back(in.peer);
+          const int id = cost_.link_id(r, in.peer);
+          l = dense_link.emplace(id, static_cast<int>(links_.size()));
+          if (l == static_cast<int>(links_.size())) links_.emplace_back();
+        }
         node.u.send = {in.bytes, l, in.peer};
       }
       if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
@@ -550,25 +600,25 @@ void Engine::build() {
     // always overlaps its reductions (FSDP has no other mode).
     if (!options_.overlap_grad_reduce && !gathers && last_compute >= 0) {
       for (int a : allreduces) {
-        if (a != last_compute) edges.emplace_back(last_compute, a);
+        if (a != last_compute) {
+          edges.emplace_back(last_compute, a);
+          ++nodes_[a].deps_left;
+        }
       }
     }
     // This actor's dependents CSR, edges of one `from` in the order they were added.
     const int size = offset_[r + 1] - offset_[r];
     count.assign(size + 1, 0);
-    for (const auto& [from, to] : edges) {
-      ++count[from - offset_[r] + 1];
-      ++nodes_[to].deps_left;
-    }
+    for (const auto& [from, to] : edges) ++count[from - offset_[r] + 1];
     const int dep_base = static_cast<int>(dependents_.size());
     for (int i = 0; i < size; ++i) {
       count[i + 1] += count[i];
-      nodes_[offset_[r] + i].dependents_begin = dep_base + count[i];
+      dependents_begin_[offset_[r] + i] = dep_base + count[i];
     }
     dependents_.resize(dep_base + edges.size());
     for (const auto& [from, to] : edges) dependents_[dep_base + count[from - offset_[r]]++] = to;
   }
-  nodes_.emplace_back().dependents_begin = static_cast<int>(dependents_.size());
+  dependents_begin_[n_] = static_cast<int>(dependents_.size());
   // Sends and recvs whose partner never appeared.
   tags.for_each([&first_unmatched](const TagEnds& ends) {
     if (!TagTable::used(ends) || (ends.g1[0] != 0 && ends.g1[1] != 0)) return;
@@ -612,10 +662,16 @@ void Engine::try_start(int g, int cause) {
     return;
   if (node.op == OpKind::kSend || node.op == OpKind::kRecv) {
     node.flags |= kPosted;
+    posted_[g] = 1;
     node.cause = cause;
-    const int p = node.partner;
+    const int p = partner_[g];
+    if (!posted_[p]) {
+      // The transfer starts when the partner posts, and ends at once when it has no latency and
+      // no bytes to move: fetch now what its end releases, while this node is in cache.
+      prefetch_successors(g);
+      return;
+    }
     Node& partner = nodes_[p];
-    if (!(partner.flags & kPosted)) return;
     partner.cause = cause;  // both sides were released by what released the later posting
     if (node.op == OpKind::kSend) {
       start_transfer(g, p);
@@ -762,7 +818,7 @@ void Engine::finish(int g) {
   Node& node = nodes_[g];
   int ended[2] = {g, -1};
   int num_ended = 1;
-  if (node.op == OpKind::kSend) ended[num_ended++] = node.partner;
+  if (node.op == OpKind::kSend) ended[num_ended++] = partner_[g];
   for (int k = 0; k < num_ended; ++k) {
     Node& e = nodes_[ended[k]];
     e.flags |= kDone;
@@ -805,7 +861,7 @@ void Engine::finish(int g) {
   for (int k = 0; k < num_ended; ++k) {
     const int e = ended[k];
     if (!holds_stream(e)) release_stream(e);  // else at its kStreamRelease
-    for (int i = nodes_[e].dependents_begin; i < nodes_[e + 1].dependents_begin; ++i) {
+    for (int i = dependents_begin_[e]; i < dependents_begin_[e + 1]; ++i) {
       const int d = dependents_[i];
       --nodes_[d].deps_left;
       try_start(d, e);
@@ -961,9 +1017,8 @@ SimResult Engine::run() {
   build();
   // Initial stream heads, in global order.
   for (int g : stream_heads_) try_start(g, -1);
-  while (!queue_.empty()) {
-    const Event e = queue_.top();
-    queue_.pop();
+  Event e{};
+  while (next_event(e)) {
     now_ = e.time_s;
     switch (e.type) {
       case EventType::kFinish:
