@@ -99,22 +99,24 @@ constexpr int kPrefetchDistance = 8;
 // Node flags. kStreamHead: every earlier instruction of its stream has finished.
 constexpr uint8_t kPosted = 1, kStarted = 2, kDone = 4, kCostDeferred = 8, kStreamHead = 16;
 
-// What the event loop needs about one instruction, in one cache line, indexed by the global
-// instruction index g (actor-major, program order). Costs are looked up once, in build(), where
-// the program is read sequentially (link bandwidths when a transfer starts, as they are needed
-// only then); the event loop never touches the Program.
-struct alignas(64) Node {
-  double start_s = 0, end_s = 0;
+// What the event loop reads about one instruction to start and end it, in half a cache line,
+// indexed by the global instruction index g (actor-major, program order): an actor's
+// neighbouring instructions, which run at about the same time, share a line. Costs are looked
+// up once, in build(), where the program is read sequentially (link bandwidths when a transfer
+// starts, as they are needed only then); the event loop never touches the Program. What is
+// written once and read afterwards (start and end times, the cause) is kept apart (Times,
+// Engine::cause_), as are a send's bytes (Engine::send_bytes_).
+struct alignas(32) Node {
   union {
     double duration_s = 0;  // compute, optimizer, all-reduce; a send until it starts: latency
     double bandwidth_bytes_per_s;  // a send from its start on: the bandwidth of its link
   };
   union {
     struct {
-      int64_t bytes;
-      int link;  // dense link index
-      int peer;  // the other end's actor: kSend the receiver, kRecv the sender
-    } send;      // kSend; kRecv: only `peer`
+      int link;   // dense link index
+      int peer;   // the other end's actor: kSend the receiver, kRecv the sender
+      int bytes;  // into Engine::send_bytes_
+    } send;       // kSend; kRecv: only `peer`
     struct {
       int begin;  // into Engine::stash_stages_: num_f stages of F tasks, then num_bi of B/I
       int16_t num_f, num_bi;
@@ -123,11 +125,14 @@ struct alignas(64) Node {
   } u{};
   int next_in_stream = -1;   // the stream's next instruction, -1 at its end
   int deps_left = 0;         // unfinished dependencies
-  int cause = -1;            // what released it (critical path)
   OpKind op : 8 = OpKind::kCompute;
   uint8_t flags = 0;
 };
-static_assert(sizeof(Node) == 64, "Node should fill exactly one cache line");
+static_assert(sizeof(Node) == 32, "Node should fill exactly half a cache line");
+
+struct Times {
+  double start_s = 0, end_s = 0;
+};
 
 bool is_compute_stream(OpKind op) { return op == OpKind::kCompute || op == OpKind::kOptimizer; }
 
@@ -318,6 +323,9 @@ class Engine {
   int n_ = 0;
   std::vector<int> offset_;        // first global index of each actor; offset_[num_actors] = n_
   std::vector<Node, LargeBlockAllocator<Node>> nodes_;
+  std::vector<Times, LargeBlockAllocator<Times>> times_;
+  std::vector<int> cause_;  // what released g (critical path), -1 for none
+  std::vector<int64_t> send_bytes_;
   // Send <-> recv (-1 for other instructions), and whether each end is posted: dense arrays
   // (4 and 1 bytes per instruction) rather than node fields, so that posting one end reads
   // the other's state without fetching its node, and build() pairs the ends without writing
@@ -437,6 +445,8 @@ void Engine::build() {
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
   n_ = offset_[num_actors];
   nodes_.reserve(n_);
+  times_.resize(n_);
+  cause_.assign(n_, -1);
   dependents_begin_.resize(static_cast<size_t>(n_) + 1);
   partner_.assign(n_, -1);
   posted_.assign(n_, 0);
@@ -591,9 +601,10 @@ void Engine::build() {
           l = dense_link.emplace(id, static_cast<int>(links_.size()));
           if (l == static_cast<int>(links_.size())) links_.emplace_back();
         }
-        node.u.send = {in.bytes, l, in.peer};
+        node.u.send = {l, in.peer, static_cast<int>(send_bytes_.size())};
+        send_bytes_.push_back(in.bytes);
       }
-      if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
+      if (in.op == OpKind::kRecv) node.u.send = {-1, in.peer, -1};
     }
     // Parameter all-gathers share the collective stream and precede computes, so a reduction
     // held back until the last compute would hold them back too: an actor with all-gathers
@@ -663,7 +674,7 @@ void Engine::try_start(int g, int cause) {
   if (node.op == OpKind::kSend || node.op == OpKind::kRecv) {
     node.flags |= kPosted;
     posted_[g] = 1;
-    node.cause = cause;
+    cause_[g] = cause;
     const int p = partner_[g];
     if (!posted_[p]) {
       // The transfer starts when the partner posts, and ends at once when it has no latency and
@@ -671,8 +682,7 @@ void Engine::try_start(int g, int cause) {
       prefetch_successors(g);
       return;
     }
-    Node& partner = nodes_[p];
-    partner.cause = cause;  // both sides were released by what released the later posting
+    cause_[p] = cause;  // both sides were released by what released the later posting
     if (node.op == OpKind::kSend) {
       start_transfer(g, p);
     } else {
@@ -686,8 +696,8 @@ void Engine::try_start(int g, int cause) {
 void Engine::start(int g, int cause) {
   Node& node = nodes_[g];
   node.flags |= kStarted;
-  node.cause = cause;
-  node.start_s = now_;
+  cause_[g] = cause;
+  times_[g].start_s = now_;
   if (options_.record_trace) start_order_.push_back(g);
   prefetch_successors(g);
   if (node.flags & kCostDeferred) look_up_cost(g, ins(g), actor_of(g));  // throws again
@@ -737,7 +747,7 @@ void Engine::start_transfer(int send, int recv) {
   Node& v = nodes_[recv];
   s.flags |= kStarted;
   v.flags |= kStarted;
-  s.start_s = v.start_s = now_;
+  times_[send].start_s = times_[recv].start_s = now_;
   if (options_.record_trace) {
     start_order_.push_back(send);
     start_order_.push_back(recv);
@@ -753,7 +763,7 @@ void Engine::start_transfer(int send, int recv) {
     throw_input_error("cost model", "invalid link between actors " + std::to_string(from) +
                                         " and " + std::to_string(to));
   }
-  if (s.u.send.bytes <= 0 || std::isinf(bw)) {
+  if (send_bytes_[s.u.send.bytes] <= 0 || std::isinf(bw)) {
     push(now_ + latency, EventType::kFinish, send);
     return;
   }
@@ -822,11 +832,11 @@ void Engine::finish(int g) {
   for (int k = 0; k < num_ended; ++k) {
     Node& e = nodes_[ended[k]];
     e.flags |= kDone;
-    e.end_s = now_;
+    times_[ended[k]].end_s = now_;
     ++done_count_;
     // The clock never goes back: the last to end is the latest, the lowest index on ties.
-    if (last_ended_ < 0 || now_ > nodes_[last_ended_].end_s ||
-        (now_ == nodes_[last_ended_].end_s && ended[k] < last_ended_))
+    if (last_ended_ < 0 || now_ > times_[last_ended_].end_s ||
+        (now_ == times_[last_ended_].end_s && ended[k] < last_ended_))
       last_ended_ = ended[k];
   }
   if (is_compute_stream(node.op)) {
@@ -834,13 +844,14 @@ void Engine::finish(int g) {
     // and busy_s sums their durations in that order (as a pass over the nodes would).
     const int r = node.u.stash.actor;
     ActorStats& a = result_.actors[r];
-    a.busy_s += node.end_s - node.start_s;
+    const Times& t = times_[g];
+    a.busy_s += t.end_s - t.start_s;
     if (compute_ended_[r]) {
-      a.first_start_s = std::min(a.first_start_s, node.start_s);
-      a.last_end_s = std::max(a.last_end_s, node.end_s);
+      a.first_start_s = std::min(a.first_start_s, t.start_s);
+      a.last_end_s = std::max(a.last_end_s, t.end_s);
     } else {
-      a.first_start_s = node.start_s;
-      a.last_end_s = node.end_s;
+      a.first_start_s = t.start_s;
+      a.last_end_s = t.end_s;
       compute_ended_[r] = 1;
     }
   }
@@ -925,18 +936,18 @@ void Engine::fill_trace() {
     res.start_s[r].resize(offset_[r + 1] - offset_[r]);
     res.end_s[r].resize(offset_[r + 1] - offset_[r]);
     for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
-      res.start_s[r][g - offset_[r]] = nodes_[g].start_s;
-      res.end_s[r][g - offset_[r]] = nodes_[g].end_s;
+      res.start_s[r][g - offset_[r]] = times_[g].start_s;
+      res.end_s[r][g - offset_[r]] = times_[g].end_s;
     }
   }
   auto by_time_then_index = [this](int a, int b) {
-    if (nodes_[a].start_s != nodes_[b].start_s) return nodes_[a].start_s < nodes_[b].start_s;
+    if (times_[a].start_s != times_[b].start_s) return times_[a].start_s < times_[b].start_s;
     return a < b;
   };
   for (size_t i = 0; i < start_order_.size();) {
     size_t j = i + 1;
     while (j < start_order_.size() &&
-           nodes_[start_order_[j]].start_s == nodes_[start_order_[i]].start_s)
+           times_[start_order_[j]].start_s == times_[start_order_[i]].start_s)
       ++j;
     if (j - i > 1)
       std::sort(start_order_.begin() + i, start_order_.begin() + j, by_time_then_index);
@@ -952,11 +963,10 @@ void Engine::fill_trace() {
   for (size_t k = 0; k < start_order_.size(); ++k) {
     if (k + kPrefetchDistance < start_order_.size()) {
       const int ahead = start_order_[k + kPrefetchDistance];
-      __builtin_prefetch(&nodes_[ahead]);
+      __builtin_prefetch(&times_[ahead]);
       __builtin_prefetch(&ins(ahead));
     }
     const int g = start_order_[k];
-    const Node& node = nodes_[g];
     const int r = actor_of(g);
     const Instruction& in = program_.actors[r][g - offset_[r]];
     TraceEvent& ev = tr.events[k];
@@ -969,15 +979,14 @@ void Engine::fill_trace() {
     ev.peer = in.peer;
     ev.bytes = in.bytes;
     ev.tag = in.tag;
-    ev.start_s = node.start_s;
-    ev.end_s = node.end_s;
+    ev.start_s = times_[g].start_s;
+    ev.end_s = times_[g].end_s;
   }
   // The all-to-all inside MoE compute instructions, as events of the actor's alltoall stream:
   // from the instruction's start where it is (partly) hidden behind paired compute, at its end
   // where it is serialised.
   if (!alltoall_.empty()) {
     for (const AllToAllTime& a : alltoall_) {
-      const Node& node = nodes_[a.g];
       const int r = actor_of(a.g);
       const Instruction& in = program_.actors[r][a.g - offset_[r]];
       TraceEvent ev;
@@ -987,10 +996,11 @@ void Engine::fill_trace() {
       ev.stream = StreamId{StreamKind::kAllToAll, -1};
       ev.tasks.assign(in.tasks.begin(), in.tasks.end());
       ev.stage = in.stage;
-      const double busy = std::min(a.busy_s, node.end_s - node.start_s);
+      const Times& t = times_[a.g];
+      const double busy = std::min(a.busy_s, t.end_s - t.start_s);
       const bool hidden = a.exposed_s < a.busy_s;
-      ev.start_s = hidden ? node.start_s : node.end_s - busy;
-      ev.end_s = hidden ? node.start_s + busy : node.end_s;
+      ev.start_s = hidden ? t.start_s : t.end_s - busy;
+      ev.end_s = hidden ? t.start_s + busy : t.end_s;
       tr.events.push_back(std::move(ev));
     }
     std::stable_sort(tr.events.begin(), tr.events.end(),
@@ -1034,7 +1044,7 @@ SimResult Engine::run() {
         const Node& send = nodes_[e.id];
         const int l = send.u.send.link;
         advance_link(l);
-        const double bytes = static_cast<double>(send.u.send.bytes);
+        const double bytes = static_cast<double>(send_bytes_[send.u.send.bytes]);
         links_[l].active.push_back({e.id, bytes, send.bandwidth_bytes_per_s, bytes});
         schedule_link(l);
         break;
@@ -1053,7 +1063,7 @@ SimResult Engine::run() {
   SimResult& res = result_;
   res.num_instructions = n_;
   const int last = last_ended_;  // busy_s, first_start_s and last_end_s: finish()
-  res.makespan_s = last >= 0 ? nodes_[last].end_s : 0;
+  res.makespan_s = last >= 0 ? times_[last].end_s : 0;
   res.step_time_s = res.makespan_s + options_.iteration_overhead_s;
   for (ActorStats& a : res.actors) a.idle_s = res.makespan_s - a.busy_s;
   res.bubble_actor = 0;
@@ -1064,10 +1074,9 @@ SimResult Engine::run() {
     const ActorStats& b = res.actors[res.bubble_actor];
     res.bubble_rate = b.span_s() > 0 ? (b.span_s() - b.busy_s) / b.span_s() : 0;
   }
-  for (int g = last; g >= 0; g = nodes_[g].cause) {
-    const Node& node = nodes_[g];
+  for (int g = last; g >= 0; g = cause_[g]) {
     const int r = actor_of(g);
-    res.critical_path.push_back({r, g - offset_[r], node.start_s, node.end_s});
+    res.critical_path.push_back({r, g - offset_[r], times_[g].start_s, times_[g].end_s});
     if (res.critical_path.size() > static_cast<size_t>(n_)) break;  // defensive: no cycles
   }
   std::reverse(res.critical_path.begin(), res.critical_path.end());
