@@ -700,6 +700,9 @@ void Engine::start(int g, int cause) {
   times_[g].start_s = now_;
   if (options_.record_trace) start_order_.push_back(g);
   prefetch_successors(g);
+  // The actor's next instructions (its sends, recvs and next compute), which this one's end
+  // and its transfers touch: two nodes per line.
+  for (int k = 2; k <= 8 && g + k < n_; k += 2) __builtin_prefetch(&nodes_[g + k]);
   if (node.flags & kCostDeferred) look_up_cost(g, ins(g), actor_of(g));  // throws again
   const double dur = node.duration_s;
   if (node.op == OpKind::kCompute) {
