@@ -12,6 +12,8 @@ trap 'rm -rf "$work"' EXIT
 commands=(
   "simulate --schedule ZeroBubble --pp 64 --microbatches 1024 --t-f 1 --t-b 1 --t-w 1"
   "simulate --schedule ZeroBubble --pp 64 --microbatches 1024 --t-f 1 --t-b 1 --t-w 1 --json"
+  "simulate --schedule Interleaved1F1B --pp 64 --virtual 4 --microbatches 1024 --t-f 1 --t-b 1 --t-comm 0.05 --json"
+  "simulate --model gpt3-1.3b --cluster a100-80g --gpus 32 --pp 16 --dp 2 --global-batch 512 --schedule ZeroBubble --json"
   "simulate --schedule ZeroBubble --pp 8 --microbatches 32 --t-f 1.3 --t-b 1.1 --t-w 0.7 --t-comm 0.05 --json"
   "simulate --schedule Std1F1B --pp 4 --microbatches 8 --t-f 1 --t-b 2 --json"
   "simulate --schedule GPipe --pp 4 --microbatches 16 --t-f 1 --t-b 2 --t-comm 0.1 --json"
