@@ -123,8 +123,8 @@ struct alignas(32) Node {
       int actor;
     } stash;  // kCompute; kOptimizer: only `actor`
   } u{};
-  int next_in_stream = -1;   // the stream's next instruction, -1 at its end
-  int deps_left = 0;         // unfinished dependencies
+  int next_in_stream = -1;  // the stream's next instruction, -1 at its end
+  int deps_left = 0;        // unfinished dependencies
   OpKind op : 8 = OpKind::kCompute;
   uint8_t flags = 0;
 };
