@@ -19,6 +19,11 @@
 //                      and flag parsing are left out. Target: >= 4 million instructions per
 //                      second for the process as a whole, which benchmarks/startup_bench.cc
 //                      measures (BM_SimulateProcess).
+//   BM_UnitTimePhase   the phases of that unit-time command, each alone on inputs built outside
+//                      the timed loop: schedule generation (`generate`), validation with its
+//                      dependency replay (`validate`), lowering (`lower`, which validates
+//                      first) and the engine without a trace (`engine`; transfers without
+//                      latency or bytes, which end at the time they start).
 //
 // Counters: instructions (per simulate call), instructions_per_s (rate over the timed loop),
 // peak_heap_bytes_per_instruction (highest live heap during one simulate() call above what was
@@ -40,6 +45,7 @@
 #include "graph/model.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "schedules/validate.h"
 #include "simulator/engine.h"
 #include "simulator/plan_builder.h"
 
@@ -242,6 +248,51 @@ void BM_SimulateCommand(benchmark::State& state, const std::string& schedule_nam
   state.counters["json_bytes"] = static_cast<double>(json_bytes);
 }
 
+enum class Phase { kGenerate, kValidate, kLower, kEngine };
+
+void BM_UnitTimePhase(benchmark::State& state, Phase phase) {
+  ScheduleParams params;
+  params.num_actors = kPp;
+  params.num_microbatches = kMicrobatches;
+  const Schedule schedule = generate_schedule("ZeroBubble", params);
+  const Program program = lower(schedule, {});
+  const StageTimesCost cost(uniform_stage_times(program.num_stages, 1e-3, 1e-3, 1e-3, 0));
+  SimOptions options;
+  options.record_trace = false;
+  for (auto _ : state) {
+    switch (phase) {
+      case Phase::kGenerate: {
+        const Schedule s = generate_schedule("ZeroBubble", params);
+        benchmark::DoNotOptimize(s.actors.data());
+        break;
+      }
+      case Phase::kValidate: {
+        const ReplayResult r = validate_and_replay_or_throw(schedule, "bench");
+        benchmark::DoNotOptimize(r.makespan);
+        break;
+      }
+      case Phase::kLower: {
+        const Program p = lower(schedule, {});
+        benchmark::DoNotOptimize(p.actors.data());
+        break;
+      }
+      case Phase::kEngine: {
+        const SimResult r = simulate(program, cost, options);
+        benchmark::DoNotOptimize(r.makespan_s);
+        break;
+      }
+    }
+  }
+  const int64_t n = program.num_instructions();
+  state.counters["instructions"] = static_cast<double>(n);
+  state.counters["instructions_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK_CAPTURE(BM_UnitTimePhase, generate, Phase::kGenerate)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_UnitTimePhase, validate, Phase::kValidate)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_UnitTimePhase, lower, Phase::kLower)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_UnitTimePhase, engine, Phase::kEngine)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Engine_StageTimes, zb_h1_p64_m1024, std::string("ZeroBubble"))
     ->ArgName("trace")
     ->Arg(0)

@@ -153,10 +153,10 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       indices.push_back(static_cast<int>(list.size()));
       Instruction& g = list.emplace_back();
       g.op = OpKind::kAllGather;
-      g.tasks = {t};
+      g.tasks.push_back(t);
       g.stage = t.stage;
       g.bytes = param_bytes[t.stage];
-      if (after >= 0) g.deps = {after};
+      if (after >= 0) g.deps.push_back(after);
     }
   };
 
@@ -213,20 +213,22 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       if (consumer == r) continue;
       const int64_t bytes = act_bytes[std::min(t.stage, cs)];
       const int64_t tag = next_tag++;
+      // New instructions get their one task and dependency by push_back into their empty inline
+      // lists (assigning a braced list would build a temporary and move it in).
       Instruction& send = list.emplace_back();
       send.op = OpKind::kSend;
-      send.tasks = {t};
+      send.tasks.push_back(t);
       send.stage = t.stage;
       send.peer = consumer;
       send.bytes = bytes;
       send.tag = tag;
-      send.deps = {compute_index};
+      send.deps.push_back(compute_index);
       std::vector<Instruction>& consumer_list = prog.actors[consumer];
       prefetch_next_slots(consumer_list);
       received_at[slot(t)] = static_cast<int>(consumer_list.size());
       Instruction& recv = consumer_list.emplace_back();
       recv.op = OpKind::kRecv;
-      recv.tasks = {t};
+      recv.tasks.push_back(t);
       recv.stage = t.stage;
       recv.peer = r;
       recv.bytes = bytes;
@@ -246,10 +248,10 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
         if (--weight_grads_left[t.stage] == 0) continue;  // the final reduction below
         Instruction& reduce = list.emplace_back();
         reduce.op = OpKind::kAllReduce;
-        reduce.tasks = {t};
+        reduce.tasks.push_back(t);
         reduce.stage = t.stage;
         reduce.bytes = grad_bytes[t.stage];
-        reduce.deps = {compute_index};
+        reduce.deps.push_back(compute_index);
       }
     }
 
@@ -263,7 +265,7 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
         reduce.op = OpKind::kAllReduce;
         reduce.stage = s;
         reduce.bytes = grad_bytes[s];
-        reduce.deps = {compute_index};
+        reduce.deps.push_back(compute_index);
       }
       pending_optimizers[r].emplace_back(s, optimizer_dep);
     }
@@ -274,7 +276,7 @@ Program lower(const Schedule& schedule, const LoweringOptions& options) {
       Instruction& opt = prog.actors[r].emplace_back();
       opt.op = OpKind::kOptimizer;
       opt.stage = stage;
-      opt.deps = {dep};
+      opt.deps.push_back(dep);
     }
   }
   // Correct by construction (the schedule was validated above); checking the result costs as much

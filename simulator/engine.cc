@@ -99,37 +99,40 @@ constexpr int kPrefetchDistance = 8;
 // Node flags. kStreamHead: every earlier instruction of its stream has finished.
 constexpr uint8_t kPosted = 1, kStarted = 2, kDone = 4, kCostDeferred = 8, kStreamHead = 16;
 
-// What the event loop needs about one instruction, in one cache line, indexed by the global
-// instruction index g (actor-major, program order). Costs are looked up once, in build(), where
-// the program is read sequentially (link bandwidths when a transfer starts, as they are needed
-// only then); the event loop never touches the Program.
-struct alignas(64) Node {
-  double start_s = 0, end_s = 0;
+// What the event loop reads about one instruction to start and end it, in half a cache line,
+// indexed by the global instruction index g (actor-major, program order): an actor's
+// neighbouring instructions, which run at about the same time, share a line. Costs are looked
+// up once, in build(), where the program is read sequentially (link bandwidths when a transfer
+// starts, as they are needed only then); the event loop never touches the Program. What is
+// written once and read afterwards (start and end times, the cause) is kept apart (Times,
+// Engine::cause_), as are a send's bytes (Engine::send_bytes_).
+struct alignas(32) Node {
   union {
     double duration_s = 0;  // compute, optimizer, all-reduce; a send until it starts: latency
     double bandwidth_bytes_per_s;  // a send from its start on: the bandwidth of its link
   };
   union {
     struct {
-      int64_t bytes;
-      int link;  // dense link index
-      int peer;  // the other end's actor: kSend the receiver, kRecv the sender
-    } send;      // kSend; kRecv: only `peer`
+      int link;   // dense link index
+      int peer;   // the other end's actor: kSend the receiver, kRecv the sender
+      int bytes;  // into Engine::send_bytes_
+    } send;       // kSend; kRecv: only `peer`
     struct {
       int begin;  // into Engine::stash_stages_: num_f stages of F tasks, then num_bi of B/I
       int16_t num_f, num_bi;
       int actor;
     } stash;  // kCompute; kOptimizer: only `actor`
   } u{};
-  int next_in_stream = -1;   // the stream's next instruction, -1 at its end
-  int deps_left = 0;         // unfinished dependencies
-  int partner = -1;          // send <-> recv, -1 otherwise
-  int cause = -1;            // what released it (critical path)
-  int dependents_begin = 0;  // CSR into Engine::dependents_; the end is the next node's begin
+  int next_in_stream = -1;  // the stream's next instruction, -1 at its end
+  int deps_left = 0;        // unfinished dependencies
   OpKind op : 8 = OpKind::kCompute;
   uint8_t flags = 0;
 };
-static_assert(sizeof(Node) == 64, "Node should fill exactly one cache line");
+static_assert(sizeof(Node) == 32, "Node should fill exactly half a cache line");
+
+struct Times {
+  double start_s = 0, end_s = 0;
+};
 
 bool is_compute_stream(OpKind op) { return op == OpKind::kCompute || op == OpKind::kOptimizer; }
 
@@ -277,7 +280,11 @@ class Engine {
   void finish(int g);
   void release_stream(int g);  // the next instruction of g's stream may start
   uint64_t push(double t, EventType type, int id) {
-    queue_.push(Event{t, seq_, id, type});
+    if (t == now_) {
+      now_events_.push_back(Event{t, seq_, id, type});
+    } else {
+      queue_.push(Event{t, seq_, id, type});
+    }
     return seq_++;
   }
   void advance_link(int l);
@@ -285,11 +292,18 @@ class Engine {
   void on_link_check(int l, uint64_t seq);
   void memory_delta(int actor, int64_t delta_bytes);
   // Fetches the nodes that finish(g) will touch, while g runs.
+  // A successor that is a send or a recv starts its transfer with its partner, on another actor,
+  // whose node was last touched long before (when it was built or posted): fetch that one too.
   void prefetch_successors(int g) const {
     const Node& node = nodes_[g];
-    if (node.next_in_stream >= 0) __builtin_prefetch(&nodes_[node.next_in_stream]);
-    const int begin = node.dependents_begin, end = nodes_[g + 1].dependents_begin;
-    for (int i = begin; i < end && i < begin + 2; ++i) __builtin_prefetch(&nodes_[dependents_[i]]);
+    if (node.next_in_stream >= 0) prefetch_node(node.next_in_stream);
+    const int begin = dependents_begin_[g], end = dependents_begin_[g + 1];
+    for (int i = begin; i < end && i < begin + 2; ++i) prefetch_node(dependents_[i]);
+  }
+  void prefetch_node(int g) const {
+    __builtin_prefetch(&nodes_[g]);
+    const int p = partner_[g];
+    if (p >= 0) __builtin_prefetch(&nodes_[p]);
   }
   void fill_trace();
   int actor_of(int g) const {
@@ -308,9 +322,19 @@ class Engine {
 
   int n_ = 0;
   std::vector<int> offset_;        // first global index of each actor; offset_[num_actors] = n_
-  // n_ + 1: the last one only closes the dependents CSR.
   std::vector<Node, LargeBlockAllocator<Node>> nodes_;
+  std::vector<Times, LargeBlockAllocator<Times>> times_;
+  std::vector<int> cause_;  // what released g (critical path), -1 for none
+  std::vector<int64_t> send_bytes_;
+  // Send <-> recv (-1 for other instructions), and whether each end is posted: dense arrays
+  // (4 and 1 bytes per instruction) rather than node fields, so that posting one end reads
+  // the other's state without fetching its node, and build() pairs the ends without writing
+  // to a node of another actor.
+  std::vector<int> partner_;
+  std::vector<uint8_t> posted_;
   std::vector<int> stream_heads_;  // first instruction of each stream, in order of appearance
+  // The instructions that wait for g: dependents_[dependents_begin_[g] .. dependents_begin_[g+1]).
+  std::vector<int> dependents_begin_;
   std::vector<int> dependents_;
   std::vector<int> stash_stages_;  // see Node::u.stash; -1 = stage out of range
   // With SimOptions::stash_bytes_per_stage_microbatch: the microbatch of each stash_stages_ entry.
@@ -346,7 +370,28 @@ class Engine {
     return !stream_busy_s_.empty() && stream_busy_s_[g] > nodes_[g].duration_s;
   }
 
+  // Events, earliest (time_s, seq) first. An event for the current time (a transfer without
+  // latency or bytes) goes to now_events_ instead of the heap: its seq is above that of every
+  // queued event, so those of the current time are in creation order there, and the clock does
+  // not advance before they are taken (next_event takes the earlier of the two fronts).
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
+  std::vector<Event> now_events_;
+  size_t now_head_ = 0;  // the first of now_events_ not yet taken
+  bool next_event(Event& e) {
+    if (now_head_ < now_events_.size() &&
+        (queue_.empty() || EventLater()(queue_.top(), now_events_[now_head_]))) {
+      e = now_events_[now_head_++];
+      if (now_head_ == now_events_.size()) {
+        now_events_.clear();
+        now_head_ = 0;
+      }
+      return true;
+    }
+    if (queue_.empty()) return false;
+    e = queue_.top();
+    queue_.pop();
+    return true;
+  }
   uint64_t seq_ = 0;
   double now_ = 0;
   int done_count_ = 0;
@@ -399,7 +444,12 @@ void Engine::build() {
   for (int r = 0; r < num_actors; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int>(program_.actors[r].size());
   n_ = offset_[num_actors];
-  nodes_.reserve(n_ + 1);
+  nodes_.reserve(n_);
+  times_.resize(n_);
+  cause_.assign(n_, -1);
+  dependents_begin_.resize(static_cast<size_t>(n_) + 1);
+  partner_.assign(n_, -1);
+  posted_.assign(n_, 0);
   // Room for two dependencies and one stashing task per instruction (lowered programs need
   // less; more grows the vectors). Pages that are never written are never mapped.
   dependents_.reserve(2 * static_cast<size_t>(n_));
@@ -434,8 +484,13 @@ void Engine::build() {
   std::vector<int> count;
   std::vector<std::pair<int, int>> edges;  // this actor's (from, to): to waits for from
   std::vector<int> allreduces;
+  // This actor's dense link index per peer (-1: none yet), and the peers it has sent to.
+  std::vector<int> link_to_peer(num_actors, -1);
+  std::vector<int> sent_to;
   for (int r = 0; r < num_actors; ++r) {
     std::fill(stream_last.begin(), stream_last.end(), -1);
+    for (int peer : sent_to) link_to_peer[peer] = -1;
+    sent_to.clear();
     edges.clear();
     allreduces.clear();
     bool gathers = false;
@@ -461,6 +516,7 @@ void Engine::build() {
               "dependency " + std::to_string(d) + " is not an earlier instruction");
         }
         edges.emplace_back(offset_[r] + d, g);
+        ++node.deps_left;
       }
       const bool p2p = in.op == OpKind::kSend || in.op == OpKind::kRecv;
       if (p2p && (in.peer < 0 || in.peer >= num_actors || in.peer == r)) {
@@ -495,8 +551,8 @@ void Engine::build() {
           if (ends.actor1[1 - side] - 1 != in.peer || ends.peer1[1 - side] - 1 != r) {
             first_unmatched = std::min(first_unmatched, other);  // both ends fail; other < g
           }
-          node.partner = other;
-          nodes_[other].partner = g;
+          partner_[g] = other;
+          partner_[other] = g;
         }
       }
       if (in.op == OpKind::kOptimizer) node.u.stash = {0, 0, 0, r};  // the actor, for finish()
@@ -538,37 +594,42 @@ void Engine::build() {
         }
       }
       if (in.op == OpKind::kSend) {
-        const int id = cost_.link_id(r, in.peer);
-        const int l = dense_link.emplace(id, static_cast<int>(links_.size()));
-        if (l == static_cast<int>(links_.size())) links_.emplace_back();
-        node.u.send = {in.bytes, l, in.peer};
+        int& l = link_to_peer[in.peer];  // link_id is a function of the actor pair
+        if (l < 0) {
+          sent_to.push_back(in.peer);
+          const int id = cost_.link_id(r, in.peer);
+          l = dense_link.emplace(id, static_cast<int>(links_.size()));
+          if (l == static_cast<int>(links_.size())) links_.emplace_back();
+        }
+        node.u.send = {l, in.peer, static_cast<int>(send_bytes_.size())};
+        send_bytes_.push_back(in.bytes);
       }
-      if (in.op == OpKind::kRecv) node.u.send = {0, -1, in.peer};
+      if (in.op == OpKind::kRecv) node.u.send = {-1, in.peer, -1};
     }
     // Parameter all-gathers share the collective stream and precede computes, so a reduction
     // held back until the last compute would hold them back too: an actor with all-gathers
     // always overlaps its reductions (FSDP has no other mode).
     if (!options_.overlap_grad_reduce && !gathers && last_compute >= 0) {
       for (int a : allreduces) {
-        if (a != last_compute) edges.emplace_back(last_compute, a);
+        if (a != last_compute) {
+          edges.emplace_back(last_compute, a);
+          ++nodes_[a].deps_left;
+        }
       }
     }
     // This actor's dependents CSR, edges of one `from` in the order they were added.
     const int size = offset_[r + 1] - offset_[r];
     count.assign(size + 1, 0);
-    for (const auto& [from, to] : edges) {
-      ++count[from - offset_[r] + 1];
-      ++nodes_[to].deps_left;
-    }
+    for (const auto& [from, to] : edges) ++count[from - offset_[r] + 1];
     const int dep_base = static_cast<int>(dependents_.size());
     for (int i = 0; i < size; ++i) {
       count[i + 1] += count[i];
-      nodes_[offset_[r] + i].dependents_begin = dep_base + count[i];
+      dependents_begin_[offset_[r] + i] = dep_base + count[i];
     }
     dependents_.resize(dep_base + edges.size());
     for (const auto& [from, to] : edges) dependents_[dep_base + count[from - offset_[r]]++] = to;
   }
-  nodes_.emplace_back().dependents_begin = static_cast<int>(dependents_.size());
+  dependents_begin_[n_] = static_cast<int>(dependents_.size());
   // Sends and recvs whose partner never appeared.
   tags.for_each([&first_unmatched](const TagEnds& ends) {
     if (!TagTable::used(ends) || (ends.g1[0] != 0 && ends.g1[1] != 0)) return;
@@ -612,11 +673,16 @@ void Engine::try_start(int g, int cause) {
     return;
   if (node.op == OpKind::kSend || node.op == OpKind::kRecv) {
     node.flags |= kPosted;
-    node.cause = cause;
-    const int p = node.partner;
-    Node& partner = nodes_[p];
-    if (!(partner.flags & kPosted)) return;
-    partner.cause = cause;  // both sides were released by what released the later posting
+    posted_[g] = 1;
+    cause_[g] = cause;
+    const int p = partner_[g];
+    if (!posted_[p]) {
+      // The transfer starts when the partner posts, and ends at once when it has no latency and
+      // no bytes to move: fetch now what its end releases, while this node is in cache.
+      prefetch_successors(g);
+      return;
+    }
+    cause_[p] = cause;  // both sides were released by what released the later posting
     if (node.op == OpKind::kSend) {
       start_transfer(g, p);
     } else {
@@ -630,10 +696,13 @@ void Engine::try_start(int g, int cause) {
 void Engine::start(int g, int cause) {
   Node& node = nodes_[g];
   node.flags |= kStarted;
-  node.cause = cause;
-  node.start_s = now_;
+  cause_[g] = cause;
+  times_[g].start_s = now_;
   if (options_.record_trace) start_order_.push_back(g);
   prefetch_successors(g);
+  // The actor's next instructions (its sends, recvs and next compute), which this one's end
+  // and its transfers touch: two nodes per line.
+  for (int k = 2; k <= 8 && g + k < n_; k += 2) __builtin_prefetch(&nodes_[g + k]);
   if (node.flags & kCostDeferred) look_up_cost(g, ins(g), actor_of(g));  // throws again
   const double dur = node.duration_s;
   if (node.op == OpKind::kCompute) {
@@ -681,7 +750,7 @@ void Engine::start_transfer(int send, int recv) {
   Node& v = nodes_[recv];
   s.flags |= kStarted;
   v.flags |= kStarted;
-  s.start_s = v.start_s = now_;
+  times_[send].start_s = times_[recv].start_s = now_;
   if (options_.record_trace) {
     start_order_.push_back(send);
     start_order_.push_back(recv);
@@ -697,7 +766,7 @@ void Engine::start_transfer(int send, int recv) {
     throw_input_error("cost model", "invalid link between actors " + std::to_string(from) +
                                         " and " + std::to_string(to));
   }
-  if (s.u.send.bytes <= 0 || std::isinf(bw)) {
+  if (send_bytes_[s.u.send.bytes] <= 0 || std::isinf(bw)) {
     push(now_ + latency, EventType::kFinish, send);
     return;
   }
@@ -762,15 +831,15 @@ void Engine::finish(int g) {
   Node& node = nodes_[g];
   int ended[2] = {g, -1};
   int num_ended = 1;
-  if (node.op == OpKind::kSend) ended[num_ended++] = node.partner;
+  if (node.op == OpKind::kSend) ended[num_ended++] = partner_[g];
   for (int k = 0; k < num_ended; ++k) {
     Node& e = nodes_[ended[k]];
     e.flags |= kDone;
-    e.end_s = now_;
+    times_[ended[k]].end_s = now_;
     ++done_count_;
     // The clock never goes back: the last to end is the latest, the lowest index on ties.
-    if (last_ended_ < 0 || now_ > nodes_[last_ended_].end_s ||
-        (now_ == nodes_[last_ended_].end_s && ended[k] < last_ended_))
+    if (last_ended_ < 0 || now_ > times_[last_ended_].end_s ||
+        (now_ == times_[last_ended_].end_s && ended[k] < last_ended_))
       last_ended_ = ended[k];
   }
   if (is_compute_stream(node.op)) {
@@ -778,13 +847,14 @@ void Engine::finish(int g) {
     // and busy_s sums their durations in that order (as a pass over the nodes would).
     const int r = node.u.stash.actor;
     ActorStats& a = result_.actors[r];
-    a.busy_s += node.end_s - node.start_s;
+    const Times& t = times_[g];
+    a.busy_s += t.end_s - t.start_s;
     if (compute_ended_[r]) {
-      a.first_start_s = std::min(a.first_start_s, node.start_s);
-      a.last_end_s = std::max(a.last_end_s, node.end_s);
+      a.first_start_s = std::min(a.first_start_s, t.start_s);
+      a.last_end_s = std::max(a.last_end_s, t.end_s);
     } else {
-      a.first_start_s = node.start_s;
-      a.last_end_s = node.end_s;
+      a.first_start_s = t.start_s;
+      a.last_end_s = t.end_s;
       compute_ended_[r] = 1;
     }
   }
@@ -805,7 +875,7 @@ void Engine::finish(int g) {
   for (int k = 0; k < num_ended; ++k) {
     const int e = ended[k];
     if (!holds_stream(e)) release_stream(e);  // else at its kStreamRelease
-    for (int i = nodes_[e].dependents_begin; i < nodes_[e + 1].dependents_begin; ++i) {
+    for (int i = dependents_begin_[e]; i < dependents_begin_[e + 1]; ++i) {
       const int d = dependents_[i];
       --nodes_[d].deps_left;
       try_start(d, e);
@@ -869,18 +939,18 @@ void Engine::fill_trace() {
     res.start_s[r].resize(offset_[r + 1] - offset_[r]);
     res.end_s[r].resize(offset_[r + 1] - offset_[r]);
     for (int g = offset_[r]; g < offset_[r + 1]; ++g) {
-      res.start_s[r][g - offset_[r]] = nodes_[g].start_s;
-      res.end_s[r][g - offset_[r]] = nodes_[g].end_s;
+      res.start_s[r][g - offset_[r]] = times_[g].start_s;
+      res.end_s[r][g - offset_[r]] = times_[g].end_s;
     }
   }
   auto by_time_then_index = [this](int a, int b) {
-    if (nodes_[a].start_s != nodes_[b].start_s) return nodes_[a].start_s < nodes_[b].start_s;
+    if (times_[a].start_s != times_[b].start_s) return times_[a].start_s < times_[b].start_s;
     return a < b;
   };
   for (size_t i = 0; i < start_order_.size();) {
     size_t j = i + 1;
     while (j < start_order_.size() &&
-           nodes_[start_order_[j]].start_s == nodes_[start_order_[i]].start_s)
+           times_[start_order_[j]].start_s == times_[start_order_[i]].start_s)
       ++j;
     if (j - i > 1)
       std::sort(start_order_.begin() + i, start_order_.begin() + j, by_time_then_index);
@@ -896,11 +966,10 @@ void Engine::fill_trace() {
   for (size_t k = 0; k < start_order_.size(); ++k) {
     if (k + kPrefetchDistance < start_order_.size()) {
       const int ahead = start_order_[k + kPrefetchDistance];
-      __builtin_prefetch(&nodes_[ahead]);
+      __builtin_prefetch(&times_[ahead]);
       __builtin_prefetch(&ins(ahead));
     }
     const int g = start_order_[k];
-    const Node& node = nodes_[g];
     const int r = actor_of(g);
     const Instruction& in = program_.actors[r][g - offset_[r]];
     TraceEvent& ev = tr.events[k];
@@ -913,15 +982,14 @@ void Engine::fill_trace() {
     ev.peer = in.peer;
     ev.bytes = in.bytes;
     ev.tag = in.tag;
-    ev.start_s = node.start_s;
-    ev.end_s = node.end_s;
+    ev.start_s = times_[g].start_s;
+    ev.end_s = times_[g].end_s;
   }
   // The all-to-all inside MoE compute instructions, as events of the actor's alltoall stream:
   // from the instruction's start where it is (partly) hidden behind paired compute, at its end
   // where it is serialised.
   if (!alltoall_.empty()) {
     for (const AllToAllTime& a : alltoall_) {
-      const Node& node = nodes_[a.g];
       const int r = actor_of(a.g);
       const Instruction& in = program_.actors[r][a.g - offset_[r]];
       TraceEvent ev;
@@ -931,10 +999,11 @@ void Engine::fill_trace() {
       ev.stream = StreamId{StreamKind::kAllToAll, -1};
       ev.tasks.assign(in.tasks.begin(), in.tasks.end());
       ev.stage = in.stage;
-      const double busy = std::min(a.busy_s, node.end_s - node.start_s);
+      const Times& t = times_[a.g];
+      const double busy = std::min(a.busy_s, t.end_s - t.start_s);
       const bool hidden = a.exposed_s < a.busy_s;
-      ev.start_s = hidden ? node.start_s : node.end_s - busy;
-      ev.end_s = hidden ? node.start_s + busy : node.end_s;
+      ev.start_s = hidden ? t.start_s : t.end_s - busy;
+      ev.end_s = hidden ? t.start_s + busy : t.end_s;
       tr.events.push_back(std::move(ev));
     }
     std::stable_sort(tr.events.begin(), tr.events.end(),
@@ -961,9 +1030,8 @@ SimResult Engine::run() {
   build();
   // Initial stream heads, in global order.
   for (int g : stream_heads_) try_start(g, -1);
-  while (!queue_.empty()) {
-    const Event e = queue_.top();
-    queue_.pop();
+  Event e{};
+  while (next_event(e)) {
     now_ = e.time_s;
     switch (e.type) {
       case EventType::kFinish:
@@ -979,7 +1047,7 @@ SimResult Engine::run() {
         const Node& send = nodes_[e.id];
         const int l = send.u.send.link;
         advance_link(l);
-        const double bytes = static_cast<double>(send.u.send.bytes);
+        const double bytes = static_cast<double>(send_bytes_[send.u.send.bytes]);
         links_[l].active.push_back({e.id, bytes, send.bandwidth_bytes_per_s, bytes});
         schedule_link(l);
         break;
@@ -998,7 +1066,7 @@ SimResult Engine::run() {
   SimResult& res = result_;
   res.num_instructions = n_;
   const int last = last_ended_;  // busy_s, first_start_s and last_end_s: finish()
-  res.makespan_s = last >= 0 ? nodes_[last].end_s : 0;
+  res.makespan_s = last >= 0 ? times_[last].end_s : 0;
   res.step_time_s = res.makespan_s + options_.iteration_overhead_s;
   for (ActorStats& a : res.actors) a.idle_s = res.makespan_s - a.busy_s;
   res.bubble_actor = 0;
@@ -1009,10 +1077,9 @@ SimResult Engine::run() {
     const ActorStats& b = res.actors[res.bubble_actor];
     res.bubble_rate = b.span_s() > 0 ? (b.span_s() - b.busy_s) / b.span_s() : 0;
   }
-  for (int g = last; g >= 0; g = nodes_[g].cause) {
-    const Node& node = nodes_[g];
+  for (int g = last; g >= 0; g = cause_[g]) {
     const int r = actor_of(g);
-    res.critical_path.push_back({r, g - offset_[r], node.start_s, node.end_s});
+    res.critical_path.push_back({r, g - offset_[r], times_[g].start_s, times_[g].end_s});
     if (res.critical_path.size() > static_cast<size_t>(n_)) break;  // defensive: no cycles
   }
   std::reverse(res.critical_path.begin(), res.critical_path.end());
