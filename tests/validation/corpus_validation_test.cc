@@ -509,6 +509,81 @@ TEST(CorpusValidation, AutomodelMoeRowsAreTooFastAndTheDenseRowIsWithinTheBand) 
   EXPECT_EQ(dense, 1);
 }
 
+// The Mixtral rows of NVIDIA's NeMo Framework performance summary (source nemomixtral,
+// docs/validation.md "Mixtral (NeMo 25.04)"): Megatron MoE with 8 large experts (top-2) in FP8 on
+// Blackwell, NeMo 25.04 on DGX-GB200 (current scaling) and NeMo 25.02 on DGX-B200 (delayed
+// scaling). Split by the written rule before any prediction: 1 fit (the 25.02 8x7B on B200), 3
+// test. Their predictions are pinned (a change of the MoE, CP or FP8 physics must update these
+// figures and the docs). Mixtral-8x7B (EP 8 over 64 data-parallel ranks, 16384 tokens per expert
+// GEMM) is within the band on both GPUs; Mixtral-8x22B at 65536 tokens (CP 8, TP 2, PP 4 x VP 14,
+// EP 8) is 26-29 % too fast on both, expected failures whose causes the rows cannot tell apart.
+constexpr PinnedMoeRow kPinnedMixtralRows[] = {
+    {"nemomixtral-mixtral-8x7B-64gpu-gb200-2504", 0.7823},
+    {"nemomixtral-mixtral-8x7B-64gpu-b200-2502", 1.0441},
+    {"nemomixtral-mixtral-8x22B-256gpu-gb200-2504", 4.2328},
+    {"nemomixtral-mixtral-8x22B-256gpu-b200-2502", 5.4189},
+};
+
+TEST(CorpusValidation, MixtralRowsAreSplitBeforePredictionAndPinned) {
+  int fit = 0, test = 0, gb200 = 0, b200 = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "nemomixtral") continue;
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    EXPECT_TRUE(r.row->model.moe.enabled()) << r.row->id;
+    EXPECT_EQ(r.row->config.ep, 8) << r.row->id;
+    EXPECT_EQ(r.row->config.moe_dispatcher, MoeDispatcher::kAllToAll) << r.row->id;
+    EXPECT_EQ(r.row->config.moe_routing, MoeRouting::kRandom) << r.row->id << ": token drop, "
+                                                              << "padded to capacity";
+    EXPECT_TRUE(r.row->fp8) << r.row->id;
+    // NeMo 25.04 states per-tensor current scaling; the 25.02 runs used the scripts' default,
+    // delayed scaling.
+    const bool release_2504 = r.row->id.ends_with("-2504");
+    EXPECT_EQ(r.row->model.fp8_scaling,
+              release_2504 ? Fp8Scaling::kCurrent : Fp8Scaling::kDelayed)
+        << r.row->id;
+    EXPECT_EQ(r.row->cluster, release_2504 ? "gb200-nvl72" : "b200") << r.row->id;
+    EXPECT_TRUE(r.fits) << r.row->id;
+    (r.row->cluster == "b200" ? b200 : gb200)++;
+    (r.row->split == CorpusSplit::kFit ? fit : test)++;
+  }
+  EXPECT_EQ(fit, 1);
+  EXPECT_EQ(test, 3);
+  EXPECT_EQ(gb200, 2);
+  EXPECT_EQ(b200, 2);
+  const CorpusRowResult* fit_row = row_result("nemomixtral-mixtral-8x7B-64gpu-b200-2502");
+  ASSERT_NE(fit_row, nullptr);
+  EXPECT_EQ(fit_row->row->split, CorpusSplit::kFit);
+  for (const PinnedMoeRow& p : kPinnedMixtralRows) {
+    const CorpusRowResult* r = row_result(p.id);
+    ASSERT_NE(r, nullptr) << p.id;
+    ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
+    EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
+  }
+}
+
+TEST(CorpusValidation, Mixtral8x7BIsWithinTheBandAnd8x22BIsTooFast) {
+  int small = 0, large = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "nemomixtral") continue;
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    if (r.row->model.name == "mixtral-8x7b") {
+      ++small;
+      EXPECT_FALSE(r.row->expected_failure.has_value()) << r.row->id;
+      EXPECT_LE(std::fabs(r.error), kBand) << r.row->id << ": update docs/validation.md";
+      continue;
+    }
+    ++large;
+    EXPECT_EQ(r.row->model.name, "mixtral-8x22b") << r.row->id;
+    EXPECT_EQ(r.row->config.cp, 8) << r.row->id;
+    EXPECT_EQ(r.row->split, CorpusSplit::kTest) << r.row->id;
+    EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
+    EXPECT_LT(r.error, -0.20) << r.row->id
+                              << " is no longer 20 % too fast: update docs/validation.md";
+  }
+  EXPECT_EQ(small, 2);
+  EXPECT_EQ(large, 2);
+}
+
 // The FSDP rows of Megatron-Bridge (source mbridge2511fsdp: Megatron-FSDP, FP8-CS, Llama 3 8B on 8
 // H100 and 70B on 64 GB200) are priced with per-block collectives (costmodel/analytic_cost.h):
 // pinned, within the band, and with under 1 % of the step exposed as DP communication (with the
