@@ -112,18 +112,15 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
       cache_.push_back(c);
     }
   }
-  // MTP modules: custom layers named mtp<i> (graph/model.cc mtp_layer) whose block copies the
-  // last transformer layer before them; the shared head is the logits layer after them.
+  // MTP modules (ModelSpec::mtp_block: the transformer layer each block copies); the shared head
+  // is the logits layer after them.
   for (int l = 0; l < model.num_layers(); ++l) {
-    const LayerWork& w = model.layers[static_cast<size_t>(l)];
-    if (model.mtp_modules == 0 || w.kind != LayerKind::kCustom || w.name.rfind("mtp", 0) != 0)
-      continue;
-    int block = -1, logits = -1;
-    for (int i = l - 1; i >= 0 && block < 0; --i)
-      if (model.layers[static_cast<size_t>(i)].kind == LayerKind::kTransformer) block = i;
+    const int block = model.mtp_block(l);
+    if (block < 0) continue;
+    int logits = -1;
     for (int i = l + 1; i < model.num_layers() && logits < 0; ++i)
       if (model.layers[static_cast<size_t>(i)].kind == LayerKind::kLogits) logits = i;
-    if (block >= 0 && logits >= 0 && kernels_[static_cast<size_t>(block)].has_kernels &&
+    if (logits >= 0 && kernels_[static_cast<size_t>(block)].has_kernels &&
         kernels_[static_cast<size_t>(logits)].has_kernels)
       mtp_parts_[static_cast<size_t>(l)] = {block, logits};
   }

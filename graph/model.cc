@@ -844,11 +844,15 @@ int64_t ModelSpec::routed_expert_params(int index) const {
   if (!moe.enabled() || hidden <= 0) return 0;
   const int64_t experts = int64_t{moe.experts} * 3 * hidden * moe.expert_ffn_hidden;
   if (l.moe) return experts;
-  if (mtp_modules == 0 || !is_mtp(l)) return 0;
+  const int block = mtp_block(index);
+  return block >= 0 && layers[static_cast<size_t>(block)].moe ? std::min(experts, l.params) : 0;
+}
+
+int ModelSpec::mtp_block(int index) const {
+  if (mtp_modules == 0 || !is_mtp(layers[static_cast<size_t>(index)])) return -1;
   for (int i = index - 1; i >= 0; --i)
-    if (layers[static_cast<size_t>(i)].kind == LayerKind::kTransformer)
-      return layers[static_cast<size_t>(i)].moe ? std::min(experts, l.params) : 0;
-  return 0;
+    if (layers[static_cast<size_t>(i)].kind == LayerKind::kTransformer) return i;
+  return -1;
 }
 
 int64_t ModelSpec::mtp_params() const {

@@ -188,6 +188,9 @@ struct ModelSpec {
   // An MTP module's block is a copy of the last transformer layer before it (graph/model.cc
   // mtp_layer): it holds that layer's routed experts (at most its own parameters).
   int64_t routed_expert_params(int index) const;
+  // For an MTP module (a custom layer "mtp<i>" of a model with mtp_modules): the transformer
+  // layer its block copies, the last one before it; -1 for any other layer.
+  int mtp_block(int index) const;
   // q (and k) head size of standard attention: head_dim, or hidden / heads.
   int attention_head_dim() const {
     return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0);
