@@ -149,6 +149,27 @@ PassBreakdown OperatorCost::mtp_pass(int layer, Pass pass, double* fused_hidden_
     case Pass::kRecompute:
       break;
   }
+  if (config_.tp > 1 && pass != Pass::kBackwardWeight) {
+    // Its tensor-parallel communication (Megatron-Core multi_token_prediction.py: eh_proj is
+    // column-parallel with gather_output false, followed by
+    // gather_from_tensor_model_parallel_region and, with sequence parallelism,
+    // scatter_to_sequence_parallel_region). Forward: with sp the 2h-wide input is all-gathered
+    // along the sequence; the h/tp-wide output is all-gathered along the hidden dimension. The
+    // backward mirrors it: the gather's gradient is a split (no communication), the scatter's an
+    // all-gather of the h-wide gradient (sp), and the input gradient is reduce-scattered (sp) or
+    // all-reduced; with sp the weight gradient's re-gather of the input runs under the
+    // input-gradient GEMM.
+    const bool sp = config_.sequence_parallel;
+    const double hidden_bytes = m * h * db_;
+    if (pass == Pass::kForward) {
+      out.tp_comm_s += tp_gather_s(hidden_bytes) + (sp ? tp_gather_s(2 * hidden_bytes) : 0);
+    } else {
+      out.tp_comm_s += sp ? tp_gather_s(hidden_bytes) + tp_gather_s(2 * hidden_bytes) +
+                                std::max(0.0, tp_gather_s(2 * hidden_bytes) -
+                                                  gemm_s(m, 2 * h, h / tp))
+                          : tp_allreduce_s(2 * hidden_bytes);
+    }
+  }
   if (pass != Pass::kBackwardWeight) {
     // Two RMSNorms (read h, write h each) and the concatenation (read 2h, write 2h) on the full
     // hidden state (split by tp with sequence parallelism); the backward moves twice as much.

@@ -268,7 +268,9 @@ class OperatorCost {
   std::vector<std::pair<int, int>> mtp_parts_;
   // An MTP module (DeepSeek-V3 report, Sec. 2.2) kernel by kernel: its block priced as the
   // layer it copies, the 2h -> h projection and its two RMSNorms and concatenation, and the
-  // shared output head and loss priced as the logits layer (not in the recompute pass).
+  // shared output head and loss priced as the logits layer (not in the recompute pass); with
+  // tp > 1 the projection's collectives (Megatron-Core's eh_proj: output gathered along the
+  // hidden dimension, with sp the input gathered along the sequence; mirrored in the backward).
   PassBreakdown mtp_pass(int layer, Pass pass, double* fused_hidden_s) const;
 };
 

@@ -190,6 +190,43 @@ TEST(ExpertParallelCost, TheMtpModuleIsItsBlockPlusTheSharedHeadPlusItsProjectio
   EXPECT_GT(sel.stage(mtp, 1, 0).at(Pass::kRecompute).attention_s, 0);
 }
 
+// With tensor parallelism the MTP module adds its projection's collectives to its block's and the
+// head's: the output gathered along the hidden dimension (forward) and the input gradient
+// all-reduced (backward); with sequence parallelism also the input's all-gather along the
+// sequence (forward), the scatter's all-gather and the input gradient's reduce-scatter, and the
+// weight gradient's re-gather where the input-gradient GEMM does not hide it (backward).
+TEST(ExpertParallelCost, TheMtpProjectionsTensorParallelCollectivesAreAddedToItsBlocks) {
+  EpFixture f;
+  f.model = load_model("deepseek-v3");
+  f.cluster.kernel_overhead_s = 0;
+  f.config.tp = 2;
+  f.config.dp = 64;
+  f.config.ep = 64;
+  const int mtp = f.model.num_layers() - 2, block = mtp - 1, head = mtp + 1;
+  const double h = 7168, m = 4096, bytes = m * h * 2;
+  for (const bool sp : {false, true}) {
+    f.config.sequence_parallel = sp;
+    const OperatorCost op(f.model, f.config, f.cluster);
+    const auto tp_s = [&](int l, Pass p) { return op.stage(l, 1, 0).at(p).tp_comm_s; };
+    const double forward = sp ? op.tp_gather_s(bytes) + op.tp_gather_s(2 * bytes)
+                              : op.tp_gather_s(bytes);
+    const double regather = std::max(0.0, op.tp_gather_s(2 * bytes) - op.gemm_s(m, 2 * h, h / 2));
+    const double backward = sp ? op.tp_gather_s(bytes) + op.tp_gather_s(2 * bytes) + regather
+                               : op.tp_allreduce_s(2 * bytes);
+    ASSERT_GT(forward, 0);
+    EXPECT_NEAR(tp_s(mtp, Pass::kForward),
+                tp_s(block, Pass::kForward) + tp_s(head, Pass::kForward) + forward, 1e-12)
+        << sp;
+    EXPECT_NEAR(tp_s(mtp, Pass::kBackwardInput),
+                tp_s(block, Pass::kBackwardInput) + tp_s(head, Pass::kBackwardInput) + backward,
+                1e-12)
+        << sp;
+    EXPECT_NEAR(tp_s(mtp, Pass::kBackwardWeight),
+                tp_s(block, Pass::kBackwardWeight) + tp_s(head, Pass::kBackwardWeight), 1e-12)
+        << sp;
+  }
+}
+
 // One stage of one MoE layer: F and B of a microbatch, priced by AnalyticCost.
 struct PairFixture : EpFixture {
   Partition partition;
