@@ -117,7 +117,7 @@ double attention_core_fwd_flops(const TransformerShape& t) {
 
 LayerWork transformer_layer(const TransformerShape& t, int index, bool moe) {
   const double s = t.seq_len, a = t.heads;
-  const int64_t db = dtype_bytes(t.dtype);
+  const int64_t db = activation_dtype_bytes(t.dtype);
   const int64_t si = t.seq_len, hi = t.hidden;
   const int64_t attention = attention_matrix_params(t);
   const int64_t active_matrix = attention + ffn_matrix_params(t, moe, /*active=*/true);
@@ -165,13 +165,13 @@ LayerWork embedding_layer(const TransformerShape& t) {
   w.name = "embedding";
   w.kind = LayerKind::kEmbedding;
   w.params = v * h + (t.learned_positions() ? s * h : 0);
-  w.output_bytes = s * h * dtype_bytes(t.dtype);
+  w.output_bytes = s * h * activation_dtype_bytes(t.dtype);
   return w;
 }
 
 LayerWork logits_layer(const TransformerShape& t) {
   const double s = t.seq_len, h = t.hidden, v = t.vocab;
-  const int64_t db = dtype_bytes(t.dtype);
+  const int64_t db = activation_dtype_bytes(t.dtype);
   LayerWork w;
   w.name = "logits";
   w.kind = LayerKind::kLogits;
@@ -194,7 +194,7 @@ LayerWork logits_layer(const TransformerShape& t) {
 // kernel as its block, the head and its own projection (mtp_pass).
 LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index) {
   const double s = t.seq_len, h = t.hidden, v = t.vocab;
-  const int64_t db = dtype_bytes(t.dtype);
+  const int64_t db = activation_dtype_bytes(t.dtype);
   const double proj_flops = 2.0 * s * 2.0 * h * h;
   const double head_flops = 2.0 * s * h * v;
   LayerWork w = block;
@@ -736,6 +736,8 @@ void set_alltoall_dtypes(ModelSpec& model, std::string_view text, const std::str
 double alltoall_bytes_per_element(Dtype d) {
   return d == Dtype::kFp8 ? 1.0 + 4.0 / 128 : dtype_bytes(d);
 }
+
+int activation_dtype_bytes(Dtype d) { return d == Dtype::kFp8 ? 2 : dtype_bytes(d); }
 
 int dtype_bytes(Dtype d) {
   switch (d) {

@@ -41,6 +41,9 @@ enum class Dtype { kBf16, kFp16, kFp32, kFp8 };
 inline constexpr std::array kAllDtypes = {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32, Dtype::kFp8};
 std::string_view to_string(Dtype d);
 int dtype_bytes(Dtype d);
+// Bytes of one activation element of a model of dtype d: dtype_bytes, but 2 for FP8 (FP8 training
+// runs its GEMMs in FP8 and keeps activations, pipeline messages and logits in 16 bits).
+int activation_dtype_bytes(Dtype d);
 // Bytes per element of an expert-parallel all-to-all payload: dtype_bytes, plus for FP8 one fp32
 // scale per 1×128 tile of activations (DeepSeek-V3 technical report, arXiv 2412.19437,
 // §3.3.2), 1 + 4/128.

@@ -80,6 +80,29 @@ TEST(ModelTest, MegatronParameterCountEqualsThePapersFormulaExactly) {
   }
 }
 
+// FP8 training keeps activations in 16 bits: a model written with "dtype": "fp8" sends the same
+// pipeline messages and keeps the same logits as its 16-bit twin (the output head and the loss run
+// in BF16), whether the dtype is in the model file or set after building (a corpus row's fp8).
+TEST(ModelTest, AnFp8ModelsActivationsAndLogitsAreSixteenBit) {
+  nlohmann::json j = nlohmann::json::parse(
+      R"({"name":"x","layers":2,"hidden":64,"heads":4,"seq_len":32,"vocab":100})");
+  const ModelSpec bf16 = model_from_json(j, "m.json");
+  j["dtype"] = "fp8";
+  const ModelSpec fp8 = model_from_json(j, "m.json");
+  ASSERT_EQ(fp8.dtype, Dtype::kFp8);
+  ASSERT_EQ(fp8.num_layers(), bf16.num_layers());
+  for (int l = 0; l < fp8.num_layers(); ++l) {
+    const LayerWork &a = fp8.layers[static_cast<size_t>(l)], &b = bf16.layers[static_cast<size_t>(l)];
+    EXPECT_EQ(a.output_bytes, b.output_bytes) << a.name;
+    // A transformer layer's stash differs (its FP8 GEMM inputs are kept as FP8 copies).
+    if (a.kind != LayerKind::kTransformer) EXPECT_EQ(a.stash_bytes, b.stash_bytes) << a.name;
+    EXPECT_EQ(a.tp_allreduce_bytes, b.tp_allreduce_bytes) << a.name;
+  }
+  EXPECT_EQ(fp8.layers[0].output_bytes, 32 * 64 * 2);  // the embedding's output, 16-bit
+  EXPECT_EQ(activation_dtype_bytes(Dtype::kFp8), 2);
+  EXPECT_EQ(activation_dtype_bytes(Dtype::kFp32), 4);
+}
+
 TEST(ModelTest, HardwareFlopsWithFullRecomputeEqualMegatronFormula) {
   for (const MegatronRow& row : kTable1) {
     const ModelSpec m = load_model(row.preset);
