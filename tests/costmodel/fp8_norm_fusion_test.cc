@@ -13,7 +13,7 @@
 #include "graph/model.h"
 
 namespace jaxpp {
-namespace {
+namespace fp8_norm_fusion_test {
 
 using ::testing::HasSubstr;
 
@@ -109,14 +109,14 @@ TEST(Fp8NormFusion, NormCastPerRecipeOnBlackwell) {
 
 // Per norm-fed element (two inputs of m × h per layer), separate → fused:
 //   delayed, Hopper: norm write 2 → 1, cast 4 → transpose 2 (a kernel either way): 3 bytes;
-//   delayed, B200:   norm write 2 → 1, cast 3 → nothing: 3 bytes and a kernel;
+//   delayed, B200:   norm write 2 → 1, cast 3 → nothing: 4 bytes and a kernel;
 //   current:         the amax pass (read 2, a kernel);
 //   MXFP8:           nothing.
 TEST(Fp8NormFusion, ForwardSavesTheHandComputedBytesPerRecipe) {
   const double hopper = Llama("h100-sxm", Fp8Scaling::kDelayed).hbm();
   const double b200 = Llama("b200", Fp8Scaling::kDelayed).hbm();
   EXPECT_NEAR(saved_forward_s("h100-sxm", Fp8Scaling::kDelayed), 2 * 3 * kM * kH / hopper, 1e-12);
-  EXPECT_NEAR(saved_forward_s("b200", Fp8Scaling::kDelayed), 2 * (3 * kM * kH / b200 + 2e-6),
+  EXPECT_NEAR(saved_forward_s("b200", Fp8Scaling::kDelayed), 2 * (4 * kM * kH / b200 + 2e-6),
               1e-12);
   EXPECT_NEAR(saved_forward_s("h100-sxm", Fp8Scaling::kCurrent), 2 * (2 * kM * kH / hopper + 2e-6),
               1e-12);
@@ -189,5 +189,5 @@ TEST(Fp8NormFusion, ModelJsonKeyIsWrittenOnlyWhenOffAndNeedsAnFp8Model) {
   }
 }
 
-}  // namespace
+}  // namespace fp8_norm_fusion_test
 }  // namespace jaxpp
