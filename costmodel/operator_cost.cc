@@ -255,7 +255,7 @@ double OperatorCost::fp8_norm_cast_s(double elements) const {
       if (!cluster_.fp8_transpose_copy) return 0;
       return elements * 2.0 / hbm + cluster_.kernel_overhead_s;
     case Fp8Scaling::kCurrent: {
-      // The norm wrote 16 bits and its amax (TE 2.7+, create_hp_tensor_with_amax): one cast
+      // The norm wrote 16 bits and its amax (TE PR #2013: create_hp_tensor_with_amax): one cast
       // kernel, no amax pass.
       const double written = cluster_.fp8_transpose_copy ? 2.0 : 1.0;
       return elements * (2.0 + written) / hbm + cluster_.kernel_overhead_s;

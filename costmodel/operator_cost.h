@@ -121,10 +121,10 @@
 //                normalization.cpp): delayed scaling: the norm writes the FP8 copy (1 byte,
 //                graph/kernels.cc) and only the transpose is left, read 1 + write 1 and 1 kernel
 //                (nothing without fp8_transpose_copy); current scaling: the norm computes the
-//                amax (TE 2.7+), one cast kernel without the amax pass (read 2, write 1 + 1 or
+//                amax (TE PR #2013, 2025), one cast kernel without the amax pass (read 2, write 1 + 1 or
 //                1); MXFP8: the separate cast (TE's default norm writes 16 bits). Every other
 //                input and every output gradient keeps its separate cast. false: all separate
-//                (torchao, DeepSeek's framework, current scaling with TE before 2.7).
+//                (torchao, DeepSeek's framework, current scaling with TE before that PR).
 //   unchanged    activations, the stash, the TP/CP/EP communication and the optimizer stay in
 //                their 16-bit (or fp32) sizes.
 //   BF16 (and fp16, fp32) models price exactly as before: no cast, no fp8 term.

@@ -167,9 +167,9 @@ struct ModelSpec {
   // FP8 models: true = the framework is Transformer Engine (Megatron-Core's TE layer spec), whose
   // LayerNormLinear hands its norm the quantizer of the GEMM input it feeds (QKV, a dense MLP's
   // first GEMM): delayed scaling writes the norm's output in FP8 directly, current scaling
-  // computes the amax inside the norm (TE 2.7 and later); MXFP8 quantizes separately (TE's default
+  // computes the amax inside the norm (Transformer Engine PR #2013, opened July 2025); MXFP8 quantizes separately (TE's default
   // norm backend). false = every FP8 GEMM input is cast by a separate kernel (another framework:
-  // torchao's Float8Linear, DeepSeek's; current scaling with TE before 2.7). Model JSON
+  // torchao's Float8Linear, DeepSeek's; current scaling with TE before that PR). Model JSON
   // "fp8_norm_fusion" (default true; only with "dtype": "fp8"); a validation-corpus row can set
   // it with its own key. costmodel/operator_cost.h prices it.
   bool fp8_norm_fusion = true;
