@@ -71,6 +71,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "attention",
                                         "fp8",
                                         "fp8_scaling",
+                                        "fp8_norm_fusion",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
@@ -367,6 +368,13 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
                         "expected \"current\", \"delayed\" or \"mxfp8\", got \"" + scaling + "\"");
     if (!r.fp8 && r.model.dtype != Dtype::kFp8)
       throw_input_error(row.field("fp8_scaling"), "only for FP8 rows (it needs \"fp8\": true)");
+  }
+  // Whether Transformer Engine fuses the GEMM-input quantization into its norm (ModelSpec::
+  // fp8_norm_fusion): the row's key sets the model's.
+  if (row.has("fp8_norm_fusion")) {
+    if (!r.fp8 && r.model.dtype != Dtype::kFp8)
+      throw_input_error(row.field("fp8_norm_fusion"), "only for FP8 rows (it needs \"fp8\": true)");
+    r.model.fp8_norm_fusion = row.boolean_or("fp8_norm_fusion", true);
   }
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),

@@ -264,6 +264,33 @@ double OperatorCost::fp8_cast_s(double elements) const {
   return bytes / hbm + kernels * cluster_.kernel_overhead_s;
 }
 
+double OperatorCost::fp8_norm_cast_s(double elements) const {
+  if (!fp8_ || elements <= 0) return 0;
+  if (!model_.fp8_norm_fusion) return fp8_cast_s(elements);
+  const double hbm = cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency;
+  switch (model_.fp8_scaling) {
+    case Fp8Scaling::kDelayed:
+      // The norm wrote the FP8 copy (graph/kernels.cc: its output at 1 byte); what is left is
+      // the transpose where the GPU's FP8 GEMMs need one (TE's nvte_transpose after the norm, or
+      // of the gathered input in the backward with sequence parallelism): read 1, write 1.
+      if (!cluster_.fp8_transpose_copy) return 0;
+      return elements * 2.0 / hbm + cluster_.kernel_overhead_s;
+    case Fp8Scaling::kCurrent: {
+      // The norm wrote 16 bits and its amax (TE PR #2013: create_hp_tensor_with_amax): one cast
+      // kernel, no amax pass.
+      const double written = cluster_.fp8_transpose_copy ? 2.0 : 1.0;
+      return elements * (2.0 + written) / hbm + cluster_.kernel_overhead_s;
+    }
+    case Fp8Scaling::kMxfp8:
+      break;  // TE's default norm writes 16 bits; the MXFP8 cast follows as for any input
+  }
+  return fp8_cast_s(elements);
+}
+
+double OperatorCost::input_cast_s(const GemmKernel& g, double elements) const {
+  return g.norm_input ? fp8_norm_cast_s(elements) : fp8_cast_s(elements);
+}
+
 double OperatorCost::elementwise_s(double bytes) const {
   if (bytes <= 0) return 0;
   return bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency) +
@@ -536,9 +563,10 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     switch (pass) {
       case Pass::kForward:
         t = grouped_gemm_s(count, gm, n, kk, g.fp8);
-        // FP8: the input's cast, and the weight's once per step.
+        // FP8: the input's cast (what is left of it when the norm quantizes), and the
+        // weight's once per step.
         if (fp8_ && g.fp8)
-          fp8_casts_s += fp8_cast_s(count * gm * kk) +
+          fp8_casts_s += input_cast_s(g, count * gm * kk) +
                          fp8_cast_s(count * kk * n) / std::max(1, config_.num_microbatches);
         break;
       case Pass::kBackwardInput:
@@ -550,7 +578,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         break;
       case Pass::kRecompute:  // op
         t = grouped_gemm_s(count, gm, n, kk, g.fp8) * g.op_recompute;
-        if (fp8_ && g.fp8 && g.op_recompute > 0) fp8_casts_s += fp8_cast_s(count * gm * kk);
+        if (fp8_ && g.fp8 && g.op_recompute > 0) fp8_casts_s += input_cast_s(g, count * gm * kk);
         break;
     }
     gemm_times.push_back(t);

@@ -113,6 +113,18 @@
 //                (TE caches the FP8 weight across the microbatches of a step: Megatron-Core
 //                passes is_first_microbatch), priced as 1/num_microbatches of it per
 //                microbatch. Input gradient: the output gradient (tokens × n).
+//   norm fusion  (ModelSpec::fp8_norm_fusion, default true: Transformer Engine.) The input of a
+//                GEMM whose TE module runs its own norm first (graph/kernels.h
+//                GemmKernel::norm_input: QKV, a dense MLP's first GEMM; Megatron-Core's
+//                TELayerNormColumnParallelLinear) is quantized by that norm (TE's
+//                LayerNormLinear passes it the input quantizer; pytorch/csrc/extensions/
+//                normalization.cpp): delayed scaling: the norm writes the FP8 copy (1 byte,
+//                graph/kernels.cc) and only the transpose is left, read 1 + write 1 and 1 kernel
+//                (nothing without fp8_transpose_copy); current scaling: the norm computes the
+//                amax (TE PR #2013, 2025), one cast kernel without the amax pass (read 2, write 1 + 1 or
+//                1); MXFP8: the separate cast (TE's default norm writes 16 bits). Every other
+//                input and every output gradient keeps its separate cast. false: all separate
+//                (torchao, DeepSeek's framework, current scaling with TE before that PR).
 //   unchanged    activations, the stash, the TP/CP/EP communication and the optimizer stay in
 //                their 16-bit (or fp32) sizes.
 //   BF16 (and fp16, fp32) models price exactly as before: no cast, no fp8 term.
@@ -199,6 +211,10 @@ class OperatorCost {
   // FP8 models: quantizing `elements` 16-bit values into an FP8 copy (and its transpose where the
   // cluster needs it), the amax pass included under current scaling; 0 for other models.
   double fp8_cast_s(double elements) const;
+  // FP8 models: what quantizing `elements` of a GEMM input its module's own norm wrote
+  // (GemmKernel::norm_input) costs beside the norm, per ModelSpec::fp8_scaling when
+  // ModelSpec::fp8_norm_fusion (the header: casts); fp8_cast_s without the fusion.
+  double fp8_norm_cast_s(double elements) const;
   // A ring collective moving `bytes` per device over a group of `n` devices within the
   // tensor-parallel link: all-reduce (2(n−1)/n of the bytes) or all-gather / reduce-scatter.
   double tp_allreduce_s(double bytes) const;
@@ -243,6 +259,8 @@ class OperatorCost {
   const OperatorCost& pricing(int first_layer, int layer) const;
   double compute_stash_bytes(int layer) const;
   double elementwise_s(double bytes) const;
+  // The FP8 input cast of GEMM g: fp8_norm_cast_s for a norm-fed input, fp8_cast_s otherwise.
+  double input_cast_s(const GemmKernel& g, double elements) const;
   // The attention core of one pass (forward or backward), flash or unfused per the config.
   double attention_s(const LayerKernels& k, bool forward) const;
   double curve_s(double flops) const;  // custom work: flops / (peak · eff(flops))

@@ -46,6 +46,7 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     k.attention = {m.heads, m.heads, mla.qk_head_dim(), /*causal=*/true, mla.v_head_dim};
   } else {
     k.gemms.push_back({"qkv", q + 2 * kv, h, TpSplit::kColumn, 1, 1, true});
+    k.gemms.back().norm_input = true;
     k.gemms.push_back({"proj", h, q, TpSplit::kRow, 1, 1, true});
     k.attention = {m.heads, kv_heads, static_cast<int>(d), /*causal=*/true};
   }
@@ -65,10 +66,19 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     ffn_width = moe.top_k * fe + shared;
   } else {
     k.gemms.push_back({"mlp_up", m.gated_mlp ? 2 * f : f, h, TpSplit::kColumn, 1, 1, true});
+    k.gemms.back().norm_input = true;
     k.gemms.push_back({"mlp_down", h, f, TpSplit::kRow, 1, 1, true});
   }
-  // Norm: read x, write y (16-bit) = 2·h·db; twice per layer.
-  k.elementwise.push_back({"norm", 2 * 2 * h * db, 2 * 2 * 2 * h * db, TpSplit::kSequence});
+  // Norm: read x, write y (16-bit) = 2·h·db; twice per layer. FP8 delayed scaling with
+  // Transformer Engine's fused norm (ModelSpec::fp8_norm_fusion): a norm feeding a GEMM of its
+  // own module (GemmKernel::norm_input) writes y in FP8, 1 byte (the scale is known before the
+  // kernel runs); its backward is unchanged.
+  double norm_fwd = 2 * 2 * h * db;
+  if (m.dtype == Dtype::kFp8 && m.fp8_norm_fusion && m.fp8_scaling == Fp8Scaling::kDelayed) {
+    for (const GemmKernel& g : k.gemms)
+      if (g.norm_input) norm_fwd -= h * (db - 1.0);
+  }
+  k.elementwise.push_back({"norm", norm_fwd, 2 * 2 * 2 * h * db, TpSplit::kSequence});
   if (gpt) {
     // Bias + dropout + residual add (fused): read x, bias, residual, write y and a 1-byte mask
     // (no mask without dropout).

@@ -73,6 +73,12 @@ struct GemmKernel {
   // odd-numbered aten.mm of a block (in forward order wq, wk, wv, wo, w1, w3, w2: it re-runs wk,
   // wo and w3); an FP8 GEMM (torch._scaled_mm, not in the save list) is always re-run (share 1).
   double op_recompute = 1;
+  // The GEMM's input is the output of the norm its Transformer Engine module runs first
+  // (Megatron-Core's TELayerNormColumnParallelLinear: QKV of standard attention, the first GEMM
+  // of a dense MLP; not MLA's projections or an MoE layer's, which read a separate TENorm). An
+  // FP8 model with ModelSpec::fp8_norm_fusion prices its input's quantization as the norm's
+  // (costmodel/operator_cost.h).
+  bool norm_input = false;
 };
 
 struct ElementwiseKernel {

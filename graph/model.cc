@@ -47,6 +47,7 @@ struct TransformerShape {
   bool no_dropout = false;  // a GELU model trained with every dropout probability 0
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   bool fp8_params = true;
+  bool fp8_norm_fusion = true;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -225,6 +226,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.no_dropout = t.no_dropout;
   m.fp8_scaling = t.fp8_scaling;
   m.fp8_params = t.fp8_params;
+  m.fp8_norm_fusion = t.fp8_norm_fusion;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -421,7 +423,7 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "a2a_combine_dtype"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
                                           "attention", "mtp_modules", "dropout", "fp8_scaling",
-                                          "fp8_params"};
+                                          "fp8_params", "fp8_norm_fusion"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -526,6 +528,12 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       throw_input_error(obj.field("fp8_params"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
     t.fp8_params = obj.boolean_or("fp8_params", true);
+  }
+  if (obj.has("fp8_norm_fusion")) {
+    if (t.dtype != Dtype::kFp8)
+      throw_input_error(obj.field("fp8_norm_fusion"),
+                        "only for FP8 training (it needs \"dtype\": \"fp8\")");
+    t.fp8_norm_fusion = obj.boolean_or("fp8_norm_fusion", true);
   }
 
   if (!obj.has("experts")) {
@@ -916,6 +924,7 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.no_dropout) j["dropout"] = false;
   if (m.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
   if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
+  if (m.dtype == Dtype::kFp8 && !m.fp8_norm_fusion) j["fp8_norm_fusion"] = false;
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";

@@ -167,6 +167,15 @@ struct ModelSpec {
   // ClusterSpec::fp8_block_scaling). Model JSON "fp8_scaling": "current" (default), "delayed" or
   // "mxfp8" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
+  // FP8 models: true = the framework is Transformer Engine (Megatron-Core's TE layer spec), whose
+  // LayerNormLinear hands its norm the quantizer of the GEMM input it feeds (QKV, a dense MLP's
+  // first GEMM): delayed scaling writes the norm's output in FP8 directly, current scaling
+  // computes the amax inside the norm (Transformer Engine PR #2013, opened July 2025); MXFP8 quantizes separately (TE's default
+  // norm backend). false = every FP8 GEMM input is cast by a separate kernel (another framework:
+  // torchao's Float8Linear, DeepSeek's; current scaling with TE before that PR). Model JSON
+  // "fp8_norm_fusion" (default true; only with "dtype": "fp8"); a validation-corpus row can set
+  // it with its own key. costmodel/operator_cost.h prices it.
+  bool fp8_norm_fusion = true;
   // FP8 models: true = the transformer layers' weights are stored in FP8 (Megatron's
   // --fp8-param-gather, TE fp8_model_init; set by Megatron-Bridge's and NeMo's FP8 recipes):
   // 1 byte per parameter, plus a cached transpose on GPUs that need one

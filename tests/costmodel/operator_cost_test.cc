@@ -358,7 +358,9 @@ TEST(OperatorCost, Mxfp8GemmRunsAtTheFp8RateAndReadsItsScales) {
 
 // A whole layer pass: the MXFP8 step differs from current scaling's only in its casts' bytes and
 // kernels (forward: inputs each microbatch, weights once a step; input gradient: the output
-// gradients), and the weight-gradient pass casts nothing in either.
+// gradients), and the weight-gradient pass casts nothing in either. Current scaling's QKV and
+// mlp_up inputs come from Transformer Engine's norm with their amax (fp8_norm_fusion): 3 bytes
+// (read 2, write 1) against MXFP8's 4.0625, which quantizes them separately.
 TEST(OperatorCost, Mxfp8LayerDiffersFromCurrentScalingOnlyInItsCasts) {
   Fixture cur;
   cur.cluster = cluster_preset("b200");
@@ -370,11 +372,12 @@ TEST(OperatorCost, Mxfp8LayerDiffersFromCurrentScalingOnlyInItsCasts) {
   mx.model.fp8_scaling = Fp8Scaling::kMxfp8;
   const double hbm = cur.cluster.hbm_bandwidth_bytes_per_s * cur.cluster.hbm_efficiency;
   const double m = 2048, h = 2048, f = 8192;  // gpt3-1.3b, one sequence, tp 1
-  const double inputs = m * (h + h + h + f);
+  const double norm_inputs = m * (h + h);  // qkv, mlp_up
+  const double inputs = m * (h + f);        // proj, mlp_down
   const double weights = (h * 3 * h + h * h + h * f + f * h) / 4;
   const double grads = m * (3 * h + h + f + h);
   EXPECT_NEAR(mx.layer(Pass::kForward).elementwise_s - cur.layer(Pass::kForward).elementwise_s,
-              (4.0625 - 5) * (inputs + weights) / hbm, 1e-12);
+              ((4.0625 - 3) * norm_inputs + (4.0625 - 5) * (inputs + weights)) / hbm, 1e-12);
   EXPECT_NEAR(mx.layer(Pass::kBackwardInput).elementwise_s -
                   cur.layer(Pass::kBackwardInput).elementwise_s,
               (4.0625 - 5) * grads / hbm, 1e-12);
@@ -421,12 +424,20 @@ TEST(OperatorCost, Fp8ForwardCastsEachGemmInputAndOnceAStepItsWeight) {
   Fp8Pair p;
   const double m = 2048, h = 2048, f = 8192;  // gpt3-1.3b, one sequence, tp 1
   // qkv (k h, n 3h), proj (h, h), mlp_up (h, f), mlp_down (f, h): the inputs m·k each
-  // microbatch, the weights k·n over the step's 4 microbatches.
-  const double inputs = m * (h + h + h + f);
+  // microbatch, the weights k·n over the step's 4 microbatches. Current scaling: 6 bytes per
+  // element (amax 2, read 2, write 1 + 1), but the qkv and mlp_up inputs, whose amax Transformer
+  // Engine's norm computes (fp8_norm_fusion): 4.
+  const double norm_inputs = m * (h + h);
+  const double inputs = m * (h + f);
   const double weights = (h * 3 * h + h * h + h * f + f * h) / 4;
   const double extra = p.fp8.layer(Pass::kForward).elementwise_s -
                        p.bf16.layer(Pass::kForward).elementwise_s;
-  EXPECT_NEAR(extra, 6 * (inputs + weights) / p.hbm(), 1e-12);
+  EXPECT_NEAR(extra, (4 * norm_inputs + 6 * (inputs + weights)) / p.hbm(), 1e-12);
+  // Every input cast separately: 6 bytes each.
+  p.fp8.model.fp8_norm_fusion = false;
+  EXPECT_NEAR(p.fp8.layer(Pass::kForward).elementwise_s -
+                  p.bf16.layer(Pass::kForward).elementwise_s,
+              6 * (norm_inputs + inputs + weights) / p.hbm(), 1e-12);
 }
 
 TEST(OperatorCost, Fp8InputGradientCastsTheOutputGradientsAndWeightGradientNothing) {
