@@ -1620,6 +1620,26 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"m.json", text(kTinyModel)}},
      .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
                 "attention, which no layer of model 'm' has"},
+    {.name = "GraphRecomputeModulesWithoutSelective",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute full --recompute-modules layernorm",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: names the modules of selective recompute and needs "
+                "recompute selective (recompute is full)"},
+    {.name = "GraphRecomputeModulesUnknown",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute selective --recompute-modules norm",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: unknown recompute module \"norm\""},
+    {.name = "GraphRecomputeModuleNoLayerHas",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute selective --recompute-modules moe_act",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: recompute module moe_act needs routed experts, which no "
+                "layer of model 'm' has"},
+    {.name = "GraphRecomputeModuleNoLayerHasEvenPartition",
+     .args = "graph --model {dir}/m.json --pp 2 --partition even --recompute selective "
+             "--recompute-modules mla_up_proj",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
+                "attention, which no layer of model 'm' has"},
     {.name = "ExploreOffloadChoiceNotANumber", .args = kExplore + "--offload-layers 0,half",
      .message = "--offload-layers: 'half': expected a number of layers >= 0 or auto"},
     {.name = "ExploreOffloadAllLayers", .args = kExplore + "--offload-layers 24",

@@ -1,0 +1,114 @@
+// Megatron-Core's recompute modules (--recompute selective --recompute-modules ...) beyond
+// simulate: graph's stash and recompute columns (the same rules and messages as simulate's
+// memory model), computed by hand on
+// qwen3-30b-a3b (48 MoE layers, h 2048, top 8 of 128 experts of ffn 768, s 4096, BF16).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace jaxpp::testing {
+namespace {
+
+// What layernorm and moe_act free in qwen3-30b-a3b, one sequence: per layer and token the
+// pre-MLP norm's output (2048 BF16 values; its attention norm is fused into the QKV linear) and
+// the routed experts' activation output (8 × 768 BF16 values).
+constexpr int64_t kModulesLayers = 48, kModulesTokens = 4096;
+constexpr int64_t kModulesFreedPerLayer = kModulesTokens * (2048 * 2 + 8 * 768 * 2);  // 67,108,864
+
+const char* const kModulesGraph = "graph --model qwen3-30b-a3b --pp 1 --recompute selective";
+
+int64_t modules_stage_stash(const nlohmann::json& graph) {
+  return graph.at("stages").at(0).at("stash_bytes").get<int64_t>();
+}
+
+// simulate's memory model on one GPU (pp 1, one sequence): peak − static is the stash.
+int64_t modules_simulate_stash(const std::string& extra) {
+  const nlohmann::json j = run_json(
+      "simulate --model qwen3-30b-a3b --cluster h100-sxm --gpus 1 --pp 1 --dp 1 "
+      "--global-batch 1 --schedule 1f1b --no-memory-check " +
+      extra);
+  return j.at("peak_memory_bytes").at(0).get<int64_t>() -
+         j.at("actors").at(0).at("static_bytes").get<int64_t>();
+}
+
+// The error line without the command's prefix ("jaxpp-sim graph: error: ").
+std::string modules_message(const CliResult& r) {
+  const size_t at = r.err.find("error: ");
+  return at == std::string::npos ? r.err : r.err.substr(at + 7);
+}
+
+TEST(RecomputeModulesCli, GraphStashIsSimulatesMemoryModelToTheByte) {
+  const nlohmann::json plain = run_json(kModulesGraph);
+  const nlohmann::json mods =
+      run_json(std::string(kModulesGraph) + " --recompute-modules core_attn,layernorm,moe_act");
+  EXPECT_FALSE(plain.contains("recompute_modules"));
+  EXPECT_EQ(mods.at("recompute_modules"),
+            nlohmann::json::array({"core_attn", "layernorm", "moe_act"}));
+  EXPECT_EQ(modules_stage_stash(mods), modules_stage_stash(plain) - kModulesLayers * kModulesFreedPerLayer);
+  EXPECT_EQ(kModulesLayers * kModulesFreedPerLayer, 3221225472);  // 3 GiB
+  // Norms and activations are memory-bound: the recompute FLOPs stay the attention core's.
+  EXPECT_EQ(mods.at("stages").at(0).at("recompute_flops"),
+            plain.at("stages").at(0).at("recompute_flops"));
+  // simulate (flash attention, tp 1) counts the same bytes, with and without the modules.
+  EXPECT_EQ(modules_simulate_stash("--recompute selective"), modules_stage_stash(plain));
+  EXPECT_EQ(modules_simulate_stash("--recompute selective --recompute-modules core_attn,layernorm,moe_act"),
+            modules_stage_stash(mods));
+  // Without core_attn the unfused attention keeps its scores as under none (graph's none column
+  // counts them) and the attention core is not run again.
+  const nlohmann::json none = run_json("graph --model qwen3-30b-a3b --pp 1 --recompute none");
+  const nlohmann::json no_core =
+      run_json(std::string(kModulesGraph) + " --recompute-modules layernorm,moe_act");
+  EXPECT_EQ(modules_stage_stash(no_core), modules_stage_stash(none) - kModulesLayers * kModulesFreedPerLayer);
+  EXPECT_EQ(no_core.at("stages").at(0).at("recompute_flops").get<double>(), 0.0);
+  EXPECT_EQ(modules_simulate_stash("--recompute selective --recompute-modules layernorm,moe_act "
+                           "--attention unfused"),
+            modules_stage_stash(no_core));
+  // core_attn alone is plain selective.
+  EXPECT_EQ(run_json(std::string(kModulesGraph) + " --recompute-modules core_attn"), plain);
+  // The table's first line.
+  const CliResult t = run_cli(std::string(kModulesGraph) + " --recompute-modules layernorm,moe_act");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("recompute selective (modules layernorm,moe_act)\n"), std::string::npos)
+      << t.out;
+}
+
+TEST(RecomputeModulesCli, GraphRefusesWithSimulatesLines) {
+  const std::string sim =
+      "simulate --model gpt3-1.3b --gpus 1 --pp 1 --dp 1 --global-batch 1 --schedule 1f1b";
+  const std::string graph = "graph --model gpt3-1.3b --pp 1";
+  for (const std::string bad :
+       {" --recompute full --recompute-modules core_attn,layernorm",
+        " --recompute selective --recompute-modules core_attn,norm",
+        " --recompute selective --recompute-modules mlp",
+        " --recompute selective --recompute-modules layernorm,layernorm",
+        " --recompute selective --recompute-modules ,",
+        " --recompute selective --recompute-modules moe_act",
+        " --recompute selective --recompute-modules mla_up_proj"}) {
+    const CliResult g = run_cli(graph + bad);
+    const CliResult s = run_cli(sim + bad);
+    EXPECT_EQ(g.exit_code, 2) << bad;
+    EXPECT_EQ(s.exit_code, 2) << bad;
+    EXPECT_EQ(modules_message(g), modules_message(s)) << bad;
+    EXPECT_EQ(g.err.rfind("jaxpp-sim graph: error: --recompute-modules: ", 0), 0u) << g.err;
+    EXPECT_EQ(g.out, "") << bad;
+  }
+  EXPECT_EQ(modules_message(run_cli(graph + " --recompute selective --recompute-modules moe_act")),
+            "--recompute-modules: recompute module moe_act needs routed experts, which no layer "
+            "of model 'gpt3-1.3b' has\n");
+  // The partition planner's path checks before it prices anything.
+  const CliResult even =
+      run_cli("graph --model gpt3-1.3b --pp 2 --partition even --recompute selective "
+              "--recompute-modules moe_act");
+  EXPECT_EQ(even.exit_code, 2);
+  EXPECT_EQ(modules_message(even),
+            "--recompute-modules: recompute module moe_act needs routed experts, which no layer "
+            "of model 'gpt3-1.3b' has\n");
+}
+
+}  // namespace
+}  // namespace jaxpp::testing
