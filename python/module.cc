@@ -361,7 +361,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.cp = cp;
   space.microbatch_sizes = microbatch_sizes;
   space.virtual_stages = virtual_stages;
-  // none, selective, full, op, or full:N (partial recompute), as explore's --recompute list.
+  // none, selective, full, op, full:N (partial recompute) or selective:a+b (recompute modules),
+  // as explore's --recompute list.
   for (const std::string& r : recompute) add_recompute_choice(r, space, "--recompute");
   // Activation offloading choices, as explore's --offload-layers list (numbers and "auto").
   for (const std::string& o : offload_layers) add_offload_choice(o, space, "--offload-layers");

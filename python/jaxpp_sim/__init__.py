@@ -489,8 +489,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
     default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models;
-    ``recompute`` items are none, selective, full, op or "full:N", full recompute of the first N
-    transformer layers of each stage). ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
+    ``recompute`` items are none, selective, full, op, "full:N", full recompute of the first N
+    transformer layers of each stage, or "selective:a+b", selective recompute of Megatron-Core's
+    recompute modules a and b, e.g. "selective:layernorm+mla_up_proj"). ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
     bounds (``--bound-prune``; automatic partition only). ``partition`` partitions every
     configuration: "auto" (FLOPs balanced), "even" (Megatron-LM's split) or "balanced-time"
     (least simulated step time under ``max_memory_gib``, up to 4·S+16 simulations per

@@ -380,6 +380,27 @@ def test_explore_partial_recompute_equals_cli():
                *[("full:x" if a == "none" else a) for a in EXPLORE_CLI])
 
 
+def test_explore_recompute_modules_equal_cli():
+    args = dict(model="qwen3-30b-a3b", cluster="h100-sxm", gpus=1, global_batch=1,
+                microbatch_sizes=[1], tp=[1], schedules=["1f1b"], zero1="off",
+                recompute=["selective", "selective:layernorm+moe_act"], max_memory_gib=1000,
+                threads=1, csv=True)
+    cli = ["--model", "qwen3-30b-a3b", "--cluster", "h100-sxm", "--gpus", "1",
+           "--global-batch", "1", "--microbatch-sizes", "1", "--tp", "1", "--schedules", "1f1b",
+           "--zero1", "off", "--max-memory-gib", "1000", "--threads", "1", "--quiet"]
+    r = js.explore(**args)
+    c = cli_json("explore", *cli, "--recompute", "selective,selective:layernorm+moe_act")
+    assert r.summary["configs"] == c["configs"]
+    assert r.best == c["best"]
+    modules = [x["config"].get("recompute_modules") for x in r.summary["configs"]]
+    assert sorted(modules, key=str) == [None, ["layernorm", "moe_act"]]
+    assert "recompute_modules" in r.csv_text.splitlines()[0]
+    same_error(lambda: js.explore(**dict(args, recompute=["selective:mla_up_proj"])), "explore",
+               *cli, "--recompute", "selective:mla_up_proj")
+    same_error(lambda: js.explore(**dict(args, recompute=["selective:norm"])), "explore",
+               *cli, "--recompute", "selective:norm")
+
+
 def test_explore_offloading_equals_cli():
     args = dict(model="gpt3-1.3b", cluster="a100-80g", gpus=1, global_batch=8,
                 microbatch_sizes=[8], schedules=["1f1b"], zero1="off", recompute=["none"],
