@@ -393,8 +393,10 @@ double selective_recompute_flops(const ModelSpec& model, int index, uint32_t mod
   if ((modules & recompute_module_bit(RecomputeModule::kCoreAttn)) != 0)
     flops += l.recompute_flops[static_cast<int>(Recompute::kSelective)];
   const MlaSpec& mla = model.mla;
+  // An MTP module's block is a copy of a transformer layer (ModelSpec::mtp_block): its q_up and
+  // kv_up run again as that layer's do (OperatorCost prices its recompute so).
   if ((modules & recompute_module_bit(RecomputeModule::kMlaUpProj)) != 0 && mla.enabled() &&
-      l.kind == LayerKind::kTransformer) {
+      (l.kind == LayerKind::kTransformer || model.mtp_block(index) >= 0)) {
     const double a = model.heads;
     const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : model.hidden;
     const double weights = q_in * a * mla.qk_head_dim() +

@@ -277,8 +277,9 @@ inline bool recomputes_module(const ParallelConfig& config, RecomputeModule m) {
 // Extra forward FLOPs of one sequence that layer `index` redoes in its backward under recompute
 // selective with the module set `modules` (0 = core_attn): the attention core's
 // (LayerWork::recompute_flops for selective) with core_attn, plus 2·s·(weights of q_up, or q,
-// and kv_up) of an MLA transformer layer with mla_up_proj; the norms and the activation are
-// memory-bound (no FLOPs counted).
+// and kv_up) of an MLA transformer layer, or of an MTP module's copied MLA block
+// (ModelSpec::mtp_block), with mla_up_proj; the norms and the activation are memory-bound (no
+// FLOPs counted).
 double selective_recompute_flops(const ModelSpec& model, int index, uint32_t modules);
 // Bytes of one sequence that layer `index` stashes under recompute selective with the module set
 // `modules` (0 = core_attn), before tensor parallelism: LayerWork::stash_bytes for selective
