@@ -213,6 +213,9 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
           : std::vector<int>{1, 2, 4, 8};
   if (args.count("recompute")) {
     for (const std::string& item : split_list(args["recompute"].as<std::string>())) {
+      if (item.rfind("selective:", 0) == 0)
+        throw_input_error("--recompute", "'" + item + "': recompute modules (selective:a+b) are "
+                                         "not supported on a heterogeneous --cluster");
       if (item.find(':') != std::string::npos)
         throw_input_error("--recompute", "'" + item + "': partial recompute (full:N) is not "
                                          "supported on a heterogeneous --cluster (its plans "
@@ -326,7 +329,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("microbatch-sizes", "microbatch sizes to try (default: 1,2,4,8)", cxxopts::value<std::string>())
       ("assign", "a fixed name-to-actor assignment JSON file (or plan.json): its stages and actors, with --pp its number of actors; every schedule that fits it is evaluated", cxxopts::value<std::string>())
       ("virtual", "stages per actor to try (default: 2,4,8 for loop schedules; linear schedules use 1, V schedules 2)", cxxopts::value<std::string>())
-      ("recompute", "recompute policies to try: none,selective,full,op and full:N (full recompute of the first N transformer layers of each stage, Megatron-LM --recompute-method block --recompute-num-layers N) (default: none,selective,full)", cxxopts::value<std::string>())
+      ("recompute", "recompute policies to try: none,selective,full,op, full:N (full recompute of the first N transformer layers of each stage, Megatron-LM --recompute-method block --recompute-num-layers N) and selective:a+b (selective recompute of Megatron-Core's recompute modules a and b: core_attn, layernorm, mla_up_proj, moe_act; --recompute-modules a b) (default: none,selective,full)", cxxopts::value<std::string>())
       ("offload-layers", "activation offloading to try in the pp-1, recompute-none configurations (Megatron Core --cpu-offloading-num-layers N): numbers of layers and auto (the fewest that fit the memory limit), e.g. 0,8,auto; the other configurations offload nothing (default: 0)", cxxopts::value<std::string>())
       ("zero1", "ZeRO-1: off, on or both", cxxopts::value<std::string>()->default_value("both"))
       ("shard-grads", "gradient sharding (ZeRO-2) of the ZeRO-1 configurations: off, on or both (on and both need --zero1 on or both)", cxxopts::value<std::string>()->default_value("off"))

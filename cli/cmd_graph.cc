@@ -49,6 +49,7 @@ int run_graph(int argc, char** argv) {
       ("max-memory-gib", "balanced-time: memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())
       ("recompute", "none | selective | full | op", cxxopts::value<std::string>()->default_value("none"))
       ("recompute-layers", "with --recompute full: fully recompute only the first N transformer layers of each stage, the others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers N; default: all)", cxxopts::value<int>())
+      ("recompute-modules", "with --recompute selective: Megatron-Core's recompute modules, comma-separated (core_attn, layernorm, mla_up_proj, moe_act; default core_attn): the stash column drops what they free, the B column adds what they run again (as simulate --recompute-modules)", cxxopts::value<std::string>())
       ("offload-layers", "activation offloading: the first N transformer layers keep their activations in host memory; the stash column keeps the other layers and the two largest offloaded ones in flight, the host MiB column the offloaded stash (Megatron Core --cpu-offloading-num-layers N; needs pp 1 and recompute none)", cxxopts::value<int>())
       ("dot", "write the task graph as Graphviz DOT to FILE", cxxopts::value<std::string>())
       ("json", "print JSON instead of tables")
@@ -101,6 +102,16 @@ int run_graph(int argc, char** argv) {
     check_recompute_layers(c, "--recompute-layers");
     req.recompute_layers = c.recompute_layers;
   }
+  if (args.count("recompute-modules")) {
+    // simulate's parse and policy rule (cli/cmd_simulate.cc); the model's rules are checked by
+    // build_graph_report (and below, before the partition planner prices anything).
+    ParallelConfig c;
+    c.recompute = req.recompute;
+    c.recompute_modules =
+        parse_recompute_modules(args["recompute-modules"].as<std::string>(), "--recompute-modules");
+    check_recompute_modules(c, "--recompute-modules");
+    req.recompute_modules = c.recompute_modules;
+  }
   // Checked by build_graph_report with simulate's rules (check_offload_layers).
   if (args.count("offload-layers")) req.offload_layers = args["offload-layers"].as<int>();
   if (partition == "even" || balanced_time) {
@@ -113,6 +124,8 @@ int run_graph(int argc, char** argv) {
     offload.recompute = req.recompute;
     offload.offload_layers = req.offload_layers;
     check_offload_layers(g.model, offload, "--offload-layers");
+    offload.recompute_modules = req.recompute_modules;
+    check_recompute_modules(offload, "--recompute-modules", &g.model);
     g.partition = partition;
     g.pp = req.pp;
     g.virtual_stages = req.virtual_stages;
@@ -121,6 +134,7 @@ int run_graph(int argc, char** argv) {
     g.recompute = req.recompute;
     g.recompute_layers = req.recompute_layers;
     g.offload_layers = req.offload_layers;
+    g.recompute_modules = req.recompute_modules;
     if (balanced_time) {
       g.cluster = load_cluster_arg(args["cluster"].as<std::string>());
       g.schedule = args["schedule"].as<std::string>();

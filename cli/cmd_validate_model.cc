@@ -114,8 +114,10 @@ void print_table(std::ostream& out, const ModelValidationReport& report) {
       predicted = in_unit(row.measured_kind, r.predicted_in_measured_unit);
       pred_s = format("%.3f", r.predicted_step_time_s);
       error = format("%+.1f%%", r.error * 100);
+      const bool device_fits = r.peak_memory_bytes <= r.device_memory_bytes;
       memory = format("%.1f", r.peak_memory_bytes / kGiB) + "/" +
-               format("%.0f", r.device_memory_bytes / kGiB) + (r.fits ? "" : " OOM");
+               format("%.0f", r.device_memory_bytes / kGiB) + (device_fits ? "" : " OOM") +
+               (r.host_message.empty() ? "" : " host OOM");
     }
     std::snprintf(line, sizeof line,
                   "%-*s  %-5s  %-9s  %-*s  %14s  %14s  %8.3f  %8s  %7s  %-15s  %s\n", int(id_w),
@@ -127,6 +129,10 @@ void print_table(std::ostream& out, const ModelValidationReport& report) {
   }
   for (const CorpusRowResult& r : report.rows) {
     if (!r.ran()) out << "error in row '" << r.row->id << "': " << r.message << "\n";
+  }
+  for (const CorpusRowResult& r : report.rows) {  // predicted, but simulate would refuse it
+    if (r.ran() && !r.host_message.empty())
+      out << "row '" << r.row->id << "' " << r.host_message << "\n";
   }
   out << "\nerror = predicted / measured step time - 1 (positive: predicted slower)";
   if (!report.cluster_override.empty())

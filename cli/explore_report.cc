@@ -23,8 +23,15 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
                   [](const ConfigRecord& r) { return r.config.ep > 1 || r.config.etp > 0; });
   // Activation offloading's column (after recompute) only when some configuration uses it.
   const bool offload = explore_searched_offload(res);
-  std::snprintf(line, sizeof line, "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-9s", "rank", "pp",
-                "tp", "cp", "dp", "v", "b", "m", "schedule", "recompute");
+  // The recompute column: 9 wide, or as wide as the longest selective:a+b name when some
+  // configuration names recompute modules.
+  int recompute_width = 9;
+  if (explore_searched_recompute_modules(res))
+    for (const ConfigRecord& r : res.records)
+      recompute_width =
+          std::max(recompute_width, static_cast<int>(recompute_choice_name(r.config).size()));
+  std::snprintf(line, sizeof line, "  %4s %4s %3s %3s %4s %2s %2s %5s  %-19s %-*s", "rank", "pp",
+                "tp", "cp", "dp", "v", "b", "m", "schedule", recompute_width, "recompute");
   std::string header = line;
   if (offload) header += " offload";
   std::snprintf(line, sizeof line, " %-5s %11s %6s %8s %8s %6s\n", "zero1", "step_ms", "MFU%",
@@ -40,9 +47,10 @@ void print_explore_rows(std::ostream& out, const ExploreResult& res,
     const auto found = rank_of.find(id);
     const std::string rank =
         with_rank && found != rank_of.end() ? std::to_string(found->second) : "-";
-    std::snprintf(line, sizeof line, "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-9s",
+    std::snprintf(line, sizeof line, "  %4s %4d %3d %3d %4d %2d %2d %5d  %-19s %-*s",
                   rank.c_str(), c.pp, c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size,
-                  c.num_microbatches, c.schedule.c_str(), recompute_choice_name(c).c_str());
+                  c.num_microbatches, c.schedule.c_str(), recompute_width,
+                  recompute_choice_name(c).c_str());
     std::string row = line;
     if (offload) {
       std::snprintf(line, sizeof line, " %-7s", offload_choice_name(r).c_str());

@@ -102,6 +102,8 @@ GraphReport build_graph_report(const GraphRequest& req) {
   recompute.pp = req.pp;  // simulate's rules for --offload-layers
   recompute.offload_layers = req.offload_layers;
   check_offload_layers(model, recompute, "--offload-layers");
+  recompute.recompute_modules = req.recompute_modules;  // simulate's rules for --recompute-modules
+  check_recompute_modules(recompute, "--recompute-modules", &model);
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())
@@ -130,6 +132,7 @@ GraphReport build_graph_report(const GraphRequest& req) {
   options.microbatch_size = req.microbatch_size;
   options.recompute = req.recompute;
   options.recompute_layers = req.recompute_layers;
+  options.recompute_modules = req.recompute_modules;
   options.offload_layers = req.offload_layers;
   if (req.split_backward) options.split_backward.assign(stages, true);
   TaskGraph graph = TaskGraph::build(model, partition, placement, options);
@@ -173,6 +176,8 @@ void print_stage_table(std::ostream& out, const GraphReport& r) {
       << to_string(o.recompute);
   if (o.recompute_layers >= 0)
     out << " (first " << o.recompute_layers << " transformer layer(s) of each stage)";
+  if (o.recompute_modules != 0)
+    out << " (modules " << recompute_modules_to_string(o.recompute_modules) << ")";
   if (o.offload_layers > 0)
     out << ", offload " << o.offload_layers << " transformer layer(s) to host memory";
   out << "\n";
@@ -270,6 +275,8 @@ nlohmann::json graph_report_json(const GraphReport& r) {
           {"edges", r.graph.num_edges()},
           {"task_counts", counts}};
   if (o.recompute_layers >= 0) j["recompute_layers"] = o.recompute_layers;
+  if (o.recompute_modules != 0)
+    j["recompute_modules"] = recompute_modules_to_json(o.recompute_modules);
   if (o.offload_layers > 0) j["offload_layers"] = o.offload_layers;
   return j;
 }

@@ -35,6 +35,10 @@ struct GraphRequest {
   // With recompute full: only the first N transformer layers of each stage are recomputed, the
   // others keep their activations (ParallelConfig::recompute_layers; -1 = every layer).
   int recompute_layers = -1;
+  // With recompute selective: Megatron-Core's recompute modules (ParallelConfig::
+  // recompute_modules, graph/plan.h RecomputeModule bits; 0 = core_attn); simulate's rules
+  // (check_recompute_modules).
+  uint32_t recompute_modules = 0;
   // Activation offloading (ParallelConfig::offload_layers): the model's first N transformer
   // layers keep their activations in host memory; simulate's rules (check_offload_layers).
   int offload_layers = 0;

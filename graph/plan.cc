@@ -9,6 +9,7 @@
 #include "graph/error.h"
 #include "graph/input_file.h"
 #include "graph/json_util.h"
+#include "graph/kernels.h"
 #include "graph/limits.h"
 
 namespace jaxpp {
@@ -392,8 +393,10 @@ double selective_recompute_flops(const ModelSpec& model, int index, uint32_t mod
   if ((modules & recompute_module_bit(RecomputeModule::kCoreAttn)) != 0)
     flops += l.recompute_flops[static_cast<int>(Recompute::kSelective)];
   const MlaSpec& mla = model.mla;
+  // An MTP module's block is a copy of a transformer layer (ModelSpec::mtp_block): its q_up and
+  // kv_up run again as that layer's do (OperatorCost prices its recompute so).
   if ((modules & recompute_module_bit(RecomputeModule::kMlaUpProj)) != 0 && mla.enabled() &&
-      l.kind == LayerKind::kTransformer) {
+      (l.kind == LayerKind::kTransformer || model.mtp_block(index) >= 0)) {
     const double a = model.heads;
     const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : model.hidden;
     const double weights = q_in * a * mla.qk_head_dim() +
@@ -402,6 +405,25 @@ double selective_recompute_flops(const ModelSpec& model, int index, uint32_t mod
     flops += 2.0 * model.tokens_per_sequence() * weights;
   }
   return flops;
+}
+
+int64_t selective_stash_bytes(const ModelSpec& model, int index, uint32_t modules) {
+  const uint32_t core_attn = recompute_module_bit(RecomputeModule::kCoreAttn);
+  if (modules == 0) modules = core_attn;
+  const LayerWork& l = model.layers[static_cast<size_t>(index)];
+  const Recompute base = (modules & core_attn) != 0 ? Recompute::kSelective : Recompute::kNone;
+  const int64_t bytes = l.stash_bytes[static_cast<int>(base)];
+  if (modules == core_attn) return bytes;
+  const int source = l.kind == LayerKind::kTransformer ? index : model.mtp_block(index);
+  if (source < 0) return bytes;
+  const LayerKernels k = layer_kernels(model, source);
+  if (!k.has_kernels) return bytes;
+  const auto has = [&](RecomputeModule m) { return (modules & recompute_module_bit(m)) != 0; };
+  double freed = 0;  // per token
+  if (has(RecomputeModule::kLayernorm)) freed += k.layernorm_recompute_bytes_per_token;
+  if (has(RecomputeModule::kMlaUpProj)) freed += k.mla_up_proj_recompute_bytes_per_token;
+  if (has(RecomputeModule::kMoeAct)) freed += k.moe_act_recompute_bytes_per_token;
+  return bytes - std::llround(model.tokens_per_sequence() * freed);
 }
 
 void check_recompute_modules(const ParallelConfig& config, const std::string& where,

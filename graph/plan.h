@@ -277,9 +277,16 @@ inline bool recomputes_module(const ParallelConfig& config, RecomputeModule m) {
 // Extra forward FLOPs of one sequence that layer `index` redoes in its backward under recompute
 // selective with the module set `modules` (0 = core_attn): the attention core's
 // (LayerWork::recompute_flops for selective) with core_attn, plus 2·s·(weights of q_up, or q,
-// and kv_up) of an MLA transformer layer with mla_up_proj; the norms and the activation are
-// memory-bound (no FLOPs counted).
+// and kv_up) of an MLA transformer layer, or of an MTP module's copied MLA block
+// (ModelSpec::mtp_block), with mla_up_proj; the norms and the activation are memory-bound (no
+// FLOPs counted).
 double selective_recompute_flops(const ModelSpec& model, int index, uint32_t modules);
+// Bytes of one sequence that layer `index` stashes under recompute selective with the module set
+// `modules` (0 = core_attn), before tensor parallelism: LayerWork::stash_bytes for selective
+// with core_attn, for none without it (unfused attention keeps its scores), less what each other
+// module frees (graph/kernels.h, as OperatorCost's stash subtracts it); an MTP module frees what
+// its copied block frees (ModelSpec::mtp_block), other custom layers nothing.
+int64_t selective_stash_bytes(const ModelSpec& model, int index, uint32_t modules);
 // InputError naming `where` when recompute_modules is set with a policy other than selective.
 // With a model (non-null): also when no layer of the model has one of the modules (mla_up_proj
 // without MLA, moe_act without MoE layers, layernorm without an MLA or MoE layer), and for an FP8

@@ -73,11 +73,14 @@ std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partitio
       w.fwd_flops += l.fwd_flops * b;
       w.bwd_input_flops += l.bwd_input_flops * b;
       w.bwd_weight_flops += l.bwd_weight_flops * b;
-      w.recompute_flops += (recompute == Recompute::kSelective && recompute_modules != 0
-                                ? selective_recompute_flops(model, i, recompute_modules)
-                                : l.recompute_flops[r]) *
-                           b;
-      const int64_t stash = l.stash_bytes[r] * microbatch_size;
+      // Megatron-Core's recompute modules: their FLOPs and what they free (graph/plan.h).
+      const bool modules = recompute == Recompute::kSelective && recompute_modules != 0;
+      w.recompute_flops +=
+          (modules ? selective_recompute_flops(model, i, recompute_modules) : l.recompute_flops[r]) *
+          b;
+      const int64_t stash =
+          (modules ? selective_stash_bytes(model, i, recompute_modules) : l.stash_bytes[r]) *
+          microbatch_size;
       if (l.kind == LayerKind::kTransformer && offloaded < offload_layers) {
         ++offloaded;
         w.offloaded_stash_bytes += stash;

@@ -84,7 +84,9 @@ struct StageWork {
 // offload_layers > 0 (ParallelConfig::offload_layers): the model's first offload_layers
 // transformer layers are offloaded; a stage's stash_bytes keeps its other layers plus its two
 // largest offloaded ones (those in flight, OperatorCost::stage_stash_bytes' rule), and
-// offloaded_stash_bytes is the stash of all its offloaded layers.
+// offloaded_stash_bytes is the stash of all its offloaded layers. recompute_modules (selective
+// only, ParallelConfig::recompute_modules): each layer's selective_recompute_flops and
+// selective_stash_bytes (graph/plan.h) instead of its selective figures.
 std::vector<StageWork> compute_stage_work(const ModelSpec& model, const Partition& partition,
                                           int microbatch_size, Recompute recompute,
                                           int recompute_layers = -1,

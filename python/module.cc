@@ -361,7 +361,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
   space.cp = cp;
   space.microbatch_sizes = microbatch_sizes;
   space.virtual_stages = virtual_stages;
-  // none, selective, full, op, or full:N (partial recompute), as explore's --recompute list.
+  // none, selective, full, op, full:N (partial recompute) or selective:a+b (recompute modules),
+  // as explore's --recompute list.
   for (const std::string& r : recompute) add_recompute_choice(r, space, "--recompute");
   // Activation offloading choices, as explore's --offload-layers list (numbers and "auto").
   for (const std::string& o : offload_layers) add_offload_choice(o, space, "--offload-layers");
@@ -520,7 +521,10 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
                                                std::optional<int> tp, std::optional<int> dp,
                                                std::optional<int> cp, bool sequence_parallel,
                                                bool zero1, std::optional<double> max_memory_gib,
-                                               bool shard_grads, bool shard_params) {
+                                               bool shard_grads, bool shard_params,
+                                               std::optional<int> recompute_layers,
+                                               int offload_layers,
+                                               const std::string& recompute_modules) {
   if (partition != "auto") {
     const char* why = "shapes the auto partition, but --partition gives the stages' first layers";
     if (first_stage_fewer) throw_input_error("--first-stage-fewer", why);
@@ -560,16 +564,44 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
   req.placement = placement;
   req.split_backward = split_backward;
   req.recompute = parse_recompute(recompute, "--recompute");
+  if (recompute_layers) {  // the CLI's rules and messages (cli/cmd_graph.cc)
+    ParallelConfig c;
+    c.recompute = req.recompute;
+    c.recompute_layers = *recompute_layers;
+    if (c.recompute_layers < 0)
+      throw_input_error("--recompute-layers",
+                        "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
+    check_recompute_layers(c, "--recompute-layers");
+    req.recompute_layers = c.recompute_layers;
+  }
+  if (!recompute_modules.empty()) {
+    ParallelConfig c;
+    c.recompute = req.recompute;
+    c.recompute_modules = parse_recompute_modules(recompute_modules, "--recompute-modules");
+    check_recompute_modules(c, "--recompute-modules");
+    req.recompute_modules = c.recompute_modules;
+  }
+  req.offload_layers = offload_layers;
   py::gil_scoped_release release;
   if (partition == "even" || balanced_time) {
     GraphPartitionRequest g;
     g.model = *req.model_spec;
+    ParallelConfig rules;  // simulate's rules, before the planner prices anything
+    rules.pp = req.pp;
+    rules.recompute = req.recompute;
+    rules.offload_layers = req.offload_layers;
+    check_offload_layers(g.model, rules, "--offload-layers");
+    rules.recompute_modules = req.recompute_modules;
+    check_recompute_modules(rules, "--recompute-modules", &g.model);
     g.partition = partition;
     g.pp = pp;
     g.virtual_stages = virtual_stages;
     g.num_microbatches = microbatches;
     g.microbatch_size = microbatch_size;
     g.recompute = req.recompute;
+    g.recompute_layers = req.recompute_layers;
+    g.offload_layers = req.offload_layers;
+    g.recompute_modules = req.recompute_modules;
     if (balanced_time) {
       g.cluster = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
       g.schedule = schedule;
@@ -1016,7 +1048,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("split_backward"), py::arg("recompute"), py::arg("dot"), py::arg("schedule"),
         py::arg("cluster"), py::arg("tp"), py::arg("dp"), py::arg("cp"),
         py::arg("sequence_parallel"), py::arg("zero1"), py::arg("max_memory_gib"),
-        py::arg("shard_grads"), py::arg("shard_params"));
+        py::arg("shard_grads"), py::arg("shard_params"), py::arg("recompute_layers"),
+        py::arg("offload_layers"), py::arg("recompute_modules"));
   m.def("validate_model", &validate_model_json, py::arg("corpus"), py::arg("cluster"),
         py::arg("rows_on"), py::arg("split"), py::arg("band"));
   m.def("calibrate", &calibrate_json, py::arg("quick"), py::arg("hot"), py::arg("repeats"),

@@ -836,9 +836,28 @@ void add_recompute_choice(const std::string& item, ExploreSpace& space, const st
   }
   const std::string policy = item.substr(0, colon);
   const std::string count = item.substr(colon + 1);
+  const bool digits = !count.empty() && std::isdigit(static_cast<unsigned char>(count[0]));
+  if (policy == "selective" && !digits) {
+    // Megatron-Core's recompute modules, joined by '+' (the list itself is comma-separated).
+    std::string names = count;
+    std::replace(names.begin(), names.end(), '+', ',');
+    if (names.find_first_of(" ") != std::string::npos || count.empty() || count.front() == '+' ||
+        count.back() == '+' || count.find("++") != std::string::npos)
+      throw_input_error(where, "'" + item + "': expected selective:a+b with recompute module "
+                                            "names joined by '+' (core_attn, layernorm, "
+                                            "mla_up_proj, moe_act)");
+    const uint32_t modules = parse_recompute_modules(names, where + ": '" + item + "'");
+    if (modules == 0) {  // core_attn alone: plain selective
+      space.recompute.push_back(Recompute::kSelective);
+    } else {
+      space.recompute_modules.push_back(modules);
+    }
+    return;
+  }
   if (policy != "full")
     throw_input_error(where, "'" + item + "': only full takes a layer count (full:N, the first N "
-                                          "transformer layers of each stage recomputed)");
+                                          "transformer layers of each stage recomputed; "
+                                          "selective takes recompute modules, selective:a+b)");
   int n = -1;
   try {
     size_t pos = 0;
@@ -855,12 +874,20 @@ std::string recompute_choice_name(const ParallelConfig& c) {
   std::string name(to_string(c.recompute));
   if (c.recompute == Recompute::kFull && c.recompute_layers >= 0)
     name += ":" + std::to_string(c.recompute_layers);
+  if (c.recompute == Recompute::kSelective && c.recompute_modules != 0)
+    name += ":" + recompute_modules_to_string(c.recompute_modules, "+");
   return name;
 }
 
 bool explore_searched_offload(const ExploreResult& result) {
   return std::any_of(result.records.begin(), result.records.end(), [](const ConfigRecord& r) {
     return r.offload_auto || r.config.offload_layers > 0;
+  });
+}
+
+bool explore_searched_recompute_modules(const ExploreResult& result) {
+  return std::any_of(result.records.begin(), result.records.end(), [](const ConfigRecord& r) {
+    return r.config.recompute == Recompute::kSelective && r.config.recompute_modules != 0;
   });
 }
 
@@ -996,10 +1023,21 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   std::vector<Recompute> recomputes = space.recompute;
   if (recomputes.empty())
     recomputes.assign(kDefaultExploreRecompute.begin(), kDefaultExploreRecompute.end());
-  // (policy, recompute_layers): -1 = every layer; full:N entries sort after full.
-  std::vector<std::pair<Recompute, int>> recompute_choices;
-  for (Recompute rc : recomputes) recompute_choices.emplace_back(rc, -1);
-  for (int n : space.recompute_layers) recompute_choices.emplace_back(Recompute::kFull, n);
+  // (policy, recompute_layers, recompute_modules): -1 = every layer, 0 = no module list;
+  // full:N entries sort after full, selective:a+b after selective (by their module bits).
+  std::vector<std::tuple<Recompute, int, uint32_t>> recompute_choices;
+  for (Recompute rc : recomputes) recompute_choices.emplace_back(rc, -1, 0u);
+  for (int n : space.recompute_layers) recompute_choices.emplace_back(Recompute::kFull, n, 0u);
+  for (uint32_t mods : space.recompute_modules) {
+    // The model's rules (a module no layer has, FP8 delayed scaling), one line as simulate's.
+    ParallelConfig c;
+    c.recompute = Recompute::kSelective;
+    c.recompute_modules = mods;
+    check_recompute_modules(c, "--recompute: 'selective:" +
+                                   recompute_modules_to_string(mods, "+") + "'",
+                            &request.model);
+    recompute_choices.emplace_back(Recompute::kSelective, -1, mods);
+  }
   std::sort(recompute_choices.begin(), recompute_choices.end());
   recompute_choices.erase(std::unique(recompute_choices.begin(), recompute_choices.end()),
                           recompute_choices.end());
@@ -1123,7 +1161,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
           for (const ScheduleChoice& sc : schedules) {
             for (int v : stage_counts(sc.layout)) {
               if (!v_allowed(v)) continue;
-              for (const auto& [rc, rc_layers] : recompute_choices) {
+              for (const auto& [rc, rc_layers, rc_modules] : recompute_choices) {
                 const bool offloadable = pp == 1 && rc == Recompute::kNone && rc_layers < 0;
                 for (int off : offloadable ? offloads : no_offload) {
                   for (const auto& [z, sg, sp] : zero_modes) {
@@ -1141,6 +1179,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                       c.schedule = sc.name;
                       c.recompute = rc;
                       c.recompute_layers = rc_layers;
+                      c.recompute_modules = rc_modules;
                       c.offload_layers = off == kOffloadAuto ? 0 : off;
                       rec.offload_auto = off == kOffloadAuto;
                       c.sequence_parallel = space.sequence_parallel;
@@ -1732,10 +1771,12 @@ nlohmann::json explore_result_to_json(const ExploreRequest& request, const Explo
 std::string explore_result_to_csv(const ExploreResult& result) {
   // Activation offloading's columns only when some configuration offloads or searched "auto".
   const bool offload = explore_searched_offload(result);
+  // The recompute modules' column only when some configuration names modules (selective:a+b).
+  const bool modules = explore_searched_recompute_modules(result);
   std::string out =
       std::string("rank,id,pp,tp,cp,dp,virtual_stages,microbatch_size,num_microbatches,schedule,"
                   "recompute,recompute_layers,") +
-      (offload ? "offload_layers,offload_auto," : "") +
+      (modules ? "recompute_modules," : "") + (offload ? "offload_layers,offload_auto," : "") +
       "zero1,shard_gradients,shard_parameters,ep,etp,"
       "sequence_parallel,step_time_s,bubble_rate,peak_memory_bytes,tokens_per_s,tflops_per_gpu,"
       "mfu,fits,pareto\n";
@@ -1750,13 +1791,20 @@ std::string explore_result_to_csv(const ExploreResult& result) {
     if (offload)
       std::snprintf(offload_columns, sizeof offload_columns, "%d,%d,", c.offload_layers,
                     r.offload_auto ? 1 : 0);
+    // Selective configurations list their modules (core_attn for plain selective).
+    const std::string modules_column =
+        !modules ? ""
+        : c.recompute == Recompute::kSelective
+            ? recompute_modules_to_string(c.recompute_modules, "+") + ","
+            : ",";
+    const std::string extra_columns = modules_column + offload_columns;
     std::snprintf(line, sizeof line,
                   "%s,%lld,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%s%d,%d,%d,%d,%d,%d,%.9g,%.9g,%lld,%.9g,"
                   "%.9g,%.9g,%d,%d\n",
                   r.fits ? std::to_string(++rank).c_str() : "", static_cast<long long>(r.id), c.pp,
                   c.tp, c.cp, c.dp, c.virtual_stages, c.microbatch_size, c.num_microbatches,
                   c.schedule.c_str(), std::string(to_string(c.recompute)).c_str(),
-                  c.recompute_layers, offload_columns, c.zero1 ? 1 : 0,
+                  c.recompute_layers, extra_columns.c_str(), c.zero1 ? 1 : 0,
                   c.shard_gradients ? 1 : 0, c.shard_parameters ? 1 : 0, c.ep, c.expert_tp(), c.sequence_parallel ? 1 : 0, r.step_time_s, r.bubble_rate,
                   static_cast<long long>(r.peak_memory_bytes), r.tokens_per_s, r.tflops_per_gpu,
                   r.mfu, r.fits ? 1 : 0, on_front[id] ? 1 : 0);

@@ -19,7 +19,10 @@
 //                      and, when asked for, full:N: full recompute of the first N transformer
 //                      layers of each stage chunk, the others keeping their activations
 //                      (ParallelConfig::recompute_layers; Megatron-LM --recompute-method block
-//                      --recompute-num-layers N); not with --partition balanced-time
+//                      --recompute-num-layers N); not with --partition balanced-time;
+//                      and, when asked for, selective:a+b: selective recompute of
+//                      Megatron-Core's recompute modules a and b (ParallelConfig::
+//                      recompute_modules; --recompute-modules a b), after selective
 //   offload_layers     0 unless asked for: activation offloading (ParallelConfig::offload_layers,
 //                      Megatron Core --cpu-offloading-num-layers N) of the configurations
 //                      Megatron allows it in (pp 1, recompute none); each listed N, and "auto":
@@ -48,8 +51,8 @@
 // The layout (linear, loop, V) of a schedule is read from the schedule itself (a small instance
 // is generated once), so new registry entries need no change here.
 //
-// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute (full:N after full,
-// N ascending), offload_layers (N ascending, then auto), zero1 and
+// Enumeration order is the loop nest (pp, tp, cp, b, schedule, v, recompute (selective:a+b after
+// selective, in the order of their module bits; full:N after full, N ascending), offload_layers (N ascending, then auto), zero1 and
 // shard_gradients, ep, etp, each
 // ascending / in the order given); a configuration's `id` is its position in that order and is
 // the stable key of every sorted output.
@@ -136,6 +139,11 @@ struct ExploreSpace {
   // Partial recompute: each N adds the policy "full:N" (recompute full with recompute_layers N)
   // beside those of `recompute`; empty = none (the default space has none).
   std::vector<int> recompute_layers;
+  // Megatron-Core's recompute modules: each set (graph/plan.h RecomputeModule bits, never 0 =
+  // core_attn alone, which is plain selective) adds the policy "selective:a+b" (recompute
+  // selective with ParallelConfig::recompute_modules) beside those of `recompute`; empty = none
+  // (the default space has none).
+  std::vector<uint32_t> recompute_modules;
   // Activation offloading of the pp-1, recompute-none configurations: N >= 0 or kOffloadAuto;
   // empty = {0} (the default space offloads nothing).
   std::vector<int> offload_layers;
@@ -154,10 +162,13 @@ struct ExploreSpace {
 };
 
 // One item of explore's --recompute list into `space`: none, selective, full, op
-// (space.recompute), or full:N with N >= 0 (space.recompute_layers). InputError naming `where`.
+// (space.recompute), full:N with N >= 0 (space.recompute_layers), or selective:a+b with
+// Megatron-Core's recompute module names joined by '+' (space.recompute_modules;
+// selective:core_attn is plain selective). InputError naming `where`; the model's own rules
+// (check_recompute_modules) are checked by explore().
 void add_recompute_choice(const std::string& item, ExploreSpace& space, const std::string& where);
 // The recompute policy of a configuration as explore lists it: "none", "selective", "full", "op",
-// or "full:N" when recompute_layers is set.
+// "full:N" when recompute_layers is set, or "selective:a+b" when recompute_modules is.
 std::string recompute_choice_name(const ParallelConfig& config);
 
 // ExploreSpace::offload_layers' "auto": the fewest offloaded layers that fit.
@@ -172,6 +183,9 @@ bool explore_searched_offload(const ExploreResult& result);
 // A record's offloaded layers as explore lists them: "N", or "auto:N" when "auto" chose N.
 struct ConfigRecord;
 std::string offload_choice_name(const ConfigRecord& record);
+// Some record names recompute modules (selective:a+b): the CSV then has a recompute_modules
+// column and the table a recompute column wide enough for the names (unchanged otherwise).
+bool explore_searched_recompute_modules(const ExploreResult& result);
 
 // --max-memory-gib (and the Python module's max_memory_gib): GiB to bytes, checked after the
 // conversion: > 0 and 1 MiB to 1 PiB (a denormal would become 0 bytes, which means "the

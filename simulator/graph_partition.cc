@@ -58,6 +58,7 @@ GraphPartition resolve_graph_partition(const GraphPartitionRequest& r) {
   c.recompute = r.recompute;
   c.recompute_layers = r.recompute_layers;
   c.offload_layers = r.offload_layers;
+  c.recompute_modules = r.recompute_modules;
   c.sequence_parallel = r.sequence_parallel;
   c.zero1 = r.zero1;
   c.shard_gradients = r.shard_gradients;

@@ -33,6 +33,7 @@ struct GraphPartitionRequest {
   Recompute recompute = Recompute::kNone;
   int recompute_layers = -1;  // ParallelConfig::recompute_layers (balanced-time refuses it)
   int offload_layers = 0;     // ParallelConfig::offload_layers (balanced-time prices it)
+  uint32_t recompute_modules = 0;  // ParallelConfig::recompute_modules (balanced-time prices it)
   // balanced-time only:
   std::string schedule;
   int tp = 1, dp = 1, cp = 1;

@@ -144,6 +144,18 @@ CorpusRowResult validate_row(const CorpusRow& row, const ModelValidationOptions&
       r.peak_memory_bytes = std::max(r.peak_memory_bytes, a.peak_memory_bytes);
     r.device_memory_bytes = req.cluster.hbm_bytes;
     r.fits = r.peak_memory_bytes <= r.device_memory_bytes;
+    if (row.config.offload_layers > 0) {
+      // Activation offloading: simulate's host-memory check (plan_builder.cc, memory.h).
+      const std::vector<int64_t> host =
+          sim.metrics.at("host_offload_bytes").get<std::vector<int64_t>>();
+      for (int64_t h : host) r.host_offload_bytes = std::max(r.host_offload_bytes, h);
+      r.host_memory_bytes = req.cluster.host_memory_bytes_per_gpu;
+      const std::string excess = host_memory_excess(host, req.cluster);
+      if (!excess.empty()) {
+        r.host_message = "does not fit in host memory: " + excess;
+        r.fits = false;
+      }
+    }
     r.error = step_s / row.measured_step_time_s - 1;
     r.predicted_in_measured_unit = in_measured_unit(row, r);
     const bool in_band = std::fabs(r.error) <= options.band;
@@ -246,6 +258,12 @@ nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
       j["peak_memory_bytes"] = r.peak_memory_bytes;
       j["device_memory_bytes"] = r.device_memory_bytes;
       j["fits"] = r.fits;
+      if (c.offload_layers > 0) {  // activation offloading: the host side of `fits`
+        j["host_offload_bytes"] = r.host_offload_bytes;
+        j["host_memory_bytes"] = r.host_memory_bytes;
+        j["fits_host"] = r.host_message.empty();
+        if (!r.host_message.empty()) j["host_message"] = r.host_message;
+      }
     } else {
       j["message"] = r.message;
     }
@@ -545,6 +563,11 @@ RowExplanation explain_row(const CorpusRow& row, const ModelValidationOptions& o
     e.memory = memory_breakdown(e.plan, req.cluster, sim.result);
     e.plan.predicted = sim.metrics;  // as simulate --breakdown --plan writes it
     fits = e.memory.peak <= e.memory.device;
+    if (sim.metrics.contains("host_offload_bytes") &&
+        !host_memory_excess(sim.metrics.at("host_offload_bytes").get<std::vector<int64_t>>(),
+                            req.cluster)
+             .empty())
+      fits = false;  // simulate would refuse the host memory too
     e.ran = true;
   } catch (const InputError& err) {
     e.message = err.what();

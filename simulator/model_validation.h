@@ -82,6 +82,15 @@ struct CorpusRowResult {
   double predicted_in_measured_unit = 0;
   int64_t peak_memory_bytes = 0;    // worst actor, per GPU
   int64_t device_memory_bytes = 0;  // the cluster's HBM per GPU
+  // Activation offloading (row offload_layers > 0): the host bytes of the worst actor per GPU
+  // (simulate's host_offload_bytes) and the cluster's host_memory_bytes_per_gpu (0 = not known,
+  // not checked); host_message is simulate's refusal ("does not fit in host memory: actor r
+  // offloads ...") when they exceed it, else "".
+  int64_t host_offload_bytes = 0;
+  int64_t host_memory_bytes = 0;
+  std::string host_message;
+  // The worst actor's peak fits the device's HBM and, with offloading, its offloaded
+  // activations fit the host memory (simulate refuses either unless --no-memory-check).
   bool fits = false;
   bool ran() const { return status != CorpusRowStatus::kError; }
   bool scored() const { return ran() && !row->expected_failure; }

@@ -187,7 +187,7 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
           first_stage_fewer=None, last_stage_fewer=None, placement="", split_backward=False,
           recompute="none", dot=False, schedule=None, cluster=None, tp=None, dp=None, cp=None,
           sequence_parallel=False, zero1=False, max_memory_gib=None, shard_grads=False,
-          shard_params=False):
+          shard_params=False, recompute_layers=None, offload_layers=0, recompute_modules=None):
     """A model's pipeline stages and task graph, as ``jaxpp-sim graph --json``: the model's
     totals, the partition into ``pp x virtual`` stages (``partition`` "auto" or the first layer
     of each stage, e.g. "0,12,24"; ``first_stage_fewer``/``last_stage_fewer`` shape the auto
@@ -195,6 +195,14 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     ``virtual > 1``), per-stage work and the task counts of one iteration with ``microbatches``
     microbatches (``split_backward`` splits every backward into I and W). ``dot=True`` adds the
     task graph as Graphviz DOT text under ``"dot"`` (``graph --dot FILE``).
+
+    ``recompute`` (none|selective|full|op), ``recompute_layers`` (``--recompute-layers``: with
+    full, only the first N transformer layers of each stage recomputed), ``recompute_modules``
+    (``--recompute-modules``: with selective, Megatron-Core's recompute modules, a list or a
+    comma-separated string: core_attn, layernorm, mla_up_proj, moe_act) and ``offload_layers``
+    (``--offload-layers``: the first N transformer layers' activations in host memory; pp 1,
+    recompute none) change each stage's ``stash_bytes`` and ``recompute_flops`` as in
+    :func:`simulate`, with its rules and messages.
 
     ``partition="even"`` is Megatron-LM's split; ``partition="balanced-time"`` is the partition
     ``simulate`` searches (docs/partition.md) for ``schedule`` (required) on ``cluster``
@@ -214,7 +222,8 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
         bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
         opt_int(tp), opt_int(dp), opt_int(cp), bool(sequence_parallel), bool(zero1),
         None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads),
-        bool(shard_params))
+        bool(shard_params), None if recompute_layers is None else int(recompute_layers),
+        int(offload_layers), _recompute_modules_arg(recompute_modules))
     out = _json.loads(text)
     if dot:
         out["dot"] = dot_text
@@ -489,8 +498,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
     ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
     default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models;
-    ``recompute`` items are none, selective, full, op or "full:N", full recompute of the first N
-    transformer layers of each stage). ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
+    ``recompute`` items are none, selective, full, op, "full:N", full recompute of the first N
+    transformer layers of each stage, or "selective:a+b", selective recompute of Megatron-Core's
+    recompute modules a and b, e.g. "selective:layernorm+mla_up_proj"). ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
     bounds (``--bound-prune``; automatic partition only). ``partition`` partitions every
     configuration: "auto" (FLOPs balanced), "even" (Megatron-LM's split) or "balanced-time"
     (least simulated step time under ``max_memory_gib``, up to 4·S+16 simulations per

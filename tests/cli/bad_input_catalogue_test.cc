@@ -1620,6 +1620,47 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"m.json", text(kTinyModel)}},
      .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
                 "attention, which no layer of model 'm' has"},
+    {.name = "GraphRecomputeModulesWithoutSelective",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute full --recompute-modules layernorm",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: names the modules of selective recompute and needs "
+                "recompute selective (recompute is full)"},
+    {.name = "GraphRecomputeModulesUnknown",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute selective --recompute-modules norm",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: unknown recompute module \"norm\""},
+    {.name = "GraphRecomputeModuleNoLayerHas",
+     .args = "graph --model {dir}/m.json --pp 2 --recompute selective --recompute-modules moe_act",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: recompute module moe_act needs routed experts, which no "
+                "layer of model 'm' has"},
+    {.name = "GraphRecomputeModuleNoLayerHasEvenPartition",
+     .args = "graph --model {dir}/m.json --pp 2 --partition even --recompute selective "
+             "--recompute-modules mla_up_proj",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: recompute module mla_up_proj needs multi-head latent "
+                "attention, which no layer of model 'm' has"},
+    {.name = "ExploreRecomputeModuleUnknown",
+     .args = kExplore + "--recompute none,selective:layernorm+norm",
+     .message = "--recompute: 'selective:layernorm+norm': unknown recompute module \"norm\""},
+    {.name = "ExploreRecomputeModulesEmpty", .args = kExplore + "--recompute selective:",
+     .message = "--recompute: 'selective:': expected selective:a+b with recompute module names "
+                "joined by '+'"},
+    {.name = "ExploreRecomputeModuleTwice",
+     .args = kExplore + "--recompute selective:layernorm+layernorm",
+     .message = "--recompute: 'selective:layernorm+layernorm': names recompute module "
+                "\"layernorm\" twice"},
+    {.name = "ExploreRecomputeModuleNoLayerHas",
+     .args = kExplore + "--recompute none,selective:moe_act",
+     .message = "--recompute: 'selective:moe_act': recompute module moe_act needs routed "
+                "experts, which no layer of model 'gpt3-1.3b' has"},
+    {.name = "ExploreRecomputeModulesOnAHeterogeneousCluster",
+     .args = "explore --model gpt3-1.3b --cluster {dir}/c.json --global-batch 8 --quiet "
+             "--recompute selective:layernorm",
+     .files = {{"c.json", text(R"({"name": "mixed", "kinds": [{"preset": "h100-sxm", "gpus": 4},
+                                  {"preset": "a100-80g", "gpus": 4}]})")}},
+     .message = "--recompute: 'selective:layernorm': recompute modules (selective:a+b) are not "
+                "supported on a heterogeneous --cluster"},
     {.name = "ExploreOffloadChoiceNotANumber", .args = kExplore + "--offload-layers 0,half",
      .message = "--offload-layers: 'half': expected a number of layers >= 0 or auto"},
     {.name = "ExploreOffloadAllLayers", .args = kExplore + "--offload-layers 24",

@@ -711,3 +711,79 @@ TEST(ValidateModelCli, RowModelFileIsRelativeToTheCorpusDirectory) {
 
 }  // namespace
 }  // namespace jaxpp::testing
+
+namespace jaxpp::testing {
+namespace {
+
+// ---- Activation offloading's host memory. -------------------------------------------------------
+
+// One offloading row (gpt3-1.3b on one A100, 8 sequences in one microbatch, 8 layers offloaded)
+// run on a host with 4 GiB per GPU: simulate refuses it ("does not fit in host memory: ..."), so
+// validate-model reports the row as not fitting, with simulate's line, and still predicts it
+// (as it predicts rows above the device memory); --explain's command adds --no-memory-check.
+TEST(ValidateModelHostMemory, OffloadRowAboveTheHostMemoryDoesNotFit) {
+  json doc = fixture();
+  doc["rows"] = json::array();
+  doc["rows"].push_back(json::parse(R"({"id": "h-host", "source": "paper-a",
+      "where": "Table 7", "split": "test", "cluster": "a100-80g", "model": "gpt3-1.3b",
+      "gpus": 1, "tp": 1, "pp": 1, "dp": 1, "global_batch": 8, "microbatch_size": 8,
+      "schedule": "1f1b", "offload_layers": 8, "measured": {"step_time_s": 0.5},
+      "flops_convention": "none"})"));
+  const std::string corpus = write_temp_file("host.json", doc.dump(1));
+  const std::string small = write_temp_file(
+      "small-host.json", R"({"base": "a100-80g", "name": "a100-small-host",
+                            "host_memory_gib_per_gpu": 4})");
+  const std::string simulate =
+      "simulate --model gpt3-1.3b --gpus 1 --pp 1 --dp 1 --global-batch 8 --microbatch-size 8 "
+      "--schedule 1f1b --offload-layers 8 --cluster ";
+  // simulate's refusal and its figures without the check.
+  const CliResult refused = run_cli(simulate + small);
+  ASSERT_EQ(refused.exit_code, 2);
+  const std::string prefix = "jaxpp-sim simulate: error: ";
+  ASSERT_EQ(refused.err.rfind(prefix + "does not fit in host memory: actor 0 offloads ", 0), 0u)
+      << refused.err;
+  const std::string line = refused.err.substr(prefix.size(), refused.err.size() - prefix.size() - 1);
+  const json sim = run_json(simulate + small + " --no-memory-check");
+
+  const CliResult r = run_cli("validate-model --corpus " + corpus + " --cluster " + small + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json row = json::parse(r.out)["rows"][0];
+  EXPECT_NE(row["status"], "error");
+  EXPECT_EQ(row["predicted_step_time_s"], sim["step_time_s"]);
+  EXPECT_FALSE(row["fits"].get<bool>());
+  EXPECT_FALSE(row["fits_host"].get<bool>());
+  EXPECT_EQ(row["host_message"], line);
+  EXPECT_EQ(row["host_offload_bytes"], sim["host_offload_bytes"][0]);
+  EXPECT_EQ(row["host_memory_bytes"].get<int64_t>(), int64_t{4} << 30);
+  EXPECT_LE(row["peak_memory_bytes"].get<int64_t>(), row["device_memory_bytes"].get<int64_t>());
+  // The table: "host OOM" in the memory column and simulate's line under it.
+  const CliResult t = run_cli("validate-model --corpus " + corpus + " --cluster " + small);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("/80 host OOM "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("row 'h-host' " + line + "\n"), std::string::npos) << t.out;
+  // --explain: the command simulate runs needs --no-memory-check, and runs.
+  const CliResult e =
+      run_cli("validate-model --corpus " + corpus + " --cluster " + small + " --explain --json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const std::string command = json::parse(e.out)["rows"][0]["explain"]["simulate_command"];
+  EXPECT_NE(command.find(" --no-memory-check"), std::string::npos) << command;
+  EXPECT_EQ(run_cli(command.substr(std::string("jaxpp-sim ").size())).exit_code, 0) << command;
+
+  // On the preset's host (a100-80g) the same row fits: its fields say so, no message.
+  const json fits = json::parse(run_cli("validate-model --corpus " + corpus + " --json").out);
+  const json& ok = fits["rows"][0];
+  EXPECT_TRUE(ok["fits"].get<bool>());
+  EXPECT_TRUE(ok["fits_host"].get<bool>());
+  EXPECT_FALSE(ok.contains("host_message"));
+  EXPECT_EQ(ok["host_offload_bytes"], sim["host_offload_bytes"][0]);
+  EXPECT_GT(ok["host_memory_bytes"].get<int64_t>(), ok["host_offload_bytes"].get<int64_t>());
+  // A row without offloading has no host fields.
+  doc["rows"][0].erase("offload_layers");
+  const std::string plain = write_temp_file("plain.json", doc.dump(1));
+  const json p = json::parse(run_cli("validate-model --corpus " + plain + " --json").out);
+  EXPECT_FALSE(p["rows"][0].contains("fits_host"));
+  EXPECT_FALSE(p["rows"][0].contains("host_offload_bytes"));
+}
+
+}  // namespace
+}  // namespace jaxpp::testing

@@ -227,10 +227,39 @@ TEST(RecomputeModules, HardwareFlopsCountTheModulesRecomputedForward) {
   const double none = hardware_flops_per_sequence(s.model, one, Recompute::kNone, -1);
   const double up = hardware_flops_per_sequence(s.model, one, Recompute::kSelective, -1,
                                                 modules("mla_up_proj"));
-  // 61 MLA layers (the MTP module is a custom layer: nothing without core_attn).
-  EXPECT_DOUBLE_EQ(up - none, 61 * 2.0 * 4096 * (1536.0 * 24576 + 512.0 * 32768));
+  // 61 MLA transformer layers and the MTP module's block, a copy of the last one
+  // (ModelSpec::mtp_block): 62 x 2 x 4096 x (1536 x 24576 + 512 x 32768) = 62 x 446,676,598,784.
+  EXPECT_DOUBLE_EQ(up - none, 62 * 2.0 * 4096 * (1536.0 * 24576 + 512.0 * 32768));
+  EXPECT_DOUBLE_EQ(up - none, 27693949124608.0);
   EXPECT_DOUBLE_EQ(hardware_flops_per_sequence(s.model, one, Recompute::kSelective, -1, 0),
                    s.model.hardware_flops_per_sequence(Recompute::kSelective));
+}
+
+// The MTP module (layer 62 of deepseek-v3: embedding, 61 transformer layers, mtp0, logits) is
+// priced as the block it copies (OperatorCost::mtp_pass): its recompute runs that block's q_up and
+// kv_up again, and the hardware FLOPs count them as that block's (they counted nothing for it).
+TEST(RecomputeModules, MtpModuleCountsItsBlocksModuleFlops) {
+  ModulesFixture s;
+  constexpr int kMtp = 62;
+  ASSERT_EQ(s.model.layers[kMtp].name, "mtp0");
+  ASSERT_EQ(s.model.mtp_block(kMtp), 61);
+  const uint32_t up = modules("mla_up_proj");
+  const double per_layer = 2.0 * 4096 * (1536.0 * 24576 + 512.0 * 32768);
+  EXPECT_DOUBLE_EQ(selective_recompute_flops(s.model, kMtp, up), per_layer);
+  EXPECT_DOUBLE_EQ(selective_recompute_flops(s.model, kMtp, up),
+                   selective_recompute_flops(s.model, 61, up));
+  // With core_attn too: the block's attention core (the MTP layer's own selective figure).
+  EXPECT_DOUBLE_EQ(selective_recompute_flops(s.model, kMtp, modules("core_attn,mla_up_proj")),
+                   per_layer + s.model.layers[kMtp].recompute_flops[1]);
+  // Its time and stash take the module too (the same q_up and kv_up GEMMs as the block's).
+  const OperatorCost op = s.with(Recompute::kSelective, up);
+  const PassBreakdown r = op.stage(kMtp, 1, 0).at(Pass::kRecompute);
+  EXPECT_DOUBLE_EQ(r.gemm_s, op.gemm_s(kTokens, 24576, 1536) + op.gemm_s(kTokens, 32768, 512));
+  EXPECT_DOUBLE_EQ(s.with(Recompute::kSelective).stash_bytes(kMtp) - op.stash_bytes(kMtp),
+                   kTokens * 131072);
+  // Other layers: the embedding and the logits have no modules.
+  EXPECT_EQ(selective_recompute_flops(s.model, 0, up), 0.0);
+  EXPECT_EQ(selective_recompute_flops(s.model, 63, up), 0.0);
 }
 
 }  // namespace

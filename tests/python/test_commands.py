@@ -201,6 +201,52 @@ def test_graph_errors_are_the_clis():
                "--pp", "1000")
 
 
+def test_graph_recompute_modules_and_offloading_equal_cli():
+    # Megatron-Core's recompute modules: the stash and recompute columns as graph's.
+    g = js.graph(model="qwen3-30b-a3b", pp=1, recompute="selective",
+                 recompute_modules=["moe_act", "layernorm", "core_attn"])
+    assert g == cli_json("graph", "--model", "qwen3-30b-a3b", "--pp", "1", "--recompute",
+                         "selective", "--recompute-modules", "core_attn,layernorm,moe_act")
+    assert g["recompute_modules"] == ["core_attn", "layernorm", "moe_act"]
+    plain = js.graph(model="qwen3-30b-a3b", pp=1, recompute="selective")
+    # 48 MoE layers x 4096 tokens x (2048 + 8 x 768) x 2 bytes: the pre-MLP norm's output and the
+    # routed activation output.
+    assert plain["stages"][0]["stash_bytes"] - g["stages"][0]["stash_bytes"] == 3221225472
+    assert js.graph(model="qwen3-30b-a3b", pp=1, recompute="selective",
+                    recompute_modules="core_attn") == plain
+    # Activation offloading, and partial recompute.
+    off = js.graph(model="gpt3-1.3b", pp=1, microbatch_size=8, offload_layers=10)
+    assert off == cli_json("graph", "--model", "gpt3-1.3b", "--pp", "1", "--microbatch-size",
+                           "8", "--offload-layers", "10")
+    assert off["offload_layers"] == 10 and "offloaded_stash_bytes" in off["stages"][0]
+    part = js.graph(model="gpt3-1.3b", pp=2, partition="even", recompute="full",
+                    recompute_layers=4)
+    assert part == cli_json("graph", "--model", "gpt3-1.3b", "--pp", "2", "--partition", "even",
+                            "--recompute", "full", "--recompute-layers", "4")
+    assert part["recompute_layers"] == 4
+
+
+def test_graph_recompute_modules_and_offloading_errors_are_the_clis():
+    base = ["graph", "--model", "gpt3-1.3b", "--pp", "1"]
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=1, recompute="full",
+                                recompute_modules="layernorm"),
+               *base, "--recompute", "full", "--recompute-modules", "layernorm")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=1, recompute="selective",
+                                recompute_modules=["moe_act"]),
+               *base, "--recompute", "selective", "--recompute-modules", "moe_act")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=1, recompute="selective",
+                                recompute_modules="core_attn,norm"),
+               *base, "--recompute", "selective", "--recompute-modules", "core_attn,norm")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=2, partition="even", offload_layers=4),
+               "graph", "--model", "gpt3-1.3b", "--pp", "2", "--partition", "even",
+               "--offload-layers", "4")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=1, offload_layers=24),
+               *base, "--offload-layers", "24")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=1, recompute="selective",
+                                recompute_layers=2),
+               *base, "--recompute", "selective", "--recompute-layers", "2")
+
+
 def test_graph_balanced_time_equals_cli_and_simulate():
     args = ["--model", "llama3-8b", "--pp", "2", "--tp", "2", "--dp", "2", "--virtual", "2",
             "--microbatches", "8", "--schedule", "interleaved-1f1b", "--zero1",
@@ -378,6 +424,27 @@ def test_explore_partial_recompute_equals_cli():
     assert r.best == c["best"]
     same_error(lambda: js.explore(**dict(EXPLORE, recompute=["full:x"])), "explore",
                *[("full:x" if a == "none" else a) for a in EXPLORE_CLI])
+
+
+def test_explore_recompute_modules_equal_cli():
+    args = dict(model="qwen3-30b-a3b", cluster="h100-sxm", gpus=1, global_batch=1,
+                microbatch_sizes=[1], tp=[1], schedules=["1f1b"], zero1="off",
+                recompute=["selective", "selective:layernorm+moe_act"], max_memory_gib=1000,
+                threads=1, csv=True)
+    cli = ["--model", "qwen3-30b-a3b", "--cluster", "h100-sxm", "--gpus", "1",
+           "--global-batch", "1", "--microbatch-sizes", "1", "--tp", "1", "--schedules", "1f1b",
+           "--zero1", "off", "--max-memory-gib", "1000", "--threads", "1", "--quiet"]
+    r = js.explore(**args)
+    c = cli_json("explore", *cli, "--recompute", "selective,selective:layernorm+moe_act")
+    assert r.summary["configs"] == c["configs"]
+    assert r.best == c["best"]
+    modules = [x["config"].get("recompute_modules") for x in r.summary["configs"]]
+    assert sorted(modules, key=str) == [None, ["layernorm", "moe_act"]]
+    assert "recompute_modules" in r.csv_text.splitlines()[0]
+    same_error(lambda: js.explore(**dict(args, recompute=["selective:mla_up_proj"])), "explore",
+               *cli, "--recompute", "selective:mla_up_proj")
+    same_error(lambda: js.explore(**dict(args, recompute=["selective:norm"])), "explore",
+               *cli, "--recompute", "selective:norm")
 
 
 def test_explore_offloading_equals_cli():
