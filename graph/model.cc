@@ -47,6 +47,8 @@ struct TransformerShape {
   bool no_dropout = false;  // a GELU model trained with every dropout probability 0
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   bool fp8_params = true;
+  bool low_precision_attention_out = false;
+  bool low_precision_moe_swiglu_input = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -225,6 +227,8 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.no_dropout = t.no_dropout;
   m.fp8_scaling = t.fp8_scaling;
   m.fp8_params = t.fp8_params;
+  m.low_precision_attention_out = t.low_precision_attention_out;
+  m.low_precision_moe_swiglu_input = t.low_precision_moe_swiglu_input;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -421,7 +425,7 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "a2a_combine_dtype"};
 const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
                                           "attention", "mtp_modules", "dropout", "fp8_scaling",
-                                          "fp8_params"};
+                                          "fp8_params", "low_precision_activations"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -526,6 +530,28 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       throw_input_error(obj.field("fp8_params"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
     t.fp8_params = obj.boolean_or("fp8_params", true);
+  }
+  if (obj.has("low_precision_activations")) {
+    // Only FP8 training caches them; the dtype is checked when the model is simulated
+    // (costmodel/memory.cc), as a corpus row may make a 16-bit model FP8 ("fp8": true).
+    const std::string where = obj.field("low_precision_activations");
+    for (const nlohmann::json& item : obj.array("low_precision_activations")) {
+      if (!item.is_string())
+        throw_input_error(where, "expected a list of \"attention_out\" and \"moe_swiglu_input\"");
+      const std::string name = item.get<std::string>();
+      bool* flag = nullptr;
+      if (name == "attention_out")
+        flag = &t.low_precision_attention_out;
+      else if (name == "moe_swiglu_input")
+        flag = &t.low_precision_moe_swiglu_input;
+      else
+        throw_input_error(where, "expected \"attention_out\" or \"moe_swiglu_input\", got \"" +
+                                     name + "\"");
+      if (*flag) throw_input_error(where, "\"" + name + "\" given twice");
+      *flag = true;
+    }
+    if (t.low_precision_moe_swiglu_input && !obj.has("experts"))
+      throw_input_error(where, "\"moe_swiglu_input\" needs routed experts ('experts')");
   }
 
   if (!obj.has("experts")) {
@@ -914,6 +940,12 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.no_dropout) j["dropout"] = false;
   if (m.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
   if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
+  if (m.low_precision_attention_out || m.low_precision_moe_swiglu_input) {
+    nlohmann::json list = nlohmann::json::array();
+    if (m.low_precision_attention_out) list.push_back("attention_out");
+    if (m.low_precision_moe_swiglu_input) list.push_back("moe_swiglu_input");
+    j["low_precision_activations"] = list;
+  }
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";
