@@ -423,9 +423,9 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "router",
                                         "a2a_dispatch_dtype",
                                         "a2a_combine_dtype"};
-const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
-                                          "attention", "mtp_modules", "dropout", "fp8_scaling",
-                                          "fp8_params", "low_precision_activations"};
+const std::set<std::string> kExtraKeys = {
+    "head_dim",    "positions", "qkv_bias",    "qk_norm",    "attention",
+    "mtp_modules", "dropout",   "fp8_scaling", "fp8_params", "low_precision_activations"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -545,8 +545,8 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       else if (name == "moe_swiglu_input")
         flag = &t.low_precision_moe_swiglu_input;
       else
-        throw_input_error(where, "expected \"attention_out\" or \"moe_swiglu_input\", got \"" +
-                                     name + "\"");
+        throw_input_error(
+            where, "expected \"attention_out\" or \"moe_swiglu_input\", got \"" + name + "\"");
       if (*flag) throw_input_error(where, "\"" + name + "\" given twice");
       *flag = true;
     }

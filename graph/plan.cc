@@ -142,8 +142,8 @@ std::string_view to_string(OptimizerState o) {
 OptimizerState parse_optimizer_state(std::string_view s, const std::string& where) {
   for (OptimizerState o : kAllOptimizerStates)
     if (to_string(o) == s) return o;
-  throw_input_error(where, "expected cluster, fp32, remainders, bf16 or bf16-moments, got \"" + std::string(s) +
-                               "\"");
+  throw_input_error(where, "expected cluster, fp32, remainders, bf16 or bf16-moments, got \"" +
+                               std::string(s) + "\"");
 }
 
 double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default) {

@@ -98,10 +98,11 @@ TEST(GradDtype, PlanJsonRoundTripWritesTheFieldOnlyWhenSet) {
 TEST(OptimizerState, NamesParseAndPrintAndGiveTheirBytes) {
   for (OptimizerState o : kAllOptimizerStates)
     EXPECT_EQ(parse_optimizer_state(to_string(o), "x"), o);
-  EXPECT_THAT([] { parse_optimizer_state("fp8", "--optimizer-state"); },
-              ::testing::ThrowsMessage<InputError>(HasSubstr(
-                  "--optimizer-state: expected cluster, fp32, remainders, bf16 or bf16-moments, got "
-                  "\"fp8\"")));
+  EXPECT_THAT(
+      [] { parse_optimizer_state("fp8", "--optimizer-state"); },
+      ::testing::ThrowsMessage<InputError>(HasSubstr(
+          "--optimizer-state: expected cluster, fp32, remainders, bf16 or bf16-moments, got "
+          "\"fp8\"")));
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kCluster, 16), 16);
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kFp32, 16), 12);
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kRemainders, 16), 10);
@@ -132,9 +133,9 @@ TEST(OptimizerState, ScalesTheOptimizerBytesAndNothingElseInMemory) {
   GradFixture f;
   f.config.zero1 = true;
   const MemoryModel fp32 = f.memory();
-  for (const auto& [state, bytes] : {std::pair{OptimizerState::kRemainders, 10.0},
-                                     std::pair{OptimizerState::kBf16, 4.0},
-                                     std::pair{OptimizerState::kBf16Moments, 8.0}}) {
+  for (const auto& [state, bytes] :
+       {std::pair{OptimizerState::kRemainders, 10.0}, std::pair{OptimizerState::kBf16, 4.0},
+        std::pair{OptimizerState::kBf16Moments, 8.0}}) {
     f.config.optimizer_state = state;
     const MemoryModel m = f.memory();
     ASSERT_EQ(m.actors.size(), fp32.actors.size());
