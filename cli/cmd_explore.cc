@@ -339,7 +339,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("tp-comm-overlap", "overlap TP communication with the GEMMs where tp > 1 (needs --sequence-parallel)")
       ("overlap-grad-reduce", "overlap gradient all-reduce with remaining backward work (in every configuration and the plan)")
       ("grad-dtype", "gradient buffer and data-parallel reduction dtype in every configuration: cluster | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("cluster"))
-      ("optimizer-state", "Adam state in every configuration: cluster | fp32 (12 bytes per parameter) | remainders (10: 16-bit master remainders) | bf16 (4: bf16 m, v, no master)", cxxopts::value<std::string>()->default_value("cluster"))
+      ("optimizer-state", "Adam state in every configuration: cluster | fp32 (12 bytes per parameter) | remainders (10: 16-bit master remainders) | bf16 (4: bf16 m, v, no master) | bf16-moments (8: fp32 master, bf16 m, v)", cxxopts::value<std::string>()->default_value("cluster"))
       ("partition", "how each configuration is partitioned: auto (forward+backward FLOPs balanced), even (Megatron-LM's split) or balanced-time (least simulated step time under the memory limit; up to 4·S+16 simulations per configuration, docs/partition.md)", cxxopts::value<std::string>()->default_value("auto"))
       ("top", "rows of the ranked table and of the JSON 'top' list", cxxopts::value<int>()->default_value("10"))
       ("format", "stdout format: table, json or csv", cxxopts::value<std::string>()->default_value("table"))

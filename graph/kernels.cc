@@ -127,29 +127,51 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
   // 16 bits for the attention backward, so the projection's FP8 input is a copy on top of it.
   const bool fp8 = m.dtype == Dtype::kFp8;
   const double gb = fp8 ? 1.0 : db;
-  const double proj_copy = fp8 ? q * gb : 0;
+  // Low-precision activations (ModelSpec::low_precision_attention_out, _moe_swiglu_input; the
+  // DeepSeek-V3 report's Section 3.3.3): the attention output kept once in 12-bit E5M6 for the
+  // attention backward and the projection's weight gradient (no 16-bit copy, no FP8 copy), and
+  // the routed experts' SwiGLU inputs in FP8; both with one fp32 scale per 1×128 tile.
+  constexpr double kTileScaleBytes = 4.0 / 128;
+  const bool e5m6_out = fp8 && m.low_precision_attention_out;
+  const bool fp8_swiglu_in = fp8 && moe_layer && m.low_precision_moe_swiglu_input;
+  const double out_bytes = e5m6_out ? 1.5 + kTileScaleBytes : db;
+  const double proj_copy = fp8 && !e5m6_out ? q * gb : 0;
   k.stash_sequence_bytes_per_token = 2 * h * db + 2 * h * gb + (dropout ? 2 * h : 0);
   // Per element of the MLP's width: GeLU's input (16-bit) and output (mlp_down's input), or
   // SwiGLU's gate and up (16-bit) and their product (mlp_down's input).
   const double mlp_bytes = (gpt ? 1 : 2) * db + gb;
-  k.stash_split_bytes_per_token = (q + 2 * kv + q) * db + proj_copy + mlp_bytes * f;
+  k.stash_split_bytes_per_token = (q + 2 * kv) * db + q * out_bytes + proj_copy + mlp_bytes * f;
   if (!classic) {
     // Other shapes: the same inventory with their own sizes. MLA: q, k (qk_nope + qk_rope per
     // head), v and the attention output (v_head_dim per head) split by tp; the latent vectors
     // (replicated) counted on the hidden state. MoE: gate, up and product of the top_k routed
     // and the shared experts split by tp; the permuted expert inputs (top_k·h) and the router's
     // fp32 probabilities on the hidden state.
-    double attention_split = (q + 2 * kv + q) * db + proj_copy;
+    double attention_split = (q + 2 * kv) * db + q * out_bytes + proj_copy;
     if (mla.enabled()) {
-      const double a = m.heads;
-      attention_split =
-          (2 * a * mla.qk_head_dim() + 2 * a * mla.v_head_dim) * db + (fp8 ? a * mla.v_head_dim * gb : 0);
+      const double a = m.heads, out = a * mla.v_head_dim;
+      attention_split = (2 * a * mla.qk_head_dim() + out) * db + out * out_bytes +
+                        (fp8 && !e5m6_out ? out * gb : 0);
       k.stash_sequence_bytes_per_token +=
           (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) * db;
     }
     if (moe_layer)
       k.stash_sequence_bytes_per_token += moe.top_k * h * db + moe.experts * 4.0;
-    k.stash_split_bytes_per_token = attention_split + mlp_bytes * ffn_width;
+    double mlp_split = mlp_bytes * ffn_width;
+    if (fp8_swiglu_in)  // the routed gate and up in FP8 instead of 16 bits
+      mlp_split -= moe.top_k * moe.expert_ffn_hidden * 2 * (db - (1 + kTileScaleBytes));
+    k.stash_split_bytes_per_token = attention_split + mlp_split;
+  }
+  // The casts these take: read 16 bits, write the low-precision copy (forward); read it, write 16
+  // bits (backward), split by tp as the tensors.
+  if (e5m6_out) {
+    const double out = mla.enabled() ? static_cast<double>(m.heads) * mla.v_head_dim : q;
+    const double bytes = out * (db + out_bytes);
+    k.elementwise.push_back({"attention_out_cache", bytes, bytes, TpSplit::kColumn});
+  }
+  if (fp8_swiglu_in) {
+    const double bytes = 2.0 * moe.top_k * moe.expert_ffn_hidden * (db + 1 + kTileScaleBytes);
+    k.elementwise.push_back({"moe_swiglu_input_cache", bytes, bytes, TpSplit::kColumn});
   }
   k.stash_full_recompute_bytes_per_token = h * db;
   // Megatron-Core's recompute modules (graph/kernels.h). Separate norms: an MLA layer's

@@ -1,8 +1,8 @@
 #include "graph/model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -10,8 +10,8 @@
 #include "graph/error.h"
 #include "graph/hf_config.h"
 #include "graph/input_file.h"
-#include "graph/kernels.h"
 #include "graph/json_util.h"
+#include "graph/kernels.h"
 #include "graph/limits.h"
 
 namespace jaxpp {
@@ -48,6 +48,8 @@ struct TransformerShape {
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   bool fp8_params = true;
   bool fp8_norm_fusion = true;
+  bool low_precision_attention_out = false;
+  bool low_precision_moe_swiglu_input = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;
@@ -75,8 +77,7 @@ int64_t attention_matrix_params(const TransformerShape& t) {
     const int64_t q =
         m.q_lora_rank > 0 ? h * m.q_lora_rank + int64_t{m.q_lora_rank} * q_out : h * q_out;
     return q + h * (m.kv_lora_rank + m.qk_rope_head_dim) +
-           int64_t{m.kv_lora_rank} * a * (m.qk_nope_head_dim + m.v_head_dim) +
-           a * m.v_head_dim * h;
+           int64_t{m.kv_lora_rank} * a * (m.qk_nope_head_dim + m.v_head_dim) + a * m.v_head_dim * h;
   }
   return 2 * h * a * t.d() + 2 * h * t.kv_heads * t.d();
 }
@@ -227,6 +228,8 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.fp8_scaling = t.fp8_scaling;
   m.fp8_params = t.fp8_params;
   m.fp8_norm_fusion = t.fp8_norm_fusion;
+  m.low_precision_attention_out = t.low_precision_attention_out;
+  m.low_precision_moe_swiglu_input = t.low_precision_moe_swiglu_input;
   m.moe = t.moe;
   m.mla = t.mla;
   m.mtp_modules = t.mtp_modules;
@@ -273,18 +276,17 @@ ModelSpec build_transformer_model(TransformerShape t, const std::string& where) 
     for (int i = 1; i <= t.layers; ++i) {
       const LayerKernels k = layer_kernels(m, i);
       const double per_token = k.stash_sequence_bytes_per_token + k.stash_split_bytes_per_token;
-      const double scores = static_cast<double>(k.attention.heads) * s * s *
-                            k.stash_scores_bytes_per_head_key;
+      const double scores =
+          static_cast<double>(k.attention.heads) * s * s * k.stash_scores_bytes_per_head_key;
       m.layers[i].stash_bytes = {std::llround(s * per_token + scores), std::llround(s * per_token),
                                  std::llround(s * k.stash_full_recompute_bytes_per_token), 0};
     }
   }
   for (int i = 1; i <= t.layers; ++i) {
     const LayerKernels k = layer_kernels(m, i);
-    m.layers[i].stash_bytes[3] =
-        std::llround(t.seq_len * (k.stash_op_sequence_bytes_per_token +
-                                  k.stash_op_split_bytes_per_token +
-                                  k.stash_op_unsplit_bytes_per_token));
+    m.layers[i].stash_bytes[3] = std::llround(t.seq_len * (k.stash_op_sequence_bytes_per_token +
+                                                           k.stash_op_split_bytes_per_token +
+                                                           k.stash_op_unsplit_bytes_per_token));
   }
   // The MTP block is shaped like the last transformer layer (a mixture of experts in MoE models).
   for (int i = 0; i < t.mtp_modules; ++i) m.layers.push_back(mtp_layer(t, m.layers[t.layers], i));
@@ -377,8 +379,7 @@ const std::vector<TransformerShape>& presets() {
     // Mixture of experts (docs/graph.md lists the published counts and the configs used).
     // Mixtral (Jiang et al. 2024; mistralai/Mixtral-8x7B-v0.1 and -8x22B-v0.1 config.json).
     p.push_back(with_moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336));
-    p.push_back(
-        with_moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32000, 4096), 8, 2, 16384));
+    p.push_back(with_moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32000, 4096), 8, 2, 16384));
     // Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json): no shared expert.
     p.push_back(with_moe(qwen3("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 4096), 128, 8, 768));
     p.push_back(with_moe(qwen3("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 4096), 128, 8, 1536));
@@ -421,9 +422,17 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "router",
                                         "a2a_dispatch_dtype",
                                         "a2a_combine_dtype"};
-const std::set<std::string> kExtraKeys = {"head_dim", "positions", "qkv_bias",   "qk_norm",
-                                          "attention", "mtp_modules", "dropout", "fp8_scaling",
-                                          "fp8_params", "fp8_norm_fusion"};
+const std::set<std::string> kExtraKeys = {"head_dim",
+                                          "positions",
+                                          "qkv_bias",
+                                          "qk_norm",
+                                          "attention",
+                                          "mtp_modules",
+                                          "dropout",
+                                          "fp8_scaling",
+                                          "fp8_params",
+                                          "fp8_norm_fusion",
+                                          "low_precision_activations"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
   for (const auto* extra : {&kMlaKeys, &kMoeKeys, &kExtraKeys})
@@ -480,8 +489,9 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
   } else {
     for (const char* key : {"kv_heads", "head_dim"})
       if (obj.has(key))
-        throw_input_error(obj.field(key), "not used with MLA attention (its head sizes are "
-                                          "qk_nope_head_dim, qk_rope_head_dim and v_head_dim)");
+        throw_input_error(obj.field(key),
+                          "not used with MLA attention (its head sizes are "
+                          "qk_nope_head_dim, qk_rope_head_dim and v_head_dim)");
     t.mla.q_lora_rank = count_or_zero(obj, "q_lora_rank", kMaxHidden);
     t.mla.kv_lora_rank = at_most(obj, "kv_lora_rank", obj.positive_int("kv_lora_rank"), kMaxHidden);
     t.mla.qk_rope_head_dim =
@@ -498,28 +508,32 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
     throw_input_error(obj.field("positions"),
                       "expected \"learned\" or \"rope\", got \"" + positions + "\"");
   if (positions == "learned" && t.gated_mlp)
-    throw_input_error(obj.field("positions"), "SwiGLU models use RoPE (learned positions need "
-                                              "\"mlp\": \"gelu\")");
+    throw_input_error(obj.field("positions"),
+                      "SwiGLU models use RoPE (learned positions need "
+                      "\"mlp\": \"gelu\")");
   t.positions = positions == "learned" ? Positions::kLearned : Positions::kRope;
   t.qkv_bias = obj.boolean_or("qkv_bias", false);
   t.qk_norm = obj.boolean_or("qk_norm", false);
   if (obj.has("dropout")) {
     const bool dropout = obj.boolean_or("dropout", true);
     if (dropout && t.gated_mlp)
-      throw_input_error(obj.field("dropout"), "SwiGLU models are modelled without dropout (it "
-                                              "needs \"mlp\": \"gelu\")");
+      throw_input_error(obj.field("dropout"),
+                        "SwiGLU models are modelled without dropout (it "
+                        "needs \"mlp\": \"gelu\")");
     t.no_dropout = !dropout && !t.gated_mlp;
   }
   t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
   if (obj.has("fp8_scaling")) {
     const std::string scaling = lower(obj.string("fp8_scaling"));
     if (scaling != "current" && scaling != "delayed" && scaling != "mxfp8")
-      throw_input_error(obj.field("fp8_scaling"), "expected \"current\", \"delayed\" or "
-                                                  "\"mxfp8\", got \"" + scaling + "\"");
+      throw_input_error(obj.field("fp8_scaling"),
+                        "expected \"current\", \"delayed\" or "
+                        "\"mxfp8\", got \"" +
+                            scaling + "\"");
     if (t.dtype != Dtype::kFp8)
       throw_input_error(obj.field("fp8_scaling"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
-    t.fp8_scaling = scaling == "delayed"  ? Fp8Scaling::kDelayed
+    t.fp8_scaling = scaling == "delayed" ? Fp8Scaling::kDelayed
                     : scaling == "mxfp8" ? Fp8Scaling::kMxfp8
                                          : Fp8Scaling::kCurrent;
   }
@@ -535,12 +549,33 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
     t.fp8_norm_fusion = obj.boolean_or("fp8_norm_fusion", true);
   }
+  if (obj.has("low_precision_activations")) {
+    // Only FP8 training caches them; the dtype is checked when the model is simulated
+    // (costmodel/memory.cc), as a corpus row may make a 16-bit model FP8 ("fp8": true).
+    const std::string where = obj.field("low_precision_activations");
+    for (const nlohmann::json& item : obj.array("low_precision_activations")) {
+      if (!item.is_string())
+        throw_input_error(where, "expected a list of \"attention_out\" and \"moe_swiglu_input\"");
+      const std::string name = item.get<std::string>();
+      bool* flag = nullptr;
+      if (name == "attention_out")
+        flag = &t.low_precision_attention_out;
+      else if (name == "moe_swiglu_input")
+        flag = &t.low_precision_moe_swiglu_input;
+      else
+        throw_input_error(
+            where, "expected \"attention_out\" or \"moe_swiglu_input\", got \"" + name + "\"");
+      if (*flag) throw_input_error(where, "\"" + name + "\" given twice");
+      *flag = true;
+    }
+    if (t.low_precision_moe_swiglu_input && !obj.has("experts"))
+      throw_input_error(where, "\"moe_swiglu_input\" needs routed experts ('experts')");
+  }
 
   if (!obj.has("experts")) {
     for (const std::string& key : kMoeKeys)
       if (obj.has(key))
-        throw_input_error(obj.field(key),
-                          "a mixture-of-experts field, but 'experts' is not given");
+        throw_input_error(obj.field(key), "a mixture-of-experts field, but 'experts' is not given");
   } else {
     MoeSpec& e = t.moe;
     e.experts = at_most(obj, "experts", obj.positive_int("experts"), kMaxExperts);
@@ -570,11 +605,12 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       e.dispatch_dtype =
           parse_dtype(obj.string("a2a_dispatch_dtype"), obj.field("a2a_dispatch_dtype"));
     if (obj.has("a2a_combine_dtype"))
-      e.combine_dtype = parse_dtype(obj.string("a2a_combine_dtype"), obj.field("a2a_combine_dtype"));
+      e.combine_dtype =
+          parse_dtype(obj.string("a2a_combine_dtype"), obj.field("a2a_combine_dtype"));
     if (layers > 0 && e.first_dense_layers > layers)
-      throw_input_error(obj.field("first_dense_layers"),
-                        std::to_string(e.first_dense_layers) + " dense layers, but the model has " +
-                            std::to_string(layers) + " layers");
+      throw_input_error(obj.field("first_dense_layers"), std::to_string(e.first_dense_layers) +
+                                                             " dense layers, but the model has " +
+                                                             std::to_string(layers) + " layers");
     // Sums over every layer stay inside int64 (graph/limits.h).
     const double expert_params = static_cast<double>(e.experts + e.shared_experts) * 3.0 *
                                  t.hidden * std::max(e.expert_ffn_hidden, e.shared_ffn_hidden);
@@ -587,8 +623,9 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
                                 {"qkv_bias", t.qkv_bias},
                                 {"qk_norm", t.qk_norm}})
     if (on && !t.gated_mlp)
-      throw_input_error(obj.field(key), "needs \"mlp\": \"swiglu\" (GELU models have neither "
-                                        "experts, MLA nor Qwen-style q/k/v biases and norms)");
+      throw_input_error(obj.field(key),
+                        "needs \"mlp\": \"swiglu\" (GELU models have neither "
+                        "experts, MLA nor Qwen-style q/k/v biases and norms)");
 }
 
 ModelSpec transformer_from_json(const JsonObject& obj) {
@@ -922,9 +959,16 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.no_dropout) j["dropout"] = false;
-  if (m.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
+  if (m.fp8_scaling != Fp8Scaling::kCurrent)
+    j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
   if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
   if (m.dtype == Dtype::kFp8 && !m.fp8_norm_fusion) j["fp8_norm_fusion"] = false;
+  if (m.low_precision_attention_out || m.low_precision_moe_swiglu_input) {
+    nlohmann::json list = nlohmann::json::array();
+    if (m.low_precision_attention_out) list.push_back("attention_out");
+    if (m.low_precision_moe_swiglu_input) list.push_back("moe_swiglu_input");
+    j["low_precision_activations"] = list;
+  }
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;
   if (m.mla.enabled()) {
     j["attention"] = "mla";
@@ -945,7 +989,8 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
     }
     if (m.moe.first_dense_layers > 0) j["first_dense_layers"] = m.moe.first_dense_layers;
     if (m.moe.router == MoeRouter::kSigmoid) j["router"] = "sigmoid";
-    if (m.moe.dispatch_dtype) j["a2a_dispatch_dtype"] = std::string(to_string(*m.moe.dispatch_dtype));
+    if (m.moe.dispatch_dtype)
+      j["a2a_dispatch_dtype"] = std::string(to_string(*m.moe.dispatch_dtype));
     if (m.moe.combine_dtype) j["a2a_combine_dtype"] = std::string(to_string(*m.moe.combine_dtype));
   }
 }
@@ -990,9 +1035,10 @@ nlohmann::json model_to_json(const ModelSpec& model) {
     lj["bwd_weight_flops"] = l.bwd_weight_flops;
     lj["params"] = l.params;
     lj["output_bytes"] = l.output_bytes;
-    lj["stash_bytes"] = {
-        {"none", l.stash_bytes[0]}, {"selective", l.stash_bytes[1]}, {"full", l.stash_bytes[2]},
-        {"op", l.stash_bytes[3]}};
+    lj["stash_bytes"] = {{"none", l.stash_bytes[0]},
+                         {"selective", l.stash_bytes[1]},
+                         {"full", l.stash_bytes[2]},
+                         {"op", l.stash_bytes[3]}};
     lj["recompute_flops"] = {{"selective", l.recompute_flops[1]},
                              {"full", l.recompute_flops[2]},
                              {"op", l.recompute_flops[3]}};

@@ -183,6 +183,21 @@ struct ModelSpec {
   // copy (and transpose) Transformer Engine caches for the step. Model JSON "fp8_params"
   // (default true; only with "dtype": "fp8"). costmodel/memory.cc counts the bytes.
   bool fp8_params = true;
+  // Activations an FP8 model caches for the backward in fewer bits than its 16-bit stash
+  // (graph/kernels.cc; model JSON "low_precision_activations", a list; a model that does not
+  // train in FP8 is refused when simulated, costmodel/memory.cc),
+  // as the DeepSeek-V3 report's Section 3.3.3 ("Low-Precision Activation") describes:
+  //   attention_out     the attention core's output (the input of the linear layer after it),
+  //                     kept once in a 12-bit format (E5M6: 1.5 bytes per element, plus one
+  //                     fp32 scale per 1×128 tile) for both the attention backward and the
+  //                     output projection's weight gradient, instead of a 16-bit copy plus the
+  //                     projection's FP8 copy; a cast in the forward, one back in the backward
+  //   moe_swiglu_input  the routed experts' SwiGLU inputs (gate and up) kept in FP8 (1 byte
+  //                     plus one fp32 scale per 1×128 tile) instead of 16 bits; a cast in the
+  //                     forward, one back in the backward (recomputing the SwiGLU output is
+  //                     the recompute module moe_act, graph/plan.h)
+  bool low_precision_attention_out = false;
+  bool low_precision_moe_swiglu_input = false;
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)

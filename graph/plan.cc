@@ -134,6 +134,8 @@ std::string_view to_string(OptimizerState o) {
       return "remainders";
     case OptimizerState::kBf16:
       return "bf16";
+    case OptimizerState::kBf16Moments:
+      return "bf16-moments";
   }
   return "?";
 }
@@ -141,8 +143,8 @@ std::string_view to_string(OptimizerState o) {
 OptimizerState parse_optimizer_state(std::string_view s, const std::string& where) {
   for (OptimizerState o : kAllOptimizerStates)
     if (to_string(o) == s) return o;
-  throw_input_error(where, "expected cluster, fp32, remainders or bf16, got \"" + std::string(s) +
-                               "\"");
+  throw_input_error(where, "expected cluster, fp32, remainders, bf16 or bf16-moments, got \"" +
+                               std::string(s) + "\"");
 }
 
 double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default) {
@@ -153,6 +155,8 @@ double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default)
       return 10;
     case OptimizerState::kBf16:
       return 4;
+    case OptimizerState::kBf16Moments:
+      return 8;
     case OptimizerState::kCluster:
       break;
   }

@@ -101,12 +101,16 @@ double grad_bytes_per_param(GradDtype g, double cluster_default);
 //                optimizer state and bf16 weights); needs 16-bit weights
 //   kBf16        4 bytes: m and v in bf16 and no master copy, the bf16 weights updated in place
 //                (NeMo 1.x with optim.dtype bf16: store_params false)
+//   kBf16Moments 8 bytes: fp32 master weights, m and v in bf16 (DeepSeek-V3 report Section 3.3.3,
+//                "Low-Precision Optimizer States"; Megatron-LM's precision-aware optimizer with
+//                --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
 // The optimizer step's HBM traffic changes with it: each state byte is read and written once.
-enum class OptimizerState { kCluster, kFp32, kRemainders, kBf16 };
-inline constexpr std::array kAllOptimizerStates = {OptimizerState::kCluster, OptimizerState::kFp32,
-                                                   OptimizerState::kRemainders,
-                                                   OptimizerState::kBf16};
-std::string_view to_string(OptimizerState o);  // "cluster", "fp32", "remainders", "bf16"
+enum class OptimizerState { kCluster, kFp32, kRemainders, kBf16, kBf16Moments };
+inline constexpr std::array kAllOptimizerStates = {
+    OptimizerState::kCluster, OptimizerState::kFp32, OptimizerState::kRemainders,
+    OptimizerState::kBf16, OptimizerState::kBf16Moments};
+// "cluster", "fp32", "remainders", "bf16", "bf16-moments"
+std::string_view to_string(OptimizerState o);
 OptimizerState parse_optimizer_state(std::string_view s, const std::string& where);
 // Bytes per parameter of the optimizer state: `cluster_default` for kCluster.
 double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default);

@@ -20,6 +20,17 @@ constexpr const char* kJaxppVersion = "NVIDIA/jaxpp src/jaxpp/api.py at commit 0
   throw_input_error("--format " + std::string(to_string(target)), what);
 }
 
+// The model's low-precision activation caching (ModelSpec::low_precision_attention_out and
+// low_precision_moe_swiglu_input): no export writes it.
+std::string low_precision_activations_text(const ModelSpec& model) {
+  std::string names;
+  if (model.low_precision_attention_out) names = "attention_out";
+  if (model.low_precision_moe_swiglu_input)
+    names += std::string(names.empty() ? "" : ", ") + "moe_swiglu_input";
+  return "low-precision activation caching (\"low_precision_activations\": " + names +
+         "): this export has no setting for it";
+}
+
 int transformer_layers(const ModelSpec& model) {
   int n = 0;
   for (const LayerWork& l : model.layers) n += l.kind == LayerKind::kTransformer ? 1 : 0;
@@ -279,6 +290,18 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                        "(--use-precision-aware-optimizer needs --use-distributed-optimizer)");
       add("--use-precision-aware-optimizer");
       break;
+    case OptimizerState::kBf16Moments:
+      // fp32 master weights and bf16 moments: the precision-aware optimizer's moment dtypes,
+      // with whole fp32 master weights (it keeps remainders unless told not to).
+      if (!c.zero1)
+        cannot_express(HandoffTarget::kMegatron,
+                       "bf16 moments without the distributed optimizer "
+                       "(--use-precision-aware-optimizer needs --use-distributed-optimizer)");
+      add("--use-precision-aware-optimizer");
+      add("--no-store-param-remainders");
+      add("--exp-avg-dtype", "bf16");
+      add("--exp-avg-sq-dtype", "bf16");
+      break;
     case OptimizerState::kBf16:
       cannot_express(HandoffTarget::kMegatron,
                      "bf16 optimizer state without master weights (Megatron-LM keeps fp32 or "
@@ -294,6 +317,8 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                         : scaling == Fp8Scaling::kDelayed ? "delayed"
                                                           : "tensorwise");
     if (plan.model.fp8_params) add("--fp8-param-gather");
+    if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
+      cannot_express(HandoffTarget::kMegatron, low_precision_activations_text(plan.model));
   }
   add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
@@ -594,6 +619,8 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                             const std::string& csv_path) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kTorchtitan;
+  if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
+    cannot_express(target, low_precision_activations_text(plan.model));
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): this export writes no "
                            "torchtitan quantization converter (torchao's MX training is not "
@@ -602,7 +629,9 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
     cannot_express(target, std::string(to_string(c.grad_dtype)) +
                                " gradient reduction (this export keeps torchtitan's default "
                                "float32 reduction)");
-  if (c.optimizer_state == OptimizerState::kRemainders || c.optimizer_state == OptimizerState::kBf16)
+  if (c.optimizer_state == OptimizerState::kRemainders ||
+      c.optimizer_state == OptimizerState::kBf16 ||
+      c.optimizer_state == OptimizerState::kBf16Moments)
     cannot_express(target, "optimizer state '" + std::string(to_string(c.optimizer_state)) +
                                "' (this export keeps torchtitan's fp32 AdamW state)");
   if (c.offload_layers > 0)
@@ -806,6 +835,8 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
     cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
                                " (Megatron-Core's fine-grained selective recompute; the snippet "
                                "checkpoints whole layers with a jax.checkpoint policy)");
+  if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
+    cannot_express(target, low_precision_activations_text(plan.model));
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): the snippet sets no "
                            "precision (the trainer's own dtype policy decides)");

@@ -327,7 +327,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     per destination rank and node), ``moe_routing`` (``--moe-routing``: random|contiguous).
     ``grad_dtype`` (``--grad-dtype``: cluster|fp32|bf16|fp16, the gradient buffer and its
     data-parallel reduction). ``optimizer_state`` (``--optimizer-state``:
-    cluster|fp32|remainders|bf16, the Adam state per parameter). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
+    cluster|fp32|remainders|bf16|bf16-moments, the Adam state per parameter). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
     plan.json) or a dict such as ``{"embedding": 0, "layer{i}": "i mod 4", "logits": 3}``; it
     gives the stages and their actors instead of ``partition``/``virtual`` (docs/schedules.md).
 

@@ -98,26 +98,45 @@ TEST(GradDtype, PlanJsonRoundTripWritesTheFieldOnlyWhenSet) {
 TEST(OptimizerState, NamesParseAndPrintAndGiveTheirBytes) {
   for (OptimizerState o : kAllOptimizerStates)
     EXPECT_EQ(parse_optimizer_state(to_string(o), "x"), o);
-  EXPECT_THAT([] { parse_optimizer_state("fp8", "--optimizer-state"); },
-              ::testing::ThrowsMessage<InputError>(HasSubstr(
-                  "--optimizer-state: expected cluster, fp32, remainders or bf16, got \"fp8\"")));
+  EXPECT_THAT(
+      [] { parse_optimizer_state("fp8", "--optimizer-state"); },
+      ::testing::ThrowsMessage<InputError>(HasSubstr(
+          "--optimizer-state: expected cluster, fp32, remainders, bf16 or bf16-moments, got "
+          "\"fp8\"")));
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kCluster, 16), 16);
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kFp32, 16), 12);
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kRemainders, 16), 10);
   EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kBf16, 16), 4);
+  EXPECT_EQ(parse_optimizer_state("bf16-moments", "x"), OptimizerState::kBf16Moments);
+  EXPECT_EQ(optimizer_state_bytes_per_param(OptimizerState::kBf16Moments, 16), 8);  // 4 + 2 + 2
   // Traffic: each dropped state byte is one read and one write less (the presets: 12 and 36).
   EXPECT_EQ(optimizer_traffic_bytes_per_param(OptimizerState::kCluster, 12, 36), 36);
   EXPECT_EQ(optimizer_traffic_bytes_per_param(OptimizerState::kFp32, 12, 36), 36);
   EXPECT_EQ(optimizer_traffic_bytes_per_param(OptimizerState::kRemainders, 12, 36), 32);
   EXPECT_EQ(optimizer_traffic_bytes_per_param(OptimizerState::kBf16, 12, 36), 20);
+  EXPECT_EQ(optimizer_traffic_bytes_per_param(OptimizerState::kBf16Moments, 12, 36), 28);
+}
+
+// Low-precision activations (graph/model.h) are FP8 training's: a 16-bit model listing them is
+// refused when its memory is modelled.
+TEST(LowPrecisionActivations, NeedFp8Training) {
+  GradFixture f;
+  f.model.low_precision_attention_out = true;
+  EXPECT_THAT([&] { f.memory(); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr(
+                  "\"low_precision_activations\" needs FP8 training: the model trains in bf16")));
+  f.model.dtype = Dtype::kFp8;
+  f.cluster = cluster_preset("h100-sxm");  // A100 has no FP8
+  EXPECT_NO_THROW(f.memory());
 }
 
 TEST(OptimizerState, ScalesTheOptimizerBytesAndNothingElseInMemory) {
   GradFixture f;
   f.config.zero1 = true;
   const MemoryModel fp32 = f.memory();
-  for (const auto& [state, bytes] : {std::pair{OptimizerState::kRemainders, 10.0},
-                                     std::pair{OptimizerState::kBf16, 4.0}}) {
+  for (const auto& [state, bytes] :
+       {std::pair{OptimizerState::kRemainders, 10.0}, std::pair{OptimizerState::kBf16, 4.0},
+        std::pair{OptimizerState::kBf16Moments, 8.0}}) {
     f.config.optimizer_state = state;
     const MemoryModel m = f.memory();
     ASSERT_EQ(m.actors.size(), fp32.actors.size());

@@ -255,5 +255,82 @@ TEST(MoeModelTest, UnknownRouterIsNamed) {
             "m.json: field 'router': expected softmax or sigmoid, got 'topk'");
 }
 
+// DeepSeek-V3's shape in FP8 with `low_precision_activations` set to `list` (JSON text; none
+// when empty).
+ModelSpec deepseek_v3_fp8(const std::string& list) {
+  nlohmann::json j = model_shape_to_json(load_model("deepseek-v3"));
+  j["dtype"] = "fp8";
+  if (!list.empty()) j["low_precision_activations"] = nlohmann::json::parse(list);
+  return model_from_json(j, "m.json");
+}
+
+// The DeepSeek-V3 report's Section 3.3.3: the attention output kept once in E5M6 (1.5 bytes and
+// a 4-byte scale per 128 elements) instead of 16 bits plus the projection's FP8 copy, and the
+// routed experts' SwiGLU inputs in FP8 (1 byte and a scale per 128) instead of 16 bits. By hand,
+// per token: attention output a·v_head_dim = 128·128 = 16384 elements, 2 + 1 bytes before and
+// 1.5 + 4/128 after: 16384 · 1.46875 = 24064 bytes less; SwiGLU inputs 2·top_k·expert_ffn =
+// 2·8·2048 = 32768 elements, 2 bytes before and 1 + 4/128 after: 32768 · 0.96875 = 31744 less.
+TEST(MoeModelTest, LowPrecisionActivationsDropTheBytesTheReportNames) {
+  const ModelSpec plain = deepseek_v3_fp8("");
+  const ModelSpec out = deepseek_v3_fp8(R"(["attention_out"])");
+  const ModelSpec both = deepseek_v3_fp8(R"(["attention_out", "moe_swiglu_input"])");
+  constexpr int kDense = 1, kMoe = 4;  // layer 0 is the embedding; 3 dense layers
+  ASSERT_FALSE(plain.layers[kDense].moe);
+  ASSERT_TRUE(plain.layers[kMoe].moe);
+  for (int l : {kDense, kMoe}) {
+    const LayerKernels p = layer_kernels(plain, l), o = layer_kernels(out, l);
+    EXPECT_DOUBLE_EQ(p.stash_split_bytes_per_token - o.stash_split_bytes_per_token, 24064) << l;
+    EXPECT_DOUBLE_EQ(p.stash_sequence_bytes_per_token, o.stash_sequence_bytes_per_token) << l;
+  }
+  const LayerKernels o = layer_kernels(out, kMoe), b = layer_kernels(both, kMoe);
+  EXPECT_DOUBLE_EQ(o.stash_split_bytes_per_token - b.stash_split_bytes_per_token, 31744);
+  // Dense layers have no routed experts: the SwiGLU rule leaves them alone.
+  EXPECT_DOUBLE_EQ(layer_kernels(out, kDense).stash_split_bytes_per_token,
+                   layer_kernels(both, kDense).stash_split_bytes_per_token);
+  // The recompute module moe_act still frees the FP8 product (top_k·expert_ffn bytes).
+  EXPECT_DOUBLE_EQ(b.moe_act_recompute_bytes_per_token, 8 * 2048);
+  // The casts: read 16 bits and write the copy (forward), the reverse (backward).
+  const auto bytes_of = [](const LayerKernels& k, std::string_view name) {
+    for (const ElementwiseKernel& e : k.elementwise)
+      if (e.name == name) return e.fwd_bytes_per_token + e.bwd_bytes_per_token;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(bytes_of(b, "attention_out_cache"), 2 * 16384 * (2 + 1.5 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(bytes_of(b, "moe_swiglu_input_cache"), 2 * 32768 * (2 + 1 + 4.0 / 128));
+  EXPECT_EQ(bytes_of(layer_kernels(plain, kMoe), "attention_out_cache"), -1.0);
+  EXPECT_EQ(bytes_of(layer_kernels(out, kDense), "moe_swiglu_input_cache"), -1.0);
+}
+
+TEST(MoeModelTest, LowPrecisionActivationsRoundTripAndAreValidated) {
+  const ModelSpec both = deepseek_v3_fp8(R"(["moe_swiglu_input", "attention_out"])");
+  EXPECT_TRUE(both.low_precision_attention_out);
+  EXPECT_TRUE(both.low_precision_moe_swiglu_input);
+  EXPECT_EQ(model_shape_to_json(both).at("low_precision_activations"),
+            nlohmann::json::parse(R"(["attention_out", "moe_swiglu_input"])"));
+  const ModelSpec back = model_from_json(model_to_json(both), "explicit.json");
+  EXPECT_TRUE(back.low_precision_attention_out && back.low_precision_moe_swiglu_input);
+  EXPECT_FALSE(model_shape_to_json(deepseek_v3_fp8("")).contains("low_precision_activations"));
+  const std::string field = "m.json: field 'low_precision_activations': ";
+  EXPECT_EQ(error_of([] { deepseek_v3_fp8(R"(["attention_out", "attention_out"])"); }),
+            field + "\"attention_out\" given twice");
+  EXPECT_EQ(error_of([] { deepseek_v3_fp8(R"(["logits"])"); }),
+            field + "expected \"attention_out\" or \"moe_swiglu_input\", got \"logits\"");
+  EXPECT_EQ(error_of([] { deepseek_v3_fp8(R"([1])"); }),
+            field + "expected a list of \"attention_out\" and \"moe_swiglu_input\"");
+  // A 16-bit model reads the list (a corpus row may train it in FP8) and keeps its 16-bit stash;
+  // simulating it in 16 bits is refused (costmodel/memory.cc).
+  nlohmann::json bf16 = model_shape_to_json(load_model("deepseek-v3"));
+  bf16["low_precision_activations"] = {"attention_out"};
+  const ModelSpec sixteen = model_from_json(bf16, "m.json");
+  EXPECT_TRUE(sixteen.low_precision_attention_out);
+  EXPECT_DOUBLE_EQ(layer_kernels(sixteen, 4).stash_split_bytes_per_token,
+                   layer_kernels(load_model("deepseek-v3"), 4).stash_split_bytes_per_token);
+  nlohmann::json dense = model_shape_to_json(load_model("llama3-8b"));
+  dense["dtype"] = "fp8";
+  dense["low_precision_activations"] = {"moe_swiglu_input"};
+  EXPECT_EQ(error_of([&] { model_from_json(dense, "m.json"); }),
+            field + "\"moe_swiglu_input\" needs routed experts ('experts')");
+}
+
 }  // namespace
 }  // namespace jaxpp

@@ -352,6 +352,20 @@ TEST(Handoff, OptimizerStateOfEachTarget) {
               megatron_arguments(build_plan(req), "Std1F1B");
             }).find("needs --use-distributed-optimizer"),
             std::string::npos);
+  // fp32 master weights with bf16 moments: the precision-aware optimizer's moment dtypes, and
+  // whole master weights (no remainders).
+  req.config.optimizer_state = OptimizerState::kBf16Moments;
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(req), "Std1F1B");
+            }).find("needs --use-distributed-optimizer"),
+            std::string::npos);
+  req.config.zero1 = true;
+  const std::string moments = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(moments.find("--use-precision-aware-optimizer"), std::string::npos);
+  EXPECT_NE(moments.find("--no-store-param-remainders"), std::string::npos);
+  EXPECT_NE(moments.find("--exp-avg-dtype bf16"), std::string::npos);
+  EXPECT_NE(moments.find("--exp-avg-sq-dtype bf16"), std::string::npos);
+  req.config.zero1 = false;
   req.config.optimizer_state = OptimizerState::kBf16;
   EXPECT_NE(handoff_error([&] {
               megatron_arguments(build_plan(req), "Std1F1B");
