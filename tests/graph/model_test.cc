@@ -95,7 +95,9 @@ TEST(ModelTest, AnFp8ModelsActivationsAndLogitsAreSixteenBit) {
     const LayerWork &a = fp8.layers[static_cast<size_t>(l)], &b = bf16.layers[static_cast<size_t>(l)];
     EXPECT_EQ(a.output_bytes, b.output_bytes) << a.name;
     // A transformer layer's stash differs (its FP8 GEMM inputs are kept as FP8 copies).
-    if (a.kind != LayerKind::kTransformer) EXPECT_EQ(a.stash_bytes, b.stash_bytes) << a.name;
+    if (a.kind != LayerKind::kTransformer) {
+      EXPECT_EQ(a.stash_bytes, b.stash_bytes) << a.name;
+    }
     EXPECT_EQ(a.tp_allreduce_bytes, b.tp_allreduce_bytes) << a.name;
   }
   EXPECT_EQ(fp8.layers[0].output_bytes, 32 * 64 * 2);  // the embedding's output, 16-bit

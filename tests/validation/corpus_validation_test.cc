@@ -51,11 +51,6 @@ constexpr WiderBandRow kWiderBand[] = {
      "llama3.1/README_8b.md, FP8 table), 12.6 % faster, and the model predicts 9.46 s: the gap is "
      "the older release's, not the FP8 factor's (its BF16 twin dgxc2024-llama3.1-8B-8gpu, 24.09, "
      "is +2.5 %)"},
-    {"mbridge2511-llama3.1-405B-1024gpu-h100",
-     "-10.1 %: Llama 3.1 405B on 1024 H100 in FP8-CS; it was -9.5 % before Transformer Engine's "
-     "norm + quantization fusion was modelled (fp8_norm_fusion: the QKV and MLP-up inputs lose "
-     "their amax pass), with the Hopper FP8 GEMM factor fitted without it (0.894); refitted on "
-     "the nemo2407 fit rows (0.8875) the row is -9.7 %: remove it when the factor is refitted"},
     {"mbridgemxfp8-llama3-8B-8gpu-b200-2509",
      "+11.6 %: Llama 3 8B on 8 B200 in MXFP8 (Megatron-Bridge 25.09); its 25.11 twin, a fit row, "
      "is +12.1 % and the per-tensor FP8 run of the same configuration (mbridge2511, a fit row) "
@@ -368,7 +363,7 @@ TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
   EXPECT_LE(fitted.fit.mean_abs_error, 0.025);
   // 7.1 % since the norm + quantization fusion (fp8_norm_fusion) made the FP8 rows up to 0.8 %
   // faster with the factor fitted before it; 6.9 % with the factor refitted (0.8875).
-  EXPECT_LE(fitted.test.mean_abs_error, 0.072);
+  EXPECT_LE(fitted.test.mean_abs_error, 0.07);
 
   o.cluster_override = load_cluster("h100-sxm");
   o.cluster_override->fp8_gemm_efficiency = 0.94;
