@@ -119,13 +119,8 @@ int run_graph(int argc, char** argv) {
     GraphPartitionRequest g;
     g.model = load_model(req.model);
     req.model_spec = g.model;
-    ParallelConfig offload;  // simulate's rules, before the planner prices anything
-    offload.pp = req.pp;
-    offload.recompute = req.recompute;
-    offload.offload_layers = req.offload_layers;
-    check_offload_layers(g.model, offload, "--offload-layers");
-    offload.recompute_modules = req.recompute_modules;
-    check_recompute_modules(offload, "--recompute-modules", &g.model);
+    // simulate's rules, before the planner prices anything
+    check_graph_settings(g.model, req.pp, req.recompute, req.offload_layers, req.recompute_modules);
     g.partition = partition;
     g.pp = req.pp;
     g.virtual_stages = req.virtual_stages;

@@ -278,6 +278,17 @@ void check_recompute_layers(const ParallelConfig& config, const std::string& whe
                                  std::string(to_string(config.recompute)) + ")");
 }
 
+void check_graph_settings(const ModelSpec& model, int pp, Recompute recompute, int offload_layers,
+                          uint32_t recompute_modules) {
+  ParallelConfig rules;
+  rules.pp = pp;
+  rules.recompute = recompute;
+  rules.offload_layers = offload_layers;
+  check_offload_layers(model, rules, "--offload-layers");
+  rules.recompute_modules = recompute_modules;
+  check_recompute_modules(rules, "--recompute-modules", &model);
+}
+
 void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
                           const std::string& where) {
   const int n = config.offload_layers;

@@ -310,6 +310,11 @@ Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, 
 // 'config.offload_layers'").
 void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
                           const std::string& where);
+// simulate's checks of graph's pipeline settings before anything is priced: check_offload_layers
+// ("--offload-layers"), then check_recompute_modules with the model ("--recompute-modules"), as
+// `jaxpp-sim graph` and Python graph() run them.
+void check_graph_settings(const ModelSpec& model, int pp, Recompute recompute, int offload_layers,
+                          uint32_t recompute_modules);
 void check_moe_config(const ModelSpec& model, const ParallelConfig& config,
                       const std::string& where, bool flags,
                       std::string_view field_prefix = "config.");

@@ -586,13 +586,8 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
   if (partition == "even" || balanced_time) {
     GraphPartitionRequest g;
     g.model = *req.model_spec;
-    ParallelConfig rules;  // simulate's rules, before the planner prices anything
-    rules.pp = req.pp;
-    rules.recompute = req.recompute;
-    rules.offload_layers = req.offload_layers;
-    check_offload_layers(g.model, rules, "--offload-layers");
-    rules.recompute_modules = req.recompute_modules;
-    check_recompute_modules(rules, "--recompute-modules", &g.model);
+    // simulate's rules, before the planner prices anything
+    check_graph_settings(g.model, req.pp, req.recompute, req.offload_layers, req.recompute_modules);
     g.partition = partition;
     g.pp = pp;
     g.virtual_stages = virtual_stages;
