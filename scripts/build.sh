@@ -148,13 +148,15 @@ run_asan() {
   # synthesizer against them, five of the six calibrate CLI tests (each runs the threads
   # microbenchmark suite; TablePrintsEveryFitAndItsResiduals stays), the cuda suite's memory test
   # on the host device, the 39B heterogeneous target, the explorer's bound over every schedule and
-  # the sharded plan's check run (the other ShardParamsCli tests stay).
+  # the sharded plan's check run (the other ShardParamsCli tests stay); and (8.6 s) the
+  # microbenchmark suite with rounds (the single-pass suite tests stay).
   local heavy='^(ZeroBubblePaper\.BudgetOf|HeteroCliTest\.TargetQwen32B|ExplorerMoe\.BoundPruning'
   heavy+='|SchedulesProperty\.EveryBuiltinValidatesAndLowersOverTheGrid'
   heavy+='|Synthesize\.NeverSlowerThanTheBestBuiltInScheduleThatFitsTheBudgetOverAGrid'
   heavy+='|CalibrateCli\.(RunReportIsOne|CalibratedFileLoads|EmulatedRun|ThreadsWrites|RunCompare)'
   heavy+='|Microbench\.CudaSuiteGivesTheClusterTheGpusMemory|HeteroCliTest\.TargetMegatron39B'
-  heavy+='|Explorer\.BoundIsBelowTheStepTimeOfEverySchedule|ShardParamsCli\.ThePlanCarriesIt)'
+  heavy+='|Explorer\.BoundIsBelowTheStepTimeOfEverySchedule|ShardParamsCli\.ThePlanCarriesIt'
+  heavy+='|Microbench\.SuiteWithRoundsHasTheSinglePassPoints)'
   (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
      -E "(Mpi|^validation\\.fit|^CorpusValidation\\.|$heavy)" \
      -LE '^(timing|install)$') ||
@@ -173,6 +175,12 @@ run_asan() {
   # dp 2 · ep 2 plan, the expert-swap fault and the killed EP peer.
   local mpi_release_only='MoeRunCli\.(ExpertGradientsAreReducedOverTheirGroupOnThreadsAndUnderMpirun'
   mpi_release_only+='|ZeroBubblePlanPassesTheCheckUnderMpirunWithDp2Ep2)'
+  # Also Release-only since the clean-clone CI of 2026-11-27 evening (1873 s, 73 s over the
+  # 30-minute target): the sharded plan's run under mpirun (18 s instrumented; the sharded plan's
+  # other CLI tests and the MPI backend's plan runs stay here) and calibrate's mpi backend (11 s;
+  # the threads-backend calibrate test stays).
+  mpi_release_only+='|ShardParamsCli\.RunningThePlanUnderMpirunMatchesTheReference'
+  mpi_release_only+='|CalibrateCli\.MpiRankZeroWritesTheClusterOfAllRanks'
   (cd "$dir" && ASAN_OPTIONS="$options:fast_unwind_on_malloc=0" \
      ctest --output-on-failure -j "$jobs" --timeout 900 -R Mpi \
        -E "(RunMpiTest\.|$mpi_release_only)") || status=1
