@@ -91,27 +91,12 @@ int run_graph(int argc, char** argv) {
   req.placement = args["placement"].as<std::string>();
   req.split_backward = args.count("split-backward") > 0;
   req.recompute = parse_recompute(args["recompute"].as<std::string>(), "--recompute");
-  if (args.count("recompute-layers")) {
-    // simulate's rule and messages (cli/cmd_simulate.cc, graph/plan.h check_recompute_layers).
-    ParallelConfig c;
-    c.recompute = req.recompute;
-    c.recompute_layers = args["recompute-layers"].as<int>();
-    if (c.recompute_layers < 0)
-      throw_input_error("--recompute-layers",
-                        "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
-    check_recompute_layers(c, "--recompute-layers");
-    req.recompute_layers = c.recompute_layers;
-  }
-  if (args.count("recompute-modules")) {
-    // simulate's parse and policy rule (cli/cmd_simulate.cc); the model's rules are checked by
-    // build_graph_report (and below, before the partition planner prices anything).
-    ParallelConfig c;
-    c.recompute = req.recompute;
-    c.recompute_modules =
-        parse_recompute_modules(args["recompute-modules"].as<std::string>(), "--recompute-modules");
-    check_recompute_modules(c, "--recompute-modules");
-    req.recompute_modules = c.recompute_modules;
-  }
+  if (args.count("recompute-layers"))
+    set_graph_recompute_layers(req, args["recompute-layers"].as<int>());
+  // The model's rules are checked by build_graph_report (and below, before the partition planner
+  // prices anything).
+  if (args.count("recompute-modules"))
+    set_graph_recompute_modules(req, args["recompute-modules"].as<std::string>());
   // Checked by build_graph_report with simulate's rules (check_offload_layers).
   if (args.count("offload-layers")) req.offload_layers = args["offload-layers"].as<int>();
   if (partition == "even" || balanced_time) {

@@ -92,6 +92,27 @@ void check_graph_sizes(int pp, int virtual_stages, int num_microbatches, int mic
     if (value < 1) throw_input_error(flag, "expected at least 1, got " + std::to_string(value));
 }
 
+void set_graph_recompute_layers(GraphRequest& req, int layers) {
+  // simulate's rule and messages (cli/cmd_simulate.cc, graph/plan.h check_recompute_layers).
+  ParallelConfig c;
+  c.recompute = req.recompute;
+  c.recompute_layers = layers;
+  if (c.recompute_layers < 0)
+    throw_input_error("--recompute-layers",
+                      "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
+  check_recompute_layers(c, "--recompute-layers");
+  req.recompute_layers = c.recompute_layers;
+}
+
+void set_graph_recompute_modules(GraphRequest& req, const std::string& modules) {
+  // simulate's parse and policy rule (cli/cmd_simulate.cc).
+  ParallelConfig c;
+  c.recompute = req.recompute;
+  c.recompute_modules = parse_recompute_modules(modules, "--recompute-modules");
+  check_recompute_modules(c, "--recompute-modules");
+  req.recompute_modules = c.recompute_modules;
+}
+
 GraphReport build_graph_report(const GraphRequest& req) {
   check_graph_sizes(req.pp, req.virtual_stages, req.num_microbatches, req.microbatch_size);
   ParallelConfig recompute;  // simulate's rule for --recompute-layers
@@ -99,11 +120,8 @@ GraphReport build_graph_report(const GraphRequest& req) {
   recompute.recompute_layers = req.recompute_layers;
   check_recompute_layers(recompute, "--recompute-layers");
   ModelSpec model = req.model_spec ? *req.model_spec : load_model(req.model);
-  recompute.pp = req.pp;  // simulate's rules for --offload-layers
-  recompute.offload_layers = req.offload_layers;
-  check_offload_layers(model, recompute, "--offload-layers");
-  recompute.recompute_modules = req.recompute_modules;  // simulate's rules for --recompute-modules
-  check_recompute_modules(recompute, "--recompute-modules", &model);
+  // simulate's rules for --offload-layers and --recompute-modules
+  check_graph_settings(model, req.pp, req.recompute, req.offload_layers, req.recompute_modules);
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())

@@ -54,6 +54,11 @@ struct GraphReport {
 };
 
 GraphReport build_graph_report(const GraphRequest& request);
+// graph's --recompute-layers N and --recompute-modules a,b (the CLI and Python graph()), with
+// simulate's parse, rules and messages: set request.recompute first. InputError naming the flag.
+// The model's own rules (check_graph_settings) are checked by build_graph_report.
+void set_graph_recompute_layers(GraphRequest& request, int layers);
+void set_graph_recompute_modules(GraphRequest& request, const std::string& modules);
 // InputError naming the flag (--pp, --virtual, --microbatches, --microbatch-size) below 1;
 // build_graph_report and graph's partition planner (simulator/graph_partition.h) both check so.
 void check_graph_sizes(int pp, int virtual_stages, int num_microbatches, int microbatch_size);

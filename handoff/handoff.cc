@@ -21,14 +21,15 @@ constexpr const char* kJaxppVersion = "NVIDIA/jaxpp src/jaxpp/api.py at commit 0
 }
 
 // The model's low-precision activation caching (ModelSpec::low_precision_attention_out and
-// low_precision_moe_swiglu_input): no export writes it.
-std::string low_precision_activations_text(const ModelSpec& model) {
+// low_precision_moe_swiglu_input): no export writes it, so every export refuses a model with it.
+void refuse_low_precision_activations(HandoffTarget target, const ModelSpec& model) {
+  if (!model.low_precision_attention_out && !model.low_precision_moe_swiglu_input) return;
   std::string names;
   if (model.low_precision_attention_out) names = "attention_out";
   if (model.low_precision_moe_swiglu_input)
     names += std::string(names.empty() ? "" : ", ") + "moe_swiglu_input";
-  return "low-precision activation caching (\"low_precision_activations\": " + names +
-         "): this export has no setting for it";
+  cannot_express(target, "low-precision activation caching (\"low_precision_activations\": " +
+                             names + "): this export has no setting for it");
 }
 
 int transformer_layers(const ModelSpec& model) {
@@ -317,8 +318,7 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
                         : scaling == Fp8Scaling::kDelayed ? "delayed"
                                                           : "tensorwise");
     if (plan.model.fp8_params) add("--fp8-param-gather");
-    if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
-      cannot_express(HandoffTarget::kMegatron, low_precision_activations_text(plan.model));
+    refuse_low_precision_activations(HandoffTarget::kMegatron, plan.model);
   }
   add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
   add("--num-layers", std::to_string(transformer_layers(plan.model)));
@@ -619,8 +619,7 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
                             const std::string& csv_path) {
   const ParallelConfig& c = plan.config;
   const HandoffTarget target = HandoffTarget::kTorchtitan;
-  if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
-    cannot_express(target, low_precision_activations_text(plan.model));
+  refuse_low_precision_activations(target, plan.model);
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): this export writes no "
                            "torchtitan quantization converter (torchao's MX training is not "
@@ -835,8 +834,7 @@ std::string jaxpp_snippet(const Plan& plan, const std::string& schedule) {
     cannot_express(target, "recompute modules " + recompute_modules_to_string(c.recompute_modules) +
                                " (Megatron-Core's fine-grained selective recompute; the snippet "
                                "checkpoints whole layers with a jax.checkpoint policy)");
-  if (plan.model.low_precision_attention_out || plan.model.low_precision_moe_swiglu_input)
-    cannot_express(target, low_precision_activations_text(plan.model));
+  refuse_low_precision_activations(target, plan.model);
   if (plan.model.dtype == Dtype::kFp8 && plan.model.fp8_scaling == Fp8Scaling::kMxfp8)
     cannot_express(target, "MXFP8 (\"fp8_scaling\": \"mxfp8\"): the snippet sets no "
                            "precision (the trainer's own dtype policy decides)");

@@ -564,23 +564,9 @@ std::pair<std::string, std::string> graph_json(const std::string& model_text, in
   req.placement = placement;
   req.split_backward = split_backward;
   req.recompute = parse_recompute(recompute, "--recompute");
-  if (recompute_layers) {  // the CLI's rules and messages (cli/cmd_graph.cc)
-    ParallelConfig c;
-    c.recompute = req.recompute;
-    c.recompute_layers = *recompute_layers;
-    if (c.recompute_layers < 0)
-      throw_input_error("--recompute-layers",
-                        "expected a number of layers >= 0, got " + std::to_string(c.recompute_layers));
-    check_recompute_layers(c, "--recompute-layers");
-    req.recompute_layers = c.recompute_layers;
-  }
-  if (!recompute_modules.empty()) {
-    ParallelConfig c;
-    c.recompute = req.recompute;
-    c.recompute_modules = parse_recompute_modules(recompute_modules, "--recompute-modules");
-    check_recompute_modules(c, "--recompute-modules");
-    req.recompute_modules = c.recompute_modules;
-  }
+  // The CLI's rules and messages (cli/cmd_graph.cc).
+  if (recompute_layers) set_graph_recompute_layers(req, *recompute_layers);
+  if (!recompute_modules.empty()) set_graph_recompute_modules(req, recompute_modules);
   req.offload_layers = offload_layers;
   py::gil_scoped_release release;
   if (partition == "even" || balanced_time) {

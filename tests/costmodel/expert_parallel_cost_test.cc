@@ -151,16 +151,26 @@ TEST(ExpertParallelCost, TheMtpModulesRoutedExpertsAreDividedByEpLikeItsBlocks) 
   EXPECT_EQ(dense.routed_expert_params(mtp), 0);
 }
 
+// DeepSeek-V3 with its MTP module: the module, the transformer layer its block copies and the
+// logits layer whose head it shares.
+struct MtpFixture : EpFixture {
+  int mtp = 0, block = 0, head = 0;
+  MtpFixture() {
+    model = load_model("deepseek-v3");
+    mtp = model.num_layers() - 2;
+    block = mtp - 1;
+    head = mtp + 1;
+  }
+};
+
 // The MTP module priced kernel by kernel: the block it copies (attention, experts, all-to-all),
 // the shared head and loss, and its own 2h -> h projection, norms and concatenation; nothing on
 // the FLOP curve ("other").
 TEST(ExpertParallelCost, TheMtpModuleIsItsBlockPlusTheSharedHeadPlusItsProjection) {
-  EpFixture f;
-  f.model = load_model("deepseek-v3");
-  f.cluster.kernel_overhead_s = 0;
+  MtpFixture f;
   f.config.dp = 128;
   f.config.ep = 64;
-  const int mtp = f.model.num_layers() - 2, block = mtp - 1, head = mtp + 1;
+  const int mtp = f.mtp, block = f.block, head = f.head;
   ASSERT_EQ(f.model.layers[static_cast<size_t>(block)].kind, LayerKind::kTransformer);
   ASSERT_EQ(f.model.layers[static_cast<size_t>(head)].kind, LayerKind::kLogits);
   const OperatorCost op(f.model, f.config, f.cluster);
@@ -196,13 +206,11 @@ TEST(ExpertParallelCost, TheMtpModuleIsItsBlockPlusTheSharedHeadPlusItsProjectio
 // sequence (forward), the scatter's all-gather and the input gradient's reduce-scatter, and the
 // weight gradient's re-gather where the input-gradient GEMM does not hide it (backward).
 TEST(ExpertParallelCost, TheMtpProjectionsTensorParallelCollectivesAreAddedToItsBlocks) {
-  EpFixture f;
-  f.model = load_model("deepseek-v3");
-  f.cluster.kernel_overhead_s = 0;
+  MtpFixture f;
   f.config.tp = 2;
   f.config.dp = 64;
   f.config.ep = 64;
-  const int mtp = f.model.num_layers() - 2, block = mtp - 1, head = mtp + 1;
+  const int mtp = f.mtp, block = f.block, head = f.head;
   const double h = 7168, m = 4096, bytes = m * h * 2;
   for (const bool sp : {false, true}) {
     f.config.sequence_parallel = sp;
