@@ -72,6 +72,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "fp8",
                                         "fp8_scaling",
                                         "fp8_norm_fusion",
+                                        "kernel_fusion",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
@@ -375,6 +376,15 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     if (!r.fp8 && r.model.dtype != Dtype::kFp8)
       throw_input_error(row.field("fp8_norm_fusion"), "only for FP8 rows (it needs \"fp8\": true)");
     r.model.fp8_norm_fusion = row.boolean_or("fp8_norm_fusion", true);
+  }
+  // The element-wise kernels of the row's framework (ModelSpec::kernel_fusion): the row's key
+  // sets the model's; eager PyTorch only for 16-bit rows.
+  if (row.has("kernel_fusion")) {
+    const std::string where = row.field("kernel_fusion");
+    r.model.kernel_fusion = parse_kernel_fusion(row.string_or("kernel_fusion", ""), where);
+    if (r.model.kernel_fusion != KernelFusion::kFused && (r.fp8 || r.model.dtype == Dtype::kFp8))
+      throw_input_error(where, "the eager kernels are for 16-bit rows (FP8 rows run Transformer "
+                               "Engine's or torchao's kernels)");
   }
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),

@@ -583,6 +583,13 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     }
     gemm_times.push_back(t);
     out.gemm_s += t;
+    // Eager PyTorch with fp32 parameters (graph/kernels.h weight_*_bytes_per_param): the weight's
+    // bf16 cast in every forward (and recompute), its gradient's fp32 cast in the backward; one
+    // kernel per weight.
+    const double weight_bytes = pass == Pass::kBackwardWeight ? k.weight_bwd_bytes_per_param
+                                : pass == Pass::kBackwardInput ? 0.0
+                                                                : k.weight_fwd_bytes_per_param;
+    if (weight_bytes > 0) out.elementwise_s += count * elementwise_s(n * kk * weight_bytes);
   }
   out.elementwise_s += fp8_casts_s;
   if (pass == Pass::kBackwardWeight) return out;

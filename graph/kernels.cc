@@ -1,5 +1,8 @@
 #include "graph/kernels.h"
 
+#include <string_view>
+#include <vector>
+
 namespace jaxpp {
 namespace {
 
@@ -11,6 +14,91 @@ bool has_shape(const ModelSpec& m) {
   const bool heads_fit =
       m.mla.enabled() || m.head_dim > 0 || (m.heads > 0 && m.hidden % m.heads == 0);
   return m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0 && heads_fit;
+}
+
+// Per-parameter weight traffic of eager PyTorch (LayerKernels::weight_fwd_bytes_per_param): with
+// fp32 parameters autocast's cast of each weight (aten/src/ATen/autocast_mode.cpp cached_cast:
+// cached only for leaf fp32 tensors within one autocast region) and _to_copy's backward casting
+// the bf16 weight gradient to fp32.
+void add_eager_weight_bytes(const ModelSpec& m, LayerKernels& k) {
+  if (m.kernel_fusion != KernelFusion::kEagerFp32Params) return;
+  k.weight_fwd_bytes_per_param = 4.0 + 2.0;
+  k.weight_bwd_bytes_per_param = 2.0 + 4.0;
+}
+
+// Eager PyTorch under torch.autocast(bfloat16) (ModelSpec::kernel_fusion kEager or
+// kEagerFp32Params): the element-wise kernels of one transformer layer, one per operator, bytes
+// per token read + written (forward; backward), from PyTorch 2.x's code. `r` is the bytes of the
+// residual stream and the norms: 4 with fp32 parameters, 2 with FSDP's bf16 parameters.
+//   norm             fp32 parameters: torch.nn.LayerNorm / RMSNorm, in autocast's fp32 list
+//                    (aten/src/ATen/autocast_mode.h AT_FORALL_FP32: layer_norm, rms_norm) on the
+//                    fp32 stream: vectorized_layer_norm_kernel<float> reads and writes fp32.
+//                    bf16 parameters: one norm kernel in bf16 (llm-foundry's
+//                    low_precision_layernorm runs F.layer_norm on bf16 with autocast off;
+//                    torchtitan's and fms-fsdp's Python RMSNorm return bf16 through several
+//                    kernels, counted here as one). Backward: layer_norm_grad_input (read dy and
+//                    x, write dx) and GammaBetaBackward (read dy and x)
+//   input casts      fp32 parameters only: every linear (autocast's lower-precision list) casts
+//                    its fp32 input to bf16 (read 4, write 2), once per projection reading the
+//                    norm: one for a fused qkv (llm-foundry's Wqkv) or MLP up projection, three
+//                    for separate wq, wk, wv and two for w1, w3 (torchtitan's Llama); backward:
+//                    each bf16 gradient cast to fp32 (_to_copy's backward); with either, the
+//                    gradients of the projections reading one norm output are summed
+//   residual add     read r + 2, write r; backward: with an fp32 stream the branch's gradient cast
+//                    to bf16 (the autograd engine casts a gradient to its input's dtype), and the
+//                    residual and norm gradients of x summed (the engine's InputBuffer)
+//   GeLU / SwiGLU    F.gelu (read and write bf16; backward reads the gradient and the input);
+//                    F.silu and the product (backward: two products and silu_backward)
+//   RoPE             torchtitan's apply_rotary_emb: xq.float(), the complex product, type_as
+//                    (20 bytes per element of q and k, forward and backward)
+//   qkv gradient     a fused qkv projection split into q, k, v by view/permute/unbind: the
+//                    backward stacks dq, dk and dv into its gradient (CatArrayBatchedCopy)
+//   bias gradients   biases are added in cuBLASLt's epilogue (the profile's *_bias_* GEMMs); their
+//                    gradients are reductions of each output gradient (reduce_kernel<BFloat16>)
+//   dropout          native_dropout: a bf16 output and a 1-byte mask
+void add_eager_transformer_elementwise(const ModelSpec& m, double q, double kv, double ffn_width,
+                                       LayerKernels& k) {
+  const double h = m.hidden;
+  const bool gpt = !m.gated_mlp;
+  const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+  const double f32 = 4.0, b16 = 2.0;
+  // Two norms per layer.
+  k.elementwise.push_back({"norm", 2 * 2 * h * r, 2 * 5 * h * r, TpSplit::kSequence});
+  const double casts = gpt ? 2 : 5;  // fused Wqkv + up, or wq, wk, wv + w1, w3
+  const double sums = gpt ? 0 : 3;   // gradient sums of the 3 and 2 readers
+  const double cast_bytes = r > b16 ? casts * h * (f32 + b16) : 0;
+  if (cast_bytes + sums > 0)
+    k.elementwise.push_back(
+        {"input_cast", cast_bytes, cast_bytes + sums * 3 * h * r, TpSplit::kSequence});
+  // Two residual adds; backward: the branch gradient cast to bf16 (fp32 stream) and the sum of
+  // x's two gradients.
+  const double add_fwd = 2 * (2 * r + b16) * h;
+  const double add_bwd = 2 * ((r > b16 ? h * (r + b16) : 0) + 3 * r * h);
+  k.elementwise.push_back({"residual_add", add_fwd, add_bwd, TpSplit::kSequence});
+  if (gpt) {
+    k.elementwise.push_back({"gelu", 2 * ffn_width * b16, 3 * ffn_width * b16, TpSplit::kColumn});
+    k.elementwise.push_back({"qkv_grad_cat", 0, 2 * (q + 2 * kv) * b16, TpSplit::kColumn});
+    // Bias gradients: qkv and up (split by tp), proj and down (the hidden state).
+    k.elementwise.push_back({"bias_grad", 0, (q + 2 * kv + ffn_width) * b16, TpSplit::kColumn});
+    k.elementwise.push_back({"bias_grad_hidden", 0, 2 * h * b16, TpSplit::kSequence});
+    if (!m.no_dropout)  // after the attention block and the MLP: bf16 output and a 1-byte mask
+      k.elementwise.push_back(
+          {"dropout", 2 * h * (2 * b16 + 1), 2 * h * (2 * b16 + 1), TpSplit::kSequence});
+  } else {
+    // silu(w1) (read, write) and its product with w3 (read two, write one); backward: the
+    // product's two gradients (read two, write one, each) and silu_backward (read two, write).
+    k.elementwise.push_back(
+        {"swiglu", 5 * ffn_width * b16, 9 * ffn_width * b16, TpSplit::kColumn});
+    if (m.qk_norm)
+      k.elementwise.push_back(
+          {"qk_norm", 2 * (q + kv) * f32 + (q + kv) * (b16 + f32),
+           5 * (q + kv) * f32 + (q + kv) * (b16 + f32), TpSplit::kColumn});
+  }
+  if (m.learned_positions() || m.mla.enabled()) return;  // MLA keeps its RoPE kernel
+  // RoPE on q and k (torchtitan's apply_rotary_emb): the fp32 copy, the complex product and
+  // the cast back; the backward mirrors it.
+  const double rope = (q + kv) * ((b16 + f32) + 2 * f32 + (f32 + b16));
+  k.elementwise.push_back({"rope", rope, rope, TpSplit::kColumn});
 }
 
 LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
@@ -117,6 +205,19 @@ LayerKernels transformer_kernels(const ModelSpec& m, bool moe_layer) {
     // Router: read the E logits, write fp32 probabilities, pick the top_k.
     k.elementwise.push_back(
         {"router_topk", moe.experts * (db + 4.0), 2 * moe.experts * (db + 4.0), TpSplit::kNone});
+  }
+  if (m.kernel_fusion != KernelFusion::kFused) {
+    // Eager PyTorch: the fused kernels above replaced by the eager ones; the MoE permutation and
+    // router and MLA's RoPE and latent norms stay as listed.
+    const bool mla_rope = mla.enabled();
+    std::erase_if(k.elementwise, [mla_rope](const ElementwiseKernel& e) {
+      for (std::string_view fused :
+           {"norm", "bias_dropout_add", "bias_gelu", "residual_add", "swiglu", "qk_norm"})
+        if (e.name == fused) return true;
+      return e.name == "rope" && !mla_rope;
+    });
+    add_eager_transformer_elementwise(m, q, kv, ffn_width, k);
+    add_eager_weight_bytes(m, k);
   }
   // Stash (Korthikanti et al. 2022, Sec. 4.1, without the s×s terms): norm inputs 2·h, the
   // inputs of qkv and mlp_up (h each) and GPT's two dropout masks (1 byte each) on the full
@@ -237,6 +338,34 @@ LayerKernels logits_kernels(const ModelSpec& m) {
   // read them back for max/sum (forward); read the softmax, write the gradient (backward).
   k.elementwise.push_back({"cross_entropy", v * (db + 4 + 4), v * (4 + db), TpSplit::kColumn});
   k.elementwise.push_back({"final_norm", 2 * h * db, 2 * 2 * h * db, TpSplit::kSequence});
+  if (m.kernel_fusion != KernelFusion::kFused) {
+    // Eager PyTorch: the loss as the frameworks write it, F.cross_entropy on an fp32 copy of the
+    // bf16 logits (scripts/measure_eager_steps.py and torchtitan's cross_entropy_loss:
+    // pred.float(); llm-foundry's F.cross_entropy under autocast, whose fp32 list casts the
+    // logits the same way), unfused (PyTorch 2.x aten/src/ATen/native/cuda/SoftMax.cu,
+    // LossNLL.cu), per vocabulary entry:
+    //   logits_cast  read bf16, write fp32; backward the gradient cast back (read 4, write 2)
+    //   log_softmax  cunn_SoftMaxForward: the row's max, the sum of exponentials, then the output:
+    //                read fp32 three times, write once; cunn_SoftMaxBackward: read the gradient
+    //                for its sum, then the gradient and the output, write
+    //   nll_loss     forward one entry per token; backward a zero-filled fp32 gradient
+    //                (FillFunctor) with one entry per token scattered
+    // and the final norm (as a layer's, transformer_kernels).
+    const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+    const double f32 = 4.0, b16 = 2.0;
+    k.elementwise = {
+        {"logits_cast", v * (b16 + f32), v * (f32 + b16), TpSplit::kColumn},
+        {"log_softmax", v * (3 * f32 + f32), v * (f32 + 2 * f32 + f32), TpSplit::kColumn},
+        {"nll_loss", 0, v * f32, TpSplit::kColumn},
+        {"final_norm", 2 * h * r, 5 * h * r, TpSplit::kSequence},
+    };
+    if (r > b16)  // the fp32 norm output cast for the head's GEMM, and its gradient back
+      k.elementwise.push_back({"input_cast", h * (f32 + b16), h * (b16 + f32), TpSplit::kSequence});
+    // The head's weight: cast per forward and its gradient cast back with fp32 parameters; tied
+    // to the embedding, its gradient summed into the embedding's (read both, write one).
+    add_eager_weight_bytes(m, k);
+    if (m.tied_embeddings) k.weight_bwd_bytes_per_param += 3 * r;
+  }
   k.stash_sequence_bytes_per_token = h * db;
   k.stash_split_bytes_per_token = v * db;
   k.hidden_bytes_per_token = h * db;
@@ -252,6 +381,15 @@ LayerKernels embedding_kernels(const ModelSpec& m) {
   // rows' gradients into the fp32 gradient buffer.
   k.elementwise.push_back({"embedding", gpt ? 2 * h * db + 3 * h * db + h : 2 * h * db,
                            h * (db + 4 + 4), TpSplit::kSequence});
+  if (m.kernel_fusion != KernelFusion::kFused) {
+    // Eager PyTorch: the embedding runs in the parameters' dtype (autocast leaves it alone): the
+    // gather, GPT's separate position add (read two, write one) and dropout (output and a
+    // 1-byte mask); backward: embedding_dense_backward into an fp32 buffer.
+    const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+    const double dropout = gpt && !m.no_dropout ? h * (2 * r + 1) : 0;
+    k.elementwise = {{"embedding", 2 * h * r + (gpt ? 3 * h * r : 0) + dropout,
+                      h * (r + 4 + 4), TpSplit::kSequence}};
+  }
   k.hidden_bytes_per_token = h * db;
   return k;
 }

@@ -37,6 +37,15 @@
 // qk_nope + qk_rope and v head size v_head_dim.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
 // the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
+// Eager PyTorch (ModelSpec::kernel_fusion kEager or kEagerFp32Params; graph/model.h): the
+// element-wise list is instead what eager PyTorch under torch.autocast(bfloat16) runs, one kernel
+// per operator (graph/kernels.cc eager_transformer_elementwise names each with its source): the
+// norms in fp32, the casts of every autocast op's fp32 inputs to bf16 and of their gradients back,
+// separate GeLU (or SiLU and the product), residual adds and bias-gradient reductions (the biases
+// themselves are added in the GEMM's epilogue), the concatenation of dq, dk and dv into a fused
+// qkv projection's gradient, torchtitan's fp32 RoPE, and the loss as an fp32 copy of the logits,
+// log_softmax and nll_loss; with fp32 parameters also the per-forward weight casts
+// (LayerKernels::weight_fwd_bytes_per_param).
 // Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits; the
 // FP8 copies of GEMM operands and their casts are priced by costmodel/operator_cost.h).
 // Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
@@ -156,6 +165,16 @@ struct LayerKernels {
   double scores_traffic_bytes_per_head_key = 0;
   // Bytes sent forward per token (the hidden state: the pipeline P2P and the tp collectives).
   double hidden_bytes_per_token = 0;
+  // Per parameter of each GEMM's weight (split as the GEMM: n·k·count): the bytes moved by
+  // element-wise kernels in each forward (and each recompute) and in each backward, beside the
+  // per-token kernels above. Eager PyTorch under autocast with fp32 parameters
+  // (KernelFusion::kEagerFp32Params): every forward casts the fp32 weight to bf16 (read 4, write 2:
+  // autocast caches a cast only within one autocast region, and a checkpointed layer's recompute
+  // opens a new one) and every backward casts the bf16 weight gradient back to fp32 (read 2,
+  // write 4). A tied LM head adds the accumulation of its weight gradient into the embedding's
+  // (read both, write one). 0 for fused kernels.
+  double weight_fwd_bytes_per_param = 0;
+  double weight_bwd_bytes_per_param = 0;
 };
 
 // The kernels of layer `index` of a model with a transformer shape (hidden, heads, seq_len and

@@ -48,6 +48,7 @@ struct TransformerShape {
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
   bool fp8_params = true;
   bool fp8_norm_fusion = true;
+  KernelFusion kernel_fusion = KernelFusion::kFused;
   bool low_precision_attention_out = false;
   bool low_precision_moe_swiglu_input = false;
   MoeSpec moe;
@@ -228,6 +229,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.fp8_scaling = t.fp8_scaling;
   m.fp8_params = t.fp8_params;
   m.fp8_norm_fusion = t.fp8_norm_fusion;
+  m.kernel_fusion = t.kernel_fusion;
   m.low_precision_attention_out = t.low_precision_attention_out;
   m.low_precision_moe_swiglu_input = t.low_precision_moe_swiglu_input;
   m.moe = t.moe;
@@ -432,6 +434,7 @@ const std::set<std::string> kExtraKeys = {"head_dim",
                                           "fp8_scaling",
                                           "fp8_params",
                                           "fp8_norm_fusion",
+                                          "kernel_fusion",
                                           "low_precision_activations"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
@@ -548,6 +551,13 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       throw_input_error(obj.field("fp8_norm_fusion"),
                         "only for FP8 training (it needs \"dtype\": \"fp8\")");
     t.fp8_norm_fusion = obj.boolean_or("fp8_norm_fusion", true);
+  }
+  if (obj.has("kernel_fusion")) {
+    const std::string where = obj.field("kernel_fusion");
+    t.kernel_fusion = parse_kernel_fusion(obj.string_or("kernel_fusion", ""), where);
+    if (t.kernel_fusion != KernelFusion::kFused && t.dtype == Dtype::kFp8)
+      throw_input_error(where, "the eager kernels are for 16-bit models (\"dtype\": \"fp8\" "
+                               "runs Transformer Engine's fused kernels)");
   }
   if (obj.has("low_precision_activations")) {
     // Only FP8 training caches them; the dtype is checked when the model is simulated
@@ -840,6 +850,25 @@ std::string_view to_string(Fp8Scaling s) {
   return "?";
 }
 
+std::string_view to_string(KernelFusion f) {
+  switch (f) {
+    case KernelFusion::kFused:
+      return "fused";
+    case KernelFusion::kEager:
+      return "eager";
+    case KernelFusion::kEagerFp32Params:
+      return "eager_fp32_params";
+  }
+  return "?";
+}
+
+KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where) {
+  for (KernelFusion f : kAllKernelFusions)
+    if (s == to_string(f)) return f;
+  throw_input_error(where, "expected \"fused\", \"eager\" or \"eager_fp32_params\", got \"" +
+                               std::string(s) + "\"");
+}
+
 std::string_view to_string(MoeRouter r) { return r == MoeRouter::kSigmoid ? "sigmoid" : "softmax"; }
 
 std::string_view to_string(LayerKind k) {
@@ -963,6 +992,8 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
     j["fp8_scaling"] = std::string(to_string(m.fp8_scaling));
   if (m.dtype == Dtype::kFp8 && !m.fp8_params) j["fp8_params"] = false;
   if (m.dtype == Dtype::kFp8 && !m.fp8_norm_fusion) j["fp8_norm_fusion"] = false;
+  if (m.kernel_fusion != KernelFusion::kFused)
+    j["kernel_fusion"] = std::string(to_string(m.kernel_fusion));
   if (m.low_precision_attention_out || m.low_precision_moe_swiglu_input) {
     nlohmann::json list = nlohmann::json::array();
     if (m.low_precision_attention_out) list.push_back("attention_out");

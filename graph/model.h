@@ -58,6 +58,27 @@ inline constexpr std::array kAllFp8Scalings = {Fp8Scaling::kCurrent, Fp8Scaling:
                                                Fp8Scaling::kMxfp8};
 std::string_view to_string(Fp8Scaling s);
 
+// Which element-wise kernels a 16-bit model's training framework runs (ModelSpec::kernel_fusion):
+//   kFused            Megatron-LM / Transformer Engine's fused kernels (norms, bias + dropout +
+//                     residual add, bias + GeLU, SwiGLU, RoPE, a fused cross-entropy), 16-bit
+//                     activations throughout. "fused".
+//   kEager            eager PyTorch (no torch.compile) under torch.autocast(bfloat16) with 16-bit
+//                     parameters, as FSDP's mixed precision (param_dtype bf16) gathers them: one
+//                     kernel per operator, the norms run in fp32 (autocast's fp32 list), casts
+//                     around every autocast op, an fp32 logits copy and an unfused
+//                     log_softmax + nll_loss. "eager".
+//   kEagerFp32Params  as kEager with fp32 parameters (no FSDP mixed precision: the parameters
+//                     are the master copy): the residual stream is fp32 (the embedding's output),
+//                     every forward casts each weight to bf16 and each backward casts its bf16
+//                     weight gradient to fp32. "eager_fp32_params".
+// graph/kernels.cc lists the kernels of each; costmodel/operator_cost.cc prices them.
+enum class KernelFusion { kFused, kEager, kEagerFp32Params };
+inline constexpr std::array kAllKernelFusions = {KernelFusion::kFused, KernelFusion::kEager,
+                                                 KernelFusion::kEagerFp32Params};
+std::string_view to_string(KernelFusion f);
+// "fused", "eager" or "eager_fp32_params"; InputError at `where` otherwise.
+KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where);
+
 // none: keep every activation; selective: re-run the attention core (Megatron's selective
 // recompute); full: re-run the whole forward of each layer (keep its input); op: torchtitan's
 // op-level selective activation checkpointing (activation_checkpoint.selective_ac_option = "op"):
@@ -176,6 +197,10 @@ struct ModelSpec {
   // "fp8_norm_fusion" (default true; only with "dtype": "fp8"); a validation-corpus row can set
   // it with its own key. costmodel/operator_cost.h prices it.
   bool fp8_norm_fusion = true;
+  // The element-wise kernels the framework runs (KernelFusion above). Model JSON
+  // "kernel_fusion" (default "fused"; the eager values only for 16-bit models); a
+  // validation-corpus row can set it with its own key.
+  KernelFusion kernel_fusion = KernelFusion::kFused;
   // FP8 models: true = the transformer layers' weights are stored in FP8 (Megatron's
   // --fp8-param-gather, TE fp8_model_init; set by Megatron-Bridge's and NeMo's FP8 recipes):
   // 1 byte per parameter, plus a cached transpose on GPUs that need one

@@ -372,6 +372,22 @@ const std::vector<BadInputCase> kCases = {
                   return j.dump();
                 }())}},
      .message = "field 'fp8_scaling': expected \"current\", \"delayed\" or \"mxfp8\", got \"nvfp4\""},
+    {.name = "GraphUnknownKernelFusion", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["kernel_fusion"] = "compiled";
+                  return j.dump();
+                }())}},
+     .message = "field 'kernel_fusion': expected \"fused\", \"eager\" or \"eager_fp32_params\", "
+                "got \"compiled\""},
+    {.name = "GraphEagerKernelsOfAnFp8Model", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text([] {
+                  json j = json::parse(kTinyModel);
+                  j["dtype"] = "fp8";
+                  j["kernel_fusion"] = "eager";
+                  return j.dump();
+                }())}},
+     .message = "field 'kernel_fusion': the eager kernels are for 16-bit models"},
     {.name = "SimulateMxfp8OnHopper",
      .args = "simulate --model {dir}/m.json --schedule 1f1b --cluster h100-sxm --gpus 2 --pp 2 "
              "--global-batch 4",
@@ -1121,6 +1137,10 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusFp8ScalingOfA16BitRow", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["fp8_scaling"] = "mxfp8"; })}},
      .message = "row 'a-1.3b-pp2': field 'fp8_scaling': only for FP8 rows"},
+    {.name = "ValidateModelCorpusUnknownKernelFusion", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["kernel_fusion"] = "eagre"; })}},
+     .message = "row 'a-1.3b-pp2': field 'kernel_fusion': expected \"fused\", \"eager\" or "
+                "\"eager_fp32_params\", got \"eagre\""},
     {.name = "ValidateModelCorpusUnknownCluster", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "b300"; })}},
      .message = "field 'cluster': unknown cluster preset 'b300'"},
