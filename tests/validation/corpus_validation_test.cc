@@ -856,31 +856,31 @@ struct PinnedFoundryRow {
   int64_t hidden;
 };
 constexpr PinnedFoundryRow kPinnedFoundryRows[] = {
-    {"llmfoundry-mpt-125m-8gpu-a100-80g", 0.9046, 125311488, 768},
-    {"llmfoundry-mpt-125m-128gpu-a100-40g", 0.3139, 125311488, 768},
-    {"llmfoundry-mpt-350m-8gpu-a100-80g", 1.901, 355985408, 1024},
-    {"llmfoundry-mpt-350m-128gpu-a100-40g", 0.5615, 355985408, 1024},
-    {"llmfoundry-mpt-760m-8gpu-a100-80g", 2.751, 760470528, 1536},
-    {"llmfoundry-mpt-760m-32gpu-h100", 0.5751, 760470528, 1536},
-    {"llmfoundry-mpt-760m-128gpu-a100-40g", 0.7151, 760470528, 1536},
-    {"llmfoundry-mpt-1b-8gpu-a100-80g", 5.258, 1315950592, 2048},
-    {"llmfoundry-mpt-1b-128gpu-a100-40g", 0.9655, 1315950592, 2048},
-    {"llmfoundry-mpt-1b-512gpu-h100", 0.4619, 1315950592, 2048},
-    {"llmfoundry-mpt-3b-8gpu-a100-80g", 3.658, 2651837440, 2560},
-    {"llmfoundry-mpt-3b-128gpu-a100-40g", 1.124, 2651837440, 2560},
-    {"llmfoundry-mpt-3b-512gpu-h100", 0.5885, 2651837440, 2560},
-    {"llmfoundry-mpt-7b-8gpu-a100-80g", 5.218, 6658859008, 4096},
-    {"llmfoundry-mpt-7b-128gpu-a100-40g", 10.41, 6658859008, 4096},
-    {"llmfoundry-mpt-7b-512gpu-h100", 1.014, 6658859008, 4096},
-    {"llmfoundry-mpt-13b-8gpu-a100-80g", 4.987, 12853954560, 5120},
-    {"llmfoundry-mpt-13b-128gpu-a100-40g", 17.51, 12853954560, 5120},
-    {"llmfoundry-mpt-13b-512gpu-h100", 6.602, 12853954560, 5120},
-    {"llmfoundry-mpt-30b-8gpu-a100-80g", 156.4, 29975214080, 7168},
-    {"llmfoundry-mpt-30b-128gpu-a100-40g", 14.99, 29975214080, 7168},
-    {"llmfoundry-mpt-30b-512gpu-h100", 7.45, 29975214080, 7168},
-    {"llmfoundry-mpt-70b-64gpu-a100-80g", 170.3, 64862437376, 8192},
-    {"llmfoundry-mpt-70b-128gpu-a100-40g", 21.51, 64862437376, 8192},
-    {"llmfoundry-mpt-70b-512gpu-h100", 15.94, 64862437376, 8192},
+    {"llmfoundry-mpt-125m-8gpu-a100-80g", 1.07, 125311488, 768},
+    {"llmfoundry-mpt-125m-128gpu-a100-40g", 0.3843, 125311488, 768},
+    {"llmfoundry-mpt-350m-8gpu-a100-80g", 2.05, 355985408, 1024},
+    {"llmfoundry-mpt-350m-128gpu-a100-40g", 0.6165, 355985408, 1024},
+    {"llmfoundry-mpt-760m-8gpu-a100-80g", 2.872, 760470528, 1536},
+    {"llmfoundry-mpt-760m-32gpu-h100", 0.6121, 760470528, 1536},
+    {"llmfoundry-mpt-760m-128gpu-a100-40g", 0.7551, 760470528, 1536},
+    {"llmfoundry-mpt-1b-8gpu-a100-80g", 5.413, 1315950592, 2048},
+    {"llmfoundry-mpt-1b-128gpu-a100-40g", 1.002, 1315950592, 2048},
+    {"llmfoundry-mpt-1b-512gpu-h100", 0.4822, 1315950592, 2048},
+    {"llmfoundry-mpt-3b-8gpu-a100-80g", 3.725, 2651837440, 2560},
+    {"llmfoundry-mpt-3b-128gpu-a100-40g", 1.151, 2651837440, 2560},
+    {"llmfoundry-mpt-3b-512gpu-h100", 0.6049, 2651837440, 2560},
+    {"llmfoundry-mpt-7b-8gpu-a100-80g", 5.269, 6658859008, 4096},
+    {"llmfoundry-mpt-7b-128gpu-a100-40g", 10.5, 6658859008, 4096},
+    {"llmfoundry-mpt-7b-512gpu-h100", 1.029, 6658859008, 4096},
+    {"llmfoundry-mpt-13b-8gpu-a100-80g", 5.022, 12853954560, 5120},
+    {"llmfoundry-mpt-13b-128gpu-a100-40g", 17.62, 12853954560, 5120},
+    {"llmfoundry-mpt-13b-512gpu-h100", 6.654, 12853954560, 5120},
+    {"llmfoundry-mpt-30b-8gpu-a100-80g", 156.9, 29975214080, 7168},
+    {"llmfoundry-mpt-30b-128gpu-a100-40g", 15.05, 29975214080, 7168},
+    {"llmfoundry-mpt-30b-512gpu-h100", 7.488, 29975214080, 7168},
+    {"llmfoundry-mpt-70b-64gpu-a100-80g", 170.8, 64862437376, 8192},
+    {"llmfoundry-mpt-70b-128gpu-a100-40g", 21.57, 64862437376, 8192},
+    {"llmfoundry-mpt-70b-512gpu-h100", 16, 64862437376, 8192},
 };
 
 TEST(CorpusValidation, LlmFoundryRowsAreSplitBeforePredictionAndPinned) {
@@ -946,7 +946,7 @@ TEST(CorpusValidation, LlmFoundryRowsWithoutCheckpointingAreTooFastAndTheOthersI
   }
   EXPECT_EQ(unchecked, 16);
   EXPECT_EQ(checked, 9);
-  EXPECT_EQ(marked, 11);
+  EXPECT_EQ(marked, 8);
 
   static const Corpus corpus = load_corpus(kCorpus);
   Corpus free_recompute = corpus;
@@ -970,9 +970,10 @@ TEST(CorpusValidation, LlmFoundryRowsWithoutCheckpointingAreTooFastAndTheOthersI
 // and 70B on 128 A100 and 96 H100; torchtitana100: torchtitan FSDP2 on 64 A100), docs/validation.md
 // "PyTorch FSDP on A100 and H100". Every row shards parameters over all its GPUs with one
 // microbatch per step; the predictions are pinned (a change of the physics must update the docs).
-// What they show: the rows with full recompute are within the band on A100 (-2.2 % to +4.7 %),
-// those without the re-run forward (none, op) are all too fast on A100 (-9.1 % to -17.7 %), and
-// every H100 row is too fast (-13.7 % to -33.0 %); the thinner networks of the IBM clusters (400
+// What they show, with eager PyTorch's element-wise kernels priced (kernel_fusion eager): the rows
+// with full recompute are within the band on A100 (-0.6 % to +6.3 %), those without the re-run
+// forward (none, op) are all too fast on A100 (-6.6 % to -14.9 %), and every H100 row is too
+// fast (-11.7 % to -29.5 %); the thinner networks of the IBM clusters (400
 // and 800 Gbps per node, a quarter of the presets') are not the cause: at a quarter of the
 // preset's inter-node bandwidth no prediction moves by 1 %.
 struct PinnedFsdpRow {
@@ -981,20 +982,20 @@ struct PinnedFsdpRow {
   double measured_step_s;  // by hand: sequences per GPU x sequence length / tokens/s/GPU
 };
 constexpr PinnedFsdpRow kPinnedPytorchFsdpRows[] = {
-    {"ibmfsdp2024-llama2-7B-96gpu-h100", 0.732, 2 * 4096 / 7500.0},
-    {"ibmfsdp2024-llama2-7B-128gpu-a100", 1.822, 2 * 4096 / 3700.0},
-    {"ibmfsdp2024-llama2-34B-96gpu-h100", 4.405, 2 * 4096 / 1550.0},
-    {"ibmfsdp2024-llama2-34B-128gpu-a100", 11.444, 2 * 4096 / 700.0},
-    {"ibmfsdp2024-llama2-70B-96gpu-h100", 8.837, 2 * 4096 / 800.0},
-    {"ibmfsdp2024-llama2-70B-128gpu-a100", 23.185, 2 * 4096 / 370.0},
-    {"torchtitana100-llama3-8b-64gpu-bs1-op", 2.448, 8192 / 2973.0},
-    {"torchtitana100-llama3-8b-64gpu-bs1-layer", 2.547, 8192 / 2904.0},
-    {"torchtitana100-llama2-13b-64gpu-bs2-op", 3.880, 2 * 4096 / 1904.0},
-    {"torchtitana100-llama2-13b-64gpu-bs2-none", 3.446, 2 * 4096 / 2162.0},
-    {"torchtitana100-llama2-13b-64gpu-bs2-layer", 4.002, 2 * 4096 / 1914.0},
-    {"torchtitana100-llama2-70b-64gpu-bs2-full", 23.209, 2 * 4096 / 353.0},
-    {"torchtitana100-llama2-70b-64gpu-bs1-op", 9.860, 4096 / 355.0},
-    {"torchtitana100-llama3-70b-64gpu-bs1-full", 24.360, 8192 / 331.0},
+    {"ibmfsdp2024-llama2-7B-96gpu-h100", 0.770, 2 * 4096 / 7500.0},
+    {"ibmfsdp2024-llama2-7B-128gpu-a100", 1.884, 2 * 4096 / 3700.0},
+    {"ibmfsdp2024-llama2-34B-96gpu-h100", 4.518, 2 * 4096 / 1550.0},
+    {"ibmfsdp2024-llama2-34B-128gpu-a100", 11.629, 2 * 4096 / 700.0},
+    {"ibmfsdp2024-llama2-70B-96gpu-h100", 9.045, 2 * 4096 / 800.0},
+    {"ibmfsdp2024-llama2-70B-128gpu-a100", 23.527, 2 * 4096 / 370.0},
+    {"torchtitana100-llama3-8b-64gpu-bs1-op", 2.538, 8192 / 2973.0},
+    {"torchtitana100-llama3-8b-64gpu-bs1-layer", 2.627, 8192 / 2904.0},
+    {"torchtitana100-llama2-13b-64gpu-bs2-op", 4.016, 2 * 4096 / 1904.0},
+    {"torchtitana100-llama2-13b-64gpu-bs2-none", 3.541, 2 * 4096 / 2162.0},
+    {"torchtitana100-llama2-13b-64gpu-bs2-layer", 4.117, 2 * 4096 / 1914.0},
+    {"torchtitana100-llama2-70b-64gpu-bs2-full", 23.551, 2 * 4096 / 353.0},
+    {"torchtitana100-llama2-70b-64gpu-bs1-op", 10.031, 4096 / 355.0},
+    {"torchtitana100-llama3-70b-64gpu-bs1-full", 24.716, 8192 / 331.0},
 };
 
 TEST(CorpusValidation, PytorchFsdpRowsArePinnedAndFullRecomputeIsInTheBandOnA100) {
@@ -1026,7 +1027,7 @@ TEST(CorpusValidation, PytorchFsdpRowsArePinnedAndFullRecomputeIsInTheBandOnA100
     } else if (a100 && full) {
       EXPECT_LE(std::fabs(r->error), kBand) << p.id;
     } else {
-      EXPECT_LT(r->error, -0.09) << p.id << ": too fast";
+      EXPECT_LT(r->error, -0.06) << p.id << ": too fast";
     }
     // A test row outside the band is a named expected failure.
     if (r->row->split == CorpusSplit::kTest) {
@@ -1101,26 +1102,26 @@ TEST(CorpusValidation, RecomputeLayerRowsLieBetweenNoneAndFull) {
 // docs/validation.md "Eager PyTorch steps measured on one H200"; the raw measurement
 // tests/data/kernels/h200_eager_steps.json, its harness scripts/measure_eager_steps.py): four
 // model shapes of the corpus's eager-PyTorch sources without and with full recompute, no
-// communication. All eight are test rows, split before any prediction. The errors are pinned to
-// ±0.5 points (a change of the physics must update the docs); the two MPT-350M rows (hidden
-// 1024, head dim 64) are the expected failures, for the element-wise and attention time their
-// profile shows; and in every pair the model puts full recompute further above no recompute
-// than measured (the same sign as the multi-GPU eager rows' pattern, none too fast and full in
-// the band, at a fraction of its size).
+// communication. All eight are test rows, split before any prediction, priced with eager
+// PyTorch's element-wise kernels over fp32 parameters (kernel_fusion eager_fp32_params). The
+// errors are pinned to ±0.5 points (a change of the physics must update the docs); MPT-1B with
+// full recompute (+12.2 %) is the expected failure, for the GEMM time its profile shows (447 ms
+// priced, 313 ms ran); and in every pair the model puts full recompute further above no
+// recompute than measured.
 struct PinnedEagerRow {
   const char* id;
   double error;  // (predicted - measured) / measured
   bool expected_failure;
 };
 constexpr PinnedEagerRow kPinnedEagerRows[] = {
-    {"h200eager-mpt-1b-mb12-none", -0.0397, false},
-    {"h200eager-mpt-1b-mb12-full", +0.0214, false},
-    {"h200eager-mpt-350m-mb32-none", -0.1992, true},
-    {"h200eager-mpt-350m-mb32-full", -0.1488, true},
-    {"h200eager-llama2-13b-8l-mb2-none", -0.0596, false},
-    {"h200eager-llama2-13b-8l-mb2-full", -0.0421, false},
-    {"h200eager-llama3-8b-8l-mb1-none", -0.0484, false},
-    {"h200eager-llama3-8b-8l-mb1-full", -0.0181, false},
+    {"h200eager-mpt-1b-mb12-none", +0.0599, false},
+    {"h200eager-mpt-1b-mb12-full", +0.1222, true},
+    {"h200eager-mpt-350m-mb32-none", -0.0481, false},
+    {"h200eager-mpt-350m-mb32-full", -0.0014, false},
+    {"h200eager-llama2-13b-8l-mb2-none", +0.0372, false},
+    {"h200eager-llama2-13b-8l-mb2-full", +0.0638, false},
+    {"h200eager-llama3-8b-8l-mb1-none", +0.0600, false},
+    {"h200eager-llama3-8b-8l-mb1-full", +0.0969, false},
 };
 
 TEST(CorpusValidation, EagerH200StepsArePinnedAndFullOverNoneIsOverPredicted) {
@@ -1151,7 +1152,7 @@ TEST(CorpusValidation, EagerH200StepsArePinnedAndFullOverNoneIsOverPredicted) {
     const double measured = full->measured_step_time_s / none->measured_step_time_s;
     const double predicted = full->predicted_step_time_s / none->predicted_step_time_s;
     EXPECT_LT(measured, predicted) << full->row->id;
-    EXPECT_LT(predicted / measured, 1.07) << full->row->id << ": 1.9 to 6.4 % over";
+    EXPECT_LT(predicted / measured, 1.07) << full->row->id << ": 2.5 to 5.9 % over";
   }
 }
 
@@ -1202,6 +1203,46 @@ TEST(CorpusValidation, EagerH200RowsCarryTheRawFilesStepTimes) {
   EXPECT_EQ(eager_rows_disagreeing_with(dropped, raw),
             std::vector<std::string>{"h200eager-mpt-1b-mb12-none: a raw run without a corpus row"});
   EXPECT_EQ(eager_rows_disagreeing_with(corpus, renamed).size(), 2u);
+}
+
+// Eager PyTorch's element-wise kernels (kernel_fusion, graph/kernels.cc) against the profiled
+// step of each h200eager run (docs/validation.md "Kernel time by category"): simulate
+// --breakdown's element-wise time is 0.55-0.68 of the profile's element-wise + loss kernels in
+// all eight runs (the kernels ran at 1-3 TB/s where the model streams at 85 % of 4.8 TB/s, and
+// the harness's real-arithmetic RoPE runs more kernels than torchtitan's that the model lists);
+// priced as fused kernels, 0.16-0.29. A kernel dropped from the inventory or counted twice moves
+// a run out of [0.5, 0.75].
+double eager_elementwise_ratio(const CorpusRow& row, const nlohmann::json& run) {
+  const RowExplanation e = explain_row(row, {}, {});
+  EXPECT_TRUE(e.ran) << row.id << ": " << e.message;
+  if (!e.ran) return 0;
+  const nlohmann::json& c = run.at("profile").at("by_category_s");
+  const double measured = c.at("elementwise").get<double>() + c.value("loss", 0.0);
+  return e.breakdown.at(0).at("elementwise_s").get<double>() / measured;
+}
+
+TEST(CorpusValidation, EagerElementwiseKernelsAreWithinTheProfilesBand) {
+  std::ifstream in(std::string(JAXPP_TEST_DATA_DIR) + "/kernels/h200_eager_steps.json");
+  ASSERT_TRUE(in) << "tests/data/kernels/h200_eager_steps.json";
+  const nlohmann::json raw = nlohmann::json::parse(in);
+  static const Corpus corpus = load_corpus(kCorpus);
+  int runs = 0;
+  for (const nlohmann::json& run : raw.at("runs")) {
+    const std::string id = "h200eager-" + run.at("name").get<std::string>();
+    const auto it = std::find_if(corpus.rows.begin(), corpus.rows.end(),
+                                 [&](const CorpusRow& r) { return r.id == id; });
+    ASSERT_NE(it, corpus.rows.end()) << id;
+    EXPECT_EQ(it->model.kernel_fusion, KernelFusion::kEagerFp32Params) << id;
+    const double ratio = eager_elementwise_ratio(*it, run);
+    EXPECT_GE(ratio, 0.5) << id;
+    EXPECT_LE(ratio, 0.75) << id;
+    // On purpose: the same row priced with the fused kernels falls far below the band.
+    CorpusRow fused = *it;
+    fused.model.kernel_fusion = KernelFusion::kFused;
+    EXPECT_LT(eager_elementwise_ratio(fused, run), 0.35) << id;
+    ++runs;
+  }
+  EXPECT_EQ(runs, 8);
 }
 
 // The rerun on another H200 machine with the committed harness (docs/validation.md): each
