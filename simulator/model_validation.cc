@@ -407,6 +407,9 @@ void add_model_args(const CorpusRow& row, const ExplainOptions& explain, RowExpl
                         (row.fp8 ? " (\"fp8\": true; simulate has no FP8 flag)" : ""));
     if (e.model.fp8_scaling != m.fp8_scaling)
       reasons.push_back("fp8_scaling " + std::string(to_string(e.model.fp8_scaling)));
+    if (e.model.kernel_fusion != m.kernel_fusion)
+      reasons.push_back("kernel_fusion " + std::string(to_string(e.model.kernel_fusion)) +
+                        " (simulate has no kernel-fusion flag)");
     if (reasons.empty()) reasons.push_back("the row's model differs from " + base);
   }
   e.model_json = model_file_json(e.model);

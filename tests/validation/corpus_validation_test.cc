@@ -1245,6 +1245,25 @@ TEST(CorpusValidation, EagerElementwiseKernelsAreWithinTheProfilesBand) {
   EXPECT_EQ(runs, 8);
 }
 
+// A row naming a preset with eager kernels (ibmfsdp2024's llama2-7b): --explain's command
+// simulates a model file carrying "kernel_fusion" (simulate has no flag for it), and says so.
+TEST(CorpusValidation, ExplainOfAnEagerPresetRowWritesTheKernelFusionIntoItsModelFile) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  const auto it = std::find_if(corpus.rows.begin(), corpus.rows.end(), [](const CorpusRow& r) {
+    return r.id == "ibmfsdp2024-llama2-7B-96gpu-h100";
+  });
+  ASSERT_NE(it, corpus.rows.end());
+  ASSERT_FALSE(it->model_inline);
+  const RowExplanation e = explain_row(*it, {}, {});
+  ASSERT_TRUE(e.ran) << e.message;
+  EXPECT_FALSE(e.model_file.empty());
+  EXPECT_EQ(e.model_json.at("kernel_fusion"), "eager");
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("kernel_fusion eager (simulate has no kernel-fusion flag)"),
+            std::string::npos)
+      << e.notes[0];
+}
+
 // The rerun on another H200 machine with the committed harness (docs/validation.md): each
 // configuration within 2.5 % of the first run's step time, peak memory within 1 %.
 TEST(CorpusValidation, EagerH200RerunAgreesWithTheFirstRun) {
