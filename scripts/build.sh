@@ -159,8 +159,14 @@ run_asan() {
   heavy+='|Microbench\.SuiteWithRoundsHasTheSinglePassPoints)'
   (cd "$dir" && ASAN_OPTIONS="$options" ctest --output-on-failure -j "$jobs" --timeout 900 \
      -E "(Mpi|^validation\\.fit|^CorpusValidation\\.|$heavy)" \
-     -LE '^(timing|install)$') ||
+     -LE '^(timing|install|cli)$') ||
     status=1
+  # The CLI tests (label cli, about 790, 460 of them the bad-input catalogue) run as $jobs
+  # processes of their executable, each a gtest shard, instead of one process per test: each is
+  # short (it starts jaxpp-sim once or twice), and an instrumented cli_tests takes 0.3 s of CPU
+  # to start and exit (its leak check included), about as much as an average case. Every test is
+  # still reported by name; the same exclusions as above apply, taken from the executable's list.
+  ASAN_OPTIONS="$options" run_gtest_shards "$dir" cli_tests "(Mpi|$heavy)" || status=1
   (cd "$dir" && ASAN_OPTIONS="$options" OPENBLAS_NUM_THREADS=1 \
      timeout 900 bin/validation_tests --gtest_filter='CorpusValidation.*' --gtest_brief=1) ||
     status=1
@@ -189,6 +195,34 @@ run_asan() {
   unset LSAN_OPTIONS UBSAN_OPTIONS
   echo "== ASan+UBSan tests: $((SECONDS - start)) s"
   check_reports "$reports" "ASan+UBSan" || status=1
+  return $status
+}
+
+# run_gtest_shards <build dir> <test executable> <ERE of tests to leave out>: the executable's
+# tests, but those the ERE matches, as $jobs gtest shards run side by side from the directory
+# ctest runs them in, with ctest's environment (JAXPP_TEST_ENVIRONMENT) and a time limit; each
+# shard's log is printed for a failed shard, its failed tests' names otherwise at the end.
+run_gtest_shards() {
+  local dir=$1 exe=$2 skip_ere=$3 status=0 skip pids=() shard
+  skip=$("$dir/bin/$exe" --gtest_list_tests |
+           awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' | grep -E "$skip_ere" | paste -sd: -)
+  echo "== $exe as $jobs shards, leaving out $(tr -cd : <<< "$skip:" | wc -c) tests"
+  for ((shard = 0; shard < jobs; shard++)); do
+    (cd "$dir/tests" && OPENBLAS_NUM_THREADS=1 GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard \
+       timeout 1800 "$dir/bin/$exe" --gtest_filter="-$skip" --gtest_brief=1) \
+      > "$dir/$exe.shard$shard.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((shard = 0; shard < jobs; shard++)); do
+    if wait "${pids[$shard]}"; then
+      grep -E "^\[  PASSED  \]" "$dir/$exe.shard$shard.log" | sed "s/^/$exe shard $shard: /"
+    else
+      status=1
+      echo "== $exe shard $shard failed:"
+      grep -E "\[  FAILED  \]|Failure|error" "$dir/$exe.shard$shard.log" | head -40
+      tail -5 "$dir/$exe.shard$shard.log"
+    fi
+  done
   return $status
 }
 
