@@ -237,8 +237,12 @@ LayerKernels logits_kernels(const ModelSpec& m) {
   // read them back for max/sum (forward); read the softmax, write the gradient (backward).
   k.elementwise.push_back({"cross_entropy", v * (db + 4 + 4), v * (4 + db), TpSplit::kColumn});
   k.elementwise.push_back({"final_norm", 2 * h * db, 2 * 2 * h * db, TpSplit::kSequence});
+  // The head's input, and what the loss keeps of the logits for the backward (graph/model.h
+  // CrossEntropy); the logits layer of graph/model.cc counts the same bytes.
   k.stash_sequence_bytes_per_token = h * db;
-  k.stash_split_bytes_per_token = v * db;
+  k.stash_split_bytes_per_token = v * cross_entropy_saved_bytes_per_logit(m.cross_entropy, m.dtype);
+  k.loss_transient_split_bytes_per_token =
+      v * cross_entropy_transient_bytes_per_logit(m.cross_entropy, m.dtype);
   k.hidden_bytes_per_token = h * db;
   return k;
 }

@@ -36,7 +36,9 @@
 // (replicated), kv_up (column), proj (row); the attention core with q/k head size
 // qk_nope + qk_rope and v head size v_head_dim.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
-// the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
+// the logits in fp32; the stash is the head's input and what the loss keeps of the logits
+// (ModelSpec::cross_entropy: an fp32 copy, 4 bytes per vocabulary entry, or the 16-bit logits).
+// Embedding: a gather (and, for GPT, learned positions and dropout).
 // Activations are 16-bit (also for FP8 models: FP8 training keeps activations in 16 bits; the
 // FP8 copies of GEMM operands and their casts are priced by costmodel/operator_cost.h).
 // Layers of kind custom have no kernels (has_kernels false): costmodel/ prices their FLOPs with
@@ -156,6 +158,11 @@ struct LayerKernels {
   double scores_traffic_bytes_per_head_key = 0;
   // Bytes sent forward per token (the hidden state: the pipeline P2P and the tp collectives).
   double hidden_bytes_per_token = 0;
+  // The loss only (logits layer): bytes per token, split by tp (kColumn, the vocabulary), that
+  // live beside the stash while one microbatch's loss runs and are freed when it ends
+  // (cross_entropy_transient_bytes_per_logit, graph/model.h: the 16-bit logits beside their
+  // fp32 copy). Not stashed: the memory model adds them once per actor (costmodel/memory.h).
+  double loss_transient_split_bytes_per_token = 0;
 };
 
 // The kernels of layer `index` of a model with a transformer shape (hidden, heads, seq_len and
