@@ -809,7 +809,9 @@ double OperatorCost::compute_stash_bytes(int layer) const {
     const std::pair<int, int> parts = mtp_parts_[static_cast<size_t>(layer)];
     const bool sp = config_.sequence_parallel && config_.tp > 1;
     return compute_stash_bytes(parts.first) + compute_stash_bytes(parts.second) +
-           tokens_ * static_cast<double>(mtp_projection_input_bytes_per_token(model_.hidden, model_.dtype)) /
+           tokens_ *
+               static_cast<double>(
+                   mtp_projection_input_bytes_per_token(model_.hidden, model_.dtype)) /
                (sp ? config_.tp : 1.0);
   }
   const LayerWork& work = model_.layers[layer];
