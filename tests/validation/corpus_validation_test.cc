@@ -153,20 +153,23 @@ constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
      "pass to Megatron-Core's OptimizerConfig (setup_megatron_optimization: precision, lr, "
      "weight decay, betas, clipping and the overlap flags only), so the fp32 state stands"},
     // Since the loss's fp32 copy of the logits is counted (docs/validation.md, The loss's logits
-    // in memory): four rows that fitted with the 16-bit logits counted no longer do.
+    // in memory): three rows that fitted with the 16-bit logits counted no longer do. A fourth,
+    // mbridge2511fsdp-llama3-70B-64gpu-gb200, fits again (185.6 GiB of 186) with Transformer
+    // Engine's cross-entropy, which Megatron-Bridge's recipes select (cross_entropy_fusion_impl
+    // "te"). The NeMo 25.04 performance scripts of the dgxc2025 row were not read at their
+    // release commit, and the 4k row's NeMo 24.03 is NeMo 1.x: both keep the fp32 default.
     {"dgxc2025-nemotron4-15B-16gpu-h100", 1.05,
      "82.1 GiB of 80 (78.2 with the 16-bit logits counted): vocabulary 256000, microbatch 2 at "
      "tp 2, so Megatron-Core's cross-entropy keeps 2 x 4096 x 128000 fp32 exp_logits (3.9 GiB) "
-     "and the BF16 logits (2.0 GiB) live beside them while the loss runs; which term the run "
-     "held less of than the model counts is not in the sources read"},
+     "and the BF16 logits (2.0 GiB) live beside them while the loss runs. NeMo's performance "
+     "scripts (scripts/performance/helpers.py set_perf_optimization_configs) set "
+     "cross_entropy_fusion_impl 'te' in the versions read, but the NeMo r2.3.0 commit the "
+     "benchmark pins (b4148d21) was not readable: fp32 kept (with 'te': 80.1 GiB, still over)"},
     {"nemolongseq2504-llama2-7B-h100-4k", 1.02,
      "80.4 GiB of 80 (79.9 with the 16-bit logits counted): pp 1, one 4096-token microbatch, "
      "the fp32 copy of its 32000 logits per token (0.49 GiB) and the BF16 logits beside it "
-     "(0.24 GiB) take it 0.4 GiB over"},
-    {"mbridge2511fsdp-llama3-70B-64gpu-gb200", 1.05,
-     "189.6 GiB of 186 (181.7 with the 16-bit logits counted): microbatch 2 of 8192 tokens and "
-     "128256 logits each, kept in fp32 (7.8 GiB) with the BF16 logits beside them while the "
-     "loss runs (3.9 GiB)"},
+     "(0.24 GiB) take it 0.4 GiB over; NeMo 24.03 (NeMo 1.x) has no Transformer Engine "
+     "cross-entropy choice (with it: 80.1 GiB, still over)"},
     {"deepseek-v3-2048gpu-h800", 1.05,
      "81.0 GiB of 80 (79.0 with the 16-bit logits counted): the main head's and the MTP "
      "module's losses each keep 4096 x 129280 fp32 values; DeepSeek's HAI-LLM is not public, so "
