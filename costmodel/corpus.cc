@@ -73,6 +73,7 @@ const std::set<std::string> kRowKeys = {"id",
                                         "fp8_scaling",
                                         "fp8_norm_fusion",
                                         "kernel_fusion",
+                                        "cross_entropy",
                                         "tp_comm_overlap",
                                         "overlap_grad_reduce",
                                         "grad_dtype",
@@ -385,6 +386,21 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     if (r.model.kernel_fusion != KernelFusion::kFused && (r.fp8 || r.model.dtype == Dtype::kFp8))
       throw_input_error(where, "the eager kernels are for 16-bit rows (FP8 rows run Transformer "
                                "Engine's or torchao's kernels)");
+  }
+  // What the loss keeps of the logits (ModelSpec::cross_entropy): the row's key sets the model's,
+  // for rows that name a preset model (an inline model states it in its own object).
+  if (row.has("cross_entropy")) {
+    const std::string ce = row.string("cross_entropy");
+    bool known = false;
+    for (CrossEntropy c : kAllCrossEntropies) {
+      if (ce == to_string(c)) {
+        r.model.cross_entropy = c;
+        known = true;
+      }
+    }
+    if (!known)
+      throw_input_error(row.field("cross_entropy"),
+                        "expected \"fp32\" or \"logits_dtype\", got \"" + ce + "\"");
   }
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),

@@ -87,6 +87,7 @@ StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& mod
     }
     if (shard_weights)
       b.gathered_bytes = std::max(b.gathered_bytes, layer_gather_bytes(op, model, cluster, l));
+    b.loss_transient_bytes = std::max(b.loss_transient_bytes, op.loss_transient_bytes(l));
   }
   b.grad_bytes = std::llround(stage_grad_bytes(op, config, grad_per_param, first, count, whole));
   b.transient_grad_bytes = transient_grad_bytes(op, model, config, grad_per_param, first, count);
@@ -120,6 +121,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
   mem.actors.resize(placement.num_actors);
   std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
   std::vector<double> gathered(placement.num_actors, 0);   // same, its weights (shard_parameters)
+  std::vector<double> loss(placement.num_actors, 0);       // its largest loss transient
   mem.stash_bytes_per_stage.resize(work.size());
   mem.offloaded_bytes_per_stage.assign(work.size(), 0);
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
@@ -133,6 +135,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.optimizer_bytes += b.optimizer_bytes;
     transient[actor] = std::max(transient[actor], b.transient_grad_bytes);
     gathered[actor] = std::max(gathered[actor], b.gathered_bytes);
+    loss[actor] = std::max(loss[actor], b.loss_transient_bytes);
     const double stash = op.stage_stash_bytes(work[s].first_layer, work[s].num_layers);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
     if (config.offload_layers > 0)
@@ -143,6 +146,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     mem.actors[r].grad_bytes += std::llround(transient[r]);
     // The layer being computed and the one prefetched, gathered whole.
     mem.actors[r].weight_bytes += std::llround(2 * gathered[r]);
+    mem.actors[r].loss_transient_bytes = std::llround(loss[r]);
   }
   return mem;
 }

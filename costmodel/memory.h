@@ -28,6 +28,15 @@
 //   no SP, full recompute        stash                       (the layer input is replicated)
 // The simulator adds stash_bytes(s) when an F of stage s starts and frees it when the stage's
 // backward for inputs (B or I) ends, so peak memory = static + the peak of that sum over time.
+// The loss (the logits layer, an MTP module's own loss): its stash holds what the loss keeps of
+// the logits for the backward (graph/model.h CrossEntropy: an fp32 copy, 4 bytes per token and
+// vocabulary entry ÷ tp, in Megatron-Core, torchtitan and Hugging Face models), and while one
+// microbatch's loss runs the 16-bit logits live beside that copy
+// (OperatorCost::loss_transient_bytes). One loss runs at a time on a device, so each actor
+// holding a loss adds that transient once (ActorMemory::loss_transient_bytes, counted in
+// static_bytes so that the peak is static + the stash peak): exact when the actor's stash peaks
+// while its loss runs (the last stage of 1F1B and GPipe, pp 1: the loss's forward and backward
+// run with the microbatch's stash in place), an upper bound otherwise.
 // Activation offloading (ParallelConfig::offload_layers): the stash of stage s keeps its other
 // layers plus the two largest offloaded ones (OperatorCost::stage_stash_bytes); the rest,
 // offloaded_bytes_per_stage[s] per stashed microbatch, waits in host memory. A device's host
@@ -57,7 +66,13 @@ struct ActorMemory {
   int64_t weight_bytes = 0;
   int64_t grad_bytes = 0;  // with gradient sharding: the shard plus the transient layer gradient
   int64_t optimizer_bytes = 0;
-  int64_t static_bytes() const { return weight_bytes + grad_bytes + optimizer_bytes; }
+  // The largest loss transient of the actor's layers (OperatorCost::loss_transient_bytes): the
+  // 16-bit logits beside their fp32 copy while one loss runs. An activation, but counted with
+  // the static bytes: it does not grow with the microbatches stashed.
+  int64_t loss_transient_bytes = 0;
+  int64_t static_bytes() const {
+    return weight_bytes + grad_bytes + optimizer_bytes + loss_transient_bytes;
+  }
 };
 
 struct MemoryModel {
@@ -97,8 +112,9 @@ double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
 // its per-device parameters, weight bytes (FP8 weights and parameter sharding included),
 // gradient bytes and optimizer state; and the two per-actor maxima the stage contributes to,
 // taken over all the actor's stages: the transient gradient of gradient sharding
-// (transient_grad_bytes) and the largest layer's gathered weights of parameter sharding
-// (layer_gather_bytes; the actor holds two such layers).
+// (transient_grad_bytes), the largest layer's gathered weights of parameter sharding
+// (layer_gather_bytes; the actor holds two such layers) and the loss transient
+// (OperatorCost::loss_transient_bytes; ActorMemory::loss_transient_bytes).
 struct StageStaticBytes {
   int64_t params = 0;
   int64_t weight_bytes = 0;
@@ -106,6 +122,7 @@ struct StageStaticBytes {
   int64_t optimizer_bytes = 0;
   double transient_grad_bytes = 0;
   double gathered_bytes = 0;
+  double loss_transient_bytes = 0;
 };
 StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& model,
                                     const ParallelConfig& config, const ClusterSpec& cluster,

@@ -802,13 +802,24 @@ double OperatorCost::offloaded_stash_bytes(int first_layer, int num_layers) cons
   return bytes;
 }
 
+double OperatorCost::loss_transient_bytes(int layer) const {
+  const std::pair<int, int> parts = mtp_parts_[static_cast<size_t>(layer)];
+  const int head = parts.first >= 0 ? parts.second : layer;
+  return tokens_ * kernels_[static_cast<size_t>(head)].loss_transient_split_bytes_per_token /
+         config_.tp;
+}
+
 double OperatorCost::compute_stash_bytes(int layer) const {
   if (mtp_parts_[static_cast<size_t>(layer)].first >= 0) {
-    // An MTP module: its block's stash, the projection's 2h input, and the head's.
+    // An MTP module: its block's stash, the projection's 2h input (on the full hidden state) and
+    // the head's; graph/model.cc's mtp_layer counts the same three parts.
     const std::pair<int, int> parts = mtp_parts_[static_cast<size_t>(layer)];
     const bool sp = config_.sequence_parallel && config_.tp > 1;
     return compute_stash_bytes(parts.first) + compute_stash_bytes(parts.second) +
-           tokens_ * 2 * model_.hidden * db_ / (sp ? config_.tp : 1.0);
+           tokens_ *
+               static_cast<double>(
+                   mtp_projection_input_bytes_per_token(model_.hidden, model_.dtype)) /
+               (sp ? config_.tp : 1.0);
   }
   const LayerWork& work = model_.layers[layer];
   const LayerKernels& k = kernels_[layer];

@@ -199,6 +199,11 @@ class OperatorCost {
   double stage_stash_bytes(int first_layer, int num_layers) const;
   // Activation offloading: the stash_bytes of the range's offloaded layers (0 without it).
   double offloaded_stash_bytes(int first_layer, int num_layers) const;
+  // Bytes one device holds beside the stash while one microbatch's loss of `layer` runs (the
+  // logits layer, or an MTP module's own loss on the shared head): tokens · vocab / tp ·
+  // cross_entropy_transient_bytes_per_logit (graph/model.h), freed when the loss ends; 0 for
+  // every other layer and for layers without kernels.
+  double loss_transient_bytes(int layer) const;
 
   // One GEMM out[m×n] = in[m×k]·W[k×n] on one device. `fp8_capable` false: a GEMM FP8 training
   // keeps in 16 bits (the LM head, the router, the attention core); it matters for FP8 models only.

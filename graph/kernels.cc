@@ -359,6 +359,16 @@ LayerKernels logits_kernels(const ModelSpec& m) {
         {"nll_loss", 0, v * f32, TpSplit::kColumn},
         {"final_norm", 2 * h * r, 5 * h * r, TpSplit::kSequence},
     };
+    // A loss that keeps the 16-bit logits (ModelSpec::cross_entropy kLogitsDtype: llm-foundry's
+    // default loss_fn "fused_crossentropy", flash-attn's Triton cross-entropy, called on the
+    // 16-bit logits without a cast) is one kernel each way instead: the forward reads the logits
+    // for the log-sum-exp and the loss, the backward reads them again and writes the 16-bit
+    // gradient.
+    if (m.cross_entropy == CrossEntropy::kLogitsDtype) {
+      k.elementwise.erase(k.elementwise.begin(), k.elementwise.begin() + 3);
+      k.elementwise.insert(k.elementwise.begin(),
+                           {"cross_entropy", v * b16, v * (b16 + b16), TpSplit::kColumn});
+    }
     if (r > b16)  // the fp32 norm output cast for the head's GEMM, and its gradient back
       k.elementwise.push_back({"input_cast", h * (f32 + b16), h * (b16 + f32), TpSplit::kSequence});
     // The head's weight: cast per forward and its gradient cast back with fp32 parameters; tied
@@ -366,8 +376,12 @@ LayerKernels logits_kernels(const ModelSpec& m) {
     add_eager_weight_bytes(m, k);
     if (m.tied_embeddings) k.weight_bwd_bytes_per_param += 3 * r;
   }
+  // The head's input, and what the loss keeps of the logits for the backward (graph/model.h
+  // CrossEntropy); the logits layer of graph/model.cc counts the same bytes.
   k.stash_sequence_bytes_per_token = h * db;
-  k.stash_split_bytes_per_token = v * db;
+  k.stash_split_bytes_per_token = v * cross_entropy_saved_bytes_per_logit(m.cross_entropy, m.dtype);
+  k.loss_transient_split_bytes_per_token =
+      v * cross_entropy_transient_bytes_per_logit(m.cross_entropy, m.dtype);
   k.hidden_bytes_per_token = h * db;
   return k;
 }

@@ -36,7 +36,9 @@
 // (replicated), kv_up (column), proj (row); the attention core with q/k head size
 // qk_nope + qk_rope and v head size v_head_dim.
 // Logits: the LM-head GEMM (n = V, k = h, vocabulary-parallel) and a fused cross-entropy reading
-// the logits in fp32. Embedding: a gather (and, for GPT, learned positions and dropout).
+// the logits in fp32; the stash is the head's input and what the loss keeps of the logits
+// (ModelSpec::cross_entropy: an fp32 copy, 4 bytes per vocabulary entry, or the 16-bit logits).
+// Embedding: a gather (and, for GPT, learned positions and dropout).
 // Eager PyTorch (ModelSpec::kernel_fusion kEager or kEagerFp32Params; graph/model.h): the
 // element-wise list is instead what eager PyTorch under torch.autocast(bfloat16) runs, one kernel
 // per operator (graph/kernels.cc eager_transformer_elementwise names each with its source): the
@@ -175,6 +177,11 @@ struct LayerKernels {
   // (read both, write one). 0 for fused kernels.
   double weight_fwd_bytes_per_param = 0;
   double weight_bwd_bytes_per_param = 0;
+  // The loss only (logits layer): bytes per token, split by tp (kColumn, the vocabulary), that
+  // live beside the stash while one microbatch's loss runs and are freed when it ends
+  // (cross_entropy_transient_bytes_per_logit, graph/model.h: the 16-bit logits beside their
+  // fp32 copy). Not stashed: the memory model adds them once per actor (costmodel/memory.h).
+  double loss_transient_split_bytes_per_token = 0;
 };
 
 // The kernels of layer `index` of a model with a transformer shape (hidden, heads, seq_len and

@@ -49,6 +49,7 @@ struct TransformerShape {
   bool fp8_params = true;
   bool fp8_norm_fusion = true;
   KernelFusion kernel_fusion = KernelFusion::kFused;
+  CrossEntropy cross_entropy = CrossEntropy::kFp32;
   bool low_precision_attention_out = false;
   bool low_precision_moe_swiglu_input = false;
   MoeSpec moe;
@@ -183,9 +184,12 @@ LayerWork logits_layer(const TransformerShape& t) {
   w.bwd_weight_flops = 2.0 * s * h * v;
   w.params = t.tied_embeddings ? 0 : static_cast<int64_t>(t.vocab) * t.hidden;
   w.output_bytes = 4;  // the fp32 loss
-  // Its input and the logits are kept for the backward whatever the recompute policy.
+  // Its input and what the loss keeps of the logits (CrossEntropy, model.h) are kept for the
+  // backward whatever the recompute policy; graph/kernels.cc lists the same bytes per token.
   const int64_t stash =
-      (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
+      static_cast<int64_t>(t.seq_len) * t.hidden * db +
+      static_cast<int64_t>(t.seq_len) * t.vocab *
+          cross_entropy_saved_bytes_per_logit(t.cross_entropy, t.dtype);
   w.stash_bytes = {stash, stash, stash, stash};
   return w;
 }
@@ -197,7 +201,6 @@ LayerWork logits_layer(const TransformerShape& t) {
 // kernel as its block, the head and its own projection (mtp_pass).
 LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index) {
   const double s = t.seq_len, h = t.hidden, v = t.vocab;
-  const int64_t db = activation_dtype_bytes(t.dtype);
   const double proj_flops = 2.0 * s * 2.0 * h * h;
   const double head_flops = 2.0 * s * h * v;
   LayerWork w = block;
@@ -210,9 +213,12 @@ LayerWork mtp_layer(const TransformerShape& t, const LayerWork& block, int index
   const int64_t extra = 2 * static_cast<int64_t>(t.hidden) * t.hidden + 3 * int64_t{t.hidden};
   w.params = block.params + extra;
   w.active_params = block.active() + extra;
-  const int64_t logits_stash =
-      (static_cast<int64_t>(t.seq_len) * t.hidden + static_cast<int64_t>(t.seq_len) * t.vocab) * db;
-  for (int64_t& b : w.stash_bytes) b += logits_stash;
+  // Its stash: the block's, the projection's 2h input and the shared head's with its loss
+  // (costmodel/operator_cost.cc counts the same three parts).
+  const int64_t head_stash =
+      logits_layer(t).stash_bytes[0] +
+      static_cast<int64_t>(t.seq_len) * mtp_projection_input_bytes_per_token(t.hidden, t.dtype);
+  for (int64_t& b : w.stash_bytes) b += head_stash;
   // A custom layer: op re-runs its forward as full does.
   w.recompute_flops = {0, block.recompute_flops[1], w.fwd_flops, w.fwd_flops};
   return w;
@@ -230,6 +236,7 @@ void copy_shape_extras(const TransformerShape& t, ModelSpec& m) {
   m.fp8_params = t.fp8_params;
   m.fp8_norm_fusion = t.fp8_norm_fusion;
   m.kernel_fusion = t.kernel_fusion;
+  m.cross_entropy = t.cross_entropy;
   m.low_precision_attention_out = t.low_precision_attention_out;
   m.low_precision_moe_swiglu_input = t.low_precision_moe_swiglu_input;
   m.moe = t.moe;
@@ -435,6 +442,7 @@ const std::set<std::string> kExtraKeys = {"head_dim",
                                           "fp8_params",
                                           "fp8_norm_fusion",
                                           "kernel_fusion",
+                                          "cross_entropy",
                                           "low_precision_activations"};
 
 std::set<std::string> with_extras(std::set<std::string> keys) {
@@ -539,6 +547,13 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
     t.fp8_scaling = scaling == "delayed" ? Fp8Scaling::kDelayed
                     : scaling == "mxfp8" ? Fp8Scaling::kMxfp8
                                          : Fp8Scaling::kCurrent;
+  }
+  if (obj.has("cross_entropy")) {
+    const std::string ce = lower(obj.string("cross_entropy"));
+    if (ce != "fp32" && ce != "logits_dtype")
+      throw_input_error(obj.field("cross_entropy"),
+                        "expected \"fp32\" or \"logits_dtype\", got \"" + ce + "\"");
+    t.cross_entropy = ce == "fp32" ? CrossEntropy::kFp32 : CrossEntropy::kLogitsDtype;
   }
   if (obj.has("fp8_params")) {
     if (t.dtype != Dtype::kFp8)
@@ -867,6 +882,21 @@ KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where) {
     if (s == to_string(f)) return f;
   throw_input_error(where, "expected \"fused\", \"eager\" or \"eager_fp32_params\", got \"" +
                                std::string(s) + "\"");
+std::string_view to_string(CrossEntropy c) {
+  return c == CrossEntropy::kLogitsDtype ? "logits_dtype" : "fp32";
+}
+
+int cross_entropy_saved_bytes_per_logit(CrossEntropy c, Dtype d) {
+  return c == CrossEntropy::kFp32 ? 4 : activation_dtype_bytes(d);
+}
+
+int cross_entropy_transient_bytes_per_logit(CrossEntropy c, Dtype d) {
+  const int logits = activation_dtype_bytes(d);
+  return c == CrossEntropy::kFp32 && logits >= 4 ? 0 : logits;
+}
+
+int64_t mtp_projection_input_bytes_per_token(int hidden, Dtype d) {
+  return 2 * static_cast<int64_t>(hidden) * activation_dtype_bytes(d);
 }
 
 std::string_view to_string(MoeRouter r) { return r == MoeRouter::kSigmoid ? "sigmoid" : "softmax"; }
@@ -994,6 +1024,8 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
   if (m.dtype == Dtype::kFp8 && !m.fp8_norm_fusion) j["fp8_norm_fusion"] = false;
   if (m.kernel_fusion != KernelFusion::kFused)
     j["kernel_fusion"] = std::string(to_string(m.kernel_fusion));
+  if (m.cross_entropy != CrossEntropy::kFp32)
+    j["cross_entropy"] = std::string(to_string(m.cross_entropy));
   if (m.low_precision_attention_out || m.low_precision_moe_swiglu_input) {
     nlohmann::json list = nlohmann::json::array();
     if (m.low_precision_attention_out) list.push_back("attention_out");

@@ -78,6 +78,42 @@ inline constexpr std::array kAllKernelFusions = {KernelFusion::kFused, KernelFus
 std::string_view to_string(KernelFusion f);
 // "fused", "eager" or "eager_fp32_params"; InputError at `where` otherwise.
 KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where);
+// What the loss keeps of the logits for its backward (ModelSpec::cross_entropy; model JSON
+// "cross_entropy"):
+//   kFp32        "fp32" (default): an fp32 copy. Megatron-Core's vocab-parallel cross-entropy,
+//                unfused and fused alike (megatron/core/tensor_parallel/cross_entropy.py,
+//                VocabParallelCrossEntropy.calculate_logits_max: `vocab_parallel_logits.float()`,
+//                exp and the division in place, ctx.save_for_backward(exp_logits, ...);
+//                megatron/core/fusions/fused_cross_entropy.py reuses it), torchtitan
+//                (torchtitan/components/loss.py cross_entropy_loss: `pred.flatten(0, 1).float()`
+//                into F.cross_entropy, whose log_softmax saves its fp32 output) and Hugging Face
+//                models under autocast (cross_entropy runs in fp32). The 16-bit logits are no
+//                longer saved but live beside the fp32 copy while the loss runs: the caller
+//                holds them through the forward (GPTModel.forward's `logits`, torchtitan's
+//                `pred`), and the backward casts the fp32 gradient back to 16 bits.
+//   kLogitsDtype "logits_dtype": the logits themselves in their dtype, the fp32 math inside one
+//                kernel. flash-attn's Triton cross-entropy (flash_attn/losses/cross_entropy.py,
+//                llm-foundry's default loss_fn "fused_crossentropy" for MPT:
+//                ctx.save_for_backward(logits, lse, labels), a gradient of the logits' dtype
+//                written out of place by default) and Transformer Engine's
+//                parallel_cross_entropy (transformer_engine/pytorch/cross_entropy.py, Megatron's
+//                cross_entropy_fusion_impl 'te': saves `_input`, the gradient written into it).
+enum class CrossEntropy { kFp32, kLogitsDtype };
+inline constexpr std::array kAllCrossEntropies = {CrossEntropy::kFp32,
+                                                  CrossEntropy::kLogitsDtype};
+std::string_view to_string(CrossEntropy c);
+// Bytes per logit element (one token, one vocabulary entry) the loss keeps for its backward: 4
+// for kFp32, the activation bytes for kLogitsDtype.
+int cross_entropy_saved_bytes_per_logit(CrossEntropy c, Dtype d);
+// Bytes per logit element that live beside them only while one microbatch's loss runs (its
+// forward, or its backward up to the 16-bit gradient): kFp32 the 16-bit logits (0 for an fp32
+// model, whose .float() is the logits themselves); kLogitsDtype the gradient flash-attn writes
+// beside the saved logits (an upper bound for Transformer Engine's, written in place).
+int cross_entropy_transient_bytes_per_logit(CrossEntropy c, Dtype d);
+// An MTP module's projection input per token (DeepSeek-V3 report, Sec. 2.2): the concatenation
+// of the normed hidden state and the normed next-token embedding, 2·hidden activations, which
+// eh_proj saves for its weight gradient. graph's stash and the memory model both count it here.
+int64_t mtp_projection_input_bytes_per_token(int hidden, Dtype d);
 
 // none: keep every activation; selective: re-run the attention core (Megatron's selective
 // recompute); full: re-run the whole forward of each layer (keep its input); op: torchtitan's
@@ -188,6 +224,9 @@ struct ModelSpec {
   // ClusterSpec::fp8_block_scaling). Model JSON "fp8_scaling": "current" (default), "delayed" or
   // "mxfp8" (only with "dtype": "fp8"). costmodel/operator_cost.h prices the casts.
   Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;
+  // What the loss keeps of the logits (CrossEntropy above); a validation-corpus row's inline
+  // model sets it with the model key.
+  CrossEntropy cross_entropy = CrossEntropy::kFp32;
   // FP8 models: true = the framework is Transformer Engine (Megatron-Core's TE layer spec), whose
   // LayerNormLinear hands its norm the quantizer of the GEMM input it feeds (QKV, a dense MLP's
   // first GEMM): delayed scaling writes the norm's output in FP8 directly, current scaling

@@ -539,7 +539,8 @@ MemoryBreakdown memory_breakdown(const Plan& plan, const ClusterSpec& cluster,
   m.optimizer_state = a.optimizer_bytes;
   const ActorStats& stats = result.actors[static_cast<size_t>(m.actor)];
   m.peak = stats.peak_memory_bytes;
-  m.activations = stats.peak_memory_bytes - stats.static_bytes;
+  // The loss transient is an activation (costmodel/memory.h), counted with the static bytes.
+  m.activations = stats.peak_memory_bytes - stats.static_bytes + a.loss_transient_bytes;
   m.device = cluster.hbm_bytes;
   return m;
 }

@@ -59,7 +59,9 @@ class PeakMemory {
     static_bytes.assign(schedule_.num_actors(), 0);
     stash_bytes.assign(p.num_stages(), 0);
     // Per actor: gradient sharding's transient gradient, parameter sharding's gathered layer.
-    std::vector<double> transient(schedule_.num_actors(), 0), gathered(schedule_.num_actors(), 0);
+    // And the loss transient (costmodel/memory.h).
+    std::vector<double> transient(schedule_.num_actors(), 0), gathered(schedule_.num_actors(), 0),
+        loss(schedule_.num_actors(), 0);
     for (int s = 0; s < p.num_stages(); ++s) {
       double stash = 0;
       for (int l = p.begin(s); l < p.end(s); ++l) stash += stash_[l];
@@ -70,9 +72,11 @@ class PeakMemory {
       static_bytes[r] += b.weight_bytes + b.grad_bytes + b.optimizer_bytes;
       transient[r] = std::max(transient[r], b.transient_grad_bytes);
       gathered[r] = std::max(gathered[r], b.gathered_bytes);
+      loss[r] = std::max(loss[r], b.loss_transient_bytes);
     }
     for (int r = 0; r < schedule_.num_actors(); ++r)
-      static_bytes[r] += std::llround(transient[r]) + std::llround(2 * gathered[r]);
+      static_bytes[r] += std::llround(transient[r]) + std::llround(2 * gathered[r]) +
+                         std::llround(loss[r]);
   }
 
   std::vector<int64_t> peaks(const Partition& p) const {
@@ -271,7 +275,10 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
     std::vector<double> static_bytes, stash_bytes;
     for (int l = 0; l < n; ++l) {
       const StageStaticBytes b = stage_static_bytes(memory.op(), model, config, cluster, l, 1);
-      static_bytes.push_back(static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes));
+      // The loss transient is a per-actor maximum: summed per layer, an MTP module's and the
+      // logits layer's both count in a stage holding the two (a bound above by one transient).
+      static_bytes.push_back(static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes) +
+                             b.loss_transient_bytes);
       stash_bytes.push_back(memory.op().stash_bytes(l));
     }
     const std::vector<int> k = stash_counts(schedule);

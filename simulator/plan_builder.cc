@@ -1,5 +1,6 @@
 #include "simulator/plan_builder.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -307,20 +308,25 @@ SimulatedPlan simulate_plan(const Plan& plan, const PlanSimOptions& options) {
     const size_t stages = static_cast<size_t>(plan.partition.num_stages());
     const size_t m = static_cast<size_t>(plan.program.num_microbatches);
     so.stash_bytes_per_stage_microbatch.assign(stages * m, 0);
-    std::map<int, std::vector<int64_t>> stash_of_length;
+    std::map<int, MemoryModel> memory_of_length;
+    // The loss transient (costmodel/memory.h) of the longest loss each actor runs, one at a time.
+    std::vector<int64_t> loss(mem.actors.size(), 0);
     for (size_t i = 0; i < m && i < options.perturbation->seq_lens.size(); ++i) {
       const int len = options.perturbation->seq_lens[i];
-      auto it = stash_of_length.find(len);
-      if (it == stash_of_length.end())
-        it = stash_of_length
+      auto it = memory_of_length.find(len);
+      if (it == memory_of_length.end())
+        it = memory_of_length
                  .emplace(len, build_memory_model(lengths->model_at(static_cast<int>(i)),
                                                   plan.partition, plan.placement, plan.config,
-                                                  cluster)
-                                   .stash_bytes_per_stage)
+                                                  cluster))
                  .first;
       for (size_t s = 0; s < stages; ++s)
-        so.stash_bytes_per_stage_microbatch[s * m + i] = it->second[s];
+        so.stash_bytes_per_stage_microbatch[s * m + i] = it->second.stash_bytes_per_stage[s];
+      for (size_t r = 0; r < loss.size(); ++r)
+        loss[r] = std::max(loss[r], it->second.actors[r].loss_transient_bytes);
     }
+    for (size_t r = 0; r < loss.size(); ++r)
+      so.static_bytes_per_actor[r] += loss[r] - mem.actors[r].loss_transient_bytes;
     Perturbation rest = *options.perturbation;
     rest.seq_lens.clear();
     rest.nominal_seq_len = 0;

@@ -239,6 +239,20 @@ TEST(CorpusRow, Fp8ScalingSetsTheModelsRecipeAndMxfp8NeedsBlackwell) {
             std::string::npos);
 }
 
+// A row that names a preset model states its loss's cross-entropy with the row key
+// "cross_entropy" (Transformer Engine's kernel, Megatron-Bridge's cross_entropy_fusion_impl "te",
+// keeps the 16-bit logits); without it the model's default (Megatron-Core's fp32 copy) holds.
+TEST(CorpusRow, TheRowKeyCrossEntropySetsThePresetModelsLoss) {
+  EXPECT_EQ(row_with([](json&) {}).model.cross_entropy, CrossEntropy::kFp32);
+  EXPECT_EQ(row_with([](json& j) { j["cross_entropy"] = "logits_dtype"; }).model.cross_entropy,
+            CrossEntropy::kLogitsDtype);
+  EXPECT_EQ(row_with([](json& j) { j["cross_entropy"] = "fp32"; }).model.cross_entropy,
+            CrossEntropy::kFp32);
+  EXPECT_EQ(row_error([](json& j) { j["cross_entropy"] = "te"; }),
+            "corpus.json: row 'r1': field 'cross_entropy': expected \"fp32\" or "
+            "\"logits_dtype\", got \"te\"");
+}
+
 // An MoE row: qwen3-30b-a3b (128 routed experts) on 8 GPUs, tp 2 pp 2 dp 2.
 void make_moe(json& j) { j["model"] = "qwen3-30b-a3b"; }
 

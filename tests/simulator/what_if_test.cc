@@ -182,7 +182,9 @@ TEST(WhatIfSeqLens, OneLongMicrobatchIsPricedByTheOperatorModelAndDelaysTheStep)
   for (int a = 0; a < 4; ++a)
     EXPECT_GT(r.at("actors")[a].at("end_delay_s").get<double>(), 0) << a;
   // Memory: under 1F1B the last actor stashes one microbatch at a time, so its peak is static +
-  // the stash of the long microbatch, 4x (or more, the stash has a quadratic part) the short one.
+  // the stash of the long microbatch, 4x (or more, the stash has a quadratic part) the short one,
+  // and the loss transient of the long microbatch's loss (the 16-bit logits beside their fp32
+  // copy, costmodel/memory.h), 4x the short one's.
   const SimulatedPlan base_sim = simulate_plan(plan, seq_len_options());
   const int64_t base_peak = base_sim.metrics.at("peak_memory_bytes")[3].get<int64_t>();
   const int64_t peak = sim.metrics.at("peak_memory_bytes")[3].get<int64_t>();
@@ -191,8 +193,12 @@ TEST(WhatIfSeqLens, OneLongMicrobatchIsPricedByTheOperatorModelAndDelaysTheStep)
   const MemoryModel long_mem = build_memory_model(cost.model_at(7), plan.partition,
                                                   plan.placement, plan.config,
                                                   load_cluster("a100-80g"));
-  EXPECT_EQ(peak - base_peak,
-            long_mem.stash_bytes_per_stage[3] - short_mem.stash_bytes_per_stage[3]);
+  const int64_t short_loss = short_mem.actors[3].loss_transient_bytes;
+  const int64_t long_loss = long_mem.actors[3].loss_transient_bytes;
+  EXPECT_EQ(short_loss, int64_t{2048} * 50257 * 2);  // gpt3-1.3b: V 50257, BF16
+  EXPECT_EQ(long_loss, 4 * short_loss);
+  EXPECT_EQ(peak - base_peak, long_mem.stash_bytes_per_stage[3] -
+                                  short_mem.stash_bytes_per_stage[3] + long_loss - short_loss);
   EXPECT_GE(long_mem.stash_bytes_per_stage[3], 4 * short_mem.stash_bytes_per_stage[3]);
 }
 
