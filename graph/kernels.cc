@@ -341,8 +341,8 @@ LayerKernels logits_kernels(const ModelSpec& m) {
   if (m.kernel_fusion != KernelFusion::kFused) {
     // Eager PyTorch: the loss as the frameworks write it, F.cross_entropy on an fp32 copy of the
     // bf16 logits (scripts/measure_eager_steps.py and torchtitan's cross_entropy_loss:
-    // pred.float(); llm-foundry's F.cross_entropy under autocast, whose fp32 list casts the
-    // logits the same way), unfused (PyTorch 2.x aten/src/ATen/native/cuda/SoftMax.cu,
+    // pred.float(); F.cross_entropy under autocast, whose fp32 list casts the logits the same
+    // way), unfused (PyTorch 2.x aten/src/ATen/native/cuda/SoftMax.cu,
     // LossNLL.cu), per vocabulary entry:
     //   logits_cast  read bf16, write fp32; backward the gradient cast back (read 4, write 2)
     //   log_softmax  cunn_SoftMaxForward: the row's max, the sum of exponentials, then the output:

@@ -882,6 +882,8 @@ KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where) {
     if (s == to_string(f)) return f;
   throw_input_error(where, "expected \"fused\", \"eager\" or \"eager_fp32_params\", got \"" +
                                std::string(s) + "\"");
+}
+
 std::string_view to_string(CrossEntropy c) {
   return c == CrossEntropy::kLogitsDtype ? "logits_dtype" : "fp32";
 }
