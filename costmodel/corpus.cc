@@ -389,19 +389,9 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   }
   // What the loss keeps of the logits (ModelSpec::cross_entropy): the row's key sets the model's,
   // for rows that name a preset model (an inline model states it in its own object).
-  if (row.has("cross_entropy")) {
-    const std::string ce = row.string("cross_entropy");
-    bool known = false;
-    for (CrossEntropy c : kAllCrossEntropies) {
-      if (ce == to_string(c)) {
-        r.model.cross_entropy = c;
-        known = true;
-      }
-    }
-    if (!known)
-      throw_input_error(row.field("cross_entropy"),
-                        "expected \"fp32\" or \"logits_dtype\", got \"" + ce + "\"");
-  }
+  if (row.has("cross_entropy"))
+    r.model.cross_entropy =
+        parse_cross_entropy(row.string("cross_entropy"), row.field("cross_entropy"));
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),
                       "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, "

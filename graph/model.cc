@@ -548,13 +548,9 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
                     : scaling == "mxfp8" ? Fp8Scaling::kMxfp8
                                          : Fp8Scaling::kCurrent;
   }
-  if (obj.has("cross_entropy")) {
-    const std::string ce = lower(obj.string("cross_entropy"));
-    if (ce != "fp32" && ce != "logits_dtype")
-      throw_input_error(obj.field("cross_entropy"),
-                        "expected \"fp32\" or \"logits_dtype\", got \"" + ce + "\"");
-    t.cross_entropy = ce == "fp32" ? CrossEntropy::kFp32 : CrossEntropy::kLogitsDtype;
-  }
+  if (obj.has("cross_entropy"))
+    t.cross_entropy =
+        parse_cross_entropy(lower(obj.string("cross_entropy")), obj.field("cross_entropy"));
   if (obj.has("fp8_params")) {
     if (t.dtype != Dtype::kFp8)
       throw_input_error(obj.field("fp8_params"),
@@ -886,6 +882,12 @@ KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where) {
 
 std::string_view to_string(CrossEntropy c) {
   return c == CrossEntropy::kLogitsDtype ? "logits_dtype" : "fp32";
+}
+
+CrossEntropy parse_cross_entropy(std::string_view s, const std::string& where) {
+  for (CrossEntropy c : kAllCrossEntropies)
+    if (s == to_string(c)) return c;
+  throw_input_error(where, "expected \"fp32\" or \"logits_dtype\", got \"" + std::string(s) + "\"");
 }
 
 int cross_entropy_saved_bytes_per_logit(CrossEntropy c, Dtype d) {

@@ -102,6 +102,8 @@ enum class CrossEntropy { kFp32, kLogitsDtype };
 inline constexpr std::array kAllCrossEntropies = {CrossEntropy::kFp32,
                                                   CrossEntropy::kLogitsDtype};
 std::string_view to_string(CrossEntropy c);
+// "fp32" or "logits_dtype"; InputError at `where` otherwise.
+CrossEntropy parse_cross_entropy(std::string_view s, const std::string& where);
 // Bytes per logit element (one token, one vocabulary entry) the loss keeps for its backward: 4
 // for kFp32, the activation bytes for kLogitsDtype.
 int cross_entropy_saved_bytes_per_logit(CrossEntropy c, Dtype d);
