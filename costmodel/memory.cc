@@ -113,8 +113,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
         "weights in FP8 (fp8_params), so the master weights stay fp32 (use fp32 or set "
         "\"fp8_params\": false)");
   // The low-precision activations are FP8 training's (graph/model.h): a 16-bit model has none.
-  if ((model.low_precision_attention_out || model.low_precision_moe_swiglu_input) &&
-      model.dtype != Dtype::kFp8)
+  if (!model.low_precision_activations().empty() && model.dtype != Dtype::kFp8)
     throw InputError("\"low_precision_activations\" needs FP8 training: the model trains in " +
                      std::string(to_string(model.dtype)) + " (set \"dtype\": \"fp8\")");
   MemoryModel mem;

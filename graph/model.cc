@@ -1030,10 +1030,9 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
     j["kernel_fusion"] = std::string(to_string(m.kernel_fusion));
   if (m.cross_entropy != CrossEntropy::kFp32)
     j["cross_entropy"] = std::string(to_string(m.cross_entropy));
-  if (m.low_precision_attention_out || m.low_precision_moe_swiglu_input) {
+  if (const auto names = m.low_precision_activations(); !names.empty()) {
     nlohmann::json list = nlohmann::json::array();
-    if (m.low_precision_attention_out) list.push_back("attention_out");
-    if (m.low_precision_moe_swiglu_input) list.push_back("moe_swiglu_input");
+    for (std::string_view n : names) list.push_back(std::string(n));
     j["low_precision_activations"] = list;
   }
   if (m.mtp_modules > 0) j["mtp_modules"] = m.mtp_modules;

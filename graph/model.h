@@ -264,6 +264,14 @@ struct ModelSpec {
   //                     the recompute module moe_act, graph/plan.h)
   bool low_precision_attention_out = false;
   bool low_precision_moe_swiglu_input = false;
+  // The names of the low-precision activations set ("attention_out", "moe_swiglu_input", in
+  // that order; empty for none), as the model JSON's "low_precision_activations" lists them.
+  std::vector<std::string_view> low_precision_activations() const {
+    std::vector<std::string_view> names;
+    if (low_precision_attention_out) names.push_back("attention_out");
+    if (low_precision_moe_swiglu_input) names.push_back("moe_swiglu_input");
+    return names;
+  }
   MoeSpec moe;
   MlaSpec mla;
   int mtp_modules = 0;  // multi-token-prediction modules (layers "mtp0"... before the logits)

@@ -23,11 +23,10 @@ constexpr const char* kJaxppVersion = "NVIDIA/jaxpp src/jaxpp/api.py at commit 0
 // The model's low-precision activation caching (ModelSpec::low_precision_attention_out and
 // low_precision_moe_swiglu_input): no export writes it, so every export refuses a model with it.
 void refuse_low_precision_activations(HandoffTarget target, const ModelSpec& model) {
-  if (!model.low_precision_attention_out && !model.low_precision_moe_swiglu_input) return;
+  const std::vector<std::string_view> list = model.low_precision_activations();
+  if (list.empty()) return;
   std::string names;
-  if (model.low_precision_attention_out) names = "attention_out";
-  if (model.low_precision_moe_swiglu_input)
-    names += std::string(names.empty() ? "" : ", ") + "moe_swiglu_input";
+  for (std::string_view n : list) names += std::string(names.empty() ? "" : ", ") + std::string(n);
   cannot_express(target, "low-precision activation caching (\"low_precision_activations\": " +
                              names + "): this export has no setting for it");
 }

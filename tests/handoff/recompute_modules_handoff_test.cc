@@ -43,6 +43,25 @@ PlanRequest moe_request(uint32_t modules) {
   return req;
 }
 
+// The model's low-precision activations (ModelSpec::low_precision_activations) have no setting in
+// any export: each refuses them, naming the ones the model sets in the model JSON's order.
+TEST(RecomputeModulesHandoff, LowPrecisionActivationsAreRefusedNamingEachOneSet) {
+  PlanRequest req = moe_request(0);
+  req.model.dtype = Dtype::kFp8;
+  req.model.low_precision_moe_swiglu_input = true;
+  const Plan swiglu = build_plan(req);
+  const std::string one = "low-precision activation caching (\"low_precision_activations\": "
+                          "moe_swiglu_input): this export has no setting for it";
+  EXPECT_NE(error_of([&] { megatron_arguments(swiglu, "Std1F1B"); }).find(one), std::string::npos);
+  req.model.low_precision_attention_out = true;
+  const Plan both = build_plan(req);
+  const std::string two = "(\"low_precision_activations\": attention_out, moe_swiglu_input)";
+  EXPECT_NE(error_of([&] { megatron_arguments(both, "Std1F1B"); }).find(two), std::string::npos);
+  EXPECT_NE(error_of([&] { jaxpp_snippet(both, "Std1F1B"); }).find(two), std::string::npos);
+  req.model.low_precision_attention_out = req.model.low_precision_moe_swiglu_input = false;
+  EXPECT_EQ(error_of([&] { megatron_arguments(build_plan(req), "Std1F1B"); }), "no error");
+}
+
 TEST(RecomputeModulesHandoff, MegatronGetsTheModulesAndReadsThemBack) {
   const uint32_t modules = parse_recompute_modules("moe_act,layernorm", "test");
   const Plan plan = build_plan(moe_request(modules));
