@@ -16,6 +16,12 @@ bool has_shape(const ModelSpec& m) {
   return m.hidden > 0 && m.heads > 0 && m.seq_len > 0 && m.vocab > 0 && heads_fit;
 }
 
+// Eager PyTorch's residual stream and norm bytes per element (ModelSpec::kernel_fusion): 4 with
+// fp32 parameters (kEagerFp32Params), 2 with FSDP's bf16 parameters (kEager).
+double eager_stream_bytes(const ModelSpec& m) {
+  return m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+}
+
 // Per-parameter weight traffic of eager PyTorch (LayerKernels::weight_fwd_bytes_per_param): with
 // fp32 parameters autocast's cast of each weight (aten/src/ATen/autocast_mode.cpp cached_cast:
 // cached only for leaf fp32 tensors within one autocast region) and _to_copy's backward casting
@@ -60,7 +66,7 @@ void add_eager_transformer_elementwise(const ModelSpec& m, double q, double kv, 
                                        LayerKernels& k) {
   const double h = m.hidden;
   const bool gpt = !m.gated_mlp;
-  const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+  const double r = eager_stream_bytes(m);
   const double f32 = 4.0, b16 = 2.0;
   // Two norms per layer.
   k.elementwise.push_back({"norm", 2 * 2 * h * r, 2 * 5 * h * r, TpSplit::kSequence});
@@ -351,24 +357,23 @@ LayerKernels logits_kernels(const ModelSpec& m) {
     //   nll_loss     forward one entry per token; backward a zero-filled fp32 gradient
     //                (FillFunctor) with one entry per token scattered
     // and the final norm (as a layer's, transformer_kernels).
-    const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+    const double r = eager_stream_bytes(m);
     const double f32 = 4.0, b16 = 2.0;
-    k.elementwise = {
-        {"logits_cast", v * (b16 + f32), v * (f32 + b16), TpSplit::kColumn},
-        {"log_softmax", v * (3 * f32 + f32), v * (f32 + 2 * f32 + f32), TpSplit::kColumn},
-        {"nll_loss", 0, v * f32, TpSplit::kColumn},
-        {"final_norm", 2 * h * r, 5 * h * r, TpSplit::kSequence},
-    };
     // A loss that keeps the 16-bit logits (ModelSpec::cross_entropy kLogitsDtype: llm-foundry's
     // default loss_fn "fused_crossentropy", flash-attn's Triton cross-entropy, called on the
     // 16-bit logits without a cast) is one kernel each way instead: the forward reads the logits
     // for the log-sum-exp and the loss, the backward reads them again and writes the 16-bit
     // gradient.
     if (m.cross_entropy == CrossEntropy::kLogitsDtype) {
-      k.elementwise.erase(k.elementwise.begin(), k.elementwise.begin() + 3);
-      k.elementwise.insert(k.elementwise.begin(),
-                           {"cross_entropy", v * b16, v * (b16 + b16), TpSplit::kColumn});
+      k.elementwise = {{"cross_entropy", v * b16, v * (b16 + b16), TpSplit::kColumn}};
+    } else {
+      k.elementwise = {
+          {"logits_cast", v * (b16 + f32), v * (f32 + b16), TpSplit::kColumn},
+          {"log_softmax", v * (3 * f32 + f32), v * (f32 + 2 * f32 + f32), TpSplit::kColumn},
+          {"nll_loss", 0, v * f32, TpSplit::kColumn},
+      };
     }
+    k.elementwise.push_back({"final_norm", 2 * h * r, 5 * h * r, TpSplit::kSequence});
     if (r > b16)  // the fp32 norm output cast for the head's GEMM, and its gradient back
       k.elementwise.push_back({"input_cast", h * (f32 + b16), h * (b16 + f32), TpSplit::kSequence});
     // The head's weight: cast per forward and its gradient cast back with fp32 parameters; tied
@@ -399,7 +404,7 @@ LayerKernels embedding_kernels(const ModelSpec& m) {
     // Eager PyTorch: the embedding runs in the parameters' dtype (autocast leaves it alone): the
     // gather, GPT's separate position add (read two, write one) and dropout (output and a
     // 1-byte mask); backward: embedding_dense_backward into an fp32 buffer.
-    const double r = m.kernel_fusion == KernelFusion::kEagerFp32Params ? 4.0 : 2.0;
+    const double r = eager_stream_bytes(m);
     const double dropout = gpt && !m.no_dropout ? h * (2 * r + 1) : 0;
     k.elementwise = {{"embedding", 2 * h * r + (gpt ? 3 * h * r : 0) + dropout,
                       h * (r + 4 + 4), TpSplit::kSequence}};
