@@ -86,6 +86,8 @@ const std::set<std::string> kRowKeys = {"id",
                                         "moe_node_limit",
                                         "moe_device_limit",
                                         "a2a_dtype",
+                                        "expert_gemm",
+                                        "expert_gemm_streams",
                                         "partition",
                                         "measured",
                                         "flops_convention",
@@ -416,6 +418,24 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     if (row.has(key) && !r.model.moe.enabled())
       throw_input_error(row.field(key),
                         "model '" + r.model.name + "' has no routed experts (no all-to-all)");
+  // How the row's framework runs the local experts' GEMMs (ModelSpec MoeSpec::expert_gemm): the
+  // row's keys set the model's.
+  for (const char* key : {"expert_gemm", "expert_gemm_streams"})
+    if (row.has(key) && !r.model.moe.enabled())
+      throw_input_error(row.field(key), "model '" + r.model.name + "' has no routed experts");
+  if (row.has("expert_gemm"))
+    r.model.moe.expert_gemm = parse_expert_gemm(row.string("expert_gemm"), row.field("expert_gemm"));
+  if (row.has("expert_gemm_streams")) {
+    if (r.model.moe.expert_gemm != ExpertGemm::kPerExpert)
+      throw_input_error(row.field("expert_gemm_streams"),
+                        "only with \"expert_gemm\": \"per_expert\"");
+    const int streams = row.positive_int("expert_gemm_streams");
+    if (streams > kMaxExpertGemmStreams)
+      throw_input_error(row.field("expert_gemm_streams"),
+                        "too large: " + std::to_string(streams) + " (the limit is " +
+                            std::to_string(kMaxExpertGemmStreams) + ")");
+    r.model.moe.expert_gemm_streams = streams;
+  }
   if (row.has("a2a_dtype")) {
     r.a2a_dtype = row.string("a2a_dtype");
     set_alltoall_dtypes(r.model, r.a2a_dtype, row.field("a2a_dtype"));

@@ -27,6 +27,8 @@
 //                 "ep": 1, "etp": t, "moe_overlap": "auto", "a2a_dtype": "bf16" | "fp8,bf16",
 //                 "moe_dispatcher": "alltoall" | "deepep", "moe_routing": "random" | "contiguous",
 //                 "moe_node_limit": M, "moe_device_limit": M,
+//                 "expert_gemm": "grouped" | "per_expert", "expert_gemm_streams": N (the
+//                 model's MoeSpec::expert_gemm and expert_gemm_streams; MoE models only),
 //                 "measured": {"tflops_per_gpu": x} | {"mfu": x} | {"step_time_s": x}
 //                             | {"tokens_per_s_per_gpu": x},
 //                 "flops_convention": "narayanan2021" | ... | "none", "peak_tflops": 989,

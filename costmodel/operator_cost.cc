@@ -181,6 +181,11 @@ PassBreakdown OperatorCost::mtp_pass(int layer, Pass pass, double* fused_hidden_
 }
 
 double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capable) const {
+  return gemm_fit(m, n, k, fp8_capable).efficiency;
+}
+
+OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k,
+                                             bool fp8_capable) const {
   // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
   // BF16 peak.
   // MXFP8 (block-scaled operands): mxfp8_gemm_efficiency of the per-tensor FP8 fraction.
@@ -203,11 +208,15 @@ double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capa
                  {tn / 2, tm, kHalfTileRate},
                  {tm / 2, tn / 2, kQuarterTileRate}};
     const double sms = cluster_.num_sms, small_k = cluster_.gemm_small_k;
-    double best = 0;
+    double best = 0, occupied = 0;
     for (const auto& t : tiles) {
-      best = std::max(best, t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms) * k /
-                                (k + small_k));
       const double count = std::ceil(m / t.tm) * std::ceil(n / t.tn);
+      const double tiled =
+          t.rate * quantization(m, n, t.tm, t.tn, cluster_.num_sms) * k / (k + small_k);
+      if (tiled > best) {
+        best = tiled;
+        occupied = std::min(sms, count);
+      }
       if (cluster_.stream_k_min_k > 0 && std::fmod(count, sms) != 0) {
         // Stream-K: the tiles' k-iterations spread evenly over the SMs, no partial wave; an SM
         // needs stream_k_min_k of depth to run at its rate.
@@ -215,12 +224,16 @@ double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capa
         const double depth = count * k / sms;
         const double fill = std::min(1.0, depth / cluster_.stream_k_min_k);
         const double d = std::min(k, depth);
-        best = std::max(best, t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k));
+        const double streamed = t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k);
+        if (streamed > best) {
+          best = streamed;
+          occupied = sms;
+        }
       }
     }
-    e *= best;
+    return {e * best, occupied};
   }
-  return e;
+  return {e, 0};
 }
 
 double OperatorCost::gemm_s(double m, double n, double k, bool fp8_capable) const {
@@ -242,6 +255,44 @@ double OperatorCost::grouped_gemm_s(double count, double m, double n, double k,
                            : count * (m * k + k * n + m * n) * db_;
   const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return std::max(compute_s, memory_s) + cluster_.kernel_overhead_s;
+}
+
+double OperatorCost::expert_gemm_concurrency(double count, double m, double n, double k,
+                                             bool fp8_capable) const {
+  if (model_.moe.expert_gemm != ExpertGemm::kPerExpert || count <= 1) return 1;
+  const double occupied = gemm_fit(m, n, k, fp8_capable).occupied_sms;
+  if (occupied <= 0) return 1;  // no SM count: the streams' GEMMs cannot be placed
+  // Each stream runs its experts one after another; the GEMMs of different streams share the SMs
+  // their tiles leave free (the block scheduler places a kernel's tiles as SMs free up, so in
+  // steady state SMs / occupied of them run at once, fractions included).
+  const double streams = std::max(1, model_.moe.expert_gemm_streams);
+  return std::max(1.0, std::min({streams, count, cluster_.num_sms / occupied}));
+}
+
+double OperatorCost::expert_gemms_s(double count, double m, double n, double k,
+                                    bool fp8_capable) const {
+  if (model_.moe.expert_gemm != ExpertGemm::kPerExpert || count <= 1)
+    return grouped_gemm_s(count, m, n, k, fp8_capable);
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  // One cuBLAS GEMM per expert (Transformer Engine's multi_stream_cublas_gemm): each at the
+  // single-GEMM efficiency of its own shape, c of them at once; each reads its operands and
+  // writes its output, and together they cannot stream faster than the HBM.
+  const bool fp8 = fp8_ && fp8_capable;
+  const double c = expert_gemm_concurrency(count, m, n, k, fp8_capable);
+  const double compute_s =
+      2.0 * m * n * k / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(m, n, k, fp8_capable));
+  const double operand = model_.fp8_scaling == Fp8Scaling::kMxfp8 ? 1.0 + 1.0 / 32 : 1.0;
+  const double bytes = fp8 ? (m * k + k * n) * operand + m * n * db_ : (m * k + k * n + m * n) * db_;
+  const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
+  return count * (std::max(compute_s / c, memory_s) + cluster_.kernel_overhead_s / c);
+}
+
+double OperatorCost::expert_casts_s(double count, double elements_each, bool weights) const {
+  if (!fp8_ || count <= 0 || elements_each <= 0) return 0;
+  const bool fused = model_.moe.expert_gemm != ExpertGemm::kPerExpert || count <= 1 ||
+                     (!weights && model_.fp8_scaling == Fp8Scaling::kDelayed);
+  if (fused) return fp8_cast_s(count * elements_each);
+  return count * fp8_cast_s(elements_each);
 }
 
 double OperatorCost::fp8_cast_s(double elements) const {
@@ -559,26 +610,33 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
     const double n = split_n(g), kk = split_k(g);
     // Routed experts: `count` GEMMs, each over its share of the tokens.
     const double gm = group_tokens(g), count = group_count(g);
+    // Routed experts: as the model's framework runs them (grouped or one GEMM and one set of
+    // casts per expert; expert_gemms_s and expert_casts_s are grouped_gemm_s and one cast for
+    // count 1).
+    const double per_step = std::max(1, config_.num_microbatches);
     double t = 0;
     switch (pass) {
       case Pass::kForward:
-        t = grouped_gemm_s(count, gm, n, kk, g.fp8);
+        t = expert_gemms_s(count, gm, n, kk, g.fp8);
         // FP8: the input's cast (what is left of it when the norm quantizes), and the
         // weight's once per step.
         if (fp8_ && g.fp8)
-          fp8_casts_s += input_cast_s(g, count * gm * kk) +
-                         fp8_cast_s(count * kk * n) / std::max(1, config_.num_microbatches);
+          fp8_casts_s += (routed(g) ? expert_casts_s(count, gm * kk, false)
+                                    : input_cast_s(g, count * gm * kk)) +
+                         expert_casts_s(count, kk * n, true) / per_step;
         break;
       case Pass::kBackwardInput:
-        t = grouped_gemm_s(count, gm, kk, n, g.fp8);
-        if (fp8_ && g.fp8) fp8_casts_s += fp8_cast_s(count * gm * n);  // the output gradient
+        t = expert_gemms_s(count, gm, kk, n, g.fp8);
+        if (fp8_ && g.fp8) fp8_casts_s += expert_casts_s(count, gm * n, false);  // output grad
         break;
       case Pass::kBackwardWeight:
-        t = grouped_gemm_s(count, kk, n, gm, g.fp8);
+        t = expert_gemms_s(count, kk, n, gm, g.fp8);
         break;
       case Pass::kRecompute:  // op
-        t = grouped_gemm_s(count, gm, n, kk, g.fp8) * g.op_recompute;
-        if (fp8_ && g.fp8 && g.op_recompute > 0) fp8_casts_s += input_cast_s(g, count * gm * kk);
+        t = expert_gemms_s(count, gm, n, kk, g.fp8) * g.op_recompute;
+        if (fp8_ && g.fp8 && g.op_recompute > 0)
+          fp8_casts_s += routed(g) ? expert_casts_s(count, gm * kk, false)
+                                   : input_cast_s(g, count * gm * kk);
         break;
     }
     gemm_times.push_back(t);
@@ -661,7 +719,7 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
         for (size_t i : block_inputs) {
           const GemmKernel& g = k.gemms[i];
           const double wgrad =
-              grouped_gemm_s(group_count(g), split_k(g), split_n(g), group_tokens(g), g.fp8);
+              expert_gemms_s(group_count(g), split_k(g), split_n(g), group_tokens(g), g.fp8);
           *fused_hidden_s += std::min(exposed(one, gemm_times[i]), wgrad);
         }
       }
@@ -723,7 +781,13 @@ PassBreakdown OperatorCost::selective_recompute(int layer) const {
     // The routed experts' activation (split as the SwiGLU kernel); FP8: its output quantized
     // again for linear_fc2's weight gradient.
     out.elementwise_s += elementwise_s(k.moe_act_fwd_bytes_per_token * m / tp);
-    if (fp8_) out.elementwise_s += fp8_cast_s(k.moe_act_elements_per_token * m / tp);
+    if (fp8_) {
+      // Re-quantized as linear_fc2's input: per local expert with per-expert GEMMs.
+      const double local = std::max(1.0, static_cast<double>(model_.moe.experts) /
+                                             std::max(1, config_.ep));
+      out.elementwise_s +=
+          expert_casts_s(local, k.moe_act_elements_per_token * m / tp / local, false);
+    }
   }
   return out;
 }

@@ -213,6 +213,21 @@ class OperatorCost {
   // for count 1.
   double grouped_gemm_s(double count, double m, double n, double k,
                         bool fp8_capable = true) const;
+  // The `count` local routed experts' GEMMs of one shape as the model's MoeSpec::expert_gemm runs
+  // them: grouped_gemm_s for kGrouped (or count <= 1); for kPerExpert one GEMM per expert on
+  // S = expert_gemm_streams streams (the header: routed experts).
+  double expert_gemms_s(double count, double m, double n, double k,
+                        bool fp8_capable = true) const;
+  // How many of those per-expert GEMMs run at once: min(S, count, SMs / the SMs one GEMM's
+  // output tiles occupy), at least 1; 1 for kGrouped and on a cluster without an SM count.
+  double expert_gemm_concurrency(double count, double m, double n, double k,
+                                 bool fp8_capable = true) const;
+  // FP8 models: quantizing the `count` local experts' tensors of `elements_each` values each
+  // (their inputs, output gradients, or with `weights` their weights): one fp8_cast_s over all of
+  // them for kGrouped; for kPerExpert one per expert (tex.split_quantize quantizes each split on
+  // its own), except the inputs and output gradients under delayed scaling, which Transformer
+  // Engine casts in one nvte_multi_cast_transpose.
+  double expert_casts_s(double count, double elements_each, bool weights) const;
   // FP8 models: quantizing `elements` 16-bit values into an FP8 copy (and its transpose where the
   // cluster needs it), the amax pass included under current scaling; 0 for other models.
   double fp8_cast_s(double elements) const;
@@ -263,6 +278,13 @@ class OperatorCost {
   // transformer layer past the chunk's first recompute_layers.
   const OperatorCost& pricing(int first_layer, int layer) const;
   double compute_stash_bytes(int layer) const;
+  // gemm_efficiency and the streaming multiprocessors the output tiles of the shape it chose
+  // occupy (min(SMs, tiles); every SM for stream-K; 0 without an SM count).
+  struct GemmFit {
+    double efficiency = 0;
+    double occupied_sms = 0;
+  };
+  GemmFit gemm_fit(double m, double n, double k, bool fp8_capable) const;
   double elementwise_s(double bytes) const;
   // The FP8 input cast of GEMM g: fp8_norm_cast_s for a norm-fed input, fp8_cast_s otherwise.
   double input_cast_s(const GemmKernel& g, double elements) const;

@@ -430,7 +430,9 @@ const std::set<std::string> kMoeKeys = {"experts",
                                         "first_dense_layers",
                                         "router",
                                         "a2a_dispatch_dtype",
-                                        "a2a_combine_dtype"};
+                                        "a2a_combine_dtype",
+                                        "expert_gemm",
+                                        "expert_gemm_streams"};
 const std::set<std::string> kExtraKeys = {"head_dim",
                                           "positions",
                                           "qkv_bias",
@@ -628,6 +630,16 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
     if (obj.has("a2a_combine_dtype"))
       e.combine_dtype =
           parse_dtype(obj.string("a2a_combine_dtype"), obj.field("a2a_combine_dtype"));
+    if (obj.has("expert_gemm"))
+      e.expert_gemm = parse_expert_gemm(obj.string("expert_gemm"), obj.field("expert_gemm"));
+    if (obj.has("expert_gemm_streams")) {
+      if (e.expert_gemm != ExpertGemm::kPerExpert)
+        throw_input_error(obj.field("expert_gemm_streams"),
+                          "only with \"expert_gemm\": \"per_expert\"");
+      e.expert_gemm_streams = at_most(obj, "expert_gemm_streams",
+                                      obj.positive_int("expert_gemm_streams"),
+                                      kMaxExpertGemmStreams);
+    }
     if (layers > 0 && e.first_dense_layers > layers)
       throw_input_error(obj.field("first_dense_layers"), std::to_string(e.first_dense_layers) +
                                                              " dense layers, but the model has " +
@@ -905,6 +917,16 @@ int64_t mtp_projection_input_bytes_per_token(int hidden, Dtype d) {
 
 std::string_view to_string(MoeRouter r) { return r == MoeRouter::kSigmoid ? "sigmoid" : "softmax"; }
 
+std::string_view to_string(ExpertGemm g) {
+  return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped";
+}
+
+ExpertGemm parse_expert_gemm(const std::string& text, const std::string& where) {
+  for (ExpertGemm g : kAllExpertGemms)
+    if (text == to_string(g)) return g;
+  throw_input_error(where, "expected \"grouped\" or \"per_expert\", got \"" + text + "\"");
+}
+
 std::string_view to_string(LayerKind k) {
   switch (k) {
     case LayerKind::kEmbedding:
@@ -1058,6 +1080,10 @@ void add_shape_extras(nlohmann::json& j, const ModelSpec& m) {
     if (m.moe.dispatch_dtype)
       j["a2a_dispatch_dtype"] = std::string(to_string(*m.moe.dispatch_dtype));
     if (m.moe.combine_dtype) j["a2a_combine_dtype"] = std::string(to_string(*m.moe.combine_dtype));
+    if (m.moe.expert_gemm != ExpertGemm::kGrouped) {
+      j["expert_gemm"] = std::string(to_string(m.moe.expert_gemm));
+      j["expert_gemm_streams"] = m.moe.expert_gemm_streams;
+    }
   }
 }
 

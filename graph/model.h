@@ -165,6 +165,31 @@ struct LayerWork {
 enum class MoeRouter { kSoftmax, kSigmoid };
 std::string_view to_string(MoeRouter r);  // "softmax", "sigmoid"
 
+// How a device runs the GEMMs of its local routed experts (MoeSpec::expert_gemm; costmodel/
+// operator_cost.h prices both):
+//   kGrouped    one grouped kernel over every local expert (the grouped_gemm package's
+//               ops.gmm CUTLASS kernel, DeepSeek's grouped kernels): its tiles share the SMs as
+//               one stacked problem; FP8 casts one kernel per tensor for all experts.
+//   kPerExpert  Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) as it runs on
+//               Hopper in FP8 and in BF16, and on every GPU up to TE 2.x:
+//               general_grouped_gemm → nvte_multi_stream_cublas_gemm / nvte_multi_tensor_gemm's
+//               cuBLAS path, one cuBLAS GEMM per local expert, round-robin over
+//               expert_gemm_streams compute streams (TE common/util/multi_stream.cpp
+//               get_num_compute_streams: 4); each expert's input, weight and output gradient
+//               quantized by its own kernels (tex.split_quantize: one quantize per expert, the
+//               fused multi-cast-transpose only for delayed scaling's inputs).
+enum class ExpertGemm { kGrouped, kPerExpert };
+inline constexpr std::array kAllExpertGemms = {ExpertGemm::kGrouped, ExpertGemm::kPerExpert};
+std::string_view to_string(ExpertGemm g);  // "grouped", "per_expert"
+// "grouped" or "per_expert" (exactly); InputError naming `where` otherwise.
+ExpertGemm parse_expert_gemm(const std::string& text, const std::string& where);
+// Transformer Engine's compute streams for its multi-stream GEMMs and quantizations
+// (transformer_engine/common/util/multi_stream.cpp get_num_compute_streams, TE 2.x; TE 1.x
+// gemm.h `constexpr int num_streams = 4`).
+inline constexpr int kTransformerEngineComputeStreams = 4;
+// Most streams a model may name (model JSON "expert_gemm_streams").
+inline constexpr int kMaxExpertGemmStreams = 64;
+
 struct MoeSpec {
   int experts = 0;            // routed experts per layer
   int top_k = 0;              // routed experts per token
@@ -181,6 +206,12 @@ struct MoeSpec {
   // for an FP8 model). DeepSeek-V3 dispatches in FP8 and combines in BF16.
   std::optional<Dtype> dispatch_dtype;
   std::optional<Dtype> combine_dtype;
+  // How the local experts' GEMMs run (ExpertGemm above; model JSON "expert_gemm", default
+  // "grouped"; a validation-corpus row can set it with its own key) and, per expert, over how
+  // many streams (model JSON "expert_gemm_streams", 1..kMaxExpertGemmStreams, only with
+  // "per_expert"; default Transformer Engine's 4).
+  ExpertGemm expert_gemm = ExpertGemm::kGrouped;
+  int expert_gemm_streams = kTransformerEngineComputeStreams;
   bool enabled() const { return experts > 0; }
 };
 
