@@ -5,8 +5,16 @@
 // Per layer pass (m = microbatch_size · seq_len / cp tokens on a device, tp-split shapes):
 //   GEMM         t = max(2mnk / (peak · e), bytes / (hbm · hbm_efficiency)) + kernel_overhead,
 //                routed experts (graph/kernels.h: E = count GEMMs of m' = m·top_k/E tokens each,
-//                a balanced router, no expert parallelism) as one grouped GEMM: 2·E·m'·n·k FLOPs
-//                at the efficiency of the stacked (E·m') × n problem, every expert's weights read,
+//                a balanced router, no expert parallelism) as the model's MoeSpec::expert_gemm
+//                runs them: grouped = one grouped GEMM, 2·E·m'·n·k FLOPs at the efficiency of the
+//                stacked (E·m') × n problem, every expert's weights read; per_expert =
+//                Transformer Engine's GroupedLinear, one cuBLAS GEMM per expert over S =
+//                expert_gemm_streams streams: E · (max(t_1 / c, bytes_1 / hbm) + overhead / c),
+//                t_1 the single-GEMM compute at (m', n, k), c = min(S, E, SMs / the SMs one
+//                GEMM's chosen tiles occupy; stream-K: all) GEMMs at once, 1 without an SM count
+//                (expert_gemms_s); FP8: each expert's input, output gradient and weight cast by
+//                its own kernels (expert_casts_s; delayed scaling's inputs and output gradients
+//                in one multi-cast kernel),
 //                e = eff(2mnk) (cluster.h's curve or measured table) · q(m, n) · k / (k + 32),
 //                q = tile quantization · wave quantization of ⌈m/Tm⌉·⌈n/Tn⌉ output tiles over
 //                the GPU's SMs, for the best of the tiles Tm×Tn, Tn×Tm, Tm×Tn/2, Tn/2×Tm (at
