@@ -410,6 +410,9 @@ void add_model_args(const CorpusRow& row, const ExplainOptions& explain, RowExpl
     if (e.model.kernel_fusion != m.kernel_fusion)
       reasons.push_back("kernel_fusion " + std::string(to_string(e.model.kernel_fusion)) +
                         " (simulate has no kernel-fusion flag)");
+    if (e.model.moe.expert_gemm != m.moe.expert_gemm)
+      reasons.push_back("expert_gemm " + std::string(to_string(e.model.moe.expert_gemm)) +
+                        " (simulate has no expert-GEMM flag)");
     if (reasons.empty()) reasons.push_back("the row's model differs from " + base);
   }
   e.model_json = model_file_json(e.model);

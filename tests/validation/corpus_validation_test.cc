@@ -1292,6 +1292,28 @@ TEST(CorpusValidation, ExplainOfAnEagerPresetRowWritesTheKernelFusionIntoItsMode
       << e.notes[0];
 }
 
+// A BF16 row naming a MoE preset whose expert GEMMs run per expert (the GB200 Qwen3-235B-A22B
+// row, expert_gemm per_expert): --explain's command simulates a model file carrying
+// "expert_gemm" (simulate has no flag for it), and says so; the file reproduces the prediction.
+TEST(CorpusValidation, ExplainOfAPerExpertMoeRowWritesTheExpertGemmIntoItsModelFile) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  const auto it = std::find_if(corpus.rows.begin(), corpus.rows.end(), [](const CorpusRow& r) {
+    return r.id == "mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511";
+  });
+  ASSERT_NE(it, corpus.rows.end());
+  ASSERT_FALSE(it->model_inline);
+  ASSERT_FALSE(it->fp8);
+  const RowExplanation e = explain_row(*it, {}, {});
+  ASSERT_TRUE(e.ran) << e.message;
+  EXPECT_FALSE(e.model_file.empty());
+  EXPECT_EQ(e.model_json.at("expert_gemm"), "per_expert");
+  EXPECT_EQ(model_from_json(e.model_json, "again").moe.expert_gemm, ExpertGemm::kPerExpert);
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("expert_gemm per_expert (simulate has no expert-GEMM flag)"),
+            std::string::npos)
+      << e.notes[0];
+}
+
 // The rerun on another H200 machine with the committed harness (docs/validation.md): each
 // configuration within 2.5 % of the first run's step time, peak memory within 1 %.
 TEST(CorpusValidation, EagerH200RerunAgreesWithTheFirstRun) {
