@@ -424,7 +424,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
     if (row.has(key) && !r.model.moe.enabled())
       throw_input_error(row.field(key), "model '" + r.model.name + "' has no routed experts");
   if (row.has("expert_gemm"))
-    r.model.moe.expert_gemm = parse_expert_gemm(row.string("expert_gemm"), row.field("expert_gemm"));
+    r.model.moe.expert_gemm =
+        parse_expert_gemm(row.string("expert_gemm"), row.field("expert_gemm"));
   if (row.has("expert_gemm_streams")) {
     if (r.model.moe.expert_gemm != ExpertGemm::kPerExpert)
       throw_input_error(row.field("expert_gemm_streams"),

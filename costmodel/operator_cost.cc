@@ -184,8 +184,7 @@ double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capa
   return gemm_fit(m, n, k, fp8_capable).efficiency;
 }
 
-OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k,
-                                             bool fp8_capable) const {
+OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k, bool fp8_capable) const {
   // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
   // BF16 peak.
   // MXFP8 (block-scaled operands): mxfp8_gemm_efficiency of the per-tensor FP8 fraction.
@@ -224,7 +223,8 @@ OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k,
         const double depth = count * k / sms;
         const double fill = std::min(1.0, depth / cluster_.stream_k_min_k);
         const double d = std::min(k, depth);
-        const double streamed = t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k);
+        const double streamed =
+            t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k);
         if (streamed > best) {
           best = streamed;
           occupied = sms;
@@ -282,7 +282,8 @@ double OperatorCost::expert_gemms_s(double count, double m, double n, double k,
   const double compute_s =
       2.0 * m * n * k / ((fp8 ? peak_ : gemm16_peak_) * gemm_efficiency(m, n, k, fp8_capable));
   const double operand = model_.fp8_scaling == Fp8Scaling::kMxfp8 ? 1.0 + 1.0 / 32 : 1.0;
-  const double bytes = fp8 ? (m * k + k * n) * operand + m * n * db_ : (m * k + k * n + m * n) * db_;
+  const double bytes =
+      fp8 ? (m * k + k * n) * operand + m * n * db_ : (m * k + k * n + m * n) * db_;
   const double memory_s = bytes / (cluster_.hbm_bandwidth_bytes_per_s * cluster_.hbm_efficiency);
   return count * (std::max(compute_s / c, memory_s) + cluster_.kernel_overhead_s / c);
 }
@@ -635,8 +636,8 @@ PassBreakdown OperatorCost::layer_pass(int layer, Pass pass, double* fused_hidde
       case Pass::kRecompute:  // op
         t = expert_gemms_s(count, gm, n, kk, g.fp8) * g.op_recompute;
         if (fp8_ && g.fp8 && g.op_recompute > 0)
-          fp8_casts_s += routed(g) ? expert_casts_s(count, gm * kk, false)
-                                   : input_cast_s(g, count * gm * kk);
+          fp8_casts_s +=
+              routed(g) ? expert_casts_s(count, gm * kk, false) : input_cast_s(g, count * gm * kk);
         break;
     }
     gemm_times.push_back(t);
@@ -783,8 +784,8 @@ PassBreakdown OperatorCost::selective_recompute(int layer) const {
     out.elementwise_s += elementwise_s(k.moe_act_fwd_bytes_per_token * m / tp);
     if (fp8_) {
       // Re-quantized as linear_fc2's input: per local expert with per-expert GEMMs.
-      const double local = std::max(1.0, static_cast<double>(model_.moe.experts) /
-                                             std::max(1, config_.ep));
+      const double local =
+          std::max(1.0, static_cast<double>(model_.moe.experts) / std::max(1, config_.ep));
       out.elementwise_s +=
           expert_casts_s(local, k.moe_act_elements_per_token * m / tp / local, false);
     }

@@ -224,8 +224,7 @@ class OperatorCost {
   // The `count` local routed experts' GEMMs of one shape as the model's MoeSpec::expert_gemm runs
   // them: grouped_gemm_s for kGrouped (or count <= 1); for kPerExpert one GEMM per expert on
   // S = expert_gemm_streams streams (the header: routed experts).
-  double expert_gemms_s(double count, double m, double n, double k,
-                        bool fp8_capable = true) const;
+  double expert_gemms_s(double count, double m, double n, double k, bool fp8_capable = true) const;
   // How many of those per-expert GEMMs run at once: min(S, count, SMs / the SMs one GEMM's
   // output tiles occupy), at least 1; 1 for kGrouped and on a cluster without an SM count.
   double expert_gemm_concurrency(double count, double m, double n, double k,

@@ -636,9 +636,9 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
       if (e.expert_gemm != ExpertGemm::kPerExpert)
         throw_input_error(obj.field("expert_gemm_streams"),
                           "only with \"expert_gemm\": \"per_expert\"");
-      e.expert_gemm_streams = at_most(obj, "expert_gemm_streams",
-                                      obj.positive_int("expert_gemm_streams"),
-                                      kMaxExpertGemmStreams);
+      e.expert_gemm_streams =
+          at_most(obj, "expert_gemm_streams", obj.positive_int("expert_gemm_streams"),
+                  kMaxExpertGemmStreams);
     }
     if (layers > 0 && e.first_dense_layers > layers)
       throw_input_error(obj.field("first_dense_layers"), std::to_string(e.first_dense_layers) +

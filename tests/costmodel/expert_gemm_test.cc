@@ -72,8 +72,8 @@ TEST(ExpertGemm, PerExpertGemmsAreEachExpertsGemmOverTheConcurrentStreams) {
   const double stacked = pe.grouped_gemm_s(8, 256, 1024, 1024);
   EXPECT_GT(pe.expert_gemms_s(8, 256, 1024, 1024), 4 * stacked);
   // Two streams: 8/2 · gemm_s; one expert: the GEMM itself.
-  EXPECT_NEAR(TinyMoe(ExpertGemm::kPerExpert, 2).cost().expert_gemms_s(8, 256, 1024, 1024),
-              4 * one, 1e-15);
+  EXPECT_NEAR(TinyMoe(ExpertGemm::kPerExpert, 2).cost().expert_gemms_s(8, 256, 1024, 1024), 4 * one,
+              1e-15);
   EXPECT_EQ(pe.expert_gemms_s(1, 256, 1024, 1024), one);
   // Grouped: the stacked launch, as before.
   EXPECT_EQ(TinyMoe(ExpertGemm::kGrouped).cost().expert_gemms_s(8, 256, 1024, 1024), stacked);
