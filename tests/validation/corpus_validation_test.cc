@@ -385,7 +385,8 @@ TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
   EXPECT_GE(test, fit);
   EXPECT_LE(fitted.fit.mean_abs_error, 0.025);
   // 7.1 % since the norm + quantization fusion (fp8_norm_fusion) made the FP8 rows up to 0.8 %
-  // faster with the factor fitted before it; 6.9 % with the factor refitted (0.8875).
+  // faster with the factor fitted before it; 6.9 % with the factor refitted (0.8875); 6.0 % since
+  // FP8 GEMMs pay their short k at the FP8 rate (0.90).
   EXPECT_LE(fitted.test.mean_abs_error, 0.07);
 
   o.cluster_override = load_cluster("h100-sxm");
@@ -396,7 +397,10 @@ TEST(CorpusValidation, TheHopperFp8FactorIsFittedOnH100Fp8Rows) {
       EXPECT_LT(r.error, 0.0) << r.row->id;
     }
   }
-  EXPECT_GT(kernels.fit.mean_abs_error, 2 * fitted.fit.mean_abs_error);
+  // 3.6 % against 2.1 % (4.1 % against 2.0 % before FP8 GEMMs paid their short k at the FP8
+  // rate). The kernels measured since (tests/data/kernels/h200_gemm_shapes_*.json, transformer
+  // shapes rather than cubes) imply 0.89-0.91: tests/costmodel/gemm_corpus_test.cc.
+  EXPECT_GT(kernels.fit.mean_abs_error, 1.5 * fitted.fit.mean_abs_error);
   EXPECT_GT(kernels.test.mean_abs_error, fitted.test.mean_abs_error);
 }
 
