@@ -385,9 +385,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   if (row.has("kernel_fusion")) {
     const std::string where = row.field("kernel_fusion");
     r.model.kernel_fusion = parse_kernel_fusion(row.string_or("kernel_fusion", ""), where);
-    if (r.model.kernel_fusion != KernelFusion::kFused && (r.fp8 || r.model.dtype == Dtype::kFp8))
-      throw_input_error(where, "the eager kernels are for 16-bit rows (FP8 rows run Transformer "
-                               "Engine's or torchao's kernels)");
+    check_kernel_fusion_precision(r.model.kernel_fusion, r.fp8 || r.model.dtype == Dtype::kFp8,
+                                  where);
   }
   // What the loss keeps of the logits (ModelSpec::cross_entropy): the row's key sets the model's,
   // for rows that name a preset model (an inline model states it in its own object).

@@ -118,9 +118,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
                      std::string(to_string(model.dtype)) + " (set \"dtype\": \"fp8\")");
   MemoryModel mem;
   mem.actors.resize(placement.num_actors);
-  std::vector<double> transient(placement.num_actors, 0);  // per actor: its largest layer's
-  std::vector<double> gathered(placement.num_actors, 0);   // same, its weights (shard_parameters)
-  std::vector<double> loss(placement.num_actors, 0);       // its largest loss transient
+  std::vector<ActorTransients> transients(placement.num_actors);
   mem.stash_bytes_per_stage.resize(work.size());
   mem.offloaded_bytes_per_stage.assign(work.size(), 0);
   for (int s = 0; s < static_cast<int>(work.size()); ++s) {
@@ -132,9 +130,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.weight_bytes += b.weight_bytes;
     a.grad_bytes += b.grad_bytes;
     a.optimizer_bytes += b.optimizer_bytes;
-    transient[actor] = std::max(transient[actor], b.transient_grad_bytes);
-    gathered[actor] = std::max(gathered[actor], b.gathered_bytes);
-    loss[actor] = std::max(loss[actor], b.loss_transient_bytes);
+    transients[actor].take(b);
     const double stash = op.stage_stash_bytes(work[s].first_layer, work[s].num_layers);
     mem.stash_bytes_per_stage[s] = std::llround(stash);
     if (config.offload_layers > 0)
@@ -142,13 +138,25 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
           std::llround(op.offloaded_stash_bytes(work[s].first_layer, work[s].num_layers));
   }
   for (int r = 0; r < placement.num_actors; ++r) {
-    mem.actors[r].grad_bytes += std::llround(transient[r]);
-    // The layer being computed and the one prefetched, gathered whole.
-    mem.actors[r].weight_bytes += std::llround(2 * gathered[r]);
-    mem.actors[r].loss_transient_bytes = std::llround(loss[r]);
+    mem.actors[r].grad_bytes += transients[r].grad_bytes();
+    mem.actors[r].weight_bytes += transients[r].weight_bytes();
+    mem.actors[r].loss_transient_bytes = transients[r].loss_bytes();
   }
   return mem;
 }
+
+void ActorTransients::take(const StageStaticBytes& b) {
+  transient_grad_bytes = std::max(transient_grad_bytes, b.transient_grad_bytes);
+  gathered_bytes = std::max(gathered_bytes, b.gathered_bytes);
+  loss_transient_bytes = std::max(loss_transient_bytes, b.loss_transient_bytes);
+}
+
+int64_t ActorTransients::grad_bytes() const { return std::llround(transient_grad_bytes); }
+
+// The layer being computed and the one prefetched, gathered whole.
+int64_t ActorTransients::weight_bytes() const { return std::llround(2 * gathered_bytes); }
+
+int64_t ActorTransients::loss_bytes() const { return std::llround(loss_transient_bytes); }
 
 void check_memory_fits(const std::vector<int64_t>& peak_bytes_per_actor, int64_t limit_bytes,
                        const std::string& limit_name) {

@@ -128,6 +128,18 @@ StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& mod
                                     const ParallelConfig& config, const ClusterSpec& cluster,
                                     int first, int count);
 
+// The three per-actor maxima of StageStaticBytes, taken over the actor's stages, and the bytes
+// they add to the actor as build_memory_model counts them (rounded; the partition search adds the
+// same): the transient gradient, two gathered layers (the one computed and the one prefetched),
+// the loss transient.
+struct ActorTransients {
+  double transient_grad_bytes = 0, gathered_bytes = 0, loss_transient_bytes = 0;
+  void take(const StageStaticBytes& b);
+  int64_t grad_bytes() const;    // added to ActorMemory::grad_bytes
+  int64_t weight_bytes() const;  // added to ActorMemory::weight_bytes
+  int64_t loss_bytes() const;    // ActorMemory::loss_transient_bytes
+};
+
 MemoryModel build_memory_model(const ModelSpec& model, const Partition& partition,
                                const Placement& placement, const ParallelConfig& config,
                                const ClusterSpec& cluster);

@@ -568,9 +568,7 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
   if (obj.has("kernel_fusion")) {
     const std::string where = obj.field("kernel_fusion");
     t.kernel_fusion = parse_kernel_fusion(obj.string_or("kernel_fusion", ""), where);
-    if (t.kernel_fusion != KernelFusion::kFused && t.dtype == Dtype::kFp8)
-      throw_input_error(where, "the eager kernels are for 16-bit models (\"dtype\": \"fp8\" "
-                               "runs Transformer Engine's fused kernels)");
+    check_kernel_fusion_precision(t.kernel_fusion, t.dtype == Dtype::kFp8, where);
   }
   if (obj.has("low_precision_activations")) {
     // Only FP8 training caches them; the dtype is checked when the model is simulated
@@ -890,6 +888,12 @@ KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where) {
     if (s == to_string(f)) return f;
   throw_input_error(where, "expected \"fused\", \"eager\" or \"eager_fp32_params\", got \"" +
                                std::string(s) + "\"");
+}
+
+void check_kernel_fusion_precision(KernelFusion f, bool fp8, const std::string& where) {
+  if (f != KernelFusion::kFused && fp8)
+    throw_input_error(where, "the eager kernels are for 16-bit models (FP8 training runs "
+                             "Transformer Engine's or torchao's fused kernels)");
 }
 
 std::string_view to_string(CrossEntropy c) {

@@ -78,6 +78,9 @@ inline constexpr std::array kAllKernelFusions = {KernelFusion::kFused, KernelFus
 std::string_view to_string(KernelFusion f);
 // "fused", "eager" or "eager_fp32_params"; InputError at `where` otherwise.
 KernelFusion parse_kernel_fusion(std::string_view s, const std::string& where);
+// Eager PyTorch's kernels are for 16-bit training: InputError at `where` for an eager `f` on an
+// FP8 model or corpus row (FP8 runs Transformer Engine's or torchao's fused kernels).
+void check_kernel_fusion_precision(KernelFusion f, bool fp8, const std::string& where);
 // What the loss keeps of the logits for its backward (ModelSpec::cross_entropy; model JSON
 // "cross_entropy"):
 //   kFp32        "fp32" (default): an fp32 copy. Megatron-Core's vocab-parallel cross-entropy,

@@ -58,10 +58,9 @@ class PeakMemory {
              std::vector<int64_t>& stash_bytes) const {
     static_bytes.assign(schedule_.num_actors(), 0);
     stash_bytes.assign(p.num_stages(), 0);
-    // Per actor: gradient sharding's transient gradient, parameter sharding's gathered layer.
-    // And the loss transient (costmodel/memory.h).
-    std::vector<double> transient(schedule_.num_actors(), 0), gathered(schedule_.num_actors(), 0),
-        loss(schedule_.num_actors(), 0);
+    // Per actor: gradient sharding's transient gradient, parameter sharding's gathered layers
+    // and the loss transient (costmodel/memory.h).
+    std::vector<ActorTransients> transients(schedule_.num_actors());
     for (int s = 0; s < p.num_stages(); ++s) {
       double stash = 0;
       for (int l = p.begin(s); l < p.end(s); ++l) stash += stash_[l];
@@ -70,13 +69,11 @@ class PeakMemory {
           stage_static_bytes(op_, model_, config_, cluster_, p.begin(s), p.size(s));
       const int r = schedule_.placement.actor_of(s);
       static_bytes[r] += b.weight_bytes + b.grad_bytes + b.optimizer_bytes;
-      transient[r] = std::max(transient[r], b.transient_grad_bytes);
-      gathered[r] = std::max(gathered[r], b.gathered_bytes);
-      loss[r] = std::max(loss[r], b.loss_transient_bytes);
+      transients[r].take(b);
     }
     for (int r = 0; r < schedule_.num_actors(); ++r)
-      static_bytes[r] += std::llround(transient[r]) + std::llround(2 * gathered[r]) +
-                         std::llround(loss[r]);
+      static_bytes[r] += transients[r].grad_bytes() + transients[r].weight_bytes() +
+                         transients[r].loss_bytes();
   }
 
   std::vector<int64_t> peaks(const Partition& p) const {

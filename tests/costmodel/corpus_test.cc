@@ -239,6 +239,27 @@ TEST(CorpusRow, Fp8ScalingSetsTheModelsRecipeAndMxfp8NeedsBlackwell) {
             std::string::npos);
 }
 
+// Eager PyTorch's kernels on a row: set on the model; refused on an FP8 row, whether the row's
+// "fp8" or its inline model's dtype makes it FP8, with the model JSON's message.
+TEST(CorpusRow, EagerKernelsAreForSixteenBitRowsOnly) {
+  EXPECT_EQ(row_with([](json& j) { j["kernel_fusion"] = "eager"; }).model.kernel_fusion,
+            KernelFusion::kEager);
+  const std::string refusal =
+      "corpus.json: row 'r1': field 'kernel_fusion': the eager kernels are for 16-bit models "
+      "(FP8 training runs Transformer Engine's or torchao's fused kernels)";
+  EXPECT_EQ(row_error([](json& j) {
+              j["fp8"] = true;
+              j["kernel_fusion"] = "eager";
+            }),
+            refusal);
+  EXPECT_EQ(row_error([](json& j) {
+              j["kernel_fusion"] = "eager_fp32_params";
+              j["model"] = json::parse(R"({"name": "tiny", "layers": 4, "hidden": 64,
+                  "heads": 4, "seq_len": 32, "vocab": 100, "dtype": "fp8"})");
+            }),
+            refusal);
+}
+
 // A row that names a preset model states its loss's cross-entropy with the row key
 // "cross_entropy" (Transformer Engine's kernel, Megatron-Bridge's cross_entropy_fusion_impl "te",
 // keeps the 16-bit logits); without it the model's default (Megatron-Core's fp32 copy) holds.
