@@ -64,7 +64,8 @@ TEST(ExpertGemm, PerExpertGemmsRunAsManyAtOnceAsStreamsAndFreeSmsAllow) {
 }
 
 TEST(ExpertGemm, PerExpertGemmsAreEachExpertsGemmOverTheConcurrentStreams) {
-  const OperatorCost pe = TinyMoe(ExpertGemm::kPerExpert).cost();
+  const TinyMoe f(ExpertGemm::kPerExpert);  // the OperatorCost refers to its model and cluster
+  const OperatorCost pe = f.cost();
   // Compute bound (about 41 µs of compute against 1 µs of operand bytes): 8 GEMMs, 4 at a time,
   // each the single GEMM's compute and launch: 8/4 · gemm_s.
   const double one = pe.gemm_s(256, 1024, 1024);

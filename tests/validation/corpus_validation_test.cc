@@ -47,16 +47,16 @@ constexpr WiderBandRow kWiderBand[] = {
      "gemm_small_k 96) and A100's constant refitted, the 1T rows' large GEMMs lose no wave "
      "quantization and the refit lowered the constant for the smaller models' rows"},
     {"nemo2407-llama3-8B-8gpu",
-     "-13.1 %: the NeMo 24.07 release ran this configuration (Llama 3 8B on 8 H100, tp 1 pp 1 "
+     "-12.9 %: the NeMo 24.07 release ran this configuration (Llama 3 8B on 8 H100, tp 1 pp 1 "
      "cp 2, 32 microbatches of one 8192-token sequence, FP8) in 10.89 s; NeMo 24.09 ran the same "
      "configuration (Llama 3.1 8B, the same shape at 8192 tokens) in 9.67 s (dgxc-benchmarking "
-     "llama3.1/README_8b.md, FP8 table), 12.6 % faster, and the model predicts 9.46 s: the gap is "
+     "llama3.1/README_8b.md, FP8 table), 12.6 % faster, and the model predicts 9.49 s: the gap is "
      "the older release's, not the FP8 factor's (its BF16 twin dgxc2024-llama3.1-8B-8gpu, 24.09, "
      "is +2.5 %)"},
     {"mbridgemxfp8-llama3-8B-8gpu-b200-2509",
-     "+11.6 %: Llama 3 8B on 8 B200 in MXFP8 (Megatron-Bridge 25.09); its 25.11 twin, a fit row, "
-     "is +12.1 % and the per-tensor FP8 run of the same configuration (mbridge2511, a fit row) "
-     "+7.4 %: the model puts this B200 run 16 % behind the same run on GB200 where the tables "
+     "+11.4 %: Llama 3 8B on 8 B200 in MXFP8 (Megatron-Bridge 25.09); its 25.11 twin, a fit row, "
+     "is +12.0 % and the per-tensor FP8 run of the same configuration (mbridge2511, a fit row) "
+     "+7.6 %: the model puts this B200 run 16 % behind the same run on GB200 where the tables "
      "measure 1-3 %, and the MXFP8 GEMM factor, fitted jointly on the B200 and GB200 MXFP8 fit "
      "rows, adds the rest (the GB200 8B rows are -2.8 and -2.4 %)"},
 };
