@@ -422,20 +422,7 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   for (const char* key : {"expert_gemm", "expert_gemm_streams"})
     if (row.has(key) && !r.model.moe.enabled())
       throw_input_error(row.field(key), "model '" + r.model.name + "' has no routed experts");
-  if (row.has("expert_gemm"))
-    r.model.moe.expert_gemm =
-        parse_expert_gemm(row.string("expert_gemm"), row.field("expert_gemm"));
-  if (row.has("expert_gemm_streams")) {
-    if (r.model.moe.expert_gemm != ExpertGemm::kPerExpert)
-      throw_input_error(row.field("expert_gemm_streams"),
-                        "only with \"expert_gemm\": \"per_expert\"");
-    const int streams = row.positive_int("expert_gemm_streams");
-    if (streams > kMaxExpertGemmStreams)
-      throw_input_error(row.field("expert_gemm_streams"),
-                        "too large: " + std::to_string(streams) + " (the limit is " +
-                            std::to_string(kMaxExpertGemmStreams) + ")");
-    r.model.moe.expert_gemm_streams = streams;
-  }
+  read_expert_gemm_keys(row, r.model.moe);
   if (row.has("a2a_dtype")) {
     r.a2a_dtype = row.string("a2a_dtype");
     set_alltoall_dtypes(r.model, r.a2a_dtype, row.field("a2a_dtype"));

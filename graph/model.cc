@@ -480,6 +480,23 @@ T at_most(const JsonObject& obj, const std::string& key, T value, T max) {
   return value;
 }
 
+}  // namespace
+
+void read_expert_gemm_keys(const JsonObject& obj, MoeSpec& moe) {
+  if (obj.has("expert_gemm"))
+    moe.expert_gemm = parse_expert_gemm(obj.string("expert_gemm"), obj.field("expert_gemm"));
+  if (obj.has("expert_gemm_streams")) {
+    if (moe.expert_gemm != ExpertGemm::kPerExpert)
+      throw_input_error(obj.field("expert_gemm_streams"),
+                        "only with \"expert_gemm\": \"per_expert\"");
+    moe.expert_gemm_streams = at_most(obj, "expert_gemm_streams",
+                                      obj.positive_int("expert_gemm_streams"),
+                                      kMaxExpertGemmStreams);
+  }
+}
+
+namespace {
+
 // A non-negative integer field (0 when absent) of at most `max`.
 int count_or_zero(const JsonObject& obj, const std::string& key, int max) {
   if (!obj.has(key)) return 0;
@@ -628,16 +645,7 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
     if (obj.has("a2a_combine_dtype"))
       e.combine_dtype =
           parse_dtype(obj.string("a2a_combine_dtype"), obj.field("a2a_combine_dtype"));
-    if (obj.has("expert_gemm"))
-      e.expert_gemm = parse_expert_gemm(obj.string("expert_gemm"), obj.field("expert_gemm"));
-    if (obj.has("expert_gemm_streams")) {
-      if (e.expert_gemm != ExpertGemm::kPerExpert)
-        throw_input_error(obj.field("expert_gemm_streams"),
-                          "only with \"expert_gemm\": \"per_expert\"");
-      e.expert_gemm_streams =
-          at_most(obj, "expert_gemm_streams", obj.positive_int("expert_gemm_streams"),
-                  kMaxExpertGemmStreams);
-    }
+    read_expert_gemm_keys(obj, e);
     if (layers > 0 && e.first_dense_layers > layers)
       throw_input_error(obj.field("first_dense_layers"), std::to_string(e.first_dense_layers) +
                                                              " dense layers, but the model has " +

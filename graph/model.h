@@ -37,6 +37,8 @@
 
 namespace jaxpp {
 
+class JsonObject;  // graph/json_util.h
+
 enum class Dtype { kBf16, kFp16, kFp32, kFp8 };
 inline constexpr std::array kAllDtypes = {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32, Dtype::kFp8};
 std::string_view to_string(Dtype d);
@@ -217,6 +219,10 @@ struct MoeSpec {
   int expert_gemm_streams = kTransformerEngineComputeStreams;
   bool enabled() const { return experts > 0; }
 };
+// The keys "expert_gemm" and "expert_gemm_streams" of a model's MoE fields or of a corpus row,
+// read into `moe` (the streams only with per_expert, 1..kMaxExpertGemmStreams); InputError
+// naming the field otherwise.
+void read_expert_gemm_keys(const JsonObject& obj, MoeSpec& moe);
 
 // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): q = W_qb·norm(W_qa·x) (or W_q·x when
 // q_lora_rank is 0), [c_kv, k_rope] = W_kva·x, [k_nope, v] = W_kvb·norm(c_kv); per head, q and k
