@@ -395,8 +395,8 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
         parse_cross_entropy(row.string("cross_entropy"), row.field("cross_entropy"));
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),
-                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, "
-                      "gb200-nvl72); cluster '" + r.cluster + "' has none");
+                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, gb200-nvl72, "
+                      "gb300-nvl72); cluster '" + r.cluster + "' has none");
   // Expert parallelism (MoE models): the simulator's own checks (graph/plan.h check_moe_config),
   // naming the row's fields.
   c.ep = row.positive_int_or("ep", 1);

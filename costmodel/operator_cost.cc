@@ -53,7 +53,7 @@ OperatorCost::OperatorCost(const ModelSpec& model, const ParallelConfig& config,
   fp8_ = fp8;
   if (fp8 && model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster.fp8_block_scaling)
     throw_input_error("model '" + model.name + "': field 'fp8_scaling'",
-                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, gb200-nvl72); "
+                      "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, gb200-nvl72, gb300-nvl72); "
                       "cluster '" + cluster.name +
                           "' has none (kernels.fp8_block_scaling false); use \"current\" or "
                           "\"delayed\"");

@@ -398,7 +398,7 @@ const std::vector<BadInputCase> kCases = {
                   return j.dump();
                 }())}},
      .message = "model 'm': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
-                "(Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none"},
+                "(Blackwell: b200, gb200-nvl72, gb300-nvl72); cluster 'h100-sxm' has none"},
     {.name = "ExploreMxfp8OnHopper",
      .args = "explore --model {dir}/m.json --cluster h100-sxm --gpus 8 --global-batch 8 --quiet "
              "--plan {dir}/best.json",
@@ -1129,7 +1129,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelCorpusMxfp8OnHopper", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "mxfp8"; })}},
      .message = "row 'b-1.3b-mfu': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
-                "(Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none"},
+                "(Blackwell: b200, gb200-nvl72, gb300-nvl72); cluster 'h100-sxm' has none"},
     {.name = "ValidateModelCorpusUnknownFp8Scaling", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "nvfp4"; })}},
      .message = "row 'b-1.3b-mfu': field 'fp8_scaling': expected \"current\", \"delayed\" or "

@@ -220,7 +220,7 @@ TEST(CorpusRow, Fp8ScalingSetsTheModelsRecipeAndMxfp8NeedsBlackwell) {
               j["fp8_scaling"] = "mxfp8";
             }),
             "corpus.json: row 'r1': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor "
-            "cores (Blackwell: b200, gb200-nvl72); cluster 'h100-sxm' has none");
+            "cores (Blackwell: b200, gb200-nvl72, gb300-nvl72); cluster 'h100-sxm' has none");
   EXPECT_NE(row_error([](json& j) {
               j["cluster"] = "h100-sxm";
               j["model"] = json::parse(R"({"name": "tiny", "layers": 4, "hidden": 64,

@@ -31,7 +31,8 @@ TEST(HostMemory, PresetsCarryTheDatasheetFigurePerGpuAndRoundTrip) {
   // 480 GB per Grace for 2 GPUs; MI300X: not known.
   const std::vector<std::pair<std::string, double>> expected = {
       {"a100-80g", 256}, {"a100-40g", 128}, {"h100-sxm", 256},    {"h200", 256},
-      {"h800", 256},     {"b200", 256},     {"gb200-nvl72", 240}, {"mi300x", 0}};
+      {"h800", 256},     {"b200", 256},     {"gb200-nvl72", 240}, {"gb300-nvl72", 240},
+      {"mi300x", 0}};
   for (const auto& [name, gib] : expected) {
     const ClusterSpec c = cluster_preset(name);
     EXPECT_EQ(c.host_memory_bytes_per_gpu, static_cast<int64_t>(gib * kGiBytes)) << name;
