@@ -684,6 +684,8 @@ TEST(OperatorCost, PricesTheSameAfterItsModelAndClusterChange) {
   EXPECT_EQ(op.stage(kLayer, 1, 0).at(Pass::kForward).total_s(), forward);
 }
 
+// Under ASan (scripts/build.sh sanitize) a reference to the temporaries would be a
+// stack-use-after-scope here.
 TEST(OperatorCost, OneBuiltFromTemporariesPricesAsOneBuiltFromLvalues) {
   const Fixture s;
   const OperatorCost from_temporaries(load_model("gpt3-1.3b"), ParallelConfig{},
