@@ -347,6 +347,9 @@ class EmulationPredictionCost : public CostProvider {
  public:
   EmulationPredictionCost(const CostProvider& emulated, double time_scale,
                           const ClusterSpec& backend_cluster, int num_actors, int dp);
+  // `emulated` is kept by reference: a temporary cannot bind (the cluster is copied).
+  EmulationPredictionCost(const CostProvider&& emulated, double time_scale,
+                          const ClusterSpec& backend_cluster, int num_actors, int dp) = delete;
   double compute_s(int actor, const Instruction& ins) const override;
   double p2p_latency_s(int from, int to) const override;
   double p2p_bandwidth_bytes_per_s(int from, int to) const override;  // +infinity

@@ -138,6 +138,10 @@
 //   BF16 (and fp16, fp32) models price exactly as before: no cast, no fp8 term.
 // Units: seconds, bytes, FLOPs.
 //
+// Lifetime: an OperatorCost keeps its own copies of the model, configuration and cluster it is
+// built from, so it may outlive them (a temporary, or a fixture's members). A copy costs far
+// less than the construction's own work (listing and pricing each layer kind's kernels).
+//
 // Usage:
 //   OperatorCost op(model, config, cluster);
 //   StageBreakdown b = op.stage(first_layer, num_layers);
@@ -299,9 +303,9 @@ class OperatorCost {
   double attention_s(const LayerKernels& k, bool forward) const;
   double curve_s(double flops) const;  // custom work: flops / (peak · eff(flops))
 
-  const ModelSpec& model_;
+  ModelSpec model_;  // copies: see Lifetime above
   ParallelConfig config_;
-  const ClusterSpec& cluster_;
+  ClusterSpec cluster_;
   double peak_ = 0;                    // GEMMs, FLOP/s in the model's dtype
   double attention_peak_ = 0;          // attention: 16-bit even for FP8 models
   bool fp8_ = false;                   // the model trains in FP8

@@ -70,7 +70,9 @@ void check_perturbation(const Perturbation& p, int num_actors, int num_microbatc
 
 class PerturbedCost : public CostProvider {
  public:
+  // `base` must outlive this object (it is kept by reference); a temporary cannot bind.
   PerturbedCost(const CostProvider& base, Perturbation p);
+  PerturbedCost(const CostProvider&& base, Perturbation p) = delete;
 
   double compute_s(int actor, const Instruction& ins) const override;
   double p2p_latency_s(int from, int to) const override;

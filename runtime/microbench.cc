@@ -781,29 +781,38 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
                              std::to_string(peer) + " within " + std::to_string(timeout_s) + " s");
       return msg;
     };
-    for (int64_t b : bytes) {
-      const size_t n = static_cast<size_t>(std::max<int64_t>(b / 8, 1));
-      DeviceArray payload = device.zeros(n);
-      std::vector<double> one_way;
-      for (int r = 0; r < timing.warmup + reps; ++r, key += 2) {
+    // The sizes take turns, one round trip each per repetition, instead of one size's
+    // repetitions after another's: a change of the host's load during the sweep (another process
+    // starting on a shared host) then reaches every size alike. Swept size by size, a burst over
+    // the small sizes made them slower than the large ones, and the fit found no bandwidth
+    // ("times do not grow with size").
+    std::vector<DeviceArray> payloads;
+    for (int64_t b : bytes)
+      payloads.push_back(device.zeros(static_cast<size_t>(std::max<int64_t>(b / 8, 1))));
+    std::vector<std::vector<double>> one_way(bytes.size());
+    for (int r = 0; r < timing.warmup + reps; ++r) {
+      for (size_t i = 0; i < payloads.size(); ++i, key += 2) {
         if (leader) {
           think_for(backend, think_s, spin);
           Message msg;
-          msg.data = device.copy(payload);
+          msg.data = device.copy(payloads[i]);
           device.synchronize();  // the copy is not part of the transfer
           const double t0 = backend.now_s();
           backend.send_message(peer, key, std::move(msg));
           receive(key + 1);
           const double round_trip = backend.now_s() - t0 - think_s;
-          if (r >= timing.warmup) one_way.push_back(std::max(1e-9, round_trip / 2));
+          if (r >= timing.warmup) one_way[i].push_back(std::max(1e-9, round_trip / 2));
         } else {
           Message msg = receive(key);
           think_for(backend, think_s, spin);
           backend.send_message(peer, key + 1, std::move(msg));
         }
       }
-      if (me == 0) out.push_back({static_cast<double>(n * sizeof(double)), median_of(one_way)});
     }
+    if (me == 0)
+      for (size_t i = 0; i < payloads.size(); ++i)
+        out.push_back(
+            {static_cast<double>(payloads[i].size() * sizeof(double)), median_of(one_way[i])});
   }
   backend.barrier(timeout_s);
   return out;

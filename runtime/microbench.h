@@ -133,6 +133,8 @@ std::vector<SizeSample> bench_input_generation(const std::vector<int64_t>& eleme
 // (`spin`) or sleeps: run_microbenchmarks spins when every worker of a host has a hardware thread
 // of its own, and sleeps when the host is oversubscribed (such hosts run emulated compute, which
 // sleeps; spinning ranks would steal each other's CPU and inflate the latency).
+// The sizes take turns (each repetition is one round trip of every size), so that a change of the
+// host's load during the sweep reaches every size alike.
 // Payloads live on `device` (the host by default; a GPU for the NCCL backend).
 std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& bytes,
                                   const Timing& timing, double think_s, bool spin,

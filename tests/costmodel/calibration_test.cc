@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "graph/error.h"
 
@@ -29,6 +30,14 @@ std::vector<double> geometric(double first, double factor, int n) {
   for (int i = 0; i < n; ++i) v.push_back(first * std::pow(factor, i));
   return v;
 }
+
+// EmulationPredictionCost keeps the emulation cost by reference: a temporary one is a compile
+// error, an lvalue binds.
+static_assert(!std::is_constructible_v<EmulationPredictionCost, KernelCost&&, double,
+                                       const ClusterSpec&, int, int>,
+              "a temporary emulation cost would dangle");
+static_assert(std::is_constructible_v<EmulationPredictionCost, const KernelCost&, double,
+                                      const ClusterSpec&, int, int>);
 
 TEST(CalibrationStats, MedianAndQuantilesOfUnsortedValues) {
   EXPECT_DOUBLE_EQ(median_of({5, 1, 3}), 3);

@@ -664,5 +664,40 @@ TEST(OperatorCost, OpRecomputeFlopsAndStashOfTheModel) {
   }
 }
 
+// An OperatorCost keeps copies of what it is built from: it prices the same after its model and
+// cluster change or go away (it used to hold references to them; ASan found an OperatorCost
+// outliving the test fixture that owned its model and cluster).
+TEST(OperatorCost, PricesTheSameAfterItsModelAndClusterChange) {
+  Fixture s;
+  s.config.tp = 2;
+  const OperatorCost op = s.op();
+  const double gemm = op.gemm_s(4096, 4096, 4096);
+  const double allreduce = op.tp_allreduce_s(1 << 20);
+  const double params = op.device_params(kLayer, 1, 1e6, false);
+  const double forward = op.stage(kLayer, 1, 0).at(Pass::kForward).total_s();
+  s.cluster = cluster_preset("h100-sxm");
+  s.cluster.intra_node.bandwidth_bytes_per_s /= 10;
+  s.model = load_model("gpt3-13b");
+  EXPECT_EQ(op.gemm_s(4096, 4096, 4096), gemm);
+  EXPECT_EQ(op.tp_allreduce_s(1 << 20), allreduce);
+  EXPECT_EQ(op.device_params(kLayer, 1, 1e6, false), params);
+  EXPECT_EQ(op.stage(kLayer, 1, 0).at(Pass::kForward).total_s(), forward);
+}
+
+// Under ASan (scripts/build.sh sanitize) a reference to the temporaries would be a
+// stack-use-after-scope here.
+TEST(OperatorCost, OneBuiltFromTemporariesPricesAsOneBuiltFromLvalues) {
+  const Fixture s;
+  const OperatorCost from_temporaries(load_model("gpt3-1.3b"), ParallelConfig{},
+                                      [] {
+                                        ClusterSpec c = cluster_preset("a100-80g");
+                                        c.kernel_overhead_s = 0;
+                                        return c;
+                                      }());
+  EXPECT_EQ(from_temporaries.stage(kLayer, 1, 0).at(Pass::kForward).total_s(),
+            s.op().stage(kLayer, 1, 0).at(Pass::kForward).total_s());
+  EXPECT_EQ(from_temporaries.tp_allreduce_s(1 << 20), s.op().tp_allreduce_s(1 << 20));
+}
+
 }  // namespace
 }  // namespace jaxpp

@@ -2,12 +2,15 @@
 // deterministic jitter within its band, and spec parsing errors that name the item.
 #include "costmodel/perturbed_cost.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <type_traits>
 
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
@@ -23,6 +26,14 @@ Instruction perturb_test_compute(TaskKind kind, int stage, int mb) {
   ins.tasks.push_back(TaskRef{kind, stage, mb});
   return ins;
 }
+
+// PerturbedCost keeps its base cost by reference: a temporary base is a compile error, an lvalue
+// binds.
+static_assert(!std::is_constructible_v<PerturbedCost, StageTimesCost&&, Perturbation>,
+              "a temporary base would dangle");
+static_assert(!std::is_constructible_v<PerturbedCost, const CostProvider&&, Perturbation>,
+              "a temporary base would dangle");
+static_assert(std::is_constructible_v<PerturbedCost, const StageTimesCost&, Perturbation>);
 
 TEST(PerturbedCost, SlowActorScalesOnlyThatActorsCompute) {
   const StageTimesCost base(uniform_stage_times(4, 1e-3, 1e-3, 1e-3, 1e-4));
@@ -90,8 +101,10 @@ TEST(PerturbedCost, SeqLensParseRunsAndPrintBackTheSameSpec) {
 }
 
 TEST(PerturbedCost, SeqLensFromAFile) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "jaxpp_perturb_seq_lens.json").string();
+  // Per process: two suites on one host do not share it.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("jaxpp_perturb_seq_lens_" + std::to_string(::getpid()) + ".json"))
+                               .string();
   std::ofstream(path) << "[2048, 2048,\n 8192*2]\n";
   EXPECT_EQ(parse_perturbation("seq-lens=@" + path, "x").seq_lens,
             (std::vector<int>{2048, 2048, 8192, 8192}));

@@ -2,6 +2,8 @@
 // timing flags' defaults and checks, and the checks of a --from-trace trace.
 #include "runtime/calibrate_request.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -55,8 +57,10 @@ TEST(MicrobenchOptions, RefusesOutOfRangeFlagsNamingThem) {
 }
 
 TEST(CheckTraceRun, RefusesATraceThatIsNotMeasured) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "jaxpp-calibrate-request-sim.json").string();
+  // Per process: two suites on one host do not share it.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("jaxpp-calibrate-request-sim-" + std::to_string(::getpid()) + ".json"))
+                               .string();
   {
     Trace simulated;
     simulated.source = "simulated";

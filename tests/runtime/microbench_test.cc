@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -116,6 +117,79 @@ TEST(Microbench, PingPongMeasuresOnActorZeroOnly) {
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[1].size, 4096);
   EXPECT_GT(samples[0].seconds, 0);
+}
+
+// Actor 0 of two on a simulated clock: its peer echoes each message at once, and a message takes
+// latency + bytes / bandwidth each way. The host is loaded (kBusyLatencyS instead of kLatencyS)
+// while the first `busy_messages` messages travel: a burst of load early in the sweep.
+class LoadBurstBackend : public Backend {
+ public:
+  static constexpr double kLatencyS = 5e-6, kBusyLatencyS = 1e-3, kBandwidth = 1e10;
+  explicit LoadBurstBackend(int busy_messages) : busy_messages_(busy_messages) {}
+  BackendKind kind() const override { return BackendKind::kThreads; }
+  int actor() const override { return 0; }
+  int replica() const override { return 0; }
+  int num_actors() const override { return 2; }
+  int num_replicas() const override { return 1; }
+  void post_send(int, int64_t key, std::vector<char> payload) override {
+    clock_s_ += one_way_s(payload.size());
+    echoes_[key + 1] = std::move(payload);
+  }
+  int post_recv(int, int64_t key) override { return static_cast<int>(key); }
+  bool test_recv(int handle, std::vector<char>* payload) override {
+    return wait_recv(handle, 0, payload);
+  }
+  bool wait_recv(int handle, double, std::vector<char>* payload) override {
+    auto it = echoes_.find(handle);
+    if (it == echoes_.end()) return false;
+    clock_s_ += one_way_s(it->second.size());
+    *payload = std::move(it->second);
+    echoes_.erase(it);
+    return true;
+  }
+  void allreduce_sum(std::span<double>, double) override { refuse(); }
+  void allreduce_sum_strided(std::span<double>, int, double) override { refuse(); }
+  void barrier(double) override {}
+  std::vector<std::vector<double>> alltoallv(int, std::vector<std::vector<double>>,
+                                             double) override {
+    refuse();
+  }
+  double now_s() const override { return clock_s_; }
+  void abort(const std::string&) override { refuse(); }
+  std::string abort_reason() const override { return ""; }
+
+ private:
+  [[noreturn]] static void refuse() { throw std::logic_error("not used by bench_p2p"); }
+  double one_way_s(size_t bytes) {
+    const double latency = messages_++ < busy_messages_ ? kBusyLatencyS : kLatencyS;
+    return latency + static_cast<double>(bytes) / kBandwidth;
+  }
+  int busy_messages_;
+  int messages_ = 0;
+  double clock_s_ = 0;
+  std::map<int64_t, std::vector<char>> echoes_;
+};
+
+TEST(Microbench, PingPongSizesShareALoadBurstEarlyInTheSweep) {
+  const std::vector<int64_t> sizes = default_message_sizes_bytes(/*quick=*/true);
+  const int round_trips = 31 * static_cast<int>(sizes.size());  // 31 repetitions per size
+  // Load during the first 40 % of the round trips (2 messages each): fewer than half of every
+  // size's repetitions when the sizes take turns; all of the smallest size's when swept in order.
+  LoadBurstBackend backend(2 * round_trips * 4 / 10);
+  const std::vector<SizeSample> samples = bench_p2p(backend, sizes, tiny_timing(), 0, true, 10);
+  ASSERT_EQ(samples.size(), sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    // The median round trip is an unloaded one: latency + the framed message's bytes.
+    const double bytes = static_cast<double>(sizes[i]) + sizeof(double);
+    EXPECT_NEAR(samples[i].seconds,
+                LoadBurstBackend::kLatencyS + bytes / LoadBurstBackend::kBandwidth, 1e-12)
+        << sizes[i] << " B";
+  }
+  // And the point-to-point fit finds the bandwidth.
+  std::vector<double> x, t;
+  for (const SizeSample& s : samples) x.push_back(s.size), t.push_back(s.seconds);
+  EXPECT_NEAR(fit_alpha_beta(x, t, "p2p").bandwidth_bytes_per_s, LoadBurstBackend::kBandwidth,
+              1e-3 * LoadBurstBackend::kBandwidth);
 }
 
 TEST(Microbench, AllReduceRecordsTheReplicaCount) {
