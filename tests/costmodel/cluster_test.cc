@@ -430,6 +430,32 @@ TEST(ClusterKernels, FlashAttention2EfficienciesPerPreset) {
   }
 }
 
+// GB300 NVL72 (docs/hardware.md): GB200's dense peaks and rack, Blackwell Ultra's memory, SM count
+// and NIC, and its own fitted tensor-core rate, which scales the attention core with the GEMMs
+// (the ratio of the attention fractions to the GEMM constant is GB200's).
+TEST(ClusterKernels, Gb300IsGb200sRackWithBlackwellUltrasMemoryNicAndFittedRate) {
+  const ClusterSpec gb300 = load_cluster("gb300-nvl72"), gb200 = load_cluster("gb200-nvl72");
+  EXPECT_EQ(gb300.peak_flops_per_s, gb200.peak_flops_per_s);
+  EXPECT_EQ(gb300.hbm_bytes, int64_t{279} << 30);
+  EXPECT_EQ(gb300.hbm_bandwidth_bytes_per_s, gb200.hbm_bandwidth_bytes_per_s);
+  EXPECT_EQ(gb300.num_sms, 160);
+  EXPECT_EQ(gb300.devices_per_node, 72);
+  EXPECT_DOUBLE_EQ(gb300.inter_node.bandwidth_bytes_per_s, 2 * 47e9);
+  EXPECT_EQ(gb300.intra_node.bandwidth_bytes_per_s, gb200.intra_node.bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(gb300.gemm_efficiency_max, 0.54);
+  EXPECT_NEAR(gb300.attention_efficiency_forward / gb300.gemm_efficiency_max,
+              gb200.attention_efficiency_forward / gb200.gemm_efficiency_max, 1e-12);
+  EXPECT_NEAR(gb300.attention_efficiency_backward / gb300.gemm_efficiency_max,
+              gb200.attention_efficiency_backward / gb200.gemm_efficiency_max, 1e-12);
+  EXPECT_EQ(gb300.fp8_gemm_efficiency, gb200.fp8_gemm_efficiency);
+  EXPECT_EQ(gb300.mxfp8_gemm_efficiency, gb200.mxfp8_gemm_efficiency);
+  EXPECT_TRUE(gb300.fp8_block_scaling);
+  EXPECT_FALSE(gb300.fp8_transpose_copy);
+  EXPECT_EQ(gb300.host_link_bandwidth_bytes_per_s, gb200.host_link_bandwidth_bytes_per_s);
+  const std::vector<std::string> names = cluster_preset_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "gb300-nvl72"), names.end());
+}
+
 // B200's attention efficiency is its own (fitted on the long-sequence B200 fit rows, the backward
 // tied to the forward by FlashAttention-3's H100 ratio); GB200, the same die, keeps H100's
 // fractions, with which its GEMM constant was fitted.

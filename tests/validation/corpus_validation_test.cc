@@ -933,6 +933,45 @@ TEST(CorpusValidation, Mxfp8RowsAreBlockScaledAndTheirFittedFactorBeatsThePerTen
         << current.rows[i].row->id;
 }
 
+// The dense GB300 rows (source mbridgegb300, docs/validation.md "GB300"): split 3 fit / 5 test
+// before any prediction; GB300's one constant (costmodel/cluster.cc kGb300GemmEfficiency, the
+// sustained tensor-core rate under its 1400 W limit, which scales the attention core with the
+// GEMMs) fitted on the fit rows scores the test rows within the band, where GB200's constant,
+// which the preset would otherwise inherit, predicts them 9-25 % too slow.
+TEST(CorpusValidation, Gb300DenseRowsAreScoredByTheirOwnFittedConstantNotGb200s) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  Corpus gb300 = corpus;
+  gb300.rows.clear();
+  for (const CorpusRow& r : corpus.rows)
+    if (r.source == "mbridgegb300" && !r.model.moe.enabled()) gb300.rows.push_back(r);
+  ASSERT_EQ(gb300.rows.size(), 8u);
+  int fit = 0;
+  for (const CorpusRow& r : gb300.rows) {
+    EXPECT_EQ(r.cluster, "gb300-nvl72") << r.id;
+    EXPECT_TRUE(r.fp8) << r.id;
+    fit += r.split == CorpusSplit::kFit;
+  }
+  EXPECT_EQ(fit, 3);
+  ModelValidationOptions o;
+  o.band = kBand;
+  const ModelValidationReport fitted = validate_corpus(gb300, o);
+  EXPECT_EQ(fitted.test.scored, 5);
+  EXPECT_EQ(fitted.test.in_band, 5);
+  EXPECT_LE(fitted.test.mean_abs_error, 0.05);
+  ModelValidationOptions as_gb200 = o;
+  as_gb200.cluster_override = load_cluster("gb300-nvl72");
+  const ClusterSpec gb200 = load_cluster("gb200-nvl72");
+  as_gb200.cluster_override->gemm_efficiency_max = gb200.gemm_efficiency_max;
+  as_gb200.cluster_override->attention_efficiency_forward = gb200.attention_efficiency_forward;
+  as_gb200.cluster_override->attention_efficiency_backward = gb200.attention_efficiency_backward;
+  const ModelValidationReport inherited = validate_corpus(gb300, as_gb200);
+  EXPECT_GT(inherited.test.mean_abs_error, 0.15);
+  EXPECT_LE(inherited.test.in_band, 1);
+  for (size_t i = 0; i < inherited.rows.size(); ++i)
+    EXPECT_GT(inherited.rows[i].predicted_step_time_s, fitted.rows[i].predicted_step_time_s)
+        << inherited.rows[i].row->id;
+}
+
 // The MosaicML llm-foundry rows (source llmfoundry: MPT models trained by Composer with PyTorch
 // FSDP, data parallel only, BF16; docs/validation.md "PyTorch FSDP: llm-foundry's MPT
 // benchmarks"). Per GPU type and model the sequence-2048 row with the most GPUs, split 8 fit / 17
