@@ -498,6 +498,83 @@ TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
   EXPECT_EQ(rows, 4);
 }
 
+// The DGX-GB300 MoE rows (source mbridgegb300, docs/validation.md "MoE on DGX-GB300"): seven rows,
+// all test rows by the split rule (no MoE constant is fitted on GB300 rows), scored at the GB300
+// rate fitted on the dense fit rows. Their predictions are pinned (a change of the MoE, MXFP8 or
+// GB300 physics must update these figures and the docs). The 26.02 DeepSeek-V3 run counts its
+// MTP module (the table's FLOPs per token and the recipe's layout), the 25.11 runs do not.
+constexpr PinnedMoeRow kPinnedGb300MoeRows[] = {
+    {"mbridgegb300-deepseek-v3-256gpu-2602-mxfp8", 12.641},
+    {"mbridgegb300-deepseek-v3-256gpu-2511", 16.904},
+    {"mbridgegb300-deepseek-v3-256gpu-2511-mxfp8", 12.474},
+    {"mbridgegb300-qwen3-30B-a3B-8gpu-2602-mxfp8", 6.502},
+    {"mbridgegb300-qwen3-30B-a3B-8gpu-2511-mxfp8", 7.011},
+    {"mbridgegb300-qwen3-235B-a22B-256gpu-2602-mxfp8", 17.261},
+    {"mbridgegb300-qwen3-235B-a22B-256gpu-2511", 21.253},
+};
+
+TEST(CorpusValidation, Gb300MoeRowsAreTestRowsSplitBeforePredictionAndPinned) {
+  int rows = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "mbridgegb300" || !r.row->model.moe.enabled()) continue;
+    ++rows;
+    EXPECT_EQ(r.row->split, CorpusSplit::kTest) << r.row->id;
+    EXPECT_EQ(r.row->cluster, "gb300-nvl72") << r.row->id;
+    EXPECT_GT(r.row->config.ep, 1) << r.row->id;
+    EXPECT_EQ(r.row->model.moe.expert_gemm, ExpertGemm::kPerExpert) << r.row->id;
+    EXPECT_EQ(r.row->config.moe_dispatcher, MoeDispatcher::kDeepEP) << r.row->id << ": HybridEP";
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    EXPECT_TRUE(r.fits) << r.row->id;
+    const bool deepseek = r.row->model.mla.kv_lora_rank > 0;
+    const bool release_2602 = r.row->id.find("-2602") != std::string::npos;
+    EXPECT_EQ(r.row->model.mtp_modules, deepseek && release_2602 ? 1 : 0) << r.row->id;
+  }
+  EXPECT_EQ(rows, static_cast<int>(std::size(kPinnedGb300MoeRows)));
+  for (const PinnedMoeRow& p : kPinnedGb300MoeRows) {
+    const CorpusRowResult* r = row_result(p.id);
+    ASSERT_NE(r, nullptr) << p.id;
+    ASSERT_TRUE(r->ran()) << p.id << ": " << r->message;
+    EXPECT_NEAR(r->predicted_step_time_s, p.predicted_step_s, 0.005 * p.predicted_step_s) << p.id;
+  }
+}
+
+// The BF16 GB300 MoE rows are scored within the band; the five MXFP8 ones are 11-25 % too fast and
+// expected failures (their reasons give the evidence): on the one layout run in both precisions
+// (DeepSeek-V3, 25.11: PP 2, VP 4, EP 32, MBS 1) the runs measure MXFP8 1.13x faster than BF16,
+// the model 1.36x. Fails once the MXFP8 MoE path is priced closer (update docs/validation.md and
+// the rows' expected_failure then) or a BF16 row leaves the band.
+TEST(CorpusValidation, Gb300MoeBf16RowsAreInTheBandAndMxfp8RowsTooFast) {
+  int bf16 = 0, mxfp8 = 0;
+  for (const CorpusRowResult& r : report().rows) {
+    if (r.row->source != "mbridgegb300" || !r.row->model.moe.enabled()) continue;
+    ASSERT_TRUE(r.ran()) << r.row->id << ": " << r.message;
+    if (!r.row->fp8) {
+      ++bf16;
+      EXPECT_FALSE(r.row->expected_failure.has_value()) << r.row->id;
+      EXPECT_LE(std::fabs(r.error), kBand) << r.row->id;
+      continue;
+    }
+    ++mxfp8;
+    EXPECT_EQ(r.row->model.fp8_scaling, Fp8Scaling::kMxfp8) << r.row->id;
+    EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
+    EXPECT_LT(r.error, -kBand) << r.row->id << " is no longer too fast: update docs/validation.md";
+  }
+  EXPECT_EQ(bf16, 2);
+  EXPECT_EQ(mxfp8, 5);
+  const CorpusRowResult* bf = row_result("mbridgegb300-deepseek-v3-256gpu-2511");
+  const CorpusRowResult* mx = row_result("mbridgegb300-deepseek-v3-256gpu-2511-mxfp8");
+  ASSERT_NE(bf, nullptr);
+  ASSERT_NE(mx, nullptr);
+  ASSERT_TRUE(bf->ran() && mx->ran());
+  EXPECT_EQ(bf->row->config.pp, mx->row->config.pp);
+  EXPECT_EQ(bf->row->config.ep, mx->row->config.ep);
+  EXPECT_EQ(bf->row->config.microbatch_size, mx->row->config.microbatch_size);
+  const double measured_gain = bf->measured_step_time_s / mx->measured_step_time_s;
+  const double predicted_gain = bf->predicted_step_time_s / mx->predicted_step_time_s;
+  EXPECT_NEAR(measured_gain, 1.13, 0.01);
+  EXPECT_GT(predicted_gain, measured_gain + 0.15);
+}
+
 // The NeMo AutoModel rows (source automodel, docs/validation.md "MoE rows"): a second, independent
 // framework (PyTorch FSDP2, DeepEP, torch pipelining) on H100 in BF16. Split by the written rule
 // before any prediction: 2 fit, 3 test. Their predictions are pinned (a change of the MoE or FSDP
