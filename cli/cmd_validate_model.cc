@@ -362,6 +362,7 @@ int run_validate_model(int argc, char** argv) {
                             : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
   check_corpus_schedules(corpus);
   const Corpus selected = select_corpus_rows(corpus, gpu, split, ids);
+  check_corpus_schedule_constraints(selected);
   const bool explain = args.count("explain") > 0;
   constexpr size_t kMaxExplainedRows = 8;
   if (explain && ids.empty() && selected.rows.size() > kMaxExplainedRows) {

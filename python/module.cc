@@ -621,6 +621,7 @@ std::string validate_model_json(const std::string& corpus_path, const std::strin
                             : load_corpus(corpus_path);
   check_corpus_schedules(corpus);
   const Corpus selected = select_corpus_rows(corpus, rows_on, split);
+  check_corpus_schedule_constraints(selected);
   return validation_report_to_json(validate_corpus(selected, vo)).dump();
 }
 

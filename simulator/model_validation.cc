@@ -195,6 +195,25 @@ void check_corpus_schedules(const Corpus& corpus) {
   }
 }
 
+void check_corpus_schedule_constraints(const Corpus& corpus) {
+  for (const CorpusRow& row : corpus.rows) {
+    const ParallelConfig& c = row.config;
+    // As build_plan asks for the schedule (simulator/plan_builder.cc make_schedule).
+    ScheduleParams params;
+    params.num_actors = c.pp;
+    params.num_stages = c.virtual_stages > 1 ? c.pp * c.virtual_stages : 0;
+    params.num_microbatches = c.num_microbatches;
+    try {
+      (void)generate_schedule(c.schedule, params);
+    } catch (const InputError& e) {
+      throw_input_error(corpus.path + ": row '" + row.id + "': field 'schedule'",
+                        std::string(e.what()) + " (the row's pp " + std::to_string(c.pp) +
+                            ", virtual_stages " + std::to_string(c.virtual_stages) + ", " +
+                            std::to_string(c.num_microbatches) + " microbatches)");
+    }
+  }
+}
+
 nlohmann::json validation_report_to_json(const ModelValidationReport& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const CorpusRowResult& r : report.rows) {

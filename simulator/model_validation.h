@@ -182,6 +182,12 @@ nlohmann::json explanation_to_json(const RowExplanation& e);
 
 // InputError naming the row and field 'schedule' when a row's schedule is not in the registry.
 void check_corpus_schedules(const Corpus& corpus);
+// InputError naming the row and field 'schedule' (with the row's pp, virtual_stages and
+// microbatches) when a row's schedule cannot run its configuration: the generator's own
+// constraints (schedules/registry.h), e.g. "Std1F1B places stage r on actor r: needs S = p".
+// For the rows a run predicts (after select_corpus_rows): checked before any output, where
+// simulating the row would report it only with the table.
+void check_corpus_schedule_constraints(const Corpus& corpus);
 
 // The corpus text embedded in a binary (cli/CMakeLists.txt generates it from
 // tests/validation/corpus.json), named "corpus.json (built in)"; InputError naming --corpus when

@@ -1141,6 +1141,13 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["kernel_fusion"] = "eagre"; })}},
      .message = "row 'a-1.3b-pp2': field 'kernel_fusion': expected \"fused\", \"eager\" or "
                 "\"eager_fp32_params\", got \"eagre\""},
+    // A schedule that cannot run the row's configuration: refused before the table is printed
+    // (it was a row error in the table, exit 1).
+    {.name = "ValidateModelCorpusScheduleCannotRunTheRow",
+     .args = "validate-model --corpus {dir}/c.json --out {dir}/report.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["virtual_stages"] = 3; })}},
+     .message = "row 'a-1.3b-pp2': field 'schedule': Std1F1B places stage r on actor r: needs "
+                "S = p (got S=6, p=2) (the row's pp 2, virtual_stages 3, 8 microbatches)"},
     {.name = "ValidateModelCorpusUnknownCluster", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "b300"; })}},
      .message = "field 'cluster': unknown cluster preset 'b300'"},

@@ -487,6 +487,20 @@ def test_validate_model_errors_are_the_clis():
                "no-such-gpu")
 
 
+def test_validate_model_refuses_a_row_its_schedule_cannot_run(tmp_path):
+    # Std1F1B with virtual_stages 3: the CLI's corpus error (field 'schedule'), not a report.
+    small = os.path.join(os.path.dirname(__file__), "..", "data", "corpus", "small.json")
+    with open(small) as f:
+        doc = json.load(f)
+    doc["rows"] = doc["rows"][:1]  # a-1.3b-pp2: pp 2, 8 microbatches, a preset model
+    doc["rows"][0]["virtual_stages"] = 3
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    same_error(lambda: js.validate_model(corpus=path), "validate-model", "--corpus", str(path))
+    with pytest.raises(js.InputError, match="field 'schedule': Std1F1B places stage r on actor r"):
+        js.validate_model(corpus=path)
+
+
 FAST_CALIBRATION = ["--quick", "--repeats", "1", "--warmup", "0", "--rounds", "1",
                     "--repetition-ms", "0", "--hot"]
 

@@ -4,8 +4,9 @@
 validate-model exits 1 after a complete report when a selected row is rejected (one stderr line
 per row). The fit must still run on such a corpus, count the row in its summary's errors and add
 1 (100 %) per rejected row to the objective, not stop. The corpus: three A100 fit rows and two
-test rows of the built-in corpus, plus a copy of a fit row whose schedule the simulator refuses
-(ZeroBubble with fewer microbatches than stages).
+test rows of the built-in corpus, plus a copy of a fit row the simulator refuses (tensor
+parallelism 3, which does not divide its model's attention heads). A row whose schedule cannot run
+its configuration is not such a row: validate-model refuses that corpus before predicting (exit 2).
 
 Usage: fit_rejected_row_test.py <jaxpp-sim binary> <source root>
 """
@@ -25,12 +26,9 @@ def main(argv):
     fit = [r for r in a100 if r["split"] == "fit"][:3]
     test = [r for r in a100 if r["split"] == "test"][:2]
     bad = dict(fit[0])
-    bad["id"] = "rejected-zb"
-    bad["schedule"] = "ZeroBubble"
-    bad["pp"] = 8
-    bad["dp"] = bad["gpus"] // (8 * bad["tp"] * bad.get("cp", 1))
-    bad["virtual_stages"] = 1
-    bad["global_batch"] = bad["dp"] * bad["microbatch_size"] * 2  # 2 microbatches < 8 stages
+    bad["id"] = "rejected-tp"
+    bad.update(gpus=3, tp=3, pp=1, dp=1, cp=1, virtual_stages=1, schedule="1f1b")
+    bad["global_batch"] = bad["microbatch_size"] * 4
     corpus["rows"] = fit + test + [bad]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "corpus.json")
@@ -39,7 +37,7 @@ def main(argv):
         # Model files named by rows resolve against the corpus's directory: none here (presets).
         check = subprocess.run([binary, "validate-model", "--corpus", path, "--json"],
                                capture_output=True, text=True)
-        if check.returncode != 1 or "rejected-zb" not in check.stderr:
+        if check.returncode != 1 or "rejected-tp" not in check.stderr or "does not divide" not in check.stderr:
             print(f"expected validate-model to exit 1 naming the rejected row, got "
                   f"{check.returncode}: {check.stderr}")
             return 1
