@@ -77,14 +77,14 @@ constexpr double kMi300xGemmEfficiency = 0.2688;
 // FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
 // `scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72
 // --param kernels.fp8_gemm_efficiency=0.6:1.4` (1.15; 1.137 before FP8 GEMMs' short-k depth
-// was scaled by the FP8 rate, 2026-11-28; 1.144 before the FP8 norm fusion, 2026-11-27) on the 2 FP8 fit rows of the mbridge2511 source (Llama 3
-// 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test rows. Hopper (H100,
-// H200): fitted by `scripts/fit_costmodel.py --fp8-only --source nemo2407 --gpu h100-sxm --param
-// kernels.fp8_gemm_efficiency=0.4:1.2` (0.90; 0.8875 before FP8 GEMMs' short-k depth was
-// scaled by the FP8 rate, 2026-11-28; 0.894 before the FP8 norm fusion and the 16-bit pipeline
-// messages of inline FP8 models, 2026-11-27) on the 4 H100 FP8 fit rows of the
-// nemo2407 source (NeMo 24.07, delayed scaling: Llama 2 7B on 8 GPUs, 13B on 16, 70B on 64,
-// GPT-3 175B on 512) and scored on the 10 H100 FP8 test rows (nemo2407 and mbridge2511). It was
+// was scaled by the FP8 rate, 2026-11-28; 1.144 before the FP8 norm fusion, 2026-11-27) on the 2
+// FP8 fit rows of the mbridge2511 source (Llama 3 8B on 8 B200, Llama 3.1 405B on 256 GB200) and
+// scored on its FP8 test rows. Hopper (H100, H200): fitted by `scripts/fit_costmodel.py --fp8-only
+// --source nemo2407 --gpu h100-sxm --param kernels.fp8_gemm_efficiency=0.4:1.2` (0.90; 0.8875
+// before FP8 GEMMs' short-k depth was scaled by the FP8 rate, 2026-11-28; 0.894 before the FP8 norm
+// fusion and the 16-bit pipeline messages of inline FP8 models, 2026-11-27) on the 4 H100 FP8 fit
+// rows of the nemo2407 source (NeMo 24.07, delayed scaling: Llama 2 7B on 8 GPUs, 13B on 16, 70B on
+// 64, GPT-3 175B on 512) and scored on the 10 H100 FP8 test rows (nemo2407 and mbridge2511). It was
 // 0.94 before, from kernels (cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200 at 0.658 of 1979, over
 // this project's BF16 GEMMs of the same sizes at 0.70 of 989), which predicted every NeMo 24.07
 // row too fast (fit rows −1.5 to −7.3 %). Other GPUs: 1 (the BF16 fraction; not validated).
@@ -92,7 +92,8 @@ constexpr double kBlackwellFp8GemmEfficiency = 1.15;
 // MXFP8 GEMMs relative to the per-tensor FP8 ones on Blackwell (cluster.h
 // mxfp8_gemm_efficiency): fitted by `scripts/fit_costmodel.py --joint --fp8-only --source
 // mbridgemxfp8 --gpu b200 --gpu gb200-nvl72 --param kernels.mxfp8_gemm_efficiency=0.5:1.5`
-// (0.8594, with the Blackwell FP8 factor held at 1.15, as with 1.137 before 2026-11-28; 0.852
+// (0.8516, with the Blackwell FP8 factor held at 1.15, since the mbridge rows' gradients are
+// bf16 as their recipes set, 2026-11-29; 0.8594 before, as with 1.137 before 2026-11-28; 0.852
 // before the 2026-11-27 refit)
 // on the 3 MXFP8 fit rows of the mbridgemxfp8 source (Llama 3 8B on 8 B200,
 // 25.11; Llama 3 70B on 64 GB200, 26.02; Llama 3.1 405B on 128 GB200, 25.09) and scored on its 7
@@ -101,7 +102,7 @@ constexpr double kBlackwellFp8GemmEfficiency = 1.15;
 // in the tables that give both, where the model, whose MXFP8 casts move fewer bytes in fewer
 // kernels, priced MXFP8 1 % faster. The fitted value also carries what the model misses on these
 // GB200 runs (docs/validation.md, MXFP8 rows).
-constexpr double kBlackwellMxfp8GemmEfficiency = 0.8594;
+constexpr double kBlackwellMxfp8GemmEfficiency = 0.8516;
 constexpr double kHopperFp8GemmEfficiency = 0.9;
 // Attention (fused, cuDNN through Transformer Engine) on B200: fitted on the 3 B200 fit rows of the
 // nemolongseq2504 source (Llama 3 8B at 16K, 128K and 1024K tokens, where the attention core is
@@ -138,8 +139,8 @@ ClusterSpec a100_80g() {
   c.attention_efficiency_forward = 0.73;   // FlashAttention-2 paper: "up to 73 %" forward
   c.attention_efficiency_backward = 0.63;  // and 63 % backward of A100 peak
   c.intra_node = {300 * kGB, 7 * kUs, 0.8};
-  c.inter_node = {24 * kGB, 20 * kUs, 1.0};  // HDR 200 Gb/s per GPU, ~24 GB/s achieved
-  c.allreduce_bus_efficiency = 0.77;         // 8x A100 NCCL busbw 231.6 GB/s of 300
+  c.inter_node = {24 * kGB, 20 * kUs, 1.0};      // HDR 200 Gb/s per GPU, ~24 GB/s achieved
+  c.allreduce_bus_efficiency = 0.77;             // 8x A100 NCCL busbw 231.6 GB/s of 300
   c.host_link_bandwidth_bytes_per_s = 32 * kGB;  // PCIe Gen4 x16: 64 GB/s both directions
   // DGX A100 640GB: 2 TB of system memory for its 8 GPUs (docs/hardware.md 1.3b).
   c.host_memory_bytes_per_gpu = static_cast<int64_t>(256 * kGiB);
@@ -174,8 +175,8 @@ ClusterSpec h100_sxm() {
   c.flash2_attention_efficiency_forward = 0.34;
   c.flash2_attention_efficiency_backward = 0.31;
   c.intra_node = {450 * kGB, 7 * kUs, 0.8};
-  c.inter_node = {47 * kGB, 20 * kUs, 1.0};  // NDR 400 Gb/s per GPU, 46-48 GB/s achieved
-  c.allreduce_bus_efficiency = 0.82;         // 8x H100 NCCL ring busbw ~370 GB/s of 450
+  c.inter_node = {47 * kGB, 20 * kUs, 1.0};      // NDR 400 Gb/s per GPU, 46-48 GB/s achieved
+  c.allreduce_bus_efficiency = 0.82;             // 8x H100 NCCL ring busbw ~370 GB/s of 450
   c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
   // DGX H100 (and DGX H200, and H800 assumed alike): 2 TB of DDR5 for 8 GPUs (hardware.md 1.3b).
   c.host_memory_bytes_per_gpu = static_cast<int64_t>(256 * kGiB);
@@ -255,16 +256,16 @@ ClusterSpec gb200_nvl72() {
 // GB300 NVL72: the Blackwell Ultra GPU (two dies, 160 SMs in the full implementation, 1400 W) in
 // the GB200's rack (72 GPUs in one NVLink 5 domain, 2 GPUs per Grace CPU over NVLink-C2C). Its
 // dense BF16/FP8 peaks are GB200's (2.5 / 5 PFLOP/s: the rack's 180 / 360 PF dense over 72 GPUs);
-// what differs for training is 279 GB of HBM3e (20 TB per rack), the softmax exponentials at
-// twice GB200's rate (10.7 vs 5 TeraExponentials/s), a ConnectX-8 NIC of 800 Gb/s per GPU and the
-// 1400 W power limit (GB200: 1200 W), docs/hardware.md. The same configurations ran 5-25 %
-// faster on GB300 than on GB200 in the Megatron-Bridge tables, which the peaks do not explain:
-// the sustained tensor-core rate under the power limit is fitted, one constant for the GEMMs and
-// the attention core together (kGb300GemmEfficiency above).
+// what differs for training is 278 GiB of HBM3e as the driver reports it (288 GB nominal), the
+// softmax exponentials at twice GB200's rate (10.7 vs 5 TeraExponentials/s), a ConnectX-8 NIC of
+// 800 Gb/s per GPU and the 1400 W power limit (GB200: 1200 W), docs/hardware.md. The same
+// configurations ran 5-25 % faster on GB300 than on GB200 in the Megatron-Bridge tables, which the
+// peaks do not explain: the sustained tensor-core rate under the power limit is fitted, one
+// constant for the GEMMs and the attention core together (kGb300GemmEfficiency above).
 ClusterSpec gb300_nvl72() {
   ClusterSpec c = gb200_nvl72();
   c.name = "gb300-nvl72";
-  c.hbm_bytes = static_cast<int64_t>(279 * kGiB);
+  c.hbm_bytes = static_cast<int64_t>(278 * kGiB);
   c.num_sms = 160;
   c.gemm_efficiency_max = kGb300GemmEfficiency;
   c.attention_efficiency_forward = 0.655 * kGb300ComputeScale;
@@ -291,7 +292,7 @@ ClusterSpec mi300x() {
   // (~48 GB/s usable), a collective all seven.
   c.intra_node = {448 * kGB, 7 * kUs, 48.0 / 448.0};
   c.inter_node = {47 * kGB, 20 * kUs, 1.0};
-  c.allreduce_bus_efficiency = 0.71;  // RCCL 8x MI300X busbw 316.8 GB/s of 448
+  c.allreduce_bus_efficiency = 0.71;             // RCCL 8x MI300X busbw 316.8 GB/s of 448
   c.host_link_bandwidth_bytes_per_s = 64 * kGB;  // PCIe Gen5 x16: 128 GB/s both directions
   // Host memory: not set (0, not checked). MI300X boards are sold in vendors' servers whose
   // system memory varies (docs/hardware.md 1.3b); a cluster file can give it.
@@ -531,9 +532,8 @@ double ClusterSpec::gemm_efficiency(double layer_pass_flops) const {
 }
 
 std::vector<std::string> cluster_preset_names() {
-  return {"a100-40g", "a100-80g",    "h100-sxm",    "h200",
-          "h800",     "b200",        "gb200-nvl72", "gb300-nvl72",
-          "mi300x"};
+  return {"a100-40g", "a100-80g",    "h100-sxm",    "h200",  "h800",
+          "b200",     "gb200-nvl72", "gb300-nvl72", "mi300x"};
 }
 
 ClusterSpec cluster_preset(const std::string& name) {
@@ -724,8 +724,7 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   if (c.num_sms != plain.num_sms || c.gemm_tile_m != plain.gemm_tile_m ||
       c.gemm_tile_n != plain.gemm_tile_n || c.gemm_small_k != plain.gemm_small_k ||
       c.stream_k_min_k != plain.stream_k_min_k || c.stream_k_rate != plain.stream_k_rate ||
-      c.hbm_efficiency != plain.hbm_efficiency ||
-      c.kernel_overhead_s != plain.kernel_overhead_s ||
+      c.hbm_efficiency != plain.hbm_efficiency || c.kernel_overhead_s != plain.kernel_overhead_s ||
       c.attention_efficiency_forward != plain.attention_efficiency_forward ||
       c.attention_efficiency_backward != plain.attention_efficiency_backward ||
       c.flash2_attention_efficiency_forward != plain.flash2_attention_efficiency_forward ||

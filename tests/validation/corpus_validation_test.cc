@@ -185,21 +185,6 @@ constexpr NotPredictedToFitRow kNotPredictedToFit[] = {
      "the default (an fp32 copy, as Megatron-Core) is assumed, and the 16-bit logits beside it "
      "while a loss runs are counted once per actor, which is exact for this row "
      "(DeepSeekV3PeaksWhileItsLossStageRuns); with 16-bit saved logits, 79.98 GiB"},
-    // The two MXFP8 runs of the GB300 rows (mbridgegb300, 2026-11-28): the per-tensor FP8 run of
-    // the 405B layout (mbridgegb300-llama3.1-405B-256gpu-2511) fits at 263.8 GiB; MXFP8 weights
-    // are counted as a row-wise and a column-wise copy with their E8M0 scales (2.06 bytes per
-    // parameter, Transformer Engine's MXFP8 tensors; Megatron-Bridge's bf16_with_mxfp8_mixed
-    // reuses the gradient buffer for the parameter all-gather, so no 16-bit copy is counted).
-    // Not resolved which term these runs do not hold.
-    {"mbridgegb300-llama3-70B-64gpu-2602-mxfp8", 1.02,
-     "281.9 GiB of 279: Llama 3 70B at tp 1, pp 4, v 5 in MXFP8 (GB200 runs it at tp 2): 17.6 "
-     "billion parameters per GPU with MXFP8 row- and column-wise weights (34.8 GiB), fp32 "
-     "gradients (67.7 GiB) and 166.8 GiB of activations in flight on the first stage of the "
-     "interleaved schedule; 1 % over"},
-    {"mbridgegb300-llama3.1-405B-256gpu-2602-mxfp8", 1.05,
-     "289.0 GiB of 279: Llama 3.1 405B at tp 2, pp 8, cp 2, v 4 in MXFP8; the same layout in "
-     "per-tensor FP8 (the 25.11 row) is predicted at 263.8 GiB, the difference being the MXFP8 "
-     "weights' second (column-wise) copy, 25.2 GiB; 3.6 % over"},
     {"deepseek-v2-2048gpu-h800", 1.30,
      "95 GiB of 80: 'a portion of the operators are recomputed to save activation memory' "
      "(DeepSeek-V2 Section 3.1.3), which operators is not stated: not modelled (recompute none)"},
