@@ -58,14 +58,17 @@ double half_saturation_flops(double peak_flops_per_s) { return peak_flops_per_s 
 // gb200-nvl72 --param gemm_efficiency.max=0.4:0.95`, BF16 rows only: `--no-fp8`) and scored on
 // its BF16 test rows. H200 has no corpus rows: it reuses the H100's fitted large-GEMM
 // efficiency and is validated against nothing (MI300X: below). B200 has FP8 rows only: it takes
-// GB200's BF16 constant (below) and is scored through its FP8 rows. Refitted on 2026-11-26 after
+// GB200's BF16 constant (below) and is scored through its FP8 rows. GB200's was refitted on
+// 2026-11-29 (0.4473 -> 0.4516) when it took B200's attention-core fractions (the same die,
+// below), with `--param kernels.attention_efficiency.forward=0.4731 --param
+// kernels.attention_efficiency.backward=0.4095` held. Refitted on 2026-11-26 after
 // the GEMM shape constants (gemm_small_k, stream-K) were fitted on measured H200 GEMMs. The
 // 16-bit fits leave out the sources whose runs execute their element-wise work unfused in eager
 // PyTorch (--exclude-source llmfoundry/ibmfsdp2024/torchtitana100, docs/validation.md); the
 // ctest validation.fit_bf16.<gpu> reruns each fit and requires these values.
 constexpr double kA100GemmEfficiency = 0.675;
 constexpr double kH100GemmEfficiency = 0.5906;
-constexpr double kGb200GemmEfficiency = 0.4473;
+constexpr double kGb200GemmEfficiency = 0.4516;
 // MI300X's is fitted on the one fit row of the primuspipe2026 source (AMD's Primus-Pipeline post:
 // Llama 2 7B with 16 layers on 8 MI300X, PP 8, interleaved 1F1B; `scripts/fit_costmodel.py --gpu
 // mi300x --param gemm_efficiency.max=0.1:0.9`) and scored on its 2 test rows (1F1B and ZB-V).
@@ -76,10 +79,12 @@ constexpr double kGb200GemmEfficiency = 0.4473;
 constexpr double kMi300xGemmEfficiency = 0.2688;
 // FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
 // `scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72
-// --param kernels.fp8_gemm_efficiency=0.6:1.4` (1.15; 1.137 before FP8 GEMMs' short-k depth
+// --param kernels.fp8_gemm_efficiency=0.6:1.4` (1.175 since GB200 prices its attention core as
+// B200, 2026-11-29; 1.15 before; 1.137 before FP8 GEMMs' short-k depth
 // was scaled by the FP8 rate, 2026-11-28; 1.144 before the FP8 norm fusion, 2026-11-27) on the 2
 // FP8 fit rows of the mbridge2511 source (Llama 3 8B on 8 B200, Llama 3.1 405B on 256 GB200) and
-// scored on its FP8 test rows. Hopper (H100, H200): fitted by `scripts/fit_costmodel.py --fp8-only
+// scored on its FP8 test rows (ctest validation.fit_blackwell_fp8). Hopper (H100, H200): fitted by
+// `scripts/fit_costmodel.py --fp8-only
 // --source nemo2407 --gpu h100-sxm --param kernels.fp8_gemm_efficiency=0.4:1.2` (0.90; 0.8875
 // before FP8 GEMMs' short-k depth was scaled by the FP8 rate, 2026-11-28; 0.894 before the FP8 norm
 // fusion and the 16-bit pipeline messages of inline FP8 models, 2026-11-27) on the 4 H100 FP8 fit
@@ -88,13 +93,14 @@ constexpr double kMi300xGemmEfficiency = 0.2688;
 // 0.94 before, from kernels (cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200 at 0.658 of 1979, over
 // this project's BF16 GEMMs of the same sizes at 0.70 of 989), which predicted every NeMo 24.07
 // row too fast (fit rows −1.5 to −7.3 %). Other GPUs: 1 (the BF16 fraction; not validated).
-constexpr double kBlackwellFp8GemmEfficiency = 1.15;
+constexpr double kBlackwellFp8GemmEfficiency = 1.175;
 // MXFP8 GEMMs relative to the per-tensor FP8 ones on Blackwell (cluster.h
 // mxfp8_gemm_efficiency): fitted by `scripts/fit_costmodel.py --joint --fp8-only --source
 // mbridgemxfp8 --gpu b200 --gpu gb200-nvl72 --param kernels.mxfp8_gemm_efficiency=0.5:1.5`
-// (0.8516, with the Blackwell FP8 factor held at 1.15, since the mbridge rows' gradients are
-// bf16 as their recipes set, 2026-11-29; 0.8594 before, as with 1.137 before 2026-11-28; 0.852
-// before the 2026-11-27 refit)
+// (0.875 with the Blackwell FP8 factor at 1.175 and GB200 pricing its attention core as B200,
+// 2026-11-29; 0.8516 with the factor at 1.15, after the mbridge rows' gradients became bf16 as
+// their recipes set, the same day; 0.8594 before, as with 1.137 before 2026-11-28; 0.852 before
+// the 2026-11-27 refit)
 // on the 3 MXFP8 fit rows of the mbridgemxfp8 source (Llama 3 8B on 8 B200,
 // 25.11; Llama 3 70B on 64 GB200, 26.02; Llama 3.1 405B on 128 GB200, 25.09) and scored on its 7
 // test rows. With 1 (the per-tensor rate) the MXFP8 rows were predicted 4-28 % too fast but for
@@ -102,7 +108,7 @@ constexpr double kBlackwellFp8GemmEfficiency = 1.15;
 // in the tables that give both, where the model, whose MXFP8 casts move fewer bytes in fewer
 // kernels, priced MXFP8 1 % faster. The fitted value also carries what the model misses on these
 // GB200 runs (docs/validation.md, MXFP8 rows).
-constexpr double kBlackwellMxfp8GemmEfficiency = 0.8516;
+constexpr double kBlackwellMxfp8GemmEfficiency = 0.875;
 constexpr double kHopperFp8GemmEfficiency = 0.9;
 // Attention (fused, cuDNN through Transformer Engine) on B200: fitted on the 3 B200 fit rows of the
 // nemolongseq2504 source (Llama 3 8B at 16K, 128K and 1024K tokens, where the attention core is
@@ -111,19 +117,22 @@ constexpr double kHopperFp8GemmEfficiency = 0.9;
 // kernels.attention_efficiency.backward=kernels.attention_efficiency.forward*0.8656`), the
 // backward tied to the forward by FlashAttention-3's ratio on H100 (0.567 / 0.655). Before, B200
 // borrowed H100's fractions, and those runs were predicted 7-27 % too fast, the more the longer
-// the sequence. GB200 keeps H100's fractions: its fitted GEMM constant was fitted with them.
+// the sequence. GB200 is the same die at a higher power limit and runs the same cuDNN kernels: it
+// takes the same fractions of its own peak (since 2026-11-29; it kept H100's 0.655 / 0.567 before,
+// which priced its attention core 1.54x faster than B200's and put B200's Llama 3 8B runs 16 %
+// behind GB200's where the tables measure 1-3 %). ctest validation.fit_b200_attention reruns it.
 constexpr double kB200AttentionEfficiencyForward = 0.4731;
 // GB300's large-GEMM efficiency (the same peaks as GB200; a higher power limit): fitted by
 // `scripts/fit_costmodel.py --gpu gb300-nvl72 --param gemm_efficiency.max=0.4:0.68
-// --tie kernels.attention_efficiency.forward=gemm_efficiency.max*1.46434
-// --tie kernels.attention_efficiency.backward=gemm_efficiency.max*1.26761` (GB200's FlashAttention
+// --tie kernels.attention_efficiency.forward=gemm_efficiency.max*1.047608
+// --tie kernels.attention_efficiency.backward=gemm_efficiency.max*0.906809` (GB200's attention
 // fractions over its GEMM constant: the attention core speeds up with the GEMMs) on the 3 dense
 // fit rows of the mbridgegb300 source (Megatron-Bridge 25.11 on DGX-GB300: Llama 3 8B MXFP8 on 8
 // GPUs, Llama 3 70B FP8-CS with Megatron-FSDP on 64, Llama 3.1 405B FP8-CS on 256) and scored on
-// its 5 dense test rows (fit mean 5.6 %, test mean 4.1 %, max 7.5 %). With GB200's 0.4473 the same
-// rows were predicted 1-25 % too slow (fit 12.6 %, test 18.1 % mean). GB200's FP8 and MXFP8
-// factors carry over.
-constexpr double kGb300GemmEfficiency = 0.54;
+// its 5 dense test rows (0.5466 since 2026-11-29, fit mean 5.9 %, test mean 2.9 %, max 5.6 %; 0.54
+// before, with GB200's old attention ratios 1.46434 / 1.26761). With GB200's constant the same
+// rows were predicted 1-25 % too slow. GB200's FP8 and MXFP8 factors carry over.
+constexpr double kGb300GemmEfficiency = 0.5466;
 constexpr double kGb300ComputeScale = kGb300GemmEfficiency / kGb200GemmEfficiency;
 constexpr double kB200AttentionEfficiencyBackward = kB200AttentionEfficiencyForward * 0.8656;
 
@@ -240,10 +249,10 @@ ClusterSpec gb200_nvl72() {
   c.hbm_bytes = static_cast<int64_t>(186 * kGiB);
   c.gemm_efficiency_max = kGb200GemmEfficiency;
   c.gemm_half_saturation_flops = half_saturation_flops(2500 * kTera);
-  // H100's FlashAttention-3 fractions (as before B200's were fitted): GB200's GEMM constant was
-  // fitted with them on its BF16 rows (8K tokens or fewer); not validated on their own.
-  c.attention_efficiency_forward = 0.655;
-  c.attention_efficiency_backward = 0.567;
+  // B200's fitted attention-core fractions (the same die: the same fraction of its own peak);
+  // GB200's GEMM constant is fitted with them held (kB200AttentionEfficiencyForward above).
+  c.attention_efficiency_forward = kB200AttentionEfficiencyForward;
+  c.attention_efficiency_backward = kB200AttentionEfficiencyBackward;
   c.devices_per_node = 72;  // one NVLink domain of 72 GPUs
   // NVLink-C2C: 900 GB/s both directions between a Grace CPU and its two Blackwell GPUs, so
   // 225 GB/s per GPU and direction when both GPUs copy at once (docs/hardware.md).
@@ -268,8 +277,8 @@ ClusterSpec gb300_nvl72() {
   c.hbm_bytes = static_cast<int64_t>(278 * kGiB);
   c.num_sms = 160;
   c.gemm_efficiency_max = kGb300GemmEfficiency;
-  c.attention_efficiency_forward = 0.655 * kGb300ComputeScale;
-  c.attention_efficiency_backward = 0.567 * kGb300ComputeScale;
+  c.attention_efficiency_forward = kB200AttentionEfficiencyForward * kGb300ComputeScale;
+  c.attention_efficiency_backward = kB200AttentionEfficiencyBackward * kGb300ComputeScale;
   c.inter_node = {94 * kGB, 20 * kUs, 1.0};  // ConnectX-8, 800 Gb/s per GPU: twice the H100 figure
   return c;
 }

@@ -197,6 +197,11 @@ class OperatorCost {
   // not dividing the sequence, the cluster lacking the model's dtype).
   OperatorCost(const ModelSpec& model, const ParallelConfig& config, const ClusterSpec& cluster);
 
+  // The copies this OperatorCost prices with (Lifetime above): valid as long as it is.
+  const ModelSpec& model() const { return model_; }
+  const ParallelConfig& config() const { return config_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+
   // Layers [first_layer, first_layer + num_layers) with `params` parameters (whole stage,
   // before tp) for the optimizer step. With recompute_layers >= 0 the range is one stage chunk:
   // its first recompute_layers transformer layers priced as full, the others as none.

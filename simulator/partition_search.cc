@@ -40,15 +40,15 @@ bool schedule_splits_backward(const Schedule& schedule) {
 
 // The peak memory of a partition, computed as build_memory_model and the engine compute it (the
 // same calls, in the same order, so the bytes are identical), with the OperatorCost built once.
+// The model, cluster and configuration are the OperatorCost's own copies, so a PeakMemory built
+// from temporaries stays valid; the schedule is held by reference (it can hold hundreds of
+// thousands of items and is not copied), so it must outlive the PeakMemory, as it does in the
+// two callers below, which use it within the call that owns the schedule.
 class PeakMemory {
  public:
   PeakMemory(const ModelSpec& model, const ClusterSpec& cluster, const ParallelConfig& config,
              const Schedule& schedule)
-      : model_(model),
-        cluster_(cluster),
-        schedule_(schedule),
-        op_(model, config, cluster),
-        config_(config) {
+      : schedule_(schedule), op_(model, config, cluster) {
     stash_.reserve(model.layers.size());
     for (int l = 0; l < model.num_layers(); ++l) stash_.push_back(op_.stash_bytes(l));
   }
@@ -65,8 +65,8 @@ class PeakMemory {
       double stash = 0;
       for (int l = p.begin(s); l < p.end(s); ++l) stash += stash_[l];
       stash_bytes[s] = std::llround(stash);
-      const StageStaticBytes b =
-          stage_static_bytes(op_, model_, config_, cluster_, p.begin(s), p.size(s));
+      const StageStaticBytes b = stage_static_bytes(op_, op_.model(), op_.config(), op_.cluster(),
+                                                    p.begin(s), p.size(s));
       const int r = schedule_.placement.actor_of(s);
       static_bytes[r] += b.weight_bytes + b.grad_bytes + b.optimizer_bytes;
       transients[r].take(b);
@@ -97,11 +97,8 @@ class PeakMemory {
   const OperatorCost& op() const { return op_; }
 
  private:
-  const ModelSpec& model_;
-  const ClusterSpec& cluster_;
   const Schedule& schedule_;
   OperatorCost op_;
-  ParallelConfig config_;
   std::vector<double> stash_;
 };
 

@@ -442,7 +442,7 @@ TEST(ClusterKernels, Gb300IsGb200sRackWithBlackwellUltrasMemoryNicAndFittedRate)
   EXPECT_EQ(gb300.devices_per_node, 72);
   EXPECT_DOUBLE_EQ(gb300.inter_node.bandwidth_bytes_per_s, 2 * 47e9);
   EXPECT_EQ(gb300.intra_node.bandwidth_bytes_per_s, gb200.intra_node.bandwidth_bytes_per_s);
-  EXPECT_DOUBLE_EQ(gb300.gemm_efficiency_max, 0.54);
+  EXPECT_DOUBLE_EQ(gb300.gemm_efficiency_max, 0.5466);
   EXPECT_NEAR(gb300.attention_efficiency_forward / gb300.gemm_efficiency_max,
               gb200.attention_efficiency_forward / gb200.gemm_efficiency_max, 1e-12);
   EXPECT_NEAR(gb300.attention_efficiency_backward / gb300.gemm_efficiency_max,
@@ -457,16 +457,18 @@ TEST(ClusterKernels, Gb300IsGb200sRackWithBlackwellUltrasMemoryNicAndFittedRate)
 }
 
 // B200's attention efficiency is its own (fitted on the long-sequence B200 fit rows, the backward
-// tied to the forward by FlashAttention-3's H100 ratio); GB200, the same die, keeps H100's
-// fractions, with which its GEMM constant was fitted.
-TEST(ClusterKernels, B200AttentionIsFittedAndGb200KeepsHopperFractions) {
+// tied to the forward by FlashAttention-3's H100 ratio); GB200, the same die at a higher power
+// limit, runs the attention core at the same fraction of its own peak (since 2026-11-29; it kept
+// H100's fractions before, which priced its attention core 1.54x faster than B200's).
+TEST(ClusterKernels, B200AttentionIsFittedAndGb200SharesItAsTheSameDie) {
   const ClusterSpec b200 = load_cluster("b200"), gb200 = load_cluster("gb200-nvl72"),
                     h100 = load_cluster("h100-sxm");
   EXPECT_DOUBLE_EQ(b200.attention_efficiency_forward, 0.4731);
   EXPECT_NEAR(b200.attention_efficiency_backward / b200.attention_efficiency_forward,
               h100.attention_efficiency_backward / h100.attention_efficiency_forward, 1e-4);
-  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_forward, h100.attention_efficiency_forward);
-  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_backward, h100.attention_efficiency_backward);
+  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_forward, b200.attention_efficiency_forward);
+  EXPECT_DOUBLE_EQ(gb200.attention_efficiency_backward, b200.attention_efficiency_backward);
+  EXPECT_DOUBLE_EQ(gb200.gemm_efficiency_max, b200.gemm_efficiency_max);
 }
 
 TEST(ClusterKernels, ClusterWithoutKernelModelWritesNoKernelsObject) {
@@ -527,7 +529,7 @@ TEST(ClusterKernels, Fp8GemmFactorOfThePresetsIsFittedOrDerivedAndOneElsewhere) 
   }
   EXPECT_TRUE(cluster_preset("b200").fp8_block_scaling);
   EXPECT_TRUE(cluster_preset("gb200-nvl72").fp8_block_scaling);
-  EXPECT_DOUBLE_EQ(cluster_preset("b200").mxfp8_gemm_efficiency, 0.8516);
+  EXPECT_DOUBLE_EQ(cluster_preset("b200").mxfp8_gemm_efficiency, 0.875);
   EXPECT_EQ(cluster_preset("gb200-nvl72").mxfp8_gemm_efficiency,
             cluster_preset("b200").mxfp8_gemm_efficiency);
 }

@@ -53,12 +53,9 @@ constexpr WiderBandRow kWiderBand[] = {
      "llama3.1/README_8b.md, FP8 table), 12.6 % faster, and the model predicts 9.49 s: the gap is "
      "the older release's, not the FP8 factor's (its BF16 twin dgxc2024-llama3.1-8B-8gpu, 24.09, "
      "is +2.5 %)"},
-    {"mbridgemxfp8-llama3-8B-8gpu-b200-2509",
-     "+11.4 %: Llama 3 8B on 8 B200 in MXFP8 (Megatron-Bridge 25.09); its 25.11 twin, a fit row, "
-     "is +12.0 % and the per-tensor FP8 run of the same configuration (mbridge2511, a fit row) "
-     "+7.6 %: the model puts this B200 run 16 % behind the same run on GB200 where the tables "
-     "measure 1-3 %, and the MXFP8 GEMM factor, fitted jointly on the B200 and GB200 MXFP8 fit "
-     "rows, adds the rest (the GB200 8B rows are -2.8 and -2.4 %)"},
+    // mbridgemxfp8-llama3-8B-8gpu-b200-2509 was here (+11.4 %) until GB200 took B200's attention
+    // fractions (2026-11-29): the model had put this B200 run 16 % behind the same run on GB200
+    // where the tables measure 1-3 %; it is +7.9 % since.
 };
 
 const WiderBandRow* wider_band(const std::string& id) {
@@ -425,10 +422,12 @@ struct PinnedMoeRow {
 };
 // 2026-11-28: 24.712 -> 25.335 and 19.911 -> 20.117 s when the rows' expert GEMMs became
 // Transformer Engine's per-expert cuBLAS GEMMs over 4 streams (expert_gemm per_expert; on
-// Blackwell too, TE's CUTLASS grouped path being Hopper-only and opt-in).
+// Blackwell too, TE's CUTLASS grouped path being Hopper-only and opt-in). 2026-11-29: 25.335 ->
+// 26.013 and 20.117 -> 20.674 s when GB200's attention core took B200's fitted fractions (the
+// same die) and GB200's GEMM constant was refitted with them (0.4473 -> 0.4516).
 constexpr PinnedMoeRow kPinnedMoeRows[] = {
-    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 25.335},
-    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 20.117},
+    {"mbridgemoe-qwen3-235B-a22B-256gpu-gb200-2511", 26.013},
+    {"mbridgemoe-deepseek-v3-256gpu-gb200-2511", 20.674},
 };
 
 const CorpusRowResult* row_result(const std::string& id) {
@@ -501,16 +500,18 @@ TEST(CorpusValidation, MoeRowsOnH100AreFarTooFastAsDocumented) {
 // The DGX-GB300 MoE rows (source mbridgegb300, docs/validation.md "MoE on DGX-GB300"): seven rows,
 // all test rows by the split rule (no MoE constant is fitted on GB300 rows), scored at the GB300
 // rate fitted on the dense fit rows. Their predictions are pinned (a change of the MoE, MXFP8 or
-// GB300 physics must update these figures and the docs). The 26.02 DeepSeek-V3 run counts its
+// GB300 physics must update these figures and the docs; moved 1.3-3.6 % slower on 2026-11-29 with
+// GB300's attention core scaled from B200's fractions and its rate refitted, 0.54 -> 0.5466). The
+// 26.02 DeepSeek-V3 run counts its
 // MTP module (the table's FLOPs per token and the recipe's layout), the 25.11 runs do not.
 constexpr PinnedMoeRow kPinnedGb300MoeRows[] = {
-    {"mbridgegb300-deepseek-v3-256gpu-2602-mxfp8", 12.641},
-    {"mbridgegb300-deepseek-v3-256gpu-2511", 16.904},
-    {"mbridgegb300-deepseek-v3-256gpu-2511-mxfp8", 12.474},
-    {"mbridgegb300-qwen3-30B-a3B-8gpu-2602-mxfp8", 6.502},
-    {"mbridgegb300-qwen3-30B-a3B-8gpu-2511-mxfp8", 7.011},
-    {"mbridgegb300-qwen3-235B-a22B-256gpu-2602-mxfp8", 17.261},
-    {"mbridgegb300-qwen3-235B-a22B-256gpu-2511", 21.253},
+    {"mbridgegb300-deepseek-v3-256gpu-2602-mxfp8", 12.868},
+    {"mbridgegb300-deepseek-v3-256gpu-2511", 17.296},
+    {"mbridgegb300-deepseek-v3-256gpu-2511-mxfp8", 12.692},
+    {"mbridgegb300-qwen3-30B-a3B-8gpu-2602-mxfp8", 6.735},
+    {"mbridgegb300-qwen3-30B-a3B-8gpu-2511-mxfp8", 7.227},
+    {"mbridgegb300-qwen3-235B-a22B-256gpu-2602-mxfp8", 17.564},
+    {"mbridgegb300-qwen3-235B-a22B-256gpu-2511", 21.775},
 };
 
 TEST(CorpusValidation, Gb300MoeRowsAreTestRowsSplitBeforePredictionAndPinned) {
@@ -533,8 +534,9 @@ TEST(CorpusValidation, Gb300MoeRowsAreTestRowsSplitBeforePredictionAndPinned) {
   for (const PinnedMoeRow& p : kPinnedGb300MoeRows) pinned_row(p.id, p.predicted_step_s);
 }
 
-// The BF16 GB300 MoE rows are scored within the band; the five MXFP8 ones are 11-25 % too fast and
-// expected failures (their reasons give the evidence): on the one layout run in both precisions
+// The BF16 GB300 MoE rows are scored within the band; four of the five MXFP8 ones are 12-22 % too
+// fast and expected failures (their reasons give the evidence; the fifth, DeepSeek-V3 26.02, is
+// -9.4 % and scored since 2026-11-29): on the one layout run in both precisions
 // (DeepSeek-V3, 25.11: PP 2, VP 4, EP 32, MBS 1) the runs measure MXFP8 1.13x faster than BF16,
 // the model 1.36x. Fails once the MXFP8 MoE path is priced closer (update docs/validation.md and
 // the rows' expected_failure then) or a BF16 row leaves the band.
@@ -551,6 +553,13 @@ TEST(CorpusValidation, Gb300MoeBf16RowsAreInTheBandAndMxfp8RowsTooFast) {
     }
     ++mxfp8;
     EXPECT_EQ(r.row->model.fp8_scaling, Fp8Scaling::kMxfp8) << r.row->id;
+    if (r.row->id == "mbridgegb300-deepseek-v3-256gpu-2602-mxfp8") {
+      // Within the band (-9.4 %) since GB200's and GB300's attention core is priced at B200's
+      // fitted fractions (2026-11-29); scored, no longer an expected failure.
+      EXPECT_FALSE(r.row->expected_failure.has_value()) << r.row->id;
+      EXPECT_LE(std::fabs(r.error), kBand) << r.row->id;
+      continue;
+    }
     EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
     EXPECT_LT(r.error, -kBand) << r.row->id << " is no longer too fast: update docs/validation.md";
   }
@@ -636,12 +645,14 @@ TEST(CorpusValidation, AutomodelMoeRowsAreTooFastAndTheDenseRowIsWithinTheBand) 
 // test. Their predictions are pinned (a change of the MoE, CP or FP8 physics must update these
 // figures and the docs). Mixtral-8x7B (EP 8 over 64 data-parallel ranks, 16384 tokens per expert
 // GEMM) is within the band on both GPUs; Mixtral-8x22B at 65536 tokens (CP 8, TP 2, PP 4 x VP 14,
-// EP 8) is 26-29 % too fast on both, expected failures whose causes the rows cannot tell apart.
+// EP 8) is too fast on both, expected failures whose causes the rows cannot tell apart: 26-29 %
+// until GB200's attention core took B200's fitted fractions (2026-11-29), GB200 -18.0 % and B200
+// -26.9 % since.
 constexpr PinnedMoeRow kPinnedMixtralRows[] = {
-    {"nemomixtral-mixtral-8x7B-64gpu-gb200-2504", 0.7823},
-    {"nemomixtral-mixtral-8x7B-64gpu-b200-2502", 1.0441},
-    {"nemomixtral-mixtral-8x22B-256gpu-gb200-2504", 4.2328},
-    {"nemomixtral-mixtral-8x22B-256gpu-b200-2502", 5.4189},
+    {"nemomixtral-mixtral-8x7B-64gpu-gb200-2504", 0.7871},
+    {"nemomixtral-mixtral-8x7B-64gpu-b200-2502", 1.0290},
+    {"nemomixtral-mixtral-8x22B-256gpu-gb200-2504", 4.9202},
+    {"nemomixtral-mixtral-8x22B-256gpu-b200-2502", 5.3682},
 };
 
 TEST(CorpusValidation, MixtralRowsAreSplitBeforePredictionAndPinned) {
@@ -692,8 +703,8 @@ TEST(CorpusValidation, Mixtral8x7BIsWithinTheBandAnd8x22BIsTooFast) {
     EXPECT_EQ(r.row->config.cp, 8) << r.row->id;
     EXPECT_EQ(r.row->split, CorpusSplit::kTest) << r.row->id;
     EXPECT_TRUE(r.row->expected_failure.has_value()) << r.row->id;
-    EXPECT_LT(r.error, -0.20) << r.row->id
-                              << " is no longer 20 % too fast: update docs/validation.md";
+    EXPECT_LT(r.error, -0.15) << r.row->id
+                              << " is no longer 15 % too fast: update docs/validation.md";
   }
   EXPECT_EQ(small, 2);
   EXPECT_EQ(large, 2);
@@ -706,7 +717,7 @@ TEST(CorpusValidation, Mixtral8x7BIsWithinTheBandAnd8x22BIsTooFast) {
 // recipe states (recompute full, recompute_layers 5; with no recompute it was 9.510 s, +4.8 %).
 constexpr PinnedMoeRow kPinnedMegatronFsdpRows[] = {
     {"mbridge2511fsdp-llama3-8B-8gpu-h100", 9.948},
-    {"mbridge2511fsdp-llama3-70B-64gpu-gb200", 7.155},
+    {"mbridge2511fsdp-llama3-70B-64gpu-gb200", 7.319},
 };
 
 TEST(CorpusValidation, MegatronFsdpRowsArePinnedAndWithinTheBand) {
@@ -965,8 +976,10 @@ TEST(CorpusValidation, DeepSeekV3PeaksWhileItsLossStageRuns) {
 // The MXFP8 rows (source mbridgemxfp8, docs/validation.md "MXFP8 rows"): their model carries the
 // row's fp8_scaling, they were split 3 fit / 7 test before any prediction, and the MXFP8 GEMM
 // factor (costmodel/cluster.cc, kBlackwellMxfp8GemmEfficiency) fitted on the fit rows scores the
-// test rows better than the per-tensor rate it replaced (factor 1), which predicted most of them
-// more than 10 % too fast; priced as per-tensor FP8 (current scaling) the rows change.
+// test rows better than the per-tensor rate it replaced (factor 1): a lower mean |error| on each
+// GPU's test rows and no fewer of them in the band (at factor 1 the B200 405B rows are 13 % and
+// the GB200 rows 4-9 % too fast; before GB200 took B200's attention fractions most GB200 rows
+// were more than 10 % too fast); priced as per-tensor FP8 (current scaling) the rows change.
 TEST(CorpusValidation, Mxfp8RowsAreBlockScaledAndTheirFittedFactorBeatsThePerTensorRate) {
   static const Corpus corpus = load_corpus(kCorpus);
   Corpus mx = corpus;
@@ -994,7 +1007,7 @@ TEST(CorpusValidation, Mxfp8RowsAreBlockScaledAndTheirFittedFactorBeatsThePerTen
     const ModelValidationReport fitted_on = validate_corpus(rows_on(mx, gpu), o);
     const ModelValidationReport unfitted = validate_corpus(rows_on(mx, gpu), per_tensor_rate);
     EXPECT_GT(unfitted.test.mean_abs_error, fitted_on.test.mean_abs_error) << gpu;
-    EXPECT_LT(unfitted.test.in_band, fitted_on.test.in_band) << gpu;
+    EXPECT_LE(unfitted.test.in_band, fitted_on.test.in_band) << gpu;
   }
   Corpus as_current = mx;
   for (CorpusRow& r : as_current.rows) r.model.fp8_scaling = Fp8Scaling::kCurrent;

@@ -42,7 +42,10 @@ class FitCheck:
         values = set()
         for gpu in self.gpus:
             with open(os.path.join(out, gpu + "-fit.json")) as f:
-                values.add(json.load(f)[self.key[0]][self.key[1]])
+                value = json.load(f)
+                for part in self.key:
+                    value = value[part]
+                values.add(value)
         if len(values) != 1:
             raise SystemExit(f"the fit wrote different values per GPU: {values}")
         return values.pop()
