@@ -1,7 +1,7 @@
 """Shared checks of a fitted preset constant: scripts/fit_costmodel.py, rerun on the corpus,
 must choose the committed value, must not move when the test rows change, and must move when
-the fit rows do (fit_costmodel_test.py: Hopper's FP8 factor; fit_mxfp8_test.py: Blackwell's MXFP8
-factor; fit_bf16_test.py: the 16-bit GEMM efficiency of each GPU fitted on its own rows).
+the fit rows do (fit_factor_test.py: the FP8, MXFP8, attention and GB300 factors;
+fit_bf16_test.py: the 16-bit GEMM efficiency of each GPU fitted on its own rows).
 """
 
 import json
