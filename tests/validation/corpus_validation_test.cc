@@ -1022,6 +1022,31 @@ TEST(CorpusValidation, Mxfp8RowsAreBlockScaledAndTheirFittedFactorBeatsThePerTen
 // sustained tensor-core rate under its 1400 W limit, which scales the attention core with the
 // GEMMs) fitted on the fit rows scores the test rows within the band, where GB200's constant,
 // which the preset would otherwise inherit, predicts them 9-25 % too slow.
+// The Megatron-Bridge rows reduce their gradients in bf16: the performance scripts that produced
+// those tables set grad_reduce_in_fp32 False for every Llama 3/3.1, DeepSeek and Qwen3 config
+// (docs/validation.md, "Megatron-Bridge gradients in bf16"). The rows had been encoded with the
+// preset's fp32 gradients until 2026-11-29; with them the two GB300 MXFP8 runs with pipelines did
+// not fit in memory (281.9 and 289.0 GiB). Both are checked here so that the encoding cannot
+// drift back unnoticed.
+TEST(CorpusValidation, MegatronBridgeRowsReduceGradientsInBf16) {
+  static const Corpus corpus = load_corpus(kCorpus);
+  int rows = 0;
+  for (const CorpusRow& r : corpus.rows) {
+    if (r.source.rfind("mbridge", 0) != 0) continue;
+    ++rows;
+    EXPECT_EQ(r.config.grad_dtype, GradDtype::kBf16) << r.id;
+  }
+  // mbridge2511 6, mbridge2511fsdp 2, mbridgemxfp8 10, mbridgemoe 6, mbridgegb300 15.
+  EXPECT_EQ(rows, 39);
+  for (const char* id : {"mbridgegb300-llama3-70B-64gpu-2602-mxfp8",
+                         "mbridgegb300-llama3.1-405B-256gpu-2602-mxfp8"}) {
+    const CorpusRowResult* r = row_result(id);
+    ASSERT_NE(r, nullptr) << id;
+    ASSERT_TRUE(r->ran()) << id << ": " << r->message;
+    EXPECT_LE(r->peak_memory_bytes, r->device_memory_bytes) << id;
+  }
+}
+
 TEST(CorpusValidation, Gb300DenseRowsAreScoredByTheirOwnFittedConstantNotGb200s) {
   static const Corpus corpus = load_corpus(kCorpus);
   Corpus gb300 = corpus;
