@@ -80,19 +80,19 @@ constexpr double kMi300xGemmEfficiency = 0.2688;
 // FP8 GEMM efficiency relative to the BF16 one (cluster.h). Blackwell (B200, GB200): fitted by
 // `scripts/fit_costmodel.py --joint --fp8-only --source mbridge2511 --gpu b200 --gpu gb200-nvl72
 // --param kernels.fp8_gemm_efficiency=0.6:1.4` (1.175 since GB200 prices its attention core as
-// B200, 2026-11-29; 1.15 before; 1.137 before FP8 GEMMs' short-k depth
-// was scaled by the FP8 rate, 2026-11-28; 1.144 before the FP8 norm fusion, 2026-11-27) on the 2
-// FP8 fit rows of the mbridge2511 source (Llama 3 8B on 8 B200, Llama 3.1 405B on 256 GB200) and
-// scored on its FP8 test rows (ctest validation.fit_blackwell_fp8). Hopper (H100, H200): fitted by
-// `scripts/fit_costmodel.py --fp8-only
-// --source nemo2407 --gpu h100-sxm --param kernels.fp8_gemm_efficiency=0.4:1.2` (0.90; 0.8875
-// before FP8 GEMMs' short-k depth was scaled by the FP8 rate, 2026-11-28; 0.894 before the FP8 norm
-// fusion and the 16-bit pipeline messages of inline FP8 models, 2026-11-27) on the 4 H100 FP8 fit
-// rows of the nemo2407 source (NeMo 24.07, delayed scaling: Llama 2 7B on 8 GPUs, 13B on 16, 70B on
-// 64, GPT-3 175B on 512) and scored on the 10 H100 FP8 test rows (nemo2407 and mbridge2511). It was
-// 0.94 before, from kernels (cuBLASLt FP8 GEMMs of 8192³–32768³ on an H200 at 0.658 of 1979, over
-// this project's BF16 GEMMs of the same sizes at 0.70 of 989), which predicted every NeMo 24.07
-// row too fast (fit rows −1.5 to −7.3 %). Other GPUs: 1 (the BF16 fraction; not validated).
+// B200, 2026-11-29; 1.15 before; 1.137 before FP8 GEMMs' short-k depth was scaled by the FP8 rate,
+// 2026-11-28; 1.144 before the FP8 norm fusion, 2026-11-27) on the 2 FP8 fit rows of the
+// mbridge2511 source (Llama 3 8B on 8 B200, Llama 3.1 405B on 256 GB200) and scored on its FP8 test
+// rows (ctest validation.fit_blackwell_fp8). Hopper (H100, H200): fitted by
+// `scripts/fit_costmodel.py --fp8-only --source nemo2407 --gpu h100-sxm --param
+// kernels.fp8_gemm_efficiency=0.4:1.2` (0.90; 0.8875 before FP8 GEMMs' short-k depth was scaled by
+// the FP8 rate, 2026-11-28; 0.894 before the FP8 norm fusion and the 16-bit pipeline messages of
+// inline FP8 models, 2026-11-27) on the 4 H100 FP8 fit rows of the nemo2407 source (NeMo 24.07,
+// delayed scaling: Llama 2 7B on 8 GPUs, 13B on 16, 70B on 64, GPT-3 175B on 512) and scored on the
+// 10 H100 FP8 test rows (nemo2407 and mbridge2511). It was 0.94 before, from kernels (cuBLASLt FP8
+// GEMMs of 8192³–32768³ on an H200 at 0.658 of 1979, over this project's BF16 GEMMs of the same
+// sizes at 0.70 of 989), which predicted every NeMo 24.07 row too fast (fit rows −1.5 to −7.3 %).
+// Other GPUs: 1 (the BF16 fraction; not validated).
 constexpr double kBlackwellFp8GemmEfficiency = 1.175;
 // MXFP8 GEMMs relative to the per-tensor FP8 ones on Blackwell (cluster.h
 // mxfp8_gemm_efficiency): fitted by `scripts/fit_costmodel.py --joint --fp8-only --source

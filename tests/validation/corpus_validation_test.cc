@@ -1017,11 +1017,6 @@ TEST(CorpusValidation, Mxfp8RowsAreBlockScaledAndTheirFittedFactorBeatsThePerTen
         << current.rows[i].row->id;
 }
 
-// The dense GB300 rows (source mbridgegb300, docs/validation.md "GB300"): split 3 fit / 5 test
-// before any prediction; GB300's one constant (costmodel/cluster.cc kGb300GemmEfficiency, the
-// sustained tensor-core rate under its 1400 W limit, which scales the attention core with the
-// GEMMs) fitted on the fit rows scores the test rows within the band, where GB200's constant,
-// which the preset would otherwise inherit, predicts them 9-25 % too slow.
 // The Megatron-Bridge rows reduce their gradients in bf16: the performance scripts that produced
 // those tables set grad_reduce_in_fp32 False for every Llama 3/3.1, DeepSeek and Qwen3 config
 // (docs/validation.md, "Megatron-Bridge gradients in bf16"). The rows had been encoded with the
@@ -1047,6 +1042,11 @@ TEST(CorpusValidation, MegatronBridgeRowsReduceGradientsInBf16) {
   }
 }
 
+// The dense GB300 rows (source mbridgegb300, docs/validation.md "GB300"): split 3 fit / 5 test
+// before any prediction; GB300's one constant (costmodel/cluster.cc kGb300GemmEfficiency, the
+// sustained tensor-core rate under its 1400 W limit, which scales the attention core with the
+// GEMMs) fitted on the fit rows scores the test rows within the band, where GB200's constant,
+// which the preset would otherwise inherit, predicts them 12-25 % too slow.
 TEST(CorpusValidation, Gb300DenseRowsAreScoredByTheirOwnFittedConstantNotGb200s) {
   static const Corpus corpus = load_corpus(kCorpus);
   Corpus gb300 = corpus;
