@@ -52,9 +52,10 @@ double stage_gather_bytes(const OperatorCost& op, const ModelSpec& model,
   return total;
 }
 
-StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& model,
-                                    const ParallelConfig& config, const ClusterSpec& cluster,
-                                    int first, int count) {
+StageStaticBytes stage_static_bytes(const OperatorCost& op, int first, int count) {
+  const ModelSpec& model = op.model();
+  const ParallelConfig& config = op.config();
+  const ClusterSpec& cluster = op.cluster();
   const double grad_per_param =
       grad_bytes_per_param(config.grad_dtype, cluster.grad_bytes_per_param);
   const bool shard_weights = config.shard_parameters;
@@ -125,7 +126,7 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     const int actor = placement.actor_of(s);
     ActorMemory& a = mem.actors[actor];
     const StageStaticBytes b =
-        stage_static_bytes(op, model, config, cluster, work[s].first_layer, work[s].num_layers);
+        stage_static_bytes(op, work[s].first_layer, work[s].num_layers);
     a.params += b.params;
     a.weight_bytes += b.weight_bytes;
     a.grad_bytes += b.grad_bytes;

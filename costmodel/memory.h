@@ -124,9 +124,9 @@ struct StageStaticBytes {
   double gathered_bytes = 0;
   double loss_transient_bytes = 0;
 };
-StageStaticBytes stage_static_bytes(const OperatorCost& op, const ModelSpec& model,
-                                    const ParallelConfig& config, const ClusterSpec& cluster,
-                                    int first, int count);
+// The model, configuration and cluster are the ones `op` was built from (OperatorCost::model(),
+// config(), cluster()).
+StageStaticBytes stage_static_bytes(const OperatorCost& op, int first, int count);
 
 // The three per-actor maxima of StageStaticBytes, taken over the actor's stages, and the bytes
 // they add to the actor as build_memory_model counts them (rounded; the partition search adds the

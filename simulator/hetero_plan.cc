@@ -305,7 +305,7 @@ PartitionSearchResult search_hetero_partition(const ModelSpec& model, const Hete
       const ParallelConfig mesh = mesh_config(config, groups.distinct[g]);
       const OperatorCost op(model, mesh, spec);
       for (int l = 0; l < n; ++l) {
-        const StageStaticBytes b = stage_static_bytes(op, model, mesh, spec, l, 1);
+        const StageStaticBytes b = stage_static_bytes(op, l, 1);
         static_bytes[g].push_back(
             static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes) +
             b.loss_transient_bytes);  // a per-actor maximum summed per layer (partition_search)

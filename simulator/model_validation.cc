@@ -548,8 +548,8 @@ MemoryBreakdown memory_breakdown(const Plan& plan, const ClusterSpec& cluster,
   double transient = 0, gathered = 0;  // the per-actor maxima build_memory_model adds
   for (int s = 0; s < plan.partition.num_stages(); ++s) {
     if (plan.placement.actor_of(s) != m.actor) continue;
-    const StageStaticBytes b = stage_static_bytes(op, plan.model, plan.config, cluster,
-                                                  plan.partition.begin(s), plan.partition.size(s));
+    const StageStaticBytes b =
+        stage_static_bytes(op, plan.partition.begin(s), plan.partition.size(s));
     transient = std::max(transient, b.transient_grad_bytes);
     gathered = std::max(gathered, b.gathered_bytes);
   }

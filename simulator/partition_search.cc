@@ -65,8 +65,7 @@ class PeakMemory {
       double stash = 0;
       for (int l = p.begin(s); l < p.end(s); ++l) stash += stash_[l];
       stash_bytes[s] = std::llround(stash);
-      const StageStaticBytes b = stage_static_bytes(op_, op_.model(), op_.config(), op_.cluster(),
-                                                    p.begin(s), p.size(s));
+      const StageStaticBytes b = stage_static_bytes(op_, p.begin(s), p.size(s));
       const int r = schedule_.placement.actor_of(s);
       static_bytes[r] += b.weight_bytes + b.grad_bytes + b.optimizer_bytes;
       transients[r].take(b);
@@ -268,7 +267,7 @@ PartitionSearchResult search_partition(const ModelSpec& model, const ClusterSpec
   if (S == p && limit > 0 && !config.shard_gradients) {
     std::vector<double> static_bytes, stash_bytes;
     for (int l = 0; l < n; ++l) {
-      const StageStaticBytes b = stage_static_bytes(memory.op(), model, config, cluster, l, 1);
+      const StageStaticBytes b = stage_static_bytes(memory.op(), l, 1);
       // The loss transient is a per-actor maximum: summed per layer, an MTP module's and the
       // logits layer's both count in a stage holding the two (a bound above by one transient).
       static_bytes.push_back(static_cast<double>(b.weight_bytes + b.grad_bytes + b.optimizer_bytes) +
