@@ -23,19 +23,24 @@
 //
 // Kernel model (optional "kernels" object; absent = not modelled, as for a CPU calibration).
 // The operator-level cost model (costmodel/operator_cost.h) prices each GEMM of a layer by its
-// (m, n, k): efficiency = eff(flops of the GEMM) above · wave and tile quantization of output
-// tiles of gemm_tile_m × gemm_tile_n over num_sms streaming multiprocessors (1 when num_sms is
-// 0) · k / (k + gemm_small_k) (a short inner dimension leaves each tile's pipeline mostly
-// prologue and epilogue). When the tiles do not fill whole waves, the library may instead spread
-// the tiles' k-iterations evenly over the SMs (stream-K): efficiency stream_k_rate ·
-// min(1, depth / stream_k_min_k) · d / (d + gemm_small_k), with depth = tiles · k / SMs and
-// d = min(k, depth); the better of the two counts (stream_k_min_k 0: no stream-K).
+// (m, n, k): efficiency = shape · eff(flops / shape), the curve above taken at the work the GEMM
+// issues, so that its fixed cost (the half-saturation work: launch, ramp, tail) is paid once per
+// GEMM and not scaled by the shape (a GEMM of one tile costs about that fixed time); a GEMM's time
+// never rises as m, n or k shrinks. shape = wave and tile quantization of output tiles of
+// gemm_tile_m × gemm_tile_n over num_sms streaming multiprocessors (1 when num_sms is 0) ·
+// k / (k + gemm_small_k) (a short inner dimension leaves each tile's pipeline mostly prologue and
+// epilogue). When the tiles do not fill whole waves, the library may instead spread the tiles'
+// k-iterations evenly over the SMs (stream-K): shape stream_k_rate · tile quantization · depth /
+// (max(depth, stream_k_min_k) + gemm_small_k · max(1, tiles / SMs)), with depth = tiles · k / SMs
+// (an SM's share takes at least stream_k_min_k iterations' time; from that depth on this is
+// d / (d + gemm_small_k) with d = min(k, depth)); the better of the two counts (stream_k_min_k 0:
+// no stream-K).
 // gemm_small_k and the stream-K constants are fitted on measured H200 GEMMs
 // (tests/data/kernels/h200_gemm_bf16.json, scripts/fit_gemm_shapes.py) and assumed for the other GPUs.
 // FP8 GEMMs (a model with dtype fp8, Transformer Engine) run at the fp8 peak with efficiency
 // fp8_gemm_efficiency · the BF16 efficiency above, the curve taken at the FLOPs the GEMM would do
 // in the same time at the BF16 peak (a GEMM's launch and tail cost time, not FLOPs):
-//   e_fp8(flops) = fp8_gemm_efficiency · eff(flops · peak_bf16 / peak_fp8) · shape terms.
+//   e_fp8(flops) = fp8_gemm_efficiency · eff(flops / shape · peak_bf16 / peak_fp8) · shape.
 // fp8_gemm_efficiency ("kernels.fp8_gemm_efficiency", a fraction in (0, 1]; default 1, the BF16
 // fraction of peak) is fitted on the FP8 rows of the validation corpus (docs/validation.md).
 // fp8_transpose_copy ("kernels.fp8_transpose_copy", default true): the GPU's FP8 GEMMs take only

@@ -185,16 +185,9 @@ double OperatorCost::gemm_efficiency(double m, double n, double k, bool fp8_capa
 }
 
 OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k, bool fp8_capable) const {
-  // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
-  // BF16 peak.
-  // MXFP8 (block-scaled operands): mxfp8_gemm_efficiency of the per-tensor FP8 fraction.
-  const double fp8_factor =
-      model_.fp8_scaling == Fp8Scaling::kMxfp8
-          ? cluster_.fp8_gemm_efficiency * cluster_.mxfp8_gemm_efficiency
-          : cluster_.fp8_gemm_efficiency;
-  double e = fp8_ && fp8_capable
-                 ? fp8_factor * cluster_.gemm_efficiency(2.0 * m * n * k * gemm16_peak_ / peak_)
-                 : cluster_.gemm_efficiency(2.0 * m * n * k);
+  // Shape: the fraction of the work the GEMM issues that is useful (tile and wave quantization,
+  // the short-k loss), and the SMs its tiles occupy. 1 (and 0 SMs) without an SM count.
+  double shape = 1, occupied = 0;
   if (cluster_.num_sms > 0) {
     // The library picks the tile that wastes least: the cluster's large tile either way round,
     // or half or a quarter of it, which run at a lower rate of their own (less reuse per load).
@@ -215,7 +208,7 @@ OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k, bool 
     const bool fp8 = fp8_ && fp8_capable;
     const double sms = cluster_.num_sms,
                  small_k = cluster_.gemm_small_k * (fp8 ? peak_ / gemm16_peak_ : 1.0);
-    double best = 0, occupied = 0;
+    double best = 0;
     for (const auto& t : tiles) {
       const double count = std::ceil(m / t.tm) * std::ceil(n / t.tn);
       const double tiled =
@@ -225,23 +218,45 @@ OperatorCost::GemmFit OperatorCost::gemm_fit(double m, double n, double k, bool 
         occupied = std::min(sms, count);
       }
       if (cluster_.stream_k_min_k > 0 && std::fmod(count, sms) != 0) {
-        // Stream-K: the tiles' k-iterations spread evenly over the SMs, no partial wave; an SM
-        // needs stream_k_min_k of depth to run at its rate.
+        // Stream-K: the tiles' k-iterations spread evenly over the SMs, no partial wave. Each SM
+        // runs depth = tiles · k / SMs iterations, but takes at least stream_k_min_k iterations'
+        // time (below that its share is too short to run at its rate), plus the short-k cost of
+        // each tile segment it works on (max(1, tiles / SMs) of them): time in iterations
+        // max(depth, min_k) + small_k · max(1, tiles / SMs), which only grows with m, n and k.
+        // From min_k of depth on this is the rate · min(k, depth) / (min(k, depth) + small_k) of
+        // whole tiles.
         const double tile_util = (m * n) / (count * t.tm * t.tn);
         const double depth = count * k / sms;
-        const double fill = std::min(1.0, depth / cluster_.stream_k_min_k);
-        const double d = std::min(k, depth);
-        const double streamed =
-            t.rate * tile_util * cluster_.stream_k_rate * fill * d / (d + small_k);
+        const double time =
+            std::max(depth, cluster_.stream_k_min_k) + small_k * std::max(1.0, count / sms);
+        const double streamed = t.rate * tile_util * cluster_.stream_k_rate * depth / time;
         if (streamed > best) {
           best = streamed;
           occupied = sms;
         }
       }
     }
-    return {e * best, occupied};
+    shape = best;
   }
-  return {e, 0};
+  // Rate: the saturation curve (ClusterSpec::gemm_efficiency) at the work the GEMM issues, its
+  // FLOPs divided by the shape factor, so that the curve's fixed cost (launch and ramp, the
+  // half-saturation work) is paid once per GEMM and not scaled by the shape: a GEMM of one tile
+  // costs about the curve's fixed time, not that time once per idle SM. Issued work only grows
+  // with m, n and k, so the time never rises as a dimension shrinks. For the large GEMMs of
+  // training (shape near 1, FLOPs far above the half-saturation work) this is the curve at the
+  // GEMM's FLOPs.
+  // An FP8 GEMM: its fraction of the BF16 efficiency, the curve at the FLOPs of its time at the
+  // BF16 peak.
+  // MXFP8 (block-scaled operands): mxfp8_gemm_efficiency of the per-tensor FP8 fraction.
+  const double fp8_factor =
+      model_.fp8_scaling == Fp8Scaling::kMxfp8
+          ? cluster_.fp8_gemm_efficiency * cluster_.mxfp8_gemm_efficiency
+          : cluster_.fp8_gemm_efficiency;
+  const double issued = 2.0 * m * n * k / shape;
+  const double e = fp8_ && fp8_capable
+                       ? fp8_factor * cluster_.gemm_efficiency(issued * gemm16_peak_ / peak_)
+                       : cluster_.gemm_efficiency(issued);
+  return {e * shape, occupied};
 }
 
 double OperatorCost::gemm_s(double m, double n, double k, bool fp8_capable) const {

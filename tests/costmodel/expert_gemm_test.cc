@@ -71,9 +71,10 @@ TEST(ExpertGemm, PerExpertGemmsAreEachExpertsGemmOverTheConcurrentStreams) {
   const double one = pe.gemm_s(256, 1024, 1024);
   EXPECT_NEAR(pe.expert_gemms_s(8, 256, 1024, 1024), 2 * one, 1e-15);
   // Not the stacked 2048 × 1024 × 1024 problem (its 256 quarter tiles fill two waves): that is
-  // over 4x faster.
+  // over 1.5x faster (each of the 8 launches pays the curve's fixed cost; the measured ratio of
+  // such 512-token experts is 1.6, tests below).
   const double stacked = pe.grouped_gemm_s(8, 256, 1024, 1024);
-  EXPECT_GT(pe.expert_gemms_s(8, 256, 1024, 1024), 4 * stacked);
+  EXPECT_GT(pe.expert_gemms_s(8, 256, 1024, 1024), 1.5 * stacked);
   // Two streams: 8/2 · gemm_s; one expert: the GEMM itself.
   EXPECT_NEAR(TinyMoe(ExpertGemm::kPerExpert, 2).cost().expert_gemms_s(8, 256, 1024, 1024), 4 * one,
               1e-15);
@@ -99,7 +100,7 @@ TEST(ExpertGemm, PerExpertGemmsCannotStreamFasterThanTheHbm) {
 // problem. The model's ratio is an upper estimate of the measured one (its single-GEMM model is
 // slower than these 5-15 µs kernels and it overlaps nothing across streams when a GEMM's tiles
 // fill the SMs): within 1.6x of it from 1024 tokens per expert (the corpus rows: 2048-8192),
-// about 2-2.6x at 512.
+// 1.6-1.9x at 512.
 TEST(ExpertGemm, PerExpertOverStackedIsAnUpperEstimateOfTheMeasuredRatio) {
   for (const char* gpu : {"h200", "h100"}) {
     std::ifstream in(std::string(JAXPP_TEST_DATA_DIR) + "/kernels/" + gpu + "_expert_gemms.json");
@@ -129,7 +130,7 @@ TEST(ExpertGemm, PerExpertOverStackedIsAnUpperEstimateOfTheMeasuredRatio) {
         } else {
           // 512 tokens per expert: 5-15 µs GEMMs, which the single-GEMM model prices at about
           // twice their time (docs/validation.md): update the docs when this changes.
-          EXPECT_GT(model, 1.8 * measured) << what;
+          EXPECT_GT(model, 1.6 * measured) << what;
         }
       }
     }

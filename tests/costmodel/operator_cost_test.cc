@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
 #include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
@@ -46,6 +47,8 @@ TEST(OperatorCost, SkinnyGemmIsBoundByMemory) {
               bytes / (s.cluster.hbm_bandwidth_bytes_per_s * s.cluster.hbm_efficiency), 1e-15);
 }
 
+// A GEMM's efficiency is shape · curve(FLOPs / shape): the shape factor (tile and wave
+// quantization, the short-k loss) times the saturation curve at the work the GEMM issues.
 TEST(OperatorCost, AFullLastWaveIsFasterPerFlopThanOneExtraRowOfTiles) {
   Fixture s;  // 108 SMs, 128×256 tiles
   s.cluster.stream_k_min_k = 0;  // tile waves only
@@ -54,12 +57,14 @@ TEST(OperatorCost, AFullLastWaveIsFasterPerFlopThanOneExtraRowOfTiles) {
   const double short_k = k / (k + s.cluster.gemm_small_k);
   // 12 × 9 = 108 tiles of 128×256: one full wave, no quantization loss.
   const double full = op.gemm_efficiency(1536, 2304, k);
-  EXPECT_NEAR(full, s.cluster.gemm_efficiency(2 * 1536.0 * 2304 * k) * short_k, 1e-12);
+  EXPECT_NEAR(full, s.cluster.gemm_efficiency(2 * 1536.0 * 2304 * k / short_k) * short_k, 1e-12);
   // One more row of tiles: the best tile (64×128 at 0.85: 26 × 18 = 468 tiles in 5 waves of
   // 108) keeps 0.85 · 468/540 of the rate.
+  const double shape = 0.85 * 468 / 540 * short_k;
   const double ragged = op.gemm_efficiency(1664, 2304, k);
-  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k) / short_k,
+  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k / shape) / short_k,
               0.85 * 468 / 540, 1e-12);
+  EXPECT_LT(ragged, full);
 }
 
 TEST(OperatorCost, StreamKSpreadsARaggedLastWaveOverTheSms) {
@@ -68,14 +73,43 @@ TEST(OperatorCost, StreamKSpreadsARaggedLastWaveOverTheSms) {
   const double k = 4096;
   // 13 × 9 = 117 tiles: 117 · 4096 / 108 = 4437 k-iterations per SM ≥ min_k, so every SM runs
   // at the full rate on a depth of min(k, 4437) = k.
+  const double streamed = s.cluster.stream_k_rate * k / (k + s.cluster.gemm_small_k);
   const double ragged = op.gemm_efficiency(1664, 2304, k);
-  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k),
-              s.cluster.stream_k_rate * k / (k + s.cluster.gemm_small_k), 1e-12);
+  EXPECT_NEAR(ragged / s.cluster.gemm_efficiency(2 * 1664.0 * 2304 * k / streamed), streamed,
+              1e-12);
   // 256 × 512 with k 512: the best is 16 quarter tiles (64×128 at 0.85) in one partial wave;
   // stream-K would give each SM 16 · 512 / 108 = 76 iterations, 7 % of min_k: not taken.
+  const double shape = 0.85 * 16 / 108 * 512 / (512 + s.cluster.gemm_small_k);
   const double few = op.gemm_efficiency(256, 512, 512);
-  EXPECT_NEAR(few / s.cluster.gemm_efficiency(2 * 256.0 * 512 * 512),
-              0.85 * 16 / 108 * 512 / (512 + s.cluster.gemm_small_k), 1e-12);
+  EXPECT_NEAR(few / s.cluster.gemm_efficiency(2 * 256.0 * 512 * 512 / shape), shape, 1e-12);
+}
+
+// The saturation curve's fixed cost (its half-saturation work) is paid once per GEMM: a GEMM of
+// one tile costs about that fixed time (4 µs of work at the curve's maximum rate on an H100, plus
+// the kernel overhead), not that time once per idle SM and per idle row of the tile (it was
+// priced at 10.5 ms for 32 × 64 × 64); and no dimension shrinking makes a GEMM slower.
+TEST(OperatorCost, SmallGemmsCostTheirFixedTimeAndNeverMoreThanALargerOne) {
+  const ClusterSpec h100 = cluster_preset("h100-sxm");
+  Fixture s;
+  s.cluster = h100;
+  const OperatorCost op = s.op();
+  const double fixed = h100.gemm_half_saturation_flops /
+                       (h100.peak_flops(Dtype::kBf16) * h100.gemm_efficiency_max);
+  for (const auto& [m, n, k] : {std::array{32.0, 64.0, 64.0}, std::array{1.0, 2048.0, 2048.0},
+                                std::array{2048.0, 2048.0, 1.0}}) {
+    const double t = op.gemm_s(m, n, k);
+    EXPECT_GT(t, fixed) << m << " x " << n << " x " << k;
+    EXPECT_LT(t, 3 * fixed + h100.kernel_overhead_s) << m << " x " << n << " x " << k;
+  }
+  // Monotone in every dimension on a grid of powers of two (1 to 16384).
+  for (double m = 1; m <= 16384; m *= 4)
+    for (double n = 1; n <= 16384; n *= 4)
+      for (double k = 1; k <= 16384; k *= 4) {
+        const double t = op.gemm_s(m, n, k);
+        EXPECT_LE(t, op.gemm_s(2 * m, n, k) * (1 + 1e-12)) << m << " " << n << " " << k;
+        EXPECT_LE(t, op.gemm_s(m, 2 * n, k) * (1 + 1e-12)) << m << " " << n << " " << k;
+        EXPECT_LE(t, op.gemm_s(m, n, 2 * k) * (1 + 1e-12)) << m << " " << n << " " << k;
+      }
 }
 
 TEST(OperatorCost, LayerForwardGemmsAreQkvProjectionAndMlp) {
