@@ -82,9 +82,15 @@ std::string in_unit(MeasuredKind kind, double v) {
   return "?";
 }
 
+// A band as a percentage; one too wide for that (above 1e306, whose percentage overflows) as the
+// fraction itself.
+std::string band_text(double band) {
+  return std::isfinite(band * 100) ? format("%g", band * 100) + "%" : format("%g (fraction)", band);
+}
+
 std::string summary_line(const CorpusErrorSummary& s, double band) {
   std::string line = std::to_string(s.rows) + " rows, " + std::to_string(s.scored) + " scored, " +
-                     std::to_string(s.in_band) + " within ±" + format("%g", band * 100) + "%";
+                     std::to_string(s.in_band) + " within ±" + band_text(band);
   if (s.scored > 0) {
     line += ", mean |error| " + format("%.1f%%", s.mean_abs_error * 100) + ", max " +
             format("%.1f%%", s.max_abs_error * 100) + " (" + s.max_row + ")";
@@ -298,7 +304,7 @@ int run_gemm_validation(const cxxopts::ParseResult& args, const std::string& spl
       << format("%g", corpus.min_time_s * 1e6) << " us not scored), scale "
       << format("%.3f", s.scale) << ", mean |error| " << format("%.1f%%", s.mean_abs_error * 100)
       << ", max " << format("%.1f%%", s.max_abs_error * 100) << ", " << s.in_band << " within ±"
-      << format("%g", band * 100) << "%, unscaled mean |error| "
+      << band_text(band) << ", unscaled mean |error| "
       << format("%.1f%%", s.mean_abs_unscaled * 100) << "\n";
   }
   for (const std::string& p : out.written_files()) o << "wrote " << p << "\n";
@@ -351,8 +357,7 @@ int run_validate_model(int argc, char** argv) {
   OutputFiles out = checked_outputs(args);
   std::string gpu;
   if (args.count("rows-on")) {
-    gpu = args["rows-on"].as<std::string>();
-    cluster_preset(gpu);  // InputError naming the presets when unknown
+    gpu = rows_on_preset(args["rows-on"].as<std::string>());
   }
   if (args.count("cluster"))
     vo.cluster_override = load_cluster_arg(args["cluster"].as<std::string>());
@@ -360,6 +365,10 @@ int run_validate_model(int argc, char** argv) {
   const Corpus corpus = args.count("corpus")
                             ? load_corpus(args["corpus"].as<std::string>())
                             : builtin_corpus_from_text(kHasBuiltinCorpus, kBuiltinCorpus);
+  // The rows' model files are inputs too: --out or a --plan-out model file on one of them
+  // would replace the model the row (and every later run) reads.
+  for (const CorpusRow& row : corpus.rows)
+    if (!row.model_file.empty()) out.input(row.model_file, "(the model of row '" + row.id + "')");
   check_corpus_schedules(corpus);
   const Corpus selected = select_corpus_rows(corpus, gpu, split, ids);
   check_corpus_schedule_constraints(selected);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <typeinfo>
 #include <vector>
 
 #include "graph/error.h"
@@ -23,6 +24,18 @@ std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int a
     throw_input_error(command, "unexpected argument '" + args.unmatched()[0] + "'");
   std::map<std::string, std::vector<std::string>> given;
   for (const cxxopts::KeyValue& kv : args.arguments()) given[kv.key()].push_back(kv.value());
+  // cxxopts reads a decimal flag with a stream, which stops at the first character that is not
+  // part of a number and keeps what it read ("--t-f 5,abc" became 5, "--max-memory-gib 80GiB"
+  // 80); integer flags it already parses strictly. A decimal flag's whole text must be a number.
+  for (const cxxopts::KeyValue& kv : args.arguments()) {
+    try {
+      (void)args[kv.key()].as<double>();
+    } catch (const std::bad_cast&) {
+      continue;  // not a decimal flag
+    }
+    if (!is_decimal_number(kv.value()))
+      throw_input_error("--" + kv.key(), "expected a number, got '" + kv.value() + "'");
+  }
   for (const cxxopts::KeyValue& kv : args.arguments()) {
     const std::vector<std::string>& values = given[kv.key()];
     if (values.size() < 2) continue;

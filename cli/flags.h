@@ -8,7 +8,9 @@
 // naming the command ("graph: unexpected argument 'x'"); a flag given twice is an InputError
 // ("--steps: given 2 times (2, 1); give each flag once"), for no command keeps a list of a
 // flag's values and taking the last one silently drops the others; cxxopts' own exceptions
-// (unknown flag, wrong type) pass through to main(), which reports them as bad flags.
+// (unknown flag, wrong type) pass through to main(), which reports them as bad flags. A decimal
+// flag whose text is not wholly a number ("5,abc", "80GiB", "1e3junk") is an InputError
+// ("--t-f: expected a number, got '5,abc'"): cxxopts would keep the number it read first.
 //
 // Flags that a command would ignore or override in the mode it runs in are refused, never
 // dropped (issue 16, class 5; docs/hardening.md): refuse_flags for a flag of the other mode,

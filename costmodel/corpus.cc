@@ -15,6 +15,7 @@
 #include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
+#include "graph/range_check.h"
 
 namespace jaxpp {
 namespace {
@@ -271,6 +272,10 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
                     const std::string& base_dir) {
   const JsonObject by_index(value, index_where);
   const std::string id = check_name(by_index, "id");
+  if (id.find(',') != std::string::npos)
+    throw_input_error(by_index.field("id"),
+                      "contains ',' (validate-model --row takes ids separated by commas, so it "
+                      "could never select this row), got " + by_index.at("id").dump());
   const JsonObject row(value, name + ": row '" + id + "'");
   row.reject_unknown(kRowKeys);
 
@@ -787,29 +792,6 @@ Corpus load_corpus(const std::string& path) {
   if (lowercase(fs::path(path).extension().string()) == ".csv")
     return corpus_from_csv(text, path, base_dir);
   return corpus_from_json(parse_json_text(text, path), path, base_dir);
-}
-
-bool is_decimal_number(const std::string& cell) {
-  size_t i = 0;
-  const size_t n = cell.size();
-  const auto digits = [&] {
-    const size_t start = i;
-    while (i < n && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
-    return i - start;
-  };
-  if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
-  size_t mantissa = digits();
-  if (i < n && cell[i] == '.') {
-    ++i;
-    mantissa += digits();
-  }
-  if (mantissa == 0) return false;
-  if (i < n && (cell[i] == 'e' || cell[i] == 'E')) {
-    ++i;
-    if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
-    if (digits() == 0) return false;
-  }
-  return i == n;
 }
 
 }  // namespace jaxpp

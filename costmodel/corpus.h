@@ -198,9 +198,6 @@ struct Corpus {
   std::vector<CorpusRow> rows;
 };
 
-// A decimal number: [+-] digits [. digits] [e [+-] digits], nothing else (strtod alone also
-// reads hexadecimal "0x10", "inf", "nan" and "infinity"): CSV cells, validate-model's --band.
-bool is_decimal_number(const std::string& text);
 
 // A .csv file (by extension) or a JSON file. InputError on any problem (see above).
 Corpus load_corpus(const std::string& path);

@@ -49,10 +49,19 @@ std::string supported_list() {
   return list;
 }
 
-// The architecture from "architectures" (first known class) or else "model_type".
+// The architecture: "model_type" when given (transformers picks the config class, and the model
+// class AutoModel builds, by it), which must then be supported and agree with any known class of
+// "architectures"; else the first known class of "architectures".
 const Architecture& detect(const JsonObject& obj, const nlohmann::json& doc) {
   std::string model_type;
   if (present(doc, "model_type")) model_type = obj.string("model_type");
+  const Architecture* by_type = nullptr;
+  for (const Architecture& a : kArchitectures)
+    if (model_type == a.model_type) by_type = &a;
+  if (!model_type.empty() && by_type == nullptr)
+    throw_input_error(obj.field("model_type"),
+                      "unsupported architecture '" + model_type +
+                          "' (supported model types: " + supported_list() + ")");
   if (present(doc, "architectures")) {
     const nlohmann::json& list = obj.array("architectures");
     std::string names;
@@ -62,22 +71,26 @@ const Architecture& detect(const JsonObject& obj, const nlohmann::json& doc) {
       const std::string name = entry.get<std::string>();
       names += (names.empty() ? "" : ", ") + name;
       for (const Architecture& a : kArchitectures) {
-        // DeepseekV3ForCausalLM serves deepseek_v3 and kimi_k2: model_type picks the entry.
-        if (name == a.class_name &&
-            (model_type.empty() || model_type == a.model_type || a.family != Family::kDeepseek))
-          return a;
+        if (name != a.class_name) continue;
+        if (by_type == nullptr) return a;  // no model_type: the first known class
+        // One family reads the same fields (llama, mistral, qwen2, qwen3; DeepseekV3ForCausalLM
+        // serves deepseek_v3 and kimi_k2): model_type picks the entry.
+        if (by_type->family == a.family) return *by_type;
+        throw_input_error(obj.field("model_type"),
+                          "'" + model_type + "' contradicts \"architectures\" " + name + " (" +
+                              a.model_type + "); give the model_type of that class");
       }
     }
-    if (model_type.empty())
+    if (by_type == nullptr)
       throw_input_error(obj.field("architectures"),
                         "unsupported architecture '" + names +
                             "' (supported model types: " + supported_list() + ")");
   }
-  for (const Architecture& a : kArchitectures)
-    if (model_type == a.model_type) return a;
-  throw_input_error(obj.field(model_type.empty() ? "architectures" : "model_type"),
-                    "unsupported architecture '" + model_type +
-                        "' (supported model types: " + supported_list() + ")");
+  if (by_type == nullptr)
+    throw_input_error(obj.field("architectures"),
+                      "unsupported architecture '' (supported model types: " + supported_list() +
+                          ")");
+  return *by_type;
 }
 
 Dtype hf_dtype(const JsonObject& obj, const nlohmann::json& doc) {

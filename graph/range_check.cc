@@ -1,5 +1,6 @@
 #include "graph/range_check.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -31,6 +32,29 @@ double check_double_in(double value, const std::string& where, double lo, double
                                  range_number_text(hi) + "], got " + range_number_text(value));
   }
   return value;
+}
+
+bool is_decimal_number(const std::string& cell) {
+  size_t i = 0;
+  const size_t n = cell.size();
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
+    return i - start;
+  };
+  if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < n && cell[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < n && (cell[i] == 'e' || cell[i] == 'E')) {
+    ++i;
+    if (i < n && (cell[i] == '+' || cell[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == n;
 }
 
 }  // namespace jaxpp

@@ -12,4 +12,10 @@ int check_int_in(int value, const std::string& where, int lo, int hi, const std:
 double check_double_in(double value, const std::string& where, double lo, double hi,
                        const std::string& what);
 
+// A decimal number: [+-] digits [. digits] [e [+-] digits], nothing else (strtod alone also
+// reads hexadecimal "0x10", "inf", "nan" and "infinity"; a stream stops at the first character
+// that is not a number and keeps what it read): CSV cells of a corpus, validate-model's --band,
+// every decimal flag (cli/flags.h).
+bool is_decimal_number(const std::string& text);
+
 }  // namespace jaxpp

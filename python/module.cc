@@ -612,7 +612,7 @@ std::string validate_model_json(const std::string& corpus_path, const std::strin
   ModelValidationOptions vo;
   vo.band = band;
   check_validation_band(vo.band);
-  if (!rows_on.empty()) cluster_preset(rows_on);  // InputError naming the presets when unknown
+  const std::string gpu = rows_on.empty() ? "" : rows_on_preset(rows_on);
   if (!cluster_text.empty())
     vo.cluster_override = cluster_from_json(parse(cluster_text, "cluster"), "cluster");
   py::gil_scoped_release release;
@@ -620,7 +620,7 @@ std::string validate_model_json(const std::string& corpus_path, const std::strin
                             ? builtin_corpus_from_text(cli::kHasBuiltinCorpus, cli::kBuiltinCorpus)
                             : load_corpus(corpus_path);
   check_corpus_schedules(corpus);
-  const Corpus selected = select_corpus_rows(corpus, rows_on, split);
+  const Corpus selected = select_corpus_rows(corpus, gpu, split);
   check_corpus_schedule_constraints(selected);
   return validation_report_to_json(validate_corpus(selected, vo)).dump();
 }

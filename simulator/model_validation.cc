@@ -9,6 +9,7 @@
 #include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
+#include "graph/range_check.h"
 #include "schedules/registry.h"
 #include "simulator/plan_builder.h"
 
@@ -318,6 +319,17 @@ Corpus builtin_corpus_from_text(bool available, const char* text) {
     throw_input_error(name, std::string("malformed JSON (") + e.what() + ")");
   }
   return corpus_from_json(doc, name, "");
+}
+
+std::string rows_on_preset(const std::string& gpu) {
+  try {
+    return cluster_preset(gpu).name;
+  } catch (const InputError&) {
+    std::string list;
+    for (const std::string& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
+    throw_input_error("--rows-on " + gpu, "expected a cluster preset name, the \"cluster\" of "
+                                          "the rows to keep (one of: " + list + ")");
+  }
 }
 
 Corpus select_corpus_rows(const Corpus& corpus, const std::string& gpu, const std::string& split,

@@ -194,6 +194,11 @@ void check_corpus_schedule_constraints(const Corpus& corpus);
 // the build had no corpus (`available` false).
 Corpus builtin_corpus_from_text(bool available, const char* text);
 
+// validate-model's --rows-on: a cluster preset name in any case, returned as rows name their
+// cluster (lower case); anything else (a file, an unknown name) is InputError "--rows-on X:
+// expected a cluster preset name, the "cluster" of the rows to keep (one of: ...)".
+std::string rows_on_preset(const std::string& gpu);
+
 // The rows of `corpus` on the cluster preset `gpu` (empty = all) in `split` ("all", "fit",
 // "test") whose id is in `ids` (empty = any); InputError naming the corpus when none is left, and
 // "<corpus>: unknown row 'x' (closest: a, b, c)" for an id that is in no row of the corpus.

@@ -257,6 +257,14 @@ const std::vector<BadInputCase> kCases = {
     {.name = "UnknownFlag", .args = "graph --model gpt3-1.3b --pp 2 --bogus", .message = "bogus"},
     {.name = "FlagOfWrongType", .args = "graph --model gpt3-1.3b --pp two", .message = "two"},
     {.name = "FlagWithoutItsValue", .args = "simulate --pp", .message = "pp"},
+    // A decimal flag is read whole: cxxopts' stream would keep the number before the junk.
+    {.name = "DecimalFlagWithTrailingText", .args = kMeasured + "--t-w 1e3junk",
+     .message = "--t-w: expected a number, got '1e3junk'"},
+    {.name = "DecimalFlagGivenAsAList",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 5,1 --t-b 1",
+     .message = "--t-f: expected a number, got '5,1'"},
+    {.name = "DecimalFlagWithAUnit", .args = kExplore + "--max-memory-gib 8GiB",
+     .message = "--max-memory-gib: expected a number, got '8GiB'"},
 
     // ---- Expert parallelism (issue 13): one line naming the flag, nothing written. ---------
     {.name = "SimulateEpOnADenseModel",
@@ -899,6 +907,24 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateModelOutOntoTheCorpus", .args = "validate-model --corpus {dir}/c.json --out {dir}/c.json",
      .files = {{"c.json", corpus_with([](json&) {})}},
      .message = "--out {dir}/c.json: is also the input --corpus"},
+    // A row's model file is an input: neither the report nor an explained row's model copy may
+    // replace it (the row is b-tiny, whose model is the file m.json beside the corpus).
+    {.name = "ValidateModelOutOntoARowsModelFile",
+     .args = "validate-model --corpus {dir}/c.json --out {dir}/m.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][2]["model"] = "m.json"; })},
+               {"m.json", [] { return read_file(std::string(JAXPP_TEST_DATA_DIR) +
+                                                "/corpus/tiny_transformer.json"); }}},
+     .message = "--out {dir}/m.json: is also the input (the model of row 'b-tiny')"},
+    {.name = "ValidateModelPlanOutOntoARowsModelFile",
+     .args = "validate-model --corpus {dir}/c.json --row b-tiny --explain --plan-out {dir}",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][2]["model"] = "b-tiny.model.json";
+                  c["rows"][2]["seq_len"] = 64;  // differs from the file's: a model copy is written
+                })},
+               {"b-tiny.model.json", [] { return read_file(std::string(JAXPP_TEST_DATA_DIR) +
+                                                           "/corpus/tiny_transformer.json"); }}},
+     .message = "--plan-out (row 'b-tiny', model) {dir}/b-tiny.model.json: is also the input (the "
+                "model of row 'b-tiny')"},
     {.name = "DemoBadInputCreatesNoDirectory", .args = "demo --out {dir}/demo --gpus 0",
      .message = "--gpus"},
     {.name = "DemoOutIsAFile", .args = "demo --out {dir}/f", .files = {{"f", text("x")}},
@@ -1211,6 +1237,10 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][1]["id"] = "a\nb"; })}},
      .message = "c.json: rows[1]: field 'id': contains a control character (it is printed in "
                 "tables and messages), got \"a\\nb\""},
+    {.name = "ValidateModelCorpusIdWithAComma", .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][1]["id"] = "a,b"; })}},
+     .message = "c.json: rows[1]: field 'id': contains ',' (validate-model --row takes ids "
+                "separated by commas, so it could never select this row), got \"a,b\""},
     {.name = "ValidateModelCorpusClusterWithANewline", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["cluster"] = "h100\n-sxm\x1b[2J"; })}},
      .message = "field 'cluster': unknown cluster preset 'h100\\n-sxm\\x1b[2j'"},  // lower-cased
@@ -1281,7 +1311,12 @@ const std::vector<BadInputCase> kCases = {
      .message = "b300"},
     {.name = "ValidateModelUnknownRowsOn",
      .args = "validate-model --corpus {data}/corpus/small.json --rows-on b300",
-     .message = "b300"},
+     .message = "--rows-on b300: expected a cluster preset name"},
+    {.name = "ValidateModelRowsOnAClusterFile",
+     .args = "validate-model --corpus {data}/corpus/small.json --rows-on {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("hbm_gib", "80"))}},
+     .message = "--rows-on {dir}/c.json: expected a cluster preset name, the \"cluster\" of the "
+                "rows to keep"},
     {.name = "ValidateModelRowsOnSelectingNothing",
      .args = "validate-model --corpus {data}/corpus/small.json --rows-on h200 --out {dir}/r.json",
      .message = "no row selected (--rows-on h200, --split all)"},

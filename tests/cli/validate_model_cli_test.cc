@@ -147,6 +147,9 @@ TEST(ValidateModelCli, SplitKeepsOnlyThatSplit) {
 TEST(ValidateModelCli, RowsOnKeepsTheRowsOfThatGpu) {
   EXPECT_EQ(ids(run_json(kFixture + "--rows-on h100-sxm")),
             (std::vector<std::string>{"b-tiny", "b-1.3b-mfu"}));
+  // Preset names are matched as rows name their cluster, in any case.
+  EXPECT_EQ(ids(run_json(kFixture + "--rows-on H100-SXM")),
+            (std::vector<std::string>{"b-tiny", "b-1.3b-mfu"}));
 }
 
 TEST(ValidateModelCli, ClusterOverrideChangesPredictionsButNotMeasurements) {
@@ -386,6 +389,14 @@ TEST(ValidateModelCli, BadFlagsAreRejected) {
   expect_bad_input(run_cli(kFixture + "--rows-on b300"), "b300");
   expect_bad_input(run_cli(kFixture + "--rows-on h200"), "no row selected (--rows-on h200");
   expect_bad_input(run_cli(kFixture + "--cluster nowhere.json"), "nowhere.json");
+}
+
+// A band whose percentage overflows (1e308 · 100) is shown as the fraction, never as "inf".
+TEST(ValidateModelCli, AHugeBandIsShownAsAFraction) {
+  const CliResult r = run_cli(kFixture + "--band 1e308");
+  EXPECT_NE(r.out.find("within ±1e+308 (fraction)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("inf"), std::string::npos) << r.out;
+  EXPECT_NE(run_cli(kFixture + "--band 0.25").out.find("within ±25%"), std::string::npos);
 }
 
 // --gemms: the GEMM shape model on the measured H200 GEMMs (costmodel/gemm_corpus.h).

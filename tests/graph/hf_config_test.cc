@@ -121,6 +121,27 @@ TEST(HfConfigTest, UnsupportedArchitectureWithoutModelTypeNamesArchitectures) {
             std::string::npos);
 }
 
+// model_type decides, as transformers' AutoConfig does: an unsupported one is refused even when
+// "architectures" names a class the toolkit reads, one of another family than that class is a
+// contradiction, and one of the same family (or with an unknown class) is read as itself.
+TEST(HfConfigTest, ModelTypeDecidesAndMustAgreeWithTheArchitecture) {
+  nlohmann::json doc = config("mixtral-8x7b");
+  doc["model_type"] = "falcon";
+  EXPECT_NE(error_for(doc).find("field 'model_type': unsupported architecture 'falcon'"),
+            std::string::npos);
+  doc["model_type"] = "llama";
+  EXPECT_EQ(error_for(doc), "config.json: field 'model_type': 'llama' contradicts "
+                            "\"architectures\" MixtralForCausalLM (mixtral); give the model_type "
+                            "of that class");
+  doc["model_type"] = "mixtral";
+  doc["architectures"] = {"SomeFineTunedMixtralForCausalLM"};
+  EXPECT_TRUE(hf_model_from_json(doc, "config.json").moe.enabled());
+  nlohmann::json llama = config("llama3-8b");
+  llama["model_type"] = "mistral";  // the same family: read as mistral, the same fields
+  EXPECT_EQ(hf_model_from_json(llama, "config.json").total_params(),
+            load_model(kHf + "llama3-8b.json").total_params());
+}
+
 TEST(HfConfigTest, MissingFieldIsNamed) {
   nlohmann::json doc = config("deepseek-v3");
   doc.erase("kv_lora_rank");
