@@ -225,6 +225,8 @@ class OperatorCost {
   // One GEMM out[m×n] = in[m×k]·W[k×n] on one device. `fp8_capable` false: a GEMM FP8 training
   // keeps in 16 bits (the LM head, the router, the attention core); it matters for FP8 models only.
   double gemm_s(double m, double n, double k, bool fp8_capable = true) const;
+  // Its fraction of peak: shape · eff(2mnk / shape), the cluster's curve at the work the GEMM
+  // issues (ClusterSpec, cluster.h "Kernel model"), so no dimension shrinking makes it slower.
   double gemm_efficiency(double m, double n, double k, bool fp8_capable = true) const;
   // `count` GEMMs of one shape in one launch (grouped GEMM, as MoE expert kernels run); gemm_s
   // for count 1.
