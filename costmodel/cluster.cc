@@ -556,10 +556,15 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (n == "gb200-nvl72") return gb200_nvl72();
   if (n == "gb300-nvl72") return gb300_nvl72();
   if (n == "mi300x") return mi300x();
+  throw_input_error("cluster '" + name + "'", "unknown preset (expected one of: " +
+                                                 cluster_preset_list() +
+                                                 ", or a path to a JSON file)");
+}
+
+std::string cluster_preset_list() {
   std::string list;
   for (const auto& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
-  throw_input_error("cluster '" + name + "'",
-                    "unknown preset (expected one of: " + list + ", or a path to a JSON file)");
+  return list;
 }
 
 ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source) {
@@ -594,10 +599,13 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
   const bool has_base = obj.has("base");
   ClusterSpec c;
   if (has_base) {
+    const std::string base = obj.string("base");
     try {
-      c = cluster_preset(obj.string("base"));
-    } catch (const InputError& e) {
-      throw_input_error(obj.field("base"), e.what());
+      c = cluster_preset(base);
+    } catch (const InputError&) {  // a preset only: its message would also offer a file
+      throw_input_error(obj.field("base"), "unknown preset '" + base + "' (expected one of: " +
+                                               cluster_preset_list() +
+                                               "; \"base\" takes a preset name, not a file)");
     }
   }
   c.name = obj.string_or("name", has_base ? c.name : "");

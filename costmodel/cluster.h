@@ -280,6 +280,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
 // Full JSON form (no "base"), which cluster_from_json reads back to an equal ClusterSpec.
 nlohmann::json cluster_to_json(const ClusterSpec& cluster);
 std::vector<std::string> cluster_preset_names();
+std::string cluster_preset_list();  // the names, comma-separated, for error messages
 ClusterSpec cluster_preset(const std::string& name);  // InputError if unknown
 
 }  // namespace jaxpp

@@ -307,6 +307,9 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
 
   ParallelConfig& c = r.config;
   c.gpus = row.positive_int("gpus");
+  if (c.gpus > kMaxGpus)
+    throw_input_error(row.field("gpus"), std::to_string(c.gpus) + " is more than the limit of " +
+                                             std::to_string(kMaxGpus));
   c.tp = row.positive_int("tp");
   c.pp = row.positive_int("pp");
   c.dp = row.positive_int("dp");

@@ -123,8 +123,8 @@ HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::str
     if (h.kind_index(kind.name) >= 0)
       throw_input_error(where, "device kind '" + kind.name +
                                    "' appears twice; give each kind a distinct \"name\"");
-    if (static_cast<int64_t>(h.total_gpus()) + kind.gpus > (int64_t{1} << 24))
-      throw_input_error(where, "more than 16777216 GPUs in all");
+    if (static_cast<int64_t>(h.total_gpus()) + kind.gpus > kMaxGpus)
+      throw_input_error(where, "more than " + std::to_string(kMaxGpus) + " GPUs in all");
     h.kinds.push_back(std::move(kind));
   }
   if (obj.has("inter_kind")) {

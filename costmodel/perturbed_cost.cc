@@ -119,7 +119,7 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
   Perturbation p;
   std::stringstream in(spec);
   std::string item;
-  bool any = false;
+  bool any = false, seeded = false;
   while (std::getline(in, item, ',')) {
     any = true;
     const size_t eq = item.find('=');
@@ -152,13 +152,18 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
                           "'" + item + "': expected a jitter in [0, 1), got '" + value + "'");
       }
     } else if (key == "seed") {
+      // Digits only: stoull reads "-1" as 2^64 - 1 and skips leading blanks.
       try {
-        size_t pos = 0;
-        p.seed = std::stoull(value, &pos);
-        if (pos != value.size()) throw std::invalid_argument(value);
+        if (value.empty() || !std::all_of(value.begin(), value.end(), [](unsigned char ch) {
+              return std::isdigit(ch) != 0;
+            }))
+          throw std::invalid_argument(value);
+        p.seed = std::stoull(value);
       } catch (const std::exception&) {
-        throw_input_error(where, "'" + item + "': expected a non-negative integer seed");
+        throw_input_error(where, "'" + item +
+                                     "': expected a non-negative integer seed (at most 2^64 - 1)");
       }
+      seeded = true;
     } else if (key == "seq-lens") {
       if (!p.seq_lens.empty()) throw_input_error(where, "seq-lens given twice");
       if (!value.empty() && value[0] == '@') {
@@ -194,6 +199,8 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
     }
   }
   if (!any) throw_input_error(where, "empty perturbation");
+  if (seeded && p.jitter == 0)
+    throw_input_error(where, "seed needs jitter=J > 0 (it seeds the jitter's draws)");
   if (p.nominal_seq_len > 0 && p.seq_lens.empty())
     throw_input_error(where, "nominal-seq-len needs seq-lens (the lengths it is the nominal of)");
   return p;

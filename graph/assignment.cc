@@ -58,13 +58,18 @@ class RuleParser {
   int64_t run() {
     const int64_t v = expr();
     skip_space();
-    if (pos_ != text_.size()) fail("unexpected '" + text_.substr(pos_) + "'");
+    if (pos_ != text_.size()) fail("unexpected '" + quoted(text_.substr(pos_)) + "'");
     return v;
   }
 
  private:
+  // A rule as it is quoted in an error: a long one shortened, so the message stays one line.
+  static std::string quoted(const std::string& text) {
+    constexpr size_t kShown = 40;
+    return text.size() <= kShown ? text : text.substr(0, kShown) + "...";
+  }
   [[noreturn]] void fail(const std::string& why) const {
-    throw_input_error(where_, "rule '" + text_ + "': " + why +
+    throw_input_error(where_, "rule '" + quoted(text_) + "': " + why +
                                   " (expected an integer expression in i with + - * / mod % and "
                                   "parentheses, e.g. \"i mod 4\")");
   }
@@ -121,14 +126,30 @@ class RuleParser {
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
   }
+  // Parentheses and unary minus recurse: their nesting is capped (as JSON's, graph/limits.h) so
+  // that a rule of 20,000 '(' is an error, not the end of the stack.
+  struct Nested {
+    explicit Nested(RuleParser& p) : p_(p) {
+      if (++p_.depth_ > kMaxJsonDepth)
+        p_.fail("nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    ~Nested() { --p_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+    RuleParser& p_;
+  };
   int64_t factor() {
     skip_space();
     if (take("(")) {
+      const Nested nested(*this);
       const int64_t v = expr();
       if (!take(")")) fail("missing ')'");
       return v;
     }
-    if (take("-")) return checked(-static_cast<__int128>(factor()), *this);
+    if (take("-")) {
+      const Nested nested(*this);
+      return checked(-static_cast<__int128>(factor()), *this);
+    }
     if (take("i")) return i_;
     if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
       int64_t v = 0;
@@ -145,6 +166,7 @@ class RuleParser {
   int64_t i_;
   std::string where_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // The index N of a name "<prefix>N<suffix>" for a rule key "<prefix>{i}<suffix>", or -1.

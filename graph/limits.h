@@ -24,7 +24,10 @@ inline constexpr int kMaxHeads = 1 << 14;
 inline constexpr int kMaxFfnHidden = 1 << 22;
 inline constexpr int kMaxSeqLen = 1 << 22;
 inline constexpr int kMaxVocab = 1 << 24;
-inline constexpr int kMaxExperts = 1 << 16;  // routed (or shared) experts of one MoE layer
+inline constexpr int kMaxExperts = 1 << 16;
+// GPUs of one run or cluster (today's largest clusters hold a few hundred thousand): node counts
+// and GPU indices stay far inside an int.
+inline constexpr int kMaxGpus = 1 << 24;  // routed (or shared) experts of one MoE layer
 // One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
 inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
 

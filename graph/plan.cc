@@ -564,6 +564,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "offload_layers"});
   ParallelConfig c;
   c.gpus = obj.positive_int_or("gpus", c.gpus);
+  if (c.gpus > kMaxGpus)
+    throw_input_error(obj.field("gpus"), std::to_string(c.gpus) + " is more than the limit of " +
+                                             std::to_string(kMaxGpus));
   c.pp = obj.positive_int_or("pp", c.pp);
   c.tp = obj.positive_int_or("tp", c.tp);
   c.dp = obj.positive_int_or("dp", c.dp);

@@ -54,6 +54,12 @@ BackendKind parse_backend_kind(std::string_view s, const std::string& where) {
 
 namespace {
 
+std::string format_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 // What one worker brings back.
 struct WorkerOutput {
   WorkerRecord record;
@@ -503,6 +509,14 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     }
   }
   for (double& l : all_losses) l /= static_cast<double>(mlp.num_microbatches) * o.dp;
+  // A loss that overflowed is a run that diverged: its weights, losses and any check against a
+  // reference (NaN against NaN) mean nothing, so the run fails here and says why.
+  for (int s = 0; s < total_steps; ++s)
+    if (!std::isfinite(all_losses[s]))
+      throw RuntimeFailure("the training loss is not finite at iteration " +
+                           std::to_string(s + 1) + " of " + std::to_string(total_steps) +
+                           ", warmup included (the workload diverged: learning rate " + format_g(mlp.lr()) +
+                           " is too large for it; give a smaller --lr)");
   result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());
   if (mlp.moe()) {
     int64_t reduced = 0;

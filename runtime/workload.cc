@@ -222,6 +222,20 @@ double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {
   return std::max(1, stages) * (state + stash);
 }
 
+// The scale of a block's output weights (w2). Every block adds its output to the residual stream,
+// so the stream's variance grows with depth; past kShallowStack blocks w2 shrinks by
+// sqrt(kShallowStack / blocks) (GPT-2's 1/sqrt(depth) rule for residual projections), so that a
+// deep stack (--pp 48, or 100 blocks) starts at the activations and learns at the rate of a
+// shallow one instead of overflowing to inf/NaN. Stacks of up to kShallowStack blocks keep the
+// plain 1/sqrt(ffn).
+namespace {
+double output_weight_scale(const MlpConfig& c) {
+  constexpr double kShallowStack = 8;
+  const double blocks = static_cast<double>(c.layers_per_stage) * std::max(1, c.num_stages);
+  return std::min(1.0, std::sqrt(kShallowStack / blocks)) / std::sqrt(c.ffn_size());
+}
+}  // namespace
+
 std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
   if (c.moe()) return moe_initial_stage_params(c, stage);
   std::vector<double> p;
@@ -230,7 +244,7 @@ std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {
   for (int l = 0; l < c.layers_per_stage; ++l) {
     uint64_t key = mix(mix(mix(c.seed, kSaltWeight), stage), l);
     std::vector<double> w1 = uniform(key, hf, 1.0 / std::sqrt(c.hidden));
-    std::vector<double> w2 = uniform(mix(key, 2), hf, 1.0 / std::sqrt(c.ffn_size()));
+    std::vector<double> w2 = uniform(mix(key, 2), hf, output_weight_scale(c));
     p.insert(p.end(), w1.begin(), w1.end());
     p.insert(p.end(), w2.begin(), w2.end());
   }
@@ -259,7 +273,7 @@ std::vector<double> moe_initial_stage_params(const MlpConfig& c, int stage) {
     for (int e = 0; e < c.experts; ++e) {
       const uint64_t ekey = mix(mix(mix(mix(c.seed, kSaltWeight), stage), l), 1000 + e);
       const std::vector<double> w1 = uniform(ekey, hf, 1.0 / std::sqrt(c.hidden));
-      const std::vector<double> w2 = uniform(mix(ekey, 2), hf, 1.0 / std::sqrt(c.ffn_size()));
+      const std::vector<double> w2 = uniform(mix(ekey, 2), hf, output_weight_scale(c));
       p.insert(p.end(), w1.begin(), w1.end());
       p.insert(p.end(), w2.begin(), w2.end());
     }

@@ -42,6 +42,13 @@ Placement infer_placement(int num_stages, int num_actors,
       throw_input_error(where, "stage " + std::to_string(s) + " has no task on any actor");
     }
   }
+  std::vector<bool> busy(num_actors, false);
+  for (int a : stage_to_actor) busy[a] = true;
+  for (int r = 0; r < num_actors; ++r)
+    if (!busy[r])
+      throw_input_error(where, "actor " + std::to_string(r) +
+                                   " runs no task of any stage (an empty actor list or CSV "
+                                   "line; every actor holds at least one stage)");
   for (PlacementKind kind : {PlacementKind::kLinear, PlacementKind::kLoop, PlacementKind::kV}) {
     try {
       Placement p = make_placement(kind, num_stages, num_actors);

@@ -24,6 +24,7 @@
 #include "costmodel/analytic_cost.h"
 #include "costmodel/memory.h"
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/partition.h"
 #include "graph/task_graph.h"
 #include "schedules/assigned.h"
@@ -674,10 +675,20 @@ void evaluate_unit(const ExploreRequest& request, std::vector<ConfigRecord>& rec
   }
 }
 
+// Which twins the space holds: a configuration is pruned as a duplicate or as dominated only when
+// the twin that stands for it is enumerated too (`--virtual 2` on one GPU holds no v = 1 twin,
+// `--zero1 on` no ZeRO-1-off twin).
+struct SpaceTwins {
+  bool zero1_on = false;   // ZeRO-1 without gradient or parameter sharding
+  bool zero1_off = false;  // ZeRO-1 off
+  bool v1 = false;         // a schedule with one stage per actor
+};
+
 // Resolves dp and m of a configuration and applies the enumeration's pruning rules in order
 // (divisibility, then duplicates and dominated twins); kPending when none applies.
 // `fixed_stages` > 0: the stages of a fixed assignment (not pp·v).
-void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec, int fixed_stages) {
+void classify(const ModelSpec& model, const SpaceTwins& twins, ConfigRecord& rec,
+              int fixed_stages) {
   ParallelConfig& c = rec.config;
   const int64_t shards = static_cast<int64_t>(c.pp) * c.tp * c.cp;
   rec.status = ConfigStatus::kDivisibility;
@@ -720,13 +731,13 @@ void classify(const ModelSpec& model, bool zero1_in_space, ConfigRecord& rec, in
   } else if (stages > model.num_layers()) {
     rec.reason = std::to_string(stages) + " stages (pp·v) exceed the model's " +
                  std::to_string(model.num_layers()) + " layers";
-  } else if (c.pp == 1 && c.virtual_stages > 1) {
+  } else if (c.pp == 1 && c.virtual_stages > 1 && twins.v1) {
     rec.status = ConfigStatus::kDuplicate;
     rec.reason = "v > 1 on a single actor only splits its layers (as v = 1)";
-  } else if (c.zero1 && c.dp == 1) {
+  } else if (c.zero1 && c.dp == 1 && twins.zero1_off) {
     rec.status = ConfigStatus::kDuplicate;
     rec.reason = "ZeRO-1 with dp = 1 is the same as without";
-  } else if (!c.zero1 && c.dp > 1 && zero1_in_space) {
+  } else if (!c.zero1 && c.dp > 1 && twins.zero1_on) {
     rec.status = ConfigStatus::kDominated;
     rec.reason = "ZeRO-1 on (dp = " + std::to_string(c.dp) +
                  ") runs the same program with a shorter optimizer step in less memory";
@@ -959,6 +970,10 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   if (request.gpus < 1) {
     throw_input_error("--gpus", "must be >= 1, got " + std::to_string(request.gpus));
   }
+  if (request.gpus > kMaxGpus) {
+    throw_input_error("--gpus", std::to_string(request.gpus) + " is more than the limit of " +
+                                    std::to_string(kMaxGpus));
+  }
   if (request.global_batch < 1) {
     throw_input_error("--global-batch",
                       "must be >= 1, got " + std::to_string(request.global_batch));
@@ -1111,7 +1126,9 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
   }
   // ZeRO-1 off is dominated by a ZeRO-1 on twin that runs the same program: one without gradient
   // or parameter sharding (which add a reduce-scatter per microbatch, and all-gathers).
-  const bool zero1_on = zero1s.back() && !shards.front() && !param_shards.front();
+  SpaceTwins twins;
+  twins.zero1_on = zero1s.back() && !shards.front() && !param_shards.front();
+  twins.zero1_off = !zero1s.front();
   // Expert parallelism (MoE models only): ep over the powers of two dividing the routed experts
   // (up to the GPUs), etp = tp (0) unless --etp lists values.
   std::vector<int> eps = {1};
@@ -1152,6 +1169,9 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
     return request.assignment || space.virtual_stages.empty() ||
            std::find(loop_vs.begin(), loop_vs.end(), v) != loop_vs.end();
   };
+
+  for (const ScheduleChoice& sc : schedules)
+    for (int v : stage_counts(sc.layout)) twins.v1 = twins.v1 || (v == 1 && v_allowed(v));
 
   std::vector<ConfigRecord> records;
   for (int pp : pps) {
@@ -1195,7 +1215,7 @@ std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
                       c.optimizer_state = request.optimizer_state;
                       c.ep = ep;
                       c.etp = etp == tp ? 0 : etp;
-                      classify(model, zero1_on, rec,
+                      classify(model, twins, rec,
                                request.assignment
                                    ? request.assignment->partition.num_stages()
                                    : 0);

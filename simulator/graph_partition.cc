@@ -13,7 +13,10 @@ namespace jaxpp {
 
 std::string stage_starts_text(const std::vector<int>& starts) {
   std::string text;
-  for (const int b : starts) text += (text.empty() ? "" : ",") + std::to_string(b);
+  for (const int b : starts) {  // two appends: "," + to_string trips GCC 12's -Wrestrict
+    if (!text.empty()) text += ',';
+    text += std::to_string(b);
+  }
   return text;
 }
 

@@ -325,10 +325,9 @@ std::string rows_on_preset(const std::string& gpu) {
   try {
     return cluster_preset(gpu).name;
   } catch (const InputError&) {
-    std::string list;
-    for (const std::string& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
     throw_input_error("--rows-on " + gpu, "expected a cluster preset name, the \"cluster\" of "
-                                          "the rows to keep (one of: " + list + ")");
+                                          "the rows to keep (one of: " +
+                                              cluster_preset_list() + ")");
   }
 }
 

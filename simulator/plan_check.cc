@@ -268,7 +268,11 @@ void check_plan(const Plan& plan, const std::string& source) {
 Schedule plan_schedule(const Plan& plan) { return schedule_of(plan); }
 
 bool is_plan_document(const nlohmann::json& doc) {
-  return doc.is_object() && doc.contains("format") && doc["format"] == "jaxpp-sim-plan";
+  // By its format, or by the fields only a plan has (a schedule file has neither "config" nor
+  // "program"): a plan whose format is mistyped is then refused for its format, not read as a
+  // schedule and refused for its first plan field.
+  return doc.is_object() && ((doc.contains("format") && doc["format"] == "jaxpp-sim-plan") ||
+                             doc.contains("config") || doc.contains("program"));
 }
 
 nlohmann::ordered_json plan_file_report_json(const nlohmann::json& doc, const std::string& path) {

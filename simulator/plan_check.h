@@ -41,7 +41,8 @@ void check_plan(const Plan& plan, const std::string& source);
 // groups kept), the plan's placement, split_backward where the program has W tasks.
 Schedule plan_schedule(const Plan& plan);
 
-// Whether a JSON document is a plan.json ("format": "jaxpp-sim-plan").
+// Whether a JSON document is a plan.json: "format": "jaxpp-sim-plan", or a "config" or "program"
+// field (a plan whose format is wrong, refused for it by plan_from_json).
 bool is_plan_document(const nlohmann::json& doc);
 
 // `jaxpp-sim validate` of a plan document (and jaxpp_sim.validate): plan_from_json, then

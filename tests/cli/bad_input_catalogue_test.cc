@@ -340,6 +340,17 @@ const std::vector<BadInputCase> kCases = {
                                                   "logits": 3}})")}},
      .message = "schedule 'ZeroBubble' does not fit the assignment (24 stages on 4 actors, loop "
                 "placement)"},
+    {.name = "AssignRuleNestedTooDeep",  // was a stack overflow (SIGSEGV) in the rule parser
+     .args = "simulate --model gpt3-1.3b --schedule Circular --gpus 4 --pp 4 --global-batch 8 "
+             "--assign {dir}/a.json --plan {dir}/p.json",
+     .files = {{"a.json",
+                [] {
+                  return R"({"assignment": {"embedding": 0, "layer{i}": ")" +
+                         std::string(20000, '(') + "i" + std::string(20000, ')') +
+                         R"(", "logits": 3}})";
+                }}},
+     .message = "{dir}/a.json: field 'assignment.layer{i}': rule '" + std::string(40, '(') +
+                "...': nests deeper than 64 levels"},
     {.name = "ShowAssignMissingLayer",
      .args = "show --schedule 1f1b --pp 2 --microbatches 4 --model gpt3-1.3b --assign {dir}/a.json "
              "--export-json {dir}/s.json",
@@ -536,6 +547,29 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateScheduleWithADuplicateTask",
      .args = "validate {data}/schedules/duplicate_task.json", .exit_code = 1,
      .message = "B1@s1", .report = Report::kList},
+    {.name = "ValidateCsvWithAnEmptyLine", .args = "validate {dir}/s.csv",  // named no file
+     .files = {{"s.csv", text("0F0,0B0\n\n1F1,1B1\n")}},
+     .message = "{dir}/s.csv: actor 1 runs no task of any stage"},
+    {.name = "ValidateJsonWithAnEmptyActor", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s0", "B0@s0"], [], ["F0@s1", "B0@s1"]]})")}},
+     .message = "{dir}/s.json: actor 1 runs no task of any stage"},
+    {.name = "ValidatePlanWithAWrongFormat",  // was read as a schedule: "field 'cluster'"
+     .args = "validate {dir}/p.json",
+     .files = {{"p.json", plan_with([](json& p) { p["format"] = "jaxpp-sim-plan2"; })}},
+     .message = "{dir}/p.json: field 'format': not a jaxpp-sim plan (expected \"format\": "
+                "\"jaxpp-sim-plan\", got \"jaxpp-sim-plan2\")"},
+    {.name = "SimulatePerturbNegativeSeed",  // stoull wrapped -1 to 2^64 - 1
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb jitter=0.1,seed=-1",
+     .message = "--perturb: 'seed=-1': expected a non-negative integer seed"},
+    {.name = "SimulatePerturbSeedWithoutJitter",  // printed an empty label, perturbed nothing
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seed=3",
+     .message = "--perturb: seed needs jitter=J > 0 (it seeds the jitter's draws)"},
+    {.name = "ClusterBaseIsAFile",  // the error offered "or a path to a JSON file"
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --cluster {dir}/c.json",
+     .files = {{"c.json", text(R"({"base": "h100.json"})")}},
+     .message = "{dir}/c.json: field 'base': unknown preset 'h100.json' (expected one of: "
+                "a100-40g, a100-80g, h100-sxm, h200, h800, b200, gb200-nvl72, gb300-nvl72, "
+                "mi300x; \"base\" takes a preset name, not a file)"},
     {.name = "ValidateCsvWithHugeStage", .args = "validate {dir}/s.csv",
      .files = {{"s.csv", text("0F0,999999999F0\n")}},
      .message = "stages is more than the limit"},
@@ -615,6 +649,12 @@ const std::vector<BadInputCase> kCases = {
      .message = "--shard-params: parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer"},
     {.name = "SimulateGpusNotPpTpDp", .args = kSim + "--gpus 8 --pp 4 --tp 4 --global-batch 16",
      .message = "does not equal --gpus 8"},
+    {.name = "SimulateGpusBeyondTheLimit",  // a 32-bit node count wrapped: it ran as dp 8
+     .args = kSim + "--gpus 2147483647 --pp 1 --dp 2147483647 --global-batch 2147483647",
+     .message = "configuration: gpus 2147483647 is more than the limit of 16777216"},
+    {.name = "ExploreGpusBeyondTheLimit",
+     .args = "explore --model gpt3-1.3b --gpus 2147483647 --global-batch 8 --quiet",
+     .message = "--gpus: 2147483647 is more than the limit of 16777216"},
     {.name = "SimulateTpNotDividingHeads", .args = kSim + "--gpus 6 --pp 2 --tp 3 --global-batch 16",
      .message = "tp 3 does not divide the 16 attention heads"},
     {.name = "SimulateZeroTp", .args = kSim + "--gpus 2 --pp 2 --tp 0 --global-batch 16",

@@ -115,6 +115,17 @@ TEST(PerturbedCost, SeqLensFromAFile) {
   EXPECT_NE(seq_len_error("seq-lens=@" + path).find("--perturb: 'seq-lens=@"), std::string::npos);
 }
 
+TEST(PerturbedCost, ASeedIsDigitsAndNeedsJitter) {
+  // stoull read "-1" as 2^64 - 1, and "seed=-1" alone gave an empty label that perturbed nothing.
+  for (const char* bad : {"jitter=0.1,seed=-1", "jitter=0.1,seed= 3", "jitter=0.1,seed=+3",
+                          "jitter=0.1,seed=", "jitter=0.1,seed=18446744073709551616"})
+    EXPECT_NE(seq_len_error(bad).find("expected a non-negative integer seed"), std::string::npos)
+        << bad << ": " << seq_len_error(bad);
+  EXPECT_EQ(seq_len_error("seed=3"), "--perturb: seed needs jitter=J > 0 (it seeds the jitter's draws)");
+  EXPECT_EQ(parse_perturbation("jitter=0.1,seed=18446744073709551615", "x").seed,
+            18446744073709551615ull);
+}
+
 TEST(PerturbedCost, BadSeqLensNameTheItemAndTheMicrobatch) {
   EXPECT_NE(seq_len_error("seq-lens=2048:0").find(
                 "--perturb: 'seq-lens=2048:0': the length of microbatch 1 must be in [1, "),

@@ -128,6 +128,21 @@ TEST(Assignment, BadRuleExpressionsNameTheKeyAndTheProblem) {
             std::string::npos);
 }
 
+TEST(Assignment, DeeplyNestedRulesAreRefusedNotARecursionCrash) {
+  // 64 levels of parentheses (or unary minus) evaluate; deeper is one line that quotes the rule
+  // shortened, where 20,000 levels used to overflow the stack of the recursive parser.
+  const std::string ok = std::string(64, '(') + "i" + std::string(64, ')');
+  EXPECT_EQ(evaluate_actor_rule(ok, 5, "w"), 5);
+  EXPECT_EQ(evaluate_actor_rule(std::string(63, '-') + "i", 5, "w"), -5);
+  const std::string deep = std::string(20000, '(') + "i" + std::string(20000, ')');
+  const std::string message = error_of([&] { evaluate_actor_rule(deep, 5, "a.json: field 'x'"); });
+  EXPECT_NE(message.find("nests deeper than 64 levels"), std::string::npos) << message;
+  EXPECT_LT(message.size(), 300u) << message;
+  EXPECT_NE(error_of([] { evaluate_actor_rule(std::string(20000, '-') + "i", 1, "w"); })
+                .find("nests deeper than 64 levels"),
+            std::string::npos);
+}
+
 TEST(Assignment, AMissingLayerIsNamed) {
   const std::string e = error_of([] {
     resolve_assignment(spec_of(R"({"embedding-layer7": 0, "layer9": 1, "logits": 1})"),

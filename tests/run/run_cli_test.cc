@@ -300,6 +300,27 @@ TEST(RunCli, BadFlagsAreRejected) {
   EXPECT_NE(r.err.find("--check needs --compute real"), std::string::npos) << r.err;
 }
 
+TEST(RunCli, ADeepStackTrainsAtTheDefaultLearningRate) {
+  // 100 blocks (2 stages of 50) overflowed to inf/NaN losses at the default rate and exited 0.
+  CliResult r = run_cli("run --schedule 1f1b --pp 2 --layers-per-stage 50 --microbatches 4 "
+                        "--steps 3 --check --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto losses = nlohmann::json::parse(r.out).at("losses");
+  ASSERT_EQ(losses.size(), 3u) << r.out;
+  for (const auto& l : losses) ASSERT_TRUE(l.is_number()) << r.out;  // JSON writes NaN as null
+  EXPECT_LT(losses.back().get<double>(), losses.front().get<double>()) << r.out;
+}
+
+TEST(RunCli, ADivergedRunFailsAndSaysSo) {
+  CliResult r = run_cli("run --schedule 1f1b --pp 2 --microbatches 4 --steps 4 --lr 100 --check");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the training loss is not finite at iteration "), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("learning rate 100 is too large for it; give a smaller --lr"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(RunCli, MissingPlanFileIsABadInput) {
   CliResult r = run_cli("run /nonexistent/plan.json");
   EXPECT_EQ(r.exit_code, 2) << r.err;

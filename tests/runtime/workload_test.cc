@@ -95,6 +95,25 @@ TEST(MlpWorkload, AdamReferenceLowersTheLoss) {
   EXPECT_LT(r.losses.back(), r.losses.front());
 }
 
+TEST(MlpWorkload, DeepStacksStartFiniteAndLearnAtTheDefaultRate) {
+  // Output weights shrink as sqrt(8 / blocks) past 8 blocks: 100 blocks started with a loss of
+  // 1.4e5 and went to inf/NaN in the next step; up to 8 blocks keep their weights.
+  for (int stages : {4, 50}) {
+    MlpConfig c = tiny_config(stages);
+    c.num_microbatches = 2;
+    const ReferenceResult r = run_reference(c, 4);
+    for (double l : r.losses) ASSERT_TRUE(std::isfinite(l)) << stages << " stages";
+    EXPECT_LT(r.losses.front(), 2.0) << stages << " stages";
+    EXPECT_LT(r.losses.back(), r.losses.front()) << stages << " stages";
+  }
+  MlpConfig shallow = tiny_config(4), deep = tiny_config(50);
+  const std::vector<double> a = initial_stage_params(shallow, 0), b = initial_stage_params(deep, 0);
+  const size_t w2 = static_cast<size_t>(shallow.hidden) * shallow.ffn_size();  // w1's size
+  EXPECT_EQ(std::vector<double>(a.begin(), a.begin() + w2),
+            std::vector<double>(b.begin(), b.begin() + w2));  // input weights unchanged
+  EXPECT_NEAR(b[w2] / a[w2], std::sqrt(8.0 / 100), 1e-12);     // output weights scaled
+}
+
 TEST(MlpWorkload, InitialWeightsAreDeterministicAndDifferPerStage) {
   MlpConfig c = tiny_config(2);
   EXPECT_EQ(initial_stage_params(c, 1), initial_stage_params(c, 1));

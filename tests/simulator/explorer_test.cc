@@ -480,6 +480,37 @@ TEST(Explorer, EmptySpaceNamesAReasonThatHoldsWithoutATwin) {
   EXPECT_THAT(explain_empty(res), HasSubstr("first: ZeroBubble needs S >= 2"));
 }
 
+TEST(Explorer, ATwinOutsideTheSpaceDoesNotPruneAConfiguration) {
+  // One GPU with --virtual 2 holds no v = 1 configuration, and --zero1 on no ZeRO-1-off one: the
+  // configurations that stand for them were pruned as duplicates and the space came back empty.
+  ExploreRequest req;
+  req.model = load_model("gpt3-1.3b");
+  req.cluster = load_cluster("h100-sxm");
+  req.gpus = 1;
+  req.global_batch = 8;
+  req.space.schedules = {"interleaved"};
+  req.space.virtual_stages = {2};
+  req.space.microbatch_sizes = {1};
+  req.space.zero1 = {false};
+  req.threads = 1;
+  ExploreResult res = explore(req);
+  ASSERT_GT(res.feasible, 0) << explain_empty(res);
+  EXPECT_EQ(res.by_status[static_cast<size_t>(ConfigStatus::kDuplicate)], 0);
+  EXPECT_EQ(res.records[res.ranking.front()].config.virtual_stages, 2);
+
+  req.space.schedules = {"1f1b"};
+  req.space.virtual_stages = {};
+  req.space.zero1 = {true};
+  res = explore(req);
+  ASSERT_GT(res.feasible, 0) << explain_empty(res);
+  EXPECT_TRUE(res.records[res.ranking.front()].config.zero1);
+
+  req.space.zero1 = {false, true};  // with the twin in the space, ZeRO-1 at dp 1 is a duplicate
+  res = explore(req);
+  EXPECT_GT(res.by_status[static_cast<size_t>(ConfigStatus::kDuplicate)], 0);
+  EXPECT_FALSE(res.records[res.ranking.front()].config.zero1);
+}
+
 TEST(Explorer, BadRequestsNameTheFlag) {
   ExploreRequest req = small_request();
   req.space.schedules = {"1f1b", "nope"};
