@@ -212,7 +212,9 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
           ? parse_int_list("--microbatch-sizes", args["microbatch-sizes"].as<std::string>())
           : std::vector<int>{1, 2, 4, 8};
   if (args.count("recompute")) {
-    for (const std::string& item : split_list(args["recompute"].as<std::string>())) {
+    const std::vector<std::string> items = split_list(args["recompute"].as<std::string>());
+    if (items.empty()) throw_input_error("--recompute", "expected at least one policy");
+    for (const std::string& item : items) {
       if (item.rfind("selective:", 0) == 0)
         throw_input_error("--recompute", "'" + item + "': recompute modules (selective:a+b) are "
                                          "not supported on a heterogeneous --cluster");
@@ -436,9 +438,10 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   if (args.count("virtual")) {
     space.virtual_stages = parse_int_list("--virtual", args["virtual"].as<std::string>());
   }
-  if (args.count("recompute")) {
-    for (const std::string& item : split_list(args["recompute"].as<std::string>()))
-      add_recompute_choice(item, space, "--recompute");
+  if (args.count("recompute")) {  // "" would silently mean the default space
+    const std::vector<std::string> items = split_list(args["recompute"].as<std::string>());
+    if (items.empty()) throw_input_error("--recompute", "expected at least one policy");
+    for (const std::string& item : items) add_recompute_choice(item, space, "--recompute");
   }
   if (args.count("offload-layers")) {
     const std::vector<std::string> items = split_list(args["offload-layers"].as<std::string>());

@@ -177,7 +177,14 @@ int run_export(int argc, char** argv) {
   } else {
     Trace trace;
     if (args.count("trace")) {
-      trace = load_trace(args["trace"].as<std::string>());
+      const std::string path = args["trace"].as<std::string>();
+      trace = load_trace(path);
+      // A timeline of nothing drew a made-up 0 to 1 s axis; the JSON formats carry the (empty)
+      // trace as it is.
+      const bool picture = format == ExportFormat::kText || format == ExportFormat::kSvg ||
+                           format == ExportFormat::kPng || format == ExportFormat::kDot;
+      if (picture && trace.events.empty())
+        throw_input_error(path, "the trace has no events: no timeline to draw");
     } else {
       const Plan plan = load_checked_plan(args["plan"].as<std::string>());
       PlanSimOptions sim_options;

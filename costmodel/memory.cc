@@ -26,7 +26,9 @@ double stage_grad_bytes(const OperatorCost& op, const ParallelConfig& config,
 double transient_grad_bytes(const OperatorCost& op, const ModelSpec& model,
                             const ParallelConfig& config, double grad_bytes_per_param, int first,
                             int count) {
-  if (!config.shard_gradients) return 0;
+  // A shard group of one device holds the whole gradient: it is reduced in place, no layer's full
+  // gradient waits in a second buffer for a reduce-scatter.
+  if (!config.shard_gradients || int64_t{config.dp} * config.cp == 1) return 0;
   double largest = 0;
   for (int l = first; l < first + count; ++l)
     largest = std::max(largest, op.device_params(l, 1, static_cast<double>(model.layers[l].params),
@@ -86,7 +88,8 @@ StageStaticBytes stage_static_bytes(const OperatorCost& op, int first, int count
       const double p = op.device_params(l, 1, static_cast<double>(lw.params), shard_weights);
       b.weight_bytes += std::llround(p * (fp8_per_param - cluster.weight_bytes_per_param));
     }
-    if (shard_weights)
+    // A shard group of one device gathers nothing: its shard is the whole layer.
+    if (shard_weights && int64_t{config.dp} * config.cp > 1)
       b.gathered_bytes = std::max(b.gathered_bytes, layer_gather_bytes(op, model, cluster, l));
     b.loss_transient_bytes = std::max(b.loss_transient_bytes, op.loss_transient_bytes(l));
   }

@@ -652,6 +652,15 @@ const std::vector<BadInputCase> kCases = {
     {.name = "SimulateGpusBeyondTheLimit",  // a 32-bit node count wrapped: it ran as dp 8
      .args = kSim + "--gpus 2147483647 --pp 1 --dp 2147483647 --global-batch 2147483647",
      .message = "configuration: gpus 2147483647 is more than the limit of 16777216"},
+    {.name = "ExportTimelineOfAnEmptyTrace",  // drew a 0 to 1 s axis under "0 .. 0 s"
+     .args = "export --trace {dir}/t.json --format svg -o {dir}/t.svg",
+     .files = {{"t.json", trace_with([](json& t) {
+                  t["events"] = json::array();
+                  t["memory"] = json::array();
+                })}},
+     .message = "{dir}/t.json: the trace has no events: no timeline to draw"},
+    {.name = "ExploreEmptyRecomputeList",  // ran the default policies
+     .args = kExplore + "--recompute ''", .message = "--recompute: expected at least one policy"},
     {.name = "ExploreGpusBeyondTheLimit",
      .args = "explore --model gpt3-1.3b --gpus 2147483647 --global-batch 8 --quiet",
      .message = "--gpus: 2147483647 is more than the limit of 16777216"},

@@ -80,6 +80,33 @@ TEST(ShardParameters, MemoryKeepsTheWeightShardPlusTwoGatheredLayers) {
   EXPECT_EQ(zero3.actors[0].grad_bytes, 81000 * 4 / 8 + 40000 * 4);
 }
 
+TEST(ShardParameters, AShardGroupOfOneDeviceCostsNoMemory) {
+  // dp 1 (cp 1): the shard is the whole stage, so nothing is gathered and no layer's gradient
+  // waits for a reduce-scatter: ZeRO-2 and ZeRO-3 hold what ZeRO-1 holds (they held one and two
+  // layers more).
+  const ModelSpec model = shard_params_model();
+  const Partition partition = partition_from_starts({0, 3}, model.num_layers());
+  const Placement placement = make_placement(PlacementKind::kLinear, 2, 2);
+  const ClusterSpec cluster = cluster_preset("a100-80g");
+  ParallelConfig zero1 = shard_params_config(false), zero2 = zero1, zero3 = zero1;
+  for (ParallelConfig* c : {&zero1, &zero2, &zero3}) {
+    c->dp = 1;
+    c->gpus = 2;
+  }
+  zero1.shard_gradients = false;
+  zero3.shard_parameters = true;
+  const MemoryModel m1 = build_memory_model(model, partition, placement, zero1, cluster);
+  for (const ParallelConfig& c : {zero2, zero3}) {
+    const MemoryModel m = build_memory_model(model, partition, placement, c, cluster);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(m.actors[r].weight_bytes, m1.actors[r].weight_bytes) << r;
+      EXPECT_EQ(m.actors[r].grad_bytes, m1.actors[r].grad_bytes) << r;
+      EXPECT_EQ(m.actors[r].static_bytes(), m1.actors[r].static_bytes()) << r;
+    }
+  }
+  EXPECT_EQ(m1.actors[0].weight_bytes, 81000 * 2);
+}
+
 TEST(ShardParameters, FpEightLayersAreGatheredInOneByteWithFp8Params) {
   nlohmann::json j = model_to_json(load_model("llama3-8b"));
   j["dtype"] = "fp8";
