@@ -3,6 +3,8 @@
 // with --cluster (see docs/calibrate.md).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +29,17 @@
 
 namespace jaxpp::cli {
 namespace {
+
+// --name: the fitted cluster's name, which later messages quote ("has 11.8 GiB ()" for "").
+std::string cluster_name_flag(const cxxopts::ParseResult& args, const std::string& fallback) {
+  if (!args.count("name")) return fallback;
+  const std::string name = args["name"].as<std::string>();
+  if (name.empty() || std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isspace(c) != 0;
+      }))
+    throw_input_error("--name", "expected a cluster name, got '" + name + "'");
+  return name;
+}
 
 std::string fmt_time(double s) {
   char buf[32];
@@ -218,8 +231,7 @@ int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::strin
   const CheckedTrace checked = check_trace_run(path, run);
   ClusterSpec base = args.count("base") ? load_cluster_arg(args["base"].as<std::string>())
                                         : reference_host_cluster();
-  const std::string name =
-      args.count("name") ? args["name"].as<std::string>() : "fitted-from-trace";
+  const std::string name = cluster_name_flag(args, "fitted-from-trace");
   TraceCalibration cal = calibrate_checked_trace(checked, base, name);
   write_cluster(cal.cluster, out);
   if (args.count("json")) {
@@ -304,8 +316,8 @@ int run_calibrate(int argc, char** argv) {
       args.count("base")
           ? load_cluster_arg(args["base"].as<std::string>())
           : cluster_preset(mo.backend == BackendKind::kCuda ? "h100-sxm" : "a100-80g");
-  const std::string name = args.count("name") ? args["name"].as<std::string>()
-                                              : "calibrated-" + std::string(to_string(mo.backend));
+  const std::string name =
+      cluster_name_flag(args, "calibrated-" + std::string(to_string(mo.backend)));
   const bool tty = isatty(STDERR_FILENO) && !args.count("json");
   auto progress = [&](const std::string& line) {
     if (tty) std::fprintf(stderr, "calibrate: %s\n", line.c_str());

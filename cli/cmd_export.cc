@@ -28,8 +28,7 @@ namespace {
 // `validate` and `run` (simulator/plan_check.h).
 Plan load_checked_plan(const std::string& path) {
   Plan plan = load_plan(path);
-  check_program(plan.program);
-  check_plan(plan, path);
+  check_plan_file(plan, path);
   return plan;
 }
 

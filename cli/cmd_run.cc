@@ -58,8 +58,7 @@ Setup setup_from_args(const cxxopts::ParseResult& args, const MlpConfig& mlp) {
                  "not used with PLAN.json (the plan fixes the program)");
     st.plan = load_plan(args["plan"].as<std::string>());
     // Refuse a file that contradicts itself before running anything (simulator/plan_check.h).
-    check_program(st.plan->program);
-    check_plan(*st.plan, args["plan"].as<std::string>());
+    check_plan_file(*st.plan, args["plan"].as<std::string>());
     st.program = st.plan->program;
     if (args.count("stage-times")) {
       st.cost = std::make_unique<StageTimesCost>(
@@ -304,6 +303,9 @@ int run_run(int argc, char** argv) {
   ro.dp = int_flag_in(args, "dp", 1, kMaxStages, "a number of replicas");
   ro.check = args.count("check") > 0;
   ro.time_scale = double_flag_in(args, "time-scale", 0, 1000, "a factor");
+  if (ro.time_scale == 0 && args.count("compare"))  // it printed "error +0.0%" against 0 s
+    throw_input_error("--time-scale 0", "predicts 0 s for every instruction; --compare needs a "
+                                        "factor > 0");
   ro.timeout_s = double_flag_in(args, "timeout-s", kMinTimeoutS, kMaxTimeoutS, "seconds");
   ro.mlp.hidden = int_flag_in(args, "hidden", 1, kMaxHidden, "a width");
   ro.mlp.ffn = int_flag_in(args, "ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");

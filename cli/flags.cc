@@ -13,9 +13,57 @@
 
 namespace jaxpp::cli {
 
+namespace {
+
+// The flag of argv whose value cxxopts could not read ("--flag V" or "--flag=V"), as a one-line
+// error naming it; cxxopts' own message names only the value ("Argument 'nan' failed to parse").
+[[noreturn]] void throw_unreadable_value(int argc, char** argv, const std::string& fallback) {
+  // The message is "Argument " + LQUOTE + value + RQUOTE + " failed to parse", the quotes one
+  // character (' or a 3-byte UTF-8 quote) each.
+  const std::string head = "Argument ", tail = " failed to parse";
+  std::string unread;
+  if (fallback.rfind(head, 0) == 0 && fallback.size() >= head.size() + tail.size() &&
+      fallback.compare(fallback.size() - tail.size(), tail.size(), tail) == 0) {
+    std::string quoted = fallback.substr(head.size(), fallback.size() - head.size() - tail.size());
+    for (const std::string q : {"\u2018", "\u2019", "'"}) {
+      if (quoted.rfind(q, 0) == 0) quoted.erase(0, q.size());
+      if (quoted.size() >= q.size() && quoted.compare(quoted.size() - q.size(), q.size(), q) == 0)
+        quoted.erase(quoted.size() - q.size());
+    }
+    unread = quoted;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("--", 0) != 0) continue;
+    const size_t eq = word.find('=');
+    std::string flag = word.substr(0, eq), value;
+    if (eq != std::string::npos) {
+      value = word.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[i + 1];
+    } else {
+      continue;
+    }
+    if (value != unread) continue;
+    throw_input_error(flag, is_decimal_number(value)
+                                ? "expected a whole number within the flag's range, got '" +
+                                      value + "'"
+                                : "expected a number, got '" + value + "'");
+  }
+  throw_input_error("arguments", fallback);
+}
+
+}  // namespace
+
 std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int argc, char** argv,
                                                 const std::string& command, bool print_help) {
-  cxxopts::ParseResult args = options.parse(argc, argv);
+  std::optional<cxxopts::ParseResult> parsed;
+  try {
+    parsed = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    throw_unreadable_value(argc, argv, e.what());
+  }
+  cxxopts::ParseResult& args = *parsed;
   if (args.count("help")) {
     if (print_help) std::cout << options.help() << "\n";
     return std::nullopt;

@@ -738,6 +738,13 @@ TraceCalibration calibrate_from_trace(const TraceObservations& obs, const Cluste
                                       const std::string& name) {
   if (obs.computes.empty())
     throw_input_error("trace", "no compute instruction to fit (an empty or emulated trace?)");
+  // The optimizer steps alone (a trace whose forward and backward events were removed) would fit
+  // the whole compute model on one or two memory-bound instructions.
+  if (std::all_of(obs.computes.begin(), obs.computes.end(),
+                  [](const ComputeObservation& c) { return c.kind == "optimizer"; }))
+    throw_input_error("trace", "no forward or backward instruction to fit (only " +
+                                   std::to_string(obs.computes.size()) +
+                                   " optimizer steps; an edited trace?)");
   TraceCalibration cal;
   cal.cluster = base;
   cal.cluster.name = name;

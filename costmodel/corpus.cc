@@ -401,6 +401,12 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   if (row.has("cross_entropy"))
     r.model.cross_entropy =
         parse_cross_entropy(row.string("cross_entropy"), row.field("cross_entropy"));
+  // FP8 on a GPU without FP8 tensor cores (A100, MI300X's preset): refused here, as mxfp8 below,
+  // rather than scored as an error row after the table was printed and --out written.
+  if ((r.fp8 || r.model.dtype == Dtype::kFp8) && !(cluster_preset(r.cluster).peak_flops_per_s[static_cast<int>(Dtype::kFp8)] > 0))
+    throw_input_error(row.field(row.has("fp8") ? "fp8" : "model"),
+                      "cluster '" + r.cluster + "' has no FP8 tensor cores (no peak FLOP/s for "
+                      "fp8); give an FP8-capable GPU or drop \"fp8\"");
   if (r.model.fp8_scaling == Fp8Scaling::kMxfp8 && !cluster_preset(r.cluster).fp8_block_scaling)
     throw_input_error(row.field(row.has("fp8_scaling") ? "fp8_scaling" : "model"),
                       "mxfp8 needs block-scaled FP8 tensor cores (Blackwell: b200, gb200-nvl72, "
@@ -556,9 +562,20 @@ json number_or_text(const std::string& cell) {
   return cell;
 }
 
+// An integer cell: digits with an optional '-' only ("+4", " 4", "4.0" and "4e0" stay text, which
+// the row parser refuses as not an integer), within int64.
+json integer_or_text(const std::string& cell) {
+  const size_t first = !cell.empty() && cell[0] == '-' ? 1 : 0;
+  if (cell.size() == first || cell.size() - first > 18 ||
+      !std::all_of(cell.begin() + static_cast<std::ptrdiff_t>(first), cell.end(),
+                   [](unsigned char c) { return std::isdigit(c) != 0; }))
+    return cell;
+  return std::stoll(cell);
+}
+
 json csv_cell(const std::string& key, const std::string& cell) {
-  if (kCsvIntegerKeys.count(key) || key == "peak_tflops" || key.rfind(kMeasuredPrefix, 0) == 0)
-    return number_or_text(cell);
+  if (kCsvIntegerKeys.count(key)) return integer_or_text(cell);
+  if (key == "peak_tflops" || key.rfind(kMeasuredPrefix, 0) == 0) return number_or_text(cell);
   if (kCsvBoolKeys.count(key)) {
     if (lowercase(cell) == "true") return true;
     if (lowercase(cell) == "false") return false;

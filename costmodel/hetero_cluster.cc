@@ -17,16 +17,19 @@ constexpr double kHeteroUs = 1e-6;
 LinkSpec read_inter_kind(const JsonObject& obj) {
   obj.reject_unknown({"bandwidth_gb_per_s", "latency_us", "efficiency"});
   LinkSpec link;
+  // The bounds of a cluster file's links (costmodel/cluster.cc) at the low end: 1e-300 GB/s
+  // priced a transfer at 8e298 s.
   const double bw = obj.positive_number("bandwidth_gb_per_s");
-  if (bw > 1e6)
-    throw_input_error(
-        obj.field("bandwidth_gb_per_s"),
-        "out of range: expected at most 1e6 GB/s, got " + obj.at("bandwidth_gb_per_s").dump());
+  if (bw < 1e-6 || bw > 1e6)
+    throw_input_error(obj.field("bandwidth_gb_per_s"),
+                      "out of range: expected 1e-6 GB/s (1 kB/s) to 1e6 GB/s, got " +
+                          obj.at("bandwidth_gb_per_s").dump());
   link.bandwidth_bytes_per_s = bw * kHeteroGB;
   const double latency = obj.non_negative_number("latency_us");
-  if (latency > 1e6)
+  if (latency > 1e6 || (latency > 0 && latency < 1e-6))
     throw_input_error(obj.field("latency_us"),
-                      "out of range: expected at most 1e6 us, got " + obj.at("latency_us").dump());
+                      "out of range: expected 0, or 1e-6 us (1 ps) to 1e6 us, got " +
+                          obj.at("latency_us").dump());
   link.latency_s = latency * kHeteroUs;
   if (obj.has("efficiency")) {
     const double e = obj.number("efficiency");
@@ -53,10 +56,8 @@ ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
     try {
       kind.spec = cluster_preset(preset);
     } catch (const InputError&) {
-      std::string list;
-      for (const std::string& p : cluster_preset_names()) list += (list.empty() ? "" : ", ") + p;
-      throw_input_error(k.field("preset"),
-                        "unknown preset '" + preset + "' (expected one of: " + list + ")");
+      throw_input_error(k.field("preset"), "unknown preset '" + preset + "' (expected one of: " +
+                                               cluster_preset_list() + ")");
     }
     kind.name = preset;
     for (char& c : kind.name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -79,6 +80,11 @@ ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
   kind.gpus = k.positive_int("gpus");
   if (k.has("name")) kind.name = k.string("name");
   if (kind.name.empty()) throw_input_error(k.field("name"), "a device kind needs a non-empty name");
+  // --actor-kinds and --kind-tp split on commas: a name holding one could never be given.
+  if (kind.name.find(',') != std::string::npos)
+    throw_input_error(k.has("name") ? k.field("name") : k.where(),
+                      "device kind '" + kind.name + "': a name cannot hold ',' (--actor-kinds "
+                      "lists kinds separated by commas)");
   return kind;
 }
 

@@ -777,6 +777,17 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   parse_shape_extras(obj, extras, 0);
   copy_shape_extras(extras, m);
   if (m.mla.enabled()) m.kv_heads = m.heads;
+  // The shape rules of the compact form (transformer_from_shape), where the metadata is given:
+  // "heads": 3 beside "hidden": 4096 was accepted and handed to Megatron-LM by export.
+  if (m.heads > 0 && m.hidden > 0 && extras.head_dim == 0 && !m.mla.enabled() &&
+      m.hidden % m.heads != 0)
+    throw_input_error(obj.field("heads"), "hidden (" + std::to_string(m.hidden) +
+                                              ") must be a multiple of heads (" +
+                                              std::to_string(m.heads) + ")");
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    throw_input_error(obj.field("kv_heads"), "heads (" + std::to_string(m.heads) +
+                                                 ") must be a multiple of kv_heads (" +
+                                                 std::to_string(m.kv_heads) + ")");
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
   if (list.size() > static_cast<size_t>(kMaxLayers))

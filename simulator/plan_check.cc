@@ -265,6 +265,15 @@ void check_plan(const Plan& plan, const std::string& source) {
   check_predicted(plan.predicted, source);
 }
 
+void check_plan_file(const Plan& plan, const std::string& source) {
+  try {
+    check_program(plan.program);
+  } catch (const InputError& e) {
+    throw_input_error(source, e.what());
+  }
+  check_plan(plan, source);
+}
+
 Schedule plan_schedule(const Plan& plan) { return schedule_of(plan); }
 
 bool is_plan_document(const nlohmann::json& doc) {

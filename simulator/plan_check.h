@@ -36,6 +36,9 @@
 namespace jaxpp {
 
 void check_plan(const Plan& plan, const std::string& source);
+// check_program (graph/program.h) with its errors prefixed by `source`, then check_plan: what
+// `run PLAN` and `export --plan` refuse before using a plan file.
+void check_plan_file(const Plan& plan, const std::string& source);
 
 // The schedule a plan's program executes: each actor's compute instructions in order (fused
 // groups kept), the plan's placement, split_backward where the program has W tasks.

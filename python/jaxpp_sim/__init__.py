@@ -663,6 +663,17 @@ def _is_plan(value):
     return isinstance(value, dict) and "program" in value and "config" in value
 
 
+def _check_csv_output(csv_path, result):
+    """The CLI's checks on ``export --csv`` before anything is computed: not a directory, and not
+    the plan file being exported (it was overwritten with the schedule CSV)."""
+    if _os.path.isdir(csv_path):
+        raise InputError(f"--csv {csv_path}: is a directory")
+    if isinstance(result, str) and _os.path.exists(csv_path) and _os.path.exists(result) and \
+            _os.path.samefile(csv_path, result):
+        raise InputError(f"--csv {csv_path}: is also the input --plan; refusing to overwrite an "
+                         "input")
+
+
 def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None,
            view="timeline"):
     """Export a timeline or hand a plan to a trainer, as ``jaxpp-sim export``.
@@ -690,11 +701,16 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
                              "trainer")
         if not (isinstance(result, (str, SimResult)) or _is_plan(result)):
             raise InputError(f"--format {fmt}: hands a plan to a trainer (give a plan)")
+        if fmt == "torchtitan" and csv_path is not None:
+            _check_csv_output(str(csv_path), result)
         text, source = _plan_text(result)
         out, csv, _schedule = _core.handoff(text, source, fmt, str(csv_path or ""))
         if fmt == "torchtitan":
-            with open(csv_path, "w", encoding="utf-8") as f:
-                f.write(csv)
+            try:
+                with open(csv_path, "w", encoding="utf-8") as f:
+                    f.write(csv)
+            except OSError as e:
+                raise InputError(f"--csv {csv_path}: cannot write ({e.strerror})") from None
         return out
     if csv_path is not None:
         raise InputError("--csv: only --format torchtitan writes a schedule CSV")

@@ -558,6 +558,15 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"p.json", plan_with([](json& p) { p["format"] = "jaxpp-sim-plan2"; })}},
      .message = "{dir}/p.json: field 'format': not a jaxpp-sim plan (expected \"format\": "
                 "\"jaxpp-sim-plan\", got \"jaxpp-sim-plan2\")"},
+    // cxxopts' "Argument 'X' failed to parse" named no flag.
+    {.name = "MeasuredDecimalMicrobatches",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 2.5 --t-f 1 --t-b 1",
+     .message = "--microbatches: expected a whole number within the flag's range, got '2.5'"},
+    {.name = "MeasuredNanStageTime",
+     .args = "simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f nan --t-b 1",
+     .message = "--t-f: expected a number, got 'nan'"},
+    {.name = "CalibrateRanksBeyondInt", .args = "calibrate --ranks=2147483648 -o {dir}/c.json",
+     .message = "--ranks: expected a whole number within the flag's range, got '2147483648'"},
     {.name = "SimulatePerturbNegativeSeed",  // stoull wrapped -1 to 2^64 - 1
      .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb jitter=0.1,seed=-1",
      .message = "--perturb: 'seed=-1': expected a non-negative integer seed"},
@@ -649,9 +658,24 @@ const std::vector<BadInputCase> kCases = {
      .message = "--shard-params: parameter sharding (ZeRO-3 / FSDP) needs the distributed optimizer"},
     {.name = "SimulateGpusNotPpTpDp", .args = kSim + "--gpus 8 --pp 4 --tp 4 --global-batch 16",
      .message = "does not equal --gpus 8"},
+    {.name = "SimulateExplicitModelWithHeadsNotDividingHidden",  // export handed it on
+     .args = "simulate --schedule 1f1b --gpus 2 --pp 2 --global-batch 4 --model {dir}/m.json",
+     .files = {{"m.json",
+                [] {
+                  json m = baseline().plan["model"];
+                  m["heads"] = 3;
+                  return m.dump(1);
+                }}},
+     .message = "{dir}/m.json: field 'heads': hidden (64) must be a multiple of heads (3)"},
     {.name = "SimulateGpusBeyondTheLimit",  // a 32-bit node count wrapped: it ran as dp 8
      .args = kSim + "--gpus 2147483647 --pp 1 --dp 2147483647 --global-batch 2147483647",
      .message = "configuration: gpus 2147483647 is more than the limit of 16777216"},
+    {.name = "CalibrateEmptyName",  // wrote "name": "" and later messages quoted "()"
+     .args = "calibrate --quick --name '' -o {dir}/c.json",
+     .message = "--name: expected a cluster name, got ''"},
+    {.name = "CalibrateTooManyThreadsRanks",  // 1024 accepted: ranks² buffers, then an abort
+     .args = "calibrate --quick --ranks 1000 -o {dir}/c.json",
+     .message = "--ranks: expected a number of workers in [2, 128], got 1000"},
     {.name = "ExportTimelineOfAnEmptyTrace",  // drew a 0 to 1 s axis under "0 .. 0 s"
      .args = "export --trace {dir}/t.json --format svg -o {dir}/t.svg",
      .files = {{"t.json", trace_with([](json& t) {
@@ -1039,7 +1063,13 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"plan.json", trace_with([](json&) {})}}, .message = "not a jaxpp-sim plan"},
     {.name = "RunPlanWithAMissingInstruction", .args = "run {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][1].erase(0); })}},
-     .message = "program: actor 1"},
+     .message = "{dir}/plan.json: program: actor 1"},  // named no file
+    {.name = "ExportPlanWithAStageOutOfRange", .args = "export --plan {dir}/plan.json -o {dir}/t.txt",
+     .files = {{"plan.json", plan_with([](json& p) { p["program"]["actors"][0][0]["stage"] = 5; })}},
+     .message = "{dir}/plan.json: program: actor 0, instruction 0"},
+    {.name = "RunCompareWithTimeScaleZero",  // printed "error +0.0%" against a 0 s prediction
+     .args = kRun + "--compute emulated --time-scale 0 --compare",
+     .message = "--time-scale 0: predicts 0 s for every instruction; --compare needs a factor > 0"},
     {.name = "RunZeroSteps", .args = kRun + "--steps 0", .message = "--steps"},
     {.name = "RunNegativeWarmup", .args = kRun + "--warmup -1", .message = "--warmup"},
     {.name = "RunZeroDp", .args = kRun + "--dp 0", .message = "--dp"},
@@ -1205,6 +1235,20 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "mxfp8"; })}},
      .message = "row 'b-1.3b-mfu': field 'fp8_scaling': mxfp8 needs block-scaled FP8 tensor cores "
                 "(Blackwell: b200, gb200-nvl72, gb300-nvl72); cluster 'h100-sxm' has none"},
+    {.name = "ValidateModelCsvCorpusIntegerWithASign",  // "+4", "4.0", "4e0" were read as 4
+     .args = "validate-model --corpus {dir}/c.csv",
+     .files = {{"c.csv",
+                [] {
+                  std::string t = read_file(std::string(JAXPP_TEST_DATA_DIR) + "/corpus/small.csv");
+                  const std::string row = "fit,a100-80g,gpt3-1.3b,4,";
+                  return t.replace(t.find(row), row.size(), "fit,a100-80g,gpt3-1.3b,4.0,");
+                }}},
+     .message = "row 'a-1.3b-pp2': field 'gpus'"},
+    {.name = "ValidateModelCorpusFp8OnAmpere",  // was scored as an error row, --out written
+     .args = "validate-model --corpus {dir}/c.json --out {dir}/o.json",
+     .files = {{"c.json", corpus_with([](json& c) { c["rows"][0]["fp8"] = true; })}},
+     .message = "row 'a-1.3b-pp2': field 'fp8': cluster 'a100-80g' has no FP8 tensor cores (no peak "
+                "FLOP/s for fp8); give an FP8-capable GPU or drop \"fp8\""},
     {.name = "ValidateModelCorpusUnknownFp8Scaling", .args = "validate-model --corpus {dir}/c.json",
      .files = {{"c.json", corpus_with([](json& c) { c["rows"][3]["fp8_scaling"] = "nvfp4"; })}},
      .message = "row 'b-1.3b-mfu': field 'fp8_scaling': expected \"current\", \"delayed\" or "

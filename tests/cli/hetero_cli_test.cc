@@ -258,6 +258,17 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
       {"negative_latency.json",
        R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": -1}})",
        "negative_latency.json: field 'inter_kind': field 'latency_us'"},
+      // No lower bound: 1e-300 GB/s priced a transfer at 8e298 s (exit 0), 1e-300 us accepted.
+      {"tiny_bandwidth.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 1e-300, "latency_us": 1}})",
+       "tiny_bandwidth.json: field 'inter_kind': field 'bandwidth_gb_per_s': out of range: expected "
+       "1e-6 GB/s (1 kB/s) to 1e6 GB/s, got 1e-300"},
+      {"tiny_latency.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": 1e-300}})",
+       "tiny_latency.json: field 'inter_kind': field 'latency_us': out of range: expected 0, or "
+       "1e-6 us (1 ps) to 1e6 us, got 1e-300"},
+      {"comma_name.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "name": "a,b"}]})",
+       "comma_name.json: kinds[0]: field 'name': device kind 'a,b': a name cannot hold ','"},
       {"empty_name.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "name": ""}]})",
        "empty_name.json: kinds[0]: field 'name': a device kind needs a non-empty name"},
       {"missing_file.json", R"({"kinds": [{"file": "nowhere.json", "gpus": 8}]})",

@@ -642,5 +642,22 @@ TEST(TraceCalibration, NoComputeObservationIsAnInputError) {
   EXPECT_THROW(calibrate_from_trace({}, simple_cluster(), "x"), InputError);
 }
 
+TEST(TraceCalibration, OptimizerStepsAloneAreAnInputError) {
+  // A trace whose compute events were deleted fitted the whole compute model (and wrote a
+  // cluster) from its two optimizer steps.
+  TraceObservations obs;
+  obs.computes.push_back({"optimizer", 2e-3, 1e-3});
+  obs.computes.push_back({"optimizer", 2.2e-3, 1e-3});
+  try {
+    calibrate_from_trace(obs, simple_cluster(), "x");
+    FAIL() << "fitted from optimizer steps alone";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "trace: no forward or backward instruction to fit (only 2 optimizer "
+                           "steps; an edited trace?)");
+  }
+  obs.computes.push_back({"F", 2e-3, 1e-3});  // one forward suffices
+  EXPECT_NO_THROW(calibrate_from_trace(obs, simple_cluster(), "x"));
+}
+
 }  // namespace
 }  // namespace jaxpp

@@ -199,7 +199,15 @@ TEST(CorpusRow, InlineModelIsParsed) {
 // given; mxfp8 only on a GPU with block-scaled FP8 (also through an inline model), an unknown
 // recipe and a 16-bit row are errors naming the row and the field.
 TEST(CorpusRow, Fp8ScalingSetsTheModelsRecipeAndMxfp8NeedsBlackwell) {
-  EXPECT_EQ(row_with([](json& j) { j["fp8"] = true; }).model.fp8_scaling, Fp8Scaling::kCurrent);
+  EXPECT_EQ(row_with([](json& j) {
+              j["fp8"] = true;
+              j["cluster"] = "h100-sxm";
+            }).model.fp8_scaling,
+            Fp8Scaling::kCurrent);
+  // An A100 has no FP8 tensor cores: refused when the corpus loads (it was scored as an error row).
+  EXPECT_EQ(row_error([](json& j) { j["fp8"] = true; }),
+            "corpus.json: row 'r1': field 'fp8': cluster 'a100-80g' has no FP8 tensor cores (no "
+            "peak FLOP/s for fp8); give an FP8-capable GPU or drop \"fp8\"");
   const CorpusRow delayed = row_with([](json& j) {
     j["fp8"] = true;
     j["cluster"] = "h100-sxm";

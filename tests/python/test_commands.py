@@ -7,6 +7,7 @@ Run by ctest with the environment of test_jaxpp_sim.py.
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -165,6 +166,21 @@ def test_handoff_errors_are_the_clis(plans):
                plans["1f1b"], "--format", "torchtitan", "-o", "-")
     same_error(lambda: js.export(plans["1f1b"], "megatron", csv_path="s.csv"), "export",
                "--plan", plans["1f1b"], "--format", "megatron", "-o", "-", "--csv", "s.csv")
+
+
+def test_handoff_csv_never_overwrites_the_plan_nor_writes_a_directory(plans, tmp_path):
+    # The plan file given as csv_path was replaced by the schedule CSV; a directory raised a bare
+    # IsADirectoryError.
+    plan = str(tmp_path / "plan.json")
+    shutil.copy(plans["zb-h1-sp"], plan)
+    with open(plan, encoding="utf-8") as f:
+        before = f.read()
+    same_error(lambda: js.export(plan, "torchtitan", csv_path=plan), "export", "--plan", plan,
+               "--format", "torchtitan", "-o", "-", "--csv", plan)
+    with open(plan, encoding="utf-8") as f:
+        assert f.read() == before
+    same_error(lambda: js.export(plan, "torchtitan", csv_path=str(tmp_path)), "export", "--plan",
+               plan, "--format", "torchtitan", "-o", "-", "--csv", str(tmp_path))
 
 
 def test_export_of_a_plan_equals_cli(plans):
