@@ -9,6 +9,7 @@
 #include "cli/flags.h"
 #include "cli/report_output.h"
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/plan.h"
 #include "graph/program.h"
@@ -162,7 +163,10 @@ int run_export(int argc, char** argv) {
                 text ? "a number of columns" : "a width in points");
   }
   export_options.per_stream = args.count("per-stream") > 0;
-  if (args.count("title")) export_options.title = args["title"].as<std::string>();
+  if (args.count("title")) {
+    export_options.title = args["title"].as<std::string>();
+    check_utf8("--title", export_options.title);  // written into SVG, PNG and DOT text
+  }
 
   // Input -> bytes, all in memory.
   std::string bytes;
