@@ -403,7 +403,9 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
         parse_cross_entropy(row.string("cross_entropy"), row.field("cross_entropy"));
   // FP8 on a GPU without FP8 tensor cores (A100, MI300X's preset): refused here, as mxfp8 below,
   // rather than scored as an error row after the table was printed and --out written.
-  if ((r.fp8 || r.model.dtype == Dtype::kFp8) && !(cluster_preset(r.cluster).peak_flops_per_s[static_cast<int>(Dtype::kFp8)] > 0))
+  const bool fp8_cores =
+      cluster_preset(r.cluster).peak_flops_per_s[static_cast<int>(Dtype::kFp8)] > 0;
+  if ((r.fp8 || r.model.dtype == Dtype::kFp8) && !fp8_cores)
     throw_input_error(row.field(row.has("fp8") ? "fp8" : "model"),
                       "cluster '" + r.cluster + "' has no FP8 tensor cores (no peak FLOP/s for "
                       "fp8); give an FP8-capable GPU or drop \"fp8\"");

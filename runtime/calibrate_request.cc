@@ -55,7 +55,8 @@ MicrobenchOptions microbench_options(const MicrobenchFlags& flags) {
   // Threads workers: the message buffers of every pair of workers grow as ranks² (256 workers held
   // 10.5 GB and ran 77 s on a 2-core host; 1024 aborted when the host ran out of memory), and a
   // world of more threads than cores measures the scheduler rather than the copies.
-  if (mo.ranks > 2) check_int_in(flags.ranks, "--ranks", 2, kMaxThreadsRanks, "a number of workers");
+  if (mo.ranks > 2)
+    check_int_in(flags.ranks, "--ranks", 2, kMaxThreadsRanks, "a number of workers");
   if (flags.repetition_ms)
     check_double_in(*flags.repetition_ms, "--repetition-ms", 0, 10000, "milliseconds");
   if (flags.repeats) check_int_in(*flags.repeats, "--repeats", 1, 1000, "a count");

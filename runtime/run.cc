@@ -515,8 +515,8 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     if (!std::isfinite(all_losses[s]))
       throw RuntimeFailure("the training loss is not finite at iteration " +
                            std::to_string(s + 1) + " of " + std::to_string(total_steps) +
-                           ", warmup included (the workload diverged: learning rate " + format_g(mlp.lr()) +
-                           " is too large for it; give a smaller --lr)");
+                           ", warmup included (the workload diverged: learning rate " +
+                           format_g(mlp.lr()) + " is too large for it; give a smaller --lr)");
   result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());
   if (mlp.moe()) {
     int64_t reduced = 0;

@@ -222,18 +222,20 @@ double mlp_memory_estimate_bytes(const MlpConfig& c, int stages) {
   return std::max(1, stages) * (state + stash);
 }
 
+namespace {
+
 // The scale of a block's output weights (w2). Every block adds its output to the residual stream,
 // so the stream's variance grows with depth; past kShallowStack blocks w2 shrinks by
 // sqrt(kShallowStack / blocks) (GPT-2's 1/sqrt(depth) rule for residual projections), so that a
 // deep stack (--pp 48, or 100 blocks) starts at the activations and learns at the rate of a
 // shallow one instead of overflowing to inf/NaN. Stacks of up to kShallowStack blocks keep the
 // plain 1/sqrt(ffn).
-namespace {
 double output_weight_scale(const MlpConfig& c) {
   constexpr double kShallowStack = 8;
   const double blocks = static_cast<double>(c.layers_per_stage) * std::max(1, c.num_stages);
   return std::min(1.0, std::sqrt(kShallowStack / blocks)) / std::sqrt(c.ffn_size());
 }
+
 }  // namespace
 
 std::vector<double> initial_stage_params(const MlpConfig& c, int stage) {

@@ -121,7 +121,8 @@ TEST(PerturbedCost, ASeedIsDigitsAndNeedsJitter) {
                           "jitter=0.1,seed=", "jitter=0.1,seed=18446744073709551616"})
     EXPECT_NE(seq_len_error(bad).find("expected a non-negative integer seed"), std::string::npos)
         << bad << ": " << seq_len_error(bad);
-  EXPECT_EQ(seq_len_error("seed=3"), "--perturb: seed needs jitter=J > 0 (it seeds the jitter's draws)");
+  EXPECT_EQ(seq_len_error("seed=3"),
+            "--perturb: seed needs jitter=J > 0 (it seeds the jitter's draws)");
   EXPECT_EQ(parse_perturbation("jitter=0.1,seed=18446744073709551615", "x").seed,
             18446744073709551615ull);
 }
