@@ -125,20 +125,38 @@ GraphReport build_graph_report(const GraphRequest& req) {
   const int stages =
       checked_int_product(req.pp, req.virtual_stages, kMaxStages, "--pp x --virtual");
   if (stages > model.num_layers())
-    throw_input_error("--pp", std::to_string(stages) + " stages (pp " + std::to_string(req.pp) +
+    throw_input_error(req.virtual_stages > 1 ? "--pp x --virtual" : "--pp",
+                      std::to_string(stages) + " stages (pp " + std::to_string(req.pp) +
                                   " x virtual " + std::to_string(req.virtual_stages) +
                                   ") but model '" + model.name + "' has only " +
                                   std::to_string(model.num_layers()) + " layers");
   Partition partition;
   if (req.partition == "auto") {
-    partition = auto_partition(model, {stages, req.first_stage_fewer, req.last_stage_fewer});
+    // Errors name the flags that shaped the partition ("partition: stage 0 would get -38 layers"
+    // named none).
+    try {
+      partition = auto_partition(model, {stages, req.first_stage_fewer, req.last_stage_fewer});
+    } catch (const InputError& e) {
+      if (req.first_stage_fewer == 0 && req.last_stage_fewer == 0) throw;
+      throw_input_error(req.first_stage_fewer != 0 && req.last_stage_fewer != 0
+                            ? "--first-stage-fewer / --last-stage-fewer"
+                        : req.first_stage_fewer != 0 ? "--first-stage-fewer " +
+                                                           std::to_string(req.first_stage_fewer)
+                                                     : "--last-stage-fewer " +
+                                                           std::to_string(req.last_stage_fewer),
+                        e.what());
+    }
   } else {
     const std::vector<int> starts = parse_starts(req.partition);
     if (static_cast<int>(starts.size()) != stages)
       throw_input_error("--partition", std::to_string(starts.size()) +
                                            " stage starts given but pp x virtual = " +
                                            std::to_string(stages) + " stages");
-    partition = partition_from_starts(starts, model.num_layers());
+    try {
+      partition = partition_from_starts(starts, model.num_layers());
+    } catch (const InputError& e) {
+      throw_input_error("--partition " + req.partition, e.what());
+    }
   }
   PlacementKind kind = req.virtual_stages == 1 ? PlacementKind::kLinear : PlacementKind::kLoop;
   if (!req.placement.empty()) kind = parse_placement_kind(req.placement, "--placement");

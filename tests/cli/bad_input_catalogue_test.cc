@@ -667,6 +667,17 @@ const std::vector<BadInputCase> kCases = {
                   return m.dump(1);
                 }}},
      .message = "{dir}/m.json: field 'heads': hidden (64) must be a multiple of heads (3)"},
+    // graph: the flag that caused it (these named --pp, nothing, or "partition").
+    {.name = "GraphVirtualStagesBeyondTheLayers",
+     .args = "graph --model gpt3-1.3b --pp 2 --virtual 14",
+     .message = "--pp x --virtual: 28 stages (pp 2 x virtual 14) but model 'gpt3-1.3b' has only "
+                "26 layers"},
+    {.name = "GraphPartitionStartsNotIncreasing",
+     .args = "graph --model gpt3-1.3b --pp 2 --partition 0,0",
+     .message = "--partition 0,0: partition entry 1: stage starts must be strictly increasing"},
+    {.name = "GraphFirstStageFewerThanItHas",
+     .args = "graph --model gpt3-1.3b --pp 2 --first-stage-fewer 100",
+     .message = "--first-stage-fewer 100: partition: stage 0 would get -38 transformer layers"},
     {.name = "SimulateGpusBeyondTheLimit",  // a 32-bit node count wrapped: it ran as dp 8
      .args = kSim + "--gpus 2147483647 --pp 1 --dp 2147483647 --global-batch 2147483647",
      .message = "configuration: gpus 2147483647 is more than the limit of 16777216"},
