@@ -49,15 +49,23 @@ void print_synthesis(std::ostream& out, const nlohmann::ordered_json& j) {
                 j["search"]["seconds"].get<double>(),
                 j["search"]["stopped_by"].get<std::string>().c_str());
   out << line;
+  const int constructions = j["search"]["constructions"].get<int>();
+  if (constructions < kSynthesisConstructions) {
+    std::snprintf(line, sizeof line, "  %-20s %d of %d (the time budget ran out)\n",
+                  "constructions", constructions, kSynthesisConstructions);
+    out << line;
+  }
   out << "  built-in schedules (one stage per actor):\n";
   for (const auto& c : j["named"]) {
     std::string p;
     for (const auto& v : c["peak_stashed"]) p += (p.empty() ? "" : " ") + v.dump();
-    std::snprintf(line, sizeof line, "    %-20s %12.6f ms  bubble %6.2f %%  %s  peak stashed %s\n",
+    // The peaks after the fixed-width part: at p 256 they overran the line buffer, which cut the
+    // newline and ran the schedules' lines together.
+    std::snprintf(line, sizeof line, "    %-20s %12.6f ms  bubble %6.2f %%  %s  peak stashed ",
                   c["name"].get<std::string>().c_str(), c["step_time_s"].get<double>() * 1e3,
                   c["bubble_rate"].get<double>() * 100,
-                  c["fits"].get<bool>() ? "fits       " : "over budget", p.c_str());
-    out << line;
+                  c["fits"].get<bool>() ? "fits       " : "over budget");
+    out << line << p << "\n";
   }
 }
 
@@ -82,7 +90,7 @@ int run_synthesize(int argc, char** argv) {
       ("plan", "plan mode: a plan.json (one stage per actor) priced by its cost model", cxxopts::value<std::string>())
       ("memory-limit-microbatches", "most stashed microbatches per actor (default: the number of actors, ZB-H1's budget)", cxxopts::value<int>())
       ("memory-limit-bytes", "plan mode: memory per device in bytes (default: the cluster's device memory)", cxxopts::value<int64_t>())
-      ("time-budget-s", "wall-clock bound of the local search, seconds", cxxopts::value<double>()->default_value("2"))
+      ("time-budget-s", "wall-clock bound of the synthesis, seconds: the constructions after the first and the local search (the built-in schedules are always simulated)", cxxopts::value<double>()->default_value("2"))
       ("max-evaluations", "bound of the local search in replays (0 = none); the same bound gives the same schedule on every machine", cxxopts::value<int64_t>()->default_value("0"))
       ("out", "write the schedule as JSON (schedules/custom.h) to FILE", cxxopts::value<std::string>())
       ("csv", "write the schedule as PyTorch pipelining CSV to FILE", cxxopts::value<std::string>())

@@ -119,18 +119,22 @@ std::vector<std::string> name_list_flag(const std::string& flag, const std::stri
 
 std::vector<int> positive_int_list_flag(const std::string& flag, const std::string& text) {
   std::vector<int> out;
-  for (const std::string& item : name_list_flag(flag, text)) {
-    size_t pos = 0;
+  size_t start = 0;
+  while (true) {
+    // Digits only (stoi alone also read " 4", "+4" and "4x"'s prefix); an empty item (",", "4,")
+    // is refused as one that is not a number, not as a missing name.
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
     int v = 0;
-    try {
-      v = std::stoi(item, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos != item.size() || v < 1)
+    const bool digits = !item.empty() && item.size() <= 9 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) v = std::stoi(item);
+    if (!digits || v < 1)
       throw_input_error("--" + flag, "expected a comma-separated list of positive integers, got '" +
                                          text + "'");
     out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
   return out;
 }

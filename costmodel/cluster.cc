@@ -490,6 +490,16 @@ nlohmann::json link_to_json(const LinkSpec& l) {
 
 }  // namespace
 
+LinkSpec link_from_json(const JsonObject& obj) {
+  obj.reject_unknown({"bandwidth_gb_per_s", "latency_us", "efficiency"});
+  LinkSpec link;
+  const Reader required(obj, true);
+  required.positive("bandwidth_gb_per_s", kGB, kBandwidth, link.bandwidth_bytes_per_s);
+  required.non_negative("latency_us", kUs, kLatency, link.latency_s);
+  Reader(obj, false).fraction("efficiency", link.efficiency);
+  return link;
+}
+
 double ClusterSpec::peak_flops(Dtype dtype) const {
   const double p = peak_flops_per_s[static_cast<int>(dtype)];
   if (!(p > 0))

@@ -277,6 +277,9 @@ ClusterSpec load_cluster_arg(const std::string& name_or_path);
 // Parses the JSON form; "base" (a preset) supplies defaults, otherwise every field is required.
 // `source` names the document in errors.
 ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& source);
+// A link object of its own ({"bandwidth_gb_per_s", "latency_us", optional "efficiency"}, as a
+// heterogeneous cluster's "inter_kind"), with the bounds of a cluster file's links.
+LinkSpec link_from_json(const JsonObject& obj);
 // Full JSON form (no "base"), which cluster_from_json reads back to an equal ClusterSpec.
 nlohmann::json cluster_to_json(const ClusterSpec& cluster);
 std::vector<std::string> cluster_preset_names();

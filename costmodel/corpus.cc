@@ -306,10 +306,7 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   r.seq_len = r.model.tokens_per_sequence();
 
   ParallelConfig& c = r.config;
-  c.gpus = row.positive_int("gpus");
-  if (c.gpus > kMaxGpus)
-    throw_input_error(row.field("gpus"), std::to_string(c.gpus) + " is more than the limit of " +
-                                             std::to_string(kMaxGpus));
+  c.gpus = check_int_in(row.positive_int("gpus"), row.field("gpus"), 1, kMaxGpus, kGpuCountWhat);
   c.tp = row.positive_int("tp");
   c.pp = row.positive_int("pp");
   c.dp = row.positive_int("dp");
@@ -453,6 +450,12 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   read_measured(row, r);
   check_measured_below_peak(row, r);
   r.convention = read_convention(row, r.measured_kind);
+  // The peak only turns FLOPs into an MFU (the measured one, and the predicted one the table
+  // prints); a row measured in seconds or tokens has no FLOP count to relate to it.
+  if (row.has("peak_tflops") && r.convention == FlopsConvention::kNone)
+    throw_input_error(row.field("peak_tflops"),
+                      "unused: the row is measured as " + std::string(to_string(r.measured_kind)) +
+                          " (flops_convention 'none'), and only an MFU is relative to a peak");
   if (row.has("peak_tflops")) {
     const double peak = row.positive_number("peak_tflops");
     if (!(peak >= kMinPeakTflops && peak <= kMaxPeakTflops)) {

@@ -14,33 +14,6 @@ namespace {
 constexpr double kHeteroGB = 1e9;
 constexpr double kHeteroUs = 1e-6;
 
-LinkSpec read_inter_kind(const JsonObject& obj) {
-  obj.reject_unknown({"bandwidth_gb_per_s", "latency_us", "efficiency"});
-  LinkSpec link;
-  // The bounds of a cluster file's links (costmodel/cluster.cc) at the low end: 1e-300 GB/s
-  // priced a transfer at 8e298 s.
-  const double bw = obj.positive_number("bandwidth_gb_per_s");
-  if (bw < 1e-6 || bw > 1e6)
-    throw_input_error(obj.field("bandwidth_gb_per_s"),
-                      "out of range: expected 1e-6 GB/s (1 kB/s) to 1e6 GB/s, got " +
-                          obj.at("bandwidth_gb_per_s").dump());
-  link.bandwidth_bytes_per_s = bw * kHeteroGB;
-  const double latency = obj.non_negative_number("latency_us");
-  if (latency > 1e6 || (latency > 0 && latency < 1e-6))
-    throw_input_error(obj.field("latency_us"),
-                      "out of range: expected 0, or 1e-6 us (1 ps) to 1e6 us, got " +
-                          obj.at("latency_us").dump());
-  link.latency_s = latency * kHeteroUs;
-  if (obj.has("efficiency")) {
-    const double e = obj.number("efficiency");
-    if (!(e > 0 && e <= 1))
-      throw_input_error(obj.field("efficiency"),
-                        "expected a fraction in (0, 1], got " + obj.at("efficiency").dump());
-    link.efficiency = e;
-  }
-  return link;
-}
-
 ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
                       const std::string& folder) {
   const JsonObject k(entry, where);
@@ -134,7 +107,7 @@ HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::str
     h.kinds.push_back(std::move(kind));
   }
   if (obj.has("inter_kind")) {
-    h.inter_kind = read_inter_kind(obj.object("inter_kind"));
+    h.inter_kind = link_from_json(obj.object("inter_kind"));
   } else {
     // The slower kind's network.
     const ClusterKind* slowest = &h.kinds.front();

@@ -24,10 +24,13 @@ inline constexpr int kMaxHeads = 1 << 14;
 inline constexpr int kMaxFfnHidden = 1 << 22;
 inline constexpr int kMaxSeqLen = 1 << 22;
 inline constexpr int kMaxVocab = 1 << 24;
-inline constexpr int kMaxExperts = 1 << 16;
+inline constexpr int kMaxExperts = 1 << 16;  // routed (or shared) experts of one MoE layer
 // GPUs of one run or cluster (today's largest clusters hold a few hundred thousand): node counts
 // and GPU indices stay far inside an int.
-inline constexpr int kMaxGpus = 1 << 24;  // routed (or shared) experts of one MoE layer
+inline constexpr int kMaxGpus = 1 << 24;
+// What the check of a GPU count against [1, kMaxGpus] calls it (check_int_in, graph/range_check.h):
+// "--gpus: expected a number of GPUs in [1, 16777216], got 0".
+inline constexpr const char* kGpuCountWhat = "a number of GPUs";
 // One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
 inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -258,19 +259,28 @@ void fill_shape(ModelSpec& m, const TransformerShape& t) {
   copy_shape_extras(t, m);
 }
 
+// The head-count rules of both model forms: hidden is a multiple of heads (unless head_dim or
+// MLA give the heads their own width) and heads a multiple of kv_heads. A count of 0 (metadata
+// not given in an explicit-layer model) skips its rules.
+void check_head_counts(int64_t hidden, int64_t heads, int64_t kv_heads, bool own_head_width,
+                       const std::string& heads_where, const std::string& kv_heads_where) {
+  if (heads > 0 && hidden > 0 && !own_head_width && hidden % heads != 0)
+    throw_input_error(heads_where, "hidden (" + std::to_string(hidden) +
+                                       ") must be a multiple of heads (" + std::to_string(heads) +
+                                       ")");
+  if (heads > 0 && kv_heads > 0 && heads % kv_heads != 0)
+    throw_input_error(kv_heads_where, "heads (" + std::to_string(heads) +
+                                          ") must be a multiple of kv_heads (" +
+                                          std::to_string(kv_heads) + ")");
+}
+
 ModelSpec build_transformer_model(TransformerShape t, const std::string& where) {
   if (t.mla.enabled()) t.kv_heads = t.heads;  // after the up-projection every head has its k, v
   if (t.kv_heads == 0) t.kv_heads = t.heads;
   if (t.ffn_hidden == 0) t.ffn_hidden = 4 * t.hidden;
   if (t.head_dim > 0 && t.hidden % t.heads == 0 && t.head_dim == t.hidden / t.heads)
     t.head_dim = 0;  // the default, said explicitly
-  if (t.head_dim == 0 && !t.mla.enabled() && t.hidden % t.heads != 0)
-    throw_input_error(where, "hidden (" + std::to_string(t.hidden) +
-                                 ") must be a multiple of heads (" + std::to_string(t.heads) + ")");
-  if (t.heads % t.kv_heads != 0)
-    throw_input_error(where, "heads (" + std::to_string(t.heads) +
-                                 ") must be a multiple of kv_heads (" + std::to_string(t.kv_heads) +
-                                 ")");
+  check_head_counts(t.hidden, t.heads, t.kv_heads, t.head_dim > 0 || t.mla.enabled(), where, where);
   ModelSpec m;
   fill_shape(m, t);
   m.num_transformer_layers = t.layers;
@@ -757,6 +767,47 @@ LayerWork layer_from_json(const JsonObject& obj) {
   return w;
 }
 
+// Relative difference allowed between an explicit transformer layer's forward FLOPs and those of
+// the shape its model's header gives: wide enough for a source's own FLOP count (causal attention
+// halved, biases counted), far below what a wrong hidden or ffn_hidden makes (x1.5 and more).
+constexpr double kLayerFlopsTolerance = 0.10;
+
+// An explicit-layer model whose header gives a whole shape (hidden, heads, ffn_hidden, seq_len,
+// vocab) is timed by the operator model from that shape (graph/kernels.cc), while its memory,
+// bound and curve fallbacks read each layer's FLOPs: a header that contradicts the layers (hidden
+// 2048 edited to 4096 made the step 0.27 -> 0.62 s with the layers unchanged) would mix two models.
+// Each transformer layer's fwd_flops must be within kLayerFlopsTolerance of the shape's layer at
+// the same index (a layer list of another length: the shape's first layer of the same kind, dense
+// or MoE).
+void check_layers_against_shape(const ModelSpec& m, const JsonObject& obj) {
+  if (!(m.hidden > 0 && m.heads > 0 && m.ffn_hidden > 0 && m.seq_len > 0 && m.vocab > 0) ||
+      m.num_transformer_layers == 0)
+    return;
+  const nlohmann::json shape_json = model_shape_to_json(m, 0);
+  const ModelSpec shaped = transformer_from_json(JsonObject(shape_json, obj.where()));
+  const auto shaped_layer = [&](size_t i) -> const LayerWork* {
+    if (shaped.layers.size() == m.layers.size()) return &shaped.layers[i];
+    for (const LayerWork& w : shaped.layers)
+      if (w.kind == LayerKind::kTransformer && w.moe == m.layers[i].moe) return &w;
+    return nullptr;
+  };
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWork& w = m.layers[i];
+    if (w.kind != LayerKind::kTransformer) continue;
+    const LayerWork* s = shaped_layer(i);
+    if (s == nullptr || s->kind != LayerKind::kTransformer) continue;
+    if (std::abs(w.fwd_flops - s->fwd_flops) <= kLayerFlopsTolerance * s->fwd_flops) continue;
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "%.4g forward FLOPs, but the model's shape (hidden %d, heads %d, ffn_hidden %d, "
+                  "seq_len %d) gives %.4g: the operator model times layers from the shape; fix "
+                  "the shape or the FLOPs (they may differ by 10 %%)",
+                  w.fwd_flops, m.hidden, m.heads, m.ffn_hidden, m.seq_len, s->fwd_flops);
+    throw_input_error(obj.where() + ": layers_list[" + std::to_string(i) + "]: field 'fwd_flops'",
+                      text);
+  }
+}
+
 ModelSpec explicit_from_json(const JsonObject& obj) {
   obj.reject_unknown(kExplicitKeys);
   ModelSpec m;
@@ -779,15 +830,8 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
   if (m.mla.enabled()) m.kv_heads = m.heads;
   // The shape rules of the compact form (transformer_from_shape), where the metadata is given:
   // "heads": 3 beside "hidden": 4096 was accepted and handed to Megatron-LM by export.
-  if (m.heads > 0 && m.hidden > 0 && extras.head_dim == 0 && !m.mla.enabled() &&
-      m.hidden % m.heads != 0)
-    throw_input_error(obj.field("heads"), "hidden (" + std::to_string(m.hidden) +
-                                              ") must be a multiple of heads (" +
-                                              std::to_string(m.heads) + ")");
-  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
-    throw_input_error(obj.field("kv_heads"), "heads (" + std::to_string(m.heads) +
-                                                 ") must be a multiple of kv_heads (" +
-                                                 std::to_string(m.kv_heads) + ")");
+  check_head_counts(m.hidden, m.heads, m.kv_heads, extras.head_dim > 0 || m.mla.enabled(),
+                    obj.field("heads"), obj.field("kv_heads"));
   const nlohmann::json& list = obj.array("layers_list");
   if (list.empty()) throw_input_error(obj.field("layers_list"), "expected at least one layer");
   if (list.size() > static_cast<size_t>(kMaxLayers))
@@ -799,6 +843,7 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
         JsonObject(list[i], obj.where() + ": layers_list[" + std::to_string(i) + "]")));
     if (m.layers.back().kind == LayerKind::kTransformer) ++m.num_transformer_layers;
   }
+  check_layers_against_shape(m, obj);
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include "graph/json_util.h"
 #include "graph/kernels.h"
 #include "graph/limits.h"
+#include "graph/range_check.h"
 
 namespace jaxpp {
 namespace {
@@ -563,10 +564,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
                       "recompute_modules",
                       "offload_layers"});
   ParallelConfig c;
-  c.gpus = obj.positive_int_or("gpus", c.gpus);
-  if (c.gpus > kMaxGpus)
-    throw_input_error(obj.field("gpus"), std::to_string(c.gpus) + " is more than the limit of " +
-                                             std::to_string(kMaxGpus));
+  c.gpus = check_int_in(obj.positive_int_or("gpus", c.gpus), obj.field("gpus"), 1, kMaxGpus,
+                        kGpuCountWhat);
   c.pp = obj.positive_int_or("pp", c.pp);
   c.tp = obj.positive_int_or("tp", c.tp);
   c.dp = obj.positive_int_or("dp", c.dp);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/report_output.h"
 #include "costmodel/analytic_cost.h"
 #include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
@@ -722,6 +723,15 @@ py::object export_plan_json(const std::string& plan_text, const std::string& sou
   return py::str(out);
 }
 
+// export --format torchtitan --csv: the CLI's checks of the CSV output (cli/report_output.h),
+// before anything is read or computed: a file that can be written, and not the plan file itself
+// (`plan_path` empty for a plan given as a dict).
+void check_handoff_csv(const std::string& csv_path, const std::string& plan_path) {
+  jaxpp::cli::OutputFiles out("export");
+  if (!plan_path.empty()) out.input(plan_path, "--plan");
+  out.output(csv_path, "--csv");
+}
+
 // export --format megatron|torchtitan|jaxpp: the plan as text for a trainer, and for torchtitan
 // the schedule CSV its TOML loads from csv_path. Returns (text, csv, schedule name).
 std::tuple<std::string, std::string, std::string> handoff_json(const std::string& plan_text,
@@ -774,8 +784,11 @@ std::string schedule_summary(const Schedule& schedule, const ValidationReport& r
   return out.dump();
 }
 
-std::string show_json(const std::string& name, const std::string& schedule_file, int pp,
-                      int microbatches, int stages, bool fuse_steady_state, int group_size) {
+// pp and microbatches: None when not given ("required"); a given 0 reaches the generator and gets
+// the CLI's message (it said "required" for microbatches=0).
+std::string show_json(const std::string& name, const std::string& schedule_file,
+                      std::optional<int> pp, std::optional<int> microbatches, int stages,
+                      bool fuse_steady_state, int group_size) {
   if (name.empty() == schedule_file.empty())
     throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");
   if (!name.empty() && is_wrap_around_name(name)) {
@@ -786,11 +799,11 @@ std::string show_json(const std::string& name, const std::string& schedule_file,
   if (!schedule_file.empty()) {
     schedule = load_schedule_file(schedule_file);
   } else {
-    if (pp == 0) throw_input_error("--pp", "required (number of pipeline actors)");
-    if (microbatches == 0) throw_input_error("--microbatches", "required");
+    if (!pp) throw_input_error("--pp", "required (number of pipeline actors)");
+    if (!microbatches) throw_input_error("--microbatches", "required");
     ScheduleParams params;
-    params.num_actors = pp;
-    params.num_microbatches = microbatches;
+    params.num_actors = *pp;
+    params.num_microbatches = *microbatches;
     params.num_stages = stages;
     params.fuse_steady_state = fuse_steady_state;
     params.group_size = group_size;
@@ -1042,6 +1055,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("dp"), py::arg("skip_steps"), py::arg("base"), py::arg("name"));
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("view"), py::arg("width"), py::arg("per_stream"), py::arg("title"));
+  m.def("check_handoff_csv", &check_handoff_csv, py::arg("csv_path"), py::arg("plan_path"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("csv_path"));
 }

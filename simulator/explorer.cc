@@ -26,6 +26,7 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
+#include "graph/range_check.h"
 #include "graph/task_graph.h"
 #include "schedules/assigned.h"
 #include "schedules/lower.h"
@@ -967,13 +968,7 @@ Assignment explore_assignment(const AssignmentSpec& spec, const ModelSpec& model
 }
 
 std::vector<ConfigRecord> enumerate_configs(const ExploreRequest& request) {
-  if (request.gpus < 1) {
-    throw_input_error("--gpus", "must be >= 1, got " + std::to_string(request.gpus));
-  }
-  if (request.gpus > kMaxGpus) {
-    throw_input_error("--gpus", std::to_string(request.gpus) + " is more than the limit of " +
-                                    std::to_string(kMaxGpus));
-  }
+  check_int_in(request.gpus, "--gpus", 1, kMaxGpus, kGpuCountWhat);
   if (request.global_batch < 1) {
     throw_input_error("--global-batch",
                       "must be >= 1, got " + std::to_string(request.global_batch));

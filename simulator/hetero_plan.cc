@@ -189,8 +189,10 @@ std::vector<ActorMesh> resolve_meshes(const HeteroCluster& cluster, const Parall
     for (int k = 0; k < K; ++k) {
       const ClusterKind& kind = cluster.kinds[k];
       const int64_t group = int64_t{tp[k]} * config.dp * config.cp;
+      // Named by the flag that gave this kind its tp and the cluster that holds the kind.
       if (kind.gpus % group != 0)
-        throw_input_error("device kind " + kind.name,
+        throw_input_error(std::string(kind_tp.empty() ? "--tp" : "--kind-tp") + ": cluster " +
+                              cluster.name + ": device kind " + kind.name,
                           std::to_string(kind.gpus) + " GPUs are not a multiple of tp·dp·cp = " +
                               std::to_string(tp[k]) + "·" + std::to_string(config.dp) + "·" +
                               std::to_string(config.cp) + " = " + std::to_string(group));

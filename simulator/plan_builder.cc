@@ -11,6 +11,7 @@
 #include "graph/error.h"
 #include "graph/limits.h"
 #include "graph/partition.h"
+#include "graph/range_check.h"
 #include "graph/release_at_exit.h"
 #include "schedules/assigned.h"
 #include "schedules/custom.h"
@@ -115,10 +116,7 @@ int check_parallel_config(const ParallelConfig& c) {
                       "gpus, pp, tp, dp, cp, virtual stages, global batch and microbatch size "
                       "must all be >= 1");
   }
-  if (c.gpus > kMaxGpus)
-    throw_input_error("configuration", "gpus " + std::to_string(c.gpus) +
-                                           " is more than the limit of " +
-                                           std::to_string(kMaxGpus));
+  check_int_in(c.gpus, "configuration: gpus", 1, kMaxGpus, kGpuCountWhat);
   // pp·virtual stages and pp·tp·dp·cp GPUs in 64 bits: each factor is an int, and a product that
   // wraps an int could equal --gpus by accident.
   if (int64_t{c.pp} * c.virtual_stages > kMaxStages) {

@@ -24,7 +24,8 @@ nlohmann::ordered_json synthesis_to_json(const SynthesisResult& r,
   j["origin"] = r.origin;
   j["greedy_step_time_s"] = r.greedy_step_time_s;
   j["search"] = {
-      {"evaluations", r.evaluations}, {"stopped_by", r.stopped_by}, {"seconds", r.search_s}};
+      {"evaluations", r.evaluations}, {"stopped_by", r.stopped_by}, {"seconds", r.search_s},
+      {"constructions", r.constructions}};
   nlohmann::ordered_json named = nlohmann::ordered_json::array();
   for (const NamedCandidate& c : r.named) {
     if (!c.applicable) continue;

@@ -78,6 +78,9 @@ struct NamedCandidate {
   std::vector<int> peak_stashed;
 };
 
+// Greedy constructions synthesize_schedule tries (5 warm-ups x 2 caps x 3 W policies x 2 orders).
+inline constexpr int kSynthesisConstructions = 60;
+
 struct SynthesisResult {
   Schedule schedule;              // name "synthesized"; the best order found
   std::string origin;             // "search from greedy(...)", "search from ZeroBubble", ...
@@ -85,6 +88,7 @@ struct SynthesisResult {
   double bubble_rate = 0;         // engine
   std::vector<int> peak_stashed;  // per actor (engine)
   double greedy_step_time_s = 0;  // best construction, before the search (replay)
+  int constructions = 0;  // greedy constructions tried: all, or fewer when the budget ran out
   int64_t evaluations = 0;        // replays run by the search
   std::string stopped_by;         // "local-optimum", "time-budget" or "evaluation-budget"
   double search_s = 0;            // wall-clock seconds of the search

@@ -21,11 +21,87 @@ Example::
 """
 
 import json as _json
+import math as _math
+import numbers as _numbers
 import os as _os
 
 from . import _jaxpp_sim as _core
 from ._jaxpp_sim import InputError
 from ._jaxpp_sim import __version__  # the project's version (jaxpp-sim --version)
+
+
+def _int(name, value):
+    """``value`` as an int for the argument ``name``: an integer, an integral float (4.0) or its
+    decimal text. InputError naming the argument otherwise (int() truncated 2.5 to 2 in silence;
+    a list reached pybind, whose error named its internal function and not the argument)."""
+    if not isinstance(value, bool):
+        if isinstance(value, _numbers.Integral):
+            return int(value)
+        if isinstance(value, _numbers.Real) and float(value).is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+    raise InputError(f"{name}: expected an integer, got {value!r}")
+
+
+def _opt_int(name, value):
+    return None if value is None else _int(name, value)
+
+
+def _float(name, value):
+    """``value`` as a float for the argument ``name`` (a number or its decimal text); InputError
+    naming the argument otherwise. Ranges, NaN and infinities are the core's checks."""
+    if not isinstance(value, bool):
+        if isinstance(value, _numbers.Real):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    raise InputError(f"{name}: expected a number, got {value!r}")
+
+
+def _opt_float(name, value):
+    return None if value is None else _float(name, value)
+
+
+def _nonfinite_path(value):
+    """(where, value) of the first NaN or infinity inside ``value`` (dicts, lists, tuples), the
+    core's way of naming fields ("layers_list[2]: field 'fwd_flops'"); None when there is none."""
+    if isinstance(value, float):
+        return ([], value) if not _math.isfinite(value) else None
+    items = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (list, tuple)):
+                items += [(f"{k}[{i}]", x) for i, x in enumerate(v)]
+            else:
+                items.append((f"field '{k}'", v))
+    elif isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", x) for i, x in enumerate(value)]
+    for name, x in items:
+        found = _nonfinite_path(x)
+        if found:
+            return [name] + found[0], found[1]
+    return None
+
+
+def _dumps(value, what):
+    """JSON text of a dict or list the user gave, ``what`` naming it in errors. JSON has no NaN or
+    infinity: one is refused naming where it is (json.dumps wrote NaN, and the core's parser
+    reported a position in text the user never wrote); a value JSON cannot hold (a set, an object)
+    is refused naming ``what``."""
+    try:
+        return _json.dumps(value, allow_nan=False)
+    except ValueError:
+        found = _nonfinite_path(value)
+        where = ": ".join([what] + (found[0] if found else []))
+        got = found[1] if found else "NaN or infinity"
+        raise InputError(f"{where}: expected a finite number, got {got} (JSON has no NaN or "
+                         "infinity)") from None
+    except TypeError as e:
+        raise InputError(f"{what}: {e}") from None
 
 __all__ = [
     "InputError", "Model", "Cluster", "SimResult", "ExploreResult", "RunResult",
@@ -83,7 +159,7 @@ class Model:
     def from_dict(cls, doc, source="model"):
         """A model from a dict in the model JSON format or a Hugging Face config; ``source``
         names it in error messages."""
-        return cls(_json.loads(_core.model_from_json(_json.dumps(doc), source)))
+        return cls(_json.loads(_core.model_from_json(_dumps(doc, source), source)))
 
     @property
     def name(self):
@@ -116,7 +192,7 @@ class Cluster:
     @classmethod
     def from_dict(cls, doc, source="cluster"):
         """A cluster from a dict in the cluster JSON format."""
-        return cls(_json.loads(_core.cluster_from_json(_json.dumps(doc), source)))
+        return cls(_json.loads(_core.cluster_from_json(_dumps(doc, source), source)))
 
     @property
     def name(self):
@@ -153,7 +229,7 @@ def _plan_text(plan):
                              "perturb gives one)")
         plan = plan.plan
     if isinstance(plan, dict):
-        return _json.dumps(plan), "plan"
+        return _dumps(plan, "plan"), "plan"
     path = str(plan)
     try:
         with open(path, encoding="utf-8") as f:
@@ -169,7 +245,7 @@ def _assign_args(assign):
     if assign is None:
         return "", ""
     if isinstance(assign, dict):
-        return "", _json.dumps(assign)
+        return "", _dumps(assign, "assign")
     return _os.fspath(assign), ""
 
 
@@ -214,16 +290,17 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     cluster_text = ""
     if cluster is not None or balanced:
         cluster_text = _json.dumps(_cluster("a100-80g" if cluster is None else cluster)._spec)
-    opt_int = lambda v: None if v is None else int(v)  # noqa: E731
     text, dot_text = _core.graph(
-        _json.dumps(m._spec), int(pp), int(virtual), int(microbatches), int(microbatch_size),
-        str(partition), None if first_stage_fewer is None else int(first_stage_fewer),
-        None if last_stage_fewer is None else int(last_stage_fewer), str(placement or ""),
+        _json.dumps(m._spec), _int("pp", pp), _int("virtual", virtual),
+        _int("microbatches", microbatches), _int("microbatch_size", microbatch_size),
+        str(partition), _opt_int("first_stage_fewer", first_stage_fewer),
+        _opt_int("last_stage_fewer", last_stage_fewer), str(placement or ""),
         bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
-        opt_int(tp), opt_int(dp), opt_int(cp), bool(sequence_parallel), bool(zero1),
-        None if max_memory_gib is None else float(max_memory_gib), bool(shard_grads),
-        bool(shard_params), None if recompute_layers is None else int(recompute_layers),
-        int(offload_layers), _recompute_modules_arg(recompute_modules))
+        _opt_int("tp", tp), _opt_int("dp", dp), _opt_int("cp", cp), bool(sequence_parallel),
+        bool(zero1),
+        _opt_float("max_memory_gib", max_memory_gib), bool(shard_grads),
+        bool(shard_params), _opt_int("recompute_layers", recompute_layers),
+        _int("offload_layers", offload_layers), _recompute_modules_arg(recompute_modules))
     out = _json.loads(text)
     if dot:
         out["dot"] = dot_text
@@ -365,17 +442,19 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                                                              str(a2a_dtype))))
         c = _cluster(cluster)
         out = _core.simulate_model(
-            _json.dumps(m._spec), _json.dumps(c._spec), int(gpus), int(pp), int(tp),
-            int(dp), int(cp), int(virtual), int(global_batch), int(microbatch_size),
+            _json.dumps(m._spec), _json.dumps(c._spec), _int("gpus", gpus), _int("pp", pp),
+            _int("tp", tp),
+            _int("dp", dp), _int("cp", cp), _int("virtual", virtual),
+            _int("global_batch", global_batch), _int("microbatch_size", microbatch_size),
             schedule or "", schedule_file or "", bool(fuse_steady_state), str(recompute),
             bool(sequence_parallel), bool(zero1), bool(overlap_grad_reduce),
             bool(tp_comm_overlap), str(attention), str(partition),
-            None if max_memory_gib is None else float(max_memory_gib), int(ep),
-            None if etp is None else int(etp), float(moe_imbalance), str(moe_overlap),
+            _opt_float("max_memory_gib", max_memory_gib), _int("ep", ep),
+            _opt_int("etp", etp), _float("moe_imbalance", moe_imbalance), str(moe_overlap),
             str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
             *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
             str(optimizer_state), str(moe_dispatcher), str(moe_routing),
-            None if recompute_layers is None else int(recompute_layers), int(offload_layers),
+            _opt_int("recompute_layers", recompute_layers), _int("offload_layers", offload_layers),
             _recompute_modules_arg(recompute_modules))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
@@ -405,13 +484,16 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             raise InputError("--stage-times: give per-stage times in a file or uniform times, "
                              "not both")
         if isinstance(stage_times, dict):
-            stage_text = _json.dumps(stage_times)
+            stage_text = _dumps(stage_times, "stage_times")
         else:
             stage_file = str(stage_times)
     out = _core.simulate_measured(
-        schedule or "", schedule_file or "", pp, microbatches, int(virtual),
-        bool(fuse_steady_state), t_f, t_b, float(t_w), float(t_comm), float(t_a2a_f),
-        float(t_a2a_b), str(moe_overlap), stage_file, stage_text,
+        schedule or "", schedule_file or "", _opt_int("pp", pp),
+        _opt_int("microbatches", microbatches),
+        _int("virtual", virtual),
+        bool(fuse_steady_state), _opt_float("t_f", t_f), _opt_float("t_b", t_b), _float("t_w", t_w),
+        _float("t_comm", t_comm), _float("t_a2a_f", t_a2a_f),
+        _float("t_a2a_b", t_a2a_b), str(moe_overlap), stage_file, stage_text,
         str(perturb or ""), bool(trace))
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
 
@@ -464,7 +546,7 @@ class ExploreResult:
             raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
                              "use best_plan()")
         m, c, gpus, gb, ogr, partition, max_memory_gib, assign = self._request
-        return _json.loads(_core.explore_plan(m, c, gpus, gb, _json.dumps(config), ogr,
+        return _json.loads(_core.explore_plan(m, c, gpus, gb, _dumps(config, "config"), ogr,
                                               partition, max_memory_gib, *assign))
 
     def to_pandas(self):
@@ -529,23 +611,26 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     if a2a_dtype is not None:
         m = _core.model_with_a2a_dtype(m, str(a2a_dtype))
     c = _json.dumps(_cluster(cluster)._spec)
-    if threads is not None and int(threads) < 1:
+    if threads is not None and _int("threads", threads) < 1:
         raise InputError(f"--threads: must be >= 1, got {threads}")
-    max_memory = None if max_memory_gib is None else float(max_memory_gib)
+    max_memory = _opt_float("max_memory_gib", max_memory_gib)
     out = _core.explore(
-        m, c, int(gpus), int(global_batch), max_memory, list(schedules or []),
+        m, c, _int("gpus", gpus), _int("global_batch", global_batch), max_memory,
+        list(schedules or []),
         list(pp or []), list(tp or []), list(ep or []), list(etp or []), list(cp or []),
         list(microbatch_sizes or []), list(virtual or []), list(recompute or []), str(zero1),
         bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
-        bool(overlap_grad_reduce), bool(bound_prune), str(partition), int(threads or 0), int(top),
+        bool(overlap_grad_reduce), bool(bound_prune), str(partition), _int("threads", threads or 0),
+        _int("top", top),
         bool(explain), bool(csv), bool(synthesize),
-        None if synthesize_top is None else int(synthesize_top),
-        None if synthesize_time_s is None else float(synthesize_time_s),
-        None if robust is None else int(robust),
-        None if robust_jitter is None else float(robust_jitter), progress, *_assign_args(assign),
+        _opt_int("synthesize_top", synthesize_top),
+        _opt_float("synthesize_time_s", synthesize_time_s),
+        _opt_int("robust", robust),
+        _opt_float("robust_jitter", robust_jitter), progress, *_assign_args(assign),
         str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state),
         str(moe_dispatcher), str(moe_routing), [str(o) for o in (offload_layers or [])])
-    request = (m, c, int(gpus), int(global_batch), bool(overlap_grad_reduce), str(partition),
+    request = (m, c, _int("gpus", gpus), _int("global_batch", global_batch),
+               bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,
                          out.csv if csv else None)
@@ -621,17 +706,17 @@ def synthesize(*, plan=None, pp=None, microbatches=None, t_f=None, t_b=None, t_w
                       "a plan-mode flag, but without --plan synthesize runs in measured mode")
     stage_file, stage_text = "", ""
     if isinstance(stage_times, dict):
-        stage_text = _json.dumps(stage_times)
+        stage_text = _dumps(stage_times, "stage_times")
     elif stage_times is not None:
         stage_file = str(stage_times)
     out = _core.synthesize(
-        plan_text, plan_source, None if pp is None else int(pp),
-        None if microbatches is None else int(microbatches),
-        None if t_f is None else float(t_f), None if t_b is None else float(t_b),
-        float(t_w or 0.0), float(t_comm or 0.0), stage_file, stage_text,
-        None if memory_limit_microbatches is None else int(memory_limit_microbatches),
-        None if memory_limit_bytes is None else int(memory_limit_bytes), float(time_budget_s),
-        int(max_evaluations))
+        plan_text, plan_source, _opt_int("pp", pp),
+        _opt_int("microbatches", microbatches),
+        _opt_float("t_f", t_f), _opt_float("t_b", t_b),
+        _float("t_w", t_w or 0.0), _float("t_comm", t_comm or 0.0), stage_file, stage_text,
+        _opt_int("memory_limit_microbatches", memory_limit_microbatches),
+        _opt_int("memory_limit_bytes", memory_limit_bytes), _float("time_budget_s", time_budget_s),
+        _int("max_evaluations", max_evaluations))
     return SynthesisResult(_json.loads(out.report), out.schedule, out.csv,
                            _json.loads(out.plan) if out.plan else None)
 
@@ -644,9 +729,10 @@ def show(*, schedule=None, schedule_file=None, pp=None, microbatches=None, stage
     ``text`` (the order), ``timeline_text`` (the unit-cost Gantt chart), ``json_text`` and
     ``csv_text`` (the schedule as a custom schedule file, ``show --export-json/--export-csv``).
     ``ok`` and ``errors`` say whether the schedule is valid."""
-    return _json.loads(_core.show(schedule or "", schedule_file or "", int(pp or 0),
-                                  int(microbatches or 0), int(stages), bool(fuse_steady_state),
-                                  int(group_size)))
+    return _json.loads(_core.show(schedule or "", schedule_file or "", _opt_int("pp", pp),
+                                  _opt_int("microbatches", microbatches),
+                                  _int("stages", stages), bool(fuse_steady_state),
+                                  _int("group_size", group_size)))
 
 
 def validate(path):
@@ -661,17 +747,6 @@ _HANDOFF_FORMATS = ("megatron", "torchtitan", "jaxpp")
 
 def _is_plan(value):
     return isinstance(value, dict) and "program" in value and "config" in value
-
-
-def _check_csv_output(csv_path, result):
-    """The CLI's checks on ``export --csv`` before anything is computed: not a directory, and not
-    the plan file being exported (it was overwritten with the schedule CSV)."""
-    if _os.path.isdir(csv_path):
-        raise InputError(f"--csv {csv_path}: is a directory")
-    if isinstance(result, str) and _os.path.exists(csv_path) and _os.path.exists(result) and \
-            _os.path.samefile(csv_path, result):
-        raise InputError(f"--csv {csv_path}: is also the input --plan; refusing to overwrite an "
-                         "input")
 
 
 def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None,
@@ -691,6 +766,8 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
     ``export --csv`` does), "jaxpp" (a Python snippet). Returns the text. A plan the target
     cannot express raises :class:`InputError` with the CLI's message."""
     fmt = str(format)
+    if isinstance(result, _os.PathLike):
+        result = _os.fspath(result)  # a plan's path as a pathlib.Path
     if fmt in _HANDOFF_FORMATS:
         if csv_path is not None and fmt != "torchtitan":
             raise InputError("--csv: only --format torchtitan writes a schedule CSV")
@@ -702,7 +779,9 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         if not (isinstance(result, (str, SimResult)) or _is_plan(result)):
             raise InputError(f"--format {fmt}: hands a plan to a trainer (give a plan)")
         if fmt == "torchtitan" and csv_path is not None:
-            _check_csv_output(str(csv_path), result)
+            # The CLI's --csv checks: a writable file, and not the plan file given (it was
+            # overwritten with the schedule CSV).
+            _core.check_handoff_csv(str(csv_path), result if isinstance(result, str) else "")
         text, source = _plan_text(result)
         out, csv, _schedule = _core.handoff(text, source, fmt, str(csv_path or ""))
         if fmt == "torchtitan":
@@ -716,7 +795,8 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         raise InputError("--csv: only --format torchtitan writes a schedule CSV")
     if isinstance(result, str) or _is_plan(result):
         text, source = _plan_text(result)
-        return _core.export_plan(text, source, fmt, str(view), int(width), bool(per_stream),
+        return _core.export_plan(text, source, fmt, str(view), _int("width", width),
+                                 bool(per_stream),
                                  str(title))
     if view not in ("timeline", "taskgraph"):
         raise InputError(f"--view: unknown view '{view}' (expected timeline or taskgraph)")
@@ -728,7 +808,8 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         trace = result
     if not trace:
         raise InputError("export: the result has no trace (simulate with trace=True)")
-    return _core.export_trace(_json.dumps(trace), fmt, int(width), bool(per_stream), str(title))
+    return _core.export_trace(_dumps(trace, "trace"), fmt, _int("width", width), bool(per_stream),
+                              str(title))
 
 
 # --- run ------------------------------------------------------------------------------------------
@@ -773,15 +854,18 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
     plan_text = ""
     if plan is not None:
         if isinstance(plan, dict):
-            plan_text = _json.dumps(plan)
+            plan_text = _dumps(plan, "plan")
         else:
             with open(plan, encoding="utf-8") as f:
                 plan_text = f.read()
-    text = _core.run(schedule or "", schedule_file or "", int(pp or 0), int(microbatches or 0),
-                     int(virtual), bool(fuse_steady_state), plan_text, str(compute),
-                     float(time_scale), int(steps), int(warmup), int(dp), float(timeout_s),
-                     bool(check), int(hidden), int(seq), int(layers_per_stage), str(optimizer),
-                     int(seed), int(inject_drop))
+    text = _core.run(schedule or "", schedule_file or "", _int("pp", pp or 0),
+                     _int("microbatches", microbatches or 0),
+                     _int("virtual", virtual), bool(fuse_steady_state), plan_text, str(compute),
+                     _float("time_scale", time_scale), _int("steps", steps), _int("warmup", warmup),
+                     _int("dp", dp), _float("timeout_s", timeout_s),
+                     bool(check), _int("hidden", hidden), _int("seq", seq),
+                     _int("layers_per_stage", layers_per_stage), str(optimizer),
+                     _int("seed", seed), _int("inject_drop", inject_drop))
     return RunResult(_json.loads(text))
 
 
@@ -797,7 +881,7 @@ def validate_model(*, corpus=None, cluster=None, rows_on=None, split="all", band
     |error|. Returns the report dict."""
     cluster_text = "" if cluster is None else _json.dumps(_cluster(cluster)._spec)
     return _json.loads(_core.validate_model(str(corpus or ""), cluster_text, str(rows_on or ""),
-                                            str(split), float(band)))
+                                            str(split), _float("band", band)))
 
 
 class CalibrationResult:
@@ -842,10 +926,12 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     if from_trace is not None:
         _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
         report, cluster = _core.calibrate_trace(
-            str(from_trace), int(32 if hidden is None else hidden), int(ffn or 0),
-            int(8 if seq is None else seq),
-            int(2 if layers_per_stage is None else layers_per_stage), str(optimizer or "sgd"),
-            int(1 if dp is None else dp), None if skip_steps is None else int(skip_steps),
+            str(from_trace), _int("hidden", 32 if hidden is None else hidden),
+            _int("ffn", ffn or 0),
+            _int("seq", 8 if seq is None else seq),
+            _int("layers_per_stage", 2 if layers_per_stage is None else layers_per_stage),
+            str(optimizer or "sgd"),
+            _int("dp", 1 if dp is None else dp), _opt_int("skip_steps", skip_steps),
             base_text, str(name or ""))
         return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
     _refuse_given(run_flags,
@@ -854,10 +940,10 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
         raise InputError(f"--backend: the Python module calibrates on the threads backend, not "
                          f"{backend!r}; run `jaxpp-sim calibrate --backend {backend}`")
     report, cluster = _core.calibrate(
-        bool(quick), bool(hot), None if repeats is None else int(repeats),
-        int(2 if warmup is None else warmup), None if rounds is None else int(rounds),
-        None if repetition_ms is None else float(repetition_ms), int(2 if ranks is None else ranks),
-        float(60.0 if timeout_s is None else timeout_s), base_text, str(name or ""))
+        bool(quick), bool(hot), _opt_int("repeats", repeats),
+        _int("warmup", 2 if warmup is None else warmup), _opt_int("rounds", rounds),
+        _opt_float("repetition_ms", repetition_ms), _int("ranks", 2 if ranks is None else ranks),
+        _float("timeout_s", 60.0 if timeout_s is None else timeout_s), base_text, str(name or ""))
     return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
 
 
@@ -881,7 +967,7 @@ def _task_key(key):
     if not isinstance(name, str) or name.upper() not in _JAXPP_KINDS:
         raise InputError(f"jaxpp task times: key {key!r}: unknown task type {kind!r} "
                          "(expected FWD, BWD, BWD_I or BWD_W)")
-    return int(stage), name.upper()
+    return _int(f"jaxpp task times: key {key!r}: stage_id", stage), name.upper()
 
 
 def jaxpp_stage_times(task_times, *, unit="s", t_comm_ms=0.0):
@@ -914,7 +1000,7 @@ def jaxpp_stage_times(task_times, *, unit="s", t_comm_ms=0.0):
         mean = {k: v[0] / v[1] for (st, k), v in sums.items() if st == s}
         if "FWD" not in mean:
             raise InputError(f"jaxpp task times: stage {s}: no FWD time")
-        entry = {"t_f_ms": mean["FWD"], "t_comm_ms": float(t_comm_ms)}
+        entry = {"t_f_ms": mean["FWD"], "t_comm_ms": _float("t_comm_ms", t_comm_ms)}
         if "BWD_I" in mean:
             entry["t_b_ms"] = mean["BWD_I"]
             entry["t_w_ms"] = mean.get("BWD_W", 0.0)

@@ -259,14 +259,19 @@ TEST(HeteroCliTest, BadClusterFilesAreOneLineNamingFileAndKey) {
        R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": -1}})",
        "negative_latency.json: field 'inter_kind': field 'latency_us'"},
       // No lower bound: 1e-300 GB/s priced a transfer at 8e298 s (exit 0), 1e-300 us accepted.
+      // The bounds are a cluster file's links' (link_from_json).
       {"tiny_bandwidth.json",
        R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 1e-300, "latency_us": 1}})",
        "tiny_bandwidth.json: field 'inter_kind': field 'bandwidth_gb_per_s': out of range: expected "
-       "1e-6 GB/s (1 kB/s) to 1e6 GB/s, got 1e-300"},
+       "1 kB/s to 100 TB/s, got 1e-300"},
+      {"huge_bandwidth.json",
+       R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 5e5, "latency_us": 1}})",
+       "huge_bandwidth.json: field 'inter_kind': field 'bandwidth_gb_per_s': out of range: expected "
+       "1 kB/s to 100 TB/s, got 500000.0"},
       {"tiny_latency.json",
        R"({"kinds": [{"preset": "h100-sxm", "gpus": 8}], "inter_kind": {"bandwidth_gb_per_s": 25, "latency_us": 1e-300}})",
        "tiny_latency.json: field 'inter_kind': field 'latency_us': out of range: expected 0, or "
-       "1e-6 us (1 ps) to 1e6 us, got 1e-300"},
+       "1 ps to 1 s, got 1e-300"},
       {"comma_name.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "name": "a,b"}]})",
        "comma_name.json: kinds[0]: field 'name': device kind 'a,b': a name cannot hold ','"},
       {"empty_name.json", R"({"kinds": [{"preset": "h100-sxm", "gpus": 8, "name": ""}]})",
@@ -315,9 +320,18 @@ TEST(HeteroCliTest, BadMeshFlagsAreOneLine) {
                         "--actor-kinds: the actors of kind h100-sxm use 16 GPUs");
   expect_one_line_error(run_cli(base + " --kind-tp 4"),
                         "--kind-tp: gives 1 tps but cluster mixed has 2");
+  // Named the kind only: neither the flag that gave it tp 3 nor the cluster.
   expect_one_line_error(run_cli(base + " --kind-tp 3,4"),
-                        "device kind h100-sxm: 8 GPUs are not a multiple of tp·dp·cp = 3");
+                        "--kind-tp: cluster mixed: device kind h100-sxm: 8 GPUs are not a "
+                        "multiple of tp·dp·cp = 3");
+  expect_one_line_error(run_cli(base + " --tp 3"),
+                        "--tp: cluster mixed: device kind h100-sxm: 8 GPUs are not a multiple");
   expect_one_line_error(run_cli(base + " --kind-tp 4,x"), "--kind-tp: expected a comma-separated");
+  // "," said "expected a comma-separated list of names"; "+4" and " 4" were read as 4.
+  for (const char* list : {",", "4,", "+4,4", "4,0"})
+    expect_one_line_error(run_cli(base + " --kind-tp '" + list + "'"),
+                          std::string("--kind-tp: expected a comma-separated list of positive "
+                                      "integers, got '") + list + "'");
   expect_one_line_error(run_cli(base + " --kind-tp 4,4 --tp 2"), "--kind-tp and --tp");
   expect_one_line_error(run_cli(base + " --tp 4 --pp 3"),
                         "--pp: 3 but the meshes of cluster mixed give 4");

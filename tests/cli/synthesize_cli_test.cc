@@ -30,6 +30,27 @@ TEST(SynthesizeCli, JsonGivesStepTimeBubbleRateAndPeakStashedPerActorWithinTheBu
   }
 }
 
+// The time budget counts from the start of the synthesis and bounds the constructions too (it
+// bounded the local search only: p 256, m 2048 took 42 s with a 1-s budget). Budget 0: the first
+// construction only, no search, and still a valid result never slower than a fitting built-in.
+TEST(SynthesizeCli, TimeBudgetBoundsTheConstructionsAfterTheFirst) {
+  const nlohmann::json all = run_json(kSynthMeasured);
+  EXPECT_EQ(all.at("search").at("constructions").get<int>(), 60);
+  const nlohmann::json none = run_json(kSynthMeasured + "--time-budget-s 0");
+  EXPECT_EQ(none.at("search").at("constructions").get<int>(), 1);
+  EXPECT_EQ(none.at("search").at("evaluations").get<int>(), 0);
+  EXPECT_EQ(none.at("search").at("stopped_by").get<std::string>(), "time-budget");
+  EXPECT_LE(all.at("step_time_s").get<double>(), none.at("step_time_s").get<double>());
+  for (const auto& c : none.at("named")) {
+    if (!c.at("fits").get<bool>()) continue;
+    EXPECT_LE(none.at("step_time_s").get<double>(),
+              c.at("step_time_s").get<double>() * (1 + 1e-12))
+        << c.at("name");
+  }
+  EXPECT_NE(run_cli(kSynthMeasured + "--time-budget-s 0").out.find("1 of 60 (the time budget"),
+            std::string::npos);
+}
+
 TEST(SynthesizeCli, OutputsValidateSimulateToTheReportedStepAndRunWithCheckOnThreads) {
   const std::string dir = make_temp_dir();
   const nlohmann::json j = run_json(kSynthMeasured + "--memory-limit-microbatches 8 --out " + dir +
@@ -72,6 +93,27 @@ TEST(SynthesizeCli, TableNamesTheResultAndTheBuiltInSchedules) {
   EXPECT_NE(r.out.find("step time"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak stashed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ZeroBubble"), std::string::npos) << r.out;
+}
+
+// At p 64 a built-in schedule's peaks overran the 256-byte line, which lost its newline: the
+// schedules' lines ran together. One line per applicable built-in schedule, each whole.
+TEST(SynthesizeCli, TableKeepsOneLinePerBuiltInScheduleAtManyActors) {
+  const std::string flags =
+      "synthesize --pp 64 --microbatches 64 --t-f 1 --t-b 1 --t-w 1 --time-budget-s 0";
+  const nlohmann::json j = run_json(flags);
+  const CliResult r = run_cli(flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t lines = 0, pos = 0;
+  while ((pos = r.out.find("peak stashed ", pos)) != std::string::npos) {
+    const size_t end = r.out.find('\n', pos);
+    ASSERT_NE(end, std::string::npos);
+    // Each line ends with its last actor's peak (actor 63) and holds one schedule.
+    EXPECT_EQ(r.out.substr(pos, end - pos).find(" ms  bubble"), std::string::npos);
+    ++lines;
+    pos = end;
+  }
+  // The result's own "peak stashed" line, then one per applicable built-in schedule.
+  EXPECT_EQ(lines, 1 + j.at("named").size()) << r.out;
 }
 
 TEST(SynthesizeCli, PlanModeWritesAPlanThatValidatesAndRunsWithCheck) {

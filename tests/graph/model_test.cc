@@ -178,6 +178,33 @@ TEST(ModelTest, EveryPresetRoundTripsThroughJson) {
   }
 }
 
+// The operator model times an explicit-layer model from its header's shape: a header that
+// contradicts the layers' FLOPs mixed two models (hidden 2048 -> 4096 changed the step
+// 0.27 -> 0.62 s with every layer unchanged).
+TEST(ModelTest, ExplicitHeaderThatContradictsItsLayersIsRefused) {
+  const nlohmann::json written = model_to_json(load_model("gpt3-1.3b"));
+  EXPECT_NO_THROW(model_from_json(written, "m.json"));
+  nlohmann::json wider = written;
+  wider["hidden"] = 4096;
+  const std::string msg = error_of([&] { model_from_json(wider, "m.json"); });
+  EXPECT_NE(msg.find("m.json: layers_list[1]: field 'fwd_flops': "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the model's shape (hidden 4096, heads 16, ffn_hidden 8192, seq_len 2048)"),
+            std::string::npos)
+      << msg;
+  // A source's own FLOP count within 10 % of the shape's is kept; 15 % is not.
+  nlohmann::json near = written;
+  near["layers_list"][3]["fwd_flops"] = near["layers_list"][3]["fwd_flops"].get<double>() * 1.09;
+  EXPECT_NO_THROW(model_from_json(near, "m.json"));
+  near["layers_list"][3]["fwd_flops"] = written["layers_list"][3]["fwd_flops"].get<double>() * 0.85;
+  EXPECT_NE(error_of([&] { model_from_json(near, "m.json"); }).find("layers_list[3]"),
+            std::string::npos);
+  // Without a whole shape (no heads) the layers are the model, as before.
+  nlohmann::json headless = wider;
+  headless.erase("heads");
+  headless.erase("kv_heads");
+  EXPECT_NO_THROW(model_from_json(headless, "m.json"));
+}
+
 TEST(ModelTest, TransformerFormFileLoadsWithDefaults) {
   const ModelSpec m = load_model(kData + "tiny_transformer.json");
   EXPECT_EQ(m.name, "tiny");

@@ -7,6 +7,7 @@ Run by ctest with the environment of test_jaxpp_sim.py.
 
 import json
 import os
+import pathlib
 import shutil
 
 import pytest
@@ -181,6 +182,11 @@ def test_handoff_csv_never_overwrites_the_plan_nor_writes_a_directory(plans, tmp
         assert f.read() == before
     same_error(lambda: js.export(plan, "torchtitan", csv_path=str(tmp_path)), "export", "--plan",
                plan, "--format", "torchtitan", "-o", "-", "--csv", str(tmp_path))
+    # The CLI's own check (one implementation): a CSV in a missing directory is refused before
+    # anything is computed, with its message (it was an OSError's "cannot write").
+    missing = str(tmp_path / "no-such-dir" / "s.csv")
+    same_error(lambda: js.export(pathlib.Path(plan), "torchtitan", csv_path=missing), "export",
+               "--plan", plan, "--format", "torchtitan", "-o", "-", "--csv", missing)
 
 
 def test_export_of_a_plan_equals_cli(plans):
@@ -1026,3 +1032,45 @@ def test_simulate_op_recompute_equals_cli_and_sits_between_selective_and_full():
             < max(selective.metrics["peak_memory_bytes"]))
     same_error(lambda: js.simulate(**PARTITION_SIM, recompute="opp"), "simulate",
                *PARTITION_SIM_CLI, "--recompute", "opp")
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    # int() truncated pp=2.5 to 2 in silence; a list reached pybind, whose TypeError named its
+    # internal function (simulate_measured) and not the argument.
+    measured = dict(schedule="1f1b", pp=2, microbatches=4, t_f=1.0, t_b=2.0)
+    for name, bad, what in (("pp", 2.5, "an integer"), ("microbatches", [4], "an integer"),
+                            ("t_f", "fast", "a number"), ("pp", True, "an integer")):
+        with pytest.raises(js.InputError) as e:
+            js.simulate(**{**measured, name: bad})
+        assert str(e.value) == f"{name}: expected {what}, got {bad!r}"
+    with pytest.raises(js.InputError) as e:
+        js.simulate(model="gpt3-1.3b", gpus="eight", pp=2, global_batch=8)
+    assert str(e.value) == "gpus: expected an integer, got 'eight'"
+    # What int() and float() read before is still read: integral floats, numpy scalars, text.
+    import numpy as np
+    plain = js.simulate(**measured)
+    assert js.simulate(**{**measured, "pp": np.int64(2), "microbatches": 4.0,
+                          "t_f": "1"}).step_time_s == plain.step_time_s
+
+
+def test_show_with_zero_microbatches_says_what_the_cli_says():
+    # It said "--microbatches: required" (0 stood for "not given").
+    same_error(lambda: js.show(schedule="1f1b", pp=2, microbatches=0), "show", "--schedule",
+               "1f1b", "--pp", "2", "--microbatches", "0")
+    with pytest.raises(js.InputError, match="^--microbatches: required$"):
+        js.show(schedule="1f1b", pp=2)
+
+
+def test_nan_inside_a_dict_is_named_where_it_is():
+    # json.dumps wrote NaN and the core's parser reported a position in that text.
+    cluster = js.Cluster.load("h100-sxm").to_dict()
+    cluster["intra_node"]["latency_us"] = float("nan")
+    with pytest.raises(js.InputError) as e:
+        js.Cluster.from_dict(cluster, "mine")
+    assert str(e.value) == ("mine: field 'intra_node': field 'latency_us': expected a finite "
+                            "number, got nan (JSON has no NaN or infinity)")
+    stage_times = {"stages": [{"t_f_ms": 1.0, "t_b_ms": float("inf")}]}
+    with pytest.raises(js.InputError) as e:
+        js.simulate(schedule="1f1b", pp=1, microbatches=2, stage_times=stage_times)
+    assert str(e.value) == ("stage_times: stages[0]: field 't_b_ms': expected a finite number, "
+                            "got inf (JSON has no NaN or infinity)")
