@@ -9,6 +9,8 @@
 //   5. run the same program with real fp64 numerics (small MLP blocks) and check it against a
 //      sequential single-actor reference
 // Each step is one function; --json prints one object with a key per step.
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -146,6 +148,20 @@ int run_demo(int argc, char** argv) {
   if (std::filesystem::exists(std::filesystem::symlink_status(s.out_dir, ec)) &&
       !std::filesystem::is_directory(s.out_dir, ec))
     throw_input_error("--out " + s.out_dir, "exists and is not a directory");
+  // The nearest existing ancestor must be a writable directory: checked now, not after the
+  // steps (they ran, PASS included, and then "cannot create the directory" came).
+  {
+    std::filesystem::path existing = std::filesystem::absolute(s.out_dir, ec).lexically_normal();
+    while (existing.has_relative_path() &&
+           !std::filesystem::exists(std::filesystem::symlink_status(existing, ec)))
+      existing = existing.parent_path();
+    if (!std::filesystem::is_directory(existing, ec))
+      throw_input_error("--out " + s.out_dir, "cannot create the directory (" +
+                                                  existing.string() + " is not a directory)");
+    if (::access(existing.c_str(), W_OK) != 0)
+      throw_input_error("--out " + s.out_dir, "cannot create the directory (" +
+                                                  existing.string() + " is not writable)");
+  }
   const std::filesystem::path out(s.out_dir);
   std::ostream& log = s.json ? std::cerr : std::cout;
 

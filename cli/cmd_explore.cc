@@ -395,6 +395,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       double_flag_in(args, "robust-jitter", 0, 0.999, "a jitter fraction");
   const int top = args["top"].as<int>();
   if (top < 0) throw_input_error("--top", "must be >= 0, got " + std::to_string(top));
+  // --robust reranks the --top best: with 0 it printed an empty table.
+  if (robust_runs > 0 && top == 0)
+    throw_input_error("--top 0", "--robust reranks the --top best configurations: give --top >= 1");
   const std::string plan_path = args.count("plan") ? args["plan"].as<std::string>() : "";
   const std::string csv_path = args.count("csv") ? args["csv"].as<std::string>() : "";
   // Outputs checked before any work and written together at the end (cli/report_output.h):

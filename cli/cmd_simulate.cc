@@ -346,8 +346,8 @@ int run_simulate(int argc, char** argv) {
       check_recompute_layers(c, "--recompute-layers");
     }
     if (args.count("recompute-modules")) {
-      c.recompute_modules =
-          parse_recompute_modules(args["recompute-modules"].as<std::string>(), "--recompute-modules");
+      c.recompute_modules = recompute_modules_flag(args["recompute-modules"].as<std::string>(),
+                                                   c.recompute, "--recompute-modules");
       check_recompute_modules(c, "--recompute-modules");
     }
     if (args.count("offload-layers")) c.offload_layers = args["offload-layers"].as<int>();
@@ -367,6 +367,7 @@ int run_simulate(int argc, char** argv) {
     c.etp = args.count("etp") ? args["etp"].as<int>() : 0;
     if (args.count("etp") && c.etp < 1)
       throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
+    if (args.count("etp")) check_etp_flag(req.model);
     c.moe_imbalance = args["moe-imbalance"].as<double>();
     c.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
     c.moe_dispatcher =

@@ -108,7 +108,7 @@ void set_graph_recompute_modules(GraphRequest& req, const std::string& modules) 
   // simulate's parse and policy rule (cli/cmd_simulate.cc).
   ParallelConfig c;
   c.recompute = req.recompute;
-  c.recompute_modules = parse_recompute_modules(modules, "--recompute-modules");
+  c.recompute_modules = recompute_modules_flag(modules, req.recompute, "--recompute-modules");
   check_recompute_modules(c, "--recompute-modules");
   req.recompute_modules = c.recompute_modules;
 }

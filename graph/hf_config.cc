@@ -3,6 +3,7 @@
 #include <array>
 #include <filesystem>
 #include <initializer_list>
+#include <utility>
 
 #include "graph/error.h"
 #include "graph/json_util.h"
@@ -294,8 +295,49 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
   return m;
 }
 
+namespace {
+
+// The config.json keys each model field is read from (the first one the file has), for errors
+// the model's own rules raise: "field 'seq_len': too large" named a field the file does not have.
+constexpr std::pair<const char*, std::array<const char*, 3>> kHfFieldNames[] = {
+    {"layers", {"num_hidden_layers", "n_layer"}},
+    {"hidden", {"hidden_size", "n_embd"}},
+    {"heads", {"num_attention_heads", "n_head"}},
+    {"kv_heads", {"num_key_value_heads"}},
+    {"ffn_hidden", {"intermediate_size", "n_inner"}},
+    {"seq_len", {"max_position_embeddings", "n_positions"}},
+    {"vocab", {"vocab_size"}},
+    {"experts", {"num_local_experts", "num_experts", "n_routed_experts"}},
+    {"top_k", {"num_experts_per_tok"}},
+    {"expert_ffn_hidden", {"moe_intermediate_size", "intermediate_size"}},
+    {"shared_experts", {"n_shared_experts"}},
+    {"shared_ffn_hidden", {"moe_intermediate_size"}},
+    {"first_dense_layers", {"first_k_dense_replace"}},
+    {"mtp_modules", {"num_nextn_predict_layers"}},
+};
+
+std::string with_hf_field_names(std::string message, const nlohmann::json& doc,
+                                const std::string& source) {
+  for (const auto& [key, names] : kHfFieldNames) {
+    const std::string ours = source + ": field '" + key + "'";
+    if (message.rfind(ours, 0) != 0) continue;
+    for (const char* name : names) {
+      if (name == nullptr || !doc.contains(name)) continue;
+      return source + ": field '" + name + "'" + message.substr(ours.size());
+    }
+  }
+  return message;
+}
+
+}  // namespace
+
 ModelSpec hf_model_from_json(const nlohmann::json& doc, const std::string& source) {
-  return model_from_json(hf_config_to_model_json(doc, source), source);
+  const nlohmann::json model = hf_config_to_model_json(doc, source);
+  try {
+    return model_from_json(model, source);
+  } catch (const InputError& e) {
+    throw InputError(with_hf_field_names(e.what(), doc, source));
+  }
 }
 
 }  // namespace jaxpp

@@ -867,6 +867,10 @@ void set_alltoall_dtypes(ModelSpec& model, std::string_view text, const std::str
   if (!model.moe.enabled())
     throw_input_error(where, "model '" + model.name + "' has no routed experts (no all-to-all)");
   const size_t comma = text.find(',');
+  // "fp8,bf16,fp8" said: unknown dtype "bf16,fp8".
+  if (comma != std::string_view::npos && text.find(',', comma + 1) != std::string_view::npos)
+    throw_input_error(where, "expected D or DISPATCH,COMBINE (at most two types), got '" +
+                                 std::string(text) + "'");
   const std::string_view dispatch = text.substr(0, comma);
   const std::string_view combine = comma == std::string_view::npos ? text : text.substr(comma + 1);
   model.moe.dispatch_dtype = parse_dtype(dispatch, where);

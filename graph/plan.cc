@@ -170,6 +170,17 @@ double optimizer_traffic_bytes_per_param(OptimizerState o, double cluster_state,
   return std::max(0.0, cluster_traffic - 2 * (cluster_state - state));
 }
 
+bool has_routed_experts(const ModelSpec& model) {
+  return model.moe.enabled() && std::any_of(model.layers.begin(), model.layers.end(),
+                                            [](const LayerWork& l) { return l.moe; });
+}
+
+void check_etp_flag(const ModelSpec& model) {
+  if (!has_routed_experts(model))
+    throw_input_error("--etp", "expert tensor parallelism on " + model.name +
+                                   ", which has no routed experts");
+}
+
 void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
                       bool flags, std::string_view field_prefix) {
   const auto name = [&](const char* flag, const char* field) {
@@ -182,13 +193,17 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
   if (!(c.moe_imbalance >= 1.0) || !std::isfinite(c.moe_imbalance))
     throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                       "must be a number >= 1 (1 = a balanced router)");
-  if (!model.moe.enabled()) {
+  if (!has_routed_experts(model)) {
     if (c.ep > 1)
       throw_input_error(name("--ep", "ep"), "ep " + std::to_string(c.ep) + " on " + model.name +
                                                 ", which has no routed experts (a dense model)");
     if (c.etp > 0 && c.etp != c.tp)
       throw_input_error(name("--etp", "etp"), "expert tensor parallelism on " + model.name +
                                                   ", which has no routed experts");
+    if (c.moe_overlap != MoeOverlap::kAuto)
+      throw_input_error(name("--moe-overlap", "moe_overlap"),
+                        "overlaps the all-to-all of " + model.name +
+                            ", which has no routed experts (no all-to-all)");
     if (c.moe_imbalance != 1.0)
       throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                         "a routing imbalance on " + model.name + ", which has no routed experts");
@@ -359,6 +374,16 @@ uint32_t parse_recompute_modules(std::string_view text, const std::string& where
     throw_input_error(where, "expected at least one recompute module (" + valid +
                                  "); for no recompute use recompute none");
   return bits == recompute_module_bit(RecomputeModule::kCoreAttn) ? 0 : bits;
+}
+
+uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
+                                const std::string& where) {
+  const uint32_t modules = parse_recompute_modules(text, where);
+  if (recompute != Recompute::kSelective)
+    throw_input_error(where, "names the modules of selective recompute and needs recompute "
+                             "selective (recompute is " +
+                                 std::string(to_string(recompute)) + ")");
+  return modules;
 }
 
 std::string recompute_modules_to_string(uint32_t modules, std::string_view sep) {

@@ -119,6 +119,13 @@ double optimizer_state_bytes_per_param(OptimizerState o, double cluster_default)
 double optimizer_traffic_bytes_per_param(OptimizerState o, double cluster_state,
                                          double cluster_traffic);
 
+// Some layer has routed experts (a model with MoE fields can have none: a Hugging Face config with
+// first_k_dense_replace = num_hidden_layers; every MoE flag was accepted and ignored on it).
+bool has_routed_experts(const ModelSpec& model);
+// --etp given on a model without routed experts: InputError naming --etp, whatever its value
+// (etp equal to tp was accepted, any other refused; a plan file may still carry etp = tp).
+void check_etp_flag(const ModelSpec& model);
+
 // How the devices are used. gpus = pp · dp · cp · tp. Rank layout (costmodel/analytic_cost.h):
 // tensor parallelism innermost, then context parallelism, then data parallelism, then pipeline.
 struct ParallelConfig {
@@ -265,6 +272,11 @@ std::string_view to_string(RecomputeModule m);  // Megatron's names: "core_attn"
 // stored as 0 (the default). InputError naming `where` on an unknown or unmodelled name (listing
 // the valid names), an empty list or a repeated name.
 uint32_t parse_recompute_modules(std::string_view text, const std::string& where);
+// --recompute-modules as given by a user (simulate, graph, the Python module): parse_recompute_
+// modules, and InputError naming `where` unless `recompute` is selective, whatever the list names
+// ("core_attn" alone, stored as 0, was accepted and ignored beside recompute none).
+uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
+                                const std::string& where);
 // The set as Megatron's names in kAllRecomputeModules order, joined by `sep` ("core_attn" for 0).
 std::string recompute_modules_to_string(uint32_t modules, std::string_view sep = ",");
 // JSON form (plan.json config.recompute_modules, corpus rows): an array of Megatron's names (the

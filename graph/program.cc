@@ -20,8 +20,12 @@ std::string at(int actor, size_t index) {
 OpKind parse_op(const std::string& s, const std::string& where) {
   for (OpKind k : kAllOpKinds)
     if (s == to_string(k)) return k;
-  throw_input_error(
-      where, "unknown op \"" + s + "\" (expected compute, send, recv, allreduce or optimizer)");
+  // The list from kAllOpKinds (a hand-written one left out allgather).
+  std::string names;
+  for (size_t i = 0; i < kAllOpKinds.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == kAllOpKinds.size() ? " or " : ", ") +
+             std::string(to_string(kAllOpKinds[i]));
+  throw_input_error(where, "unknown op \"" + s + "\" (expected " + names + ")");
 }
 
 std::vector<int> int_list(const JsonObject& obj, const std::string& key) {

@@ -200,7 +200,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
     check_recompute_layers(c, "--recompute-layers");
   }
   if (!recompute_modules.empty()) {
-    c.recompute_modules = parse_recompute_modules(recompute_modules, "--recompute-modules");
+    c.recompute_modules =
+        recompute_modules_flag(recompute_modules, c.recompute, "--recompute-modules");
     check_recompute_modules(c, "--recompute-modules");
   }
   c.offload_layers = offload_layers;
@@ -215,6 +216,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.ep = ep;
   c.etp = etp.value_or(0);
   if (etp && c.etp < 1) throw_input_error("--etp", "must be >= 1, got " + std::to_string(c.etp));
+  if (etp) check_etp_flag(req.model);
   c.moe_imbalance = moe_imbalance;
   c.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
   c.moe_dispatcher = parse_moe_dispatcher(moe_dispatcher, "--moe-dispatcher");

@@ -1,10 +1,13 @@
 #include "simulator/model_validation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <thread>
 
 #include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
@@ -177,7 +180,30 @@ ModelValidationReport validate_corpus(const Corpus& corpus, const ModelValidatio
   report.corpus = corpus.path;
   report.band = options.band;
   if (options.cluster_override) report.cluster_override = options.cluster_override->name;
-  for (const CorpusRow& row : corpus.rows) report.rows.push_back(validate_row(row, options));
+  // Rows in parallel, each result in its row's place (the same report for any thread count): the
+  // built-in corpus's 193 rows took 60 s of one core under ASan, the other idle.
+  const size_t n = corpus.rows.size();
+  report.rows.resize(n);
+  std::vector<std::exception_ptr> failures(n);
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        report.rows[i] = validate_row(corpus.rows[i], options);
+      } catch (...) {
+        failures[i] = std::current_exception();  // not an InputError (validate_row keeps those)
+      }
+    }
+  };
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const size_t threads = std::min<size_t>(
+      n, static_cast<size_t>(std::max(1, options.threads > 0 ? options.threads : hardware)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& f : failures)
+    if (f) std::rethrow_exception(f);
   for (const CorpusRowResult& r : report.rows) {
     add(r.row->split == CorpusSplit::kFit ? report.fit : report.test, r, options.band);
     add(report.by_source[r.row->source], r, options.band);

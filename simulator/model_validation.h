@@ -66,6 +66,9 @@ struct ModelValidationOptions {
   double band = 0.10;  // |error| allowed, as a fraction
   // Replaces every row's cluster preset when set (a calibrated cluster, or constants under fit).
   std::optional<ClusterSpec> cluster_override;
+  // Rows scored side by side (each row's plan is built and simulated on its own, as the explorer
+  // does with configurations); 0 = one per hardware thread. The report is the same for any count.
+  int threads = 0;
 };
 
 struct CorpusRowResult {

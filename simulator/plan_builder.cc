@@ -110,12 +110,14 @@ Partition even_partition(const ModelSpec& model, int num_stages) {
 }
 
 int check_parallel_config(const ParallelConfig& c) {
-  if (c.pp < 1 || c.tp < 1 || c.dp < 1 || c.cp < 1 || c.gpus < 1 || c.microbatch_size < 1 ||
-      c.global_batch < 1 || c.virtual_stages < 1) {
-    throw_input_error("configuration",
-                      "gpus, pp, tp, dp, cp, virtual stages, global batch and microbatch size "
-                      "must all be >= 1");
-  }
+  // Each named by its flag (one line for all of them said which must be >= 1, not which was not).
+  using Named = std::pair<int64_t, const char*>;
+  for (const auto& [value, flag] :
+       {Named{c.pp, "--pp"}, Named{c.tp, "--tp"}, Named{c.dp, "--dp"}, Named{c.cp, "--cp"},
+        Named{c.virtual_stages, "--virtual"}, Named{c.global_batch, "--global-batch"},
+        Named{c.microbatch_size, "--microbatch-size"}})
+    if (value < 1)
+      throw_input_error(flag, "expected at least 1, got " + std::to_string(value));
   check_int_in(c.gpus, "configuration: gpus", 1, kMaxGpus, kGpuCountWhat);
   // pp·virtual stages and pp·tp·dp·cp GPUs in 64 bits: each factor is an int, and a product that
   // wraps an int could equal --gpus by accident.
@@ -152,7 +154,10 @@ int check_parallel_config(const ParallelConfig& c) {
 }
 
 void parse_partition_flag(const std::string& text, PlanRequest& request) {
-  if (text == "auto" || text.empty()) {
+  if (text.empty())  // was read as auto
+    throw_input_error("--partition", "expected auto, even, balanced-time or the first layer of "
+                                     "each stage (e.g. 0,13,26), got ''");
+  if (text == "auto") {
     request.partition = PartitionMode::kAuto;
     return;
   }
@@ -466,6 +471,12 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
                                   stage_time_s_from_ms(request.t_a2a_b_ms, true, "--t-a2a-b"));
   }
   const MoeOverlap overlap = request.moe_overlap;
+  // Exit 0 with the plain run before: the overlap of an all-to-all that no stage has.
+  if (overlap != MoeOverlap::kAuto && !times.has_alltoall())
+    throw_input_error("--moe-overlap", std::string(to_string(overlap)) +
+                                           " overlaps the MoE all-to-all, but no stage has one "
+                                           "(give --t-a2a-f/--t-a2a-b or a2a times in "
+                                           "--stage-times)");
   if (!options.perturbation) {
     SimulatedPlan sim = simulate_stage_times(schedule, times, options, overlap);
     release_at_exit(std::move(schedule));  // the command-line tool does not free it

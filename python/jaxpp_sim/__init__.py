@@ -24,6 +24,7 @@ import json as _json
 import math as _math
 import numbers as _numbers
 import os as _os
+import re as _re
 
 from . import _jaxpp_sim as _core
 from ._jaxpp_sim import InputError
@@ -64,6 +65,91 @@ def _float(name, value):
 
 def _opt_float(name, value):
     return None if value is None else _float(name, value)
+
+
+def _cli_float(flag, name, value):
+    """``value`` as a float for a flag whose CLI parser refuses NaN and infinities before any
+    range check (``--timeout-s nan``: "expected a number, got 'nan'"), with the CLI's message."""
+    v = _float(name, value)
+    if _math.isfinite(v):
+        return v
+    text = value if isinstance(value, str) else repr(v)
+    if isinstance(value, str) and text.strip().lstrip("+-").lower() not in ("nan", "inf",
+                                                                           "infinity"):
+        raise InputError(f"{flag}: expected a whole number within the flag's range, got "
+                         f"'{text}'")  # an overflow such as "1e400", as the CLI says
+    raise InputError(f"{flag}: expected a number, got '{text}'")
+
+
+# A file name "" (``--corpus ''``, ``--assign ''``): the core's message for it. The core reads ""
+# as "not given", so the module refuses it itself.
+_EMPTY_PATH = '"" (an empty file name): cannot read file: No such file or directory'
+
+
+def _split_list(text):
+    """The items of a comma-separated list as the CLI splits them (std::getline: "" has none, and
+    no empty item follows a final comma)."""
+    items = text.split(",")
+    if items[-1] == "":
+        items.pop()
+    return items
+
+
+def _int_list(name, value):
+    """An explore list argument of integers (``pp``, ``tp``, ...): None is the default domain
+    ([]); a list or tuple (items as :func:`_int`); one integer; or a comma-separated string,
+    parsed as the CLI's flag (``"2,4"``). Empty: the CLI's message for ``--flag ''``."""
+    flag = "--" + name.replace("_", "-")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        out = []
+        for item in _split_list(value):
+            # std::stoi: leading blanks and a sign, then digits to the end; positive, an int
+            if not _re.fullmatch(r"\s*[+-]?[0-9]+", item) or not 1 <= int(item) < 2**31:
+                raise InputError(f"{flag}: expected a comma-separated list of positive integers,"
+                                 f" got '{value}'")
+            out.append(int(item))
+        items = out
+    elif isinstance(value, (list, tuple)):
+        items = [_int(name, v) for v in value]
+    elif (isinstance(value, _numbers.Real) and not isinstance(value, bool)
+          and float(value).is_integer()):
+        items = [int(value)]
+    else:
+        raise InputError(f"{name}: expected an integer or a list of integers, got {value!r}")
+    if not items:
+        raise InputError(f"{flag}: expected at least one value")
+    return items
+
+
+def _str_list(name, value, empty, numbers=False):
+    """An explore list argument of names (``schedules``, ``recompute``; ``numbers``: items may be
+    integers too, ``offload_layers``): None is the default domain ([]); a list or tuple; one
+    item; or a comma-separated string as the CLI's flag (``"1f1b,zb-h1"``). Empty: the CLI's
+    message ``empty`` for ``--flag ''``."""
+    def item_ok(v):
+        return isinstance(v, str) or (numbers and isinstance(v, _numbers.Integral)
+                                      and not isinstance(v, bool))
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = _split_list(value)
+    elif isinstance(value, (list, tuple)) and all(item_ok(v) for v in value):
+        items = [str(v) for v in value]
+    elif item_ok(value):
+        items = [str(value)]
+    else:
+        what = ("an integer, a string or a list of them" if numbers
+                else "a string or a list of strings")
+        raise InputError(f"{name}: expected {what}, got {value!r}")
+    if not items:
+        raise InputError(f"--{name.replace('_', '-')}: {empty}")
+    return items
+
+
+def _opt_cli_float(flag, name, value):
+    return None if value is None else _cli_float(flag, name, value)
 
 
 def _nonfinite_path(value):
@@ -142,24 +228,49 @@ def schedules():
 
 # --- models and clusters --------------------------------------------------------------------------
 
+def _source(source):
+    if not isinstance(source, str):
+        raise InputError(f"source: expected a string, got {source!r}")
+    return source
+
+
+def _spec_of(cls, spec, kind):
+    """The checked spec of ``Model(spec)`` / ``Cluster(spec)``: a dict only (a name or a path
+    goes to ``load``), read as ``from_dict`` reads it."""
+    if not isinstance(spec, dict):
+        raise InputError(f"{cls.__name__}({spec!r}): expected a dict in the {kind} JSON format; "
+                         f"use {cls.__name__}.load(name_or_path) for a preset or a file, "
+                         f"{cls.__name__}.from_dict(doc) for a dict")
+    return cls.from_dict(spec)._spec
+
+
 class Model:
     """A model (per-layer work of a transformer). Build one with :meth:`Model.load` or
-    :meth:`Model.from_dict`; :meth:`to_dict` gives the model JSON format (docs/graph.md)."""
+    :meth:`Model.from_dict` (``Model(doc)`` with a dict is ``Model.from_dict(doc)``);
+    :meth:`to_dict` gives the model JSON format (docs/graph.md)."""
 
     def __init__(self, spec):
+        self._spec = _spec_of(Model, spec, "model")
+
+    @classmethod
+    def _of(cls, spec):
+        """A model of the core's JSON (already checked)."""
+        self = cls.__new__(cls)
         self._spec = dict(spec)
+        return self
 
     @classmethod
     def load(cls, name_or_path):
         """A preset name (see :func:`models`), a model JSON file or a Hugging Face
         ``config.json`` (as ``--model``)."""
-        return cls(_json.loads(_core.load_model(str(name_or_path))))
+        return cls._of(_json.loads(_core.load_model(str(name_or_path))))
 
     @classmethod
     def from_dict(cls, doc, source="model"):
-        """A model from a dict in the model JSON format or a Hugging Face config; ``source``
-        names it in error messages."""
-        return cls(_json.loads(_core.model_from_json(_dumps(doc, source), source)))
+        """A model from a dict in the model JSON format or a Hugging Face config; ``source`` (a
+        string) names it in error messages."""
+        source = _source(source)
+        return cls._of(_json.loads(_core.model_from_json(_dumps(doc, source), source)))
 
     @property
     def name(self):
@@ -179,20 +290,30 @@ class Model:
 
 class Cluster:
     """A cluster (GPU, links, efficiencies). Build one with :meth:`Cluster.load` or
-    :meth:`Cluster.from_dict`; :meth:`to_dict` gives the cluster JSON format."""
+    :meth:`Cluster.from_dict` (``Cluster(doc)`` with a dict is ``Cluster.from_dict(doc)``);
+    :meth:`to_dict` gives the cluster JSON format."""
 
     def __init__(self, spec):
+        self._spec = _spec_of(Cluster, spec, "cluster")
+
+    @classmethod
+    def _of(cls, spec):
+        """A cluster of the core's JSON (already checked)."""
+        self = cls.__new__(cls)
         self._spec = dict(spec)
+        return self
 
     @classmethod
     def load(cls, name_or_path):
         """A preset name (see :func:`clusters`) or a cluster JSON file (as ``--cluster``)."""
-        return cls(_json.loads(_core.load_cluster(str(name_or_path))))
+        return cls._of(_json.loads(_core.load_cluster(str(name_or_path))))
 
     @classmethod
     def from_dict(cls, doc, source="cluster"):
-        """A cluster from a dict in the cluster JSON format."""
-        return cls(_json.loads(_core.cluster_from_json(_dumps(doc, source), source)))
+        """A cluster from a dict in the cluster JSON format; ``source`` (a string) names it in
+        error messages."""
+        source = _source(source)
+        return cls._of(_json.loads(_core.cluster_from_json(_dumps(doc, source), source)))
 
     @property
     def name(self):
@@ -246,7 +367,10 @@ def _assign_args(assign):
         return "", ""
     if isinstance(assign, dict):
         return "", _dumps(assign, "assign")
-    return _os.fspath(assign), ""
+    path = _os.fspath(assign)
+    if path == "":  # the core reads "" as "no assignment"
+        raise InputError(_EMPTY_PATH)
+    return path, ""
 
 
 def _refuse_given(args, why):
@@ -358,12 +482,27 @@ class SimResult:
 
 
 def _recompute_modules_arg(modules):
-    """``recompute_modules`` as ``--recompute-modules``'s text ("" = not given)."""
+    """``recompute_modules`` as ``--recompute-modules``'s text ("" = not given, None). An empty
+    list or string names no module: passed as ",", which the core refuses with the CLI's message
+    for ``--recompute-modules ''`` (its "" would mean "not given")."""
     if modules is None:
         return ""
-    if isinstance(modules, str):
-        return modules
-    return ",".join(str(m) for m in modules)
+    text = modules if isinstance(modules, str) else ",".join(str(m) for m in modules)
+    return text or ","
+
+
+def _perturb_arg(perturb, breakdown=False):
+    """``perturb`` as ``--perturb``'s text ("" = not given, None); "" is refused as the CLI
+    refuses ``--perturb ''`` (the breakdown check first, as the core's order)."""
+    if perturb is None:
+        return ""
+    text = str(perturb)
+    if text == "":
+        if breakdown:
+            raise InputError("--perturb and --breakdown: the breakdown prices the unperturbed "
+                             "cost model; run them separately")
+        raise InputError("--perturb: empty perturbation")
+    return text
 
 
 def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, cp=1,
@@ -438,8 +577,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                 raise InputError(f"{name}: required in model mode")
         m = _model(model)
         if a2a_dtype is not None:
-            m = Model(_json.loads(_core.model_with_a2a_dtype(_json.dumps(m._spec),
-                                                             str(a2a_dtype))))
+            m = Model._of(_json.loads(_core.model_with_a2a_dtype(_json.dumps(m._spec),
+                                                                 str(a2a_dtype))))
         c = _cluster(cluster)
         out = _core.simulate_model(
             _json.dumps(m._spec), _json.dumps(c._spec), _int("gpus", gpus), _int("pp", pp),
@@ -451,7 +590,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             bool(tp_comm_overlap), str(attention), str(partition),
             _opt_float("max_memory_gib", max_memory_gib), _int("ep", ep),
             _opt_int("etp", etp), _float("moe_imbalance", moe_imbalance), str(moe_overlap),
-            str(perturb or ""), bool(breakdown), bool(check_memory), bool(trace),
+            _perturb_arg(perturb, breakdown), bool(breakdown), bool(check_memory), bool(trace),
             *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
             str(optimizer_state), str(moe_dispatcher), str(moe_routing),
             _opt_int("recompute_layers", recompute_layers), _int("offload_layers", offload_layers),
@@ -494,7 +633,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
         bool(fuse_steady_state), _opt_float("t_f", t_f), _opt_float("t_b", t_b), _float("t_w", t_w),
         _float("t_comm", t_comm), _float("t_a2a_f", t_a2a_f),
         _float("t_a2a_b", t_a2a_b), str(moe_overlap), stage_file, stage_text,
-        str(perturb or ""), bool(trace))
+        _perturb_arg(perturb), bool(trace))
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
 
 
@@ -578,8 +717,11 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
             moe_dispatcher="alltoall", moe_routing="random", offload_layers=None):
     """Search the parallel configurations of ``model`` on ``gpus`` GPUs of ``cluster``, as
     ``jaxpp-sim explore``. The list arguments (``schedules``, ``pp``, ``tp``, ``ep``, ``etp``,
-    ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``) restrict the space; None is the
-    default domain (docs/explore.md; ``ep``/``etp``: expert parallelism of MoE models;
+    ``cp``, ``microbatch_sizes``, ``virtual``, ``recompute``, ``offload_layers``) restrict the
+    space: each a list or tuple, one value, or a comma-separated string as the CLI's flag
+    (``schedules="1f1b,zb-h1"``, ``pp="2,4"``, ``pp=2``); None is the default domain, and an
+    empty one is refused as the CLI refuses ``--pp ''`` (docs/explore.md; ``ep``/``etp``:
+    expert parallelism of MoE models;
     ``recompute`` items are none, selective, full, op, "full:N", full recompute of the first N
     transformer layers of each stage, or "selective:a+b", selective recompute of Megatron-Core's
     recompute modules a and b, e.g. "selective:layernorm+mla_up_proj"). ``zero1`` is "off", "on" or "both". ``bound_prune`` skips configurations a simulated one
@@ -616,9 +758,11 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     max_memory = _opt_float("max_memory_gib", max_memory_gib)
     out = _core.explore(
         m, c, _int("gpus", gpus), _int("global_batch", global_batch), max_memory,
-        list(schedules or []),
-        list(pp or []), list(tp or []), list(ep or []), list(etp or []), list(cp or []),
-        list(microbatch_sizes or []), list(virtual or []), list(recompute or []), str(zero1),
+        _str_list("schedules", schedules, "expected at least one name"),
+        _int_list("pp", pp), _int_list("tp", tp), _int_list("ep", ep), _int_list("etp", etp),
+        _int_list("cp", cp), _int_list("microbatch_sizes", microbatch_sizes),
+        _int_list("virtual", virtual),
+        _str_list("recompute", recompute, "expected at least one policy"), str(zero1),
         bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
         bool(overlap_grad_reduce), bool(bound_prune), str(partition), _int("threads", threads or 0),
         _int("top", top),
@@ -628,7 +772,9 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         _opt_int("robust", robust),
         _opt_float("robust_jitter", robust_jitter), progress, *_assign_args(assign),
         str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state),
-        str(moe_dispatcher), str(moe_routing), [str(o) for o in (offload_layers or [])])
+        str(moe_dispatcher), str(moe_routing),
+        _str_list("offload_layers", offload_layers, "expected at least one choice",
+                  numbers=True))
     request = (m, c, _int("gpus", gpus), _int("global_batch", global_batch),
                bool(overlap_grad_reduce), str(partition),
                max_memory, _assign_args(assign))
@@ -861,8 +1007,9 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
     text = _core.run(schedule or "", schedule_file or "", _int("pp", pp or 0),
                      _int("microbatches", microbatches or 0),
                      _int("virtual", virtual), bool(fuse_steady_state), plan_text, str(compute),
-                     _float("time_scale", time_scale), _int("steps", steps), _int("warmup", warmup),
-                     _int("dp", dp), _float("timeout_s", timeout_s),
+                     _cli_float("--time-scale", "time_scale", time_scale), _int("steps", steps),
+                     _int("warmup", warmup), _int("dp", dp),
+                     _cli_float("--timeout-s", "timeout_s", timeout_s),
                      bool(check), _int("hidden", hidden), _int("seq", seq),
                      _int("layers_per_stage", layers_per_stage), str(optimizer),
                      _int("seed", seed), _int("inject_drop", inject_drop))
@@ -879,8 +1026,16 @@ def validate_model(*, corpus=None, cluster=None, rows_on=None, split="all", band
     cluster (name, path, dict or :class:`Cluster`) replacing every row's, ``rows_on`` keeps the
     rows on one cluster preset, ``split`` is "fit", "test" or "all", ``band`` the allowed
     |error|. Returns the report dict."""
+    # The core reads "" as "not given": refused here as the CLI refuses --rows-on '' and
+    # --corpus ''.
+    if rows_on is not None and str(rows_on) == "":
+        raise InputError("--rows-on : expected a cluster preset name, the \"cluster\" of the "
+                         f"rows to keep (one of: {', '.join(clusters())})")
     cluster_text = "" if cluster is None else _json.dumps(_cluster(cluster)._spec)
-    return _json.loads(_core.validate_model(str(corpus or ""), cluster_text, str(rows_on or ""),
+    if corpus is not None and str(corpus) == "":
+        raise InputError(_EMPTY_PATH)
+    return _json.loads(_core.validate_model("" if corpus is None else str(corpus),
+                                            cluster_text, "" if rows_on is None else str(rows_on),
                                             str(split), _float("band", band)))
 
 
@@ -922,6 +1077,9 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     run_flags = (("hidden", hidden, None), ("ffn", ffn, None), ("seq", seq, None),
                  ("layers_per_stage", layers_per_stage, None), ("optimizer", optimizer, None),
                  ("dp", dp, None), ("skip_steps", skip_steps, None))
+    # The CLI's parser refuses NaN and infinities before anything runs (or any mode check).
+    repetition_ms = _opt_cli_float("--repetition-ms", "repetition_ms", repetition_ms)
+    timeout_s = _opt_cli_float("--timeout-s", "timeout_s", timeout_s)
     base_text = "" if base is None else _json.dumps(_cluster(base)._spec)
     if from_trace is not None:
         _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
@@ -933,7 +1091,7 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
             str(optimizer or "sgd"),
             _int("dp", 1 if dp is None else dp), _opt_int("skip_steps", skip_steps),
             base_text, str(name or ""))
-        return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
+        return CalibrationResult(_json.loads(report), Cluster._of(_json.loads(cluster)))
     _refuse_given(run_flags,
                   "describes the run of a --from-trace trace; not used by microbenchmarks")
     if backend != "threads":
@@ -942,9 +1100,9 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     report, cluster = _core.calibrate(
         bool(quick), bool(hot), _opt_int("repeats", repeats),
         _int("warmup", 2 if warmup is None else warmup), _opt_int("rounds", rounds),
-        _opt_float("repetition_ms", repetition_ms), _int("ranks", 2 if ranks is None else ranks),
-        _float("timeout_s", 60.0 if timeout_s is None else timeout_s), base_text, str(name or ""))
-    return CalibrationResult(_json.loads(report), Cluster(_json.loads(cluster)))
+        repetition_ms, _int("ranks", 2 if ranks is None else ranks),
+        60.0 if timeout_s is None else timeout_s, base_text, str(name or ""))
+    return CalibrationResult(_json.loads(report), Cluster._of(_json.loads(cluster)))
 
 
 # --- JaxPP adapter --------------------------------------------------------------------------------

@@ -706,7 +706,17 @@ const std::vector<BadInputCase> kCases = {
     {.name = "SimulateTpNotDividingHeads", .args = kSim + "--gpus 6 --pp 2 --tp 3 --global-batch 16",
      .message = "tp 3 does not divide the 16 attention heads"},
     {.name = "SimulateZeroTp", .args = kSim + "--gpus 2 --pp 2 --tp 0 --global-batch 16",
-     .message = "must all be >= 1"},
+     .message = "--tp: expected at least 1, got 0"},
+    // These said "configuration: gpus, pp, tp, dp, cp, virtual stages, ... must all be >= 1".
+    {.name = "SimulateEmptyPartition",  // was read as auto
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 16 --partition ''",
+     .message = "--partition: expected auto, even, balanced-time or the first layer of each "
+                "stage (e.g. 0,13,26), got ''"},
+    {.name = "SimulateZeroVirtual", .args = kSim + "--gpus 2 --pp 2 --virtual 0 --global-batch 16",
+     .message = "--virtual: expected at least 1, got 0"},
+    {.name = "SimulateZeroMicrobatchSize",
+     .args = kSim + "--gpus 2 --pp 2 --microbatch-size 0 --global-batch 16",
+     .message = "--microbatch-size: expected at least 1, got 0"},
     {.name = "SimulateBatchNotDivisible", .args = kSim + "--gpus 4 --pp 2 --dp 2 --global-batch 3",
      .message = "not divisible"},
     {.name = "SimulateHugeGlobalBatch", .args = kSim + "--gpus 2 --pp 2 --global-batch 2000000000",
@@ -1017,6 +1027,9 @@ const std::vector<BadInputCase> kCases = {
      .message = "--gpus"},
     {.name = "DemoOutIsAFile", .args = "demo --out {dir}/f", .files = {{"f", text("x")}},
      .message = "--out {dir}/f: exists and is not a directory"},
+    // Every step ran (PASS printed) before this was found.
+    {.name = "DemoOutUnderAFile", .args = "demo --out {dir}/f/sub", .files = {{"f", text("x")}},
+     .message = "--out {dir}/f/sub: cannot create the directory ({dir}/f is not a directory)"},
 
     // ---- export: physically impossible traces (issue 16, class 7). --------------------------
     {.name = "ExportTraceOverlappingComputes", .args = "export --trace {dir}/t.json -o {dir}/x.txt",
@@ -1138,6 +1151,9 @@ const std::vector<BadInputCase> kCases = {
      .message = "does not divide 8 GPUs"},
     {.name = "ExploreMalformedTpList", .args = kExplore + "--tp 2,x",
      .message = "--tp: expected a comma-separated list of positive integers"},
+    {.name = "ExploreRobustWithTopZero",  // printed an empty "Robust ranking" table
+     .args = kExplore + "--robust 2 --top 0",
+     .message = "--top 0: --robust reranks the --top best configurations: give --top >= 1"},
     {.name = "ExploreZeroThreads", .args = kExplore + "--threads 0", .message = "--threads"},
     {.name = "ExploreNegativeMemoryLimit", .args = kExplore + "--max-memory-gib -1",
      .message = "--max-memory-gib: must be > 0"},
@@ -1782,6 +1798,17 @@ const std::vector<BadInputCase> kCases = {
      .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b "
              "--recompute full --recompute-modules core_attn,moe_act",
      .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: names the modules of selective recompute and needs "
+                "recompute selective (recompute is full)"},
+    // core_attn alone (stored as the default) was accepted and ignored beside another policy.
+    {.name = "SimulateRecomputeModuleCoreAttnWithoutSelective",
+     .args = "simulate --model {dir}/m.json --gpus 2 --pp 2 --global-batch 4 --schedule 1f1b "
+             "--recompute none --recompute-modules core_attn",
+     .files = {{"m.json", text(kTinyModel)}},
+     .message = "--recompute-modules: names the modules of selective recompute and needs "
+                "recompute selective (recompute is none)"},
+    {.name = "GraphRecomputeModuleCoreAttnWithoutSelective",
+     .args = "graph --model gpt3-1.3b --pp 2 --recompute full --recompute-modules core_attn",
      .message = "--recompute-modules: names the modules of selective recompute and needs "
                 "recompute selective (recompute is full)"},
     {.name = "SimulateRecomputeModulesUnknown",

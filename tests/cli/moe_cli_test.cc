@@ -35,6 +35,36 @@ TEST(MoeCli, EpOnADenseModelIsRejected) {
                        "simulate", {"--ep", "no routed experts"});
 }
 
+// Accepted and ignored before: --moe-overlap on a dense model (written into the plan), --etp
+// equal to tp on a dense model (--etp 1 was refused), every MoE flag on a model whose MoE fields
+// leave no layer with routed experts, and --moe-overlap in measured mode without all-to-all times.
+TEST(MoeCli, MoeFlagsThatCannotApplyAreRefused) {
+  const std::string dense =
+      "simulate --model gpt3-1.3b --schedule 1f1b --gpus 4 --pp 2 --tp 2 --global-batch 8 ";
+  expect_moe_bad_input(run_cli(dense + "--moe-overlap dualpipe"), "simulate",
+                       {"--moe-overlap: overlaps the all-to-all of gpt3-1.3b, which has no "
+                        "routed experts"});
+  expect_moe_bad_input(run_cli(dense + "--etp 2"), "simulate",
+                       {"--etp: expert tensor parallelism on gpt3-1.3b"});
+  nlohmann::json hf = nlohmann::json::parse(
+      read_file(std::string(JAXPP_TEST_DATA_DIR) + "/hf/deepseek-v3.json"));
+  hf["first_k_dense_replace"] = hf["num_hidden_layers"];  // every layer dense
+  const std::string all_dense = write_temp_file("config.json", hf.dump());
+  expect_moe_bad_input(
+      run_cli("simulate --model " + all_dense +
+              " --schedule 1f1b --gpus 8 --pp 2 --dp 4 --global-batch 8 --ep 4 --no-memory-check"),
+      "simulate", {"--ep: ep 4 on", "which has no routed experts"});
+  expect_moe_bad_input(
+      run_cli("simulate --model mixtral-8x7b --cluster h100-sxm --gpus 16 --pp 2 --dp 8 "
+              "--global-batch 16 --schedule 1f1b --ep 8 --a2a-dtype fp8,bf16,fp8"),
+      "simulate", {"--a2a-dtype: expected D or DISPATCH,COMBINE (at most two types), got "
+                   "'fp8,bf16,fp8'"});
+  expect_moe_bad_input(run_cli("simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 "
+                               "--moe-overlap none"),
+                       "simulate", {"--moe-overlap: none overlaps the MoE all-to-all, but no "
+                                    "stage has one"});
+}
+
 TEST(MoeCli, EpNotDividingTheExpertsIsRejected) {
   expect_moe_bad_input(
       run_cli("simulate --model mixtral-8x7b --cluster h100-sxm --gpus 24 --pp 4 --dp 6 "

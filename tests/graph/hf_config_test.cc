@@ -102,6 +102,25 @@ std::string error_for(const nlohmann::json& doc) {
   return error_of([&] { hf_model_from_json(doc, "config.json"); });
 }
 
+// The model's own rules (limits, layer counts) named its internal fields, which the file does not
+// have: "field 'seq_len': too large" for max_position_embeddings.
+TEST(HfConfigTest, ErrorsOfTheModelsRulesNameTheConfigKey) {
+  nlohmann::json llama = config("llama3-8b");
+  llama["max_position_embeddings"] = 1000000000;
+  EXPECT_EQ(error_for(llama).rfind("config.json: field 'max_position_embeddings': too large", 0),
+            0u)
+      << error_for(llama);
+  nlohmann::json deepseek = config("deepseek-v3");
+  deepseek["first_k_dense_replace"] = 1000;
+  EXPECT_EQ(error_for(deepseek).rfind("config.json: field 'first_k_dense_replace': 1000 dense", 0),
+            0u)
+      << error_for(deepseek);
+  nlohmann::json qwen = config("qwen3-30b-a3b");
+  qwen["num_experts"] = 1000000000;
+  EXPECT_EQ(error_for(qwen).rfind("config.json: field 'num_experts': too large", 0), 0u)
+      << error_for(qwen);
+}
+
 TEST(HfConfigTest, UnsupportedArchitectureIsNamed) {
   nlohmann::json doc = config("llama3-8b");
   doc["architectures"] = {"FalconForCausalLM"};

@@ -170,6 +170,10 @@ TEST(MoeConfig, ChecksNameTheFieldOrTheFlag) {
   c.ep = 1;
   c.etp = 0;
   c.moe_imbalance = 1;
+  // An overlap mode of an all-to-all the model does not have (it was written into the plan).
+  EXPECT_NE(moe_error(dense, c, true).find("--moe-overlap: overlaps the all-to-all of gpt3-1.3b"),
+            std::string::npos);
+  c.moe_overlap = MoeOverlap::kAuto;
   EXPECT_EQ(moe_error(dense, c, true), "");
 }
 

@@ -100,6 +100,30 @@ TEST(ProgramTest, WellFormedProgramPassesTheCheck) {
   EXPECT_EQ(stream_of(p.actors[0][9]).kind, StreamKind::kCompute);
 }
 
+// The list of valid ops comes from kAllOpKinds: a hand-written one left out allgather.
+TEST(ProgramTest, UnknownOpListsEveryOp) {
+  nlohmann::json j = program_to_json(two_stage_program());
+  ASSERT_TRUE(j.dump().find("\"op\":\"send\"") != std::string::npos) << j.dump().substr(0, 300);
+  bool edited = false;
+  std::function<void(nlohmann::json&)> edit = [&](nlohmann::json& v) {
+    if (edited) return;
+    if (v.is_object() && v.contains("op")) {
+      v["op"] = "teleport";
+      edited = true;
+      return;
+    }
+    if (v.is_structured())
+      for (auto& x : v) edit(x);
+  };
+  edit(j);
+  ASSERT_TRUE(edited);
+  const std::string msg = error_of([&] { program_from_json(j, "p.json"); });
+  EXPECT_NE(msg.find("unknown op \"teleport\" (expected compute, send, recv, allreduce, optimizer "
+                     "or allgather)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(ProgramTest, HasOpFindsAnInstructionKindOnAnyActor) {
   Program p = two_stage_program();
   EXPECT_TRUE(p.has_op(OpKind::kAllReduce));

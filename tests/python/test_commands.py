@@ -1074,3 +1074,125 @@ def test_nan_inside_a_dict_is_named_where_it_is():
         js.simulate(schedule="1f1b", pp=1, microbatches=2, stage_times=stage_times)
     assert str(e.value) == ("stage_times: stages[0]: field 't_b_ms': expected a finite number, "
                             "got inf (JSON has no NaN or infinity)")
+
+
+# --- empty values, list arguments, constructors, non-finite floats --------------------------------
+
+SMALL_SIM = dict(model="gpt3-1.3b", cluster="h100-sxm", gpus=8, pp=2, global_batch=16,
+                 schedule="1f1b")
+SMALL_SIM_CLI = ["--model", "gpt3-1.3b", "--cluster", "h100-sxm", "--gpus", "8", "--pp", "2",
+                 "--global-batch", "16", "--schedule", "1f1b"]
+SMALL_EXPLORE = dict(model="gpt3-1.3b", cluster="h100-sxm", gpus=8, global_batch=16)
+SMALL_EXPLORE_CLI = ["--model", "gpt3-1.3b", "--cluster", "h100-sxm", "--gpus", "8",
+                     "--global-batch", "16"]
+
+
+def test_empty_values_are_refused_as_the_cli_refuses_them():
+    # "" and [] meant "not given" (x or "", list(x or [])); only None does.
+    for modules in ([], "", [""]):
+        same_error(lambda: js.simulate(**SMALL_SIM, recompute="selective",
+                                       recompute_modules=modules),
+                   "simulate", *SMALL_SIM_CLI, "--recompute", "selective",
+                   "--recompute-modules", ",")
+    same_error(lambda: js.graph(model="gpt3-1.3b", pp=2, recompute="selective",
+                                recompute_modules=[]),
+               "graph", "--model", "gpt3-1.3b", "--pp", "2", "--recompute", "selective",
+               "--recompute-modules", "")
+    same_error(lambda: js.simulate(**SMALL_SIM, perturb=""), "simulate", *SMALL_SIM_CLI,
+               "--perturb", "")
+    same_error(lambda: js.simulate(**SMALL_SIM, perturb="", breakdown=True), "simulate",
+               *SMALL_SIM_CLI, "--perturb", "", "--breakdown")
+    same_error(lambda: js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1,
+                                   perturb=""),
+               "simulate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "--t-f",
+               "1", "--t-b", "1", "--perturb", "")
+    same_error(lambda: js.simulate(**SMALL_SIM, assign=""), "simulate", *SMALL_SIM_CLI,
+               "--assign", "")
+    same_error(lambda: js.explore(**SMALL_EXPLORE, assign=""), "explore", *SMALL_EXPLORE_CLI,
+               "--assign", "")
+    for name in ("schedules", "pp", "tp", "ep", "etp", "cp", "microbatch_sizes", "virtual",
+                 "recompute", "offload_layers"):
+        for empty in ([], "", ()):
+            same_error(lambda: js.explore(**SMALL_EXPLORE, **{name: empty}), "explore",
+                       *SMALL_EXPLORE_CLI, "--" + name.replace("_", "-"), "")
+    same_error(lambda: js.validate_model(rows_on=""), "validate-model", "--rows-on", "")
+    same_error(lambda: js.validate_model(corpus=""), "validate-model", "--corpus", "")
+
+
+def test_explore_list_arguments_take_one_value_or_the_clis_text():
+    # schedules="1f1b" was split into characters ("unknown schedule '1'"), pp=2 raised a bare
+    # TypeError and pp="2" pybind's "incompatible function arguments".
+    args = dict(SMALL_EXPLORE, microbatch_sizes=[2], tp=[1], zero1="off", recompute=["none"],
+                threads=1)
+    cli = [*SMALL_EXPLORE_CLI, "--microbatch-sizes", "2", "--tp", "1", "--zero1", "off",
+           "--recompute", "none", "--threads", "1", "--quiet"]
+    c = cli_json("explore", *cli, "--schedules", "1f1b,zb-h1", "--pp", "2,4")
+    for schedules, pp in ((["1f1b", "zb-h1"], [2, 4]), ("1f1b,zb-h1", "2,4"),
+                          (("1f1b", "zb-h1"), ("2", 4.0))):
+        r = js.explore(**args, schedules=schedules, pp=pp)
+        assert r.summary["configs"] == c["configs"]
+    c = cli_json("explore", *cli, "--schedules", "1f1b", "--pp", "2")
+    for pp in (2, "2", [2]):
+        r = js.explore(**args, schedules="1f1b", pp=pp)
+        assert r.summary["configs"] == c["configs"]
+    for text in ("2.5", ",2", "0", "2,x"):
+        same_error(lambda: js.explore(**args, pp=text), "explore", *cli, "--pp", text)
+    # no empty item after a final comma, as the CLI splits it
+    assert js.explore(**args, schedules="1f1b,", pp=2).summary["configs"] == c["configs"]
+    for name, bad, what in (("pp", 2.5, "an integer or a list of integers"),
+                            ("tp", {"a": 1}, "an integer or a list of integers"),
+                            ("virtual", True, "an integer or a list of integers"),
+                            ("schedules", {"1f1b": 1}, "a string or a list of strings"),
+                            ("recompute", ["none", 1], "a string or a list of strings"),
+                            ("offload_layers", 1.5, "an integer, a string or a list of them")):
+        with pytest.raises(js.InputError) as e:
+            js.explore(**{**args, name: bad})
+        assert str(e.value) == f"{name}: expected {what}, got {bad!r}"
+    with pytest.raises(js.InputError) as e:
+        js.explore(**args, pp=[2, 2.5])
+    assert str(e.value) == "pp: expected an integer, got 2.5"
+
+
+def test_model_and_cluster_constructors_take_a_checked_dict():
+    # Model("gpt3-1.3b") raised ValueError from dict(), Cluster(None) a TypeError, and
+    # Model({'name': 5}) was accepted unchecked.
+    for cls, name in ((js.Model, "gpt3-1.3b"), (js.Cluster, "h100-sxm")):
+        kind = cls.__name__
+        for bad in (name, None, ["x"]):
+            with pytest.raises(js.InputError) as e:
+                cls(bad)
+            assert str(e.value) == (
+                f"{kind}({bad!r}): expected a dict in the {kind.lower()} JSON format; use "
+                f"{kind}.load(name_or_path) for a preset or a file, {kind}.from_dict(doc) for "
+                "a dict")
+        doc = cls.load(name).to_dict()
+        assert cls(doc).to_dict() == doc  # a dict of the core's format, as before
+        for source in (None, 5):
+            with pytest.raises(js.InputError) as e:
+                cls.from_dict(doc, source=source)
+            assert str(e.value) == f"source: expected a string, got {source!r}"
+    with pytest.raises(js.InputError) as e:
+        js.Cluster({"name": 5})
+    assert str(e.value) == "cluster: field 'name': expected a string, got 5"
+    with pytest.raises(js.InputError, match="^model: field 'layers': missing"):
+        js.Model({"name": 5})
+
+
+def test_non_finite_seconds_and_factors_are_refused_up_front():
+    # calibrate(timeout_s=nan) ran the benchmarks and failed seconds later with a RuntimeError;
+    # run(timeout_s=nan) named a range the CLI never reaches.
+    nan, inf = float("nan"), float("inf")
+    for kw, flag, text in ((dict(timeout_s=nan), "--timeout-s", "nan"),
+                           (dict(timeout_s=-inf), "--timeout-s", "-inf"),
+                           (dict(timeout_s="NaN"), "--timeout-s", "NaN"),
+                           (dict(timeout_s="1e400"), "--timeout-s", "1e400"),
+                           (dict(repetition_ms=inf), "--repetition-ms", "inf")):
+        same_error(lambda: js.calibrate(quick=True, **kw), "calibrate", "--quick", flag, text)
+    same_error(lambda: js.calibrate(from_trace="x.json", timeout_s=nan), "calibrate",
+               "--from-trace", "x.json", "--timeout-s", "nan")
+    measured = ["--schedule", "1f1b", "--pp", "2", "--microbatches", "4"]
+    for kw, flag, text in ((dict(timeout_s=nan), "--timeout-s", "nan"),
+                           (dict(time_scale=inf), "--time-scale", "inf"),
+                           (dict(time_scale=-inf), "--time-scale", "-inf")):
+        same_error(lambda: js.run(schedule="1f1b", pp=2, microbatches=4, **kw), "run",
+                   *measured, flag, text)

@@ -10,6 +10,7 @@
 #include "costmodel/stage_times_cost.h"
 #include "graph/error.h"
 #include "simulator/plan_builder.h"
+#include "tests/testing/input_error.h"
 
 namespace jaxpp {
 namespace {
@@ -149,15 +150,18 @@ TEST(MeasuredMoeOverlap, OneFOneBOverlapPairsBackwardsWithForwards) {
   EXPECT_LT(paired.program.num_instructions(), serial.program.num_instructions());
 }
 
-TEST(MeasuredMoeOverlap, WithoutAllToAllTheOverlapModeChangesNothing) {
-  const SimulatedPlan none = simulate_measured_moe("dualpipev", MoeOverlap::kNone, 0);
-  const SimulatedPlan overlap = simulate_measured_moe("dualpipev", MoeOverlap::kAuto, 0);
-  const SimulatedPlan paired = simulate_measured_moe("1f1b", MoeOverlap::k1F1B, 0);
-  const SimulatedPlan plain = simulate_measured_moe("1f1b", MoeOverlap::kNone, 0);
-  EXPECT_EQ(none.result.alltoall_s, 0);
-  EXPECT_DOUBLE_EQ(none.result.step_time_s, overlap.result.step_time_s);
-  EXPECT_DOUBLE_EQ(paired.result.step_time_s, plain.result.step_time_s);
-  EXPECT_FALSE(none.metrics.contains("moe_overlap"));
+// Without an all-to-all an overlap mode other than auto changed nothing and exited 0: it is
+// refused, naming the flag; auto (the default) runs as before.
+TEST(MeasuredMoeOverlap, WithoutAllToAllAnOverlapModeIsRefused) {
+  const SimulatedPlan plain = simulate_measured_moe("dualpipev", MoeOverlap::kAuto, 0);
+  EXPECT_EQ(plain.result.alltoall_s, 0);
+  EXPECT_FALSE(plain.metrics.contains("moe_overlap"));
+  for (const MoeOverlap o : {MoeOverlap::kNone, MoeOverlap::k1F1B, MoeOverlap::kDualPipe})
+    EXPECT_EQ(error_of([&] { simulate_measured_moe("dualpipev", o, 0); })
+                  .rfind("--moe-overlap: " + std::string(to_string(o)) +
+                             " overlaps the MoE all-to-all, but no stage has one",
+                         0),
+              0u);
 }
 
 TEST(MeasuredMoeOverlap, PerStageAllToAllFromAStageTimesDocument) {

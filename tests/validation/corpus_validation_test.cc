@@ -98,6 +98,22 @@ const ModelValidationReport& report() {
   return r;
 }
 
+// Rows are scored side by side (ModelValidationOptions::threads): each in its own place, so the
+// report is the same for any thread count, error rows included (small.json's a-bad-tp).
+TEST(CorpusValidation, TheReportIsTheSameForAnyNumberOfThreads) {
+  const Corpus corpus = load_corpus(std::string(JAXPP_TEST_DATA_DIR) + "/corpus/small.json");
+  ModelValidationOptions one, many;
+  one.threads = 1;
+  many.threads = 4;
+  const ModelValidationReport a = validate_corpus(corpus, one);
+  const ModelValidationReport b = validate_corpus(corpus, many);
+  ASSERT_EQ(a.rows.size(), corpus.rows.size());
+  for (size_t i = 0; i < corpus.rows.size(); ++i) EXPECT_EQ(b.rows[i].row, &corpus.rows[i]);
+  EXPECT_EQ(validation_report_to_json(a).dump(), validation_report_to_json(b).dump());
+  EXPECT_TRUE(std::any_of(b.rows.begin(), b.rows.end(),
+                          [](const CorpusRowResult& r) { return !r.ran(); }));
+}
+
 TEST(CorpusValidation, EveryTestRowIsWithinTenPercentOrItsNamedWiderBand) {
   for (const CorpusRowResult& r : report().rows) {
     if (r.row->split != CorpusSplit::kTest || r.row->expected_failure) continue;
