@@ -341,6 +341,7 @@ CorpusRow parse_row(const json& value, const std::string& name, const std::strin
   if (row.has("recompute_modules")) {
     c.recompute_modules =
         recompute_modules_from_json(row.at("recompute_modules"), row.field("recompute_modules"));
+    check_modules_need_selective(c.recompute, row.field("recompute_modules"));
     check_recompute_modules(c, row.field("recompute_modules"), &r.model);
   }
   c.sequence_parallel = row.boolean_or("sequence_parallel", false);

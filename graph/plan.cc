@@ -376,13 +376,17 @@ uint32_t parse_recompute_modules(std::string_view text, const std::string& where
   return bits == recompute_module_bit(RecomputeModule::kCoreAttn) ? 0 : bits;
 }
 
-uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
-                                const std::string& where) {
-  const uint32_t modules = parse_recompute_modules(text, where);
+void check_modules_need_selective(Recompute recompute, const std::string& where) {
   if (recompute != Recompute::kSelective)
     throw_input_error(where, "names the modules of selective recompute and needs recompute "
                              "selective (recompute is " +
                                  std::string(to_string(recompute)) + ")");
+}
+
+uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
+                                const std::string& where) {
+  const uint32_t modules = parse_recompute_modules(text, where);
+  check_modules_need_selective(recompute, where);
   return modules;
 }
 
@@ -644,6 +648,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   if (obj.has("recompute_modules")) {
     c.recompute_modules =
         recompute_modules_from_json(obj.at("recompute_modules"), obj.field("recompute_modules"));
+    // ["core_attn"] (stored as 0) beside another policy was accepted and ignored.
+    check_modules_need_selective(c.recompute, obj.field("recompute_modules"));
     check_recompute_modules(c, obj.field("recompute_modules"));
   }
   if (obj.has("offload_layers"))

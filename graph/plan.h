@@ -277,6 +277,9 @@ uint32_t parse_recompute_modules(std::string_view text, const std::string& where
 // ("core_attn" alone, stored as 0, was accepted and ignored beside recompute none).
 uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
                                 const std::string& where);
+// InputError naming `where` (a flag, or a plan's or corpus row's "recompute_modules") unless
+// `recompute` is selective: the rule for modules given at all, whatever they list.
+void check_modules_need_selective(Recompute recompute, const std::string& where);
 // The set as Megatron's names in kAllRecomputeModules order, joined by `sep` ("core_attn" for 0).
 std::string recompute_modules_to_string(uint32_t modules, std::string_view sep = ",");
 // JSON form (plan.json config.recompute_modules, corpus rows): an array of Megatron's names (the

@@ -553,6 +553,22 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ValidateJsonWithAnEmptyActor", .args = "validate {dir}/s.json",
      .files = {{"s.json", text(R"({"actors": [["F0@s0", "B0@s0"], [], ["F0@s1", "B0@s1"]]})")}},
      .message = "{dir}/s.json: actor 1 runs no task of any stage"},
+    // ["core_attn"] is stored as the default: beside recompute none it was accepted and ignored.
+    {.name = "ValidatePlanCoreAttnModuleWithoutSelective",
+     .args = "validate {dir}/p.json",
+     .files = {{"p.json", plan_with([](json& p) {
+                  p["config"]["recompute"] = "none";
+                  p["config"]["recompute_modules"] = json::array({"core_attn"});
+                })}},
+     .message = "field 'recompute_modules': names the modules of selective recompute and needs "
+                "recompute selective (recompute is none)"},
+    {.name = "ValidateModelCorpusCoreAttnModuleWithoutSelective",
+     .args = "validate-model --corpus {dir}/c.json",
+     .files = {{"c.json", corpus_with([](json& c) {
+                  c["rows"][0]["recompute_modules"] = json::array({"core_attn"});
+                })}},
+     .message = "row 'a-1.3b-pp2': field 'recompute_modules': names the modules of selective "
+                "recompute and needs recompute selective (recompute is none)"},
     {.name = "ValidatePlanWithAWrongFormat",  // was read as a schedule: "field 'cluster'"
      .args = "validate {dir}/p.json",
      .files = {{"p.json", plan_with([](json& p) { p["format"] = "jaxpp-sim-plan2"; })}},
