@@ -476,10 +476,7 @@ void check_recompute_modules(const ParallelConfig& config, const std::string& wh
   if (config.recompute_modules == 0) return;
   if (config.recompute_modules >= (uint32_t{1} << kAllRecomputeModules.size()))
     throw_input_error(where, "holds an unknown recompute module bit");
-  if (config.recompute != Recompute::kSelective)
-    throw_input_error(where, "names the modules of selective recompute and needs recompute "
-                             "selective (recompute is " +
-                                 std::string(to_string(config.recompute)) + ")");
+  check_modules_need_selective(config.recompute, where);
   if (model == nullptr) return;
   bool mla = false, moe = false;
   for (const LayerWork& l : model->layers) {
