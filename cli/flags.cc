@@ -45,10 +45,7 @@ namespace {
       continue;
     }
     if (value != unread) continue;
-    throw_input_error(flag, is_decimal_number(value)
-                                ? "expected a whole number within the flag's range, got '" +
-                                      value + "'"
-                                : "expected a number, got '" + value + "'");
+    throw_unreadable_number(flag, value);
   }
   throw_input_error("arguments", fallback);
 }
@@ -81,8 +78,7 @@ std::optional<cxxopts::ParseResult> parse_flags(cxxopts::Options& options, int a
     } catch (const std::bad_cast&) {
       continue;  // not a decimal flag
     }
-    if (!is_decimal_number(kv.value()))
-      throw_input_error("--" + kv.key(), "expected a number, got '" + kv.value() + "'");
+    if (!is_decimal_number(kv.value())) throw_unreadable_number("--" + kv.key(), kv.value());
   }
   for (const cxxopts::KeyValue& kv : args.arguments()) {
     const std::vector<std::string>& values = given[kv.key()];

@@ -3,6 +3,7 @@
 #include <array>
 #include <filesystem>
 #include <initializer_list>
+#include <map>
 #include <utility>
 
 #include "graph/error.h"
@@ -175,12 +176,21 @@ std::vector<std::string> hf_model_types() {
   return types;
 }
 
-nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::string& source) {
+namespace {
+
+// The model JSON of a config.json; `from` gets, for each model field read from one key of the
+// file, that key (errors of the model's rules name it: hf_model_from_json).
+nlohmann::json convert(const nlohmann::json& doc, const std::string& source,
+                       std::map<std::string, std::string>& from) {
   const JsonObject obj(doc, source);
   const Architecture& arch = detect(obj, doc);
   const std::string type = arch.model_type;
   nlohmann::json m = {{"name", model_name(obj, doc, source)},
                       {"dtype", std::string(to_string(hf_dtype(obj, doc)))}};
+  const auto read = [&](const char* ours, const char* key, nlohmann::json value) {
+    m[ours] = std::move(value);
+    from[ours] = key;
+  };
   if (arch.family != Family::kDeepseek)
     refuse_fields(obj, doc, kMlaFields, "an MLA attention field", arch);
   if (arch.family == Family::kLlama || arch.family == Family::kGpt2 ||
@@ -188,12 +198,12 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
     refuse_fields(obj, doc, kExpertFields, "a mixture-of-experts field", arch);
 
   if (arch.family == Family::kGpt2) {
-    m["layers"] = obj.positive_int("n_layer");
-    m["hidden"] = obj.positive_int("n_embd");
-    m["heads"] = obj.positive_int("n_head");
-    m["ffn_hidden"] = positive_or(obj, doc, "n_inner", 4 * obj.positive_int("n_embd"));
-    m["seq_len"] = obj.positive_int("n_positions");
-    m["vocab"] = obj.positive_int("vocab_size");
+    read("layers", "n_layer", obj.positive_int("n_layer"));
+    read("hidden", "n_embd", obj.positive_int("n_embd"));
+    read("heads", "n_head", obj.positive_int("n_head"));
+    read("ffn_hidden", "n_inner", positive_or(obj, doc, "n_inner", 4 * obj.positive_int("n_embd")));
+    read("seq_len", "n_positions", obj.positive_int("n_positions"));
+    read("vocab", "vocab_size", obj.positive_int("vocab_size"));
     m["tied_embeddings"] = bool_or(obj, doc, "tie_word_embeddings", true);
     m["mlp"] = "gelu";
     // GPT2Config's defaults: 0.1 each.
@@ -202,12 +212,12 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
     return m;
   }
 
-  m["layers"] = obj.positive_int("num_hidden_layers");
-  m["hidden"] = obj.positive_int("hidden_size");
-  m["heads"] = obj.positive_int("num_attention_heads");
-  m["ffn_hidden"] = obj.positive_int("intermediate_size");
-  m["seq_len"] = obj.positive_int("max_position_embeddings");
-  m["vocab"] = obj.positive_int("vocab_size");
+  read("layers", "num_hidden_layers", obj.positive_int("num_hidden_layers"));
+  read("hidden", "hidden_size", obj.positive_int("hidden_size"));
+  read("heads", "num_attention_heads", obj.positive_int("num_attention_heads"));
+  read("ffn_hidden", "intermediate_size", obj.positive_int("intermediate_size"));
+  read("seq_len", "max_position_embeddings", obj.positive_int("max_position_embeddings"));
+  read("vocab", "vocab_size", obj.positive_int("vocab_size"));
   m["tied_embeddings"] = bool_or(obj, doc, "tie_word_embeddings", false);
   if (arch.family == Family::kGptNeox) {
     m["mlp"] = "gelu";
@@ -227,23 +237,23 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
       throw_input_error(obj.field("moe_layer_freq"),
                         "only 1 is supported (every layer after first_k_dense_replace is MoE)");
     m["attention"] = "mla";
-    if (present(doc, "q_lora_rank")) m["q_lora_rank"] = obj.positive_int("q_lora_rank");
+    if (present(doc, "q_lora_rank")) read("q_lora_rank", "q_lora_rank", obj.positive_int("q_lora_rank"));
     for (const char* key : {"kv_lora_rank", "qk_rope_head_dim", "v_head_dim"})
-      m[key] = obj.positive_int(key);
-    m["qk_nope_head_dim"] = obj.non_negative_integer("qk_nope_head_dim");
+      read(key, key, obj.positive_int(key));
+    read("qk_nope_head_dim", "qk_nope_head_dim", obj.non_negative_integer("qk_nope_head_dim"));
     const int experts = obj.positive_int("n_routed_experts");
-    m["experts"] = experts;
-    m["top_k"] = top_k(obj, experts, "n_routed_experts");
-    m["expert_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+    read("experts", "n_routed_experts", experts);
+    read("top_k", "num_experts_per_tok", top_k(obj, experts, "n_routed_experts"));
+    read("expert_ffn_hidden", "moe_intermediate_size", obj.positive_int("moe_intermediate_size"));
     const int shared = non_negative_or(obj, doc, "n_shared_experts", 0);
     if (shared > 0) {
-      m["shared_experts"] = shared;
-      m["shared_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+      read("shared_experts", "n_shared_experts", shared);
+      read("shared_ffn_hidden", "moe_intermediate_size", obj.positive_int("moe_intermediate_size"));
     }
     const int dense = non_negative_or(obj, doc, "first_k_dense_replace", 0);
-    if (dense > 0) m["first_dense_layers"] = dense;
+    if (dense > 0) read("first_dense_layers", "first_k_dense_replace", dense);
     const int mtp = non_negative_or(obj, doc, "num_nextn_predict_layers", 0);
-    if (mtp > 0) m["mtp_modules"] = mtp;
+    if (mtp > 0) read("mtp_modules", "num_nextn_predict_layers", mtp);
     // DeepSeek-V3's router scores each expert with a sigmoid (scoring_func, when given).
     const std::string scoring =
         present(doc, "scoring_func") ? obj.string("scoring_func") : "sigmoid";
@@ -265,21 +275,21 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
     return m;
   }
 
-  m["kv_heads"] =
-      positive_or(obj, doc, "num_key_value_heads", obj.positive_int("num_attention_heads"));
+  read("kv_heads", "num_key_value_heads",
+       positive_or(obj, doc, "num_key_value_heads", obj.positive_int("num_attention_heads")));
   const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
   if (qwen3) {
-    m["head_dim"] = positive_or(obj, doc, "head_dim", 128);  // Qwen3Config's default
+    read("head_dim", "head_dim", positive_or(obj, doc, "head_dim", 128));  // Qwen3Config's default
     m["qk_norm"] = true;
   } else if (present(doc, "head_dim")) {
-    m["head_dim"] = obj.positive_int("head_dim");
+    read("head_dim", "head_dim", obj.positive_int("head_dim"));
   }
   if (type == "qwen2") m["qkv_bias"] = true;
   if (arch.family == Family::kMixtral) {
     const int experts = obj.positive_int("num_local_experts");
-    m["experts"] = experts;
-    m["top_k"] = top_k(obj, experts, "num_local_experts");
-    m["expert_ffn_hidden"] = obj.positive_int("intermediate_size");
+    read("experts", "num_local_experts", experts);
+    read("top_k", "num_experts_per_tok", top_k(obj, experts, "num_local_experts"));
+    read("expert_ffn_hidden", "intermediate_size", obj.positive_int("intermediate_size"));
   } else if (arch.family == Family::kQwen3Moe) {
     if (non_negative_or(obj, doc, "decoder_sparse_step", 1) != 1)
       throw_input_error(obj.field("decoder_sparse_step"),
@@ -288,55 +298,36 @@ nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::str
       throw_input_error(obj.field("mlp_only_layers"),
                         "dense layers among the MoE layers are not supported");
     const int experts = obj.positive_int("num_experts");
-    m["experts"] = experts;
-    m["top_k"] = top_k(obj, experts, "num_experts");
-    m["expert_ffn_hidden"] = obj.positive_int("moe_intermediate_size");
+    read("experts", "num_experts", experts);
+    read("top_k", "num_experts_per_tok", top_k(obj, experts, "num_experts"));
+    read("expert_ffn_hidden", "moe_intermediate_size", obj.positive_int("moe_intermediate_size"));
   }
   return m;
 }
 
-namespace {
-
-// The config.json keys each model field is read from (the first one the file has), for errors
-// the model's own rules raise: "field 'seq_len': too large" named a field the file does not have.
-constexpr std::pair<const char*, std::array<const char*, 3>> kHfFieldNames[] = {
-    {"layers", {"num_hidden_layers", "n_layer"}},
-    {"hidden", {"hidden_size", "n_embd"}},
-    {"heads", {"num_attention_heads", "n_head"}},
-    {"kv_heads", {"num_key_value_heads"}},
-    {"ffn_hidden", {"intermediate_size", "n_inner"}},
-    {"seq_len", {"max_position_embeddings", "n_positions"}},
-    {"vocab", {"vocab_size"}},
-    {"experts", {"num_local_experts", "num_experts", "n_routed_experts"}},
-    {"top_k", {"num_experts_per_tok"}},
-    {"expert_ffn_hidden", {"moe_intermediate_size", "intermediate_size"}},
-    {"shared_experts", {"n_shared_experts"}},
-    {"shared_ffn_hidden", {"moe_intermediate_size"}},
-    {"first_dense_layers", {"first_k_dense_replace"}},
-    {"mtp_modules", {"num_nextn_predict_layers"}},
-};
-
-std::string with_hf_field_names(std::string message, const nlohmann::json& doc,
-                                const std::string& source) {
-  for (const auto& [key, names] : kHfFieldNames) {
-    const std::string ours = source + ": field '" + key + "'";
-    if (message.rfind(ours, 0) != 0) continue;
-    for (const char* name : names) {
-      if (name == nullptr || !doc.contains(name)) continue;
-      return source + ": field '" + name + "'" + message.substr(ours.size());
-    }
-  }
-  return message;
-}
-
 }  // namespace
 
+nlohmann::json hf_config_to_model_json(const nlohmann::json& doc, const std::string& source) {
+  std::map<std::string, std::string> from;
+  return convert(doc, source, from);
+}
+
 ModelSpec hf_model_from_json(const nlohmann::json& doc, const std::string& source) {
-  const nlohmann::json model = hf_config_to_model_json(doc, source);
+  std::map<std::string, std::string> from;
+  const nlohmann::json model = convert(doc, source, from);
   try {
     return model_from_json(model, source);
   } catch (const InputError& e) {
-    throw InputError(with_hf_field_names(e.what(), doc, source));
+    // "<source>: field 'seq_len': ..." names the config key it came from
+    // ("field 'max_position_embeddings'"), when the file has that key (not for a default).
+    std::string message = e.what();
+    for (const auto& [ours, key] : from) {
+      const std::string prefix = source + ": field '" + ours + "'";
+      if (message.rfind(prefix, 0) != 0 || !doc.contains(key)) continue;
+      message = source + ": field '" + key + "'" + message.substr(prefix.size());
+      break;
+    }
+    throw InputError(message);
   }
 }
 

@@ -57,4 +57,11 @@ bool is_decimal_number(const std::string& cell) {
   return i == n;
 }
 
+void throw_unreadable_number(const std::string& where, const std::string& text) {
+  throw_input_error(where, is_decimal_number(text)
+                               ? "expected a whole number within the flag's range, got '" + text +
+                                     "'"
+                               : "expected a number, got '" + text + "'");
+}
+
 }  // namespace jaxpp

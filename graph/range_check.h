@@ -18,4 +18,10 @@ double check_double_in(double value, const std::string& where, double lo, double
 // every decimal flag (cli/flags.h).
 bool is_decimal_number(const std::string& text);
 
+// The text of a number that a flag or argument cannot take, as an InputError naming `where`: a
+// decimal number that overflows a double ("1e400": "expected a whole number within the flag's
+// range, got '1e400'") or text that is not a decimal number ("nan", "5,abc": "expected a number,
+// got 'nan'"). The CLI's flags (cli/flags.cc) and the Python module's arguments share it.
+[[noreturn]] void throw_unreadable_number(const std::string& where, const std::string& text);
+
 }  // namespace jaxpp

@@ -1058,6 +1058,8 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("view"), py::arg("width"), py::arg("per_stream"), py::arg("title"));
   m.def("check_handoff_csv", &check_handoff_csv, py::arg("csv_path"), py::arg("plan_path"));
+  // A number's text that a flag cannot take (NaN, an overflow): the CLI's message (always raises).
+  m.def("unreadable_number", &jaxpp::throw_unreadable_number, py::arg("where"), py::arg("text"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("csv_path"));
 }

@@ -1,7 +1,6 @@
 #include "simulator/explorer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cctype>
 #include <chrono>
@@ -17,7 +16,6 @@
 #include <numeric>
 #include <optional>
 #include <set>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -33,6 +31,7 @@
 #include "schedules/registry.h"
 #include "simulator/engine.h"
 #include "simulator/explore_partition.h"
+#include "simulator/parallel_for.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -1268,34 +1267,24 @@ namespace {
 void run_units(const ExploreRequest& request, std::vector<ConfigRecord>& records,
                const std::vector<std::vector<int64_t>>& work, UnitMode mode, int64_t& done,
                int64_t total, ExploreTimings& sum) {
-  int threads =
-      request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(work.size())));
-  std::atomic<size_t> next{0};
   std::mutex mutex;  // guards done, the progress callback and the timings
   // An error in a unit (e.g. InputError from the cost model) is rethrown after all threads
   // have joined; the one of the unit with the lowest first id wins, so the message does not
   // depend on timing.
   std::exception_ptr error;
   int64_t error_id = std::numeric_limits<int64_t>::max();
-  auto worker = [&] {
+  parallel_for(work.size(), request.threads, [&](size_t i) {
+    const std::vector<int64_t>& ids = work[i];
     UnitTimings local;
-    for (size_t i = next.fetch_add(1); i < work.size(); i = next.fetch_add(1)) {
-      const std::vector<int64_t>& ids = work[i];
-      // Units touch disjoint records, so no lock is needed while evaluating.
-      try {
-        evaluate_unit(request, records, ids, local, mode);
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (ids.front() < error_id) {
-          error_id = ids.front();
-          error = std::current_exception();
-        }
-      }
+    // Units touch disjoint records, so no lock is needed while evaluating.
+    try {
+      evaluate_unit(request, records, ids, local, mode);
+    } catch (...) {
       std::lock_guard lock(mutex);
-      if (mode == UnitMode::kBound) continue;
-      done += static_cast<int64_t>(ids.size());
-      if (request.progress) request.progress(done, total);
+      if (ids.front() < error_id) {
+        error_id = ids.front();
+        error = std::current_exception();
+      }
     }
     std::lock_guard lock(mutex);
     sum.schedule_s += local.schedule_s;
@@ -1304,15 +1293,10 @@ void run_units(const ExploreRequest& request, std::vector<ConfigRecord>& records
     sum.simulate_s += local.simulate_s;
     sum.simulated_instructions += local.instructions;
     sum.programs_lowered += local.lowered;
-  };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
+    if (mode == UnitMode::kBound) return;
+    done += static_cast<int64_t>(ids.size());
+    if (request.progress) request.progress(done, total);
+  });
   if (error) std::rethrow_exception(error);
 }
 
@@ -1422,9 +1406,7 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
   const size_t n = order.size();
   const int64_t limit = limit_bytes(request);
 
-  int threads =
-      request.threads > 0 ? request.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
+  const int threads = resolve_threads(request.threads, n);
   // Simulations started and not yet decided, at most: enough to keep every thread busy, few
   // enough that little simulated ahead is thrown away.
   const size_t lookahead = 2 * static_cast<size_t>(threads);
@@ -1571,14 +1553,8 @@ void bound_and_simulate(const ExploreRequest& request, std::vector<ConfigRecord>
     sum.simulated_instructions += t.instructions;
     sum.programs_lowered += t.lowered;
   };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (int k = 0; k < threads; ++k) pool.emplace_back(worker);
-    for (std::thread& th : pool) th.join();
-  }
+  // One item per thread, each a worker taking configurations until every one is decided.
+  parallel_for(static_cast<size_t>(threads), threads, [&](size_t) { worker(); });
   if (error) std::rethrow_exception(error);
   assert(head == n && "every configuration decided");
 }

@@ -1,19 +1,18 @@
 #include "simulator/model_validation.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <thread>
 
 #include "costmodel/memory.h"
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
 #include "graph/range_check.h"
 #include "schedules/registry.h"
+#include "simulator/parallel_for.h"
 #include "simulator/plan_builder.h"
 
 namespace jaxpp {
@@ -184,26 +183,9 @@ ModelValidationReport validate_corpus(const Corpus& corpus, const ModelValidatio
   // built-in corpus's 193 rows took 60 s of one core under ASan, the other idle.
   const size_t n = corpus.rows.size();
   report.rows.resize(n);
-  std::vector<std::exception_ptr> failures(n);
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) {
-      try {
-        report.rows[i] = validate_row(corpus.rows[i], options);
-      } catch (...) {
-        failures[i] = std::current_exception();  // not an InputError (validate_row keeps those)
-      }
-    }
-  };
-  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-  const size_t threads = std::min<size_t>(
-      n, static_cast<size_t>(std::max(1, options.threads > 0 ? options.threads : hardware)));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& f : failures)
-    if (f) std::rethrow_exception(f);
+  // validate_row keeps a row's InputError in its result; anything else is rethrown.
+  parallel_for(n, options.threads,
+               [&](size_t i) { report.rows[i] = validate_row(corpus.rows[i], options); });
   for (const CorpusRowResult& r : report.rows) {
     add(r.row->split == CorpusSplit::kFit ? report.fit : report.test, r, options.band);
     add(report.by_source[r.row->source], r, options.band);

@@ -69,16 +69,13 @@ def _opt_float(name, value):
 
 def _cli_float(flag, name, value):
     """``value`` as a float for a flag whose CLI parser refuses NaN and infinities before any
-    range check (``--timeout-s nan``: "expected a number, got 'nan'"), with the CLI's message."""
+    range check (``--timeout-s nan``: "expected a number, got 'nan'"), with the CLI's message
+    (the core's, for the text the user gave: "1e400" overflows, "nan" is not a number)."""
     v = _float(name, value)
     if _math.isfinite(v):
         return v
-    text = value if isinstance(value, str) else repr(v)
-    if isinstance(value, str) and text.strip().lstrip("+-").lower() not in ("nan", "inf",
-                                                                           "infinity"):
-        raise InputError(f"{flag}: expected a whole number within the flag's range, got "
-                         f"'{text}'")  # an overflow such as "1e400", as the CLI says
-    raise InputError(f"{flag}: expected a number, got '{text}'")
+    _core.unreadable_number(flag, value if isinstance(value, str) else repr(v))
+    raise AssertionError("unreachable: the core raises for a non-finite number")
 
 
 # A file name "" (``--corpus ''``, ``--assign ''``): the core's message for it. The core reads ""
