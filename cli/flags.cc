@@ -162,4 +162,10 @@ int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int l
   return check_int_in(args[flag].as<int>(), "--" + flag, lo, hi, what);
 }
 
+std::string preset_list(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
 }  // namespace jaxpp::cli

@@ -1,5 +1,6 @@
 // jaxpp-sim: one binary, subcommands (see `jaxpp-sim --help`).
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -126,6 +127,25 @@ CommandRegistration::CommandRegistration(std::string name, std::string summary, 
 
 }  // namespace jaxpp::cli
 
+namespace {
+
+// `rc`, or kExitFailure with a message when the standard output could not be written (a full disk,
+// a closed descriptor): what a command printed there is its result, and a result lost must not
+// end in success. The output is flushed here, so a write that fails only at exit is caught too.
+int checked_stdout(int rc, const std::string& name) {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
+  std::cerr << "jaxpp-sim " << name << ": error: cannot write the standard output"
+            << (error != 0 ? std::string(" (") + std::strerror(error) + ")" : std::string())
+            << "\n";
+  return rc == jaxpp::cli::kExitOk ? jaxpp::cli::kExitFailure : rc;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace jaxpp::cli;
   if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
@@ -149,7 +169,7 @@ int main(int argc, char** argv) {
   for (const Command& c : commands()) {
     if (c.name != name) continue;
     try {
-      return c.run(argc - 1, argv + 1);
+      return checked_stdout(c.run(argc - 1, argv + 1), name);
     } catch (const jaxpp::InputError& e) {
       std::cerr << "jaxpp-sim " << name << ": error: " << e.what() << "\n";
       return kExitBadInput;

@@ -491,9 +491,9 @@ double OperatorCost::moe_alltoall_s(double bytes) const {
   const double flat = std::max(intra_bytes / bw_intra, k > 1 ? inter_bytes / bw_inter : 0.0) +
                       lat_intra + lat_inter;
   if (k <= 1) return flat;
-  const double remote_nodes = config_.moe_routing == MoeRouting::kRandom
-                                  ? (k - 1) * (1 - std::pow(1 - 1.0 / k, top_k))
-                                  : moe_destinations().nodes * (k - 1) / k;
+  // The nodes a token's experts are on (routing, node and device limits: moe_destinations), each
+  // remote with probability (k−1)/k.
+  const double remote_nodes = moe_destinations().nodes * (k - 1) / k;
   const double hierarchical = bytes * remote_nodes / top_k / bw_inter +
                               (g > 1 ? bytes * (g - 1) / g / bw_intra : 0.0) + lat_intra +
                               lat_inter;

@@ -1230,4 +1230,16 @@ ModelSpec load_model(const std::string& name_or_path) {
   return model_from_json(doc, name_or_path);
 }
 
+std::string tp_heads_error(const ModelSpec& model, int tp) {
+  if (tp <= 1 || model.heads <= 0) return "";
+  const std::string of = model.name.empty() ? "" : " of " + model.name;
+  if (model.heads % tp != 0)
+    return "tp " + std::to_string(tp) + " does not divide the " + std::to_string(model.heads) +
+           " attention heads" + of;
+  if (model.kv_heads > 0 && model.kv_heads % tp != 0)
+    return "tp " + std::to_string(tp) + " does not divide the " + std::to_string(model.kv_heads) +
+           " key/value heads (query groups)" + of;
+  return "";
+}
+
 }  // namespace jaxpp

@@ -365,4 +365,10 @@ nlohmann::json model_to_json(const ModelSpec& model);
 nlohmann::json model_shape_to_json(const ModelSpec& model, int seq_len = 0);
 std::vector<std::string> model_preset_names();
 
+// Why tensor parallelism of degree `tp` cannot split `model`'s attention, or "" when it can:
+// every rank holds whole heads and whole key/value heads (query groups), as Megatron-LM divides
+// both by tp (divide(num_query_groups, world_size) in its attention). "tp 16 does not divide the
+// 8 key/value heads (query groups) of llama3-8b". A model without a shape (heads 0) has none.
+std::string tp_heads_error(const ModelSpec& model, int tp);
+
 }  // namespace jaxpp

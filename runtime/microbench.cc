@@ -264,19 +264,15 @@ void pin_to_hardware_thread(int index) {
 template <class Fn>
 void on_threads_world(int actors, int replicas, Fn&& fn) {
   ThreadsWorld world(actors, replicas);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < replicas; ++r)
-    for (int a = 0; a < actors; ++a)
-      threads.emplace_back([&, a, r] {
-        pin_to_hardware_thread(r * actors + a);
-        std::unique_ptr<Backend> backend = world.backend(a, r);
-        try {
-          fn(*backend);
-        } catch (const std::exception& e) {
-          world.abort("worker " + std::to_string(a) + "/" + std::to_string(r) + ": " + e.what());
-        }
-      });
-  for (auto& t : threads) t.join();
+  run_on_threads(world, [&](int a, int r) {
+    pin_to_hardware_thread(r * actors + a);
+    std::unique_ptr<Backend> backend = world.backend(a, r);
+    try {
+      fn(*backend);
+    } catch (const std::exception& e) {
+      world.abort("worker " + std::to_string(a) + "/" + std::to_string(r) + ": " + e.what());
+    }
+  });
   const std::string why = world.abort_reason();
   if (!why.empty()) throw RuntimeFailure("calibrate: " + why);
 }

@@ -165,21 +165,15 @@ using WorkerBody = std::function<WorkerOutput(Backend& host)>;
 std::vector<WorkerOutput> run_threads(int num_actors, int dp, const WorkerBody& body) {
   ThreadsWorld world(num_actors, dp);
   std::vector<WorkerOutput> outputs(static_cast<size_t>(num_actors) * dp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < dp; ++r) {
-    for (int a = 0; a < num_actors; ++a) {
-      threads.emplace_back([&, a, r] {
-        std::unique_ptr<Backend> backend = world.backend(a, r);
-        try {
-          outputs[static_cast<size_t>(r) * num_actors + a] = body(*backend);
-        } catch (const std::exception& e) {
-          world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) +
-                      "): " + e.what());
-        }
-      });
+  run_on_threads(world, [&](int a, int r) {
+    std::unique_ptr<Backend> backend = world.backend(a, r);
+    try {
+      outputs[static_cast<size_t>(r) * num_actors + a] = body(*backend);
+    } catch (const std::exception& e) {
+      world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) + "): " +
+                  e.what());
     }
-  }
-  for (auto& t : threads) t.join();
+  });
   std::string why = world.abort_reason();
   if (!why.empty()) throw RuntimeFailure(why);
   return outputs;

@@ -2,6 +2,8 @@
 
 #include <span>
 #include <stdexcept>
+#include <system_error>
+#include <thread>
 
 namespace jaxpp {
 
@@ -262,6 +264,24 @@ void ThreadsWorld::notify_all() {
   }
   std::lock_guard lock(barrier_.mu);
   barrier_.cv.notify_all();
+}
+
+void run_on_threads(ThreadsWorld& world, const std::function<void(int actor, int replica)>& fn) {
+  const int actors = world.num_actors(), total = actors * world.num_replicas();
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(total));
+  for (int w = 0; w < total; ++w) {
+    try {
+      threads.emplace_back(fn, w % actors, w / actors);
+    } catch (const std::system_error& e) {
+      world.abort("cannot start worker thread " + std::to_string(w + 1) + " of " +
+                  std::to_string(total) + " (" + e.what() +
+                  "): the threads backend runs one thread per worker; use fewer workers or "
+                  "--backend mpi");
+      break;
+    }
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace jaxpp

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,5 +75,12 @@ class ThreadsWorld {
   mutable std::mutex abort_mu_;
   std::string abort_reason_;
 };
+
+// One thread per worker of `world` (replica-major), each running fn(actor, replica); returns when
+// every thread has joined. A thread the system cannot start (thread or memory limits) aborts the
+// world with "cannot start worker thread i of N (<reason>): the threads backend runs one thread
+// per worker; use fewer workers or --backend mpi", which wakes the workers already started; the
+// caller reads it from abort_reason() as any other failure.
+void run_on_threads(ThreadsWorld& world, const std::function<void(int actor, int replica)>& fn);
 
 }  // namespace jaxpp

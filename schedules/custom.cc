@@ -165,6 +165,13 @@ Schedule parse_schedule_json(std::string_view text, const std::string& where) {
 }
 
 Schedule custom_schedule_from_json(const nlohmann::json& j, const std::string& where) {
+  // A plan file (simulator/plan_check.h is_plan_document's test) where a schedule goes: say so,
+  // rather than refuse its first plan field as unknown.
+  if (j.is_object() && (j.contains("config") || j.contains("program") ||
+                        (j.contains("format") && j["format"] == "jaxpp-sim-plan")))
+    throw_input_error(where, "is a jaxpp-sim plan, not a schedule file: give it where a plan goes "
+                             "(run PLAN, validate PLAN, export --plan PLAN, synthesize --plan "
+                             "PLAN)");
   if (j.is_object() && j.contains("rules")) {
     if (j.contains("actors")) {
       throw_input_error(where, "give either 'actors' (explicit orders) or 'rules', not both");

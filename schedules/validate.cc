@@ -193,6 +193,26 @@ ValidationReport validate(const Schedule& schedule, int max_errors, ReplayResult
       }
     }
   }
+  // A fused group's members run in their order (the lowering and the runtime execute them one
+  // after another), so a member must come after any member it depends on; the replay treats the
+  // group as one item and would not notice.
+  for (int r = 0; r < p; ++r) {
+    for (int i = 0; i < static_cast<int>(schedule.actors[r].size()); ++i) {
+      const ScheduleItem& item = schedule.actors[r][i];
+      for (size_t j = 0; j + 1 < item.size(); ++j) {
+        TaskRef deps[kMaxTaskDependencies];
+        const int n = task_dependencies(item[j], S, schedule.split_backward, deps);
+        for (int d = 0; d < n; ++d) {
+          const auto later = std::find(item.begin() + static_cast<std::ptrdiff_t>(j) + 1,
+                                       item.end(), deps[d]);
+          if (later == item.end()) continue;
+          errors.add(at(r, i) + ": " + to_string(item[j]) + " comes before " +
+                     to_string(deps[d]) + ", which it depends on, in the same fused group " +
+                     "(members run in the order given)");
+        }
+      }
+    }
+  }
   if (!errors.empty()) {
     report.errors = errors.take();
     return report;

@@ -706,9 +706,8 @@ void classify(const ModelSpec& model, const SpaceTwins& twins, ConfigRecord& rec
   if (c.global_batch % per_step != 0) {
     rec.reason = "global batch " + std::to_string(c.global_batch) +
                  " is not divisible by dp·b = " + std::to_string(per_step);
-  } else if (model.heads > 0 && model.heads % c.tp != 0) {
-    rec.reason = "tp " + std::to_string(c.tp) + " does not divide the " +
-                 std::to_string(model.heads) + " attention heads";
+  } else if (std::string why = tp_heads_error(model, c.tp); !why.empty()) {
+    rec.reason = std::move(why);
   } else if (c.cp > 1 && (model.seq_len <= 0 || model.seq_len % (2 * c.cp) != 0)) {
     rec.reason = "cp " + std::to_string(c.cp) + " does not split seq_len " +
                  std::to_string(model.seq_len) + " into 2·cp = " + std::to_string(2 * c.cp) +

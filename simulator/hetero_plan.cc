@@ -466,12 +466,9 @@ Plan build_hetero_plan(const PlanRequest& req, const HeteroCluster& cluster,
   for (size_t r = 0; r < meshes.size(); ++r) {
     const ParallelConfig c = mesh_config(config, meshes[r]);
     check_moe_config(req.model, c, "configuration", /*flags=*/true);
-    if (req.model.heads > 0 && req.model.heads % c.tp != 0)
-      throw_input_error("configuration", "tp " + std::to_string(c.tp) + " of actor " +
-                                             std::to_string(r) + " (" + meshes[r].kind +
-                                             ") does not divide the " +
-                                             std::to_string(req.model.heads) +
-                                             " attention heads of " + req.model.name);
+    if (const std::string why = tp_heads_error(req.model, c.tp); !why.empty())
+      throw_input_error("configuration", "actor " + std::to_string(r) + " (" + meshes[r].kind +
+                                             "): " + why);
     if (c.tp_comm_overlap && !c.sequence_parallel && c.tp > 1)
       throw_input_error("configuration", "--tp-comm-overlap needs --sequence-parallel");
   }

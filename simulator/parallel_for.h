@@ -2,7 +2,8 @@
 // per hardware thread), items handed out one at a time from a shared counter, so long and short
 // items balance. The calling thread is one of the workers. Exceptions do not escape a worker:
 // each item's is kept, and after every thread has joined the one of the lowest index is rethrown,
-// so which error the caller sees does not depend on timing.
+// so which error the caller sees does not depend on timing. When the system cannot start a thread
+// (thread or address-space limits), the threads already started (at least the caller) do the work.
 //
 //   std::vector<Result> out(items.size());
 //   parallel_for(items.size(), options.threads, [&](size_t i) { out[i] = work(items[i]); });
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -45,7 +47,13 @@ void parallel_for(size_t n, int threads, Body&& body) {
   };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(count - 1));
-  for (int t = 1; t < count; ++t) pool.emplace_back(worker);
+  for (int t = 1; t < count; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // the system starts no more threads (limits): the threads started do the work
+    }
+  }
   worker();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& f : failures)

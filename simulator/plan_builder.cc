@@ -222,11 +222,8 @@ Plan build_plan(const PlanRequest& req) {
   config.num_microbatches = m;
   if (config.etp == config.tp) config.etp = 0;  // the default, stored as 0
   check_moe_config(req.model, config, "configuration", /*flags=*/true);
-  if (req.model.heads > 0 && req.model.heads % config.tp != 0) {
-    throw_input_error("configuration", "tp " + std::to_string(config.tp) + " does not divide the " +
-                                           std::to_string(req.model.heads) +
-                                           " attention heads of " + req.model.name);
-  }
+  if (const std::string why = tp_heads_error(req.model, config.tp); !why.empty())
+    throw_input_error("configuration", why);
   const int requested_stages = config.virtual_stages > 1 ? config.pp * config.virtual_stages : 0;
   std::optional<Assignment> assignment;
   if (req.assignment) assignment = resolve_plan_assignment(req, config);

@@ -39,10 +39,8 @@ void check_config(const Plan& plan, const std::string& source) {
   std::vector<int> tps{c.tp};
   for (const ActorMesh& m : plan.meshes) tps.push_back(m.tp);
   for (int tp : tps)
-    if (plan.model.heads > 0 && plan.model.heads % tp != 0)
-      throw_input_error(where, "tp " + std::to_string(tp) + " does not divide the " +
-                                   std::to_string(plan.model.heads) +
-                                   " attention heads of the model");
+    if (const std::string why = tp_heads_error(plan.model, tp); !why.empty())
+      throw_input_error(where, why);
   if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel)
     throw_input_error(where, "tp_comm_overlap needs sequence_parallel");
   const int64_t stages = int64_t{c.pp} * c.virtual_stages;

@@ -26,7 +26,16 @@ TaskGraph plan_task_graph(const Plan& plan) {
 }
 
 std::string export_plan_task_graph(const Plan& plan, ExportFormat format) {
-  const std::string dot = plan_task_graph(plan).to_dot();
+  const TaskGraph graph = plan_task_graph(plan);
+  const bool rendered = format == ExportFormat::kSvg || format == ExportFormat::kPng;
+  if (rendered && graph.num_nodes() > kMaxRenderedTaskGraphNodes)
+    throw_input_error(
+        "--view taskgraph",
+        "the plan's task graph has " + std::to_string(graph.num_nodes()) +
+            " tasks; Graphviz lays out at most " + std::to_string(kMaxRenderedTaskGraphNodes) +
+            " here (its layout time grows faster than the graph: 3,872 tasks took 26 s) -- write "
+            "--format dot and render it with Graphviz, or export a plan with fewer microbatches");
+  const std::string dot = graph.to_dot();
   switch (format) {
     case ExportFormat::kDot:
       return dot;

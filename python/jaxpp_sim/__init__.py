@@ -31,22 +31,30 @@ from ._jaxpp_sim import InputError
 from ._jaxpp_sim import __version__  # the project's version (jaxpp-sim --version)
 
 
-def _int(name, value):
+def _int(name, value, bits=32, signed=True):
     """``value`` as an int for the argument ``name``: an integer, an integral float (4.0) or its
-    decimal text. InputError naming the argument otherwise (int() truncated 2.5 to 2 in silence;
-    a list reached pybind, whose error named its internal function and not the argument)."""
+    decimal text, within the core's integer type (``bits``, ``signed``: int by default).
+    InputError naming the argument otherwise (int() truncated 2.5 to 2 in silence; a list, or an
+    integer beyond the core's type, reached pybind, whose error named its internal function and
+    not the argument)."""
+    v = None
     if not isinstance(value, bool):
         if isinstance(value, _numbers.Integral):
-            return int(value)
-        if isinstance(value, _numbers.Real) and float(value).is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            return int(value)
-    raise InputError(f"{name}: expected an integer, got {value!r}")
+            v = int(value)
+        elif isinstance(value, _numbers.Real) and float(value).is_integer():
+            v = int(value)
+        elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            v = int(value)
+    if v is None:
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if not lo <= v <= hi:
+        raise InputError(f"{name}: expected an integer in [{lo}, {hi}], got {v}")
+    return v
 
 
-def _opt_int(name, value):
-    return None if value is None else _int(name, value)
+def _opt_int(name, value, bits=32, signed=True):
+    return None if value is None else _int(name, value, bits, signed)
 
 
 def _float(name, value):
@@ -858,8 +866,9 @@ def synthesize(*, plan=None, pp=None, microbatches=None, t_f=None, t_b=None, t_w
         _opt_float("t_f", t_f), _opt_float("t_b", t_b),
         _float("t_w", t_w or 0.0), _float("t_comm", t_comm or 0.0), stage_file, stage_text,
         _opt_int("memory_limit_microbatches", memory_limit_microbatches),
-        _opt_int("memory_limit_bytes", memory_limit_bytes), _float("time_budget_s", time_budget_s),
-        _int("max_evaluations", max_evaluations))
+        _opt_int("memory_limit_bytes", memory_limit_bytes, 64),
+        _float("time_budget_s", time_budget_s),
+        _int("max_evaluations", max_evaluations, 64))
     return SynthesisResult(_json.loads(out.report), out.schedule, out.csv,
                            _json.loads(out.plan) if out.plan else None)
 
@@ -1009,7 +1018,7 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
                      _cli_float("--timeout-s", "timeout_s", timeout_s),
                      bool(check), _int("hidden", hidden), _int("seq", seq),
                      _int("layers_per_stage", layers_per_stage), str(optimizer),
-                     _int("seed", seed), _int("inject_drop", inject_drop))
+                     _int("seed", seed, 64, signed=False), _int("inject_drop", inject_drop, 64))
     return RunResult(_json.loads(text))
 
 

@@ -1900,6 +1900,23 @@ const std::vector<BadInputCase> kCases = {
              "--plan {dir}/plan.json",
      .files = {{"c.json", text(R"({"base": "a100-80g", "host_memory_gib_per_gpu": 1})")}},
      .message = "does not fit in host memory: actor 0 offloads"},
+
+    // ---- sweep 5 (2026-11-29). ---------------------------------------------------------------
+    {.name = "SimulateTpAboveTheKvHeads",  // was accepted: 8 K/V heads split 16 ways
+     .args = "simulate --model llama3-8b --cluster h100-sxm --gpus 16 --pp 1 --tp 16 "
+             "--global-batch 4 --schedule 1f1b --no-memory-check",
+     .message = "configuration: tp 16 does not divide the 8 key/value heads (query groups) of "
+                "llama3-8b"},
+    {.name = "ValidateFusedGroupOutOfDependencyOrder",  // passed validate; the real run failed
+     .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"actors": [["F0@s1+F0@s0", "B0@s0+B0@s1"]]})")}},
+     .exit_code = 1,
+     .message = "F0@s1 comes before F0@s0, which it depends on, in the same fused group",
+     .report = Report::kList},
+    {.name = "SimulatePlanGivenAsScheduleFile",  // was "field 'cluster': unknown field"
+     .args = "simulate --schedule-file {dir}/p.json --pp 2 --microbatches 2 --t-f 1 --t-b 1",
+     .files = {{"p.json", plan_with([](json&) {})}},
+     .message = "p.json: is a jaxpp-sim plan, not a schedule file"},
 };
 // clang-format on
 

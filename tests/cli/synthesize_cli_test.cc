@@ -235,5 +235,19 @@ TEST(SynthesizeCli, ZeroBubblePaper28BSettingReachesThePapersZb2pBubbleRate) {
   EXPECT_NEAR(sim.at("bubble_rate").get<double>(), bubble, 1e-12);
 }
 
+TEST(SynthesizeCli, APlanItCannotTakeIsNamedByItsPath) {
+  // The library's checks say "plan: ..." (sweep 5: the error named no file).
+  const std::string dir = make_temp_dir();
+  const CliResult plan = run_cli("simulate --model gpt3-1.3b --gpus 4 --pp 2 --dp 2 --virtual 2 "
+                                 "--global-batch 8 --schedule interleaved --plan " + dir +
+                                 "/pi.json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const CliResult r = run_cli("synthesize --plan " + dir + "/pi.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "jaxpp-sim synthesize: error: " + dir +
+                       "/pi.json: synthesize needs one stage per actor (linear placement); the "
+                       "plan has 4 stages on 2 actors\n");
+}
+
 }  // namespace
 }  // namespace jaxpp::testing

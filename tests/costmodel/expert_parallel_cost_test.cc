@@ -62,7 +62,11 @@ TEST(ExpertParallelCost, AllToAllAcrossNodesUsesTheNetworkAndTheCheaperOfFlatAnd
   const double net = f.cluster.inter_node.effective_bandwidth_bytes_per_s();
   const double lat = f.cluster.intra_node.latency_s + f.cluster.inter_node.latency_s;
   const double flat = std::max(v * 7 / 64 / nv, v * 56 / 64 / net) + lat;
-  const double remote_nodes = 7 * (1 - std::pow(7.0 / 8, 8));  // top 8 of 256 experts
+  // Top 8 of 256 experts, drawn without replacement, 32 per node: the nodes reached, each remote
+  // with probability 7/8.
+  double miss = 1;  // C(224, 8) / C(256, 8): a node holds none of the token's experts
+  for (int i = 0; i < 8; ++i) miss *= (224.0 - i) / (256.0 - i);
+  const double remote_nodes = 8 * (1 - miss) * 7 / 8;
   const double hierarchical = v * remote_nodes / 8 / net + v * 7 / 8 / nv + lat;
   EXPECT_NEAR(op.moe_alltoall_s(v), std::min(flat, hierarchical), 1e-12);
   EXPECT_LT(hierarchical, flat) << "top-8 routing over 8 nodes sends a token to fewer nodes";

@@ -184,8 +184,16 @@ TEST(MoeDispatchCost, AlltoallWithContiguousRoutingTakesTheWindowsNodesInItsHier
   const auto hierarchical = [&](double remote_nodes) {
     return v * remote_nodes / 3 / net + v * 1 / 2 / nv + lat;
   };
-  // Random: today's d = (k−1)(1 − (1 − 1/k)^top_k), unchanged.
-  EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(1 - std::pow(0.5, 3))), 1e-12);
+  // Random: the nodes a token's 3 experts (drawn without replacement from 8, 4 per node) are on,
+  // each of the 2 remote with probability 1/2.
+  const double nodes = 2 * (1 - binomial(4, 3) / binomial(8, 3));
+  EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(nodes / 2)), 1e-12);
+  // Node-limited routing (one node per token) reaches one node, remote with probability 1/2: the
+  // limit was ignored by this dispatcher (sweep 5).
+  f.config.moe_node_limit = 1;
+  EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(0.5)), 1e-12);
+  EXPECT_LT(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(nodes / 2)));
+  f.config.moe_node_limit = 0;
   f.config.moe_routing = MoeRouting::kContiguous;  // N = 1.5 → d = 0.75
   EXPECT_NEAR(f.op().moe_alltoall_s(v), std::min(flat, hierarchical(0.75)), 1e-12);
 }

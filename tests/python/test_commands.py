@@ -1196,3 +1196,21 @@ def test_non_finite_seconds_and_factors_are_refused_up_front():
                            (dict(time_scale=-inf), "--time-scale", "-inf")):
         same_error(lambda: js.run(schedule="1f1b", pp=2, microbatches=4, **kw), "run",
                    *measured, flag, text)
+
+
+def test_integers_beyond_the_cores_type_name_the_argument():
+    # pybind's TypeError ("simulate_measured(): incompatible function arguments") named no
+    # argument for an integer beyond C++ int (sweep 5).
+    for call, message in (
+            (lambda: js.show(schedule="1f1b", pp=2, microbatches=2**40),
+             "microbatches: expected an integer in [-2147483648, 2147483647], got 1099511627776"),
+            (lambda: js.simulate(schedule="1f1b", pp=2**33, microbatches=4, t_f=1, t_b=1),
+             "pp: expected an integer in [-2147483648, 2147483647], got 8589934592")):
+        with pytest.raises(js.InputError) as e:
+            call()
+        assert str(e.value) == message
+    # A 64-bit argument keeps its range: seed is unsigned 64-bit.
+    assert js._int("seed", 2**63, 64, signed=False) == 2**63
+    with pytest.raises(js.InputError) as e:
+        js._int("seed", -1, 64, signed=False)
+    assert str(e.value) == "seed: expected an integer in [0, 18446744073709551615], got -1"
