@@ -254,17 +254,9 @@ double measured_step_time_s(const CorpusRow& r) {
 // A name that tables and summaries print (a row id, a source id): non-empty, no control
 // characters (a "\n" or an escape sequence would break or repaint the table).
 std::string check_name(const JsonObject& row, const std::string& key) {
-  const std::string text = row.string(key);
-  if (trim(text).empty()) throw_input_error(row.field(key), "expected a non-empty string");
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      throw_input_error(row.field(key),
-                        "contains a control character (it is printed in tables and messages), "
-                        "got " + row.at(key).dump());
-    }
-  }
-  return text;
+  if (trim(row.string(key)).empty())
+    throw_input_error(row.field(key), "expected a non-empty string");
+  return row.single_line_string(key, "it is printed in tables and messages");
 }
 
 // One row; `index_where` names it by position ("corpus.json: rows[3]") until its id is known.

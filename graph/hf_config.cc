@@ -114,10 +114,16 @@ std::string model_name(const JsonObject& obj, const nlohmann::json& doc,
     const std::string n = obj.string("_name_or_path");
     if (!n.empty()) return n;
   }
+  // The name from the path: its control characters, which the model's name may not hold
+  // (model_from_json refuses them), become '?'.
   const std::filesystem::path path(source);
-  if (path.stem() == "config" && path.has_parent_path() && !path.parent_path().filename().empty())
-    return path.parent_path().filename().string();
-  return path.stem().string();
+  std::string name =
+      path.stem() == "config" && path.has_parent_path() && !path.parent_path().filename().empty()
+          ? path.parent_path().filename().string()
+          : path.stem().string();
+  for (char& ch : name)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return name;
 }
 
 int positive_or(const JsonObject& obj, const nlohmann::json& doc, const char* key, int fallback) {
@@ -191,6 +197,7 @@ nlohmann::json convert(const nlohmann::json& doc, const std::string& source,
     m[ours] = std::move(value);
     from[ours] = key;
   };
+  if (present(doc, "_name_or_path")) from["name"] = "_name_or_path";
   if (arch.family != Family::kDeepseek)
     refuse_fields(obj, doc, kMlaFields, "an MLA attention field", arch);
   if (arch.family == Family::kLlama || arch.family == Family::kGpt2 ||

@@ -187,6 +187,17 @@ std::string JsonObject::string(const std::string& key) const {
   return v.get<std::string>();
 }
 
+std::string JsonObject::single_line_string(const std::string& key, const std::string& why) const {
+  std::string text = string(key);
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      throw_input_error(field(key),
+                        "contains a control character (" + why + "), got " + at(key).dump());
+  }
+  return text;
+}
+
 std::string JsonObject::string_or(const std::string& key, const std::string& fallback) const {
   return has(key) ? string(key) : fallback;
 }

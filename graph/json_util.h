@@ -43,6 +43,11 @@ class JsonObject {
 
   std::string string(const std::string& key) const;
   std::string string_or(const std::string& key, const std::string& fallback) const;
+  // string(key), refused when it holds a control character (below 0x20, or 0x7f): a name that is
+  // printed in tables and messages or written into generated files, where a "\n" would start a
+  // new line. `why` says where it goes:
+  //   m.json: field 'name': contains a control character (<why>), got "a\nb"
+  std::string single_line_string(const std::string& key, const std::string& why) const;
   bool boolean_or(const std::string& key, bool fallback) const;
   double number(const std::string& key) const;           // any finite number
   double positive_number(const std::string& key) const;  // > 0

@@ -677,10 +677,14 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
                         "experts, MLA nor Qwen-style q/k/v biases and norms)");
 }
 
+// Where a model's name goes (the reason a control character in it is refused).
+constexpr const char* kModelNameUse =
+    "it is printed in reports and written into the comments of the hand-off files";
+
 ModelSpec transformer_from_json(const JsonObject& obj) {
   obj.reject_unknown(kTransformerKeys);
   TransformerShape t;
-  t.name = obj.string("name");
+  t.name = obj.single_line_string("name", kModelNameUse);
   t.layers = at_most(obj, "layers", obj.positive_int("layers"), kMaxLayers);
   t.hidden = at_most(obj, "hidden", obj.positive_int("hidden"), kMaxHidden);
   t.heads = at_most(obj, "heads", obj.positive_int("heads"), kMaxHeads);
@@ -811,7 +815,7 @@ void check_layers_against_shape(const ModelSpec& m, const JsonObject& obj) {
 ModelSpec explicit_from_json(const JsonObject& obj) {
   obj.reject_unknown(kExplicitKeys);
   ModelSpec m;
-  m.name = obj.string("name");
+  m.name = obj.single_line_string("name", kModelNameUse);
   m.dtype = parse_dtype(obj.string_or("dtype", "bf16"), obj.field("dtype"));
   m.hidden = metadata_int(obj, "hidden", kMaxHidden);
   m.heads = metadata_int(obj, "heads", kMaxHeads);

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "graph/error.h"
@@ -109,21 +113,96 @@ std::string megatron_layout(const Plan& plan) {
   return out;
 }
 
+// Whether `s` has UTF-8's byte structure (TOML and Python source files must be UTF-8).
+bool is_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int extra = c < 0x80                          ? 0
+                      : c >= 0xc2 && c <= 0xdf          ? 1
+                      : (c & 0xf0) == 0xe0              ? 2
+                      : (c & 0xf8) == 0xf0 && c <= 0xf4 ? 3
+                                                        : -1;
+    if (extra < 0) return false;
+    for (int k = 1; k <= extra; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+// User text (a model or schedule name from a plan, possibly written by hand) made safe for the
+// text of a comment line in a shell, TOML or Python file: control characters, which could end
+// the line (a "\n" or "\r") or be invalid there, are written as escapes (one_line: "\n",
+// "\t", "\xNN"), and so is every non-ASCII byte when the text is not UTF-8.
+std::string comment_text(const std::string& s) {
+  const std::string text = one_line(s);
+  if (is_utf8(text)) return text;
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x80) {
+      out += ch;
+      continue;
+    }
+    constexpr char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
+}
+
 std::string describe_plan(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
   std::ostringstream o;
-  o << plan.model.name << " on " << c.gpus << " GPUs: pp " << c.pp << ", tp " << c.tp << ", dp "
-    << c.dp;
+  o << comment_text(plan.model.name) << " on " << c.gpus << " GPUs: pp " << c.pp << ", tp " << c.tp
+    << ", dp " << c.dp;
   if (c.cp > 1) o << ", cp " << c.cp;
   o << ", v " << c.virtual_stages << ", " << c.num_microbatches << " microbatches of "
-    << c.microbatch_size << ", " << schedule;
+    << c.microbatch_size << ", " << comment_text(schedule);
   return o.str();
 }
 
-std::string toml_string(const std::string& s) {
+// A TOML basic string (TOML 1.0, "String"): '"' and '\\' escaped, the control characters as
+// \b \t \n \f \r or \uXXXX. `what` names the value in the error for text that is not UTF-8
+// (a TOML file must be).
+std::string toml_string(const std::string& s, const std::string& what = "a name") {
+  if (!is_utf8(s))
+    cannot_express(HandoffTarget::kTorchtitan, what + " is not UTF-8 (a TOML file must be)");
   std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", c);
+      out += code;
+      continue;
+    }
     out += ch;
   }
   return out + "\"";
@@ -154,6 +233,124 @@ bool parse_handoff_target(std::string_view text, HandoffTarget& out) {
 }
 
 // ---- Megatron-LM ---------------------------------------------------------------------------
+
+namespace {
+
+// The model's architecture as Megatron-LM's arguments (arguments.py at 000c4ac2:
+// _add_network_size_args, _add_regularization_args, _add_training_args, _add_mixed_precision_args,
+// _add_tokenizer_args, _add_moe_args, _add_mla_args, _add_vision_args for --qk-layernorm), each
+// written even where it is Megatron-LM's default when the plan depends on it. Megatron-LM's
+// defaults are MHA, GeLU with biases, LayerNorm, learned absolute positions, tied embeddings,
+// dropout 0.1 and fp32 parameters. A model field with no Megatron-LM argument is refused.
+void add_megatron_model_flags(
+    const ModelSpec& m, const std::function<void(const std::string&, const std::string&)>& add) {
+  const HandoffTarget target = HandoffTarget::kMegatron;
+  if (m.hidden <= 0 || m.heads <= 0 || m.seq_len <= 0)
+    cannot_express(target,
+                   "a model given as explicit layers, without its shape (hidden, heads, "
+                   "seq_len): Megatron-LM builds its layers from the shape");
+  if (m.kernel_fusion != KernelFusion::kFused)
+    cannot_express(target, "kernel_fusion " + std::string(to_string(m.kernel_fusion)) +
+                               " (eager PyTorch's kernels; Megatron-LM runs its fused kernels)");
+  const std::string none;
+  switch (m.dtype) {
+    case Dtype::kBf16:
+    case Dtype::kFp8:  // FP8 GEMMs in a bf16 model (--fp8-format above)
+      add("--bf16", none);
+      break;
+    case Dtype::kFp16:
+      add("--fp16", none);
+      break;
+    case Dtype::kFp32:
+      break;  // Megatron-LM's default parameter dtype
+  }
+  add("--num-layers", std::to_string(transformer_layers(m)));
+  add("--hidden-size", std::to_string(m.hidden));
+  add("--ffn-hidden-size", std::to_string(m.ffn_hidden));
+  add("--num-attention-heads", std::to_string(m.heads));
+  if (m.mla.enabled()) {
+    // MLA: Megatron's --qk-head-dim is the part without RoPE ("q_head_dim = qk_head_dim +
+    // qk_pos_emb_head_dim"); no --q-lora-rank is a plain q projection.
+    add("--multi-latent-attention", none);
+    if (m.mla.q_lora_rank > 0) add("--q-lora-rank", std::to_string(m.mla.q_lora_rank));
+    add("--kv-lora-rank", std::to_string(m.mla.kv_lora_rank));
+    add("--qk-head-dim", std::to_string(m.mla.qk_nope_head_dim));
+    add("--qk-pos-emb-head-dim", std::to_string(m.mla.qk_rope_head_dim));
+    add("--v-head-dim", std::to_string(m.mla.v_head_dim));
+  } else {
+    if (m.kv_heads > 0 && m.kv_heads != m.heads) {
+      add("--group-query-attention", none);
+      add("--num-query-groups", std::to_string(m.kv_heads));
+    }
+    if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden)
+      add("--kv-channels", std::to_string(m.head_dim));
+  }
+  // SwiGLU models (model.h: gated_mlp): RMSNorm, no biases but Qwen2's q/k/v biases, RoPE, no
+  // dropout. GeLU models: LayerNorm, biases, learned positions or (gelu_rope) RoPE, dropout
+  // unless "dropout": false.
+  if (m.gated_mlp) {
+    add("--swiglu", none);
+    add("--normalization", "RMSNorm");
+    add("--disable-bias-linear", none);
+    if (m.qkv_bias) add("--add-qkv-bias", none);
+  } else {
+    add("--normalization", "LayerNorm");
+  }
+  if (m.qk_norm) add("--qk-layernorm", none);
+  add("--position-embedding-type", m.learned_positions() ? "learned_absolute" : "rope");
+  add("--seq-length", std::to_string(m.seq_len));
+  add("--max-position-embeddings", std::to_string(m.seq_len));  // required by validate_args
+  if (m.gated_mlp || m.no_dropout) {
+    add("--attention-dropout", "0.0");
+    add("--hidden-dropout", "0.0");
+  }
+  if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights", none);
+  if (m.vocab > 0) add("--vocab-size", std::to_string(m.vocab));
+  if (m.cross_entropy == CrossEntropy::kLogitsDtype) {
+    // Transformer Engine's parallel_cross_entropy (model.h: CrossEntropy).
+    add("--cross-entropy-loss-fusion", none);
+    add("--cross-entropy-fusion-impl", "te");
+  }
+  if (m.mtp_modules > 0) add("--mtp-num-layers", std::to_string(m.mtp_modules));
+  if (!m.moe.enabled()) return;
+  const MoeSpec& e = m.moe;
+  if (m.dtype != Dtype::kBf16 && m.dtype != Dtype::kFp8)
+    cannot_express(target, "a mixture of experts in " + std::string(to_string(m.dtype)) +
+                               " (validate_args: \"Currently GroupedGEMM for MoE only supports "
+                               "bf16 dtype\")");
+  const Dtype activations = m.dtype == Dtype::kFp8 ? Dtype::kBf16 : m.dtype;
+  for (const auto& [key, type] : {std::pair{"a2a_dispatch_dtype", e.dispatch_dtype},
+                                  std::pair{"a2a_combine_dtype", e.combine_dtype}})
+    if (type && *type != activations)
+      cannot_express(target, std::string(key) + " " + std::string(to_string(*type)) +
+                                 " (the all-to-all payload in another type than the "
+                                 "activations' has no Megatron-LM argument)");
+  if (e.expert_gemm == ExpertGemm::kPerExpert &&
+      e.expert_gemm_streams != kTransformerEngineComputeStreams)
+    cannot_express(target, "expert_gemm_streams " + std::to_string(e.expert_gemm_streams) +
+                               " (Transformer Engine's GroupedLinear uses its own " +
+                               std::to_string(kTransformerEngineComputeStreams) +
+                               " streams; Megatron-LM has no argument for them)");
+  add("--num-experts", std::to_string(e.experts));
+  add("--moe-router-topk", std::to_string(e.top_k));
+  add("--moe-ffn-hidden-size", std::to_string(e.expert_ffn_hidden));
+  if (e.shared_experts > 0)  // the total width of the shared experts
+    add("--moe-shared-expert-intermediate-size",
+        std::to_string(int64_t{e.shared_experts} * e.shared_ffn_hidden));
+  if (e.first_dense_layers > 0) {
+    const int layers = transformer_layers(m);
+    add("--moe-layer-freq", "\"([0]*" + std::to_string(e.first_dense_layers) + "+[1]*" +
+                                std::to_string(layers - e.first_dense_layers) + ")\"");
+  }
+  if (e.router == MoeRouter::kSigmoid) add("--moe-router-score-function", "sigmoid");
+  // The local experts' GEMMs: Transformer Engine's GroupedLinear (TEGroupedMLP, one GEMM per
+  // expert) or the grouped_gemm package's kernel (the legacy GroupedMLP); without
+  // --moe-grouped-gemm Megatron-LM loops over the experts (SequentialMLP).
+  add("--moe-grouped-gemm", none);
+  if (e.expert_gemm == ExpertGemm::kGrouped) add("--moe-use-legacy-grouped-gemm", none);
+}
+
+}  // namespace
 
 std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
   const ParallelConfig& c = plan.config;
@@ -320,11 +517,7 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
     refuse_low_precision_activations(HandoffTarget::kMegatron, plan.model);
   }
   add("--attention-backend", c.attention == AttentionKernel::kUnfused ? "unfused" : "flash");
-  add("--num-layers", std::to_string(transformer_layers(plan.model)));
-  if (plan.model.hidden > 0) add("--hidden-size", std::to_string(plan.model.hidden));
-  if (plan.model.ffn_hidden > 0) add("--ffn-hidden-size", std::to_string(plan.model.ffn_hidden));
-  if (plan.model.heads > 0) add("--num-attention-heads", std::to_string(plan.model.heads));
-  if (plan.model.seq_len > 0) add("--seq-length", std::to_string(plan.model.seq_len));
+  add_megatron_model_flags(plan.model, add);
 
   std::ostringstream o;
   o << "# Megatron-LM arguments for " << describe_plan(plan, schedule) << "\n";
@@ -336,6 +529,10 @@ std::string megatron_arguments(const Plan& plan, const std::string& schedule) {
       << "): the plan shards " << (c.shard_parameters ? "parameters, gradients" : "gradients")
       << " and optimizer state over dp x cp = " << c.dp * c.cp
       << " ranks;\n# leave CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args refuses 1).\n";
+  if (plan.model.vocab > 0)
+    o << "# --vocab-size " << plan.model.vocab
+      << " is read by --tokenizer-type NullTokenizer; any other tokenizer sets the vocabulary,\n"
+         "# which Megatron-LM pads to a multiple of --make-vocab-size-divisible-by (128) x tp.\n";
   for (size_t i = 0; i < flags.size(); ++i) {
     o << flags[i].first;
     if (!flags[i].second.empty()) o << " " << flags[i].second;
@@ -384,6 +581,110 @@ std::vector<int> parse_layout(const std::string& layout, const std::string& wher
     if (ch == 't') *num_transformer += count;
   }
   return stages;
+}
+
+}  // namespace
+
+namespace {
+
+// One of the model arguments add_megatron_model_flags writes, at tokens[i] (i moves past its
+// value): false when tokens[i] is not one of them.
+bool parse_megatron_model_argument(const std::vector<std::string>& tokens, size_t& i,
+                                   const std::string& where, MegatronModel& m) {
+  const std::string& f = tokens[i];
+  auto value = [&]() -> const std::string& {
+    if (i + 1 >= tokens.size()) throw_input_error(where, f + ": missing value");
+    return tokens[++i];
+  };
+  auto count = [&](int min) {
+    const std::string& v = value();
+    try {
+      size_t pos = 0;
+      const int x = std::stoi(v, &pos);
+      if (pos == v.size() && x >= min) return x;
+    } catch (const std::exception&) {
+    }
+    throw_input_error(where,
+                      f + ": expected an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  };
+  auto choice = [&](std::initializer_list<const char*> allowed) {
+    const std::string& v = value();
+    std::string list;
+    for (const char* a : allowed) {
+      if (v == a) return v;
+      list += std::string(list.empty() ? "" : ", ") + a;
+    }
+    throw_input_error(where, f + ": expected " + list + ", got '" + v + "'");
+  };
+  const std::map<std::string, int*> counts = {
+      {"--hidden-size", &m.hidden},
+      {"--ffn-hidden-size", &m.ffn_hidden},
+      {"--num-attention-heads", &m.heads},
+      {"--num-query-groups", &m.query_groups},
+      {"--kv-channels", &m.kv_channels},
+      {"--seq-length", &m.seq_len},
+      {"--max-position-embeddings", &m.max_position_embeddings},
+      {"--vocab-size", &m.vocab},
+      {"--mtp-num-layers", &m.mtp_layers},
+      {"--num-experts", &m.experts},
+      {"--moe-router-topk", &m.top_k},
+      {"--moe-ffn-hidden-size", &m.moe_ffn_hidden},
+      {"--moe-shared-expert-intermediate-size", &m.shared_expert_size},
+      {"--q-lora-rank", &m.q_lora_rank},
+      {"--kv-lora-rank", &m.kv_lora_rank},
+      {"--qk-head-dim", &m.qk_head_dim},
+      {"--qk-pos-emb-head-dim", &m.qk_pos_emb_head_dim},
+      {"--v-head-dim", &m.v_head_dim}};
+  const std::map<std::string, bool*> switches = {
+      {"--swiglu", &m.swiglu},
+      {"--add-qkv-bias", &m.qkv_bias},
+      {"--qk-layernorm", &m.qk_layernorm},
+      {"--untie-embeddings-and-output-weights", &m.untied},
+      {"--cross-entropy-loss-fusion", &m.te_cross_entropy},
+      {"--moe-grouped-gemm", &m.grouped_gemm},
+      {"--moe-use-legacy-grouped-gemm", &m.legacy_grouped_gemm},
+      {"--multi-latent-attention", &m.mla}};
+  if (const auto it = counts.find(f); it != counts.end()) {
+    *it->second = count(1);
+  } else if (const auto sw = switches.find(f); sw != switches.end()) {
+    *sw->second = true;
+  } else if (f == "--bf16" || f == "--fp16") {
+    m.dtype = f == "--bf16" ? Dtype::kBf16 : Dtype::kFp16;
+  } else if (f == "--group-query-attention") {
+    if (m.query_groups == 0) m.query_groups = -1;  // set by --num-query-groups
+  } else if (f == "--disable-bias-linear") {
+    m.bias_linear = false;
+  } else if (f == "--normalization") {
+    m.rmsnorm = choice({"LayerNorm", "RMSNorm"}) == "RMSNorm";
+  } else if (f == "--position-embedding-type") {
+    m.rope = choice({"learned_absolute", "rope"}) == "rope";
+  } else if (f == "--attention-dropout" || f == "--hidden-dropout") {
+    const std::string& v = value();
+    char* end = nullptr;
+    const double p = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(p >= 0 && p < 1))
+      throw_input_error(where, f + ": expected a probability in [0, 1), got '" + v + "'");
+    if (p == 0) m.dropout = false;
+  } else if (f == "--cross-entropy-fusion-impl") {
+    choice({"te"});
+  } else if (f == "--moe-router-score-function") {
+    m.sigmoid_router = choice({"softmax", "sigmoid"}) == "sigmoid";
+  } else if (f == "--moe-layer-freq") {
+    // "([0]*K+[1]*M)": K dense layers, then M MoE layers.
+    const std::string& v = value();
+    int dense = 0, moe = 0;
+    char tail = 0;
+    if (std::sscanf(v.c_str(), "([0]*%d+[1]*%d%c", &dense, &moe, &tail) != 3 || tail != ')' ||
+        v.back() != ')' || dense < 0 || moe < 0)
+      throw_input_error(where, f +
+                                   ": expected \"([0]*K+[1]*M)\" (the first K layers dense), "
+                                   "got '" +
+                                   v + "'");
+    m.first_dense_layers = dense;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -551,9 +852,8 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
         throw_input_error(where, "--attention-backend: expected flash or unfused, got '" + a + "'");
     } else if (f == "--num-layers")
       out.num_layers = value_int(i);
-    else if (f == "--hidden-size" || f == "--ffn-hidden-size" || f == "--num-attention-heads" ||
-             f == "--seq-length")
-      value_int(i);
+    else if (parse_megatron_model_argument(tokens, i, where, out.model))
+      continue;
     else
       throw_input_error(where, "unknown argument '" + f + "'");
   }
@@ -608,6 +908,8 @@ MegatronSettings parse_megatron_arguments(const std::string& text, const std::st
       c.shard_gradients = true;
     if (sharding_strategy == "optim_grads_params") c.shard_parameters = true;
   }
+  if (out.model.query_groups == -1)
+    throw_input_error(where, "--group-query-attention: needs --num-query-groups");
   if (c.virtual_stages > 1) c.schedule = "MegatronInterleaved";
   return out;
 }
@@ -805,7 +1107,7 @@ std::string torchtitan_toml(const Plan& plan, const std::string& schedule,
   }
   o << "pipeline_parallel_degree = " << c.pp << "\n";
   o << "pipeline_parallel_schedule = " << toml_string(style) << "\n";
-  o << "pipeline_parallel_schedule_csv = " << toml_string(csv_path) << "\n";
+  o << "pipeline_parallel_schedule_csv = " << toml_string(csv_path, "--csv " + csv_path) << "\n";
   o << "pipeline_parallel_microbatch_size = " << c.microbatch_size << "\n";
   o << "module_fqns_per_model_part = " << parts.str() << "\n";
   if (c.tp_comm_overlap)

@@ -432,6 +432,11 @@ const std::vector<BadInputCase> kCases = {
      .files = {{"m.json", text(tiny_model_with("hidden", "0"))}}, .message = "field 'hidden'"},
     {.name = "GraphFractionalHeads", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("heads", "2.5"))}}, .message = "field 'heads'"},
+    // Sweep 5: the name went raw into the first comment line of the hand-off files.
+    {.name = "GraphModelNameWithANewline", .args = "graph --model {dir}/m.json --pp 2",
+     .files = {{"m.json", text(tiny_model_with("name", R"("tiny\nimport os")"))}},
+     .message = "m.json: field 'name': contains a control character (it is printed in reports "
+                "and written into the comments of the hand-off files), got \"tiny\\nimport os\""},
     {.name = "GraphHugeLayerCount", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("layers", "2147483647"))}},
      .message = "field 'layers': too large"},

@@ -121,6 +121,20 @@ TEST(HfConfigTest, ErrorsOfTheModelsRulesNameTheConfigKey) {
       << error_for(qwen);
 }
 
+TEST(HfConfigTest, AControlCharacterInTheNameIsRefusedNamingTheKey) {
+  nlohmann::json llama = config("llama3-8b");
+  llama["_name_or_path"] = "meta-llama/x\nimport os";
+  EXPECT_EQ(error_for(llama).rfind("config.json: field '_name_or_path': contains a control "
+                                   "character",
+                                   0),
+            0u)
+      << error_for(llama);
+  // A name taken from the path has them replaced: the file still loads.
+  nlohmann::json unnamed = config("llama3-8b");
+  unnamed.erase("_name_or_path");
+  EXPECT_EQ(hf_model_from_json(unnamed, "/tmp/odd\ndir/config.json").name, "odd?dir");
+}
+
 TEST(HfConfigTest, UnsupportedArchitectureIsNamed) {
   nlohmann::json doc = config("llama3-8b");
   doc["architectures"] = {"FalconForCausalLM"};

@@ -229,6 +229,29 @@ TEST(ModelTest, ExplicitFormFileLoadsLayersAsGiven) {
   expect_models_equal(m, model_from_json(model_to_json(m), "again"));
 }
 
+// A name goes into reports and into the comment lines of the hand-off files, where a newline
+// would start a line of code (sweep 5): control characters are refused, in both forms.
+TEST(ModelTest, NameWithAControlCharacterIsRefused) {
+  const auto shape = nlohmann::json::parse(
+      R"({"name":"tiny\nimport os","layers":2,"hidden":8,"heads":2,"seq_len":4,"vocab":10})");
+  EXPECT_EQ(error_of([&] { model_from_json(shape, "m.json"); }),
+            "m.json: field 'name': contains a control character (it is printed in reports and "
+            "written into the comments of the hand-off files), got \"tiny\\nimport os\"");
+  for (const char* name : {"a\x1b[2Jb", "tab\there", "del\x7f"}) {
+    nlohmann::json explicit_form = model_to_json(load_model("gpt3-1.3b"));
+    explicit_form["name"] = name;
+    EXPECT_NE(error_of([&] {
+                model_from_json(explicit_form, "e.json");
+              }).find("e.json: field 'name': contains a control character"),
+              std::string::npos)
+        << name;
+  }
+  // Every preset's name passes the reader (its shape read back as a model file).
+  for (const std::string& preset : model_preset_names())
+    EXPECT_EQ(error_of([&] { model_from_json(model_shape_to_json(load_model(preset)), preset); }),
+              "<no error>");
+}
+
 TEST(ModelTest, MissingFieldIsNamed) {
   const auto doc =
       nlohmann::json::parse(R"({"name":"x","layers":2,"hidden":8,"heads":2,"vocab":10})");

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -124,10 +125,65 @@ TEST(Handoff, MegatronArgumentsOfAnEvenInterleavedPlanGiveTheVirtualStages) {
   expect_handoff_golden(text, "megatron_interleaved_even.txt");
 }
 
-// Arguments -> configuration and partition -> build_plan gives the same plan.
+int count_transformer_layers(const ModelSpec& m) {
+  int n = 0;
+  for (const LayerWork& l : m.layers) n += l.kind == LayerKind::kTransformer ? 1 : 0;
+  return n;
+}
+
+// The architecture Megatron-LM builds from the arguments read back (its default for each one left
+// out) is the plan's model.
+void expect_megatron_model(const MegatronSettings& s, const ModelSpec& m) {
+  SCOPED_TRACE(m.name);
+  const MegatronModel& a = s.model;
+  EXPECT_EQ(a.dtype, m.dtype == Dtype::kFp8 ? Dtype::kBf16 : m.dtype);
+  EXPECT_EQ(s.fp8, m.dtype == Dtype::kFp8);
+  EXPECT_EQ(s.num_layers, count_transformer_layers(m));
+  EXPECT_EQ(a.hidden, m.hidden);
+  EXPECT_EQ(a.ffn_hidden, m.ffn_hidden);
+  EXPECT_EQ(a.heads, m.heads);
+  EXPECT_EQ(a.mla, m.mla.enabled());
+  if (m.mla.enabled()) {
+    EXPECT_EQ(a.query_groups, 0);
+    EXPECT_EQ(a.q_lora_rank, m.mla.q_lora_rank);
+    EXPECT_EQ(a.kv_lora_rank, m.mla.kv_lora_rank);
+    EXPECT_EQ(a.qk_head_dim, m.mla.qk_nope_head_dim);
+    EXPECT_EQ(a.qk_pos_emb_head_dim, m.mla.qk_rope_head_dim);
+    EXPECT_EQ(a.v_head_dim, m.mla.v_head_dim);
+  } else {
+    EXPECT_EQ(a.query_groups == 0 ? a.heads : a.query_groups, m.kv_heads);
+    EXPECT_EQ(a.kv_channels == 0 ? a.hidden / a.heads : a.kv_channels, m.attention_head_dim());
+  }
+  EXPECT_EQ(a.swiglu, m.gated_mlp);
+  EXPECT_EQ(a.rmsnorm, m.gated_mlp);
+  EXPECT_EQ(a.bias_linear, !m.gated_mlp);
+  EXPECT_EQ(a.qkv_bias || a.bias_linear, m.qkv_bias || !m.gated_mlp);
+  EXPECT_EQ(a.qk_layernorm, m.qk_norm);
+  EXPECT_EQ(a.rope, !m.learned_positions());
+  EXPECT_EQ(a.seq_len, m.seq_len);
+  EXPECT_EQ(a.max_position_embeddings, m.seq_len);
+  EXPECT_EQ(a.dropout, !m.gated_mlp && !m.no_dropout);
+  EXPECT_EQ(a.untied, !m.tied_embeddings);
+  EXPECT_EQ(a.vocab, m.vocab);
+  EXPECT_EQ(a.te_cross_entropy, m.cross_entropy == CrossEntropy::kLogitsDtype);
+  EXPECT_EQ(a.mtp_layers, m.mtp_modules);
+  EXPECT_EQ(a.experts, m.moe.experts);
+  if (!m.moe.enabled()) return;
+  EXPECT_EQ(a.top_k, m.moe.top_k);
+  EXPECT_EQ(a.moe_ffn_hidden, m.moe.expert_ffn_hidden);
+  EXPECT_EQ(a.shared_expert_size, m.moe.shared_experts * m.moe.shared_ffn_hidden);
+  EXPECT_EQ(a.first_dense_layers, m.moe.first_dense_layers);
+  EXPECT_EQ(a.sigmoid_router, m.moe.router == MoeRouter::kSigmoid);
+  EXPECT_TRUE(a.grouped_gemm);
+  EXPECT_EQ(a.legacy_grouped_gemm, m.moe.expert_gemm == ExpertGemm::kGrouped);
+}
+
+// Arguments -> configuration and partition -> build_plan gives the same plan, and the model
+// arguments describe the plan's model.
 void expect_megatron_round_trip(const PlanRequest& original_request, const std::string& schedule) {
   const Plan plan = build_plan(original_request);
   const MegatronSettings s = parse_megatron_arguments(megatron_arguments(plan, schedule), "args");
+  expect_megatron_model(s, plan.model);
   PlanRequest req;
   req.model = original_request.model;
   req.cluster = original_request.cluster;
@@ -149,7 +205,6 @@ void expect_megatron_round_trip(const PlanRequest& original_request, const std::
   EXPECT_EQ(back.partition, plan.partition);
   EXPECT_EQ(back.placement, plan.placement);
   EXPECT_EQ(back.program, plan.program);
-  EXPECT_EQ(s.num_layers, 24);
 }
 
 void expect_megatron_round_trip(const HandoffCase& c) {
@@ -792,6 +847,107 @@ TEST(Handoff, ActivationOffloadingGoesToMegatronOnly) {
           << e.what();
     }
   }
+}
+
+// A model with the features the presets above lack: MLA, shared experts, dense first layers, a
+// sigmoid router, per-expert GEMMs.
+ModelSpec mla_moe_model() {
+  return model_from_json(nlohmann::json::parse(R"({
+      "name": "mla-moe", "layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 2816,
+      "seq_len": 2048, "vocab": 32000, "mlp": "swiglu", "tied_embeddings": false,
+      "attention": "mla", "q_lora_rank": 384, "kv_lora_rank": 256, "qk_rope_head_dim": 32,
+      "qk_nope_head_dim": 64, "v_head_dim": 64, "experts": 8, "top_k": 2,
+      "expert_ffn_hidden": 512, "shared_experts": 2, "shared_ffn_hidden": 256,
+      "first_dense_layers": 1, "router": "sigmoid", "expert_gemm": "per_expert",
+      "cross_entropy": "logits_dtype"})"),
+                         "mla-moe.json");
+}
+
+TEST(Handoff, MegatronModelArgumentsOfEachArchitectureReadBackToThePlansModel) {
+  PlanRequest llama = handoff_request(kMegatron1F1B);
+  llama.model = load_model("llama3-8b");  // GQA, SwiGLU, RMSNorm, RoPE, untied, no biases
+  expect_megatron_round_trip(llama, "Std1F1B");
+  PlanRequest qwen3 = handoff_request(kMegatron1F1B);
+  qwen3.model = load_model("qwen3-8b");  // head_dim 128 with hidden 4096 / 32 heads, q/k norms
+  expect_megatron_round_trip(qwen3, "Std1F1B");
+  PlanRequest gpt = handoff_request(kMegatron1F1B);
+  gpt.model = model_from_json(nlohmann::json::parse(R"({"name": "neox", "layers": 8,
+      "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 50432, "positions": "rope",
+      "dropout": false})"),
+                              "neox.json");  // GeLU with RoPE, no dropout
+  expect_megatron_round_trip(gpt, "Std1F1B");
+  expect_megatron_round_trip(moe_handoff_request(4, 1), "Std1F1B");  // mixtral-8x7b
+  PlanRequest mla = moe_handoff_request(4, 1);
+  mla.model = mla_moe_model();
+  expect_megatron_round_trip(mla, "Std1F1B");
+  const std::string args = megatron_arguments(build_plan(mla), "Std1F1B");
+  EXPECT_NE(args.find("--moe-layer-freq \"([0]*1+[1]*3)\""), std::string::npos) << args;
+  EXPECT_NE(args.find("--moe-shared-expert-intermediate-size 512"), std::string::npos) << args;
+  EXPECT_NE(args.find("--qk-head-dim 64 \\\n--qk-pos-emb-head-dim 32"), std::string::npos) << args;
+}
+
+TEST(Handoff, MegatronRefusesModelFieldsItHasNoArgumentFor) {
+  PlanRequest eager = handoff_request(kMegatron1F1B);
+  nlohmann::json shape = model_shape_to_json(eager.model);
+  shape["kernel_fusion"] = "eager";
+  eager.model = model_from_json(shape, "eager.json");
+  EXPECT_EQ(handoff_error([&] { megatron_arguments(build_plan(eager), "Std1F1B"); }),
+            "--format megatron: kernel_fusion eager (eager PyTorch's kernels; Megatron-LM runs "
+            "its fused kernels)");
+  PlanRequest fp8_dispatch = moe_handoff_request(4, 1);
+  nlohmann::json moe = model_shape_to_json(fp8_dispatch.model);
+  moe["a2a_dispatch_dtype"] = "fp8";
+  fp8_dispatch.model = model_from_json(moe, "moe.json");
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(build_plan(fp8_dispatch), "Std1F1B");
+            }).find("--format megatron: a2a_dispatch_dtype fp8"),
+            std::string::npos);
+}
+
+// User text in a hand-off (sweep 5): a model name or --csv path with a newline could start a line
+// of Python, shell or TOML. Comments get escapes; TOML strings TOML's own escapes.
+TEST(Handoff, UserTextIsEscapedInCommentsAndTomlStrings) {
+  const std::string name = "tiny\nimport os; os.system(\"echo INJECTED\")\r#";
+  auto expect_no_injected_line = [](const std::string& text) {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      EXPECT_EQ(line.find('\r'), std::string::npos) << text;
+      EXPECT_NE(line.rfind("import os", 0), 0u) << text;
+    }
+    EXPECT_NE(text.find("tiny\\nimport os; os.system(\"echo INJECTED\")\\r#"), std::string::npos)
+        << text;
+  };
+  Plan megatron = build_plan(handoff_request(kMegatron1F1B));
+  megatron.model.name = name;
+  expect_no_injected_line(megatron_arguments(megatron, "Std1F1B"));
+  Plan jaxpp = build_plan(handoff_request(kInterleavedJaxpp));
+  jaxpp.model.name = name;
+  expect_no_injected_line(jaxpp_snippet(jaxpp, "Interleaved1F1B"));
+  Plan torchtitan = build_plan(handoff_request(kZbH1));
+  torchtitan.model.name = name;
+  const std::string toml =
+      torchtitan_toml(torchtitan, "ZeroBubble", std::string("a\nb\t\x01\"\\c.csv"));
+  expect_no_injected_line(toml);
+  EXPECT_NE(toml.find("pipeline_parallel_schedule_csv = \"a\\nb\\t\\u0001\\\"\\\\c.csv\"\n"),
+            std::string::npos)
+      << toml;
+  EXPECT_NE(handoff_error([&] {
+              torchtitan_toml(torchtitan, "ZeroBubble", "\xff.csv");
+            }).find("is not UTF-8"),
+            std::string::npos);
+}
+
+// A plan written by hand goes through the model reader too: its name is checked as a model
+// file's is.
+TEST(Handoff, APlansModelNameWithAControlCharacterIsRefused) {
+  nlohmann::json doc = plan_to_json(build_plan(handoff_request(kMegatron1F1B)));
+  doc["model"]["name"] = "tiny\nimport os";
+  EXPECT_NE(handoff_error([&] {
+              plan_from_json(doc, "p.json");
+            }).find("p.json: field 'model': field 'name': contains a control character"),
+            std::string::npos)
+      << handoff_error([&] { plan_from_json(doc, "p.json"); });
 }
 
 }  // namespace
