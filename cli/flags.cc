@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <typeinfo>
@@ -160,6 +161,17 @@ double double_flag_in(const cxxopts::ParseResult& args, const std::string& flag,
 int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int lo, int hi,
                 const std::string& what) {
   return check_int_in(args[flag].as<int>(), "--" + flag, lo, hi, what);
+}
+
+ExportFormat timeline_format_flag(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  for (const char* known : {".svg", ".png", ".dot", ".json", ".txt"}) {
+    if (ext == known) return export_format_from_path(path);
+  }
+  throw_input_error("--timeline " + path,
+                    "unknown extension '" + ext +
+                        "' (expected .svg, .png, .dot, .json for a Perfetto/Chrome trace, or .txt "
+                        "for a text Gantt chart)");
 }
 
 }  // namespace jaxpp::cli

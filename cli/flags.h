@@ -25,6 +25,7 @@
 #include <cxxopts.hpp>
 
 #include "runtime/backend.h"
+#include "trace/export.h"
 
 namespace jaxpp::cli {
 
@@ -57,5 +58,9 @@ int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int l
 // InputError "--<flag>: expected a comma-separated list of ..., got '<text>'".
 std::vector<int> positive_int_list_flag(const std::string& flag, const std::string& text);
 std::vector<std::string> name_list_flag(const std::string& flag, const std::string& text);
+
+// The format of a --timeline path (simulate, run), from its extension: InputError
+// "--timeline x.tx: unknown extension '.tx' (expected .svg, .png, ...)".
+ExportFormat timeline_format_flag(const std::string& path);
 
 }  // namespace jaxpp::cli
