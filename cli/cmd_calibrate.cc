@@ -220,13 +220,14 @@ void print_trace_calibration(const TraceCalibration& cal, const std::string& tra
 int calibrate_from_trace_file(const cxxopts::ParseResult& args, const std::string& output,
                               OutputFiles& out) {
   const std::string path = args["from-trace"].as<std::string>();
+  // Flags not given: the ones the trace records, else the run's defaults (TraceRunFlags).
   TraceRunFlags run;
-  run.hidden = args["hidden"].as<int>();
-  run.ffn = args["ffn"].as<int>();
-  run.seq = args["seq"].as<int>();
-  run.layers_per_stage = args["layers-per-stage"].as<int>();
-  run.optimizer = args["optimizer"].as<std::string>();
-  run.dp = args["dp"].as<int>();
+  if (args.count("hidden")) run.hidden = args["hidden"].as<int>();
+  if (args.count("ffn")) run.ffn = args["ffn"].as<int>();
+  if (args.count("seq")) run.seq = args["seq"].as<int>();
+  if (args.count("layers-per-stage")) run.layers_per_stage = args["layers-per-stage"].as<int>();
+  if (args.count("optimizer")) run.optimizer = args["optimizer"].as<std::string>();
+  if (args.count("dp")) run.dp = args["dp"].as<int>();
   if (args.count("skip-steps")) run.skip_steps = args["skip-steps"].as<int>();
   const CheckedTrace checked = check_trace_run(path, run);
   ClusterSpec base = args.count("base") ? load_cluster_arg(args["base"].as<std::string>())
@@ -266,12 +267,12 @@ int run_calibrate(int argc, char** argv) {
       ("repetition-ms", "a timed repetition loops a kernel at least this long (default 5, --quick 2)", cxxopts::value<double>())
       ("ranks", "threads: workers of the communication benchmarks", cxxopts::value<int>()->default_value("2"))
       ("timeout-s", "give up on a message or collective after this many seconds", cxxopts::value<double>()->default_value("60"))
-      ("hidden", "--from-trace: the run's --hidden", cxxopts::value<int>()->default_value("32"))
-      ("ffn", "--from-trace: the run's --ffn", cxxopts::value<int>()->default_value("0"))
-      ("seq", "--from-trace: the run's --seq", cxxopts::value<int>()->default_value("8"))
-      ("layers-per-stage", "--from-trace: the run's --layers-per-stage", cxxopts::value<int>()->default_value("2"))
-      ("optimizer", "--from-trace: the run's --optimizer", cxxopts::value<std::string>()->default_value("sgd"))
-      ("dp", "--from-trace: the run's --dp", cxxopts::value<int>()->default_value("1"))
+      ("hidden", "--from-trace: the run's --hidden (default: the trace's, else 32)", cxxopts::value<int>())
+      ("ffn", "--from-trace: the run's --ffn (default: the trace's, else 0)", cxxopts::value<int>())
+      ("seq", "--from-trace: the run's --seq (default: the trace's, else 8)", cxxopts::value<int>())
+      ("layers-per-stage", "--from-trace: the run's --layers-per-stage (default: the trace's, else 2)", cxxopts::value<int>())
+      ("optimizer", "--from-trace: the run's --optimizer (default: the trace's, else sgd)", cxxopts::value<std::string>())
+      ("dp", "--from-trace: the run's --dp (default: the trace's, else 1)", cxxopts::value<int>())
       ("skip-steps", "--from-trace: leading (warm-up) steps to ignore (default 1 when the trace has more than one)", cxxopts::value<int>())
       ("json", "print the fits, parameters and residuals as JSON")
       ("h,help", "show this help");

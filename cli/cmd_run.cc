@@ -158,8 +158,19 @@ StageTimesCost measured_stage_times(const Trace& trace, int num_stages, int firs
   return StageTimesCost(t);
 }
 
-double err_pct(double predicted, double measured) {
-  return predicted > 0 ? 100.0 * (measured - predicted) / predicted : 0.0;
+// (measured - predicted) / predicted in percent; none where nothing was predicted (a kind the
+// prediction gives no time, such as transfers predicted from measured task times).
+std::optional<double> err_pct(double predicted, double measured) {
+  if (!(predicted > 0)) return std::nullopt;
+  return 100.0 * (measured - predicted) / predicted;
+}
+
+// "+12.3%", or "n/a" where nothing was predicted.
+std::string err_pct_text(std::optional<double> pct) {
+  if (!pct) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", *pct);
+  return buf;
 }
 
 struct Prediction {
@@ -168,21 +179,6 @@ struct Prediction {
   double time_scale = 1;  // sim times x time_scale = seconds of the run
   std::string from;
 };
-
-// The program as the MLP workload runs it: transfers carry seq x hidden doubles, all-reduces a
-// stage's gradients (MoE: the routers and the held experts; priced as one all-reduce over dp) (a
-// plan's program carries its own model's sizes).
-Program with_mlp_sizes(Program program, const MlpConfig& mlp) {
-  for (auto& list : program.actors)
-    for (Instruction& ins : list) {
-      if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
-      if (ins.op == OpKind::kAllReduce)
-        ins.bytes = mlp.reduced_params_per_stage() * static_cast<int64_t>(sizeof(double));
-      if (ins.op == OpKind::kAllGather)  // the stage's weights (parameter sharding)
-        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
-    }
-  return program;
-}
 
 // Real compute with a calibrated cluster: the MLP's kernels through the cluster's fitted curves.
 // Emulated compute with one: the emulation cost plus the backend's own costs. Otherwise the
@@ -204,7 +200,7 @@ Prediction predict(const Setup& st, const RunOptions& ro, const RunResult& r,
   } else if (cluster) {
     KernelCost cost(mlp_stage_kernels(ro.mlp, st.program.num_stages), st.program.num_actors,
                     *cluster, Dtype::kFp32, ro.dp);
-    p.sim = simulate(with_mlp_sizes(st.program, ro.mlp), cost, so);
+    p.sim = simulate(mlp_sized_program(st.program, ro.mlp), cost, so);
     p.from = "calibrated cluster '" + cluster->name + "'";
   } else {
     StageTimesCost measured = measured_stage_times(r.trace, st.program.num_stages, ro.warmup);
@@ -249,7 +245,7 @@ int run_run(int argc, char** argv) {
       ("steps", "measured training steps", cxxopts::value<int>()->default_value("3"))
       ("warmup", "warm-up steps before the measured ones", cxxopts::value<int>()->default_value("1"))
       ("check", "compare losses and weights with the independent sequential reference (and, bit for bit, with the same-code orchestration reference)")
-      ("inject", "numerical fault for --check to catch: corrupt-grad | skip-accumulate | stale-weight | expert-swap (MoE plans)", cxxopts::value<std::string>())
+      ("inject", "numerical fault for --check to catch (needs --check): corrupt-grad | skip-accumulate | stale-weight | expert-swap (MoE plans)", cxxopts::value<std::string>())
       ("trace", "write the measured trace (trace JSON) to FILE", cxxopts::value<std::string>())
       ("compare", "print predicted vs measured step time and per-kind task durations")
       ("cluster", "calibrated cluster (JSON file or preset) that predicts the run (jaxpp-sim calibrate)", cxxopts::value<std::string>())
@@ -274,8 +270,8 @@ int run_run(int argc, char** argv) {
       ("fuse-steady-state", "with --schedule Interleaved1F1B / KimiK2: fuse the steady (F, B) pairs")
       ("group-size", "with --schedule MegatronInterleaved: microbatch group size (0 = p)", cxxopts::value<int>()->default_value("0"))
       ("dp", "data-parallel replicas of the pipeline (a plan's config.dp by default)", cxxopts::value<int>()->default_value("1"))
-      ("inject-drop", "fault injection: drop every message with this tag", cxxopts::value<int64_t>()->default_value("-1"))
-      ("inject-kill", "fault injection: ACTOR:INSTRUCTION exits abruptly in step 0 (mpi)", cxxopts::value<std::string>())
+      ("inject-drop", "fault injection: drop every message with this tag (one of the program's; -1 = none)", cxxopts::value<int64_t>()->default_value("-1"))
+      ("inject-kill", "fault injection: ACTOR:INSTRUCTION of replica 0 exits the process abruptly in step 0, exit code 3 (meant for mpi)", cxxopts::value<std::string>())
       ("h,help", "show this help");
   // clang-format on
   options.parse_positional({"plan"});
@@ -346,7 +342,7 @@ int run_run(int argc, char** argv) {
   if (args.count("trace")) out.output(args["trace"].as<std::string>(), "--trace");
   std::optional<ExportFormat> timeline_format;
   if (args.count("timeline")) {
-    timeline_format = export_format_from_path(timeline_path);
+    timeline_format = timeline_format_flag(timeline_path);
     out.output(timeline_path, "--timeline", is_binary(*timeline_format));
   }
   if (args.count("report")) out.output(report_path, "--report");
@@ -400,8 +396,7 @@ int run_run(int argc, char** argv) {
       std::snprintf(buf, sizeof buf, "%.6f s", v);
       return std::string(buf);
     };
-    std::snprintf(buf, sizeof buf, "%+.1f%%", err_pct(predicted_s, r.step_time_s));
-    const std::string err = buf;
+    const std::string err = err_pct_text(err_pct(predicted_s, r.step_time_s));
     rep.summary = {
         {"backend", std::string(to_string(ro.backend)) + ", compute " + compute},
         {"actors x replicas",
@@ -464,7 +459,10 @@ int run_run(int argc, char** argv) {
       nlohmann::json kinds = nlohmann::json::object();
       for (const auto& [k, m] : meas_kinds) {
         double p = pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0;
-        kinds[k] = {{"predicted_s", p}, {"measured_s", m}, {"error_pct", err_pct(p, m)}};
+        const std::optional<double> pct = err_pct(p, m);
+        kinds[k] = {{"predicted_s", p},
+                    {"measured_s", m},
+                    {"error_pct", pct ? nlohmann::json(*pct) : nlohmann::json(nullptr)}};
       }
       j["kinds"] = kinds;
     }
@@ -501,16 +499,17 @@ int run_run(int argc, char** argv) {
                      r.orchestration.passed ? "PASS" : "FAIL");
     }
     if (args.count("compare")) {
-      std::fprintf(file, "predicted step time (%s): %.6f s, measured %.6f s, error %+.1f%%\n",
+      std::fprintf(file, "predicted step time (%s): %.6f s, measured %.6f s, error %s\n",
                    predicted_from.c_str(), predicted_s, r.step_time_s,
-                   err_pct(predicted_s, r.step_time_s));
+                   err_pct_text(err_pct(predicted_s, r.step_time_s)).c_str());
       if (sim.alltoall_s > 0)
         std::fprintf(file, "predicted all-to-all (sum over actors): %.6f s, %.6f s exposed\n",
                      sim.alltoall_s * pred_scale, sim.alltoall_exposed_s * pred_scale);
       std::fprintf(file, "%-10s %14s %14s %8s\n", "kind", "predicted_s", "measured_s", "err%");
       for (const auto& [k, m] : meas_kinds) {
         double p = pred_kinds.count(k) ? pred_kinds[k] * pred_scale : 0;
-        std::fprintf(file, "%-10s %14.6g %14.6g %+7.1f%%\n", k.c_str(), p, m, err_pct(p, m));
+        std::fprintf(file, "%-10s %14.6g %14.6g %8s\n", k.c_str(), p, m,
+                     err_pct_text(err_pct(p, m)).c_str());
       }
     }
   }

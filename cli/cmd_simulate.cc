@@ -3,7 +3,6 @@
 // Output files (--trace, --timeline, --plan) are checked before the simulation, produced in
 // memory and written atomically only once all of them are ready, so an error leaves no file.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -34,19 +33,6 @@
 
 namespace jaxpp::cli {
 namespace {
-
-
-// The timeline format of a --timeline path, from its extension.
-ExportFormat timeline_format(const std::string& path) {
-  const std::string ext = std::filesystem::path(path).extension().string();
-  for (const char* known : {".svg", ".png", ".dot", ".json", ".txt"}) {
-    if (ext == known) return export_format_from_path(path);
-  }
-  throw_input_error("--timeline " + path,
-                    "unknown extension '" + ext +
-                        "' (expected .svg, .png, .dot, .json for a Perfetto/Chrome trace, or .txt "
-                        "for a text Gantt chart)");
-}
 
 void print_summary(std::ostream& out, const nlohmann::json& m) {
   char line[256];
@@ -269,7 +255,7 @@ int run_simulate(int argc, char** argv) {
   if (args.count("trace")) out.output(trace_path, "--trace");
   ExportFormat timeline_fmt = ExportFormat::kText;
   if (args.count("timeline")) {
-    timeline_fmt = timeline_format(timeline_path);
+    timeline_fmt = timeline_format_flag(timeline_path);
     out.output(timeline_path, "--timeline", is_binary(timeline_fmt));
   }
   if (args.count("plan")) out.output(plan_path, "--plan");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <typeinfo>
@@ -166,6 +167,17 @@ std::string preset_list(const std::vector<std::string>& names) {
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
   return list;
+}
+
+ExportFormat timeline_format_flag(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  for (const char* known : {".svg", ".png", ".dot", ".json", ".txt"}) {
+    if (ext == known) return export_format_from_path(path);
+  }
+  throw_input_error("--timeline " + path,
+                    "unknown extension '" + ext +
+                        "' (expected .svg, .png, .dot, .json for a Perfetto/Chrome trace, or .txt "
+                        "for a text Gantt chart)");
 }
 
 }  // namespace jaxpp::cli

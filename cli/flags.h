@@ -25,6 +25,7 @@
 #include <cxxopts.hpp>
 
 #include "runtime/backend.h"
+#include "trace/export.h"
 
 namespace jaxpp::cli {
 
@@ -60,5 +61,9 @@ std::vector<std::string> name_list_flag(const std::string& flag, const std::stri
 
 // "a, b, c": preset names for a flag's help (cluster_preset_names(), model_preset_names()).
 std::string preset_list(const std::vector<std::string>& names);
+
+// The format of a --timeline path (simulate, run), from its extension: InputError
+// "--timeline x.tx: unknown extension '.tx' (expected .svg, .png, ...)".
+ExportFormat timeline_format_flag(const std::string& path);
 
 }  // namespace jaxpp::cli

@@ -662,12 +662,12 @@ std::pair<std::string, std::string> calibrate_json(bool quick, bool hot, std::op
 }
 
 // calibrate --from-trace --json and the fitted cluster.
-std::pair<std::string, std::string> calibrate_trace_json(const std::string& path, int hidden,
-                                                         int ffn, int seq, int layers_per_stage,
-                                                         const std::string& optimizer, int dp,
-                                                         std::optional<int> skip_steps,
-                                                         const std::string& base_text,
-                                                         const std::string& name) {
+// A run flag left None is the trace's recorded one, else the run's default (TraceRunFlags).
+std::pair<std::string, std::string> calibrate_trace_json(
+    const std::string& path, std::optional<int> hidden, std::optional<int> ffn,
+    std::optional<int> seq, std::optional<int> layers_per_stage,
+    std::optional<std::string> optimizer, std::optional<int> dp, std::optional<int> skip_steps,
+    const std::string& base_text, const std::string& name) {
   TraceRunFlags run;
   run.hidden = hidden;
   run.ffn = ffn;

@@ -1,6 +1,7 @@
 #include "runtime/calibrate_request.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "graph/error.h"
@@ -13,20 +14,58 @@ namespace {
 
 constexpr int kMaxThreadsRanks = 128;
 
-MlpConfig checked_mlp(const TraceRunFlags& run) {
+template <typename T>
+std::string flag_text(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>)
+    return v;
+  else
+    return std::to_string(v);
+}
+
+template <typename T>
+std::optional<T> recorded(const std::optional<TraceWorkload>& workload, T TraceWorkload::*field) {
+  if (!workload) return std::nullopt;
+  return (*workload).*field;
+}
+
+// A run flag given must be the one the trace records (checked after its range, so that an
+// impossible value gets the range's message).
+template <typename T>
+void check_recorded(const std::optional<T>& given, const std::optional<TraceWorkload>& workload,
+                    T TraceWorkload::*field, const std::string& flag, const std::string& path) {
+  const std::optional<T> was = recorded(workload, field);
+  if (!given || !was || *given == *was) return;
+  throw_input_error(flag + " " + flag_text(*given),
+                    path + " was recorded by a run with " + flag + " " + flag_text(*was) +
+                        " (its field 'workload'); leave the flag out or give the run's value");
+}
+
+MlpConfig checked_mlp(const TraceRunFlags& run, const std::optional<TraceWorkload>& workload,
+                      const std::string& path) {
+  // Each flag not given: the recorded one, else the run's default.
+  const auto value = [&](const auto& given, auto field, auto fallback) {
+    return given ? *given : recorded(workload, field).value_or(fallback);
+  };
   MlpConfig mlp;
-  mlp.hidden = run.hidden;
-  mlp.ffn = run.ffn;
-  mlp.seq = run.seq;
-  mlp.layers_per_stage = run.layers_per_stage;
-  mlp.optimizer = parse_optimizer_kind(run.optimizer, "--optimizer");
+  mlp.hidden = value(run.hidden, &TraceWorkload::hidden, 32);
+  mlp.ffn = value(run.ffn, &TraceWorkload::ffn, 0);
+  mlp.seq = value(run.seq, &TraceWorkload::seq, 8);
+  mlp.layers_per_stage = value(run.layers_per_stage, &TraceWorkload::layers_per_stage, 2);
+  mlp.optimizer = parse_optimizer_kind(
+      value(run.optimizer, &TraceWorkload::optimizer, std::string("sgd")), "--optimizer");
   if (mlp.hidden < 1 || mlp.seq < 1 || mlp.layers_per_stage < 1 || mlp.ffn < 0)
     throw_input_error("--hidden/--seq/--layers-per-stage", "must be >= 1 (--ffn >= 0)");
   // The limits of graph/limits.h, so that seq x hidden x 8 transfer bytes cannot overflow.
-  check_int_in(run.hidden, "--hidden", 1, kMaxHidden, "a width");
-  check_int_in(run.ffn, "--ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
-  check_int_in(run.seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
-  check_int_in(run.layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
+  check_int_in(mlp.hidden, "--hidden", 1, kMaxHidden, "a width");
+  check_int_in(mlp.ffn, "--ffn", 0, kMaxFfnHidden, "a width (0 = 4 x hidden)");
+  check_int_in(mlp.seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
+  check_int_in(mlp.layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
+  check_recorded(run.hidden, workload, &TraceWorkload::hidden, "--hidden", path);
+  check_recorded(run.ffn, workload, &TraceWorkload::ffn, "--ffn", path);
+  check_recorded(run.seq, workload, &TraceWorkload::seq, "--seq", path);
+  check_recorded(run.layers_per_stage, workload, &TraceWorkload::layers_per_stage,
+                 "--layers-per-stage", path);
+  check_recorded(run.optimizer, workload, &TraceWorkload::optimizer, "--optimizer", path);
   return mlp;
 }
 
@@ -79,15 +118,17 @@ CheckedTrace check_trace_run(const std::string& path, const TraceRunFlags& run) 
     for (const TaskRef& t : e.tasks) out.num_stages = std::max(out.num_stages, t.stage + 1);
   }
   if (out.num_stages == 0) throw_input_error(path, "field 'events': no instruction with a stage");
-  out.dp = run.dp;
+  out.dp = run.dp ? *run.dp : recorded(trace.workload, &TraceWorkload::dp).value_or(1);
   if (out.dp < 1) throw_input_error("--dp", "expected >= 1");
   check_int_in(out.dp, "--dp", 1, kMaxStages, "a number of replicas");
+  check_recorded(run.dp, trace.workload, &TraceWorkload::dp, "--dp", path);
   out.first_step = run.skip_steps.value_or(trace.num_steps > 1 ? 1 : 0);
   if (out.first_step < 0 || out.first_step >= trace.num_steps)
     throw_input_error("--skip-steps", "expected 0.." + std::to_string(trace.num_steps - 1));
-  // The trace must be of the run the flags describe: its transfers carry seq x hidden doubles.
-  // (Its dp cannot be told: a run of dp 1 records its no-op all-reduces too.)
-  out.mlp = checked_mlp(run);
+  // The trace must be of the run the flags describe: its recorded workload (above), and its
+  // transfers carry seq x hidden doubles (what an older trace, without a workload, can tell; its
+  // dp cannot be told: a run of dp 1 records its no-op all-reduces too).
+  out.mlp = checked_mlp(run, trace.workload, path);
   const int64_t transfer_bytes = mlp_transfer_bytes(out.mlp);
   for (const TraceEvent& e : trace.events) {
     if (e.op == OpKind::kSend && e.bytes > 0 && e.bytes != transfer_bytes)

@@ -44,14 +44,16 @@ MicrobenchOptions microbench_options(const MicrobenchFlags& flags);
 
 // The flags of the run that recorded the trace (jaxpp-sim run's --hidden, --ffn, --seq,
 // --layers-per-stage, --optimizer, --dp) and the leading steps to ignore (default 1 when the
-// trace has more than one step).
+// trace has more than one step). A flag left unset is the one the trace records (its field
+// 'workload', written by runs since sweep 5), else the run's default (32, 0, 8, 2, sgd, 1); a
+// flag given must be the recorded one.
 struct TraceRunFlags {
-  int hidden = 32;
-  int ffn = 0;
-  int seq = 8;
-  int layers_per_stage = 2;
-  std::string optimizer = "sgd";
-  int dp = 1;
+  std::optional<int> hidden;
+  std::optional<int> ffn;
+  std::optional<int> seq;
+  std::optional<int> layers_per_stage;
+  std::optional<std::string> optimizer;
+  std::optional<int> dp;
   std::optional<int> skip_steps;
 };
 
@@ -65,7 +67,9 @@ struct CheckedTrace {
 };
 
 // Loads and checks the trace: measured, with staged instructions, --dp and --skip-steps in
-// range, the MLP flags in range and matching the trace's transfer sizes.
+// range, the MLP flags in range, agreeing with the trace's recorded workload (InputError
+// "--hidden 64: run.json was recorded by a run with --hidden 32 ...") and with its transfer
+// sizes.
 CheckedTrace check_trace_run(const std::string& path, const TraceRunFlags& run);
 
 // The trace's observations (observe_trace) fitted on top of `base`, named `name`.

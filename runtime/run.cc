@@ -32,6 +32,17 @@ Program lower_mlp_program(const Schedule& schedule, const MlpConfig& mlp) {
   return lower(schedule, lo);
 }
 
+Program mlp_sized_program(Program program, const MlpConfig& mlp) {
+  for (auto& list : program.actors)
+    for (Instruction& ins : list) {
+      if (ins.op == OpKind::kSend || ins.op == OpKind::kRecv) ins.bytes = mlp_transfer_bytes(mlp);
+      if (ins.op == OpKind::kAllReduce)
+        ins.bytes = mlp.reduced_params_per_stage() * static_cast<int64_t>(sizeof(double));
+      if (ins.op == OpKind::kAllGather)  // the stage's weights (parameter sharding)
+        ins.bytes = mlp.params_per_stage() * static_cast<int64_t>(sizeof(double));
+    }
+  return program;
+}
 
 std::string_view to_string(BackendKind k) {
   switch (k) {
@@ -387,9 +398,71 @@ std::map<std::string, double> mean_durations_by_kind(const Trace& trace, int fir
   return out;
 }
 
-RunResult run_program(const Program& program, const CostProvider* emulation_cost,
+namespace {
+
+// The fault-injection options must name something the program has, or they would do nothing.
+void check_injections(const Program& program, const RunOptions& o) {
+  if (o.drop_tag != -1) {
+    int64_t lo = -1, hi = -1;
+    bool found = false;
+    for (const auto& list : program.actors)
+      for (const Instruction& ins : list) {
+        if (ins.op != OpKind::kSend) continue;
+        lo = lo < 0 ? ins.tag : std::min(lo, ins.tag);
+        hi = std::max(hi, ins.tag);
+        found = found || ins.tag == o.drop_tag;
+      }
+    const std::string flag = "--inject-drop " + std::to_string(o.drop_tag);
+    if (hi < 0) throw InputError(flag + ": the program sends no message (-1 = drop none)");
+    if (!found)
+      throw InputError(flag + ": no message of the program has tag " + std::to_string(o.drop_tag) +
+                       " (tags " + std::to_string(lo) + ".." + std::to_string(hi) +
+                       "; -1 = drop none)");
+  }
+  if (o.kill_actor == -1) return;
+  const std::string flag =
+      "--inject-kill " + std::to_string(o.kill_actor) + ":" + std::to_string(o.kill_at_instruction);
+  if (o.kill_actor < 0 || o.kill_actor >= program.num_actors)
+    throw InputError(flag + ": actor " + std::to_string(o.kill_actor) +
+                     " is beyond the program's " + std::to_string(program.num_actors) +
+                     " actors (0.." + std::to_string(program.num_actors - 1) + ")");
+  const int n = static_cast<int>(program.actors.at(o.kill_actor).size());
+  if (o.kill_at_instruction < 0 || o.kill_at_instruction >= n)
+    throw InputError(flag + ": actor " + std::to_string(o.kill_actor) + " has " +
+                     std::to_string(n) + " instructions (0.." + std::to_string(n - 1) + ")");
+}
+
+// Emulated compute: a peer waiting for an instruction longer than --timeout-s would time out
+// ("message lost or peer dead") while the instruction is only running, so such a run is refused
+// before it starts. The durations are the emulated workload's own (EmulatedWorkload::emulated_s).
+void check_emulated_timeout(const Program& program, const CostProvider& cost, const RunOptions& o) {
+  double longest_s = 0;
+  int actor = -1, index = -1;
+  for (int a = 0; a < program.num_actors; ++a) {
+    const EmulatedWorkload workload(cost, a, o.time_scale);
+    const auto& list = program.actors[a];
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      if (list[i].op == OpKind::kSend || list[i].op == OpKind::kRecv) continue;
+      const double s = workload.emulated_s(list[i]);
+      if (s <= longest_s) continue;
+      longest_s = s;
+      actor = a;
+      index = i;
+    }
+  }
+  if (longest_s <= o.timeout_s) return;
+  throw InputError("--timeout-s " + format_g(o.timeout_s) + " is shorter than the emulated '" +
+                   to_string(program.actors[actor][index]) + "' of actor " + std::to_string(actor) +
+                   " (" + format_g(longest_s) +
+                   " s): a worker waiting for it would time out; give a --timeout-s above " +
+                   format_g(longest_s) + " s (or a smaller --time-scale)");
+}
+
+}  // namespace
+
+RunResult run_program(const Program& given, const CostProvider* emulation_cost,
                       const RunOptions& o) {
-  check_program(program);
+  check_program(given);
   if (o.steps < 1) throw InputError("--steps: expected >= 1, got " + std::to_string(o.steps));
   if (o.warmup < 0) throw InputError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
   if (o.dp < 1) throw InputError("--dp: expected >= 1, got " + std::to_string(o.dp));
@@ -402,9 +475,17 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
     throw InputError("--hidden, --seq and --layers-per-stage must be >= 1");
   if (!o.emulated && o.mlp.ffn < 0)
     throw InputError("--ffn: expected >= 0 (0 = 4 x hidden), got " + std::to_string(o.mlp.ffn));
+  // Real compute moves the MLP workload's tensors: the program is sized to them, so the trace
+  // records the bytes that moved (a plan's program carries its own model's).
+  const Program program = o.emulated ? given : mlp_sized_program(given, o.mlp);
   if (o.emulated && o.mlp.fault != MlpFault::kNone)
     throw InputError("--inject " + std::string(to_string(o.mlp.fault)) +
                      ": needs --compute real (emulated compute has no numerics)");
+  if (!o.check && o.mlp.fault != MlpFault::kNone)
+    throw InputError("--inject " + std::string(to_string(o.mlp.fault)) +
+                     ": plants a numerical fault for --check to catch; give --check");
+  check_injections(program, o);
+  if (o.emulated) check_emulated_timeout(program, *emulation_cost, o);
   if (o.mlp.fault == MlpFault::kSkipAccumulate && program.num_microbatches < 2)
     throw InputError(
         "--inject skip-accumulate: needs >= 2 microbatches (with one, overwriting "
@@ -475,6 +556,14 @@ RunResult run_program(const Program& program, const CostProvider* emulation_cost
   result.trace.source = "measured:" + std::string(to_string(o.backend));
   result.trace.num_actors = program.num_actors;
   result.trace.num_steps = total_steps;
+  if (!o.emulated) {
+    result.trace.workload = TraceWorkload{.hidden = o.mlp.hidden,
+                                          .ffn = o.mlp.ffn,
+                                          .seq = o.mlp.seq,
+                                          .layers_per_stage = o.mlp.layers_per_stage,
+                                          .optimizer = std::string(to_string(o.mlp.optimizer)),
+                                          .dp = o.dp};
+  }
   std::vector<double> begin(total_steps, 1e300), end(total_steps, 0);
   for (const WorkerOutput& w : outputs) {
     for (int s = 0; s < total_steps && s < static_cast<int>(w.record.step_begin_s.size()); ++s) {

@@ -59,9 +59,9 @@ struct RunOptions {
   double timeout_s = 30;  // per blocking wait
   bool check = false;     // compare with the sequential reference (real compute only)
   MlpConfig mlp;          // sizes, optimizer, fault; stages/microbatches/replicas filled in
-  int64_t drop_tag = -1;  // fault injection, see ExecutorOptions
-  int kill_actor = -1;
-  int kill_at_instruction = 0;
+  int64_t drop_tag = -1;  // fault injection, see ExecutorOptions; the tag of a message, or -1
+  int kill_actor = -1;    // -1, or an actor of the program ...
+  int kill_at_instruction = 0;  // ... and an index into its instruction list
 };
 
 // fp64 numerics: the pipelined run and the independent reference differ only by summation order
@@ -105,6 +105,19 @@ struct RunResult {
 // gradient bytes (params_per_stage fp64 values) on every stage.
 Program lower_mlp_program(const Schedule& schedule, const MlpConfig& mlp);
 
+// The program as the MLP workload runs it: transfers carry seq x hidden doubles (runtime/
+// microbench.h mlp_transfer_bytes), all-reduces a stage's gradients (MoE: the routers and the
+// held experts, reduced_params_per_stage), all-gathers a stage's weights. A plan's program
+// carries its own model's bytes; run_program runs a real-compute program sized so, so that its
+// trace records the bytes that moved (and `run --cluster` prices the same program).
+Program mlp_sized_program(Program program, const MlpConfig& mlp);
+
+// Real compute runs mlp_sized_program(program, options.mlp), and its trace carries the workload
+// (Trace::workload); emulated compute runs `program` as given (its transfers are the emulation
+// cost's). InputError for options that cannot take effect: a --inject-drop tag no message of the
+// program has (or a negative one other than -1), an --inject-kill actor or instruction beyond the
+// program, an --inject fault without --check, and (emulated) a --timeout-s shorter than an
+// instruction's emulated duration.
 RunResult run_program(const Program& program, const CostProvider* emulation_cost,
                       const RunOptions& options);
 

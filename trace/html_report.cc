@@ -127,7 +127,7 @@ std::string comparison_report_html(const ComparisonReport& r) {
       std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * err);
       html << "<td class=\"" << (err >= 0 ? "pos" : "neg") << "\">" << buf << "</td>";
     } else {
-      html << "<td>&ndash;</td>";
+      html << "<td>n/a</td>";  // nothing predicted
     }
     html << "</tr>\n";
   }

@@ -256,10 +256,19 @@ nlohmann::json trace_to_json(const Trace& trace) {
   for (const MemorySample& m : trace.memory) {
     memory.push_back({{"actor", m.actor}, {"time_s", m.time_s}, {"bytes", m.bytes}});
   }
-  return {{"format", kTraceFormat},       {"version", kTraceVersion},
-          {"source", trace.source},       {"num_actors", trace.num_actors},
-          {"num_steps", trace.num_steps}, {"events", std::move(events)},
-          {"memory", std::move(memory)}};
+  nlohmann::json j = {{"format", kTraceFormat},       {"version", kTraceVersion},
+                      {"source", trace.source},       {"num_actors", trace.num_actors},
+                      {"num_steps", trace.num_steps}, {"events", std::move(events)},
+                      {"memory", std::move(memory)}};
+  if (const auto& w = trace.workload) {
+    j["workload"] = {{"hidden", w->hidden},
+                     {"ffn", w->ffn},
+                     {"seq", w->seq},
+                     {"layers_per_stage", w->layers_per_stage},
+                     {"optimizer", w->optimizer},
+                     {"dp", w->dp}};
+  }
+  return j;
 }
 
 Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
@@ -305,8 +314,22 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
       t.memory.push_back(s);
     }
   }
+  if (obj.has("workload")) {
+    const JsonObject w = obj.object("workload");
+    TraceWorkload& wl = t.workload.emplace();
+    wl.hidden = int_in_range(w, "hidden", 1, kMaxHidden);
+    wl.ffn = int_in_range(w, "ffn", 0, kMaxFfnHidden);
+    wl.seq = int_in_range(w, "seq", 1, kMaxSeqLen);
+    wl.layers_per_stage = int_in_range(w, "layers_per_stage", 1, kMaxLayers);
+    wl.optimizer = w.string("optimizer");
+    if (wl.optimizer != "sgd" && wl.optimizer != "adam")
+      throw_input_error(w.field("optimizer"),
+                        "expected \"sgd\" or \"adam\", got \"" + wl.optimizer + "\"");
+    wl.dp = int_in_range(w, "dp", 1, kMaxStages);
+    w.reject_unknown({"hidden", "ffn", "seq", "layers_per_stage", "optimizer", "dp"});
+  }
   obj.reject_unknown(
-      {"format", "version", "source", "num_actors", "num_steps", "events", "memory"});
+      {"format", "version", "source", "num_actors", "num_steps", "events", "memory", "workload"});
   sort_trace(t);
   return t;
 }

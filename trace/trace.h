@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,12 +53,27 @@ struct MemorySample {
   int64_t bytes = 0;
 };
 
+// The MLP workload a real-compute run executed (jaxpp-sim run's --hidden, --ffn, --seq,
+// --layers-per-stage, --optimizer and its replicas), recorded in its measured trace so that
+// `calibrate --from-trace` checks the flags it is given against them and takes them as defaults.
+// Absent from simulated traces, from emulated runs (no workload runs) and from older traces.
+struct TraceWorkload {
+  int hidden = 0;
+  int ffn = 0;  // 0 = 4 x hidden
+  int seq = 0;
+  int layers_per_stage = 0;
+  std::string optimizer;  // "sgd" or "adam"
+  int dp = 1;
+  bool operator==(const TraceWorkload&) const = default;
+};
+
 struct Trace {
   std::string source;  // "simulated" or "measured:<backend>"
   int num_actors = 0;
   int num_steps = 1;
   std::vector<TraceEvent> events;    // sorted by (start_s, actor, instruction)
   std::vector<MemorySample> memory;  // sorted by (time_s, actor)
+  std::optional<TraceWorkload> workload;
 };
 
 nlohmann::json trace_to_json(const Trace& trace);
@@ -71,7 +87,9 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 //                 "tasks": ["F0@s0"], "stage": 0, "peer": 1, "bytes": 1048576, "tag": 7,
 //                 "start_s": 0.0012, "end_s": 0.0015,
 //                 "parts": [{"name": "gemm", "duration_s": 0.0002}, ...] (optional) }, ... ],
-//   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ] }
+//   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ],
+//   "workload": { "hidden": 32, "ffn": 0, "seq": 8, "layers_per_stage": 2, "optimizer": "sgd",
+//                 "dp": 1 } (optional: measured real-compute runs) }
 // trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors), step in
 // [0, num_steps), every integer inside int without wrapping, 1e9 >= end_s >= start_s >= 0, a
 // stream that matches the op and peer, a send/recv peer other than the actor itself) and that the

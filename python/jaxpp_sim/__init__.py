@@ -1073,8 +1073,9 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
 
     From a measured trace (``from_trace``: a ``jaxpp-sim run --trace`` file or
     ``RunResult.trace_json()`` saved as one): ``hidden``, ``ffn``, ``seq``,
-    ``layers_per_stage``, ``optimizer``, ``dp`` describe the run (its flags; defaults as the
-    CLI's), ``skip_steps`` the warm-up steps to ignore; ``base`` defaults to a neutral
+    ``layers_per_stage``, ``optimizer``, ``dp`` describe the run (its flags; each one left None
+    is the one the trace records, else the CLI's default; one given must be the recorded one),
+    ``skip_steps`` the warm-up steps to ignore; ``base`` defaults to a neutral
     reference host."""
     micro = (("backend", backend, "threads"), ("quick", quick, False), ("hot", hot, False),
              ("repeats", repeats, None), ("warmup", warmup, None), ("rounds", rounds, None),
@@ -1090,12 +1091,10 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     if from_trace is not None:
         _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
         report, cluster = _core.calibrate_trace(
-            str(from_trace), _int("hidden", 32 if hidden is None else hidden),
-            _int("ffn", ffn or 0),
-            _int("seq", 8 if seq is None else seq),
-            _int("layers_per_stage", 2 if layers_per_stage is None else layers_per_stage),
-            str(optimizer or "sgd"),
-            _int("dp", 1 if dp is None else dp), _opt_int("skip_steps", skip_steps),
+            str(from_trace), _opt_int("hidden", hidden), _opt_int("ffn", ffn),
+            _opt_int("seq", seq), _opt_int("layers_per_stage", layers_per_stage),
+            None if optimizer is None else str(optimizer),
+            _opt_int("dp", dp), _opt_int("skip_steps", skip_steps),
             base_text, str(name or ""))
         return CalibrationResult(_json.loads(report), Cluster._of(_json.loads(cluster)))
     _refuse_given(run_flags,

@@ -197,6 +197,63 @@ TEST(CalibrateCli, FromTraceRejectsFlagsThatAreNotTheRuns) {
   EXPECT_FALSE(exists(dir + "/c.json"));
 }
 
+TEST(CalibrateCli, FromTraceOfAPlanRunAcceptsTheRunsFlagsAndRefusesOthers) {
+  // A plan's program carries its model's bytes; the run moves the MLP's (sweep 5: the trace
+  // recorded the plan's, so calibrate refused the run's own flags and took wrong ones).
+  const std::string dir = make_temp_dir();
+  ASSERT_EQ(run_cli("simulate --model " + std::string(JAXPP_TEST_DATA_DIR) +
+                    "/graph/tiny_transformer.json --gpus 2 --pp 2 --global-batch 4 --schedule "
+                    "1f1b --plan " +
+                    dir + "/p.json")
+                .exit_code,
+            0);
+  CliResult run = run_cli("run " + dir + "/p.json --trace " + dir + "/run.json" + kTinyRun);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json t = nlohmann::json::parse(read_file(dir + "/run.json"));
+  for (const auto& e : t.at("events")) {
+    if (e.at("op") != "send" && e.at("op") != "recv") continue;
+    EXPECT_EQ(e.at("bytes"), 4 * 8 * 8) << "seq 4 x hidden 8 doubles: " << e.dump();
+  }
+  const std::string cal = "calibrate --from-trace " + dir + "/run.json ";
+  CliResult own = run_cli(cal + "--hidden 8 --seq 4 --layers-per-stage 1");
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  CliResult recorded = run_cli(cal);  // the flags the trace records
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.err;
+  CliResult wrong = run_cli(cal + "--hidden 64 -o " + dir + "/c.json");
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_EQ(count_lines(wrong.err), 1) << wrong.err;
+  EXPECT_NE(wrong.err.find("--hidden 64: " + dir +
+                           "/run.json was recorded by a run with "
+                           "--hidden 8"),
+            std::string::npos)
+      << wrong.err;
+  EXPECT_FALSE(exists(dir + "/c.json"));
+}
+
+TEST(CalibrateCli, RunCompareShowsNoErrorForKindsWithNoPrediction) {
+  // Predicted from the measured task times: transfers and optimizer steps are predicted 0, so
+  // there is no error to show (sweep 5: "+0.0%", and 0 in JSON).
+  const std::string dir = make_temp_dir();
+  CliResult text = run_cli("run --schedule 1f1b --pp 2 --microbatches 2 --compare --report " + dir +
+                           "/r.html" + kTinyRun);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::istringstream lines(text.out);
+  bool saw_recv = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("recv ", 0) != 0) continue;
+    saw_recv = true;
+    EXPECT_EQ(line.substr(line.size() - 3), "n/a") << line;
+  }
+  EXPECT_TRUE(saw_recv) << text.out;
+  EXPECT_NE(read_file(dir + "/r.html").find("<td>n/a</td>"), std::string::npos);
+  CliResult json = run_cli("run --schedule 1f1b --pp 2 --microbatches 2 --compare --json" +
+                           std::string(kTinyRun));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json kinds = nlohmann::json::parse(json.out).at("kinds");
+  EXPECT_TRUE(kinds.at("recv").at("error_pct").is_null()) << kinds.dump();
+  EXPECT_TRUE(kinds.at("F").at("error_pct").is_number()) << kinds.dump();
+}
+
 TEST(CalibrateCli, FromAMalformedTraceFailsWithOneLineAndNoFile) {
   const std::string trace = write_temp_file("bad.json", "{\"format\": \"jaxpp-sim-trace\", ");
   const std::string out = make_temp_dir() + "/c.json";

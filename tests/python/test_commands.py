@@ -602,10 +602,15 @@ def test_calibrate_from_trace_equals_cli(run_trace):
     assert r.cluster.name == "fitted"
 
 
+def test_calibrate_from_trace_takes_the_runs_flags_from_the_trace(run_trace):
+    r = js.calibrate(from_trace=run_trace, name="fitted")
+    assert r.report == cli_json("calibrate", "--from-trace", run_trace, "--name", "fitted")
+
+
 def test_calibrate_from_trace_errors_are_the_clis(run_trace):
-    # The trace's transfers are of --hidden 16, not the default 32.
-    same_error(lambda: js.calibrate(from_trace=run_trace), "calibrate", "--from-trace",
-               run_trace)
+    # The trace records the run's --hidden 16, not 32.
+    same_error(lambda: js.calibrate(from_trace=run_trace, hidden=32), "calibrate",
+               "--from-trace", run_trace, "--hidden", "32")
     same_error(lambda: js.calibrate(from_trace=run_trace, hidden=16, quick=True), "calibrate",
                "--from-trace", run_trace, "--hidden", "16", "--quick")
     same_error(lambda: js.calibrate(hidden=16), "calibrate", "--hidden", "16")

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -274,6 +275,101 @@ TEST(Run, DroppedMessageEndsTheRunWithAnErrorNamingActorAndInstruction) {
     EXPECT_NE(msg.find("recv"), std::string::npos) << msg;
     EXPECT_NE(msg.find("waiting for tag"), std::string::npos) << msg;
   }
+}
+
+std::string run_error_of(const Program& prog, const CostProvider* cost, const RunOptions& o) {
+  try {
+    run_program(prog, cost, o);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Run, RealComputeTraceRecordsTheBytesTheWorkloadMovedAndItsFlags) {
+  // A program with another model's bytes (a plan's): the run moves the MLP's tensors.
+  Program prog = lowered("Std1F1B", 2, 2);
+  for (auto& list : prog.actors)
+    for (Instruction& ins : list) ins.bytes = 4096;
+  RunOptions o = small_real_run(2);
+  o.check = false;
+  o.steps = 1;
+  o.warmup = 0;
+  const RunResult r = run_program(prog, nullptr, o);
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const TraceEvent& e : r.trace.events)
+    if (e.op != OpKind::kCompute && e.op != OpKind::kOptimizer)
+      seen.insert({std::string(to_string(e.op)), e.bytes});
+  const int64_t transfer = int64_t{4} * 8 * 8;  // seq x hidden doubles
+  const int64_t grads = o.mlp.params_per_stage() * 8;
+  EXPECT_EQ(seen, (std::set<std::pair<std::string, int64_t>>{
+                      {"send", transfer}, {"recv", transfer}, {"allreduce", grads}}));
+  ASSERT_TRUE(r.trace.workload.has_value());
+  EXPECT_EQ(
+      *r.trace.workload,
+      (TraceWorkload{
+          .hidden = 8, .ffn = 0, .seq = 4, .layers_per_stage = 2, .optimizer = "sgd", .dp = 2}));
+}
+
+TEST(Run, EmulatedTraceKeepsTheProgramsBytesAndRecordsNoWorkload) {
+  Program prog = lowered("Std1F1B", 2, 2);
+  for (auto& list : prog.actors)
+    for (Instruction& ins : list) ins.bytes = 4096;
+  StageTimesCost cost(uniform_stage_times(2, 1e-4, 1e-4, 0, 0));
+  RunOptions o;
+  o.emulated = true;
+  o.steps = 1;
+  o.warmup = 0;
+  const RunResult r = run_program(prog, &cost, o);
+  for (const TraceEvent& e : r.trace.events) EXPECT_EQ(e.bytes, 4096) << e.name();
+  EXPECT_FALSE(r.trace.workload.has_value());
+}
+
+TEST(Run, FaultInjectionsThatCannotTakeEffectAreRefused) {
+  const Program prog = lowered("Std1F1B", 2, 2);
+  int64_t max_send_tag = -1;
+  for (const auto& list : prog.actors)
+    for (const Instruction& ins : list)
+      if (ins.op == OpKind::kSend) max_send_tag = std::max(max_send_tag, ins.tag);
+  const std::string tags = "(tags 0.." + std::to_string(max_send_tag) + "; -1 = drop none)";
+  RunOptions o = small_real_run(1);
+  o.check = false;
+  o.drop_tag = 999;
+  EXPECT_EQ(run_error_of(prog, nullptr, o),
+            "--inject-drop 999: no message of the program has tag 999 " + tags);
+  o.drop_tag = -7;
+  EXPECT_EQ(run_error_of(prog, nullptr, o),
+            "--inject-drop -7: no message of the program has tag -7 " + tags);
+  o.drop_tag = -1;
+  o.kill_actor = 7;
+  o.kill_at_instruction = 3;
+  EXPECT_EQ(run_error_of(prog, nullptr, o),
+            "--inject-kill 7:3: actor 7 is beyond the program's 2 actors (0..1)");
+  o.kill_actor = 0;
+  o.kill_at_instruction = 99999;
+  const std::string n = std::to_string(prog.actors[0].size());
+  EXPECT_EQ(run_error_of(prog, nullptr, o), "--inject-kill 0:99999: actor 0 has " + n +
+                                                " instructions (0.." +
+                                                std::to_string(prog.actors[0].size() - 1) + ")");
+  o.kill_actor = -1;
+  o.mlp.fault = MlpFault::kCorruptGrad;
+  EXPECT_EQ(run_error_of(prog, nullptr, o),
+            "--inject corrupt-grad: plants a numerical fault for --check to catch; give --check");
+}
+
+TEST(Run, EmulatedInstructionLongerThanTheTimeoutIsRefusedBeforeTheRun) {
+  const Program prog = lowered("Std1F1B", 2, 2);
+  StageTimesCost cost(uniform_stage_times(2, 2.0, 0.01, 0, 0));
+  RunOptions o;
+  o.emulated = true;
+  o.steps = 1;
+  o.warmup = 0;
+  o.timeout_s = 1;
+  // An InputError, before the run (a run would fail with a RuntimeFailure on the timeout).
+  EXPECT_EQ(run_error_of(prog, &cost, o),
+            "--timeout-s 1 is shorter than the emulated 'F0@s0' of actor 0 (2 s): a worker "
+            "waiting for it would time out; give a --timeout-s above 2 s (or a smaller "
+            "--time-scale)");
 }
 
 TEST(Run, EmulatedRunNeedsACostModelAndCheckNeedsRealCompute) {
