@@ -16,6 +16,19 @@
 
 #include "runtime/threads_backend.h"
 
+// GCC defines __SANITIZE_*__; clang (the sanitizer builds) answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define JAXPP_TEST_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define JAXPP_TEST_UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef JAXPP_TEST_UNDER_SANITIZER
+#define JAXPP_TEST_UNDER_SANITIZER 0
+#endif
+
 namespace jaxpp {
 namespace {
 
@@ -46,7 +59,7 @@ void start_too_many_threads() {
 }
 
 TEST(RunOnThreadsDeathTest, AThreadTheSystemCannotStartAbortsTheWorldWithItsReason) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if JAXPP_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "an address-space limit breaks the sanitizers' own allocators";
 #else
   GTEST_FLAG_SET(death_test_style, "threadsafe");
