@@ -315,7 +315,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
   // clang-format off
   options.add_options()
       ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
-      ("cluster", "cluster preset (" + preset_list(cluster_preset_names()) + ") or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("cluster", "cluster preset (" + cluster_preset_list() + ") or JSON file", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("global-batch", "sequences per iteration", cxxopts::value<int>())
       ("max-memory-gib", "memory limit per GPU in GiB (default: the cluster's HBM)", cxxopts::value<double>())

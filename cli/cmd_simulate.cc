@@ -148,7 +148,7 @@ int run_simulate(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("model", "model preset, model JSON file or Hugging Face config.json", cxxopts::value<std::string>())
-      ("cluster", "cluster preset (" + preset_list(cluster_preset_names()) + ") or JSON file; a file with \"kinds\" is a heterogeneous cluster (docs/hardware.md)", cxxopts::value<std::string>()->default_value("a100-80g"))
+      ("cluster", "cluster preset (" + cluster_preset_list() + ") or JSON file; a file with \"kinds\" is a heterogeneous cluster (docs/hardware.md)", cxxopts::value<std::string>()->default_value("a100-80g"))
       ("gpus", "total GPUs", cxxopts::value<int>())
       ("pp", "pipeline actors", cxxopts::value<int>())
       ("tp", "tensor parallelism", cxxopts::value<int>()->default_value("1"))

@@ -140,6 +140,7 @@ int run_synthesize(int argc, char** argv) {
   SynthesisRequest req;
   if (plan_mode) {
     req.plan = load_plan(args["plan"].as<std::string>());
+    req.plan_source = args["plan"].as<std::string>();
     if (args.count("memory-limit-bytes"))
       req.memory_limit_bytes = args["memory-limit-bytes"].as<int64_t>();
   } else {
@@ -153,17 +154,7 @@ int run_synthesize(int argc, char** argv) {
   }
   if (args.count("memory-limit-microbatches"))
     req.memory_limit_microbatches = args["memory-limit-microbatches"].as<int>();
-  const SynthesisRun run = [&] {
-    try {
-      return run_synthesis(req, so);
-    } catch (const InputError& e) {
-      // The plan's checks name it "plan" (the library has no path): name the file.
-      const std::string message = e.what();
-      if (plan_mode && message.rfind("plan: ", 0) == 0)
-        throw InputError(args["plan"].as<std::string>() + message.substr(4));
-      throw;
-    }
-  }();
+  const SynthesisRun run = run_synthesis(req, so);
   const SynthesisResult& result = run.result;
   const nlohmann::ordered_json& report = run.report;
   if (run.plan && args.count("plan-out"))

@@ -163,12 +163,6 @@ int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int l
   return check_int_in(args[flag].as<int>(), "--" + flag, lo, hi, what);
 }
 
-std::string preset_list(const std::vector<std::string>& names) {
-  std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  return list;
-}
-
 ExportFormat timeline_format_flag(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   for (const char* known : {".svg", ".png", ".dot", ".json", ".txt"}) {

@@ -59,9 +59,6 @@ int int_flag_in(const cxxopts::ParseResult& args, const std::string& flag, int l
 std::vector<int> positive_int_list_flag(const std::string& flag, const std::string& text);
 std::vector<std::string> name_list_flag(const std::string& flag, const std::string& text);
 
-// "a, b, c": preset names for a flag's help (cluster_preset_names(), model_preset_names()).
-std::string preset_list(const std::vector<std::string>& names);
-
 // The format of a --timeline path (simulate, run), from its extension: InputError
 // "--timeline x.tx: unknown extension '.tx' (expected .svg, .png, ...)".
 ExportFormat timeline_format_flag(const std::string& path);

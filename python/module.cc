@@ -486,7 +486,10 @@ SynthOut synthesize_json(const std::string& plan_text, const std::string& plan_s
                          int64_t max_evaluations) {
   check_synthesis_budgets(time_budget_s, max_evaluations);
   SynthesisRequest req;
-  if (!plan_text.empty()) req.plan = plan_from_json(parse(plan_text, plan_source), plan_source);
+  if (!plan_text.empty()) {
+    req.plan = plan_from_json(parse(plan_text, plan_source), plan_source);
+    req.plan_source = plan_source;
+  }
   req.memory_limit_bytes = memory_limit_bytes;
   req.pp = pp;
   req.microbatches = microbatches;

@@ -63,6 +63,7 @@ SynthesisRun run_synthesis(const SynthesisRequest& request, SynthesisOptions opt
   SynthesisRun out;
   if (request.plan) {
     const Plan& plan = *request.plan;
+    require_one_stage_per_actor(plan, request.plan_source);
     const int p = plan.placement.num_actors;
     if (request.memory_limit_microbatches) {
       options.max_stashed = microbatch_budget(request, p);
@@ -70,7 +71,8 @@ SynthesisRun run_synthesis(const SynthesisRequest& request, SynthesisOptions opt
       const int64_t limit =
           request.memory_limit_bytes
               ? *request.memory_limit_bytes
-              : cluster_from_json(plan.cluster, "plan: field 'cluster'").hbm_bytes;
+              : cluster_from_json(plan.cluster, request.plan_source + ": field 'cluster'")
+                    .hbm_bytes;
       options.max_stashed = stash_budget_for_bytes(plan, limit);
     }
     PlanSynthesis ps = synthesize_for_plan(plan, options);

@@ -34,6 +34,7 @@ namespace jaxpp {
 struct SynthesisRequest {
   // Plan mode when set.
   std::optional<Plan> plan;
+  std::string plan_source = "plan";          // names the plan in errors (its file)
   std::optional<int64_t> memory_limit_bytes;  // plan mode only
   // Measured mode.
   std::optional<int> pp;

@@ -708,19 +708,15 @@ SynthesisResult synthesize_schedule(int p, int m, const StageTimes& times,
   return result;
 }
 
-namespace {
-
-void require_one_stage_per_actor(const Plan& plan) {
+void require_one_stage_per_actor(const Plan& plan, const std::string& where) {
   if (plan.partition.num_stages() != plan.placement.num_actors) {
-    throw_input_error("plan",
+    throw_input_error(where,
                       "synthesize needs one stage per actor (linear placement); the plan "
                       "has " +
                           std::to_string(plan.partition.num_stages()) + " stages on " +
                           std::to_string(plan.placement.num_actors) + " actors");
   }
 }
-
-}  // namespace
 
 StageTimes plan_stage_times(const Plan& plan) {
   require_one_stage_per_actor(plan);

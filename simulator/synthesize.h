@@ -110,6 +110,9 @@ double replay_makespan_s(const Schedule& schedule, const StageTimes& times);
 // activation bytes over the link bandwidth to the next stage's actor (a lone transfer). InputError
 // unless the plan has one stage per actor (virtual stages 1).
 StageTimes plan_stage_times(const Plan& plan);
+// InputError "<where>: synthesize needs one stage per actor (linear placement); ..." unless the
+// plan has one stage per actor.
+void require_one_stage_per_actor(const Plan& plan, const std::string& where = "plan");
 // Stashed microbatches each actor may hold within `memory_limit_bytes` per device:
 // floor((limit - static bytes of the actor) / stash bytes of its stage). InputError naming the
 // actor and the minimum (static + one stash) when the limit is below it.
