@@ -19,6 +19,7 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 #include "runtime/calibrate_request.h"
@@ -38,6 +39,13 @@ std::string cluster_name_flag(const cxxopts::ParseResult& args, const std::strin
         return std::isspace(c) != 0;
       }))
     throw_input_error("--name", "expected a cluster name, got '" + name + "'");
+  // Written into the cluster file, whose reader refuses control characters in it.
+  check_utf8("--name", name);
+  for (const char ch : name)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      throw_input_error("--name", "contains a control character (it is printed in reports and "
+                                  "written into plans), got " +
+                                      nlohmann::json(name).dump());
   return name;
 }
 

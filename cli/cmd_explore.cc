@@ -189,6 +189,7 @@ int run_explore_hetero(const cxxopts::ParseResult& args, const HeteroCluster& cl
   OutputFiles out("explore");
   for (const char* flag : {"model", "cluster"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  add_kind_files(out, cluster);
   if (args.count("plan")) out.output(plan_path, "--plan");
   if (out.to_stdout() && format != OutputFormat::kTable)
     throw_input_error("--format", "json prints to stdout, which is already an output ('-')");
@@ -354,7 +355,7 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
       ("synthesize-time-s", "with --synthesize: search time per configuration, seconds", cxxopts::value<double>()->default_value("0.1"))
       ("robust", "also rank the --top best configurations by their 90th-percentile step time over N runs with jittered task times (seeds 1..N)", cxxopts::value<int>())
       ("robust-jitter", "with --robust: jitter of every task time, a fraction in [0, 1)", cxxopts::value<double>()->default_value("0.1"))
-      ("threads", "worker threads (default: hardware concurrency)", cxxopts::value<int>())
+      ("threads", "worker threads (default, and 0: hardware concurrency)", cxxopts::value<int>())
       ("bound-prune", "branch and bound: skip or stop the simulations of configurations that can be neither in the top --top nor on the Pareto front (a lower bound on their step time); single process only")
       ("quiet", "no progress bar")
       ("h,help", "show this help");
@@ -472,13 +473,9 @@ int run_explore_on(int argc, char** argv, const ExploreMpiWorld& world) {
     req.partition = partition.partition;
   }
   req.bound_top = std::max(1, top);
-  if (args.count("threads")) {
-    req.threads = args["threads"].as<int>();
-    if (req.threads < 1) {
-      throw_input_error("--threads", "must be >= 1, got " + std::to_string(req.threads));
-    }
-    int_flag_in(args, "threads", 1, 4096, "a number of threads");
-  }
+  // 0 = hardware concurrency, as demo's --threads.
+  if (args.count("threads"))
+    req.threads = int_flag_in(args, "threads", 0, 4096, "a number of threads (0 = all cores)");
 
   ProgressBar bar(world.rank == 0 && !args.count("quiet") && isatty(STDERR_FILENO));
   req.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };

@@ -329,6 +329,13 @@ int run_run(int argc, char** argv) {
     }
   }
 
+  // Flags the chosen compute cannot use are refused, not ignored (issue 16, class 5).
+  if (ro.emulated)
+    refuse_flags(args, {"hidden", "ffn", "seq", "layers-per-stage", "optimizer", "lr", "seed"},
+                 kMlpFlagNeedsRealCompute);
+  else
+    refuse_flags(args, {"time-scale"}, kTimeScaleNeedsEmulatedCompute);
+
   // Outputs are checked before the run, so a bad path costs nothing, and written together at the
   // end (cli/report_output.h): never an input file, "-" is stdout (the report then on stderr).
   OutputFiles out("run");

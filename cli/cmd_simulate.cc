@@ -252,6 +252,8 @@ int run_simulate(int argc, char** argv) {
   OutputFiles out("simulate");
   for (const char* flag : {"model", "cluster", "stage-times", "schedule-file", "assign"})
     if (args.count(flag)) out.input(args[flag].as<std::string>(), std::string("--") + flag);
+  if (perturbation && !perturbation->seq_lens_file.empty())
+    out.input(perturbation->seq_lens_file, "--perturb seq-lens=@");
   if (args.count("trace")) out.output(trace_path, "--trace");
   ExportFormat timeline_fmt = ExportFormat::kText;
   if (args.count("timeline")) {
@@ -296,6 +298,7 @@ int run_simulate(int argc, char** argv) {
     const std::optional<HeteroCluster> hetero =
         load_hetero_cluster_arg(args["cluster"].as<std::string>());
     if (hetero) {
+      add_kind_files(out, *hetero);
       refuse_flags(args, {"assign", "perturb", "breakdown"},
                    "is not supported on a heterogeneous --cluster (a file with \"kinds\")");
       refuse_together(args, "kind-tp", "tp", "give one tp for every kind or one per kind, not both");
@@ -385,6 +388,15 @@ int run_simulate(int argc, char** argv) {
     } else {
       plan = build_plan(req);
     }
+    // A V-placement schedule (zb-v, dualpipev) runs 2 stages per actor whatever --virtual says:
+    // an explicit --virtual it cannot run is an error, not silently replaced (run and show refuse
+    // it too).
+    if (args.count("virtual") && plan.config.virtual_stages != c.virtual_stages)
+      throw_input_error("--virtual " + std::to_string(c.virtual_stages),
+                        "schedule " + plan.config.schedule + " runs " +
+                            std::to_string(plan.config.virtual_stages) +
+                            " stages per actor; give --virtual " +
+                            std::to_string(plan.config.virtual_stages) + " or leave it out");
     if (perturbation) {
       sim = simulate_plan_perturbed(plan, sim_options, *perturbation);
     } else {
@@ -398,9 +410,11 @@ int run_simulate(int argc, char** argv) {
     }
   }
   if (args.count("trace")) {
+    check_trace_writable(sim.result.trace, "--trace");
     out.set("--trace", trace_to_json(sim.result.trace).dump(1) + "\n");
   }
   if (args.count("timeline")) {
+    check_trace_writable(sim.result.trace, "--timeline");
     out.set("--timeline", export_trace(sim.result.trace, timeline_fmt, {}));
   }
   out.write_all();

@@ -20,6 +20,7 @@
 #include "cli/command.h"
 #include "graph/error.h"
 #include "graph/release_at_exit.h"
+#include "runtime/comm_plan.h"
 #include "runtime/cuda_plugin.h"
 #include "runtime/mpi_backend.h"
 
@@ -144,6 +145,19 @@ int checked_stdout(int rc, const std::string& name) {
   return rc == jaxpp::cli::kExitOk ? jaxpp::cli::kExitFailure : rc;
 }
 
+// Only run, calibrate and explore split their work over the processes an MPI launcher starts;
+// every other command would run once per process, each writing the same files.
+void refuse_copies_under_mpirun(const std::string& name) {
+  if (name == "run" || name == "calibrate" || name == "explore") return;
+  const int size = jaxpp::mpi_launcher_world_size();
+  if (size <= 1) return;
+  jaxpp::throw_input_error("", "this process is one of " + std::to_string(size) +
+                                   " that an MPI launcher started, and " + name +
+                                   " runs in one process (each would run it whole and write the "
+                                   "same files; only run, calibrate and explore use MPI ranks): "
+                                   "start it without mpirun");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +183,7 @@ int main(int argc, char** argv) {
   for (const Command& c : commands()) {
     if (c.name != name) continue;
     try {
+      refuse_copies_under_mpirun(name);
       return checked_stdout(c.run(argc - 1, argv + 1), name);
     } catch (const jaxpp::InputError& e) {
       std::cerr << "jaxpp-sim " << name << ": error: " << e.what() << "\n";

@@ -1,5 +1,7 @@
 #include "cli/report_output.h"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +36,13 @@ void check_output_path(const std::string& path, const std::string& flag) {
   const std::string where = flag + " " + path;
   std::error_code ec;
   if (path.empty()) throw_input_error(flag, "expected a file name");
+  for (const char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)  // "wrote <path>" lines and hand-offs that name the file
+      throw_input_error(flag, "the file name contains a control character, got " +
+                                  nlohmann::json(path).dump(
+                                      -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   const fs::file_status link = fs::symlink_status(path, ec);
   if (fs::is_symlink(link))
     throw_input_error(where,

@@ -566,9 +566,9 @@ ClusterSpec cluster_preset(const std::string& name) {
   if (n == "gb200-nvl72") return gb200_nvl72();
   if (n == "gb300-nvl72") return gb300_nvl72();
   if (n == "mi300x") return mi300x();
-  throw_input_error("cluster '" + name + "'", "unknown preset (expected one of: " +
-                                                 cluster_preset_list() +
-                                                 ", or a path to a JSON file)");
+  throw_input_error(
+      "cluster '" + name + "'",
+      "unknown preset (expected one of: " + cluster_preset_list() + ", or a path to a JSON file)");
 }
 
 std::string cluster_preset_list() {
@@ -613,12 +613,13 @@ ClusterSpec cluster_from_json(const nlohmann::json& doc, const std::string& sour
     try {
       c = cluster_preset(base);
     } catch (const InputError&) {  // a preset only: its message would also offer a file
-      throw_input_error(obj.field("base"), "unknown preset '" + base + "' (expected one of: " +
-                                               cluster_preset_list() +
+      throw_input_error(obj.field("base"), "unknown preset '" + base +
+                                               "' (expected one of: " + cluster_preset_list() +
                                                "; \"base\" takes a preset name, not a file)");
     }
   }
-  c.name = obj.string_or("name", has_base ? c.name : "");
+  c.name = obj.single_line_string_or("name", has_base ? c.name : "",
+                                     "it is printed in reports and written into plans");
   if (c.name.empty()) obj.at("name");
   const bool required = !has_base;
   Reader r(obj, required);

@@ -46,18 +46,20 @@ ClusterKind read_kind(const nlohmann::json& entry, const std::string& where,
                         p + " is itself a heterogeneous cluster; a kind is one device kind");
     kind.spec = cluster_from_json(doc, p);
     kind.name = kind.spec.name;
+    kind.file = p;
   } else {
     kind.spec = cluster_from_json(k.at("cluster"), k.field("cluster"));
     kind.name = kind.spec.name;
   }
   kind.gpus = k.positive_int("gpus");
-  if (k.has("name")) kind.name = k.string("name");
+  if (k.has("name")) kind.name = k.single_line_string("name", "it is printed in reports");
   if (kind.name.empty()) throw_input_error(k.field("name"), "a device kind needs a non-empty name");
   // --actor-kinds and --kind-tp split on commas: a name holding one could never be given.
   if (kind.name.find(',') != std::string::npos)
     throw_input_error(k.has("name") ? k.field("name") : k.where(),
-                      "device kind '" + kind.name + "': a name cannot hold ',' (--actor-kinds "
-                      "lists kinds separated by commas)");
+                      "device kind '" + kind.name +
+                          "': a name cannot hold ',' (--actor-kinds "
+                          "lists kinds separated by commas)");
   return kind;
 }
 
@@ -90,7 +92,8 @@ HeteroCluster hetero_cluster_from_json(const nlohmann::json& doc, const std::str
   const JsonObject obj(doc, source);
   obj.reject_unknown({"name", "kinds", "inter_kind"});
   HeteroCluster h;
-  h.name = obj.string_or("name", std::filesystem::path(source).stem().string());
+  h.name = obj.single_line_string_or("name", std::filesystem::path(source).stem().string(),
+                                     "it is printed in reports");
   const nlohmann::json& kinds = obj.array("kinds");
   if (kinds.empty()) throw_input_error(obj.field("kinds"), "expected at least one device kind");
   if (kinds.size() > 64)

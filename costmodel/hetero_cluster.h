@@ -35,6 +35,7 @@ struct ClusterKind {
   std::string name;  // the device kind's name (unique in the cluster)
   ClusterSpec spec;
   int gpus = 0;
+  std::string file;  // the cluster file the kind was read from ("file"); empty otherwise
   bool operator==(const ClusterKind&) const = default;
 };
 

@@ -6,6 +6,7 @@
 
 #include "costmodel/operator_cost.h"
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/task_graph.h"
 
 namespace jaxpp {
@@ -136,10 +137,40 @@ MemoryModel build_memory_model(const ModelSpec& model, const Partition& partitio
     a.optimizer_bytes += b.optimizer_bytes;
     transients[actor].take(b);
     const double stash = op.stage_stash_bytes(work[s].first_layer, work[s].num_layers);
+    if (stash > kMaxDeviceBytes) {
+      char text[220];
+      std::snprintf(text, sizeof text,
+                    "model '%s': stage %d stashes %.3g bytes per microbatch (microbatch size %d): "
+                    "beyond the %.3g bytes the simulator counts",
+                    model.name.c_str(), s, stash, config.microbatch_size, kMaxDeviceBytes);
+      throw InputError(text);
+    }
     mem.stash_bytes_per_stage[s] = std::llround(stash);
     if (config.offload_layers > 0)
       mem.offloaded_bytes_per_stage[s] =
           std::llround(op.offloaded_stash_bytes(work[s].first_layer, work[s].num_layers));
+  }
+  // The most one device can hold: its static memory and the stash of every microbatch of its
+  // stages in flight at once (GPipe). Past kMaxDeviceBytes the int64 byte counts of the simulation
+  // could overflow: refused (the model's own totals are bounded when it is read).
+  std::vector<double> stash_of_actor(static_cast<size_t>(placement.num_actors), 0);
+  for (int s = 0; s < static_cast<int>(work.size()); ++s)
+    stash_of_actor[static_cast<size_t>(placement.actor_of(s))] +=
+        static_cast<double>(mem.stash_bytes_per_stage[s]);
+  for (int r = 0; r < placement.num_actors; ++r) {
+    const double most = static_cast<double>(mem.actors[r].static_bytes()) +
+                        stash_of_actor[static_cast<size_t>(r)] *
+                            std::max(1, config.num_microbatches);
+    if (most > kMaxDeviceBytes) {
+      char text[260];
+      std::snprintf(text, sizeof text,
+                    "model '%s': actor %d could hold %.3g bytes (%d microbatches in flight): "
+                    "beyond the %.3g bytes the simulator counts; the model or the batch is far too "
+                    "large for any device",
+                    model.name.c_str(), r, most, std::max(1, config.num_microbatches),
+                    kMaxDeviceBytes);
+      throw InputError(text);
+    }
   }
   for (int r = 0; r < placement.num_actors; ++r) {
     mem.actors[r].grad_bytes += transients[r].grad_bytes();

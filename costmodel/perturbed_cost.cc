@@ -119,7 +119,7 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
   Perturbation p;
   std::stringstream in(spec);
   std::string item;
-  bool any = false, seeded = false;
+  bool any = false, seeded = false, jittered = false;
   while (std::getline(in, item, ',')) {
     any = true;
     const size_t eq = item.find('=');
@@ -132,16 +132,29 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
       const size_t colon = value.find(':');
       if (colon == std::string::npos)
         throw_input_error(where, "'" + item + "': expected slow-actor=ACTOR:FACTOR");
-      p.slow_actors.emplace_back(parse_index(value.substr(0, colon), where, item),
-                                 parse_factor(value.substr(colon + 1), where, item));
+      const int actor = parse_index(value.substr(0, colon), where, item);
+      for (const auto& [a, f] : p.slow_actors)
+        if (a == actor)
+          throw_input_error(where, "'" + item + "': actor " + std::to_string(actor) +
+                                       " is slowed twice (give one factor per actor)");
+      p.slow_actors.emplace_back(actor, parse_factor(value.substr(colon + 1), where, item));
     } else if (key == "slow-link") {
       const size_t colon = value.find(':'), dash = value.find('-');
       if (colon == std::string::npos || dash == std::string::npos || dash > colon)
         throw_input_error(where, "'" + item + "': expected slow-link=A-B:FACTOR");
-      p.slow_links.emplace_back(parse_index(value.substr(0, dash), where, item),
-                                parse_index(value.substr(dash + 1, colon - dash - 1), where, item),
-                                parse_factor(value.substr(colon + 1), where, item));
+      const int from = parse_index(value.substr(0, dash), where, item);
+      const int to = parse_index(value.substr(dash + 1, colon - dash - 1), where, item);
+      if (from == to)
+        throw_input_error(where, "'" + item + "': a link joins two different actors");
+      for (const auto& [a, b, f] : p.slow_links)
+        if (std::minmax(a, b) == std::minmax(from, to))
+          throw_input_error(where, "'" + item + "': the link " + std::to_string(from) + "-" +
+                                       std::to_string(to) +
+                                       " is slowed twice (give one factor per link)");
+      p.slow_links.emplace_back(from, to, parse_factor(value.substr(colon + 1), where, item));
     } else if (key == "jitter") {
+      if (jittered) throw_input_error(where, "jitter given twice");
+      jittered = true;
       try {
         size_t pos = 0;
         p.jitter = std::stod(value, &pos);
@@ -152,6 +165,7 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
                           "'" + item + "': expected a jitter in [0, 1), got '" + value + "'");
       }
     } else if (key == "seed") {
+      if (seeded) throw_input_error(where, "seed given twice");
       // Digits only: stoull reads "-1" as 2^64 - 1 and skips leading blanks.
       try {
         if (value.empty() || !std::all_of(value.begin(), value.end(), [](unsigned char ch) {
@@ -169,6 +183,7 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
       if (!value.empty() && value[0] == '@') {
         const std::string file = value.substr(1);
         if (file.empty()) throw_input_error(where, "'" + item + "': expected seq-lens=@FILE");
+        p.seq_lens_file = file;
         std::string text;
         try {
           text = read_input_text(file);
@@ -182,6 +197,7 @@ Perturbation parse_perturbation(const std::string& spec, const std::string& wher
       if (p.seq_lens.empty())
         throw_input_error(where, "'" + item + "': no lengths (expected seq-lens=L0:L1:...)");
     } else if (key == "nominal-seq-len") {
+      if (p.nominal_seq_len > 0) throw_input_error(where, "nominal-seq-len given twice");
       try {
         size_t pos = 0;
         const long long v = std::stoll(value, &pos);

@@ -54,6 +54,7 @@ struct Perturbation {
   uint64_t seed = 0;
   std::vector<int> seq_lens;  // tokens per sequence of each microbatch; empty = nominal
   int nominal_seq_len = 0;    // measured mode: the length of the stage times; 0 = not given
+  std::string seq_lens_file;  // seq-lens=@FILE: the file read (an input the outputs must spare)
   bool empty() const {
     return slow_actors.empty() && slow_links.empty() && jitter == 0 && seq_lens.empty();
   }
@@ -61,7 +62,8 @@ struct Perturbation {
 };
 
 // InputError naming `where` and the item for a malformed spec (a length out of [1, kMaxSeqLen]
-// names the length and its microbatch; seq-lens=@FILE names the file too).
+// names the length and its microbatch; seq-lens=@FILE names the file too), for a link from an
+// actor to itself and for an actor, a link or a setting given twice.
 Perturbation parse_perturbation(const std::string& spec, const std::string& where);
 // InputError when an actor is out of [0, num_actors), or seq-lens does not give exactly
 // `num_microbatches` lengths.

@@ -11,14 +11,20 @@
 // \xNN), so an error never spans lines nor moves the terminal's cursor.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
 namespace jaxpp {
 
 // `text` with every control character (below 0x20, and 0x7f) written as an escape: "\n", "\r",
-// "\t", else "\xNN". Other bytes (UTF-8 included) are kept.
+// "\t", else "\xNN", and so is every byte that starts no valid UTF-8 sequence (a flag value of
+// Latin-1 bytes echoed back), so the message is one line of UTF-8. Valid UTF-8 is kept.
 std::string one_line(const std::string& text);
+
+// The length (1 to 4) of the valid UTF-8 sequence starting at text[i] (RFC 3629: shortest form,
+// no surrogates, at most U+10FFFF), or 0 when none starts there.
+size_t utf8_sequence_length(const std::string& text, size_t i);
 
 class InputError : public std::runtime_error {
  public:

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
 
 namespace jaxpp {
@@ -115,7 +116,8 @@ std::string model_name(const JsonObject& obj, const nlohmann::json& doc,
     if (!n.empty()) return n;
   }
   // The name from the path: its control characters, which the model's name may not hold
-  // (model_from_json refuses them), become '?'.
+  // (model_from_json refuses them), and bytes that are not UTF-8 (JSON reports cannot hold them)
+  // become '?'.
   const std::filesystem::path path(source);
   std::string name =
       path.stem() == "config" && path.has_parent_path() && !path.parent_path().filename().empty()
@@ -123,7 +125,7 @@ std::string model_name(const JsonObject& obj, const nlohmann::json& doc,
           : path.stem().string();
   for (char& ch : name)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
-  return name;
+  return with_invalid_utf8_replaced(std::move(name));  // so do bytes that are not UTF-8
 }
 
 int positive_or(const JsonObject& obj, const nlohmann::json& doc, const char* key, int fallback) {

@@ -69,33 +69,10 @@ void check_no_nul(const std::string& path, const std::string& text) {
 // The offset of the first byte that does not start a valid UTF-8 sequence (RFC 3629: shortest
 // form, no surrogates, at most U+10FFFF), or npos.
 size_t first_invalid_utf8(const std::string& text) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const auto continuation = [&](size_t i) { return i < text.size() && (byte(i) & 0xC0) == 0x80; };
   for (size_t i = 0; i < text.size();) {
-    const unsigned char b = byte(i);
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-      n = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      n = 2;
-      if (b == 0xE0) lo = 0xA0;  // overlong
-      if (b == 0xED) hi = 0x9F;  // surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      n = 3;
-      if (b == 0xF0) lo = 0x90;  // overlong
-      if (b == 0xF4) hi = 0x8F;  // above U+10FFFF
-    } else {
-      return i;
-    }
-    if (i + 1 >= text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return i;
-    for (size_t k = 2; k <= n; ++k)
-      if (!continuation(i + k)) return i;
-    i += n + 1;
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) return i;
+    i += n;
   }
   return std::string::npos;
 }
@@ -171,6 +148,13 @@ std::string read_input_text(const std::string& path, int64_t max_bytes) {
   }
   check_no_nul(path, text);
   check_utf8(path, text);
+  return text;
+}
+
+std::string with_invalid_utf8_replaced(std::string text) {
+  for (size_t bad = first_invalid_utf8(text); bad != std::string::npos;
+       bad = first_invalid_utf8(text))
+    text[bad] = '?';
   return text;
 }
 

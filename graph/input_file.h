@@ -38,6 +38,10 @@ void check_input_file(const std::string& path, int64_t max_bytes = kMaxInputFile
 // The UTF-8 check of read_input_text, for text that did not come through it (`name` names it).
 void check_utf8(const std::string& name, const std::string& text);
 
+// `text` with each byte that starts no valid UTF-8 sequence replaced by '?' (a name taken from a
+// path, which may hold any bytes, before it is printed or written into JSON).
+std::string with_invalid_utf8_replaced(std::string text);
+
 // True when something (of any kind, even a dangling symlink) is at `path`: a command-line value
 // that names neither a preset nor an existing path is reported as both.
 bool path_exists(const std::string& path);

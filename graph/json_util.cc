@@ -143,9 +143,11 @@ void write_text_file_atomic(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   std::error_code ec;
-  if (fs::is_directory(target, ec)) throw_input_error(path, "is a directory, cannot write a file there");
+  if (fs::is_directory(target, ec))
+    throw_input_error(path, "is a directory, cannot write a file there");
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) throw_input_error(path, "cannot write: directory '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw_input_error(path, "cannot write: directory '" + dir.string() + "' does not exist");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -166,7 +168,8 @@ void write_text_file_atomic(const std::string& path, const std::string& text) {
 
 JsonObject::JsonObject(const nlohmann::json& value, std::string where)
     : value_(value), where_(std::move(where)) {
-  if (!value_.is_object()) throw_input_error(where_, "expected a JSON object, got " + describe(value_));
+  if (!value_.is_object())
+    throw_input_error(where_, "expected a JSON object, got " + describe(value_));
 }
 
 std::string JsonObject::field(const std::string& key) const {
@@ -196,6 +199,11 @@ std::string JsonObject::single_line_string(const std::string& key, const std::st
                         "contains a control character (" + why + "), got " + at(key).dump());
   }
   return text;
+}
+
+std::string JsonObject::single_line_string_or(const std::string& key, const std::string& fallback,
+                                              const std::string& why) const {
+  return has(key) ? single_line_string(key, why) : fallback;
 }
 
 std::string JsonObject::string_or(const std::string& key, const std::string& fallback) const {
@@ -238,7 +246,8 @@ int64_t JsonObject::integer(const std::string& key) const {
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18)
+      return static_cast<int64_t>(d);
   }
   throw_input_error(field(key), "expected an integer, got " + describe(v));
 }
@@ -254,8 +263,10 @@ int JsonObject::positive_int(const std::string& key) const {
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int>::max()))
     throw_input_error(field(key), "too large, got " + describe(v));
   const int64_t i = integer(key);
-  if (i <= 0) throw_input_error(field(key), "expected a positive integer, got " + std::to_string(i));
-  if (i > std::numeric_limits<int>::max()) throw_input_error(field(key), "too large, got " + std::to_string(i));
+  if (i <= 0)
+    throw_input_error(field(key), "expected a positive integer, got " + std::to_string(i));
+  if (i > std::numeric_limits<int>::max())
+    throw_input_error(field(key), "too large, got " + std::to_string(i));
   return static_cast<int>(i);
 }
 
@@ -263,7 +274,9 @@ int JsonObject::positive_int_or(const std::string& key, int fallback) const {
   return has(key) ? positive_int(key) : fallback;
 }
 
-JsonObject JsonObject::object(const std::string& key) const { return JsonObject(at(key), field(key)); }
+JsonObject JsonObject::object(const std::string& key) const {
+  return JsonObject(at(key), field(key));
+}
 
 const nlohmann::json& JsonObject::array(const std::string& key) const {
   const auto& v = at(key);

@@ -48,6 +48,8 @@ class JsonObject {
   // new line. `why` says where it goes:
   //   m.json: field 'name': contains a control character (<why>), got "a\nb"
   std::string single_line_string(const std::string& key, const std::string& why) const;
+  std::string single_line_string_or(const std::string& key, const std::string& fallback,
+                                    const std::string& why) const;
   bool boolean_or(const std::string& key, bool fallback) const;
   double number(const std::string& key) const;           // any finite number
   double positive_number(const std::string& key) const;  // > 0

@@ -15,6 +15,9 @@
 namespace jaxpp {
 
 inline constexpr int kMaxLayers = 100'000;                 // layers of one model
+// Multi-token prediction modules (DeepSeek-V3 trains with 1; Megatron-LM's mtp_num_layers is
+// small): each one's block is found by a walk back over the modules before it.
+inline constexpr int kMaxMtpModules = 64;
 inline constexpr int kMaxStages = 16'384;                  // pipeline stages (and so actors)
 inline constexpr int kMaxMicrobatches = 1 << 20;           // microbatches per iteration
 inline constexpr int64_t kMaxStageMicrobatches = 1 << 21;  // stages x microbatches
@@ -33,6 +36,12 @@ inline constexpr int kMaxGpus = 1 << 24;
 inline constexpr const char* kGpuCountWhat = "a number of GPUs";
 // One explicit layer's params and byte counts (sums over kMaxLayers layers stay inside int64).
 inline constexpr int64_t kMaxLayerQuantity = int64_t{1} << 45;
+// A whole model's parameters. Memory in bytes is counted in int64: a model a thousand times
+// today's largest (2^50 = 1.1e15 parameters) stays far inside it with its optimizer state.
+inline constexpr int64_t kMaxModelParams = int64_t{1} << 50;
+// Bytes one device's memory may reach in a simulation (static memory plus the stashes of every
+// microbatch in flight): past this the int64 byte counts could overflow.
+inline constexpr double kMaxDeviceBytes = 4.6e18;  // about 2^62
 
 // Input files (graph/input_file.h): the size of any one file, so that /dev/zero or a mistyped
 // path to a disk image is refused before it is read. A plan.json takes about 1 KiB per

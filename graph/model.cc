@@ -562,7 +562,18 @@ void parse_shape_extras(const JsonObject& obj, TransformerShape& t, int layers) 
                         "needs \"mlp\": \"gelu\")");
     t.no_dropout = !dropout && !t.gated_mlp;
   }
-  t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxLayers);
+  t.mtp_modules = count_or_zero(obj, "mtp_modules", kMaxMtpModules);
+  // The model's layers are the transformer layers, the embedding, the logits and the MTP modules:
+  // all of them within kMaxLayers, or a plan written of it could not be read back.
+  if (layers > 0 && int64_t{layers} + 2 + t.mtp_modules > kMaxLayers)
+    throw_input_error(obj.field(t.mtp_modules > 0 ? "mtp_modules" : "layers"),
+                      "too many layers: " + std::to_string(layers) + " transformer layers" +
+                          (t.mtp_modules > 0
+                               ? " and " + std::to_string(t.mtp_modules) + " MTP modules"
+                               : std::string()) +
+                          ", with the embedding and the logits " +
+                          std::to_string(int64_t{layers} + 2 + t.mtp_modules) +
+                          " (the limit is " + std::to_string(kMaxLayers) + ")");
   if (obj.has("fp8_scaling")) {
     const std::string scaling = lower(obj.string("fp8_scaling"));
     if (scaling != "current" && scaling != "delayed" && scaling != "mxfp8")
@@ -795,6 +806,28 @@ void check_layers_against_shape(const ModelSpec& m, const JsonObject& obj) {
       if (w.kind == LayerKind::kTransformer && w.moe == m.layers[i].moe) return &w;
     return nullptr;
   };
+  // The embedding's table and the logits' FLOPs follow vocab and hidden, and each transformer
+  // layer's output the dtype (a header vocab 50257 edited to 500000 made the step 154 -> 280 ms, a
+  // dtype bf16 edited to fp32 154 ms -> 2 s, the layers unchanged).
+  const auto first_of = [](const ModelSpec& model, LayerKind kind) -> const LayerWork* {
+    for (const LayerWork& w : model.layers)
+      if (w.kind == kind) return &w;
+    return nullptr;
+  };
+  const auto check_quantity = [&](size_t i, const char* field, double given, double shape_gives,
+                                  const std::string& from) {
+    if (std::abs(given - shape_gives) <= kLayerFlopsTolerance * shape_gives) return;
+    char text[360];
+    std::snprintf(text, sizeof text,
+                  "%.6g, but the model's header (%s) gives %.6g: the operator model times layers "
+                  "from the header; fix the header or the layer (they may differ by 10 %%)",
+                  given, from.c_str(), shape_gives);
+    throw_input_error(obj.where() + ": layers_list[" + std::to_string(i) + "]: field '" + field +
+                          "'",
+                      text);
+  };
+  const std::string vocab_from =
+      "vocab " + std::to_string(m.vocab) + ", hidden " + std::to_string(m.hidden);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWork& w = m.layers[i];
     if (w.kind != LayerKind::kTransformer) continue;
@@ -809,6 +842,28 @@ void check_layers_against_shape(const ModelSpec& m, const JsonObject& obj) {
                   w.fwd_flops, m.hidden, m.heads, m.ffn_hidden, m.seq_len, s->fwd_flops);
     throw_input_error(obj.where() + ": layers_list[" + std::to_string(i) + "]: field 'fwd_flops'",
                       text);
+  }
+  // Then what the transformer FLOPs do not show: the vocabulary and the dtype.
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWork& w = m.layers[i];
+    if (w.kind == LayerKind::kEmbedding) {
+      if (const LayerWork* e = first_of(shaped, LayerKind::kEmbedding)) {
+        if (w.params > 0)
+          check_quantity(i, "params", static_cast<double>(w.params),
+                         static_cast<double>(e->params), vocab_from);
+        check_quantity(i, "fwd_flops", w.fwd_flops, e->fwd_flops, vocab_from);
+      }
+    } else if (w.kind == LayerKind::kLogits) {
+      if (const LayerWork* l = first_of(shaped, LayerKind::kLogits))
+        check_quantity(i, "fwd_flops", w.fwd_flops, l->fwd_flops,
+                       vocab_from + ", seq_len " + std::to_string(m.seq_len));
+    } else if (w.kind == LayerKind::kTransformer) {
+      if (const LayerWork* s = shaped_layer(i); s && s->kind == LayerKind::kTransformer)
+        check_quantity(i, "output_bytes", static_cast<double>(w.output_bytes),
+                       static_cast<double>(s->output_bytes),
+                       "dtype " + std::string(to_string(m.dtype)) + ", hidden " +
+                           std::to_string(m.hidden) + ", seq_len " + std::to_string(m.seq_len));
+    }
   }
 }
 
@@ -846,6 +901,16 @@ ModelSpec explicit_from_json(const JsonObject& obj) {
     m.layers.push_back(layer_from_json(
         JsonObject(list[i], obj.where() + ": layers_list[" + std::to_string(i) + "]")));
     if (m.layers.back().kind == LayerKind::kTransformer) ++m.num_transformer_layers;
+  }
+  if (m.mtp_modules > 0) {
+    // With mtp_modules, the custom layers named "mtp..." are the modules (ModelSpec::mtp_block).
+    int named = 0;
+    for (const LayerWork& l : m.layers)
+      named += l.kind == LayerKind::kCustom && l.name.rfind("mtp", 0) == 0 ? 1 : 0;
+    if (named != m.mtp_modules)
+      throw_input_error(obj.field("mtp_modules"),
+                        std::to_string(m.mtp_modules) + " MTP modules, but layers_list has " +
+                            std::to_string(named) + " custom layers named \"mtp...\"");
   }
   check_layers_against_shape(m, obj);
   return m;
@@ -1094,20 +1159,42 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
+namespace {
+
+// The whole model within kMaxModelParams, summed in double (a model of 100,000 layers of hidden
+// 2^20, each within the per-layer limits, had 1.3e18 parameters and was simulated with a negative
+// static memory: the int64 byte counts overflowed). Its activations are bounded per device when
+// its memory is modelled (build_memory_model, kMaxDeviceBytes).
+void check_model_totals(const ModelSpec& m, const JsonObject& obj) {
+  double params = 0;
+  for (const LayerWork& l : m.layers) params += static_cast<double>(l.params);
+  if (params <= static_cast<double>(kMaxModelParams)) return;
+  char text[240];
+  std::snprintf(text, sizeof text, "model '%s': %.3g parameters (the limit is %.3g)",
+                m.name.c_str(), params, static_cast<double>(kMaxModelParams));
+  throw_input_error(obj.where(), text);
+}
+
+}  // namespace
+
 ModelSpec model_from_json(const nlohmann::json& doc, const std::string& source) {
   const JsonObject obj(doc, source);
+  ModelSpec m;
   if (obj.has("layers_list")) {
     if (obj.has("layers"))
       throw_input_error(obj.field("layers"),
                         "give either 'layers' (transformer form) or 'layers_list' (explicit "
                         "form), not both");
-    return explicit_from_json(obj);
+    m = explicit_from_json(obj);
+  } else {
+    if (!obj.has("layers"))
+      throw_input_error(obj.field("layers"),
+                        "missing (required: 'layers' for the transformer form or 'layers_list' "
+                        "for the explicit form)");
+    m = transformer_from_json(obj);
   }
-  if (!obj.has("layers"))
-    throw_input_error(obj.field("layers"),
-                      "missing (required: 'layers' for the transformer form or 'layers_list' for "
-                      "the explicit form)");
-  return transformer_from_json(obj);
+  check_model_totals(m, obj);
+  return m;
 }
 
 namespace {

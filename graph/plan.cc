@@ -35,8 +35,8 @@ std::string_view to_string(AttentionKernel a) {
 AttentionKernel parse_attention_kernel(std::string_view s, const std::string& where) {
   for (AttentionKernel a : kAllAttentionKernels)
     if (to_string(a) == s) return a;
-  throw_input_error(where, "expected \"flash\", \"flash2\" or \"unfused\", got \"" +
-                               std::string(s) + "\"");
+  throw_input_error(
+      where, "expected \"flash\", \"flash2\" or \"unfused\", got \"" + std::string(s) + "\"");
 }
 
 std::string_view to_string(MoeOverlap o) {
@@ -108,8 +108,7 @@ std::string_view to_string(GradDtype g) {
 GradDtype parse_grad_dtype(std::string_view s, const std::string& where) {
   for (GradDtype g : kAllGradDtypes)
     if (to_string(g) == s) return g;
-  throw_input_error(where,
-                    "expected cluster, fp32, bf16 or fp16, got \"" + std::string(s) + "\"");
+  throw_input_error(where, "expected cluster, fp32, bf16 or fp16, got \"" + std::string(s) + "\"");
 }
 
 double grad_bytes_per_param(GradDtype g, double cluster_default) {
@@ -177,8 +176,8 @@ bool has_routed_experts(const ModelSpec& model) {
 
 void check_etp_flag(const ModelSpec& model) {
   if (!has_routed_experts(model))
-    throw_input_error("--etp", "expert tensor parallelism on " + model.name +
-                                   ", which has no routed experts");
+    throw_input_error(
+        "--etp", "expert tensor parallelism on " + model.name + ", which has no routed experts");
 }
 
 void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std::string& where,
@@ -208,13 +207,13 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
       throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                         "a routing imbalance on " + model.name + ", which has no routed experts");
     if (c.moe_dispatcher != MoeDispatcher::kAllToAll)
-      throw_input_error(name("--moe-dispatcher", "moe_dispatcher"),
-                        "an expert-parallel dispatcher on " + model.name +
-                            ", which has no routed experts");
+      throw_input_error(
+          name("--moe-dispatcher", "moe_dispatcher"),
+          "an expert-parallel dispatcher on " + model.name + ", which has no routed experts");
     if (c.moe_routing != MoeRouting::kRandom)
-      throw_input_error(name("--moe-routing", "moe_routing"),
-                        "an expert routing pattern on " + model.name +
-                            ", which has no routed experts");
+      throw_input_error(
+          name("--moe-routing", "moe_routing"),
+          "an expert routing pattern on " + model.name + ", which has no routed experts");
     if (c.moe_node_limit != 0 || c.moe_device_limit != 0)
       throw_input_error(c.moe_node_limit != 0 ? name("--moe-node-limit", "moe_node_limit")
                                               : name("--moe-device-limit", "moe_device_limit"),
@@ -225,12 +224,11 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
        {std::tuple{c.moe_node_limit, "--moe-node-limit", "moe_node_limit"},
         std::tuple{c.moe_device_limit, "--moe-device-limit", "moe_device_limit"}}) {
     if (limit < 0)
-      throw_input_error(name(flag, field), "must be >= 1 (0 = no limit), got " +
-                                               std::to_string(limit));
-    if (limit > 0 && c.moe_routing != MoeRouting::kRandom)
       throw_input_error(name(flag, field),
-                        "limits random routing only, not moe_routing " +
-                            std::string(to_string(c.moe_routing)));
+                        "must be >= 1 (0 = no limit), got " + std::to_string(limit));
+    if (limit > 0 && c.moe_routing != MoeRouting::kRandom)
+      throw_input_error(name(flag, field), "limits random routing only, not moe_routing " +
+                                               std::string(to_string(c.moe_routing)));
   }
   if (c.moe_node_limit > 0 && c.moe_device_limit > 0)
     throw_input_error(name("--moe-device-limit", "moe_device_limit"),
@@ -254,8 +252,7 @@ void check_moe_config(const ModelSpec& model, const ParallelConfig& c, const std
     throw_input_error(name("--moe-imbalance", "moe_imbalance"),
                       "larger than ep (" + std::to_string(c.ep) +
                           "): the busiest rank cannot receive more than every token");
-  if (c.moe_device_limit > 0 &&
-      int64_t{c.moe_device_limit} * (experts / c.ep) < model.moe.top_k)
+  if (c.moe_device_limit > 0 && int64_t{c.moe_device_limit} * (experts / c.ep) < model.moe.top_k)
     throw_input_error(name("--moe-device-limit", "moe_device_limit"),
                       std::to_string(c.moe_device_limit) + " devices of " +
                           std::to_string(experts / c.ep) + " experts each cannot hold a token's " +
@@ -281,17 +278,18 @@ void check_shard_gradients(const ParallelConfig& c, const std::string& where, bo
     check_sharding(c, {"--shard-params", "--shard-grads", "--zero1"});
     return;
   }
-  check_sharding(c, {where + ": field 'shard_parameters'", where + ": field 'shard_gradients'",
-                     "zero1"});
+  check_sharding(
+      c, {where + ": field 'shard_parameters'", where + ": field 'shard_gradients'", "zero1"});
 }
 
 void check_recompute_layers(const ParallelConfig& config, const std::string& where) {
   if (config.recompute_layers < -1)
-    throw_input_error(where, "expected a number of layers >= 0, got " +
-                                 std::to_string(config.recompute_layers));
+    throw_input_error(
+        where, "expected a number of layers >= 0, got " + std::to_string(config.recompute_layers));
   if (config.recompute_layers >= 0 && config.recompute != Recompute::kFull)
-    throw_input_error(where, "counts fully recomputed layers and needs recompute full (recompute is " +
-                                 std::string(to_string(config.recompute)) + ")");
+    throw_input_error(where,
+                      "counts fully recomputed layers and needs recompute full (recompute is " +
+                          std::string(to_string(config.recompute)) + ")");
 }
 
 void check_graph_settings(const ModelSpec& model, int pp, Recompute recompute, int offload_layers,
@@ -309,8 +307,7 @@ void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
                           const std::string& where) {
   const int n = config.offload_layers;
   if (n == 0) return;
-  if (n < 0)
-    throw_input_error(where, "expected a number of layers >= 0, got " + std::to_string(n));
+  if (n < 0) throw_input_error(where, "expected a number of layers >= 0, got " + std::to_string(n));
   // Megatron's num_layers: the transformer layers, multi-token-prediction modules left out.
   const int transformers = model.num_transformer_layers;
   if (n >= transformers)
@@ -318,14 +315,16 @@ void check_offload_layers(const ModelSpec& model, const ParallelConfig& config,
                                  "' has " + std::to_string(transformers) +
                                  " transformer layers (Megatron offloads fewer than all of them)");
   if (config.pp > 1)
-    throw_input_error(where, "activation offloading needs pp 1 (Megatron Core has no support for "
-                             "pipeline parallelism with CPU offloading), got pp " +
-                                 std::to_string(config.pp));
+    throw_input_error(where,
+                      "activation offloading needs pp 1 (Megatron Core has no support for "
+                      "pipeline parallelism with CPU offloading), got pp " +
+                          std::to_string(config.pp));
   if (config.recompute != Recompute::kNone)
-    throw_input_error(where, "activation offloading needs recompute none (Megatron Core: CPU "
-                             "offloading does not work when activation recomputation is "
-                             "enabled), got recompute " +
-                                 std::string(to_string(config.recompute)));
+    throw_input_error(where,
+                      "activation offloading needs recompute none (Megatron Core: CPU "
+                      "offloading does not work when activation recomputation is "
+                      "enabled), got recompute " +
+                          std::string(to_string(config.recompute)));
 }
 
 std::string_view to_string(RecomputeModule m) {
@@ -366,9 +365,10 @@ uint32_t parse_recompute_modules(std::string_view text, const std::string& where
     if (name == "mlp" || name == "moe" || name == "shared_experts")
       throw_input_error(where, "recompute module \"" + std::string(name) +
                                    "\" (a normal checkpoint of a whole MLP) is not modelled; "
-                                   "expected " + valid);
-    throw_input_error(where, "unknown recompute module \"" + std::string(name) + "\" (expected " +
-                                 valid + ")");
+                                   "expected " +
+                                   valid);
+    throw_input_error(
+        where, "unknown recompute module \"" + std::string(name) + "\" (expected " + valid + ")");
   }
   if (names == 0)
     throw_input_error(where, "expected at least one recompute module (" + valid +
@@ -378,9 +378,10 @@ uint32_t parse_recompute_modules(std::string_view text, const std::string& where
 
 void check_modules_need_selective(Recompute recompute, const std::string& where) {
   if (recompute != Recompute::kSelective)
-    throw_input_error(where, "names the modules of selective recompute and needs recompute "
-                             "selective (recompute is " +
-                                 std::string(to_string(recompute)) + ")");
+    throw_input_error(where,
+                      "names the modules of selective recompute and needs recompute "
+                      "selective (recompute is " +
+                          std::string(to_string(recompute)) + ")");
 }
 
 uint32_t recompute_modules_flag(std::string_view text, Recompute recompute,
@@ -412,14 +413,17 @@ nlohmann::json recompute_modules_to_json(uint32_t modules) {
 uint32_t recompute_modules_from_json(const nlohmann::json& value, const std::string& where) {
   if (value.is_string()) return parse_recompute_modules(value.get<std::string>(), where);
   if (!value.is_array())
-    throw_input_error(where, "expected an array of recompute module names (core_attn, "
-                             "layernorm, mla_up_proj, moe_act)");
+    throw_input_error(where,
+                      "expected an array of recompute module names (core_attn, "
+                      "layernorm, mla_up_proj, moe_act)");
   std::string list;
   for (const nlohmann::json& name : value) {
     if (!name.is_string() || name.get<std::string>().empty() ||
         name.get<std::string>().find_first_of(", ") != std::string::npos)
-      throw_input_error(where, "expected an array of recompute module names (core_attn, "
-                               "layernorm, mla_up_proj, moe_act), got " + name.dump());
+      throw_input_error(where,
+                        "expected an array of recompute module names (core_attn, "
+                        "layernorm, mla_up_proj, moe_act), got " +
+                            name.dump());
     list += name.get<std::string>() + ",";
   }
   return parse_recompute_modules(list, where);
@@ -444,9 +448,9 @@ double selective_recompute_flops(const ModelSpec& model, int index, uint32_t mod
       (l.kind == LayerKind::kTransformer || model.mtp_block(index) >= 0)) {
     const double a = model.heads;
     const double q_in = mla.q_lora_rank > 0 ? mla.q_lora_rank : model.hidden;
-    const double weights = q_in * a * mla.qk_head_dim() +
-                           static_cast<double>(mla.kv_lora_rank) * a *
-                               (mla.qk_nope_head_dim + mla.v_head_dim);
+    const double weights =
+        q_in * a * mla.qk_head_dim() +
+        static_cast<double>(mla.kv_lora_rank) * a * (mla.qk_nope_head_dim + mla.v_head_dim);
     flops += 2.0 * model.tokens_per_sequence() * weights;
   }
   return flops;
@@ -489,21 +493,26 @@ void check_recompute_modules(const ParallelConfig& config, const std::string& wh
   };
   const std::string name = "model '" + model->name + "'";
   if (has(RecomputeModule::kMlaUpProj) && !mla)
-    throw_input_error(where, "recompute module mla_up_proj needs multi-head latent attention, "
-                             "which no layer of " + name + " has");
+    throw_input_error(where,
+                      "recompute module mla_up_proj needs multi-head latent attention, "
+                      "which no layer of " +
+                          name + " has");
   if (has(RecomputeModule::kMoeAct) && !moe)
-    throw_input_error(where, "recompute module moe_act needs routed experts, which no layer of " +
-                                 name + " has");
+    throw_input_error(
+        where, "recompute module moe_act needs routed experts, which no layer of " + name + " has");
   if (has(RecomputeModule::kLayernorm) && !mla && !moe)
-    throw_input_error(where, "recompute module layernorm recomputes separate norm modules (an "
-                             "MLA layer's input norm, an MoE layer's pre-MLP norm; Transformer "
-                             "Engine fuses the others into their linear layer), which no layer "
-                             "of " + name + " has");
+    throw_input_error(where,
+                      "recompute module layernorm recomputes separate norm modules (an "
+                      "MLA layer's input norm, an MoE layer's pre-MLP norm; Transformer "
+                      "Engine fuses the others into their linear layer), which no layer "
+                      "of " +
+                          name + " has");
   if (model->dtype == Dtype::kFp8 && model->fp8_scaling == Fp8Scaling::kDelayed &&
       (has(RecomputeModule::kLayernorm) || has(RecomputeModule::kMoeAct)))
-    throw_input_error(where, "recompute modules layernorm and moe_act do not work with FP8 "
-                             "delayed scaling (Megatron-Core: \"Delayed scaling does not support "
-                             "moe_act and layernorm recompute for fp8\")");
+    throw_input_error(where,
+                      "recompute modules layernorm and moe_act do not work with FP8 "
+                      "delayed scaling (Megatron-Core: \"Delayed scaling does not support "
+                      "moe_act and layernorm recompute for fp8\")");
 }
 
 Recompute layer_recompute(const ModelSpec& model, const ParallelConfig& config, int first_layer,
@@ -551,7 +560,8 @@ nlohmann::json config_to_json(const ParallelConfig& c) {
     j["optimizer_state"] = std::string(to_string(c.optimizer_state));
   if (c.shard_parameters) j["shard_parameters"] = true;
   if (c.recompute_layers >= 0) j["recompute_layers"] = c.recompute_layers;
-  if (c.recompute_modules != 0) j["recompute_modules"] = recompute_modules_to_json(c.recompute_modules);
+  if (c.recompute_modules != 0)
+    j["recompute_modules"] = recompute_modules_to_json(c.recompute_modules);
   if (c.offload_layers != 0) j["offload_layers"] = c.offload_layers;
   return j;
 }
@@ -599,7 +609,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
   c.microbatch_size = obj.positive_int_or("microbatch_size", c.microbatch_size);
   c.num_microbatches = obj.positive_int_or("num_microbatches", c.num_microbatches);
   c.global_batch = obj.positive_int_or("global_batch", c.global_batch);
-  c.schedule = obj.string_or("schedule", c.schedule);
+  c.schedule = obj.single_line_string_or(
+      "schedule", c.schedule, "it is printed in reports and written into the hand-off files");
   if (obj.has("recompute"))
     c.recompute = parse_recompute(obj.string("recompute"), obj.field("recompute"));
   c.sequence_parallel = obj.boolean_or("sequence_parallel", c.sequence_parallel);
@@ -624,8 +635,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
         parse_moe_dispatcher(obj.string("moe_dispatcher"), obj.field("moe_dispatcher"));
   if (obj.has("moe_routing"))
     c.moe_routing = parse_moe_routing(obj.string("moe_routing"), obj.field("moe_routing"));
-  for (const auto& [key, limit] : {std::pair<const char*, int*>{"moe_node_limit", &c.moe_node_limit},
-                                   {"moe_device_limit", &c.moe_device_limit}})
+  for (const auto& [key, limit] :
+       {std::pair<const char*, int*>{"moe_node_limit", &c.moe_node_limit},
+        {"moe_device_limit", &c.moe_device_limit}})
     if (obj.has(key))
       *limit = static_cast<int>(std::min<int64_t>(obj.non_negative_integer(key), 1 << 20));
   if (obj.has("grad_dtype"))
@@ -635,8 +647,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& wher
         parse_optimizer_state(obj.string("optimizer_state"), obj.field("optimizer_state"));
   c.shard_parameters = obj.boolean_or("shard_parameters", c.shard_parameters);
   c.shard_gradients = obj.boolean_or("shard_gradients", c.shard_parameters);
-  check_sharding(c, {obj.field("shard_parameters"), obj.field("shard_gradients"),
-                     "\"zero1\": true"});
+  check_sharding(c,
+                 {obj.field("shard_parameters"), obj.field("shard_gradients"), "\"zero1\": true"});
   if (obj.has("recompute_layers")) {
     c.recompute_layers =
         static_cast<int>(std::min<int64_t>(obj.non_negative_integer("recompute_layers"), 1 << 20));

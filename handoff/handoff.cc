@@ -325,6 +325,15 @@ void add_megatron_model_flags(
       cannot_express(target, std::string(key) + " " + std::string(to_string(*type)) +
                                  " (the all-to-all payload in another type than the "
                                  "activations' has no Megatron-LM argument)");
+  // The legacy GroupedMLP runs the grouped_gemm package's CUTLASS kernel, outside Transformer
+  // Engine: its GEMMs stay 16-bit under --fp8-format, where the plan priced them in FP8.
+  if (e.expert_gemm == ExpertGemm::kGrouped && m.dtype == Dtype::kFp8)
+    cannot_express(target,
+                   "expert_gemm grouped with FP8 (Megatron-LM's legacy GroupedMLP, "
+                   "--moe-use-legacy-grouped-gemm, runs the grouped_gemm package's BF16 kernel "
+                   "outside Transformer Engine, so its experts would not run in FP8 as the plan "
+                   "prices them); give the model \"expert_gemm\": \"per_expert\" "
+                   "(TEGroupedMLP)");
   if (e.expert_gemm == ExpertGemm::kPerExpert &&
       e.expert_gemm_streams != kTransformerEngineComputeStreams)
     cannot_express(target, "expert_gemm_streams " + std::to_string(e.expert_gemm_streams) +

@@ -390,8 +390,8 @@ ExploreOut explore_json(const std::string& model_text, const std::string& cluste
     parse_partition_flag(partition, parsed);
     req.partition = parsed.partition;
   }
-  if (threads < 0) throw_input_error("--threads", "must be >= 1, got " + std::to_string(threads));
-  if (threads > 0) check_int_in(threads, "--threads", 1, 4096, "a number of threads");
+  // 0 (or None) = hardware concurrency, as the CLI's --threads 0.
+  check_int_in(threads, "--threads", 0, 4096, "a number of threads (0 = all cores)");
   req.threads = threads;
   // The callback runs on the explorer's worker threads (serialised by it): it takes the GIL, and
   // the first Python exception it raises is kept and raised once the exploration has ended.
@@ -850,10 +850,11 @@ py::object export_json(const std::string& trace_text, const std::string& format,
 
 std::string run_json(const std::string& schedule, const std::string& schedule_file, int pp,
                      int microbatches, int virtual_stages, bool fuse_steady_state,
-                     const std::string& plan_text, const std::string& compute, double time_scale,
+                     const std::string& plan_text, const std::string& plan_source,
+                     const std::string& compute, double time_scale,
                      int steps, int warmup, int dp, double timeout_s, bool check, int hidden,
                      int seq, int layers_per_stage, const std::string& optimizer, uint64_t seed,
-                     int64_t inject_drop) {
+                     int64_t inject_drop, const std::vector<std::string>& given) {
   if (compute != "real" && compute != "emulated")
     throw_input_error("--compute", "expected real or emulated, got '" + compute + "'");
   // The CLI's ranges and messages (cli/cmd_run.cc, graph/limits.h).
@@ -870,6 +871,17 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
   check_int_in(hidden, "--hidden", 1, kMaxHidden, "a width");
   check_int_in(seq, "--seq", 1, kMaxSeqLen, "a number of tokens");
   check_int_in(layers_per_stage, "--layers-per-stage", 1, kMaxLayers, "a layer count");
+  // `given`: the flags the caller set (the others are the CLI's defaults), refused as the CLI
+  // refuses them where the chosen compute cannot use them.
+  const auto is_given = [&](const std::string& flag) {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  };
+  if (compute == "emulated") {
+    for (const char* flag : {"hidden", "seq", "layers-per-stage", "optimizer", "seed"})
+      if (is_given(flag)) throw_input_error(std::string("--") + flag, kMlpFlagNeedsRealCompute);
+  } else if (is_given("time-scale")) {
+    throw_input_error("--time-scale", kTimeScaleNeedsEmulatedCompute);
+  }
   RunOptions ro;
   ro.backend = BackendKind::kThreads;
   ro.emulated = compute == "emulated";
@@ -890,9 +902,9 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
   if (!plan_text.empty()) {
     if (!schedule.empty() || !schedule_file.empty())
       throw_input_error("run", "give either PLAN.json or --schedule / --schedule-file, not both");
-    const Plan plan = plan_from_json(parse(plan_text, "plan"), "plan");
-    check_program(plan.program);
-    check_plan(plan, "plan");
+    // Errors name the plan's file as the CLI's (`p.json:1:1: ...`), or "plan" for a dict.
+    const Plan plan = plan_from_json(parse(plan_text, plan_source), plan_source);
+    check_plan_file(plan, plan_source);
     program = plan.program;
     ro.dp = plan.config.dp;
     cost = std::make_unique<AnalyticCost>(plan.model, plan.partition, plan.placement, plan.config,
@@ -1028,10 +1040,11 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("per_stream"), py::arg("title"));
   m.def("run", &run_json, py::arg("schedule"), py::arg("schedule_file"), py::arg("pp"),
         py::arg("microbatches"), py::arg("virtual_stages"), py::arg("fuse_steady_state"),
-        py::arg("plan"), py::arg("compute"), py::arg("time_scale"), py::arg("steps"),
+        py::arg("plan"), py::arg("plan_source"), py::arg("compute"), py::arg("time_scale"),
+        py::arg("steps"),
         py::arg("warmup"), py::arg("dp"), py::arg("timeout_s"), py::arg("check"), py::arg("hidden"),
         py::arg("seq"), py::arg("layers_per_stage"), py::arg("optimizer"), py::arg("seed"),
-        py::arg("inject_drop"));
+        py::arg("inject_drop"), py::arg("given"));
 
   py::class_<SynthOut>(m, "SynthOut")
       .def_readonly("report", &SynthOut::report)
@@ -1063,6 +1076,14 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("check_handoff_csv", &check_handoff_csv, py::arg("csv_path"), py::arg("plan_path"));
   // A number's text that a flag cannot take (NaN, an overflow): the CLI's message (always raises).
   m.def("unreadable_number", &jaxpp::throw_unreadable_number, py::arg("where"), py::arg("text"));
+  // The core's file reader (graph/input_file.h), for the files the Python layer reads itself.
+  m.def(
+      "read_input_text",
+      [](const std::string& path) {
+        const py::gil_scoped_release release;
+        return jaxpp::read_input_text(path);
+      },
+      py::arg("path"));
   m.def("handoff", &handoff_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("csv_path"));
 }

@@ -1,5 +1,6 @@
 #include "runtime/backend.h"
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -28,6 +29,12 @@ Message unframe(const std::vector<char>& bytes) {
 }
 
 }  // namespace
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
 
 void Backend::send_message(int peer, int64_t key, Message message) {
   post_send(peer, key, frame(message));

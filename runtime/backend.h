@@ -53,6 +53,9 @@ struct Message {
 
 enum class BackendKind { kThreads, kMpi, kCuda };
 std::string_view to_string(BackendKind k);  // "threads", "mpi", "cuda"
+
+// A timeout in seconds as the backends' messages print it ("%g": 0.5, 30, 1e-05).
+std::string seconds_text(double s);
 BackendKind parse_backend_kind(std::string_view s, const std::string& where);  // InputError
 
 class Backend {

@@ -113,6 +113,16 @@ CheckedTrace check_trace_run(const std::string& path, const TraceRunFlags& run) 
                       "field 'source': expected a measured trace (jaxpp-sim run --trace), "
                       "got '" +
                           trace.source + "'");
+  // An MoE run's compute and transfers are not the dense MLP's that the fit prices (router,
+  // top-k experts, all-to-all): fitting them as the MLP's would give a wrong cluster.
+  if (trace.workload && trace.workload->moe()) {
+    const TraceWorkload& w = *trace.workload;
+    throw_input_error(path, "field 'workload': the trace is of a mixture-of-experts run (" +
+                                std::to_string(w.experts) + " experts, top-" +
+                                std::to_string(w.top_k) + ", ep " + std::to_string(w.ep) +
+                                "); calibrate --from-trace fits the dense MLP workload only: "
+                                "give the trace of a run of a dense plan or of stage times");
+  }
   for (const TraceEvent& e : trace.events) {
     out.num_stages = std::max(out.num_stages, e.stage + 1);
     for (const TaskRef& t : e.tasks) out.num_stages = std::max(out.num_stages, t.stage + 1);

@@ -188,11 +188,11 @@ class WorkerRun {
       double deadline = backend_.now_s() + options_.timeout_s;
       if (!wait_message(i, deadline, &arrived_[i])) {
         check_abort();
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%g", options_.timeout_s);
-        throw RuntimeFailure(where(i) + ": timed out after " + buf + " s waiting for tag " +
-                             std::to_string(list_[i].tag) + " from actor " +
-                             std::to_string(list_[i].peer) + " (message lost or peer dead)");
+        throw RuntimeFailure(where(i) + ": timed out after " + seconds_text(options_.timeout_s) +
+                             " s waiting for tag " + std::to_string(list_[i].tag) + " from actor " +
+                             std::to_string(list_[i].peer) +
+                             " (message lost, or the peer dead or still busy: if its work takes "
+                             "longer, give a larger --timeout-s)");
       }
       has_arrived_[i] = true;
     }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -162,8 +161,8 @@ Measurements compute_suite(Device& device, bool quick, const Timing& timing, boo
   // cost more per element than the CPU sizes show (the first H200 runs' forward tasks of 2M-element
   // inputs were 28-84 % over a prediction from sizes up to 1M).
   m.input_generation = bench_input_generation(elements, timing);
-  m.upload = bench_upload(device, gpu ? gpu_copy_sizes_bytes(quick) : default_copy_sizes_bytes(quick),
-                          timing);
+  m.upload = bench_upload(
+      device, gpu ? gpu_copy_sizes_bytes(quick) : default_copy_sizes_bytes(quick), timing);
   return m;
 }
 
@@ -303,14 +302,11 @@ void threads_round(const MicrobenchOptions& o, int workers, Rounds& rounds,
                    const std::function<void(const std::string&)>& say_line) {
   say_line("compute: GEMM, GeLU, copy on " + std::to_string(workers) + " thread(s) at once");
   std::vector<Measurements> suites(workers);
-  std::barrier start(workers);
-  std::vector<std::thread> threads;
   std::mutex error_mu;
   std::string error;
-  for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
+  try {
+    run_together(workers, [&](int w) {
       pin_to_hardware_thread(w);
-      start.arrive_and_wait();
       try {
         suites[w] = compute_suite(host_device(), o.quick, o.timing);
       } catch (const std::exception& e) {
@@ -318,7 +314,9 @@ void threads_round(const MicrobenchOptions& o, int workers, Rounds& rounds,
         if (error.empty()) error = e.what();
       }
     });
-  for (auto& t : threads) t.join();
+  } catch (const RuntimeFailure& e) {
+    error = std::string(e.what()) + ": the compute round runs one thread per hardware thread";
+  }
   if (!error.empty()) throw RuntimeFailure("calibrate: " + error);
   rounds.compute.push_back(quantile_of_suites(suites, 0.5));
 
@@ -615,8 +613,8 @@ std::vector<int64_t> gpu_elementwise_sizes(bool quick) {
 
 std::vector<int64_t> gpu_copy_sizes_bytes(bool quick) {
   if (quick) return {int64_t{64} << 10, int64_t{8} << 20, int64_t{64} << 20, int64_t{256} << 20};
-  return {int64_t{64} << 10, int64_t{1} << 20, int64_t{8} << 20, int64_t{32} << 20,
-          int64_t{128} << 20, int64_t{256} << 20};
+  return {int64_t{64} << 10, int64_t{1} << 20,   int64_t{8} << 20,
+          int64_t{32} << 20, int64_t{128} << 20, int64_t{256} << 20};
 }
 
 std::vector<int64_t> default_elementwise_sizes(bool quick) {
@@ -774,7 +772,7 @@ std::vector<SizeSample> bench_p2p(Backend& backend, const std::vector<int64_t>& 
       const int handle = backend.post_message_recv(peer, k);
       if (!backend.wait_message(handle, backend.now_s() + timeout_s, &msg))
         throw RuntimeFailure("point-to-point benchmark: no message from actor " +
-                             std::to_string(peer) + " within " + std::to_string(timeout_s) + " s");
+                             std::to_string(peer) + " within " + seconds_text(timeout_s) + " s");
       return msg;
     };
     // The sizes take turns, one round trip each per repetition, instead of one size's
@@ -964,7 +962,7 @@ MoeTaskKernels moe_task_kernels(const MlpConfig& mlp) {
     in.host_transfer_bytes += (t * h + t * e) * kDouble;
     in.host_transfer_calls += 2;
     in.memory_bytes += (2 * rows * h + 3 * t * e + 2 * t * h) * kDouble;
-    in.memory_calls += 1;  // dx = gy on the device
+    in.memory_calls += 1;                                // dx = gy on the device
     in.gemms.push_back({t, h, e, /*accumulate=*/true});  // onto dx = gy
     in.alltoalls.push_back({ep, peer_rows * h * kDouble});
     held_experts(in, &KernelWork::gelu_backward_elements, &KernelWork::gelu_backward_calls);
@@ -1095,7 +1093,6 @@ TraceObservations observe_trace(const Trace& trace, const std::vector<StageKerne
         break;
       case OpKind::kAllGather:
         break;  // parameter all-gathers are not fitted
-
     }
   }
   return obs;

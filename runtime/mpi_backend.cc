@@ -121,8 +121,8 @@ MpiBackend::MpiBackend(int num_actors, int num_replicas)
   MpiSession& s = MpiSession::get();
   if (s.size() != num_actors * num_replicas)
     throw InputError("--backend mpi: the program needs " + std::to_string(num_actors) +
-                     " actors x " + std::to_string(num_replicas) + " replicas = " +
-                     std::to_string(num_actors * num_replicas) +
+                     " actors x " + std::to_string(num_replicas) +
+                     " replicas = " + std::to_string(num_actors * num_replicas) +
                      " processes, but mpirun started " + std::to_string(s.size()));
   sends_ = new std::list<PendingSend>;  // after the check: no destructor runs when it throws
   actor_ = s.rank() % num_actors;
@@ -199,7 +199,7 @@ void MpiBackend::allreduce_sum(std::span<double> data, double timeout_s) {
   MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
                  actor_comm_, &req);
   if (!poll_until(&req, *this, now_s() + timeout_s))
-    throw RuntimeFailure("allreduce: timed out after " + std::to_string(timeout_s) +
+    throw RuntimeFailure("allreduce: timed out after " + seconds_text(timeout_s) +
                          " s waiting for the other replicas");
 }
 
@@ -214,7 +214,7 @@ void MpiBackend::allreduce_sum_strided(std::span<double> data, int stride, doubl
   MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
                  it->second, &req);
   if (!poll_until(&req, *this, now_s() + timeout_s))
-    throw RuntimeFailure("allreduce: timed out after " + std::to_string(timeout_s) +
+    throw RuntimeFailure("allreduce: timed out after " + seconds_text(timeout_s) +
                          " s waiting for the other replicas of the group");
 }
 
@@ -222,7 +222,7 @@ void MpiBackend::barrier(double timeout_s) {
   MPI_Request req;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
   if (!poll_until(&req, *this, now_s() + timeout_s))
-    throw RuntimeFailure("barrier: timed out after " + std::to_string(timeout_s) +
+    throw RuntimeFailure("barrier: timed out after " + seconds_text(timeout_s) +
                          " s waiting for the other ranks");
 }
 
@@ -243,7 +243,7 @@ std::vector<std::vector<double>> MpiBackend::alltoallv(int group_size,
   MPI_Request req;
   MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm, &req);
   if (!poll_until(&req, *this, deadline_s))
-    throw RuntimeFailure("alltoall: timed out after " + std::to_string(timeout_s) +
+    throw RuntimeFailure("alltoall: timed out after " + seconds_text(timeout_s) +
                          " s waiting for the other replicas of the group (counts)");
   std::vector<int> send_displs(group_size, 0), recv_displs(group_size, 0);
   std::vector<double> send_flat, recv_flat;
@@ -260,7 +260,7 @@ std::vector<std::vector<double>> MpiBackend::alltoallv(int group_size,
   MPI_Ialltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_DOUBLE,
                  recv_flat.data(), recv_counts.data(), recv_displs.data(), MPI_DOUBLE, comm, &req);
   if (!poll_until(&req, *this, deadline_s))
-    throw RuntimeFailure("alltoall: timed out after " + std::to_string(timeout_s) +
+    throw RuntimeFailure("alltoall: timed out after " + seconds_text(timeout_s) +
                          " s waiting for the other replicas of the group (payload)");
   std::vector<std::vector<double>> recv(group_size);
   for (int i = 0; i < group_size; ++i)

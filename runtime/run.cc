@@ -181,8 +181,8 @@ std::vector<WorkerOutput> run_threads(int num_actors, int dp, const WorkerBody& 
     try {
       outputs[static_cast<size_t>(r) * num_actors + a] = body(*backend);
     } catch (const std::exception& e) {
-      world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) + "): " +
-                  e.what());
+      world.abort("actor " + std::to_string(a) + " (replica " + std::to_string(r) +
+                  "): " + e.what());
     }
   });
   std::string why = world.abort_reason();
@@ -433,7 +433,8 @@ void check_injections(const Program& program, const RunOptions& o) {
 }
 
 // Emulated compute: a peer waiting for an instruction longer than --timeout-s would time out
-// ("message lost or peer dead") while the instruction is only running, so such a run is refused
+// (the receive's "message lost, or the peer dead or still busy") while the instruction is only
+// running, so such a run is refused
 // before it starts. The durations are the emulated workload's own (EmulatedWorkload::emulated_s).
 void check_emulated_timeout(const Program& program, const CostProvider& cost, const RunOptions& o) {
   double longest_s = 0;
@@ -557,12 +558,19 @@ RunResult run_program(const Program& given, const CostProvider* emulation_cost,
   result.trace.num_actors = program.num_actors;
   result.trace.num_steps = total_steps;
   if (!o.emulated) {
-    result.trace.workload = TraceWorkload{.hidden = o.mlp.hidden,
-                                          .ffn = o.mlp.ffn,
-                                          .seq = o.mlp.seq,
-                                          .layers_per_stage = o.mlp.layers_per_stage,
-                                          .optimizer = std::string(to_string(o.mlp.optimizer)),
-                                          .dp = o.dp};
+    TraceWorkload& w = result.trace.workload.emplace();
+    w.hidden = o.mlp.hidden;
+    w.ffn = o.mlp.ffn;
+    w.seq = o.mlp.seq;
+    w.layers_per_stage = o.mlp.layers_per_stage;
+    w.optimizer = std::string(to_string(o.mlp.optimizer));
+    w.dp = o.dp;
+    if (o.mlp.moe()) {
+      w.experts = o.mlp.experts;
+      w.top_k = o.mlp.top_k;
+      w.ep = o.mlp.ep;
+      w.router = std::string(to_string(o.mlp.router));
+    }
   }
   std::vector<double> begin(total_steps, 1e300), end(total_steps, 0);
   for (const WorkerOutput& w : outputs) {
@@ -596,8 +604,8 @@ RunResult run_program(const Program& given, const CostProvider* emulation_cost,
   // reference (NaN against NaN) mean nothing, so the run fails here and says why.
   for (int s = 0; s < total_steps; ++s)
     if (!std::isfinite(all_losses[s]))
-      throw RuntimeFailure("the training loss is not finite at iteration " +
-                           std::to_string(s + 1) + " of " + std::to_string(total_steps) +
+      throw RuntimeFailure("the training loss is not finite at iteration " + std::to_string(s + 1) +
+                           " of " + std::to_string(total_steps) +
                            ", warmup included (the workload diverged: learning rate " +
                            format_g(mlp.lr()) + " is too large for it; give a smaller --lr)");
   result.losses.assign(all_losses.begin() + o.warmup, all_losses.end());

@@ -69,6 +69,15 @@ struct RunOptions {
 // microbatch, a stale weight, a wrong scale) moves weights by 1e-8 relative or more.
 inline constexpr double kCheckRelTolerance = 1e-9;
 
+// Why `run` refuses a flag the chosen compute cannot use (the CLI's and the Python module's
+// message): the MLP workload's flags (--hidden, --ffn, --seq, --layers-per-stage, --optimizer,
+// --lr, --seed) with emulated compute, --time-scale with real compute.
+inline constexpr const char* kMlpFlagNeedsRealCompute =
+    "sets the MLP workload, which only --compute real runs (emulated compute sleeps each "
+    "instruction's predicted time)";
+inline constexpr const char* kTimeScaleNeedsEmulatedCompute =
+    "scales the emulated durations: it needs --compute emulated";
+
 // One comparison of a run with a reference: the loss of every step (warm-up included) and the
 // final weights of every stage on every replica.
 struct CheckResult {

@@ -1,5 +1,6 @@
 #include "runtime/threads_backend.h"
 
+#include <latch>
 #include <span>
 #include <stdexcept>
 #include <system_error>
@@ -195,8 +196,8 @@ class ThreadsBackend : public Backend {
     while (r.generation == gen) {
       if (world_.aborted_) throw RuntimeFailure(std::string(what) + ": aborted");
       if (r.cv.wait_until(lock, deadline) == std::cv_status::timeout && r.generation == gen)
-        throw RuntimeFailure(std::string(what) + ": timed out after " +
-                             std::to_string(timeout_s) + " s waiting for the other workers");
+        throw RuntimeFailure(std::string(what) + ": timed out after " + seconds_text(timeout_s) +
+                             " s waiting for the other workers");
     }
   }
 
@@ -207,10 +208,10 @@ class ThreadsBackend : public Backend {
 };
 
 ThreadsWorld::ThreadsWorld(int num_actors, int num_replicas)
-    : num_actors_(num_actors), num_replicas_(num_replicas),
+    : num_actors_(num_actors),
+      num_replicas_(num_replicas),
       origin_(std::chrono::steady_clock::now()) {
-  for (int i = 0; i < num_actors * num_replicas; ++i)
-    boxes_.push_back(std::make_unique<Mailbox>());
+  for (int i = 0; i < num_actors * num_replicas; ++i) boxes_.push_back(std::make_unique<Mailbox>());
   for (int a = 0; a < num_actors; ++a) reductions_.push_back(std::make_unique<Rendezvous>());
 }
 
@@ -282,6 +283,30 @@ void run_on_threads(ThreadsWorld& world, const std::function<void(int actor, int
     }
   }
   for (std::thread& t : threads) t.join();
+}
+
+void run_together(int n, const std::function<void(int index)>& fn) {
+  std::latch go(1);
+  std::atomic<bool> not_started{false};
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n));
+  std::string failure;
+  for (int i = 0; i < n; ++i) {
+    try {
+      threads.emplace_back([&, i] {
+        go.wait();
+        if (!not_started) fn(i);
+      });
+    } catch (const std::system_error& e) {
+      not_started = true;
+      failure = "cannot start thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
+                " (" + e.what() + ")";
+      break;
+    }
+  }
+  go.count_down();
+  for (std::thread& t : threads) t.join();
+  if (!failure.empty()) throw RuntimeFailure(failure);
 }
 
 }  // namespace jaxpp

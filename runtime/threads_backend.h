@@ -83,4 +83,10 @@ class ThreadsWorld {
 // caller reads it from abort_reason() as any other failure.
 void run_on_threads(ThreadsWorld& world, const std::function<void(int actor, int replica)>& fn);
 
+// n threads that call fn(i) together, once all of them exist (the calibration's compute round
+// measures the cores loaded at once); returns when every thread has joined. A thread the system
+// cannot start releases the ones started, which return without calling fn, and throws
+// RuntimeFailure "cannot start thread i of n (<reason>)" after they joined.
+void run_together(int n, const std::function<void(int index)>& fn);
+
 }  // namespace jaxpp

@@ -50,7 +50,7 @@ ScheduleRule parse_rule(const nlohmann::json& v, const std::string& where, int n
   JsonObject obj(v, where);
   obj.reject_unknown({"name", "before", "after", "offset", "relation", "actors"});
   ScheduleRule rule;
-  rule.name = obj.string_or("name", "");
+  rule.name = obj.single_line_string_or("name", "", "it is printed in messages");
   rule.before = parse_kinds(obj.at("before"), obj.field("before"));
   rule.after = parse_kinds(obj.at("after"), obj.field("after"));
   if (obj.has("offset")) {
@@ -181,7 +181,7 @@ RuleSchedule rule_schedule_from_json(const nlohmann::json& j, const std::string&
   obj.reject_unknown({"schedule", "num_actors", "num_stages", "num_microbatches", "placement",
                       "split_backward", "program_order", "unordered", "rules", "format"});
   RuleSchedule rs;
-  rs.name = obj.string_or("schedule", "custom");
+  rs.name = obj.single_line_string_or("schedule", "custom", "it is printed in reports and plans");
   if (obj.has("placement")) {
     rs.placement = placement_from_json(obj.at("placement"), obj.field("placement"));
     if (obj.has("num_actors") && obj.positive_int("num_actors") != rs.placement.num_actors) {

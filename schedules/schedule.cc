@@ -161,7 +161,7 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& where) {
   obj.reject_unknown({"schedule", "num_stages", "num_microbatches", "placement", "actors",
                       "num_actors", "format"});
   Schedule s;
-  s.name = obj.string_or("schedule", "custom");
+  s.name = obj.single_line_string_or("schedule", "custom", "it is printed in reports and plans");
   const nlohmann::json& actors = obj.array("actors");
   if (actors.empty()) throw_input_error(obj.field("actors"), "expected at least one actor");
   int max_stage = -1;

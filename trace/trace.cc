@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -58,10 +59,6 @@ int int_in_range(const JsonObject& obj, const std::string& key, int lo, int hi) 
   }
   return static_cast<int>(v);
 }
-
-// No time in a trace is later than this: a run of more than 31 years is a corrupt file, and
-// every writer (text Gantt, Perfetto, Graphviz) scales by the last end time.
-constexpr double kMaxTraceTimeS = 1e9;
 
 double time_in_range(const JsonObject& obj, const std::string& key) {
   const double t = obj.non_negative_number(key);
@@ -267,8 +264,23 @@ nlohmann::json trace_to_json(const Trace& trace) {
                      {"layers_per_stage", w->layers_per_stage},
                      {"optimizer", w->optimizer},
                      {"dp", w->dp}};
+    if (w->moe())
+      j["workload"]["moe"] = {
+          {"experts", w->experts}, {"top_k", w->top_k}, {"ep", w->ep}, {"router", w->router}};
   }
   return j;
+}
+
+void check_trace_writable(const Trace& trace, const std::string& flag) {
+  double last = 0;
+  for (const TraceEvent& e : trace.events) last = std::max(last, e.end_s);
+  if (last <= kMaxTraceTimeS) return;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the simulated step lasts %.4g s, past the %.0e s a trace holds (its cluster is "
+                "far too slow for the model): no trace or timeline is written of it",
+                last, kMaxTraceTimeS);
+  throw_input_error(flag, text);
 }
 
 Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
@@ -326,7 +338,18 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
       throw_input_error(w.field("optimizer"),
                         "expected \"sgd\" or \"adam\", got \"" + wl.optimizer + "\"");
     wl.dp = int_in_range(w, "dp", 1, kMaxStages);
-    w.reject_unknown({"hidden", "ffn", "seq", "layers_per_stage", "optimizer", "dp"});
+    if (w.has("moe")) {
+      const JsonObject m = w.object("moe");
+      wl.experts = int_in_range(m, "experts", 1, kMaxExperts);
+      wl.top_k = int_in_range(m, "top_k", 1, wl.experts);
+      wl.ep = int_in_range(m, "ep", 1, wl.dp);
+      wl.router = m.string("router");
+      if (wl.router != "softmax" && wl.router != "sigmoid")
+        throw_input_error(m.field("router"),
+                          "expected \"softmax\" or \"sigmoid\", got \"" + wl.router + "\"");
+      m.reject_unknown({"experts", "top_k", "ep", "router"});
+    }
+    w.reject_unknown({"hidden", "ffn", "seq", "layers_per_stage", "optimizer", "dp", "moe"});
   }
   obj.reject_unknown(
       {"format", "version", "source", "num_actors", "num_steps", "events", "memory", "workload"});

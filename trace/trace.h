@@ -64,6 +64,13 @@ struct TraceWorkload {
   int layers_per_stage = 0;
   std::string optimizer;  // "sgd" or "adam"
   int dp = 1;
+  // A mixture-of-experts run (an MoE plan's workload, runtime/moe_workload.h): its experts, top-k,
+  // expert-parallel size and router scoring ("softmax" or "sigmoid"); experts 0 for the dense MLP.
+  int experts = 0;
+  int top_k = 0;
+  int ep = 1;
+  std::string router;
+  bool moe() const { return experts > 0; }
   bool operator==(const TraceWorkload&) const = default;
 };
 
@@ -89,7 +96,8 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 //                 "parts": [{"name": "gemm", "duration_s": 0.0002}, ...] (optional) }, ... ],
 //   "memory": [ { "actor": 0, "time_s": 0.0, "bytes": 123456 }, ... ],
 //   "workload": { "hidden": 32, "ffn": 0, "seq": 8, "layers_per_stage": 2, "optimizer": "sgd",
-//                 "dp": 1 } (optional: measured real-compute runs) }
+//                 "dp": 1, "moe": { "experts": 8, "top_k": 2, "ep": 2, "router": "softmax" }
+//                 (only for an MoE run) } (optional: measured real-compute runs) }
 // trace_from_json checks every field (types, ranges: actor/peer in [0, num_actors), step in
 // [0, num_steps), every integer inside int without wrapping, 1e9 >= end_s >= start_s >= 0, a
 // stream that matches the op and peer, a send/recv peer other than the actor itself) and that the
@@ -100,6 +108,14 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where);
 //   duration, got 0.25
 //   trace.json: events[7]: field 'start_s': overlaps events[5] on stream compute of actor 1 ...
 // Events and memory samples are re-sorted into the documented order on load.
+// No time in a trace is later than this: a run of more than 31 years is a corrupt file, and
+// every writer (text Gantt, Perfetto, Graphviz) scales by the last end time. A simulated step
+// longer than this (a cluster of 1 MFLOP/s) is refused when its trace is to be written, so that
+// every trace written can be read back.
+inline constexpr double kMaxTraceTimeS = 1e9;
+// InputError naming `flag` when an event of `trace` ends after kMaxTraceTimeS.
+void check_trace_writable(const Trace& trace, const std::string& flag);
+
 inline constexpr int kTraceVersion = 1;
 inline constexpr const char* kTraceFormat = "jaxpp-sim-trace";
 

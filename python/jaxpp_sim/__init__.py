@@ -8,6 +8,8 @@ Units: seconds (``*_s``), bytes (``*_bytes``); measured-mode stage times (``t_f`
 ``t_w``, ``t_comm``) are in milliseconds, as on the command line.
 
 Errors: bad input raises :class:`InputError` (a ``ValueError``) with the CLI's one-line message;
+so does an argument of the wrong type, naming it (a boolean takes True or False, a name a str, a
+number an int, a float or its decimal text, a file a str or a path-like object: docs/python.md);
 a run that starts and fails raises ``RuntimeError``. Simulations, explorations and runs release
 the GIL, so other Python threads keep running.
 
@@ -41,9 +43,15 @@ def _int(name, value, bits=32, signed=True):
     if not isinstance(value, bool):
         if isinstance(value, _numbers.Integral):
             v = int(value)
-        elif isinstance(value, _numbers.Real) and float(value).is_integer():
-            v = int(value)
-        elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        elif isinstance(value, _numbers.Real):
+            try:
+                integral = float(value).is_integer()
+            except OverflowError:  # beyond a float (Fraction(10**400)): the range check below
+                integral = int(value) == value
+            if integral:
+                v = int(value)
+        elif isinstance(value, str) and _re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+            # ASCII digits and one sign ("+-2" and "²" passed isdigit() and int() raised)
             v = int(value)
     if v is None:
         raise InputError(f"{name}: expected an integer, got {value!r}")
@@ -57,18 +65,34 @@ def _opt_int(name, value, bits=32, signed=True):
     return None if value is None else _int(name, value, bits, signed)
 
 
-def _float(name, value):
-    """``value`` as a float for the argument ``name`` (a number or its decimal text); InputError
-    naming the argument otherwise. Ranges, NaN and infinities are the core's checks."""
-    if not isinstance(value, bool):
-        if isinstance(value, _numbers.Real):
+# A number's text as the CLI's decimal flags take it (is_decimal_number, graph/range_check.h):
+# float() also read "1_000", " 1 ", "nan" and "infinity".
+_DECIMAL = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+
+
+def _float(name, value, flag=None):
+    """``value`` as a float for the argument ``name``: an int, a float (not a bool) or the CLI's
+    decimal text of a number ("1.5", "2e-3"); InputError naming the argument otherwise. A number
+    beyond a float's range (10**400: OverflowError; "1e400") is refused with the CLI's message for
+    its text on ``flag`` (default ``--name``), as ``--t-f 1e400`` is; ``flag=""`` for an argument
+    without a flag. Ranges, NaN and infinities are the core's checks."""
+    if isinstance(value, str):
+        if not _re.fullmatch(_DECIMAL, value):
+            raise InputError(f"{name}: expected a number, got {value!r}")
+        v, text = float(value), value
+        if _math.isfinite(v):
+            return v
+    elif isinstance(value, _numbers.Real) and not isinstance(value, bool):
+        try:
             return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    raise InputError(f"{name}: expected a number, got {value!r}")
+        except OverflowError:
+            text = str(value)
+    else:
+        raise InputError(f"{name}: expected a number, got {value!r}")
+    if flag == "":
+        raise InputError(f"{name}: expected a number within a float's range, got {text}")
+    _core.unreadable_number(flag or "--" + name.replace("_", "-"), text)
+    raise AssertionError("unreachable: the core raises for an unreadable number")
 
 
 def _opt_float(name, value):
@@ -78,12 +102,65 @@ def _opt_float(name, value):
 def _cli_float(flag, name, value):
     """``value`` as a float for a flag whose CLI parser refuses NaN and infinities before any
     range check (``--timeout-s nan``: "expected a number, got 'nan'"), with the CLI's message
-    (the core's, for the text the user gave: "1e400" overflows, "nan" is not a number)."""
-    v = _float(name, value)
+    for the text the user gave ("1e400" overflows, "NaN" is not a number)."""
+    if isinstance(value, str) and not _re.fullmatch(_DECIMAL, value):
+        _core.unreadable_number(flag, value)
+    v = _float(name, value, flag)
     if _math.isfinite(v):
         return v
-    _core.unreadable_number(flag, value if isinstance(value, str) else repr(v))
+    _core.unreadable_number(flag, repr(v))
     raise AssertionError("unreachable: the core raises for a non-finite number")
+
+
+def _bool(name, value):
+    """``value`` for a boolean argument: True or False (a NumPy bool too). Anything else is
+    refused: bool('false') is True, so zero1='false' turned ZeRO-1 on."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"):
+        return bool(value)
+    raise InputError(f"{name}: expected True or False, got {value!r}")
+
+
+def _str(name, value):
+    """``value`` for a string argument (a name, a mode, a spec): a str only; str() made a name of
+    anything (schedule=5 reached pybind, whose TypeError named no argument)."""
+    if isinstance(value, str):
+        return value
+    raise InputError(f"{name}: expected a string, got {value!r}")
+
+
+def _opt_str(name, value):
+    """A string argument whose None means "not given" (the core's "")."""
+    return "" if value is None else _str(name, value)
+
+
+def _path(name, value, expected="a path"):
+    """``value`` for a file argument: a str or an ``os.PathLike`` giving one. An int was a file
+    descriptor to open() (run(1) read, and closed, the process's stdout) or became the file "1";
+    bytes became "b'...'". ``expected`` words the refusal (``plan: expected a path, a dict or a
+    SimResult, got 1``). A NUL character is refused: the core's C strings stopped at it and read
+    another file."""
+    text = _os.fspath(value) if isinstance(value, _os.PathLike) else value
+    if not isinstance(text, str):
+        raise InputError(f"{name}: expected {expected}, got {value!r}")
+    if "\0" in text:
+        raise InputError(f"{name}: a file name cannot hold a NUL character, got {text!r}")
+    return text
+
+
+def _opt_path(name, value, expected="a path"):
+    """A file argument whose None means "not given" (the core's "")."""
+    return "" if value is None else _path(name, value, expected)
+
+
+def _read_input_text(path):
+    """The text of an input file, read by the core's reader (read_input_text,
+    graph/input_file.h) with its checks and messages, for the files the module reads itself (a
+    plan's path): a regular file (a FIFO blocked open() for ever, /dev/zero filled the memory, a
+    directory gave IsADirectoryError), at most 256 MiB, no NUL byte, UTF-8. The GIL is released
+    while it reads."""
+    return _core.read_input_text(path)
 
 
 # A file name "" (``--corpus ''``, ``--assign ''``): the core's message for it. The core reads ""
@@ -118,9 +195,14 @@ def _int_list(name, value):
         items = out
     elif isinstance(value, (list, tuple)):
         items = [_int(name, v) for v in value]
-    elif (isinstance(value, _numbers.Real) and not isinstance(value, bool)
-          and float(value).is_integer()):
-        items = [int(value)]
+    elif isinstance(value, _numbers.Real) and not isinstance(value, bool):
+        try:
+            integral = isinstance(value, _numbers.Integral) or float(value).is_integer()
+        except OverflowError:  # float(10**400)
+            integral = int(value) == value
+        if not integral:
+            raise InputError(f"{name}: expected an integer or a list of integers, got {value!r}")
+        items = [_int(name, value)]  # the core's int: 2**40 reached pybind's TypeError
     else:
         raise InputError(f"{name}: expected an integer or a list of integers, got {value!r}")
     if not items:
@@ -268,7 +350,8 @@ class Model:
     def load(cls, name_or_path):
         """A preset name (see :func:`models`), a model JSON file or a Hugging Face
         ``config.json`` (as ``--model``)."""
-        return cls._of(_json.loads(_core.load_model(str(name_or_path))))
+        return cls._of(_json.loads(_core.load_model(
+            _path("name_or_path", name_or_path, "a preset name or a path"))))
 
     @classmethod
     def from_dict(cls, doc, source="model"):
@@ -311,7 +394,8 @@ class Cluster:
     @classmethod
     def load(cls, name_or_path):
         """A preset name (see :func:`clusters`) or a cluster JSON file (as ``--cluster``)."""
-        return cls._of(_json.loads(_core.load_cluster(str(name_or_path))))
+        return cls._of(_json.loads(_core.load_cluster(
+            _path("name_or_path", name_or_path, "a preset name or a path"))))
 
     @classmethod
     def from_dict(cls, doc, source="cluster"):
@@ -331,37 +415,45 @@ class Cluster:
         return f"Cluster({self.name!r})"
 
 
-def _model(model):
+def _model(model, name="model"):
     if isinstance(model, Model):
         return model
     if isinstance(model, dict):
         return Model.from_dict(model)
-    return Model.load(model)
+    return Model.load(_path(name, model, "a preset name, a path, a dict or a Model"))
 
 
-def _cluster(cluster):
+def _cluster(cluster, name="cluster"):
     if isinstance(cluster, Cluster):
         return cluster
     if isinstance(cluster, dict):
         return Cluster.from_dict(cluster)
-    return Cluster.load(cluster)
+    return Cluster.load(_path(name, cluster, "a preset name, a path, a dict or a Cluster"))
 
 
-def _plan_text(plan):
-    """(JSON text, source name) of a plan given as a dict, a path or a result holding a plan."""
+_PLAN_TYPES = "a path, a dict or a SimResult"
+
+
+def _plan_text(plan, name="plan"):
+    """(JSON text, source name) of a plan given as a dict, a path or a result holding a plan.
+    A path is read as the CLI reads ``--plan FILE`` (the core's checks and messages, see
+    :func:`_read_input_text`); anything else (an int was a file descriptor to open()) is refused
+    naming the argument ``name``."""
     if isinstance(plan, SimResult):
         if plan.plan is None:
-            raise InputError("plan: the result holds no plan (model-mode simulate without "
+            raise InputError(f"{name}: the result holds no plan (model-mode simulate without "
                              "perturb gives one)")
         plan = plan.plan
     if isinstance(plan, dict):
         return _dumps(plan, "plan"), "plan"
-    path = str(plan)
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    path = _path(name, plan, _PLAN_TYPES)
+    text = _read_input_text(path)
+    if not text:
+        # The core reads "" as "no plan" (run fell back to its schedule mode, synthesize to its
+        # measured mode): its parser's message for an empty file instead, as the CLI's.
+        _core.model_from_json(text, path)
+        raise AssertionError("unreachable: the core's parser refuses empty text")
+    return text, path
 
 
 def _assign_args(assign):
@@ -372,7 +464,7 @@ def _assign_args(assign):
         return "", ""
     if isinstance(assign, dict):
         return "", _dumps(assign, "assign")
-    path = _os.fspath(assign)
+    path = _path("assign", assign, "a path or a dict")
     if path == "":  # the core reads "" as "no assignment"
         raise InputError(_EMPTY_PATH)
     return path, ""
@@ -415,6 +507,7 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     ``shard_grads``, ``shard_params`` and ``max_memory_gib`` as in ``simulate`` (gpus = pp·tp·dp·cp, global batch = microbatches ·
     microbatch_size · dp), as ``graph --partition balanced-time``. Returns a dict."""
     m = _model(model)
+    partition = _str("partition", partition)
     balanced = partition == "balanced-time"
     cluster_text = ""
     if cluster is not None or balanced:
@@ -422,16 +515,17 @@ def graph(*, model, pp, virtual=1, microbatches=8, microbatch_size=1, partition=
     text, dot_text = _core.graph(
         _json.dumps(m._spec), _int("pp", pp), _int("virtual", virtual),
         _int("microbatches", microbatches), _int("microbatch_size", microbatch_size),
-        str(partition), _opt_int("first_stage_fewer", first_stage_fewer),
-        _opt_int("last_stage_fewer", last_stage_fewer), str(placement or ""),
-        bool(split_backward), str(recompute), bool(dot), str(schedule or ""), cluster_text,
-        _opt_int("tp", tp), _opt_int("dp", dp), _opt_int("cp", cp), bool(sequence_parallel),
-        bool(zero1),
-        _opt_float("max_memory_gib", max_memory_gib), bool(shard_grads),
-        bool(shard_params), _opt_int("recompute_layers", recompute_layers),
+        partition, _opt_int("first_stage_fewer", first_stage_fewer),
+        _opt_int("last_stage_fewer", last_stage_fewer), _opt_str("placement", placement),
+        _bool("split_backward", split_backward), _str("recompute", recompute),
+        _bool("dot", dot), _opt_str("schedule", schedule), cluster_text,
+        _opt_int("tp", tp), _opt_int("dp", dp), _opt_int("cp", cp),
+        _bool("sequence_parallel", sequence_parallel), _bool("zero1", zero1),
+        _opt_float("max_memory_gib", max_memory_gib), _bool("shard_grads", shard_grads),
+        _bool("shard_params", shard_params), _opt_int("recompute_layers", recompute_layers),
         _int("offload_layers", offload_layers), _recompute_modules_arg(recompute_modules))
     out = _json.loads(text)
-    if dot:
+    if dot:  # a bool: checked above
         out["dot"] = dot_text
     return out
 
@@ -492,7 +586,13 @@ def _recompute_modules_arg(modules):
     for ``--recompute-modules ''`` (its "" would mean "not given")."""
     if modules is None:
         return ""
-    text = modules if isinstance(modules, str) else ",".join(str(m) for m in modules)
+    if isinstance(modules, str):
+        text = modules
+    elif isinstance(modules, (list, tuple)) and all(isinstance(m, str) for m in modules):
+        text = ",".join(modules)
+    else:
+        raise InputError(f"recompute_modules: expected a string or a list of strings, "
+                         f"got {modules!r}")
     return text or ","
 
 
@@ -501,7 +601,7 @@ def _perturb_arg(perturb, breakdown=False):
     refuses ``--perturb ''`` (the breakdown check first, as the core's order)."""
     if perturb is None:
         return ""
-    text = str(perturb)
+    text = _str("perturb", perturb)
     if text == "":
         if breakdown:
             raise InputError("--perturb and --breakdown: the breakdown prices the unperturbed "
@@ -569,6 +669,33 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
 
     ``trace=False`` skips recording the events (faster). Returns a :class:`SimResult`.
     """
+    # Types first, in both modes: a boolean is True or False, a name a string, a time a number
+    # (bool("false") is True; str(5) made a schedule name of 5; "1" was read as 1 ms).
+    fuse_steady_state = _bool("fuse_steady_state", fuse_steady_state)
+    sequence_parallel = _bool("sequence_parallel", sequence_parallel)
+    zero1 = _bool("zero1", zero1)
+    overlap_grad_reduce = _bool("overlap_grad_reduce", overlap_grad_reduce)
+    tp_comm_overlap = _bool("tp_comm_overlap", tp_comm_overlap)
+    breakdown = _bool("breakdown", breakdown)
+    check_memory = _bool("check_memory", check_memory)
+    trace = _bool("trace", trace)
+    shard_grads = _bool("shard_grads", shard_grads)
+    shard_params = _bool("shard_params", shard_params)
+    for name, value in (("schedule", schedule), ("recompute", recompute),
+                        ("attention", attention), ("partition", partition),
+                        ("moe_overlap", moe_overlap), ("perturb", perturb),
+                        ("grad_dtype", grad_dtype), ("a2a_dtype", a2a_dtype),
+                        ("optimizer_state", optimizer_state), ("moe_dispatcher", moe_dispatcher),
+                        ("moe_routing", moe_routing)):
+        if value is not None:
+            _str(name, value)
+    if schedule_file is not None:
+        schedule_file = _path("schedule_file", schedule_file)
+    t_f, t_b = _opt_float("t_f", t_f), _opt_float("t_b", t_b)
+    t_w, t_comm = _float("t_w", t_w), _float("t_comm", t_comm)
+    t_a2a_f, t_a2a_b = _float("t_a2a_f", t_a2a_f), _float("t_a2a_b", t_a2a_b)
+    moe_imbalance = _float("moe_imbalance", moe_imbalance)
+    max_memory_gib = _opt_float("max_memory_gib", max_memory_gib)
     if model is not None:
         refused = [k for k, v in (("microbatches", microbatches), ("t_f", t_f), ("t_b", t_b),
                                   ("stage_times", stage_times)) if v is not None]
@@ -583,21 +710,20 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
         m = _model(model)
         if a2a_dtype is not None:
             m = Model._of(_json.loads(_core.model_with_a2a_dtype(_json.dumps(m._spec),
-                                                                 str(a2a_dtype))))
+                                                                 a2a_dtype)))
         c = _cluster(cluster)
         out = _core.simulate_model(
             _json.dumps(m._spec), _json.dumps(c._spec), _int("gpus", gpus), _int("pp", pp),
             _int("tp", tp),
             _int("dp", dp), _int("cp", cp), _int("virtual", virtual),
             _int("global_batch", global_batch), _int("microbatch_size", microbatch_size),
-            schedule or "", schedule_file or "", bool(fuse_steady_state), str(recompute),
-            bool(sequence_parallel), bool(zero1), bool(overlap_grad_reduce),
-            bool(tp_comm_overlap), str(attention), str(partition),
-            _opt_float("max_memory_gib", max_memory_gib), _int("ep", ep),
-            _opt_int("etp", etp), _float("moe_imbalance", moe_imbalance), str(moe_overlap),
-            _perturb_arg(perturb, breakdown), bool(breakdown), bool(check_memory), bool(trace),
-            *_assign_args(assign), str(grad_dtype), bool(shard_grads), bool(shard_params),
-            str(optimizer_state), str(moe_dispatcher), str(moe_routing),
+            schedule or "", schedule_file or "", fuse_steady_state, recompute,
+            sequence_parallel, zero1, overlap_grad_reduce, tp_comm_overlap, attention,
+            partition, max_memory_gib, _int("ep", ep),
+            _opt_int("etp", etp), moe_imbalance, moe_overlap,
+            _perturb_arg(perturb, breakdown), breakdown, check_memory, trace,
+            *_assign_args(assign), grad_dtype, shard_grads, shard_params,
+            optimizer_state, moe_dispatcher, moe_routing,
             _opt_int("recompute_layers", recompute_layers), _int("offload_layers", offload_layers),
             _recompute_modules_arg(recompute_modules))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
@@ -630,15 +756,13 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
         if isinstance(stage_times, dict):
             stage_text = _dumps(stage_times, "stage_times")
         else:
-            stage_file = str(stage_times)
+            stage_file = _path("stage_times", stage_times, "a path or a dict")
     out = _core.simulate_measured(
         schedule or "", schedule_file or "", _opt_int("pp", pp),
         _opt_int("microbatches", microbatches),
         _int("virtual", virtual),
-        bool(fuse_steady_state), _opt_float("t_f", t_f), _opt_float("t_b", t_b), _float("t_w", t_w),
-        _float("t_comm", t_comm), _float("t_a2a_f", t_a2a_f),
-        _float("t_a2a_b", t_a2a_b), str(moe_overlap), stage_file, stage_text,
-        _perturb_arg(perturb), bool(trace))
+        fuse_steady_state, t_f, t_b, t_w, t_comm, t_a2a_f, t_a2a_b, moe_overlap, stage_file,
+        stage_text, _perturb_arg(perturb), trace)
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
 
 
@@ -685,7 +809,12 @@ class ExploreResult:
         ``configs`` (or its ``config`` dict); built and simulated as ``explore --plan`` builds
         the best one, with the exploration's partition mode and memory limit (so a
         balanced-time plan has the searched partition and the entry's step time). A synthesized configuration's plan is given by :meth:`best_plan` only."""
+        if not isinstance(entry, dict):
+            raise InputError(f"entry: expected a configuration dict (an element of ranked or "
+                             f"configs, or its config), got {entry!r}")
         config = entry.get("config", entry)
+        if not isinstance(config, dict):
+            raise InputError(f"entry: field 'config': expected a dict, got {config!r}")
         if config.get("schedule") == "synthesized":
             raise InputError("plan: a synthesized configuration is not rebuilt from its config; "
                              "use best_plan()")
@@ -754,12 +883,26 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
     ``progress(done, total)`` is called after each unit of work (from a worker thread, holding
     the GIL). Raises :class:`InputError` when nothing fits (the CLI's message). Returns an
     :class:`ExploreResult`."""
+    sequence_parallel = _bool("sequence_parallel", sequence_parallel)
+    tp_comm_overlap = _bool("tp_comm_overlap", tp_comm_overlap)
+    overlap_grad_reduce = _bool("overlap_grad_reduce", overlap_grad_reduce)
+    bound_prune = _bool("bound_prune", bound_prune)
+    explain, csv = _bool("explain", explain), _bool("csv", csv)
+    synthesize = _bool("synthesize", synthesize)
+    zero1, attention, partition = (_str("zero1", zero1), _str("attention", attention),
+                                   _str("partition", partition))
+    grad_dtype, optimizer_state = (_str("grad_dtype", grad_dtype),
+                                   _str("optimizer_state", optimizer_state))
+    shard_grads, shard_params = (_str("shard_grads", shard_grads),
+                                 _str("shard_params", shard_params))
+    moe_dispatcher, moe_routing = (_str("moe_dispatcher", moe_dispatcher),
+                                   _str("moe_routing", moe_routing))
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress: expected a callable progress(done, total), got {progress!r}")
     m = _json.dumps(_model(model)._spec)
     if a2a_dtype is not None:
-        m = _core.model_with_a2a_dtype(m, str(a2a_dtype))
+        m = _core.model_with_a2a_dtype(m, _str("a2a_dtype", a2a_dtype))
     c = _json.dumps(_cluster(cluster)._spec)
-    if threads is not None and _int("threads", threads) < 1:
-        raise InputError(f"--threads: must be >= 1, got {threads}")
     max_memory = _opt_float("max_memory_gib", max_memory_gib)
     out = _core.explore(
         m, c, _int("gpus", gpus), _int("global_batch", global_batch), max_memory,
@@ -767,22 +910,18 @@ def explore(*, model, cluster="a100-80g", gpus, global_batch, max_memory_gib=Non
         _int_list("pp", pp), _int_list("tp", tp), _int_list("ep", ep), _int_list("etp", etp),
         _int_list("cp", cp), _int_list("microbatch_sizes", microbatch_sizes),
         _int_list("virtual", virtual),
-        _str_list("recompute", recompute, "expected at least one policy"), str(zero1),
-        bool(sequence_parallel), str(attention), bool(tp_comm_overlap),
-        bool(overlap_grad_reduce), bool(bound_prune), str(partition), _int("threads", threads or 0),
-        _int("top", top),
-        bool(explain), bool(csv), bool(synthesize),
+        _str_list("recompute", recompute, "expected at least one policy"), zero1,
+        sequence_parallel, attention, tp_comm_overlap, overlap_grad_reduce, bound_prune,
+        partition, _int("threads", threads or 0), _int("top", top), explain, csv, synthesize,
         _opt_int("synthesize_top", synthesize_top),
         _opt_float("synthesize_time_s", synthesize_time_s),
         _opt_int("robust", robust),
         _opt_float("robust_jitter", robust_jitter), progress, *_assign_args(assign),
-        str(grad_dtype), str(shard_grads), str(shard_params), str(optimizer_state),
-        str(moe_dispatcher), str(moe_routing),
+        grad_dtype, shard_grads, shard_params, optimizer_state, moe_dispatcher, moe_routing,
         _str_list("offload_layers", offload_layers, "expected at least one choice",
                   numbers=True))
     request = (m, c, _int("gpus", gpus), _int("global_batch", global_batch),
-               bool(overlap_grad_reduce), str(partition),
-               max_memory, _assign_args(assign))
+               overlap_grad_reduce, partition, max_memory, _assign_args(assign))
     return ExploreResult(_json.loads(out.summary), request, out.explore_s, out.best_plan,
                          out.csv if csv else None)
 
@@ -859,12 +998,13 @@ def synthesize(*, plan=None, pp=None, microbatches=None, t_f=None, t_b=None, t_w
     if isinstance(stage_times, dict):
         stage_text = _dumps(stage_times, "stage_times")
     elif stage_times is not None:
-        stage_file = str(stage_times)
+        stage_file = _path("stage_times", stage_times, "a path or a dict")
     out = _core.synthesize(
         plan_text, plan_source, _opt_int("pp", pp),
         _opt_int("microbatches", microbatches),
         _opt_float("t_f", t_f), _opt_float("t_b", t_b),
-        _float("t_w", t_w or 0.0), _float("t_comm", t_comm or 0.0), stage_file, stage_text,
+        _float("t_w", 0.0 if t_w is None else t_w),
+        _float("t_comm", 0.0 if t_comm is None else t_comm), stage_file, stage_text,
         _opt_int("memory_limit_microbatches", memory_limit_microbatches),
         _opt_int("memory_limit_bytes", memory_limit_bytes, 64),
         _float("time_budget_s", time_budget_s),
@@ -881,16 +1021,20 @@ def show(*, schedule=None, schedule_file=None, pp=None, microbatches=None, stage
     ``text`` (the order), ``timeline_text`` (the unit-cost Gantt chart), ``json_text`` and
     ``csv_text`` (the schedule as a custom schedule file, ``show --export-json/--export-csv``).
     ``ok`` and ``errors`` say whether the schedule is valid."""
-    return _json.loads(_core.show(schedule or "", schedule_file or "", _opt_int("pp", pp),
-                                  _opt_int("microbatches", microbatches),
-                                  _int("stages", stages), bool(fuse_steady_state),
+    if schedule_file is not None and _path("schedule_file", schedule_file) == "":
+        raise InputError(_EMPTY_PATH)  # the core reads "" as "not given"; the CLI reads the file
+    return _json.loads(_core.show(_opt_str("schedule", schedule),
+                                  _opt_path("schedule_file", schedule_file),
+                                  _opt_int("pp", pp), _opt_int("microbatches", microbatches),
+                                  _int("stages", stages),
+                                  _bool("fuse_steady_state", fuse_steady_state),
                                   _int("group_size", group_size)))
 
 
 def validate(path):
     """Check a custom schedule file (JSON or PyTorch CSV) or a plan file, as
     ``jaxpp-sim validate --json``: a dict with ``ok`` and ``errors``."""
-    return _json.loads(_core.validate(str(path)))
+    return _json.loads(_core.validate(_path("path", path)))
 
 
 _EXPORT_FORMATS = ("perfetto", "chrome", "svg", "png", "dot", "text", "json")
@@ -917,9 +1061,15 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
     required: the TOML loads the schedule from it, and the schedule CSV is written there as
     ``export --csv`` does), "jaxpp" (a Python snippet). Returns the text. A plan the target
     cannot express raises :class:`InputError` with the CLI's message."""
-    fmt = str(format)
-    if isinstance(result, _os.PathLike):
-        result = _os.fspath(result)  # a plan's path as a pathlib.Path
+    fmt, view, title = _str("format", format), _str("view", view), _str("title", title)
+    width, per_stream = _int("width", width), _bool("per_stream", per_stream)
+    if isinstance(result, (str, _os.PathLike)):
+        result = _path("result", result)  # a plan's path (a pathlib.Path too)
+    elif not isinstance(result, (dict, SimResult, RunResult)):
+        raise InputError(f"result: expected a SimResult, a RunResult, a trace dict or a plan (a "
+                         f"dict or a path), got {result!r}")
+    if csv_path is not None:
+        csv_path = _path("csv_path", csv_path)
     if fmt in _HANDOFF_FORMATS:
         if csv_path is not None and fmt != "torchtitan":
             raise InputError("--csv: only --format torchtitan writes a schedule CSV")
@@ -933,9 +1083,9 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         if fmt == "torchtitan" and csv_path is not None:
             # The CLI's --csv checks: a writable file, and not the plan file given (it was
             # overwritten with the schedule CSV).
-            _core.check_handoff_csv(str(csv_path), result if isinstance(result, str) else "")
+            _core.check_handoff_csv(csv_path, result if isinstance(result, str) else "")
         text, source = _plan_text(result)
-        out, csv, _schedule = _core.handoff(text, source, fmt, str(csv_path or ""))
+        out, csv, _schedule = _core.handoff(text, source, fmt, csv_path or "")
         if fmt == "torchtitan":
             try:
                 with open(csv_path, "w", encoding="utf-8") as f:
@@ -947,9 +1097,7 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         raise InputError("--csv: only --format torchtitan writes a schedule CSV")
     if isinstance(result, str) or _is_plan(result):
         text, source = _plan_text(result)
-        return _core.export_plan(text, source, fmt, str(view), _int("width", width),
-                                 bool(per_stream),
-                                 str(title))
+        return _core.export_plan(text, source, fmt, view, width, per_stream, title)
     if view not in ("timeline", "taskgraph"):
         raise InputError(f"--view: unknown view '{view}' (expected timeline or taskgraph)")
     if view == "taskgraph":
@@ -960,8 +1108,7 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
         trace = result
     if not trace:
         raise InputError("export: the result has no trace (simulate with trace=True)")
-    return _core.export_trace(_dumps(trace, "trace"), fmt, _int("width", width), bool(per_stream),
-                              str(title))
+    return _core.export_trace(_dumps(trace, "trace"), fmt, width, per_stream, title)
 
 
 # --- run ------------------------------------------------------------------------------------------
@@ -992,33 +1139,49 @@ class RunResult:
 
 
 def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=None, virtual=1,
-        fuse_steady_state=False, compute="real", time_scale=1.0, steps=3, warmup=1, dp=1,
-        timeout_s=30.0, check=False, hidden=32, seq=8, layers_per_stage=2, optimizer="sgd",
-        seed=1234, inject_drop=-1):
+        fuse_steady_state=False, compute="real", time_scale=None, steps=3, warmup=1, dp=1,
+        timeout_s=30.0, check=False, hidden=None, seq=None, layers_per_stage=None, optimizer=None,
+        seed=None, inject_drop=-1):
     """Execute a program on the threads backend, as ``jaxpp-sim run``: a plan (a dict in the
-    plan.json format, e.g. ``ExploreResult.best_plan()`` or ``SimResult.plan``, or a path) or a
+    plan.json format, e.g. ``ExploreResult.best_plan()`` or ``SimResult.plan``, a path read as
+    the CLI reads ``run PLAN.json``, or a model-mode :class:`SimResult`) or a
     schedule (``schedule``, ``pp``, ``microbatches``, ``virtual``) on the MLP workload.
     ``compute`` is "real" (fp64 numerics; ``check=True`` compares with the independent
     reference) or "emulated" (each task sleeps its predicted duration times ``time_scale``).
     ``inject_drop=TAG`` loses that message (``--inject-drop``: the receiver times out after
-    ``timeout_s``). Raises ``RuntimeError`` when the run fails (timeout, dead peer), with the
-    message the CLI prints."""
-    plan_text = ""
-    if plan is not None:
-        if isinstance(plan, dict):
-            plan_text = _dumps(plan, "plan")
-        else:
-            with open(plan, encoding="utf-8") as f:
-                plan_text = f.read()
-    text = _core.run(schedule or "", schedule_file or "", _int("pp", pp or 0),
-                     _int("microbatches", microbatches or 0),
-                     _int("virtual", virtual), bool(fuse_steady_state), plan_text, str(compute),
+    ``timeout_s``). The MLP workload's ``hidden`` (32), ``seq`` (8), ``layers_per_stage`` (2),
+    ``optimizer`` ("sgd") and ``seed`` (1234) are for real compute and ``time_scale`` (1.0) for
+    emulated compute: given with the other, each is refused as the CLI refuses its flag. Raises
+    ``RuntimeError`` when the run fails (timeout, dead peer), with the message the CLI prints."""
+    given = [flag for flag, value in (("time-scale", time_scale), ("hidden", hidden),
+                                      ("seq", seq), ("layers-per-stage", layers_per_stage),
+                                      ("optimizer", optimizer), ("seed", seed))
+             if value is not None]
+    time_scale = 1.0 if time_scale is None else time_scale
+    hidden, seq = (32 if hidden is None else hidden), (8 if seq is None else seq)
+    layers_per_stage = 2 if layers_per_stage is None else layers_per_stage
+    optimizer = "sgd" if optimizer is None else optimizer
+    seed = 1234 if seed is None else seed
+    fuse_steady_state, check = (_bool("fuse_steady_state", fuse_steady_state),
+                                _bool("check", check))
+    schedule, compute, optimizer = (_opt_str("schedule", schedule), _str("compute", compute),
+                                    _str("optimizer", optimizer))
+    if schedule_file is not None and _path("schedule_file", schedule_file) == "":
+        raise InputError(_EMPTY_PATH)  # the core reads "" as "not given"; the CLI reads the file
+    schedule_file = _opt_path("schedule_file", schedule_file)
+    # A plan's path is read here, with the core's checks (a FIFO, /dev/zero, a directory).
+    plan_text, plan_source = ("", "plan") if plan is None else _plan_text(plan)
+    text = _core.run(schedule, schedule_file, _int("pp", 0 if pp is None else pp),
+                     _int("microbatches", 0 if microbatches is None else microbatches),
+                     _int("virtual", virtual), fuse_steady_state, plan_text, plan_source,
+                     compute,
                      _cli_float("--time-scale", "time_scale", time_scale), _int("steps", steps),
                      _int("warmup", warmup), _int("dp", dp),
                      _cli_float("--timeout-s", "timeout_s", timeout_s),
-                     bool(check), _int("hidden", hidden), _int("seq", seq),
-                     _int("layers_per_stage", layers_per_stage), str(optimizer),
-                     _int("seed", seed, 64, signed=False), _int("inject_drop", inject_drop, 64))
+                     check, _int("hidden", hidden), _int("seq", seq),
+                     _int("layers_per_stage", layers_per_stage), optimizer,
+                     _int("seed", seed, 64, signed=False), _int("inject_drop", inject_drop, 64),
+                     given)
     return RunResult(_json.loads(text))
 
 
@@ -1034,15 +1197,17 @@ def validate_model(*, corpus=None, cluster=None, rows_on=None, split="all", band
     |error|. Returns the report dict."""
     # The core reads "" as "not given": refused here as the CLI refuses --rows-on '' and
     # --corpus ''.
-    if rows_on is not None and str(rows_on) == "":
+    rows_on = None if rows_on is None else _str("rows_on", rows_on)
+    split = _str("split", split)
+    corpus = None if corpus is None else _path("corpus", corpus)
+    if rows_on == "":
         raise InputError("--rows-on : expected a cluster preset name, the \"cluster\" of the "
                          f"rows to keep (one of: {', '.join(clusters())})")
     cluster_text = "" if cluster is None else _json.dumps(_cluster(cluster)._spec)
-    if corpus is not None and str(corpus) == "":
+    if corpus == "":
         raise InputError(_EMPTY_PATH)
-    return _json.loads(_core.validate_model("" if corpus is None else str(corpus),
-                                            cluster_text, "" if rows_on is None else str(rows_on),
-                                            str(split), _float("band", band)))
+    return _json.loads(_core.validate_model("" if corpus is None else corpus, cluster_text,
+                                            rows_on or "", split, _float("band", band)))
 
 
 class CalibrationResult:
@@ -1087,15 +1252,16 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     # The CLI's parser refuses NaN and infinities before anything runs (or any mode check).
     repetition_ms = _opt_cli_float("--repetition-ms", "repetition_ms", repetition_ms)
     timeout_s = _opt_cli_float("--timeout-s", "timeout_s", timeout_s)
-    base_text = "" if base is None else _json.dumps(_cluster(base)._spec)
+    quick, hot, backend = _bool("quick", quick), _bool("hot", hot), _str("backend", backend)
+    name = _opt_str("name", name)
+    optimizer = None if optimizer is None else _str("optimizer", optimizer)
+    base_text = "" if base is None else _json.dumps(_cluster(base, "base")._spec)
     if from_trace is not None:
         _refuse_given(micro, "a microbenchmark flag, but --from-trace fits from a trace")
         report, cluster = _core.calibrate_trace(
-            str(from_trace), _opt_int("hidden", hidden), _opt_int("ffn", ffn),
-            _opt_int("seq", seq), _opt_int("layers_per_stage", layers_per_stage),
-            None if optimizer is None else str(optimizer),
-            _opt_int("dp", dp), _opt_int("skip_steps", skip_steps),
-            base_text, str(name or ""))
+            _path("from_trace", from_trace), _opt_int("hidden", hidden), _opt_int("ffn", ffn),
+            _opt_int("seq", seq), _opt_int("layers_per_stage", layers_per_stage), optimizer,
+            _opt_int("dp", dp), _opt_int("skip_steps", skip_steps), base_text, name)
         return CalibrationResult(_json.loads(report), Cluster._of(_json.loads(cluster)))
     _refuse_given(run_flags,
                   "describes the run of a --from-trace trace; not used by microbenchmarks")
@@ -1103,10 +1269,10 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
         raise InputError(f"--backend: the Python module calibrates on the threads backend, not "
                          f"{backend!r}; run `jaxpp-sim calibrate --backend {backend}`")
     report, cluster = _core.calibrate(
-        bool(quick), bool(hot), _opt_int("repeats", repeats),
+        quick, hot, _opt_int("repeats", repeats),
         _int("warmup", 2 if warmup is None else warmup), _opt_int("rounds", rounds),
         repetition_ms, _int("ranks", 2 if ranks is None else ranks),
-        60.0 if timeout_s is None else timeout_s, base_text, str(name or ""))
+        60.0 if timeout_s is None else timeout_s, base_text, name)
     return CalibrationResult(_json.loads(report), Cluster._of(_json.loads(cluster)))
 
 
@@ -1143,17 +1309,25 @@ def jaxpp_stage_times(task_times, *, unit="s", t_comm_ms=0.0):
     samples (averaged). ``unit`` is "s" or "ms". Per stage: T_F = mean FWD; with split backward
     T_B = mean BWD_I and T_W = mean BWD_W; with a full backward T_B = mean BWD and T_W = 0
     (the simulator prices B = T_B + T_W). Every stage 0..S-1 needs FWD and a backward."""
-    if unit not in ("s", "ms"):
+    if not isinstance(unit, str) or unit not in ("s", "ms"):
         raise InputError(f"jaxpp task times: unit: expected 's' or 'ms', got {unit!r}")
     scale = 1e3 if unit == "s" else 1.0
     sums = {}
-    for key, value in dict(task_times).items():
+    try:
+        items = dict(task_times).items()
+    except (TypeError, ValueError):
+        raise InputError(f"jaxpp task times: expected a dict from tasks to times, got "
+                         f"{task_times!r}") from None
+    t_comm_ms = _float("t_comm_ms", t_comm_ms, flag="")
+    for key, value in items:
         stage, kind = _task_key(key)
         samples = list(value) if isinstance(value, (list, tuple)) else [value]
         if not samples:
             raise InputError(f"jaxpp task times: key {key!r}: no samples")
         acc = sums.setdefault((stage, kind), [0.0, 0])
-        acc[0] += sum(float(v) for v in samples) * scale
+        # A sample is a number: float(True) was 1 s, float("1") 1 s.
+        where = f"jaxpp task times: key {key!r}"
+        acc[0] += sum(_float(where, v, flag="") for v in samples) * scale
         acc[1] += len(samples)
     if not sums:
         raise InputError("jaxpp task times: empty")
@@ -1163,7 +1337,7 @@ def jaxpp_stage_times(task_times, *, unit="s", t_comm_ms=0.0):
         mean = {k: v[0] / v[1] for (st, k), v in sums.items() if st == s}
         if "FWD" not in mean:
             raise InputError(f"jaxpp task times: stage {s}: no FWD time")
-        entry = {"t_f_ms": mean["FWD"], "t_comm_ms": _float("t_comm_ms", t_comm_ms)}
+        entry = {"t_f_ms": mean["FWD"], "t_comm_ms": t_comm_ms}
         if "BWD_I" in mean:
             entry["t_b_ms"] = mean["BWD_I"]
             entry["t_w_ms"] = mean.get("BWD_W", 0.0)

@@ -20,12 +20,6 @@ constexpr auto kPollInterval = std::chrono::microseconds(20);
 constexpr int kSenderRank = 0;  // on a link communicator
 constexpr int kReceiverRank = 1;
 
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
-
 void pause() { std::this_thread::sleep_for(kPollInterval); }
 
 // An ncclGroupStart that is always closed. end() closes it and checks ncclGroupEnd (which may
@@ -173,8 +167,8 @@ void NcclBackend::connect_links() {
       if (!abort_reason().empty())
         throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
       if (now_s() > deadline)
-        throw RuntimeFailure("connecting the NCCL links: timed out after " + seconds(timeout_s_) +
-                             " s (a peer did not connect)");
+        throw RuntimeFailure("connecting the NCCL links: timed out after " +
+                             seconds_text(timeout_s_) + " s (a peer did not connect)");
       pause();
     }
     give_event(e);
@@ -199,7 +193,7 @@ void NcclBackend::wait_ready(const std::vector<ncclComm_t>& comms, const std::st
     if (!abort_reason().empty())
       throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
     if (now_s() > deadline)
-      throw RuntimeFailure(what + ": timed out after " + seconds(timeout_s_) +
+      throw RuntimeFailure(what + ": timed out after " + seconds_text(timeout_s_) +
                            " s (a peer did not join or is stuck)");
     pause();
   }
@@ -435,7 +429,7 @@ void NcclBackend::allreduce_tensor(DeviceArray& data, double timeout_s) {
       throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
     check_async_errors();
     if (now_s() > deadline)
-      throw RuntimeFailure("allreduce: timed out after " + seconds(timeout_s) +
+      throw RuntimeFailure("allreduce: timed out after " + seconds_text(timeout_s) +
                            " s waiting for the other replicas");
     pause();
   }
@@ -450,7 +444,7 @@ void NcclBackend::wait_allreduce_stream(const std::string& what, double deadline
       throw RuntimeFailure("stopped because another worker failed: " + abort_reason());
     check_async_errors();
     if (now_s() > deadline_s)
-      throw RuntimeFailure(what + ": timed out after " + seconds(timeout_s) +
+      throw RuntimeFailure(what + ": timed out after " + seconds_text(timeout_s) +
                            " s waiting for the other replicas of the group");
     pause();
   }
@@ -602,7 +596,7 @@ std::string NcclBackend::pending_sends_message() const {
     const Send& oldest = link.in_flight.front();
     return "the send of key " + std::to_string(oldest.key) + " to actor " +
            std::to_string(link.peer) + " (" + std::to_string(link.in_flight.size()) +
-           " sends on that link) did not complete within " + seconds(timeout_s_) +
+           " sends on that link) did not complete within " + seconds_text(timeout_s_) +
            " s after the run (the receiver never took it)";
   }
   return "no send pending";

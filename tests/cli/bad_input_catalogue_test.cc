@@ -380,6 +380,27 @@ const std::vector<BadInputCase> kCases = {
     {.name = "GraphLayersOfWrongType", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("layers", R"("four")"))}},
      .message = "field 'layers': expected an integer"},
+    // Sweep 6: MTP modules past their limit ran in quadratic time (99,999 past a minute); a model
+    // whose layers with the embedding, the logits and the MTP modules pass kMaxLayers was written
+    // as a plan its readers refuse; 1.3e18 parameters overflowed the memory's int64 bytes.
+    {.name = "GraphTooManyMtpModules", .args = "graph --model {dir}/m.json --pp 1",
+     .files = {{"m.json", text(R"({"name": "m", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 16,
+                                   "vocab": 100, "mlp": "swiglu", "mtp_modules": 99999})")}},
+     .message = "m.json: field 'mtp_modules'"},
+    {.name = "GraphLayersAndMtpModulesBeyondTheLayerLimit", .args = "graph --model {dir}/m.json --pp 1",
+     .files = {{"m.json", text(R"({"name": "m", "layers": 99998, "hidden": 64, "heads": 4,
+                                   "seq_len": 16, "vocab": 100, "mlp": "swiglu", "mtp_modules": 1})")}},
+     .message = "m.json: field 'mtp_modules': too many layers: 99998 transformer layers and 1 MTP "
+                "modules, with the embedding and the logits 100001 (the limit is 100000)"},
+    {.name = "GraphLayersBeyondTheLayerLimitWithTheEmbeddingAndLogits",
+     .args = "graph --model {dir}/m.json --pp 1",
+     .files = {{"m.json", text(tiny_model_with("layers", "100000"))}},
+     .message = "m.json: field 'layers': too many layers: 100000 transformer layers, with the "
+                "embedding and the logits 100002 (the limit is 100000)"},
+    {.name = "GraphModelWithTooManyParameters", .args = "graph --model {dir}/m.json --pp 1",
+     .files = {{"m.json", text(R"({"name": "big", "layers": 99000, "hidden": 1048576, "heads": 16384,
+                                   "seq_len": 4194304, "vocab": 16777216, "ffn_hidden": 4194304})")}},
+     .message = "m.json: model 'big': 1.31e+18 parameters (the limit is 1.13e+15)"},
     {.name = "GraphNegativeLayers", .args = "graph --model {dir}/m.json --pp 2",
      .files = {{"m.json", text(tiny_model_with("layers", "-3"))}},
      .message = "field 'layers': expected a positive integer, got -3"},
@@ -622,6 +643,44 @@ const std::vector<BadInputCase> kCases = {
      .message = "no actions"},
 
     // ---- validate: plan files. --------------------------------------------------------------
+    // Names printed in reports and written into plans and hand-offs: no control characters.
+    {.name = "ValidatePlanScheduleNameWithANewline", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["config"]["schedule"] = "1f1b\nimport os"; })}},
+     .message = "field 'schedule': contains a control character (it is printed in reports and "
+                "written into the hand-off files), got \"1f1b\\nimport os\""},
+    {.name = "ValidateScheduleFileNameWithANewline", .args = "validate {dir}/s.json",
+     .files = {{"s.json", text(R"({"schedule": "a\nb", "actors": [["F0@s0", "B0@s0"], ["F0@s1", "B0@s1"]]})")}},
+     .message = "s.json: field 'schedule': contains a control character"},
+    {.name = "SimulateClusterNameWithANewline",
+     .args = kSim + "--cluster {dir}/c.json",
+     .files = {{"c.json", text(cluster_with("name", R"("c\u001b[2J")"))}},
+     .message = "c.json: field 'name': contains a control character (it is printed in reports and "
+                "written into plans)"},
+    {.name = "ExportCsvPathWithANewline",
+     .args = "export --plan {dir}/plan.json --format torchtitan -o {dir}/t.toml --csv \"$(printf '{dir}/a\\nb.csv')\"",
+     .files = {{"plan.json", plan_with([](json&) {})}},
+     .message = "--csv: the file name contains a control character, got \"{dir}/a\\nb.csv\""},
+    // A plan's model header edited away from its layers (sweep 6): the operator model times the
+    // header, so validate refuses what the layers contradict.
+    {.name = "ValidatePlanWithAnEditedVocab", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["model"]["vocab"] = 1000; })}},
+     .message = "layers_list[0]: field 'params': 6400, but the model's header (vocab 1000, hidden "
+                "64) gives 64000"},
+    {.name = "ValidatePlanWithAnEditedDtype", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) { p["model"]["dtype"] = "fp32"; })}},
+     .message = "layers_list[1]: field 'output_bytes': 4096, but the model's header (dtype fp32, "
+                "hidden 64, seq_len 32) gives 8192"},
+    {.name = "ValidatePlanWithEmbeddingFlops", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json",
+                plan_with([](json& p) { p["model"]["layers_list"][0]["fwd_flops"] = 1e15; })}},
+     .message = "layers_list[0]: field 'fwd_flops': 1e+15, but the model's header (vocab 100, "
+                "hidden 64) gives 0"},
+    {.name = "ValidatePlanWithAnEditedLogitsLayer", .args = "validate {dir}/plan.json",
+     .files = {{"plan.json", plan_with([](json& p) {
+                  p["model"]["layers_list"].back()["fwd_flops"] = 4096000.0;
+                })}},
+     .message = "field 'fwd_flops': 4.096e+06, but the model's header (vocab 100, hidden 64, "
+                "seq_len 32) gives 409600"},
     {.name = "ValidatePlanOfAnotherVersion", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) { p["version"] = 2; })}},
      .message = "unsupported plan version 2"},
@@ -1121,7 +1180,9 @@ const std::vector<BadInputCase> kCases = {
 
     // ---- run. -------------------------------------------------------------------------------
     {.name = "RunUnknownBackend", .args = kRun + "--backend gpu", .message = "gpu"},
-    {.name = "RunCheckWithEmulatedCompute", .args = kRun + "--compute emulated --check",
+    {.name = "RunCheckWithEmulatedCompute",
+     .args = "run --schedule 1f1b --pp 2 --microbatches 2 --steps 1 --warmup 0 --compute emulated "
+             "--check",
      .message = "--check needs --compute real"},
     {.name = "RunMissingPlanFile", .args = "run {dir}/plan.json", .message = "plan.json"},
     {.name = "RunPlanOfAnotherVersion", .args = "run {dir}/plan.json",
@@ -1139,6 +1200,56 @@ const std::vector<BadInputCase> kCases = {
      .args = kRun + "--compute emulated --time-scale 0 --compare",
      .message = "--time-scale 0: predicts 0 s for every instruction; --compare needs a factor > 0"},
     {.name = "RunZeroSteps", .args = kRun + "--steps 0", .message = "--steps"},
+    // Sweep 6.
+    {.name = "SimulateVScheduleWithAVirtualItCannotRun",
+     .args = "simulate --model gpt3-1.3b --gpus 4 --pp 2 --dp 2 --global-batch 16 --schedule zb-v "
+             "--virtual 1",
+     .message = "--virtual 1: schedule zb-v runs 2 stages per actor; give --virtual 2 or leave it "
+                "out"},
+    {.name = "SimulateTraceOverTheSequenceLengthsFile",
+     .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seq-lens=@{dir}/lens.txt "
+                    "--trace {dir}/lens.txt",
+     .files = {{"lens.txt", text("2048\n2048\n2048\n2048\n")}},
+     .message = "--trace {dir}/lens.txt: is also the input --perturb seq-lens=@; refusing to "
+                "overwrite an input"},
+    {.name = "SimulatePerturbALinkToItself", .args = kMeasured + "--perturb slow-link=0-0:2",
+     .message = "--perturb: 'slow-link=0-0:2': a link joins two different actors"},
+    {.name = "SimulatePerturbAnActorTwice",
+     .args = kMeasured + "--perturb slow-actor=0:2,slow-actor=0:3",
+     .message = "--perturb: 'slow-actor=0:3': actor 0 is slowed twice (give one factor per actor)"},
+    {.name = "SimulatePerturbALinkTwiceInBothDirections",
+     .args = kMeasured + "--perturb slow-link=0-1:2,slow-link=1-0:3",
+     .message = "the link 1-0 is slowed twice"},
+    {.name = "SimulatePlanOverAHeterogeneousKindsFile",
+     .args = "simulate --model gpt3-1.3b --cluster {dir}/het.json --global-batch 4 --schedule 1f1b "
+             "--plan {dir}/k1.json",
+     .files = {{"k1.json", text(R"({"base": "h100-sxm"})")},
+               {"het.json", text(R"({"name": "mix", "kinds": [{"file": "k1.json", "gpus": 2},
+                                      {"preset": "a100-80g", "gpus": 2}]})")}},
+     .message = "--plan {dir}/k1.json: is also the input --cluster kind 'h100-sxm'; refusing to "
+                "overwrite an input"},
+    {.name = "SimulateTraceOfAStepPastWhatATraceHolds",
+     .args = "simulate --model gpt3-175b --cluster {dir}/slow.json --gpus 8 --pp 8 --global-batch 8 "
+             "--schedule 1f1b --no-memory-check --trace {dir}/t.json",
+     .files = {{"slow.json",
+                text(R"({"base": "a100-80g", "name": "slow", "peak_tflops": {"bf16": 1e-6}})")}},
+     .message = "--trace: the simulated step lasts"},
+    {.name = "CalibrateNameWithANewline",
+     .args = "calibrate --from-trace {dir}/t.json --name \"$(printf 'a\\nb')\" -o {dir}/c.json",
+     .files = {{"t.json", measured_trace_with([](json&) {})}},
+     .message = "--name: contains a control character (it is printed in reports and written into "
+                "plans), got \"a\\nb\""},
+    {.name = "CalibrateNameThatIsNotUtf8",
+     .args = "calibrate --from-trace {dir}/t.json --name \"$(printf '\\377')\" -o {dir}/c.json",
+     .files = {{"t.json", measured_trace_with([](json&) {})}},
+     .message = "--name:1:1: is not valid UTF-8 (byte 0xff at byte offset 0)"},
+    // Flags the chosen compute cannot use (they were ignored, exit 0).
+    {.name = "RunEmulatedWithTheMlpWorkloadsLearningRate",
+     .args = "run --schedule 1f1b --pp 2 --microbatches 2 --steps 1 --warmup 0 --compute emulated "
+             "--lr 5",
+     .message = "--lr: sets the MLP workload, which only --compute real runs"},
+    {.name = "RunRealComputeWithATimeScale", .args = kRun + "--time-scale 1000",
+     .message = "--time-scale: scales the emulated durations: it needs --compute emulated"},
     {.name = "RunNegativeWarmup", .args = kRun + "--warmup -1", .message = "--warmup"},
     {.name = "RunZeroDp", .args = kRun + "--dp 0", .message = "--dp"},
     {.name = "RunZeroHidden", .args = kRun + "--hidden 0", .message = "--hidden"},
@@ -1194,7 +1305,7 @@ const std::vector<BadInputCase> kCases = {
     {.name = "ExploreRobustWithTopZero",  // printed an empty "Robust ranking" table
      .args = kExplore + "--robust 2 --top 0",
      .message = "--top 0: --robust reranks the --top best configurations: give --top >= 1"},
-    {.name = "ExploreZeroThreads", .args = kExplore + "--threads 0", .message = "--threads"},
+    {.name = "ExploreNegativeThreads", .args = kExplore + "--threads -1", .message = "--threads"},
     {.name = "ExploreNegativeMemoryLimit", .args = kExplore + "--max-memory-gib -1",
      .message = "--max-memory-gib: must be > 0"},
     {.name = "ExploreNothingFits",
@@ -1690,6 +1801,11 @@ const std::vector<BadInputCase> kCases = {
      .message = "7 bytes, but the model and configuration give"},
     {.name = "ValidatePlanModelEditedUnderItsProgram", .args = "validate {dir}/plan.json",
      .files = {{"plan.json", plan_with([](json& p) {
+        // Without heads the header gives no whole shape: the layers are the model, and the
+        // program's bytes are checked against them (with a shape the header check refuses first,
+        // ValidatePlanWithAnEditedDtype).
+        p["model"].erase("heads");
+        p["model"].erase("kv_heads");
         for (json& l : p["model"]["layers_list"]) l["output_bytes"] = 12345; })}},
      .message = "bytes, but the model and configuration give"},
     {.name = "ValidatePlanPredictedIsAString", .args = "validate {dir}/plan.json",

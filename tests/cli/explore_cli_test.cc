@@ -190,7 +190,7 @@ TEST(ExploreCliTest, BadInputGivesOneLineAndExitCode2) {
   expect_explore_error(run_cli("explore --model gpt3-1.3b --gpus 8 --global-batch 16 --quiet --pp 2,x"), {"--pp", "positive integers"});
   expect_explore_error(run_cli(kSmall + "--recompute sometimes"), {"--recompute"});
   expect_explore_error(run_cli(kSmall + "--zero1 maybe"), {"--zero1"});
-  expect_explore_error(run_cli(kSmall + "--threads 0"), {"--threads"});
+  expect_explore_error(run_cli(kSmall + "--threads -1"), {"--threads"});
   expect_explore_error(run_cli(kSmall + "--max-memory-gib -3"), {"--max-memory-gib"});
   expect_explore_error(run_cli(kSmall + "--cp 0"), {"--cp", "positive integers"});
   expect_explore_error(run_cli(kSmall + "--attention fancy"), {"--attention", "fancy"});

@@ -57,6 +57,28 @@ TEST(MoeRunCli, Std1F1BPlanWithEp2PassesTheCheckOnThreads) {
   EXPECT_EQ(j.at("dp").get<int>(), 2);
 }
 
+// The trace of an MoE run records its experts (workload.moe), and calibrate --from-trace, which
+// fits the dense MLP workload's kernels, refuses it instead of fitting the experts as an MLP.
+TEST(MoeRunCli, TraceRecordsTheExpertsAndCalibrateFromTraceRefusesIt) {
+  const std::string plan = moe_plan("1f1b");
+  const std::string trace = make_temp_dir() + "/t.json";
+  const CliResult r = run_cli("run " + plan + kMoeTiny + " --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = nlohmann::json::parse(read_file(trace));
+  const nlohmann::json& moe = t.at("workload").at("moe");
+  EXPECT_EQ(moe.at("experts").get<int>(), 8);
+  EXPECT_EQ(moe.at("top_k").get<int>(), 2);
+  EXPECT_EQ(moe.at("ep").get<int>(), 2);
+  EXPECT_EQ(moe.at("router"), "softmax");
+  const CliResult c = run_cli("calibrate --from-trace " + trace);
+  EXPECT_EQ(c.exit_code, 2) << c.err;
+  EXPECT_NE(c.err.find(trace + ": field 'workload': the trace is of a mixture-of-experts run "
+                               "(8 experts, top-2, ep 2); calibrate --from-trace fits the dense "
+                               "MLP workload only"),
+            std::string::npos)
+      << c.err;
+}
+
 TEST(MoeRunCli, ZeroBubblePlanWithSplitBackwardPassesTheCheckOnThreads) {
   expect_moe_check_passes(
       run_json("run " + moe_plan("zb-h1") + " --check --optimizer adam" + kMoeTiny), 2);

@@ -44,6 +44,27 @@ void expect_bad_input(const CliResult& r, const std::vector<std::string>& needle
 
 // ---- Bad input: configuration. --------------------------------------------------------------
 
+// Under an MPI launcher only run, calibrate and explore split their work over the processes;
+// the others ran once per process, each writing the same files (sweep 6). The launcher is told by
+// its environment (OMPI_COMM_WORLD_SIZE), so no mpirun is needed to test it.
+TEST(SimulateCli, CommandsThatRunInOneProcessRefuseCopiesUnderAnMpiLauncher) {
+  const std::string dir = make_temp_dir();
+  for (const std::string& args :
+       {"simulate --schedule 1f1b --pp 2 --microbatches 4 --t-f 1 --t-b 1 --trace " + dir +
+            "/t.json",
+        std::string("schedules"), std::string("graph --model gpt3-1.3b --pp 2")}) {
+    const CliResult r = run_cli_with_launcher("env OMPI_COMM_WORLD_SIZE=2 ", args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error: this process is one of 2 that an MPI launcher started"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("start it without mpirun"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+  // One process is no copy.
+  EXPECT_EQ(run_cli_with_launcher("env OMPI_COMM_WORLD_SIZE=1 ", "schedules").exit_code, 0);
+}
+
 TEST(SimulateCli, GpusThatAreNotPpTimesTpTimesDpAreRejected) {
   expect_bad_input(run_cli(kModel + "--gpus 8 --pp 4 --tp 4 --global-batch 16"),
                    {"configuration: pp·tp·dp = 4·4·1 = 16 does not equal --gpus 8"});

@@ -52,6 +52,19 @@ TEST(HfConfigTest, NameComesFromTheFile) {
   EXPECT_EQ(load_model(kHf + "kimi-k2.json").name, "kimi-k2");
 }
 
+// A name taken from a folder whose name is not UTF-8 (any bytes are a valid path): the bytes
+// that are not become '?', as control characters do; it ended in nlohmann's raw type_error 316
+// when a JSON report quoted it.
+TEST(HfConfigTest, ANameFromAPathThatIsNotUtf8IsMadeValid) {
+  const nlohmann::json doc = read_json_file(kHf + "llama3-8b.json");
+  nlohmann::json without_name = doc;
+  without_name.erase("_name_or_path");
+  const ModelSpec m = hf_model_from_json(without_name, "/tmp/bad\xff\x01"
+                                                        "dir/config.json");
+  EXPECT_EQ(m.name, "bad??dir");
+  EXPECT_EQ(nlohmann::json(m.name).dump(), "\"bad??dir\"");
+}
+
 TEST(HfConfigTest, Gpt2HasLearnedPositionsAndTiedEmbeddings) {
   // openai-community/gpt2: 124,439,808 parameters, of which the final LayerNorm (2·768) is not
   // modelled.

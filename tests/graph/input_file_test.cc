@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "graph/error.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 #include "tests/testing/input_error.h"
@@ -78,6 +79,20 @@ TEST_F(InputFileTest, InvalidUtf8IsRefusedWithItsPosition) {
     EXPECT_THAT(error_of([&] { read_input_text(write("bad.txt", std::string("x") + bad)); }),
                 ::testing::HasSubstr(":1:2: is not valid UTF-8"));
   }
+}
+
+// An error message is one line of UTF-8: control characters and bytes that start no valid UTF-8
+// sequence are escaped (a flag value of Latin-1 bytes reached stderr raw); valid UTF-8 is kept.
+TEST(OneLine, EscapesControlCharactersAndBytesThatAreNotUtf8) {
+  EXPECT_EQ(one_line("a\nb\x1b[31m"), "a\\nb\\x1b[31m");
+  EXPECT_EQ(one_line("\xff\xfe"), "\\xff\\xfe");
+  EXPECT_EQ(one_line("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+  EXPECT_EQ(one_line("\xc3"), "\\xc3");               // truncated
+  EXPECT_EQ(one_line("\xc0\xaf"), "\\xc0\\xaf");    // overlong
+  EXPECT_EQ(one_line("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(std::string(InputError("--model \xff: no such file").what()),
+            "--model \\xff: no such file");
 }
 
 TEST_F(InputFileTest, DirectoryIsNotReadAsAnEmptyFile) {

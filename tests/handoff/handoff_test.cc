@@ -457,6 +457,27 @@ PlanRequest moe_handoff_request(int ep, int etp) {
   return req;
 }
 
+// The legacy GroupedMLP (--moe-use-legacy-grouped-gemm) runs the grouped_gemm package outside
+// Transformer Engine, in BF16: an FP8 plan with grouped expert GEMMs is refused, per_expert
+// (TEGroupedMLP) is written, and BF16 grouped still gets the legacy flag.
+TEST(Handoff, Fp8ExpertsOnTheLegacyGroupedGemmAreRefused) {
+  PlanRequest req = moe_handoff_request(4, 1);
+  req.model.moe.expert_gemm = ExpertGemm::kGrouped;
+  const std::string bf16 = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(bf16.find("--moe-use-legacy-grouped-gemm"), std::string::npos) << bf16;
+  req.model.dtype = Dtype::kFp8;
+  const Plan fp8_grouped = build_plan(req);
+  EXPECT_NE(handoff_error([&] {
+              megatron_arguments(fp8_grouped, "Std1F1B");
+            }).find("--format megatron: expert_gemm grouped with FP8"),
+            std::string::npos);
+  req.model.moe.expert_gemm = ExpertGemm::kPerExpert;
+  const std::string per_expert = megatron_arguments(build_plan(req), "Std1F1B");
+  EXPECT_NE(per_expert.find("--moe-grouped-gemm"), std::string::npos) << per_expert;
+  EXPECT_EQ(per_expert.find("--moe-use-legacy-grouped-gemm"), std::string::npos) << per_expert;
+  EXPECT_NE(per_expert.find("--fp8-format"), std::string::npos) << per_expert;
+}
+
 TEST(Handoff, TheMoeDispatcherGoesToMegatronAndReadsBack) {
   PlanRequest req = moe_handoff_request(4, 1);
   const std::string alltoall = megatron_arguments(build_plan(req), "Std1F1B");

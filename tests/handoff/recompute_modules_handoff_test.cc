@@ -48,6 +48,7 @@ PlanRequest moe_request(uint32_t modules) {
 TEST(RecomputeModulesHandoff, LowPrecisionActivationsAreRefusedNamingEachOneSet) {
   PlanRequest req = moe_request(0);
   req.model.dtype = Dtype::kFp8;
+  req.model.moe.expert_gemm = ExpertGemm::kPerExpert;  // FP8 experts: TEGroupedMLP
   req.model.low_precision_moe_swiglu_input = true;
   const Plan swiglu = build_plan(req);
   const std::string one = "low-precision activation caching (\"low_precision_activations\": "

@@ -275,13 +275,28 @@ def test_run_argument_checks_are_the_cli_checks(kwargs, flags):
                                      "4", *flags)
 
 
+@pytest.mark.parametrize("kwargs, flags", [
+    (dict(compute="emulated", hidden=16), ["--compute", "emulated", "--hidden", "16"]),
+    (dict(compute="emulated", seed=7), ["--compute", "emulated", "--seed", "7"]),
+    (dict(compute="emulated", optimizer="adam"), ["--compute", "emulated", "--optimizer", "adam"]),
+    (dict(time_scale=2.0), ["--time-scale", "2"]),
+])
+def test_run_refuses_what_the_chosen_compute_cannot_use(kwargs, flags):
+    # They were ignored: the MLP workload's arguments with emulated compute, the time scale with
+    # real compute.
+    with pytest.raises(js.InputError) as e:
+        js.run(schedule="1f1b", pp=2, microbatches=4, steps=1, warmup=0, **kwargs)
+    assert str(e.value) == cli_error("run", "--schedule", "1f1b", "--pp", "2", "--microbatches",
+                                     "4", "--steps", "1", "--warmup", "0", *flags)
+
+
 def test_other_argument_checks():
     with pytest.raises(js.InputError) as e:
         small_explore(zero1="maybe")
     assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--zero1", "maybe", "--quiet")
     with pytest.raises(js.InputError) as e:
-        small_explore(threads=0)
-    assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--threads", "0", "--quiet")
+        small_explore(threads=-1)
+    assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--threads", "-1", "--quiet")
     with pytest.raises(js.InputError) as e:
         js.simulate(model="gpt3-13b", gpus=8, pp=1, global_batch=8, schedule="1f1b", t_f=1)
     assert str(e.value).startswith("t_f: a measured-mode argument")
@@ -309,13 +324,232 @@ def test_run_failure_raises_runtime_error_with_the_cli_message():
     assert code == 1
     # Which actor times out first depends on timing, so the two runs are compared by the form
     # of their one-line message: "actor A (replica R), step S, instruction I '...': timed out
-    # after 0.5 s waiting for tag T from actor P (message lost or peer dead)".
+    # after 0.5 s waiting for tag T from actor P (message lost, or the peer dead or still
+    # busy: ...)".
     line = err.strip().splitlines()[-1]
     assert line.startswith("jaxpp-sim run: error: actor ")
     for msg in (line, str(e.value)):
         assert "timed out after 0.5 s waiting for tag" in msg, msg
-        assert msg.endswith("(message lost or peer dead)"), msg
+        assert msg.endswith("(message lost, or the peer dead or still busy: if its work takes "
+                            "longer, give a larger --timeout-s)"), msg
     assert str(e.value).startswith("actor ")
+
+
+# --- argument types and input files -----------------------------------------------------------
+
+def _finishes(call, seconds=60):
+    """call() on a thread: its InputError, or None when it returned; fails the test when the call
+    has not finished after ``seconds`` (open() of a FIFO blocked for ever)."""
+    out = {}
+
+    def target():
+        try:
+            call()
+        except BaseException as e:  # noqa: B902 - reported to the test below
+            out["error"] = e
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the call hangs"
+    error = out.get("error")
+    assert error is None or type(error) is js.InputError, repr(error)
+    return error
+
+
+def test_plan_paths_are_read_with_the_cli_checks(tmp_path):
+    # run(path) and _plan_text (export, synthesize) read the plan with open(): a FIFO hung for
+    # ever, /dev/zero filled the memory, a directory or a missing file raised IsADirectoryError /
+    # FileNotFoundError (run), Latin-1 bytes UnicodeDecodeError, an empty file was read as "no
+    # plan" (run fell back to its schedule mode, synthesize to its measured mode), and text after
+    # a NUL byte was dropped. Now: the CLI's reader's checks and messages, for the same path.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    files = {"empty.json": b"", "nul.json": b'{"a":\x00}', "latin.json": b'{\n "a": "\xe9"}',
+             "surrogate.json": b'{"a": "\xed\xa0\x80"}'}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(300 << 20)  # sparse: 300 MiB, above the limit of 256 MiB
+    paths = [str(fifo), "/dev/zero", str(tmp_path), str(tmp_path / "missing.json"),
+             '{"format": "jaxpp-sim-plan"}', "", str(big)] + [str(tmp_path / n) for n in files]
+    for path in paths:
+        for call, cli_args in (
+                (lambda: js.run(path, compute="emulated"), ("run", path, "--compute", "emulated")),
+                (lambda: js.synthesize(plan=path), ("synthesize", "--plan", path)),
+                (lambda: js.export(path, "megatron"),
+                 ("export", "--plan", path, "--format", "megatron", "-o", "-")),
+                (lambda: js.export(path, "svg"),
+                 ("export", "--plan", path, "--format", "svg", "-o", "-"))):
+            error = _finishes(call)
+            assert error is not None, (path, cli_args)
+            assert str(error) == cli_error(*cli_args), (path, cli_args)
+    # A pathlib.Path is a path too.
+    error = _finishes(lambda: js.run(fifo, compute="emulated"))
+    assert str(error) == f"{fifo}: is not a regular file (a FIFO)"
+
+
+def test_arguments_that_are_no_path_are_refused():
+    # run(0) / run(1) gave the int to open() as a file descriptor, read it and closed it (the
+    # process's stdin / stdout); other functions made a file name of str(1) or str(b'...').
+    for bad in (0, 2.5, b"/tmp/plan.json", ["plan.json"]):
+        for call in (lambda: js.run(bad, compute="emulated"), lambda: js.synthesize(plan=bad)):
+            with pytest.raises(js.InputError) as e:
+                call()
+            assert str(e.value) == f"plan: expected a path, a dict or a SimResult, got {bad!r}"
+    os.fstat(0)  # still open
+    for call, message in (
+            (lambda: js.export(1), "result: expected a SimResult, a RunResult, a trace dict or a "
+                                   "plan (a dict or a path), got 1"),
+            (lambda: js.export(0, "megatron"), "result: expected a SimResult, a RunResult, a "
+                                               "trace dict or a plan (a dict or a path), got 0"),
+            (lambda: js.validate(3), "path: expected a path, got 3"),
+            (lambda: js.Model.load(1), "name_or_path: expected a preset name or a path, got 1"),
+            (lambda: js.Cluster.load(b"h100-sxm"),
+             "name_or_path: expected a preset name or a path, got b'h100-sxm'"),
+            (lambda: js.simulate(model=7, gpus=8, pp=1, global_batch=8, schedule="1f1b"),
+             "model: expected a preset name, a path, a dict or a Model, got 7"),
+            (lambda: js.graph(model="gpt3-1.3b", pp=1, cluster=True),
+             "cluster: expected a preset name, a path, a dict or a Cluster, got True"),
+            (lambda: js.simulate(schedule_file=0, pp=2, microbatches=4, t_f=1, t_b=1),
+             "schedule_file: expected a path, got 0"),
+            (lambda: js.show(schedule_file=1), "schedule_file: expected a path, got 1"),
+            (lambda: js.run(schedule_file=1), "schedule_file: expected a path, got 1"),
+            (lambda: js.simulate(schedule="1f1b", pp=2, microbatches=4, stage_times=1),
+             "stage_times: expected a path or a dict, got 1"),
+            (lambda: js.synthesize(pp=2, microbatches=4, stage_times=b"st.json"),
+             "stage_times: expected a path or a dict, got b'st.json'"),
+            (lambda: js.simulate(model="gpt3-1.3b", gpus=8, pp=1, global_batch=8,
+                                 schedule="1f1b", assign=1),
+             "assign: expected a path or a dict, got 1"),
+            (lambda: js.validate_model(corpus=1), "corpus: expected a path, got 1"),
+            (lambda: js.calibrate(from_trace=1), "from_trace: expected a path, got 1"),
+            (lambda: js.validate("plan.json\0x"),
+             "path: a file name cannot hold a NUL character, got 'plan.json\\x00x'")):
+        with pytest.raises(js.InputError) as e:
+            call()
+        assert str(e.value) == message
+    # A schedule file "" is the CLI's unreadable file name (the core read "" as "not given").
+    for call, cli_args in ((lambda: js.show(schedule_file=""), ("show", "--schedule-file", "")),
+                           (lambda: js.run(schedule_file=""), ("run", "--schedule-file", ""))):
+        with pytest.raises(js.InputError) as e:
+            call()
+        assert str(e.value) == cli_error(*cli_args)
+    # A run takes a SimResult's plan, as export and synthesize do; a Path is a schedule file.
+    sim = js.simulate(model="gpt3-13b", cluster="h100-sxm", gpus=32, pp=4, tp=8, global_batch=16,
+                      schedule="1f1b", trace=False)
+    assert js.run(sim, compute="emulated", time_scale=0.001, steps=1, warmup=0).step_time_s > 0
+    import pathlib
+    path = pathlib.Path(DATA) / "schedules" / "1f1b_p2_m4.csv"
+    assert js.show(schedule_file=path)["ok"]
+
+
+# Base arguments of each public function, for the checks of its other arguments.
+_BASE_ARGS = {
+    "graph": ((), dict(model="gpt3-1.3b", pp=1)),
+    "simulate": ((), dict(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1)),
+    "explore": ((), dict(model="gpt3-1.3b", gpus=8, global_batch=8)),
+    "synthesize": ((), dict(pp=2, microbatches=4, t_f=1, t_b=1)),
+    "show": ((), dict(schedule="1f1b", pp=2, microbatches=4)),
+    "export": (({"events": []},), {}),
+    "run": ((), dict(schedule="1f1b", pp=2, microbatches=4)),
+    "validate_model": ((), {}),
+    "calibrate": ((), {}),
+    "jaxpp_stage_times": (({(0, "FWD"): 1.0, (0, "BWD"): 1.0},), {}),
+}
+
+
+def _parameters(predicate):
+    """(function name, parameter name) of every keyword parameter of a public function whose
+    default satisfies ``predicate``."""
+    import inspect
+    out = []
+    for name in js.__all__:
+        f = getattr(js, name)
+        if inspect.isfunction(f):
+            for p in inspect.signature(f).parameters.values():
+                if p.kind == p.KEYWORD_ONLY and predicate(p.default):
+                    out.append((name, p.name))
+    return out
+
+
+def _refused(function, **kwargs):
+    args, base = _BASE_ARGS[function]
+    with pytest.raises(js.InputError) as e:
+        getattr(js, function)(*args, **{**base, **kwargs})
+    return str(e.value)
+
+
+def test_boolean_arguments_take_only_true_or_false():
+    # bool(value) took any object: zero1='false' turned ZeRO-1 on, check='no' checked.
+    booleans = _parameters(lambda d: isinstance(d, bool))
+    assert len(booleans) > 25 and ("simulate", "zero1") in booleans
+    for function, name in booleans:
+        for bad in ("false", "no", 0, None):
+            assert _refused(function, **{name: bad}) == \
+                f"{name}: expected True or False, got {bad!r}", (function, name)
+    import numpy as np  # a NumPy bool is a boolean (the tests of test_commands.py use NumPy too)
+    base = dict(schedule="1f1b", pp=2, microbatches=4)
+    assert (js.show(**base, fuse_steady_state=np.bool_(False)) ==
+            js.show(**base, fuse_steady_state=False))
+
+
+def test_string_arguments_take_only_strings():
+    # str(value) made a name of anything, or pybind raised TypeError (schedule=5).
+    strings = [(f, n) for f, n in _parameters(lambda d: isinstance(d, str))
+               if n not in ("cluster", "unit")]  # a cluster object or dict; unit's own check
+    strings += [("simulate", "schedule"), ("simulate", "a2a_dtype"), ("simulate", "perturb"),
+                ("explore", "a2a_dtype"), ("show", "schedule"), ("run", "schedule"),
+                ("graph", "schedule"), ("validate_model", "rows_on"), ("calibrate", "name"),
+                ("calibrate", "optimizer")]
+    assert len(strings) > 25 and ("simulate", "attention") in strings
+    for function, name in strings:
+        for bad in (5, True, b"1f1b"):
+            assert _refused(function, **{name: bad}) == f"{name}: expected a string, got {bad!r}", \
+                (function, name)
+    assert (_refused("graph", recompute="selective", recompute_modules=["layernorm", 1]) ==
+            "recompute_modules: expected a string or a list of strings, got ['layernorm', 1]")
+
+
+def test_number_arguments_overflow_and_types():
+    # t_f=10**400 raised OverflowError (float()); t_f=True was refused but any float() text
+    # (" 1", "1_000", "nan") was read; a sample True of jaxpp task times was 1 s.
+    measured = ["--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "--t-b", "1"]
+    huge = 10 ** 400
+    for name, value in (("t_f", huge), ("t_f", "1e400"), ("t_w", huge), ("t_comm", -huge),
+                        ("t_a2a_f", huge)):
+        flag = "--" + name.replace("_", "-")
+        t_f = [] if name == "t_f" else ["--t-f", "1"]
+        assert _refused("simulate", **{name: value}) == \
+            cli_error("simulate", *measured, *t_f, flag, str(value)), name
+    for function, kw, flag in (("synthesize", dict(time_budget_s=huge), "--time-budget-s"),
+                               ("run", dict(timeout_s=huge), "--timeout-s"),
+                               ("validate_model", dict(band=huge), "--band"),
+                               ("graph", dict(max_memory_gib=huge), "--max-memory-gib"),
+                               ("explore", dict(robust_jitter=-huge), "--robust-jitter")):
+        value = next(iter(kw.values()))
+        assert _refused(function, **kw) == (f"{flag}: expected a whole number within the "
+                                             f"flag's range, got '{value}'"), function
+    for bad in (True, " 1", "1_000", "nan", [1], None):
+        assert _refused("simulate", t_w=bad) == f"t_w: expected a number, got {bad!r}"
+    assert _refused("jaxpp_stage_times", t_comm_ms=huge) == \
+        f"t_comm_ms: expected a number within a float's range, got {huge}"
+    with pytest.raises(js.InputError) as e:
+        js.jaxpp_stage_times({(0, "FWD"): True, (0, "BWD"): 1.0})
+    assert str(e.value) == "jaxpp task times: key (0, 'FWD'): expected a number, got True"
+    with pytest.raises(js.InputError) as e:
+        js.jaxpp_stage_times([1, 2])
+    assert str(e.value) == "jaxpp task times: expected a dict from tasks to times, got [1, 2]"
+    # Integers: "+-2" and "²" passed isdigit() and int() raised ValueError; a scalar explore pp
+    # beyond a float raised OverflowError, beyond int pybind's TypeError.
+    for bad in ("+-2", "²"):
+        assert _refused("show", pp=bad) == f"pp: expected an integer, got {bad!r}"
+    for bad in (huge, 2 ** 40):
+        assert _refused("explore", pp=bad) == \
+            f"pp: expected an integer in [-2147483648, 2147483647], got {bad}"
+    # A progress callback is callable (pybind raised TypeError).
+    assert _refused("explore", progress=5) == \
+        "progress: expected a callable progress(done, total), got 5"
 
 
 # --- JaxPP adapter --------------------------------------------------------------------------------

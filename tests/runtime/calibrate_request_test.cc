@@ -102,7 +102,7 @@ std::string write_measured_trace(const std::string& name, int64_t bytes,
 
 TEST(CheckTraceRun, UnsetFlagsAreTheTracesRecordedWorkload) {
   const TraceWorkload w{
-      .hidden = 16, .ffn = 40, .seq = 4, .layers_per_stage = 3, .optimizer = "adam", .dp = 2};
+      .hidden = 16, .ffn = 40, .seq = 4, .layers_per_stage = 3, .optimizer = "adam", .dp = 2, .experts = 0, .top_k = 0, .ep = 1, .router = ""};
   const std::string path = write_measured_trace("recorded", 4 * 16 * 8, w);
   const CheckedTrace t = check_trace_run(path, {});
   std::filesystem::remove(path);
@@ -116,7 +116,7 @@ TEST(CheckTraceRun, UnsetFlagsAreTheTracesRecordedWorkload) {
 
 TEST(CheckTraceRun, AGivenFlagMustBeTheRecordedOne) {
   const TraceWorkload w{
-      .hidden = 16, .ffn = 0, .seq = 4, .layers_per_stage = 2, .optimizer = "sgd", .dp = 1};
+      .hidden = 16, .ffn = 0, .seq = 4, .layers_per_stage = 2, .optimizer = "sgd", .dp = 1, .experts = 0, .top_k = 0, .ep = 1, .router = ""};
   const std::string path = write_measured_trace("given", 4 * 16 * 8, w);
   TraceRunFlags run;
   run.hidden = 16;  // the run's: accepted

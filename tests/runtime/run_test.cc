@@ -308,7 +308,7 @@ TEST(Run, RealComputeTraceRecordsTheBytesTheWorkloadMovedAndItsFlags) {
   EXPECT_EQ(
       *r.trace.workload,
       (TraceWorkload{
-          .hidden = 8, .ffn = 0, .seq = 4, .layers_per_stage = 2, .optimizer = "sgd", .dp = 2}));
+          .hidden = 8, .ffn = 0, .seq = 4, .layers_per_stage = 2, .optimizer = "sgd", .dp = 2, .experts = 0, .top_k = 0, .ep = 1, .router = ""}));
 }
 
 TEST(Run, EmulatedTraceKeepsTheProgramsBytesAndRecordsNoWorkload) {

@@ -67,6 +67,41 @@ TEST(RunOnThreadsDeathTest, AThreadTheSystemCannotStartAbortsTheWorldWithItsReas
 #endif
 }
 
+// run_together (the calibration's compute round): a thread that cannot start releases the ones
+// started, which return without running, and the call throws naming it (it was std::terminate: a
+// joinable thread destroyed while its siblings waited at a barrier).
+void start_too_many_together() {
+  const rlimit limit{address_space_bytes() + (64u << 20), address_space_bytes() + (64u << 20)};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+  std::atomic<int> ran{0};
+  try {
+    run_together(512, [&](int) { ran.fetch_add(1); });
+  } catch (const RuntimeFailure& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    const std::string why = e.what();
+    _exit(why.rfind("cannot start thread ", 0) == 0 && why.find(" of 512 (") != std::string::npos &&
+                  ran.load() == 0
+              ? 0
+              : 1);
+  }
+  _exit(2);  // every thread started: the limit did not bite
+}
+
+TEST(RunTogetherDeathTest, AThreadTheSystemCannotStartIsAnErrorAndNoThreadRuns) {
+#if JAXPP_TEST_UNDER_SANITIZER
+  GTEST_SKIP() << "an address-space limit breaks the sanitizers' own allocators";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(start_too_many_together(), testing::ExitedWithCode(0), "cannot start thread ");
+#endif
+}
+
+TEST(RunTogether, RunsEveryIndexOnce) {
+  std::vector<std::atomic<int>> seen(5);
+  run_together(5, [&](int i) { seen[static_cast<size_t>(i)].fetch_add(1); });
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
 TEST(RunOnThreads, RunsEveryWorkerOnce) {
   ThreadsWorld world(3, 2);
   std::vector<std::atomic<int>> seen(6);
