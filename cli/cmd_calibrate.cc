@@ -19,7 +19,6 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cluster.h"
 #include "graph/error.h"
-#include "graph/input_file.h"
 #include "graph/json_util.h"
 #include "graph/limits.h"
 #include "runtime/calibrate_request.h"
@@ -33,20 +32,7 @@ namespace {
 
 // --name: the fitted cluster's name, which later messages quote ("has 11.8 GiB ()" for "").
 std::string cluster_name_flag(const cxxopts::ParseResult& args, const std::string& fallback) {
-  if (!args.count("name")) return fallback;
-  const std::string name = args["name"].as<std::string>();
-  if (name.empty() || std::all_of(name.begin(), name.end(), [](unsigned char c) {
-        return std::isspace(c) != 0;
-      }))
-    throw_input_error("--name", "expected a cluster name, got '" + name + "'");
-  // Written into the cluster file, whose reader refuses control characters in it.
-  check_utf8("--name", name);
-  for (const char ch : name)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
-      throw_input_error("--name", "contains a control character (it is printed in reports and "
-                                  "written into plans), got " +
-                                      nlohmann::json(name).dump());
-  return name;
+  return args.count("name") ? checked_cluster_name(args["name"].as<std::string>()) : fallback;
 }
 
 std::string fmt_time(double s) {

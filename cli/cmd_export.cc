@@ -140,33 +140,12 @@ int run_export(int argc, char** argv) {
     throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
   }
   // Flags that would be ignored are refused (issue 16, class 5).
-  if (view == "taskgraph") {
-    refuse_flags(args, {"width", "per-stream", "title"}, "a timeline option; --view taskgraph draws the plan's task graph");
-  } else if (format == ExportFormat::kPerfetto || format == ExportFormat::kChrome ||
-             format == ExportFormat::kJson) {
-    refuse_flags(args, {"width", "title"},
-                 "a picture option; " + std::string(to_string(format)) +
-                     " output is an event list (one track per actor and stream)");
-    refuse_flags(args, {"per-stream"},
-                 std::string(to_string(format)) +
-                     " output already has one track per actor and stream");
-  } else if (format == ExportFormat::kText) {
-    refuse_flags(args, {"title"}, "a picture option (svg, png, dot); the text Gantt has no title");
-  }
-  ExportOptions export_options;
-  if (args.count("width")) {
-    export_options.width = args["width"].as<int>();
-    if (export_options.width < 10) throw_input_error("--width", "must be >= 10");
-    // A text Gantt holds width characters per row; a PNG width x height pixels.
-    const bool text = format == ExportFormat::kText;
-    int_flag_in(args, "width", 10, text ? 10'000 : 20'000,
-                text ? "a number of columns" : "a width in points");
-  }
-  export_options.per_stream = args.count("per-stream") > 0;
-  if (args.count("title")) {
-    export_options.title = args["title"].as<std::string>();
-    check_utf8("--title", export_options.title);  // written into SVG, PNG and DOT text
-  }
+  const ExportOptions export_options = checked_export_options(
+      format, view == "taskgraph",
+      args.count("width") ? std::optional<int>(args["width"].as<int>()) : std::nullopt,
+      args.count("per-stream") > 0,
+      args.count("title") ? std::optional<std::string>(args["title"].as<std::string>())
+                          : std::nullopt);
 
   // Input -> bytes, all in memory.
   std::string bytes;

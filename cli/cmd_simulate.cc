@@ -290,6 +290,15 @@ int run_simulate(int argc, char** argv) {
     mreq.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
     if (perturbation) sim_options.perturbation = &*perturbation;  // reported against a base run
     sim = simulate_measured(mreq, sim_options);
+    // As in model mode: a V schedule runs 2 stages per actor whatever --virtual says.
+    if (args.count("virtual") && !args.count("schedule-file")) {
+      const int pp = sim.metrics.at("pp").get<int>(), stages = sim.metrics.at("num_stages").get<int>();
+      if (stages != pp * mreq.virtual_stages)
+        throw_input_error("--virtual " + std::to_string(mreq.virtual_stages),
+                          "schedule " + sim.metrics.at("schedule").get<std::string>() + " runs " +
+                              std::to_string(stages / pp) + " stages per actor; give --virtual " +
+                              std::to_string(stages / pp) + " or leave it out");
+    }
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());
@@ -391,12 +400,7 @@ int run_simulate(int argc, char** argv) {
     // A V-placement schedule (zb-v, dualpipev) runs 2 stages per actor whatever --virtual says:
     // an explicit --virtual it cannot run is an error, not silently replaced (run and show refuse
     // it too).
-    if (args.count("virtual") && plan.config.virtual_stages != c.virtual_stages)
-      throw_input_error("--virtual " + std::to_string(c.virtual_stages),
-                        "schedule " + plan.config.schedule + " runs " +
-                            std::to_string(plan.config.virtual_stages) +
-                            " stages per actor; give --virtual " +
-                            std::to_string(plan.config.virtual_stages) + " or leave it out");
+    if (args.count("virtual")) check_virtual_kept(plan, c.virtual_stages);
     if (perturbation) {
       sim = simulate_plan_perturbed(plan, sim_options, *perturbation);
     } else {

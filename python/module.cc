@@ -151,7 +151,8 @@ std::string model_with_a2a_dtype(const std::string& model_text, const std::strin
 }
 
 SimOut simulate_model_mode(const std::string& model_text, const std::string& cluster_text, int gpus,
-                           int pp, int tp, int dp, int cp, int virtual_stages, int global_batch,
+                           int pp, int tp, int dp, int cp, std::optional<int> virtual_stages,
+                           int global_batch,
                            int microbatch_size, const std::string& schedule,
                            const std::string& schedule_file, bool fuse_steady_state,
                            const std::string& recompute, bool sequence_parallel, bool zero1,
@@ -165,7 +166,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
                            bool shard_grads, bool shard_params,
                            const std::string& optimizer_state, const std::string& moe_dispatcher,
                            const std::string& moe_routing, std::optional<int> recompute_layers,
-                           int offload_layers, const std::string& recompute_modules) {
+                           int offload_layers, const std::string& recompute_modules,
+                           int moe_node_limit, int moe_device_limit) {
   // In the CLI's order: --perturb is checked before the model is read.
   std::optional<Perturbation> perturbation;
   if (!perturb.empty()) {
@@ -187,7 +189,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.tp = tp;
   c.dp = dp;
   c.cp = cp;
-  c.virtual_stages = virtual_stages;
+  c.virtual_stages = virtual_stages.value_or(1);
   c.global_batch = global_batch;
   c.microbatch_size = microbatch_size;
   c.schedule = schedule.empty() ? "custom" : schedule;
@@ -221,6 +223,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   c.moe_overlap = parse_moe_overlap(moe_overlap, "--moe-overlap");
   c.moe_dispatcher = parse_moe_dispatcher(moe_dispatcher, "--moe-dispatcher");
   c.moe_routing = parse_moe_routing(moe_routing, "--moe-routing");
+  c.moe_node_limit = moe_node_limit;
+  c.moe_device_limit = moe_device_limit;
   c.grad_dtype = parse_grad_dtype(grad_dtype, "--grad-dtype");
   c.optimizer_state = parse_optimizer_state(optimizer_state, "--optimizer-state");
   req.schedule_file = schedule_file;
@@ -239,6 +243,7 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   {
     py::gil_scoped_release release;
     Plan plan = build_plan(req);
+    if (virtual_stages) check_virtual_kept(plan, *virtual_stages);
     SimulatedPlan sim = perturbation ? simulate_plan_perturbed(plan, options, *perturbation)
                                      : simulate_plan(plan, options);
     // As simulate --json: the searched partition's stage starts (also in the plan's prediction).
@@ -695,24 +700,15 @@ std::pair<std::string, std::string> calibrate_trace_json(
 // A plan's timeline (export --plan: simulated with the cost model, memory not checked) in a
 // timeline format.
 py::object export_plan_json(const std::string& plan_text, const std::string& source,
-                            const std::string& format, const std::string& view, int width,
-                            bool per_stream, const std::string& title) {
+                            const std::string& format, const std::string& view,
+                            std::optional<int> width, bool per_stream,
+                            const std::optional<std::string>& title) {
+  const ExportFormat f = parse_export_format(format, "--format");
   if (view != "timeline" && view != "taskgraph")
     throw_input_error("--view", "unknown view '" + view + "' (expected timeline or taskgraph)");
-  if (view == "taskgraph") {
-    const char* why = "a timeline option; --view taskgraph draws the plan's task graph";
-    if (width) throw_input_error("--width", why);
-    if (per_stream) throw_input_error("--per-stream", why);
-    if (!title.empty()) throw_input_error("--title", why);
-  }
+  const ExportOptions o = checked_export_options(f, view == "taskgraph", width, per_stream, title);
   const Plan plan = plan_from_json(parse(plan_text, source), source);
-  check_program(plan.program);
-  check_plan(plan, source);
-  const ExportFormat f = parse_export_format(format, "--format");
-  ExportOptions o;
-  o.width = width;
-  o.per_stream = per_stream;
-  o.title = title;
+  check_plan_file(plan, source);
   std::string out;
   if (view == "taskgraph") {
     py::gil_scoped_release release;
@@ -792,8 +788,9 @@ std::string schedule_summary(const Schedule& schedule, const ValidationReport& r
 // pp and microbatches: None when not given ("required"); a given 0 reaches the generator and gets
 // the CLI's message (it said "required" for microbatches=0).
 std::string show_json(const std::string& name, const std::string& schedule_file,
-                      std::optional<int> pp, std::optional<int> microbatches, int stages,
-                      bool fuse_steady_state, int group_size) {
+                      std::optional<int> pp, std::optional<int> microbatches,
+                      std::optional<int> stages, bool fuse_steady_state,
+                      std::optional<int> group_size) {
   if (name.empty() == schedule_file.empty())
     throw_input_error("show", "give exactly one of --schedule NAME or --schedule-file FILE");
   if (!name.empty() && is_wrap_around_name(name)) {
@@ -802,6 +799,13 @@ std::string show_json(const std::string& name, const std::string& schedule_file,
   }
   Schedule schedule;
   if (!schedule_file.empty()) {
+    // The CLI's refusals (cli/cmd_show.cc): the file fixes what these would set.
+    const char* why = "not used with --schedule-file (the file fixes the schedule)";
+    if (pp) throw_input_error("--pp", why);
+    if (microbatches) throw_input_error("--microbatches", why);
+    if (stages) throw_input_error("--stages", why);
+    if (fuse_steady_state) throw_input_error("--fuse-steady-state", why);
+    if (group_size) throw_input_error("--group-size", why);
     schedule = load_schedule_file(schedule_file);
   } else {
     if (!pp) throw_input_error("--pp", "required (number of pipeline actors)");
@@ -809,9 +813,9 @@ std::string show_json(const std::string& name, const std::string& schedule_file,
     ScheduleParams params;
     params.num_actors = *pp;
     params.num_microbatches = *microbatches;
-    params.num_stages = stages;
+    params.num_stages = stages.value_or(0);
     params.fuse_steady_state = fuse_steady_state;
-    params.group_size = group_size;
+    params.group_size = group_size.value_or(0);
     schedule = generate_schedule(name, params);
   }
   return schedule_summary(schedule, validate_schedule(schedule));
@@ -829,14 +833,13 @@ std::string validate_json(const std::string& path) {
 
 // --- export ------------------------------------------------------------------------------------
 
-py::object export_json(const std::string& trace_text, const std::string& format, int width,
-                       bool per_stream, const std::string& title) {
-  const Trace trace = trace_from_json(parse(trace_text, "trace"), "trace");
+py::object export_json(const std::string& trace_text, const std::string& format,
+                       std::optional<int> width, bool per_stream,
+                       const std::optional<std::string>& title) {
   const ExportFormat f = parse_export_format(format, "--format");
-  ExportOptions o;
-  o.width = width;
-  o.per_stream = per_stream;
-  o.title = title;
+  const ExportOptions o = checked_export_options(f, /*taskgraph_view=*/false, width, per_stream,
+                                                 title);
+  const Trace trace = trace_from_json(parse(trace_text, "trace"), "trace");
   std::string out;
   {
     py::gil_scoped_release release;
@@ -902,9 +905,16 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
   if (!plan_text.empty()) {
     if (!schedule.empty() || !schedule_file.empty())
       throw_input_error("run", "give either PLAN.json or --schedule / --schedule-file, not both");
+    for (const char* flag : {"pp", "microbatches", "virtual", "fuse-steady-state"})
+      if (is_given(flag))
+        throw_input_error(std::string("--") + flag,
+                          "not used with PLAN.json (the plan fixes the program)");
     // Errors name the plan's file as the CLI's (`p.json:1:1: ...`), or "plan" for a dict.
     const Plan plan = plan_from_json(parse(plan_text, plan_source), plan_source);
     check_plan_file(plan, plan_source);
+    if (is_given("dp") && dp != plan.config.dp)
+      throw_input_error(plan_source, "config.dp is " + std::to_string(plan.config.dp) +
+                                         ", but --dp is " + std::to_string(dp));
     program = plan.program;
     ro.dp = plan.config.dp;
     cost = std::make_unique<AnalyticCost>(plan.model, plan.partition, plan.placement, plan.config,
@@ -914,6 +924,10 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
     if (!schedule_file.empty()) {
       if (!schedule.empty())
         throw_input_error("run", "give either --schedule or --schedule-file, not both");
+      for (const char* flag : {"pp", "microbatches", "virtual", "fuse-steady-state"})
+        if (is_given(flag))
+          throw_input_error(std::string("--") + flag,
+                            "not used with --schedule-file (the file fixes the schedule)");
       s = load_schedule_file(schedule_file);
       validate_or_throw(s, schedule_file);
     } else {
@@ -921,12 +935,16 @@ std::string run_json(const std::string& schedule, const std::string& schedule_fi
         throw_input_error("run",
                           "expected PLAN.json, --schedule NAME --pp P --microbatches M or "
                           "--schedule-file FILE");
-      if (pp == 0) throw_input_error("--pp", "required with --schedule");
+      if (!is_given("pp")) throw_input_error("--pp", "required with --schedule");
       ScheduleParams params;
       params.num_actors = pp;
-      params.num_microbatches = microbatches;
+      params.num_microbatches = is_given("microbatches") ? microbatches : 4;  // the CLI's default
       params.fuse_steady_state = fuse_steady_state;
-      if (virtual_stages > 1) params.num_stages = pp * virtual_stages;
+      if (is_given("virtual")) {
+        if (virtual_stages < 1)
+          throw_input_error("--virtual", "must be >= 1, got " + std::to_string(virtual_stages));
+        params.num_stages = checked_int_product(pp, virtual_stages, kMaxStages, "--pp x --virtual");
+      }
       s = generate_schedule(schedule, params);
     }
     program = lower_mlp_program(s, ro.mlp);
@@ -1004,7 +1022,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
         py::arg("assign_text"), py::arg("grad_dtype"), py::arg("shard_grads"),
         py::arg("shard_params"), py::arg("optimizer_state"), py::arg("moe_dispatcher"),
         py::arg("moe_routing"), py::arg("recompute_layers"), py::arg("offload_layers"),
-        py::arg("recompute_modules"));
+        py::arg("recompute_modules"), py::arg("moe_node_limit"), py::arg("moe_device_limit"));
   m.def("simulate_measured", &simulate_measured_mode, py::arg("schedule"), py::arg("schedule_file"),
         py::arg("pp"), py::arg("microbatches"), py::arg("virtual_stages"),
         py::arg("fuse_steady_state"), py::arg("t_f"), py::arg("t_b"), py::arg("t_w"),
@@ -1074,6 +1092,7 @@ PYBIND11_MODULE(_jaxpp_sim, m) {
   m.def("export_plan", &export_plan_json, py::arg("plan"), py::arg("source"), py::arg("format"),
         py::arg("view"), py::arg("width"), py::arg("per_stream"), py::arg("title"));
   m.def("check_handoff_csv", &check_handoff_csv, py::arg("csv_path"), py::arg("plan_path"));
+  m.def("checked_cluster_name", &jaxpp::checked_cluster_name, py::arg("name"));
   // A number's text that a flag cannot take (NaN, an overflow): the CLI's message (always raises).
   m.def("unreadable_number", &jaxpp::throw_unreadable_number, py::arg("where"), py::arg("text"));
   // The core's file reader (graph/input_file.h), for the files the Python layer reads itself.

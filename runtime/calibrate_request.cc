@@ -1,10 +1,12 @@
 #include "runtime/calibrate_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <type_traits>
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/limits.h"
 #include "graph/range_check.h"
 #include "runtime/microbench.h"
@@ -70,6 +72,21 @@ MlpConfig checked_mlp(const TraceRunFlags& run, const std::optional<TraceWorkloa
 }
 
 }  // namespace
+
+std::string checked_cluster_name(const std::string& name) {
+  if (name.empty() || std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isspace(c) != 0;
+      }))
+    throw_input_error("--name", "expected a cluster name, got '" + name + "'");
+  // Written into the cluster file, whose reader refuses control characters in it.
+  check_utf8("--name", name);
+  for (const char ch : name)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      throw_input_error("--name", "contains a control character (it is printed in reports and "
+                                  "written into plans), got " +
+                                      nlohmann::json(name).dump());
+  return name;
+}
 
 MicrobenchOptions microbench_options(const MicrobenchFlags& flags) {
   MicrobenchOptions mo;

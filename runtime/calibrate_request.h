@@ -27,6 +27,11 @@
 
 namespace jaxpp {
 
+// calibrate --name: a name for the fitted cluster, written into its file and printed in
+// reports: not empty or blank, no control character, UTF-8 (InputError naming --name otherwise,
+// before any work). Returns it.
+std::string checked_cluster_name(const std::string& name);
+
 // The timing flags of a microbenchmark calibration; unset = the CLI's default (which depends on
 // quick).
 struct MicrobenchFlags {

@@ -115,7 +115,7 @@ WorkerOutput output_from_json(const nlohmann::json& j) {
   o.record.replica = j.at("replica").get<int>();
   o.record.step_begin_s = j.at("step_begin_s").get<std::vector<double>>();
   o.record.step_end_s = j.at("step_end_s").get<std::vector<double>>();
-  Trace t = trace_from_json(j.at("trace"), "mpi worker record");
+  Trace t = trace_from_json(j.at("trace"), "mpi worker record", /*whole=*/false);
   o.record.events = std::move(t.events);
   o.record.memory = std::move(t.memory);
   for (const auto& p : j.at("params"))

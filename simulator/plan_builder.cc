@@ -216,6 +216,15 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
   return generate_schedule(name, params);
 }
 
+void check_virtual_kept(const Plan& plan, int requested) {
+  if (plan.config.virtual_stages == requested) return;
+  throw_input_error("--virtual " + std::to_string(requested),
+                    "schedule " + plan.config.schedule + " runs " +
+                        std::to_string(plan.config.virtual_stages) +
+                        " stages per actor; give --virtual " +
+                        std::to_string(plan.config.virtual_stages) + " or leave it out");
+}
+
 Plan build_plan(const PlanRequest& req) {
   ParallelConfig config = req.config;
   const int m = check_parallel_config(config);

@@ -96,6 +96,10 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
                        int num_microbatches, bool fuse_steady_state);
 
 Plan build_plan(const PlanRequest& request);
+// A V-placement schedule (zb-v, dualpipev) runs 2 stages per actor whatever was asked: an
+// explicitly given `requested` virtual stage count the built plan does not have is an error
+// ("--virtual 1: schedule zb-v runs 2 stages per actor; ..."), not silently replaced.
+void check_virtual_kept(const Plan& plan, int requested);
 
 // The transformer layers split evenly over the stages (stage s starts at transformer layer
 // ⌊s·t/S⌋), embedding on the first and logits on the last stage, as Megatron-LM does.

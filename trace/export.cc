@@ -3,7 +3,9 @@
 #include <filesystem>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 #include "graph/json_util.h"
+#include "graph/range_check.h"
 #include "trace/chrome_trace.h"
 #include "trace/graphviz_render.h"
 #include "trace/text_gantt.h"
@@ -56,6 +58,43 @@ ExportFormat export_format_from_path(const std::string& path) {
 }
 
 bool is_binary(ExportFormat f) { return f == ExportFormat::kPng; }
+
+ExportOptions checked_export_options(ExportFormat format, bool taskgraph_view,
+                                     std::optional<int> width, bool per_stream,
+                                     const std::optional<std::string>& title) {
+  const auto refuse = [&](bool width_too, bool per_stream_too, bool title_too,
+                          const std::string& why) {
+    if (width_too && width) throw_input_error("--width", why);
+    if (per_stream_too && per_stream) throw_input_error("--per-stream", why);
+    if (title_too && title) throw_input_error("--title", why);
+  };
+  if (taskgraph_view) {
+    refuse(true, true, true, "a timeline option; --view taskgraph draws the plan's task graph");
+  } else if (format == ExportFormat::kPerfetto || format == ExportFormat::kChrome ||
+             format == ExportFormat::kJson) {
+    refuse(true, false, true,
+           "a picture option; " + std::string(to_string(format)) +
+               " output is an event list (one track per actor and stream)");
+    refuse(false, true, false,
+           std::string(to_string(format)) + " output already has one track per actor and stream");
+  } else if (format == ExportFormat::kText) {
+    refuse(false, false, true, "a picture option (svg, png, dot); the text Gantt has no title");
+  }
+  ExportOptions o;
+  if (width) {
+    if (*width < 10) throw_input_error("--width", "must be >= 10");
+    // A text Gantt holds width characters per row; a PNG width x height pixels.
+    const bool text = format == ExportFormat::kText;
+    o.width = check_int_in(*width, "--width", 10, text ? 10'000 : 20'000,
+                           text ? "a number of columns" : "a width in points");
+  }
+  o.per_stream = per_stream;
+  if (title) {
+    o.title = *title;
+    check_utf8("--title", o.title);  // written into SVG, PNG and DOT text
+  }
+  return o;
+}
 
 std::string export_trace(const Trace& trace, ExportFormat format, const ExportOptions& options) {
   TimelineOptions timeline;

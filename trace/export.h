@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,15 @@ struct ExportOptions {
   bool per_stream = false;   // one row per (actor, stream)
   std::string title;         // svg/png/dot: picture title (default from the trace)
 };
+
+// The options of `jaxpp-sim export` checked against the format and the view, with the CLI's
+// messages: an option the output would ignore is refused (--width and --title on an event list,
+// --title on the text Gantt, any of them with the task-graph view), --width within 10 to 10,000
+// columns (text) or 20,000 points, --title UTF-8. `width` and `title` are nullopt when not given.
+// Shared by the CLI and the Python module.
+ExportOptions checked_export_options(ExportFormat format, bool taskgraph_view,
+                                     std::optional<int> width, bool per_stream,
+                                     const std::optional<std::string>& title);
 
 // The bytes of the export (text for every format but png).
 std::string export_trace(const Trace& trace, ExportFormat format, const ExportOptions& options);

@@ -283,7 +283,7 @@ void check_trace_writable(const Trace& trace, const std::string& flag) {
   throw_input_error(flag, text);
 }
 
-Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
+Trace trace_from_json(const nlohmann::json& j, const std::string& where, bool whole) {
   if (!j.is_object())
     throw_input_error(where, "expected a JSON object (a jaxpp-sim trace), got " + describe(j));
   JsonObject obj(j, where);
@@ -314,6 +314,36 @@ Trace trace_from_json(const nlohmann::json& j, const std::string& where) {
                                        t.num_actors, t.num_steps));
   }
   check_event_set(t.events, where);
+  // The header agrees with the events: a known source, and every actor and step it counts has
+  // events (num_actors 5 on a 2-actor trace drew three empty rows; calibrate took num_steps 1000
+  // of a 3-step trace).
+  if (!t.source.empty() && t.source != "simulated" && t.source != "measured:threads" &&
+      t.source != "measured:mpi" && t.source != "measured:cuda")
+    throw_input_error(obj.field("source"),
+                      "expected \"simulated\" or \"measured:BACKEND\" (threads, mpi or cuda), "
+                      "got \"" + t.source + "\"");
+  if (whole && !t.events.empty()) {
+    if (static_cast<size_t>(t.num_steps) > t.events.size())  // before a vector of num_steps
+      throw_input_error(obj.field("num_steps"), std::to_string(t.num_steps) +
+                                                    " steps, but the trace has " +
+                                                    std::to_string(t.events.size()) + " events");
+    std::vector<char> actor_seen(static_cast<size_t>(t.num_actors), 0);
+    std::vector<char> step_seen(static_cast<size_t>(t.num_steps), 0);
+    for (const TraceEvent& e : t.events) {
+      actor_seen[static_cast<size_t>(e.actor)] = 1;
+      step_seen[static_cast<size_t>(e.step)] = 1;
+    }
+    for (int a = 0; a < t.num_actors; ++a)
+      if (!actor_seen[static_cast<size_t>(a)])
+        throw_input_error(obj.field("num_actors"),
+                          std::to_string(t.num_actors) + " actors, but actor " +
+                              std::to_string(a) + " has no event");
+    for (int st = 0; st < t.num_steps; ++st)
+      if (!step_seen[static_cast<size_t>(st)])
+        throw_input_error(obj.field("num_steps"), std::to_string(t.num_steps) +
+                                                      " steps, but step " + std::to_string(st) +
+                                                      " has no event");
+  }
   if (obj.has("memory")) {
     const nlohmann::json& memory = obj.array("memory");
     for (size_t i = 0; i < memory.size(); ++i) {

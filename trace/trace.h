@@ -84,7 +84,9 @@ struct Trace {
 };
 
 nlohmann::json trace_to_json(const Trace& trace);
-Trace trace_from_json(const nlohmann::json& j, const std::string& where);
+// `whole`: the trace of a whole run (a file), whose every actor and step has events; false for
+// one worker's part of a run (the MPI backend gathers each worker's events as a trace).
+Trace trace_from_json(const nlohmann::json& j, const std::string& where, bool whole = true);
 
 // --- Added by the trace/ module (file format helpers) ---------------------------------------
 //

@@ -611,7 +611,7 @@ def _perturb_arg(perturb, breakdown=False):
 
 
 def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, cp=1,
-             virtual=1, global_batch=None, microbatch_size=1, schedule=None, schedule_file=None,
+             virtual=None, global_batch=None, microbatch_size=1, schedule=None, schedule_file=None,
              fuse_steady_state=False, recompute="none", sequence_parallel=False, zero1=False,
              overlap_grad_reduce=False, tp_comm_overlap=False, attention="flash",
              partition="auto", max_memory_gib=None, ep=1, etp=None, moe_imbalance=1.0,
@@ -620,7 +620,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
              t_a2a_b=0.0, stage_times=None, grad_dtype="cluster", a2a_dtype=None,
              shard_grads=False, shard_params=False, optimizer_state="cluster",
              moe_dispatcher="alltoall", moe_routing="random", recompute_layers=None,
-             offload_layers=0, recompute_modules=None):
+             offload_layers=0, recompute_modules=None, moe_node_limit=0, moe_device_limit=0):
     """Simulate one training iteration, as ``jaxpp-sim simulate``.
 
     Model mode (``model`` given): ``model`` (name, path, dict or :class:`Model`), ``cluster``,
@@ -645,7 +645,10 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     expert rank over the balanced share, >= 1), ``moe_overlap`` (auto|dualpipe|1f1b|none),
     ``a2a_dtype`` (``--a2a-dtype``: "fp8" or "fp8,bf16" for dispatch and combine),
     ``moe_dispatcher`` (``--moe-dispatcher``: alltoall|deepep, a token copy per routed expert or
-    per destination rank and node), ``moe_routing`` (``--moe-routing``: random|contiguous).
+    per destination rank and node), ``moe_routing`` (``--moe-routing``: random|contiguous),
+    ``moe_node_limit`` and ``moe_device_limit`` (``--moe-node-limit``, ``--moe-device-limit``:
+    the nodes and devices a token's experts may span; 0 = no limit). ``virtual`` left out is 1,
+    or 2 for the V schedules (zb-v, dualpipev); given, it is kept or refused, as the CLI's.
     ``grad_dtype`` (``--grad-dtype``: cluster|fp32|bf16|fp16, the gradient buffer and its
     data-parallel reduction). ``optimizer_state`` (``--optimizer-state``:
     cluster|fp32|remainders|bf16|bf16-moments, the Adam state per parameter). ``assign`` (``--assign``): a name-to-actor assignment, a path to its JSON file (or a
@@ -701,12 +704,14 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                                   ("stage_times", stage_times)) if v is not None]
         refused += [k for k, v in (("t_w", t_w), ("t_comm", t_comm), ("t_a2a_f", t_a2a_f),
                                    ("t_a2a_b", t_a2a_b)) if v]
-        if refused:
-            raise InputError(f"{refused[0]}: a measured-mode argument, but model= selects model "
-                             "mode (the microbatches are global_batch / (dp x microbatch_size))")
-        for name, value in (("gpus", gpus), ("pp", pp), ("global_batch", global_batch)):
+        if refused:  # the CLI's messages, naming the flags
+            flag = "--" + refused[0].replace("_", "-")
+            raise InputError(f"{flag}: a measured-mode flag, but --model selects model mode (the "
+                             "microbatches are --global-batch / (dp x --microbatch-size))")
+        for flag, value, what in (("--gpus", gpus, "total GPUs"), ("--pp", pp, "pipeline actors"),
+                                  ("--global-batch", global_batch, "sequences per iteration")):
             if value is None:
-                raise InputError(f"{name}: required in model mode")
+                raise InputError(f"{flag}: required ({what})")
         m = _model(model)
         if a2a_dtype is not None:
             m = Model._of(_json.loads(_core.model_with_a2a_dtype(_json.dumps(m._spec),
@@ -715,7 +720,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
         out = _core.simulate_model(
             _json.dumps(m._spec), _json.dumps(c._spec), _int("gpus", gpus), _int("pp", pp),
             _int("tp", tp),
-            _int("dp", dp), _int("cp", cp), _int("virtual", virtual),
+            _int("dp", dp), _int("cp", cp), _opt_int("virtual", virtual),
             _int("global_batch", global_batch), _int("microbatch_size", microbatch_size),
             schedule or "", schedule_file or "", fuse_steady_state, recompute,
             sequence_parallel, zero1, overlap_grad_reduce, tp_comm_overlap, attention,
@@ -725,7 +730,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
             *_assign_args(assign), grad_dtype, shard_grads, shard_params,
             optimizer_state, moe_dispatcher, moe_routing,
             _opt_int("recompute_layers", recompute_layers), _int("offload_layers", offload_layers),
-            _recompute_modules_arg(recompute_modules))
+            _recompute_modules_arg(recompute_modules), _int("moe_node_limit", moe_node_limit),
+            _int("moe_device_limit", moe_device_limit))
         return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None,
                          _json.loads(out.plan) if out.plan else None)
     _refuse_given((("cluster", cluster, "a100-80g"), ("gpus", gpus, None), ("tp", tp, 1),
@@ -744,7 +750,8 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("optimizer_state", optimizer_state, "cluster"),
                    ("a2a_dtype", a2a_dtype, None),
                    ("moe_dispatcher", moe_dispatcher, "alltoall"),
-                   ("moe_routing", moe_routing, "random")),
+                   ("moe_routing", moe_routing, "random"),
+                   ("moe_node_limit", moe_node_limit, 0), ("moe_device_limit", moe_device_limit, 0)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
     if schedule is not None and schedule_file is not None:
         raise InputError("--schedule: give a schedule name or a schedule file, not both")
@@ -760,7 +767,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     out = _core.simulate_measured(
         schedule or "", schedule_file or "", _opt_int("pp", pp),
         _opt_int("microbatches", microbatches),
-        _int("virtual", virtual),
+        _int("virtual", 1 if virtual is None else virtual),
         fuse_steady_state, t_f, t_b, t_w, t_comm, t_a2a_f, t_a2a_b, moe_overlap, stage_file,
         stage_text, _perturb_arg(perturb), trace)
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
@@ -1015,20 +1022,22 @@ def synthesize(*, plan=None, pp=None, microbatches=None, t_f=None, t_b=None, t_w
 
 # --- show, validate, export -----------------------------------------------------------------------
 
-def show(*, schedule=None, schedule_file=None, pp=None, microbatches=None, stages=0,
-         fuse_steady_state=False, group_size=0):
+def show(*, schedule=None, schedule_file=None, pp=None, microbatches=None, stages=None,
+         fuse_steady_state=False, group_size=None):
     """A schedule's per-actor order and unit-cost timeline, as ``jaxpp-sim show --json``, plus
     ``text`` (the order), ``timeline_text`` (the unit-cost Gantt chart), ``json_text`` and
     ``csv_text`` (the schedule as a custom schedule file, ``show --export-json/--export-csv``).
-    ``ok`` and ``errors`` say whether the schedule is valid."""
+    ``ok`` and ``errors`` say whether the schedule is valid. With ``schedule_file``, ``pp``,
+    ``microbatches``, ``stages``, ``fuse_steady_state`` and ``group_size`` are refused (the file
+    fixes the schedule), as the CLI refuses their flags."""
     if schedule_file is not None and _path("schedule_file", schedule_file) == "":
         raise InputError(_EMPTY_PATH)  # the core reads "" as "not given"; the CLI reads the file
     return _json.loads(_core.show(_opt_str("schedule", schedule),
                                   _opt_path("schedule_file", schedule_file),
                                   _opt_int("pp", pp), _opt_int("microbatches", microbatches),
-                                  _int("stages", stages),
+                                  _opt_int("stages", stages),
                                   _bool("fuse_steady_state", fuse_steady_state),
-                                  _int("group_size", group_size)))
+                                  _opt_int("group_size", group_size)))
 
 
 def validate(path):
@@ -1045,7 +1054,7 @@ def _is_plan(value):
     return isinstance(value, dict) and "program" in value and "config" in value
 
 
-def export(result, format="perfetto", *, width=0, per_stream=False, title="", csv_path=None,
+def export(result, format="perfetto", *, width=None, per_stream=False, title=None, csv_path=None,
            view="timeline"):
     """Export a timeline or hand a plan to a trainer, as ``jaxpp-sim export``.
 
@@ -1061,8 +1070,11 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
     required: the TOML loads the schedule from it, and the schedule CSV is written there as
     ``export --csv`` does), "jaxpp" (a Python snippet). Returns the text. A plan the target
     cannot express raises :class:`InputError` with the CLI's message."""
-    fmt, view, title = _str("format", format), _str("view", view), _str("title", title)
-    width, per_stream = _int("width", width), _bool("per_stream", per_stream)
+    # width and title None: not given (an option the format would ignore is refused, as the
+    # CLI's flag: --width on perfetto, --title on text).
+    fmt, view = _str("format", format), _str("view", view)
+    title = None if title is None else _str("title", title)
+    width, per_stream = _opt_int("width", width), _bool("per_stream", per_stream)
     if isinstance(result, (str, _os.PathLike)):
         result = _path("result", result)  # a plan's path (a pathlib.Path too)
     elif not isinstance(result, (dict, SimResult, RunResult)):
@@ -1073,9 +1085,9 @@ def export(result, format="perfetto", *, width=0, per_stream=False, title="", cs
     if fmt in _HANDOFF_FORMATS:
         if csv_path is not None and fmt != "torchtitan":
             raise InputError("--csv: only --format torchtitan writes a schedule CSV")
-        if width or per_stream or title or view != "timeline":
-            flag = ("--width" if width else "--per-stream" if per_stream else
-                    "--title" if title else "--view")
+        if width is not None or per_stream or title is not None or view != "timeline":
+            flag = ("--width" if width is not None else "--per-stream" if per_stream else
+                    "--title" if title is not None else "--view")
             raise InputError(f"{flag}: a timeline option; --format {fmt} writes text for a "
                              "trainer")
         if not (isinstance(result, (str, SimResult)) or _is_plan(result)):
@@ -1138,8 +1150,8 @@ class RunResult:
         return f"RunResult(step_time_s={self.step_time_s!r})"
 
 
-def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=None, virtual=1,
-        fuse_steady_state=False, compute="real", time_scale=None, steps=3, warmup=1, dp=1,
+def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=None, virtual=None,
+        fuse_steady_state=False, compute="real", time_scale=None, steps=3, warmup=1, dp=None,
         timeout_s=30.0, check=False, hidden=None, seq=None, layers_per_stage=None, optimizer=None,
         seed=None, inject_drop=-1):
     """Execute a program on the threads backend, as ``jaxpp-sim run``: a plan (a dict in the
@@ -1151,12 +1163,22 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
     ``inject_drop=TAG`` loses that message (``--inject-drop``: the receiver times out after
     ``timeout_s``). The MLP workload's ``hidden`` (32), ``seq`` (8), ``layers_per_stage`` (2),
     ``optimizer`` ("sgd") and ``seed`` (1234) are for real compute and ``time_scale`` (1.0) for
-    emulated compute: given with the other, each is refused as the CLI refuses its flag. Raises
+    emulated compute: given with the other, each is refused as the CLI refuses its flag; so are
+    ``pp``, ``microbatches``, ``virtual`` and ``fuse_steady_state`` with a plan or a schedule
+    file, and a ``dp`` other than the plan's (the defaults are the CLI's: ``microbatches`` 4,
+    ``virtual`` 1, ``dp`` 1 or the plan's). Raises
     ``RuntimeError`` when the run fails (timeout, dead peer), with the message the CLI prints."""
+    # The arguments given (not None), refused as the CLI refuses their flags where they cannot
+    # take effect (with a plan or a schedule file, with the other compute); the rest take the
+    # CLI's defaults (microbatches 4, virtual 1, dp 1 or the plan's).
     given = [flag for flag, value in (("time-scale", time_scale), ("hidden", hidden),
                                       ("seq", seq), ("layers-per-stage", layers_per_stage),
-                                      ("optimizer", optimizer), ("seed", seed))
+                                      ("optimizer", optimizer), ("seed", seed), ("pp", pp),
+                                      ("microbatches", microbatches), ("virtual", virtual),
+                                      ("dp", dp))
              if value is not None]
+    if _bool("fuse_steady_state", fuse_steady_state):
+        given.append("fuse-steady-state")
     time_scale = 1.0 if time_scale is None else time_scale
     hidden, seq = (32 if hidden is None else hidden), (8 if seq is None else seq)
     layers_per_stage = 2 if layers_per_stage is None else layers_per_stage
@@ -1173,10 +1195,11 @@ def run(plan=None, *, schedule=None, schedule_file=None, pp=None, microbatches=N
     plan_text, plan_source = ("", "plan") if plan is None else _plan_text(plan)
     text = _core.run(schedule, schedule_file, _int("pp", 0 if pp is None else pp),
                      _int("microbatches", 0 if microbatches is None else microbatches),
-                     _int("virtual", virtual), fuse_steady_state, plan_text, plan_source,
+                     _int("virtual", 1 if virtual is None else virtual), fuse_steady_state,
+                     plan_text, plan_source,
                      compute,
                      _cli_float("--time-scale", "time_scale", time_scale), _int("steps", steps),
-                     _int("warmup", warmup), _int("dp", dp),
+                     _int("warmup", warmup), _int("dp", 1 if dp is None else dp),
                      _cli_float("--timeout-s", "timeout_s", timeout_s),
                      check, _int("hidden", hidden), _int("seq", seq),
                      _int("layers_per_stage", layers_per_stage), optimizer,
@@ -1253,7 +1276,7 @@ def calibrate(*, backend="threads", quick=False, hot=False, repeats=None, warmup
     repetition_ms = _opt_cli_float("--repetition-ms", "repetition_ms", repetition_ms)
     timeout_s = _opt_cli_float("--timeout-s", "timeout_s", timeout_s)
     quick, hot, backend = _bool("quick", quick), _bool("hot", hot), _str("backend", backend)
-    name = _opt_str("name", name)
+    name = "" if name is None else _core.checked_cluster_name(_str("name", name))
     optimizer = None if optimizer is None else _str("optimizer", optimizer)
     base_text = "" if base is None else _json.dumps(_cluster(base, "base")._spec)
     if from_trace is not None:

@@ -1206,6 +1206,10 @@ const std::vector<BadInputCase> kCases = {
              "--virtual 1",
      .message = "--virtual 1: schedule zb-v runs 2 stages per actor; give --virtual 2 or leave it "
                 "out"},
+    {.name = "SimulateMeasuredVScheduleWithAVirtualItCannotRun",
+     .args = "simulate --schedule zb-v --pp 2 --microbatches 4 --t-f 1 --t-b 1 --virtual 1",
+     .message = "--virtual 1: schedule ZB-V runs 2 stages per actor; give --virtual 2 or leave it "
+                "out"},
     {.name = "SimulateTraceOverTheSequenceLengthsFile",
      .args = kSim + "--gpus 2 --pp 2 --global-batch 4 --perturb seq-lens=@{dir}/lens.txt "
                     "--trace {dir}/lens.txt",
@@ -1369,6 +1373,20 @@ const std::vector<BadInputCase> kCases = {
      .args = "calibrate --from-trace {dir}/t.json",
      .files = {{"t.json", measured_trace_with([](json& t) { t["workload"]["optimizer"] = "lamb"; })}},
      .message = "field 'workload': field 'optimizer': expected \"sgd\" or \"adam\""},
+    // Sweep 6: a trace header that disagrees with its events.
+    {.name = "ExportTraceWithMoreActorsThanItsEvents",
+     .args = "export --trace {dir}/t.json -o {dir}/x.txt",
+     .files = {{"t.json", trace_with([](json& t) { t["num_actors"] = 5; })}},
+     .message = "t.json: field 'num_actors': 5 actors, but actor 2 has no event"},
+    {.name = "CalibrateTraceWithMoreStepsThanItsEvents", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["num_steps"] = 3; })}},
+     .message = "t.json: field 'num_steps': 3 steps, but step 2 has no event"},
+    {.name = "CalibrateTraceWithAHugeStepCount", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["num_steps"] = 2000000000; })}},
+     .message = "t.json: field 'num_steps': 2000000000 steps, but the trace has"},
+    {.name = "CalibrateTraceOfAnUnknownSource", .args = "calibrate --from-trace {dir}/t.json",
+     .files = {{"t.json", measured_trace_with([](json& t) { t["source"] = "measured:foo"; })}},
+     .message = "t.json: field 'source': expected \"simulated\" or \"measured:BACKEND\""},
     {.name = "CalibrateMissingTrace", .args = "calibrate --from-trace {dir}/t.json",
      .message = "cannot read"},
     {.name = "CalibrateFromASimulatedTrace", .args = "calibrate --from-trace {dir}/t.json",

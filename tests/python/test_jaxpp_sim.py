@@ -275,6 +275,89 @@ def test_run_argument_checks_are_the_cli_checks(kwargs, flags):
                                      "4", *flags)
 
 
+def test_run_refuses_program_arguments_a_plan_or_schedule_file_fixes(tmp_path):
+    # They were ignored: dp=3 ran the plan's dp 2, pp and microbatches ran the plan's program.
+    sim = js.simulate(model="gpt3-1.3b", gpus=4, pp=2, dp=2, global_batch=8, schedule="1f1b",
+                      trace=False)
+    path = str(tmp_path / "p.json")
+    with open(path, "w") as f:
+        json.dump(sim.plan, f)
+    for kwargs, flags in ((dict(dp=3), ["--dp", "3"]), (dict(pp=2), ["--pp", "2"]),
+                          (dict(microbatches=8), ["--microbatches", "8"]),
+                          (dict(fuse_steady_state=True), ["--fuse-steady-state"])):
+        with pytest.raises(js.InputError) as e:
+            js.run(path, compute="emulated", **kwargs)
+        assert str(e.value) == cli_error("run", path, "--compute", "emulated", *flags)
+    sched = os.path.join(DATA, "schedules", "1f1b_p2_m4.csv")
+    with pytest.raises(js.InputError) as e:
+        js.run(schedule_file=sched, pp=2)
+    assert str(e.value) == cli_error("run", "--schedule-file", sched, "--pp", "2")
+
+
+def test_options_the_output_would_ignore_are_refused_as_the_cli_refuses_them(tmp_path):
+    # Sweep 7: they were accepted and ignored (export's title on text, width on perfetto,
+    # width -1 drew 100 columns; show's pp with a schedule file; calibrate's name "").
+    sim = js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1)
+    trace = str(tmp_path / "t.json")
+    with open(trace, "w") as f:
+        json.dump(sim.trace_json(), f)
+    for kwargs, fmt, flags in ((dict(title="x"), "text", ["--title", "x"]),
+                               (dict(width=200), "perfetto", ["--width", "200"]),
+                               (dict(per_stream=True), "json", ["--per-stream"]),
+                               (dict(width=-1), "text", ["--width", "-1"]),
+                               (dict(width=10 ** 6), "svg", ["--width", str(10 ** 6)])):
+        with pytest.raises(js.InputError) as e:
+            js.export(sim, fmt, **kwargs)
+        out = str(tmp_path / ("x." + ("txt" if fmt == "text" else fmt)))
+        assert str(e.value) == cli_error("export", "--trace", trace, "--format", fmt, "-o", out,
+                                         *flags)
+    sched = os.path.join(DATA, "schedules", "1f1b_p2_m4.csv")
+    for kwargs, flags in ((dict(pp=2), ["--pp", "2"]), (dict(stages=4), ["--stages", "4"]),
+                          (dict(group_size=2), ["--group-size", "2"])):
+        with pytest.raises(js.InputError) as e:
+            js.show(schedule_file=sched, **kwargs)
+        assert str(e.value) == cli_error("show", "--schedule-file", sched, *flags)
+    run = js.run(schedule="1f1b", pp=2, steps=2, warmup=0, hidden=8, seq=4, layers_per_stage=1)
+    run_trace = str(tmp_path / "run.json")
+    with open(run_trace, "w") as f:
+        json.dump(run.trace_json(), f)
+    with pytest.raises(js.InputError) as e:
+        js.calibrate(from_trace=run_trace, name="")
+    assert str(e.value) == cli_error("calibrate", "--from-trace", run_trace, "--name", "")
+
+
+def test_simulate_keeps_or_refuses_a_given_virtual_and_has_the_moe_limits():
+    with pytest.raises(js.InputError) as e:
+        js.simulate(model="gpt3-1.3b", gpus=4, pp=2, dp=2, global_batch=16, schedule="zb-v",
+                    virtual=1)
+    assert str(e.value) == cli_error("simulate", "--model", "gpt3-1.3b", "--gpus", "4", "--pp",
+                                     "2", "--dp", "2", "--global-batch", "16", "--schedule",
+                                     "zb-v", "--virtual", "1")
+    # Left out, the V schedule takes its 2 stages per actor.
+    sim = js.simulate(model="gpt3-1.3b", gpus=4, pp=2, dp=2, global_batch=16, schedule="zb-v",
+                      trace=False)
+    assert sim.plan["config"]["virtual_stages"] == 2
+    # --moe-device-limit reaches the core (it was missing): the step equals the CLI's.
+    args = ["--model", "deepseek-v3", "--cluster", "h100-sxm", "--gpus", "256", "--pp", "8",
+            "--dp", "32", "--ep", "32", "--global-batch", "256", "--schedule", "1f1b",
+            "--no-memory-check", "--moe-device-limit", "3"]
+    cli_step = cli_json("simulate", *args)["step_time_s"]
+    kwargs = dict(model="deepseek-v3", cluster="h100-sxm", gpus=256, pp=8, dp=32, ep=32,
+                  global_batch=256, schedule="1f1b", check_memory=False, trace=False)
+    limited = js.simulate(moe_device_limit=3, **kwargs).metrics["step_time_s"]
+    assert limited == pytest.approx(cli_step, rel=1e-12)
+    assert limited != js.simulate(**kwargs).metrics["step_time_s"]
+
+
+def test_run_takes_the_clis_defaults_and_checks():
+    # The CLI's --microbatches defaults to 4 (Python raised "needs m >= 1").
+    r = js.run(schedule="1f1b", pp=2, steps=1, warmup=0)
+    assert r.report["num_microbatches"] == 4
+    with pytest.raises(js.InputError) as e:
+        js.run(schedule="1f1b", pp=2, virtual=0)
+    assert str(e.value) == cli_error("run", "--schedule", "1f1b", "--pp", "2", "--virtual", "0")
+
+
 @pytest.mark.parametrize("kwargs, flags", [
     (dict(compute="emulated", hidden=16), ["--compute", "emulated", "--hidden", "16"]),
     (dict(compute="emulated", seed=7), ["--compute", "emulated", "--seed", "7"]),
@@ -299,7 +382,12 @@ def test_other_argument_checks():
     assert str(e.value) == cli_error("explore", *EXPLORE_ARGS, "--threads", "-1", "--quiet")
     with pytest.raises(js.InputError) as e:
         js.simulate(model="gpt3-13b", gpus=8, pp=1, global_batch=8, schedule="1f1b", t_f=1)
-    assert str(e.value).startswith("t_f: a measured-mode argument")
+    assert str(e.value) == cli_error("simulate", "--model", "gpt3-13b", "--gpus", "8", "--pp", "1",
+                                     "--global-batch", "8", "--schedule", "1f1b", "--t-f", "1")
+    with pytest.raises(js.InputError) as e:
+        js.simulate(model="gpt3-13b", pp=1, global_batch=8, schedule="1f1b")
+    assert str(e.value) == cli_error("simulate", "--model", "gpt3-13b", "--pp", "1",
+                                     "--global-batch", "8", "--schedule", "1f1b")
     with pytest.raises(js.InputError) as e:
         js.export(js.simulate(schedule="1f1b", pp=2, microbatches=4, t_f=1, t_b=1, trace=False))
     assert "no trace" in str(e.value)

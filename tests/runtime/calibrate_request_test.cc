@@ -94,6 +94,13 @@ std::string write_measured_trace(const std::string& name, int64_t bytes,
   e.tag = 0;
   e.end_s = 1e-3;
   t.events.push_back(e);
+  // Its receive on actor 1 (every actor a trace counts has events).
+  TraceEvent r = e;
+  r.actor = 1;
+  r.op = OpKind::kRecv;
+  r.stream = {StreamKind::kRecv, 0};
+  r.peer = 0;
+  t.events.push_back(r);
   t.workload = std::move(workload);
   std::ofstream f(path);
   f << trace_to_json(t).dump();
