@@ -182,7 +182,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
   if (schedule.empty() && schedule_file.empty())
     throw_input_error("--schedule", "required (a schedule name or --schedule-file)");
   if (!schedule.empty() && !schedule_file.empty())
-    throw_input_error("--schedule", "give a schedule name or a schedule file, not both");
+    throw_input_error("--schedule and --schedule-file",
+                      "give a schedule name or a schedule file, not both");
   ParallelConfig& c = req.config;
   c.gpus = gpus;
   c.pp = pp;

@@ -753,13 +753,17 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
                    ("moe_routing", moe_routing, "random"),
                    ("moe_node_limit", moe_node_limit, 0), ("moe_device_limit", moe_device_limit, 0)),
                   "a model-mode flag, but without --model simulate runs in measured mode")
-    if schedule is not None and schedule_file is not None:
-        raise InputError("--schedule: give a schedule name or a schedule file, not both")
+    if schedule is not None and schedule_file is not None:  # the CLI's refuse_together
+        raise InputError("--schedule and --schedule-file: give a schedule name or a schedule "
+                         "file, not both")
     stage_file, stage_text = "", ""
     if stage_times is not None:
-        if t_f is not None or t_b is not None or t_w or t_comm or t_a2a_f or t_a2a_b:
-            raise InputError("--stage-times: give per-stage times in a file or uniform times, "
-                             "not both")
+        for flag, given in (("--t-f", t_f is not None), ("--t-b", t_b is not None),
+                            ("--t-w", t_w), ("--t-comm", t_comm), ("--t-a2a-f", t_a2a_f),
+                            ("--t-a2a-b", t_a2a_b)):
+            if given:
+                raise InputError(f"--stage-times and {flag}: give per-stage times in a file or "
+                                 "uniform times, not both")
         if isinstance(stage_times, dict):
             stage_text = _dumps(stage_times, "stage_times")
         else:

@@ -349,6 +349,18 @@ def test_simulate_keeps_or_refuses_a_given_virtual_and_has_the_moe_limits():
     assert limited != js.simulate(**kwargs).metrics["step_time_s"]
 
 
+def test_simulate_conflicts_name_both_flags_as_the_cli():
+    sched = os.path.join(DATA, "schedules", "1f1b_p2_m4.csv")
+    with pytest.raises(js.InputError) as e:
+        js.simulate(schedule="1f1b", schedule_file=sched)
+    assert str(e.value) == cli_error("simulate", "--schedule", "1f1b", "--schedule-file", sched)
+    with pytest.raises(js.InputError) as e:
+        js.simulate(schedule="1f1b", pp=2, stage_times={"t_f_ms": [1, 1], "t_b_ms": [1, 1]},
+                    t_w=1)
+    assert str(e.value).startswith("--stage-times and --t-w: give per-stage times in a file or "
+                                   "uniform times, not both")
+
+
 def test_run_takes_the_clis_defaults_and_checks():
     # The CLI's --microbatches defaults to 4 (Python raised "needs m >= 1").
     r = js.run(schedule="1f1b", pp=2, steps=1, warmup=0)
