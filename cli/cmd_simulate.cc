@@ -279,6 +279,7 @@ int run_simulate(int argc, char** argv) {
     if (args.count("schedule")) mreq.schedule = args["schedule"].as<std::string>();
     if (args.count("schedule-file")) mreq.schedule_file = args["schedule-file"].as<std::string>();
     mreq.virtual_stages = args["virtual"].as<int>();
+    mreq.virtual_given = args.count("virtual") > 0;
     mreq.fuse_steady_state = args.count("fuse-steady-state") > 0;
     if (args.count("stage-times")) mreq.stage_times_file = args["stage-times"].as<std::string>();
     if (args.count("t-f")) mreq.t_f_ms = args["t-f"].as<double>();
@@ -290,15 +291,6 @@ int run_simulate(int argc, char** argv) {
     mreq.moe_overlap = parse_moe_overlap(args["moe-overlap"].as<std::string>(), "--moe-overlap");
     if (perturbation) sim_options.perturbation = &*perturbation;  // reported against a base run
     sim = simulate_measured(mreq, sim_options);
-    // As in model mode: a V schedule runs 2 stages per actor whatever --virtual says.
-    if (args.count("virtual") && !args.count("schedule-file")) {
-      const int pp = sim.metrics.at("pp").get<int>(), stages = sim.metrics.at("num_stages").get<int>();
-      if (stages != pp * mreq.virtual_stages)
-        throw_input_error("--virtual " + std::to_string(mreq.virtual_stages),
-                          "schedule " + sim.metrics.at("schedule").get<std::string>() + " runs " +
-                              std::to_string(stages / pp) + " stages per actor; give --virtual " +
-                              std::to_string(stages / pp) + " or leave it out");
-    }
   } else {
     PlanRequest req;
     req.model = load_model(args["model"].as<std::string>());

@@ -99,7 +99,13 @@ std::string model_from_json_text(const std::string& text, const std::string& sou
   return model_to_json(model_from_json(doc, source)).dump();
 }
 std::string model_shape_json(const std::string& model_text) {
-  return model_shape_to_json(model_from_json(parse(model_text, "model"), "model")).dump();
+  // The shape and the totals `graph --json` reports (Model.shape()'s promise).
+  const ModelSpec m = model_from_json(parse(model_text, "model"), "model");
+  json j = model_shape_to_json(m);
+  j["params"] = m.total_params();
+  j["active_params"] = m.active_params();
+  j["mtp_params"] = m.mtp_params();
+  return j.dump();
 }
 std::string load_cluster_json(const std::string& name_or_path) {
   return cluster_to_json(load_cluster_arg(name_or_path)).dump();
@@ -262,7 +268,8 @@ SimOut simulate_model_mode(const std::string& model_text, const std::string& clu
 
 SimOut simulate_measured_mode(const std::string& schedule, const std::string& schedule_file,
                               std::optional<int> pp, std::optional<int> microbatches,
-                              int virtual_stages, bool fuse_steady_state, std::optional<double> t_f,
+                              std::optional<int> virtual_stages, bool fuse_steady_state,
+                              std::optional<double> t_f,
                               std::optional<double> t_b, double t_w, double t_comm,
                               double t_a2a_f, double t_a2a_b, const std::string& moe_overlap,
                               const std::string& stage_times_file,
@@ -275,7 +282,8 @@ SimOut simulate_measured_mode(const std::string& schedule, const std::string& sc
   req.schedule_file = schedule_file;
   req.pp = pp;
   req.microbatches = microbatches;
-  req.virtual_stages = virtual_stages;
+  req.virtual_stages = virtual_stages.value_or(1);
+  req.virtual_given = virtual_stages.has_value();
   req.fuse_steady_state = fuse_steady_state;
   req.t_f_ms = t_f;
   req.t_b_ms = t_b;

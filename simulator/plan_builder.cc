@@ -456,6 +456,12 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
       make_schedule(request.schedule, request.schedule_file, pp,
                     v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0, m,
                     request.fuse_steady_state);
+  if (request.virtual_given && request.schedule_file.empty() && schedule.num_stages != pp * v)
+    throw_input_error("--virtual " + std::to_string(v),
+                      "schedule " + schedule.name + " runs " +
+                          std::to_string(schedule.num_stages / pp) +
+                          " stages per actor; give --virtual " +
+                          std::to_string(schedule.num_stages / pp) + " or leave it out");
   StageTimes times;
   if (!request.stage_times_file.empty()) {
     times = load_stage_times(request.stage_times_file, schedule.num_stages);

@@ -138,6 +138,9 @@ struct MeasuredRequest {
   std::optional<int> pp;
   std::optional<int> microbatches;
   int virtual_stages = 1;
+  // virtual_stages was given (--virtual): a schedule that runs another count is refused, as in
+  // model mode (check_virtual_kept), not silently replaced.
+  bool virtual_given = false;
   bool fuse_steady_state = false;
   std::optional<double> t_f_ms, t_b_ms;
   double t_w_ms = 0, t_comm_ms = 0;

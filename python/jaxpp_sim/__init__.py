@@ -365,8 +365,8 @@ class Model:
         return self._spec.get("name", "")
 
     def shape(self):
-        """Totals and shape of the model (parameters, active parameters, ...), as
-        ``jaxpp-sim graph --json`` reports them."""
+        """Shape of the model (hidden, heads, layers, ...) and its totals ``params``,
+        ``active_params`` and ``mtp_params``, as ``jaxpp-sim graph --json`` reports them."""
         return _json.loads(_core.model_shape(_json.dumps(self._spec)))
 
     def to_dict(self):
@@ -771,7 +771,7 @@ def simulate(*, model=None, cluster="a100-80g", gpus=None, pp=None, tp=1, dp=1, 
     out = _core.simulate_measured(
         schedule or "", schedule_file or "", _opt_int("pp", pp),
         _opt_int("microbatches", microbatches),
-        _int("virtual", 1 if virtual is None else virtual),
+        _opt_int("virtual", virtual),
         fuse_steady_state, t_f, t_b, t_w, t_comm, t_a2a_f, t_a2a_b, moe_overlap, stage_file,
         stage_text, _perturb_arg(perturb), trace)
     return SimResult(_json.loads(out.metrics), _json.loads(out.trace) if out.trace else None)
@@ -1086,6 +1086,9 @@ def export(result, format="perfetto", *, width=None, per_stream=False, title=Non
                          f"dict or a path), got {result!r}")
     if csv_path is not None:
         csv_path = _path("csv_path", csv_path)
+        if csv_path == "-":  # the CLI's stdout: here a file of that name was written
+            raise InputError("csv_path: '-' is the CLI's standard output; give a file name "
+                             "(the schedule CSV is written there)")
     if fmt in _HANDOFF_FORMATS:
         if csv_path is not None and fmt != "torchtitan":
             raise InputError("--csv: only --format torchtitan writes a schedule CSV")
