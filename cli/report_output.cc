@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "graph/error.h"
+#include "graph/input_file.h"
 
 namespace jaxpp::cli {
 namespace {
@@ -36,13 +37,10 @@ void check_output_path(const std::string& path, const std::string& flag) {
   const std::string where = flag + " " + path;
   std::error_code ec;
   if (path.empty()) throw_input_error(flag, "expected a file name");
-  for (const char ch : path) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)  // "wrote <path>" lines and hand-offs that name the file
-      throw_input_error(flag, "the file name contains a control character, got " +
-                                  nlohmann::json(path).dump(
-                                      -1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
+  if (has_control_character(path))  // "wrote <path>" lines and hand-offs that name the file
+    throw_input_error(flag, "the file name contains a control character, got " +
+                                nlohmann::json(path).dump(-1, ' ', false,
+                                                          nlohmann::json::error_handler_t::replace));
   const fs::file_status link = fs::symlink_status(path, ec);
   if (fs::is_symlink(link))
     throw_input_error(where,

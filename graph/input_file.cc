@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -149,6 +150,13 @@ std::string read_input_text(const std::string& path, int64_t max_bytes) {
   check_no_nul(path, text);
   check_utf8(path, text);
   return text;
+}
+
+bool has_control_character(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  });
 }
 
 std::string with_invalid_utf8_replaced(std::string text) {

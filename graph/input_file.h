@@ -38,6 +38,10 @@ void check_input_file(const std::string& path, int64_t max_bytes = kMaxInputFile
 // The UTF-8 check of read_input_text, for text that did not come through it (`name` names it).
 void check_utf8(const std::string& name, const std::string& text);
 
+// True when `text` holds a control character (below 0x20, or 0x7f): what a name printed on one
+// line or written into a generated file may not hold.
+bool has_control_character(const std::string& text);
+
 // `text` with each byte that starts no valid UTF-8 sequence replaced by '?' (a name taken from a
 // path, which may hold any bytes, before it is printed or written into JSON).
 std::string with_invalid_utf8_replaced(std::string text);

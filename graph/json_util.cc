@@ -192,12 +192,9 @@ std::string JsonObject::string(const std::string& key) const {
 
 std::string JsonObject::single_line_string(const std::string& key, const std::string& why) const {
   std::string text = string(key);
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      throw_input_error(field(key),
-                        "contains a control character (" + why + "), got " + at(key).dump());
-  }
+  if (has_control_character(text))
+    throw_input_error(field(key),
+                      "contains a control character (" + why + "), got " + at(key).dump());
   return text;
 }
 

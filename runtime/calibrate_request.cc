@@ -80,11 +80,10 @@ std::string checked_cluster_name(const std::string& name) {
     throw_input_error("--name", "expected a cluster name, got '" + name + "'");
   // Written into the cluster file, whose reader refuses control characters in it.
   check_utf8("--name", name);
-  for (const char ch : name)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
-      throw_input_error("--name", "contains a control character (it is printed in reports and "
-                                  "written into plans), got " +
-                                      nlohmann::json(name).dump());
+  if (has_control_character(name))
+    throw_input_error("--name", "contains a control character (it is printed in reports and "
+                                "written into plans), got " +
+                                    nlohmann::json(name).dump());
   return name;
 }
 

@@ -216,13 +216,21 @@ Schedule make_schedule(const std::string& name, const std::string& file, int pp,
   return generate_schedule(name, params);
 }
 
-void check_virtual_kept(const Plan& plan, int requested) {
-  if (plan.config.virtual_stages == requested) return;
+namespace {
+
+// The refusal of an explicit --virtual `requested` the schedule does not run (it runs `runs`).
+void check_virtual_runs(const std::string& schedule, int runs, int requested) {
+  if (runs == requested) return;
   throw_input_error("--virtual " + std::to_string(requested),
-                    "schedule " + plan.config.schedule + " runs " +
-                        std::to_string(plan.config.virtual_stages) +
-                        " stages per actor; give --virtual " +
-                        std::to_string(plan.config.virtual_stages) + " or leave it out");
+                    "schedule " + schedule + " runs " + std::to_string(runs) +
+                        " stages per actor; give --virtual " + std::to_string(runs) +
+                        " or leave it out");
+}
+
+}  // namespace
+
+void check_virtual_kept(const Plan& plan, int requested) {
+  check_virtual_runs(plan.config.schedule, plan.config.virtual_stages, requested);
 }
 
 Plan build_plan(const PlanRequest& req) {
@@ -456,12 +464,8 @@ SimulatedPlan simulate_measured(const MeasuredRequest& request, const PlanSimOpt
       make_schedule(request.schedule, request.schedule_file, pp,
                     v > 1 ? checked_int_product(pp, v, kMaxStages, "--pp x --virtual") : 0, m,
                     request.fuse_steady_state);
-  if (request.virtual_given && request.schedule_file.empty() && schedule.num_stages != pp * v)
-    throw_input_error("--virtual " + std::to_string(v),
-                      "schedule " + schedule.name + " runs " +
-                          std::to_string(schedule.num_stages / pp) +
-                          " stages per actor; give --virtual " +
-                          std::to_string(schedule.num_stages / pp) + " or leave it out");
+  if (request.virtual_given && request.schedule_file.empty())
+    check_virtual_runs(schedule.name, schedule.num_stages / pp, v);
   StageTimes times;
   if (!request.stage_times_file.empty()) {
     times = load_stage_times(request.stage_times_file, schedule.num_stages);
